@@ -1,0 +1,186 @@
+//! Server time. Commands read `now` once, from a [`Clock`]; algorithms and
+//! the store take it as an argument, so tests drive time with a
+//! [`ManualClock`] instead of sleeping.
+
+use std::fmt;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Arc;
+use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
+
+/// Nanoseconds since the Unix epoch on the server's clock. A `u64` lasts
+/// until the year 2554.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Default)]
+pub struct Nanos(pub u64);
+
+impl Nanos {
+    pub const ZERO: Nanos = Nanos(0);
+    pub const PER_MS: u64 = 1_000_000;
+    pub const PER_SEC: u64 = 1_000_000_000;
+
+    pub fn from_millis(ms: u64) -> Option<Nanos> {
+        ms.checked_mul(Self::PER_MS).map(Nanos)
+    }
+
+    pub fn as_millis(self) -> u64 {
+        self.0 / Self::PER_MS
+    }
+
+    pub fn as_secs(self) -> u64 {
+        self.0 / Self::PER_SEC
+    }
+
+    pub fn checked_add(self, d: u64) -> Option<Nanos> {
+        self.0.checked_add(d).map(Nanos)
+    }
+
+    pub fn saturating_sub(self, other: Nanos) -> u64 {
+        self.0.saturating_sub(other.0)
+    }
+}
+
+impl fmt::Display for Nanos {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{}ns", self.0)
+    }
+}
+
+/// A source of server time. Never goes backwards.
+pub trait Clock: Send + Sync + 'static {
+    fn now(&self) -> Nanos;
+}
+
+fn wall_now() -> u64 {
+    SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map_or(0, |d| d.as_nanos() as u64)
+}
+
+/// Monotonic time plus an offset that only grows.
+///
+/// It follows the wall clock forward (NTP slewing, a step forward), so fixed
+/// windows stay aligned to UTC; it ignores steps backwards, so server time
+/// keeps flowing at the real rate and no window re-opens or freezes.
+#[derive(Debug)]
+pub struct SystemClock {
+    start: Instant,
+    /// Wall time at `start` plus every forward correction since.
+    offset: AtomicU64,
+    /// Times the wall clock was seen behind server time by more than a
+    /// second (a step backwards), for operators.
+    backward_steps: AtomicU64,
+}
+
+impl SystemClock {
+    pub fn new() -> Self {
+        SystemClock {
+            start: Instant::now(),
+            offset: AtomicU64::new(wall_now()),
+            backward_steps: AtomicU64::new(0),
+        }
+    }
+
+    pub fn backward_steps(&self) -> u64 {
+        self.backward_steps.load(Ordering::Relaxed)
+    }
+
+    /// Server time given a monotonic reading and a wall-clock reading:
+    /// split out so the step logic is testable without changing the system
+    /// clock.
+    fn observe(&self, mono: u64, wall: u64) -> Nanos {
+        let offset = self.offset.load(Ordering::Relaxed);
+        let now = mono.saturating_add(offset);
+        if wall > now {
+            let wanted = wall - mono;
+            let prev = self.offset.fetch_max(wanted, Ordering::Relaxed);
+            return Nanos(mono.saturating_add(prev.max(wanted)));
+        }
+        if now - wall > Nanos::PER_SEC {
+            self.backward_steps.fetch_add(1, Ordering::Relaxed);
+        }
+        Nanos(now)
+    }
+}
+
+impl Default for SystemClock {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
+impl Clock for SystemClock {
+    fn now(&self) -> Nanos {
+        let mono = self.start.elapsed().as_nanos() as u64;
+        self.observe(mono, wall_now())
+    }
+}
+
+/// A clock that moves only when told to; clones share one time.
+#[derive(Debug, Clone)]
+pub struct ManualClock(Arc<AtomicU64>);
+
+impl ManualClock {
+    /// Starts at `start`; tests usually pick a round Unix time so bucket
+    /// boundaries are easy to reason about.
+    pub fn new(start: Nanos) -> Self {
+        ManualClock(Arc::new(AtomicU64::new(start.0)))
+    }
+
+    pub fn advance(&self, d: Duration) {
+        self.0.fetch_add(d.as_nanos() as u64, Ordering::SeqCst);
+    }
+
+    /// Sets the time; unlike the system clock, a manual clock may be set
+    /// backwards, to test how the server copes with a clock that does.
+    pub fn set(&self, t: Nanos) {
+        self.0.store(t.0, Ordering::SeqCst);
+    }
+}
+
+impl Clock for ManualClock {
+    fn now(&self) -> Nanos {
+        Nanos(self.0.load(Ordering::SeqCst))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const S: u64 = Nanos::PER_SEC;
+
+    #[test]
+    fn follows_wall_forward_and_ignores_backwards() {
+        let c = SystemClock {
+            start: Instant::now(),
+            offset: AtomicU64::new(1000 * S),
+            backward_steps: AtomicU64::new(0),
+        };
+        assert_eq!(c.observe(0, 1000 * S), Nanos(1000 * S));
+        assert_eq!(c.observe(S, 1001 * S), Nanos(1001 * S));
+        // Wall clock jumps a day ahead: server time follows.
+        assert_eq!(c.observe(2 * S, 87_402 * S), Nanos(87_402 * S));
+        // Wall clock steps back an hour: server time keeps flowing.
+        assert_eq!(c.observe(3 * S, 83_803 * S), Nanos(87_403 * S));
+        assert_eq!(c.observe(4 * S, 83_804 * S), Nanos(87_404 * S));
+        assert_eq!(c.backward_steps(), 2);
+    }
+
+    #[test]
+    fn system_clock_is_monotonic() {
+        let c = SystemClock::new();
+        let mut last = c.now();
+        for _ in 0..1000 {
+            let t = c.now();
+            assert!(t >= last);
+            last = t;
+        }
+    }
+
+    #[test]
+    fn manual_clock_moves_when_told() {
+        let c = ManualClock::new(Nanos(5));
+        let shared = c.clone();
+        c.advance(Duration::from_nanos(10));
+        assert_eq!(shared.now(), Nanos(15));
+    }
+}

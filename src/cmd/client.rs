@@ -1,0 +1,236 @@
+//! CLIENT subcommands.
+
+use super::args::{int, is};
+use super::{error::show, CmdError, Ctx};
+use crate::protocol::Request;
+
+/// Redis refuses names with spaces or newlines (they would break
+/// `CLIENT LIST` lines).
+pub fn validate_name(name: &[u8]) -> Result<(), CmdError> {
+    if name.iter().any(|&b| !(b'!'..=b'~').contains(&b)) {
+        return Err(CmdError::err(
+            "Client names cannot contain spaces, newlines or special characters.",
+        ));
+    }
+    Ok(())
+}
+
+/// ```text
+/// CLIENT SETNAME name
+/// ```
+pub fn setname(ctx: &mut Ctx<'_>, req: &Request<'_>) -> Result<(), CmdError> {
+    let name = req.arg(2);
+    validate_name(name)?;
+    *ctx.session.info.name.lock() = (!name.is_empty()).then(|| name.into());
+    ctx.out.ok();
+    Ok(())
+}
+
+/// ```text
+/// CLIENT GETNAME
+/// ```
+pub fn getname(ctx: &mut Ctx<'_>, _req: &Request<'_>) -> Result<(), CmdError> {
+    let name = ctx.session.info.name.lock().clone();
+    match name {
+        Some(n) => ctx.out.bulk(&n),
+        None => ctx.out.null(),
+    }
+    Ok(())
+}
+
+/// ```text
+/// CLIENT SETINFO LIB-NAME name | LIB-VER version
+/// ```
+pub fn setinfo(ctx: &mut Ctx<'_>, req: &Request<'_>) -> Result<(), CmdError> {
+    let (attr, value) = (req.arg(2), req.arg(3));
+    let slot = if is(attr, "LIB-NAME") {
+        &ctx.session.info.lib_name
+    } else if is(attr, "LIB-VER") {
+        &ctx.session.info.lib_ver
+    } else {
+        return Err(CmdError::err(format!(
+            "Unrecognized option '{}'",
+            show(attr)
+        )));
+    };
+    if value.iter().any(|&b| !(b'!'..=b'~').contains(&b)) {
+        return Err(CmdError::err(format!(
+            "{} cannot contain spaces, newlines or special characters.",
+            show(attr)
+        )));
+    }
+    *slot.lock() = (!value.is_empty()).then(|| value.into());
+    ctx.out.ok();
+    Ok(())
+}
+
+/// ```text
+/// CLIENT ID
+/// ```
+pub fn id(ctx: &mut Ctx<'_>, _req: &Request<'_>) -> Result<(), CmdError> {
+    ctx.out.int(ctx.session.info.id as i64);
+    Ok(())
+}
+
+/// ```text
+/// CLIENT INFO
+/// ```
+pub fn info(ctx: &mut Ctx<'_>, _req: &Request<'_>) -> Result<(), CmdError> {
+    let mut line = ctx.session.info.describe();
+    line.push('\n');
+    ctx.out.verbatim(line.as_bytes());
+    Ok(())
+}
+
+/// ```text
+/// CLIENT LIST [TYPE NORMAL|MASTER|REPLICA|PUBSUB] [ID id [id ...]]
+/// ```
+pub fn list(ctx: &mut Ctx<'_>, req: &Request<'_>) -> Result<(), CmdError> {
+    let mut ids: Option<Vec<u64>> = None;
+    let mut only_normal = true;
+    let mut i = 2;
+    while i < req.len() {
+        if is(req.arg(i), "TYPE") && i + 1 < req.len() {
+            let t = req.arg(i + 1);
+            if is(t, "normal") {
+                only_normal = true;
+            } else if is(t, "master") || is(t, "replica") || is(t, "slave") || is(t, "pubsub") {
+                only_normal = false;
+            } else {
+                return Err(CmdError::err(format!("Unknown client type '{}'", show(t))));
+            }
+            i += 2;
+        } else if is(req.arg(i), "ID") && i + 1 < req.len() {
+            let mut v = Vec::new();
+            for j in i + 1..req.len() {
+                match int(req, j) {
+                    Ok(n) if n > 0 => v.push(n as u64),
+                    _ => return Err(CmdError::err("Invalid client ID")),
+                }
+            }
+            ids = Some(v);
+            i = req.len();
+        } else {
+            return Err(CmdError::Syntax);
+        }
+    }
+    let mut text = String::new();
+    if only_normal {
+        for c in ctx.state.clients.all() {
+            if ids.as_ref().is_none_or(|ids| ids.contains(&c.id)) {
+                text.push_str(&c.describe());
+                text.push('\n');
+            }
+        }
+    }
+    ctx.out.verbatim(text.as_bytes());
+    Ok(())
+}
+
+/// ```text
+/// CLIENT KILL ip:port
+/// CLIENT KILL [ID id] [ADDR ip:port] [LADDR ip:port] [SKIPME yes|no] ...
+/// ```
+pub fn kill(ctx: &mut Ctx<'_>, req: &Request<'_>) -> Result<(), CmdError> {
+    let clients = ctx.state.clients.all();
+    if req.len() == 3 {
+        // The old form: one address, and an error if nobody has it.
+        let addr = req.arg(2);
+        let target = clients
+            .iter()
+            .find(|c| c.addr.to_string().as_bytes() == addr);
+        let Some(target) = target else {
+            return Err(CmdError::err("No such client"));
+        };
+        target.kill();
+        ctx.out.ok();
+        return Ok(());
+    }
+    let (mut id, mut addr, mut laddr, mut skipme) = (None, None, None, true);
+    let mut i = 2;
+    while i + 1 < req.len() {
+        let (opt, val) = (req.arg(i), req.arg(i + 1));
+        if is(opt, "ID") {
+            id = Some(match int(req, i + 1) {
+                Ok(n) if n > 0 => n as u64,
+                _ => return Err(CmdError::err("client-id should be greater than 0")),
+            });
+        } else if is(opt, "ADDR") {
+            addr = Some(val);
+        } else if is(opt, "LADDR") {
+            laddr = Some(val);
+        } else if is(opt, "SKIPME") {
+            skipme = if is(val, "yes") {
+                true
+            } else if is(val, "no") {
+                false
+            } else {
+                return Err(CmdError::Syntax);
+            };
+        } else if is(opt, "TYPE") || is(opt, "USER") || is(opt, "MAXAGE") {
+            // Every client is a normal client of the default user.
+        } else {
+            return Err(CmdError::Syntax);
+        }
+        i += 2;
+    }
+    if i != req.len() {
+        return Err(CmdError::Syntax);
+    }
+    let me = ctx.session.info.id;
+    let mut killed = 0;
+    for c in clients {
+        let hit = id.is_none_or(|id| c.id == id)
+            && addr.is_none_or(|a| c.addr.to_string().as_bytes() == a)
+            && laddr.is_none_or(|a| c.laddr.to_string().as_bytes() == a)
+            && !(skipme && c.id == me);
+        if hit {
+            c.kill();
+            killed += 1;
+        }
+    }
+    ctx.out.int(killed);
+    Ok(())
+}
+
+/// ```text
+/// CLIENT HELP
+/// ```
+pub fn help(ctx: &mut Ctx<'_>, _req: &Request<'_>) -> Result<(), CmdError> {
+    write_help(
+        ctx,
+        "CLIENT",
+        &[
+            "GETNAME",
+            "    Return the name of the current connection.",
+            "ID",
+            "    Return the ID of the current connection.",
+            "INFO",
+            "    Return information about the current client connection.",
+            "KILL <ip:port>",
+            "    Kill connection made from <ip:port>.",
+            "KILL <option> <value> [<option> <value> [...]]",
+            "    Kill connections. Options are: ID <client-id>, ADDR <ip:port>, LADDR <ip:port>, SKIPME (YES|NO).",
+            "LIST [TYPE NORMAL] [ID <client-id> [...]]",
+            "    Return information about client connections.",
+            "SETINFO <option> <value>",
+            "    Set client meta attribute: LIB-NAME or LIB-VER.",
+            "SETNAME <name>",
+            "    Assign the name <name> to the current connection.",
+        ],
+    );
+    Ok(())
+}
+
+/// The reply of every `... HELP` subcommand, shaped as Redis's.
+pub fn write_help(ctx: &mut Ctx<'_>, container: &str, lines: &[&str]) {
+    ctx.out.array(lines.len() + 3);
+    ctx.out.simple(&format!(
+        "{container} <subcommand> [<arg> [value] [opt] ...]. Subcommands are:"
+    ));
+    for line in lines {
+        ctx.out.simple(line);
+    }
+    ctx.out.simple("HELP");
+    ctx.out.simple("    Print this help.");
+}

@@ -1,0 +1,288 @@
+//! COMMAND and its subcommands: everything here is read from the command
+//! table, so what clients learn is what dispatch enforces.
+
+use super::args::is;
+use super::table::{lookup, resolve_in, CommandSpec, COMMANDS};
+use super::{CmdError, Ctx, Flags};
+use crate::glob;
+use crate::protocol::{ReplyBuf, Request};
+
+/// ```text
+/// COMMAND
+/// ```
+pub fn all(ctx: &mut Ctx<'_>, _req: &Request<'_>) -> Result<(), CmdError> {
+    ctx.out.array(COMMANDS.len());
+    for cmd in COMMANDS {
+        write_info(ctx.out, cmd, None);
+    }
+    Ok(())
+}
+
+/// ```text
+/// COMMAND COUNT
+/// ```
+pub fn count(ctx: &mut Ctx<'_>, _req: &Request<'_>) -> Result<(), CmdError> {
+    ctx.out.int(COMMANDS.len() as i64);
+    Ok(())
+}
+
+/// ```text
+/// COMMAND INFO [command-name ...]
+/// ```
+pub fn info(ctx: &mut Ctx<'_>, req: &Request<'_>) -> Result<(), CmdError> {
+    if req.len() == 2 {
+        return all(ctx, req);
+    }
+    ctx.out.array(req.len() - 2);
+    for name in req.args().skip(2) {
+        match find(name) {
+            Some((cmd, parent)) => write_info(ctx.out, cmd, parent),
+            None => ctx.out.null_array(),
+        }
+    }
+    Ok(())
+}
+
+/// ```text
+/// COMMAND DOCS [command-name ...]
+/// ```
+pub fn docs(ctx: &mut Ctx<'_>, req: &Request<'_>) -> Result<(), CmdError> {
+    if req.len() == 2 {
+        ctx.out.map(COMMANDS.len());
+        for cmd in COMMANDS {
+            write_docs(ctx.out, cmd, None);
+        }
+        return Ok(());
+    }
+    let found: Vec<_> = req.args().skip(2).filter_map(find).collect();
+    ctx.out.map(found.len());
+    for (cmd, parent) in found {
+        write_docs(ctx.out, cmd, parent);
+    }
+    Ok(())
+}
+
+/// ```text
+/// COMMAND LIST [FILTERBY MODULE module-name | ACLCAT category | PATTERN pattern]
+/// ```
+pub fn list(ctx: &mut Ctx<'_>, req: &Request<'_>) -> Result<(), CmdError> {
+    enum Filter<'a> {
+        All,
+        Module,
+        AclCat(&'a [u8]),
+        Pattern(&'a [u8]),
+    }
+    let filter = match req.len() {
+        2 => Filter::All,
+        5 if is(req.arg(2), "FILTERBY") => {
+            let (kind, value) = (req.arg(3), req.arg(4));
+            if is(kind, "MODULE") {
+                Filter::Module
+            } else if is(kind, "ACLCAT") {
+                Filter::AclCat(value)
+            } else if is(kind, "PATTERN") {
+                Filter::Pattern(value)
+            } else {
+                return Err(CmdError::Syntax);
+            }
+        }
+        _ => return Err(CmdError::Syntax),
+    };
+    let mut names = Vec::new();
+    for cmd in COMMANDS {
+        for (spec, name) in std::iter::once((cmd, cmd.name.to_string())).chain(
+            cmd.subcommands
+                .iter()
+                .map(|s| (s, format!("{}|{}", cmd.name, s.name))),
+        ) {
+            let keep = match filter {
+                Filter::All => true,
+                Filter::Module => false,
+                Filter::AclCat(cat) => categories(spec).any(|c| is(cat, &c[1..])),
+                Filter::Pattern(p) => glob::matches(&p.to_ascii_lowercase(), name.as_bytes()),
+            };
+            if keep {
+                names.push(name);
+            }
+        }
+    }
+    ctx.out.array(names.len());
+    for n in names {
+        ctx.out.bulk_str(&n);
+    }
+    Ok(())
+}
+
+/// ```text
+/// COMMAND GETKEYS command [arg ...]
+/// ```
+pub fn getkeys(ctx: &mut Ctx<'_>, req: &Request<'_>) -> Result<(), CmdError> {
+    let embedded: Vec<&[u8]> = req.args().skip(2).collect();
+    let spec = match resolve_in(&embedded) {
+        Ok((cmd, sub)) => sub.unwrap_or(cmd),
+        Err(CmdError::WrongArity(_)) => {
+            return Err(CmdError::err(
+                "Invalid number of arguments specified for command",
+            ))
+        }
+        Err(_) => return Err(CmdError::err("Invalid command specified")),
+    };
+    let positions: Vec<usize> = spec.keys.positions(embedded.len()).collect();
+    if positions.is_empty() {
+        return Err(CmdError::err("The command has no key arguments"));
+    }
+    ctx.out.array(positions.len());
+    for i in positions {
+        ctx.out.bulk(embedded[i]);
+    }
+    Ok(())
+}
+
+/// ```text
+/// COMMAND HELP
+/// ```
+pub fn help(ctx: &mut Ctx<'_>, _req: &Request<'_>) -> Result<(), CmdError> {
+    super::client::write_help(
+        ctx,
+        "COMMAND",
+        &[
+            "(no subcommand)",
+            "    Return details about all commands.",
+            "COUNT",
+            "    Return the total number of commands in this server.",
+            "LIST",
+            "    Return a list of all commands in this server.",
+            "INFO [<command-name> ...]",
+            "    Return details about multiple commands.",
+            "DOCS [<command-name> ...]",
+            "    Return documentation details about multiple commands.",
+            "GETKEYS <full-command>",
+            "    Return the keys from a full command.",
+        ],
+    );
+    Ok(())
+}
+
+/// A command by name, or a subcommand by `container|sub`, with its parent.
+fn find(name: &[u8]) -> Option<(&'static CommandSpec, Option<&'static CommandSpec>)> {
+    match name.iter().position(|&b| b == b'|') {
+        None => lookup(name).map(|c| (c, None)),
+        Some(bar) => {
+            let parent = lookup(&name[..bar])?;
+            let sub = parent.find_subcommand(&name[bar + 1..])?;
+            Some((sub, Some(parent)))
+        }
+    }
+}
+
+fn full_name(cmd: &CommandSpec, parent: Option<&CommandSpec>) -> String {
+    match parent {
+        Some(p) => format!("{}|{}", p.name, cmd.name),
+        None => cmd.name.to_string(),
+    }
+}
+
+/// ACL categories: the command's group, then those its flags imply.
+fn categories(cmd: &CommandSpec) -> impl Iterator<Item = &'static str> {
+    let group = match cmd.group {
+        "generic" => Some("@keyspace"),
+        "string" => Some("@string"),
+        "connection" => Some("@connection"),
+        "limiter" => Some("@limiter"),
+        _ => None,
+    };
+    cmd.flags.implied_categories().chain(group)
+}
+
+/// One `COMMAND INFO` entry, in Redis 7's ten-field shape.
+fn write_info(out: &mut ReplyBuf, cmd: &CommandSpec, parent: Option<&CommandSpec>) {
+    out.array(10);
+    out.bulk_str(&full_name(cmd, parent));
+    out.int(cmd.arity as i64);
+    let flags: Vec<_> = cmd.flags.names().collect();
+    out.set(flags.len());
+    for f in flags {
+        out.simple(f);
+    }
+    out.int(cmd.keys.first as i64);
+    out.int(cmd.keys.last as i64);
+    out.int(cmd.keys.step as i64);
+    let cats: Vec<_> = categories(cmd).collect();
+    out.set(cats.len());
+    for c in cats {
+        out.simple(c);
+    }
+    out.array(0);
+    write_key_specs(out, cmd);
+    out.array(cmd.subcommands.len());
+    for sub in cmd.subcommands {
+        write_info(out, sub, Some(cmd));
+    }
+}
+
+/// Redis 7 key specifications, derived from first/last/step.
+fn write_key_specs(out: &mut ReplyBuf, cmd: &CommandSpec) {
+    if cmd.keys.first == 0 {
+        out.array(0);
+        return;
+    }
+    out.array(1);
+    out.map(3);
+    out.bulk_str("flags");
+    let flags: &[&str] = if cmd.flags.contains(Flags::WRITE) {
+        &["RW", "UPDATE"]
+    } else {
+        &["RO", "ACCESS"]
+    };
+    out.set(flags.len());
+    for f in flags {
+        out.simple(f);
+    }
+    out.bulk_str("begin_search");
+    out.map(2);
+    out.bulk_str("type");
+    out.bulk_str("index");
+    out.bulk_str("spec");
+    out.map(1);
+    out.bulk_str("index");
+    out.int(cmd.keys.first as i64);
+    out.bulk_str("find_keys");
+    out.map(2);
+    out.bulk_str("type");
+    out.bulk_str("range");
+    out.bulk_str("spec");
+    out.map(3);
+    out.bulk_str("lastkey");
+    let last = if cmd.keys.last < 0 {
+        cmd.keys.last
+    } else {
+        cmd.keys.last - cmd.keys.first
+    };
+    out.int(last as i64);
+    out.bulk_str("keystep");
+    out.int(cmd.keys.step as i64);
+    out.bulk_str("limit");
+    out.int(0);
+}
+
+/// One `COMMAND DOCS` pair: name, then a map of its documentation.
+fn write_docs(out: &mut ReplyBuf, cmd: &CommandSpec, parent: Option<&CommandSpec>) {
+    out.bulk_str(&full_name(cmd, parent));
+    let with_subs = !cmd.subcommands.is_empty();
+    out.map(4 + with_subs as usize);
+    out.bulk_str("summary");
+    out.bulk_str(cmd.summary);
+    out.bulk_str("since");
+    out.bulk_str(cmd.since);
+    out.bulk_str("group");
+    out.bulk_str(cmd.group);
+    out.bulk_str("complexity");
+    out.bulk_str(cmd.complexity);
+    if with_subs {
+        out.bulk_str("subcommands");
+        out.map(cmd.subcommands.len());
+        for sub in cmd.subcommands {
+            write_docs(out, sub, Some(cmd));
+        }
+    }
+}

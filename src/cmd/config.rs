@@ -1,0 +1,196 @@
+//! CONFIG GET / SET / RESETSTAT / HELP over the settings `CONFIG SET` may
+//! change at run time (`state::Settings`) and a few read-only facts clients
+//! ask for (redis-benchmark reads `save` and `appendonly` at start).
+
+use std::sync::atomic::{AtomicU64, Ordering};
+
+use super::{error::show, CmdError, Ctx};
+use crate::config::parse_memory;
+use crate::glob;
+use crate::protocol::Request;
+use crate::state::{Settings, State};
+
+enum Kind {
+    /// A number in a `Settings` atomic; sizes accept memory units.
+    Number(fn(&Settings) -> &AtomicU64, bool),
+    Password,
+    ReadOnly(fn(&State) -> String),
+}
+
+struct Param {
+    name: &'static str,
+    kind: Kind,
+}
+
+const PARAMS: &[Param] = &[
+    Param {
+        name: "appendonly",
+        kind: Kind::ReadOnly(|_| "no".into()),
+    },
+    Param {
+        name: "bind",
+        kind: Kind::ReadOnly(|s| s.settings.bind.clone()),
+    },
+    Param {
+        name: "client-query-buffer-limit",
+        kind: Kind::Number(|s| &s.client_query_buffer_limit, true),
+    },
+    Param {
+        name: "databases",
+        kind: Kind::ReadOnly(|_| "1".into()),
+    },
+    Param {
+        name: "maxclients",
+        kind: Kind::Number(|s| &s.maxclients, false),
+    },
+    Param {
+        name: "port",
+        kind: Kind::ReadOnly(|s| s.addr.port().to_string()),
+    },
+    Param {
+        name: "proto-max-bulk-len",
+        kind: Kind::Number(|s| &s.proto_max_bulk_len, true),
+    },
+    Param {
+        name: "requirepass",
+        kind: Kind::Password,
+    },
+    Param {
+        name: "save",
+        kind: Kind::ReadOnly(|_| String::new()),
+    },
+    Param {
+        name: "timeout",
+        kind: Kind::Number(|s| &s.timeout_secs, false),
+    },
+];
+
+fn value_of(state: &State, p: &Param) -> String {
+    match &p.kind {
+        Kind::Number(field, _) => field(&state.settings).load(Ordering::Relaxed).to_string(),
+        Kind::Password => state
+            .settings
+            .password()
+            .map(|p| String::from_utf8_lossy(&p).into_owned())
+            .unwrap_or_default(),
+        Kind::ReadOnly(f) => f(state),
+    }
+}
+
+/// ```text
+/// CONFIG GET parameter [parameter ...]
+/// ```
+pub fn get(ctx: &mut Ctx<'_>, req: &Request<'_>) -> Result<(), CmdError> {
+    let mut found: Vec<&Param> = Vec::new();
+    for pattern in req.args().skip(2) {
+        let pattern = pattern.to_ascii_lowercase();
+        for p in PARAMS {
+            if glob::matches(&pattern, p.name.as_bytes()) && !found.iter().any(|f| f.name == p.name)
+            {
+                found.push(p);
+            }
+        }
+    }
+    ctx.out.map(found.len());
+    for p in found {
+        ctx.out.bulk_str(p.name);
+        ctx.out.bulk_str(&value_of(ctx.state, p));
+    }
+    Ok(())
+}
+
+/// ```text
+/// CONFIG SET parameter value [parameter value ...]
+/// ```
+/// All-or-nothing: every pair is checked before any is applied.
+pub fn set(ctx: &mut Ctx<'_>, req: &Request<'_>) -> Result<(), CmdError> {
+    if req.len() % 2 != 0 {
+        return Err(CmdError::err(format!(
+            "Unknown option or number of arguments for CONFIG SET - '{}'",
+            show(req.arg(req.len() - 1))
+        )));
+    }
+    enum Change<'a> {
+        Number(&'a AtomicU64, u64),
+        Password(&'a [u8]),
+    }
+    let mut changes = Vec::new();
+    for i in (2..req.len()).step_by(2) {
+        let (name, value) = (req.arg(i), req.arg(i + 1));
+        let Some(p) = PARAMS
+            .iter()
+            .find(|p| p.name.as_bytes().eq_ignore_ascii_case(name))
+        else {
+            return Err(CmdError::err(format!(
+                "Unknown option or number of arguments for CONFIG SET - '{}'",
+                show(name)
+            )));
+        };
+        let failed = |why: &str| {
+            CmdError::err(format!(
+                "CONFIG SET failed (possibly related to argument '{}') - {why}",
+                p.name
+            ))
+        };
+        changes.push(match &p.kind {
+            Kind::ReadOnly(_) => return Err(failed("can't set immutable config")),
+            Kind::Password => Change::Password(value),
+            Kind::Number(field, memory) => {
+                let text = std::str::from_utf8(value).unwrap_or("");
+                let n = if *memory {
+                    parse_memory(text).map_err(|_| failed("argument must be a memory value"))?
+                } else {
+                    text.parse::<u64>()
+                        .map_err(|_| failed("argument couldn't be parsed into an integer"))?
+                };
+                Change::Number(field(&ctx.state.settings), n)
+            }
+        });
+    }
+    for c in changes {
+        match c {
+            Change::Number(field, n) => field.store(n, Ordering::Relaxed),
+            Change::Password(p) => ctx.state.settings.set_password(Some(p)),
+        }
+    }
+    ctx.out.ok();
+    Ok(())
+}
+
+/// ```text
+/// CONFIG RESETSTAT
+/// ```
+pub fn resetstat(ctx: &mut Ctx<'_>, _req: &Request<'_>) -> Result<(), CmdError> {
+    let s = &ctx.state.stats;
+    for c in [
+        &s.connections_received,
+        &s.rejected_connections,
+        &s.commands_processed,
+        &s.net_input_bytes,
+        &s.net_output_bytes,
+        &s.protocol_errors,
+    ] {
+        c.store(0, Ordering::Relaxed);
+    }
+    ctx.out.ok();
+    Ok(())
+}
+
+/// ```text
+/// CONFIG HELP
+/// ```
+pub fn help(ctx: &mut Ctx<'_>, _req: &Request<'_>) -> Result<(), CmdError> {
+    super::client::write_help(
+        ctx,
+        "CONFIG",
+        &[
+            "GET <pattern>",
+            "    Return parameters matching the glob-like <pattern> and their values.",
+            "SET <directive> <value>",
+            "    Set the configuration <directive> to <value>.",
+            "RESETSTAT",
+            "    Reset statistics reported by the INFO command.",
+        ],
+    );
+    Ok(())
+}

@@ -1,0 +1,297 @@
+//! Keyspace commands: DEL, UNLINK, EXISTS, TYPE, TTL, PTTL, EXPIRE,
+//! PEXPIRE, EXPIREAT, PEXPIREAT, PERSIST, SCAN, KEYS.
+
+use super::args::{int, is};
+use super::{error::show, CmdError, Ctx};
+use crate::clock::Nanos;
+use crate::glob;
+use crate::protocol::Request;
+
+/// ```text
+/// DEL key [key ...]
+/// UNLINK key [key ...]
+/// ```
+pub fn del(ctx: &mut Ctx<'_>, req: &Request<'_>) -> Result<(), CmdError> {
+    let store = &ctx.state.store;
+    let removed = req
+        .args()
+        .skip(1)
+        .filter(|k| store.remove(k, ctx.now))
+        .count();
+    ctx.out.int(removed as i64);
+    Ok(())
+}
+
+/// ```text
+/// EXISTS key [key ...]
+/// ```
+/// A key named twice counts twice, as in Redis.
+pub fn exists(ctx: &mut Ctx<'_>, req: &Request<'_>) -> Result<(), CmdError> {
+    let store = &ctx.state.store;
+    let n = req
+        .args()
+        .skip(1)
+        .filter(|k| store.exists(k, ctx.now))
+        .count();
+    ctx.out.int(n as i64);
+    Ok(())
+}
+
+/// ```text
+/// TYPE key
+/// ```
+pub fn type_(ctx: &mut Ctx<'_>, req: &Request<'_>) -> Result<(), CmdError> {
+    let t = ctx
+        .state
+        .store
+        .get(req.arg(1), ctx.now, |e| e.value.type_name())
+        .unwrap_or("none");
+    ctx.out.simple(t);
+    Ok(())
+}
+
+/// -2 if the key is missing, -1 if it has no expiry, else milliseconds.
+fn pttl_of(ctx: &Ctx<'_>, key: &[u8]) -> i64 {
+    ctx.state
+        .store
+        .get(key, ctx.now, |e| e.pttl_ms(ctx.now).unwrap_or(-1))
+        .unwrap_or(-2)
+}
+
+/// ```text
+/// TTL key
+/// ```
+pub fn ttl(ctx: &mut Ctx<'_>, req: &Request<'_>) -> Result<(), CmdError> {
+    let ms = pttl_of(ctx, req.arg(1));
+    // Redis rounds to the nearest second.
+    ctx.out.int(if ms < 0 { ms } else { (ms + 500) / 1000 });
+    Ok(())
+}
+
+/// ```text
+/// PTTL key
+/// ```
+pub fn pttl(ctx: &mut Ctx<'_>, req: &Request<'_>) -> Result<(), CmdError> {
+    let ms = pttl_of(ctx, req.arg(1));
+    ctx.out.int(ms);
+    Ok(())
+}
+
+/// The unit of an expiry argument.
+#[derive(Clone, Copy)]
+pub enum Unit {
+    Seconds,
+    Millis,
+}
+
+/// ```text
+/// EXPIRE key seconds [NX | XX | GT | LT]
+/// ```
+pub fn expire(ctx: &mut Ctx<'_>, req: &Request<'_>) -> Result<(), CmdError> {
+    expire_generic(ctx, req, "expire", Unit::Seconds, false)
+}
+
+/// ```text
+/// PEXPIRE key milliseconds [NX | XX | GT | LT]
+/// ```
+pub fn pexpire(ctx: &mut Ctx<'_>, req: &Request<'_>) -> Result<(), CmdError> {
+    expire_generic(ctx, req, "pexpire", Unit::Millis, false)
+}
+
+/// ```text
+/// EXPIREAT key unix-time-seconds [NX | XX | GT | LT]
+/// ```
+pub fn expireat(ctx: &mut Ctx<'_>, req: &Request<'_>) -> Result<(), CmdError> {
+    expire_generic(ctx, req, "expireat", Unit::Seconds, true)
+}
+
+/// ```text
+/// PEXPIREAT key unix-time-milliseconds [NX | XX | GT | LT]
+/// ```
+pub fn pexpireat(ctx: &mut Ctx<'_>, req: &Request<'_>) -> Result<(), CmdError> {
+    expire_generic(ctx, req, "pexpireat", Unit::Millis, true)
+}
+
+/// The expiry a request asks for, as an absolute time on the server clock,
+/// with every step checked: a client's number never wraps. `None` means
+/// "already in the past" (the key is deleted, as Redis does).
+pub fn deadline(
+    now: Nanos,
+    amount: i64,
+    unit: Unit,
+    absolute: bool,
+    cmd: &'static str,
+) -> Result<Option<Nanos>, CmdError> {
+    let invalid = CmdError::InvalidExpire(cmd);
+    let ms = match unit {
+        Unit::Seconds => amount.checked_mul(1000).ok_or(invalid.clone())?,
+        Unit::Millis => amount,
+    };
+    let now_ms = now.as_millis() as i64;
+    let abs_ms = if absolute {
+        ms
+    } else {
+        ms.checked_add(now_ms).ok_or(invalid.clone())?
+    };
+    if abs_ms <= now_ms {
+        return Ok(None);
+    }
+    // Positive here; past `u64` nanoseconds (year 2554) is refused.
+    let at = Nanos::from_millis(abs_ms as u64).ok_or(invalid)?;
+    Ok(Some(at))
+}
+
+fn expire_generic(
+    ctx: &mut Ctx<'_>,
+    req: &Request<'_>,
+    cmd: &'static str,
+    unit: Unit,
+    absolute: bool,
+) -> Result<(), CmdError> {
+    let amount = int(req, 2)?;
+    let (mut nx, mut xx, mut gt, mut lt) = (false, false, false, false);
+    for opt in req.args().skip(3) {
+        if is(opt, "NX") {
+            nx = true;
+        } else if is(opt, "XX") {
+            xx = true;
+        } else if is(opt, "GT") {
+            gt = true;
+        } else if is(opt, "LT") {
+            lt = true;
+        } else {
+            return Err(CmdError::err(format!("Unsupported option {}", show(opt))));
+        }
+    }
+    if nx && (xx || gt || lt) {
+        return Err(CmdError::err(
+            "NX and XX, GT or LT options at the same time are not compatible",
+        ));
+    }
+    if gt && lt {
+        return Err(CmdError::err(
+            "GT and LT options at the same time are not compatible",
+        ));
+    }
+    let at = deadline(ctx.now, amount, unit, absolute, cmd)?;
+    let now = ctx.now;
+    let changed = ctx.state.store.update(req.arg(1), now, |slot| {
+        let Some(entry) = slot.as_mut() else {
+            return false;
+        };
+        let current = entry.expiry();
+        // A persistent key counts as expiring at infinity.
+        let new = at.unwrap_or(Nanos::ZERO);
+        let allowed = (!nx || current.is_none())
+            && (!xx || current.is_some())
+            && (!gt || current.is_some_and(|c| new > c))
+            && (!lt || current.is_none_or(|c| new < c));
+        if !allowed {
+            return false;
+        }
+        match at {
+            None => *slot = None,
+            Some(t) => entry.set_expiry(Some(t)),
+        }
+        true
+    });
+    ctx.out.int(changed as i64);
+    Ok(())
+}
+
+/// ```text
+/// PERSIST key
+/// ```
+pub fn persist(ctx: &mut Ctx<'_>, req: &Request<'_>) -> Result<(), CmdError> {
+    let changed = ctx
+        .state
+        .store
+        .update(req.arg(1), ctx.now, |slot| match slot {
+            Some(e) if e.expiry().is_some() => {
+                e.set_expiry(None);
+                true
+            }
+            _ => false,
+        });
+    ctx.out.int(changed as i64);
+    Ok(())
+}
+
+/// ```text
+/// SCAN cursor [MATCH pattern] [COUNT count] [TYPE type]
+/// ```
+/// The cursor is a shard index: each call returns whole shards until it
+/// has at least COUNT keys, so every key present for the whole iteration
+/// is returned exactly once, however the shards resize in between.
+pub fn scan(ctx: &mut Ctx<'_>, req: &Request<'_>) -> Result<(), CmdError> {
+    let cursor = std::str::from_utf8(req.arg(1))
+        .ok()
+        .and_then(|s| s.parse::<u64>().ok())
+        .ok_or_else(|| CmdError::err("invalid cursor"))?;
+    let (mut pattern, mut count, mut type_filter) = (None, 10usize, None);
+    let mut i = 2;
+    while i < req.len() {
+        if i + 1 >= req.len() {
+            return Err(CmdError::Syntax);
+        }
+        let (opt, val) = (req.arg(i), req.arg(i + 1));
+        if is(opt, "MATCH") {
+            pattern = Some(val);
+        } else if is(opt, "COUNT") {
+            count = match int(req, i + 1)? {
+                n if n >= 1 => n as usize,
+                _ => return Err(CmdError::Syntax),
+            };
+        } else if is(opt, "TYPE") {
+            type_filter = Some(val);
+        } else {
+            return Err(CmdError::Syntax);
+        }
+        i += 2;
+    }
+    let store = &ctx.state.store;
+    let shards = store.shard_count() as u64;
+    let mut shard = cursor.min(shards);
+    let mut keys: Vec<Vec<u8>> = Vec::new();
+    let mut seen = 0;
+    while shard < shards && seen < count {
+        store.for_each_in_shard(shard as usize, ctx.now, |k, e| {
+            seen += 1;
+            let keep = pattern.is_none_or(|p| glob::matches(p, k))
+                && type_filter.is_none_or(|t| is(t, e.value.type_name()));
+            if keep {
+                keys.push(k.to_vec());
+            }
+        });
+        shard += 1;
+    }
+    let next = if shard >= shards { 0 } else { shard };
+    ctx.out.array(2);
+    ctx.out.bulk_int(next as i64);
+    ctx.out.array(keys.len());
+    for k in keys {
+        ctx.out.bulk(&k);
+    }
+    Ok(())
+}
+
+/// ```text
+/// KEYS pattern
+/// ```
+pub fn keys(ctx: &mut Ctx<'_>, req: &Request<'_>) -> Result<(), CmdError> {
+    let pattern = req.arg(1);
+    let store = &ctx.state.store;
+    let mut keys: Vec<Vec<u8>> = Vec::new();
+    for shard in 0..store.shard_count() {
+        store.for_each_in_shard(shard, ctx.now, |k, _| {
+            if glob::matches(pattern, k) {
+                keys.push(k.to_vec());
+            }
+        });
+    }
+    ctx.out.array(keys.len());
+    for k in keys {
+        ctx.out.bulk(&k);
+    }
+    Ok(())
+}

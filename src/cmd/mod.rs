@@ -1,0 +1,53 @@
+//! Commands: one file per family; `table.rs` lists them all. Each handler
+//! parses its arguments, calls the store, and writes its reply.
+
+pub mod args;
+pub mod client;
+pub mod command;
+pub mod config;
+pub mod connection;
+pub mod error;
+pub mod keys;
+pub mod server;
+pub mod string;
+pub mod table;
+
+pub use error::CmdError;
+pub use table::{lookup, CommandSpec, Flags, KeySpec, COMMANDS};
+
+use crate::clock::Nanos;
+use crate::protocol::{ReplyBuf, Request};
+use crate::server::session::Session;
+use crate::state::State;
+
+/// Everything a handler may touch while running one command.
+pub struct Ctx<'a> {
+    pub state: &'a State,
+    pub session: &'a mut Session,
+    pub out: &'a mut ReplyBuf,
+    /// Read once per command: every decision in it sees one instant.
+    pub now: Nanos,
+}
+
+/// Runs one request and writes its reply (or its error) to `ctx.out`.
+/// Returns the table name of the command run, for `CLIENT LIST`.
+pub fn execute(ctx: &mut Ctx<'_>, req: &Request<'_>) -> &'static str {
+    let mark = ctx.out.len();
+    let (name, result) = match table::resolve(req) {
+        Err(e) => ("unknown", Err(e)),
+        Ok((cmd, sub)) => {
+            let spec = sub.unwrap_or(cmd);
+            if !ctx.session.authenticated && !spec.flags.contains(Flags::NO_AUTH) {
+                (cmd.name, Err(CmdError::NoAuth))
+            } else {
+                (cmd.name, (spec.handler)(ctx, req))
+            }
+        }
+    };
+    if let Err(e) = result {
+        // A handler that failed after writing part of a reply leaves none.
+        ctx.out.truncate(mark);
+        ctx.out.error(&e.to_string());
+    }
+    name
+}

@@ -1,0 +1,148 @@
+//! Server commands: INFO, DBSIZE, FLUSHALL/FLUSHDB, TIME.
+
+use std::fmt::Write;
+
+use super::args::is;
+use super::{CmdError, Ctx};
+use crate::protocol::Request;
+use crate::state::Stats;
+
+/// ```text
+/// DBSIZE
+/// ```
+pub fn dbsize(ctx: &mut Ctx<'_>, _req: &Request<'_>) -> Result<(), CmdError> {
+    ctx.out.int(ctx.state.store.len() as i64);
+    Ok(())
+}
+
+/// ```text
+/// FLUSHALL [ASYNC | SYNC]
+/// FLUSHDB [ASYNC | SYNC]
+/// ```
+pub fn flushall(ctx: &mut Ctx<'_>, req: &Request<'_>) -> Result<(), CmdError> {
+    match req.len() {
+        1 => {}
+        2 if is(req.arg(1), "ASYNC") || is(req.arg(1), "SYNC") => {}
+        _ => return Err(CmdError::Syntax),
+    }
+    ctx.state.store.clear();
+    ctx.out.ok();
+    Ok(())
+}
+
+/// ```text
+/// TIME
+/// ```
+/// The server clock, which never steps backwards.
+pub fn time(ctx: &mut Ctx<'_>, _req: &Request<'_>) -> Result<(), CmdError> {
+    let now = ctx.now.0;
+    ctx.out.array(2);
+    ctx.out.bulk_int((now / 1_000_000_000) as i64);
+    ctx.out.bulk_int((now % 1_000_000_000 / 1000) as i64);
+    Ok(())
+}
+
+const SECTIONS: [&str; 5] = ["server", "clients", "memory", "stats", "keyspace"];
+
+/// ```text
+/// INFO [section [section ...]]
+/// ```
+pub fn info(ctx: &mut Ctx<'_>, req: &Request<'_>) -> Result<(), CmdError> {
+    let wanted = |name: &str| {
+        req.len() == 1
+            || req
+                .args()
+                .skip(1)
+                .any(|a| is(a, name) || is(a, "all") || is(a, "everything") || is(a, "default"))
+    };
+    let mut text = String::new();
+    for section in SECTIONS.into_iter().filter(|s| wanted(s)) {
+        if !text.is_empty() {
+            text.push_str("\r\n");
+        }
+        write_section(ctx, section, &mut text);
+    }
+    ctx.out.verbatim(text.as_bytes());
+    Ok(())
+}
+
+fn write_section(ctx: &Ctx<'_>, section: &str, t: &mut String) {
+    let state = ctx.state;
+    let stats = &state.stats;
+    // Writing to a String cannot fail.
+    let _ = match section {
+        "server" => {
+            let uptime = state.started.elapsed().as_secs();
+            write!(
+                t,
+                "# Server\r\nredis_version:{}\r\nturnstile_version:{}\r\nredis_mode:standalone\r\nos:{} {}\r\narch_bits:{}\r\nmultiplexing_api:epoll\r\nprocess_id:{}\r\nrun_id:{}\r\ntcp_port:{}\r\nserver_time_usec:{}\r\nuptime_in_seconds:{}\r\nuptime_in_days:{}\r\nexecutable:turnstile\r\n",
+                crate::REDIS_VERSION,
+                env!("CARGO_PKG_VERSION"),
+                std::env::consts::OS,
+                std::env::consts::ARCH,
+                usize::BITS,
+                std::process::id(),
+                state.run_id,
+                state.addr.port(),
+                ctx.now.0 / 1000,
+                uptime,
+                uptime / 86_400,
+            )
+        }
+        "clients" => write!(
+            t,
+            "# Clients\r\nconnected_clients:{}\r\nmaxclients:{}\r\nblocked_clients:0\r\n",
+            state.clients.len(),
+            state.settings.get(&state.settings.maxclients),
+        ),
+        "memory" => {
+            let rss = crate::alloc::rss();
+            let used = match crate::alloc::allocated() {
+                0 => rss,
+                n => n,
+            };
+            write!(
+                t,
+                "# Memory\r\nused_memory:{used}\r\nused_memory_human:{}\r\nused_memory_rss:{rss}\r\nused_memory_rss_human:{}\r\nmaxmemory:0\r\nmaxmemory_human:0B\r\nmaxmemory_policy:noeviction\r\n",
+                human(used),
+                human(rss),
+            )
+        }
+        "stats" => write!(
+            t,
+            "# Stats\r\ntotal_connections_received:{}\r\ntotal_commands_processed:{}\r\ntotal_net_input_bytes:{}\r\ntotal_net_output_bytes:{}\r\nrejected_connections:{}\r\nexpired_keys:{}\r\nevicted_keys:0\r\nprotocol_errors:{}\r\n",
+            Stats::read(&stats.connections_received),
+            Stats::read(&stats.commands_processed),
+            Stats::read(&stats.net_input_bytes),
+            Stats::read(&stats.net_output_bytes),
+            Stats::read(&stats.rejected_connections),
+            state.store.expired_count(),
+            Stats::read(&stats.protocol_errors),
+        ),
+        "keyspace" => {
+            let counts = state.store.counts();
+            let _ = t.write_str("# Keyspace\r\n");
+            if counts.keys > 0 {
+                write!(t, "db0:keys={},expires={},avg_ttl=0\r\n", counts.keys, counts.volatile)
+            } else {
+                Ok(())
+            }
+        }
+        _ => Ok(()),
+    };
+}
+
+/// Bytes as Redis's `bytesToHuman` prints them.
+fn human(n: usize) -> String {
+    let n = n as f64;
+    const K: f64 = 1024.0;
+    if n < K {
+        format!("{n}B")
+    } else if n < K * K {
+        format!("{:.2}K", n / K)
+    } else if n < K * K * K {
+        format!("{:.2}M", n / (K * K))
+    } else {
+        format!("{:.2}G", n / (K * K * K))
+    }
+}

@@ -1,0 +1,302 @@
+//! Command-line flags, environment variables and the optional config file.
+//!
+//! Precedence: flag > `TURNSTILE_<FLAG>` environment variable > `--config`
+//! TOML file > built-in default. clap resolves the first two and the
+//! default; a value clap reports as "from the default" is then replaced by
+//! the file's, if the file sets it.
+
+use clap::parser::ValueSource;
+use clap::{ArgMatches, Args, CommandFactory, FromArgMatches, Parser, Subcommand};
+use serde::Deserialize;
+use std::path::{Path, PathBuf};
+
+#[derive(Parser, Debug, Clone)]
+#[command(
+    name = "turnstile",
+    version,
+    about = "An in-memory rate-limiter server that speaks the Redis protocol"
+)]
+pub struct Cli {
+    #[command(subcommand)]
+    pub command: Option<Command>,
+    #[command(flatten)]
+    pub config: Config,
+}
+
+#[derive(Subcommand, Debug, Clone)]
+pub enum Command {
+    /// Exit 0 if a server answers PING (for container health checks).
+    Healthcheck {
+        #[arg(long, default_value = "127.0.0.1")]
+        host: String,
+        #[arg(long, env = "TURNSTILE_PORT", default_value_t = 6379)]
+        port: u16,
+    },
+}
+
+/// Server settings. Field docs are the `--help` text.
+#[derive(Args, Debug, Clone)]
+pub struct Config {
+    /// TOML file with any of these settings (kebab-case keys).
+    #[arg(long, env = "TURNSTILE_CONFIG")]
+    pub config: Option<PathBuf>,
+    /// Address to listen on.
+    #[arg(long, env = "TURNSTILE_BIND", default_value = "127.0.0.1")]
+    pub bind: String,
+    /// Port to listen on; 0 picks a free one (the bound address is logged).
+    #[arg(long, env = "TURNSTILE_PORT", default_value_t = 6379)]
+    pub port: u16,
+    /// Password clients must give with AUTH or HELLO before other commands.
+    #[arg(long, env = "TURNSTILE_REQUIREPASS", hide_env_values = true)]
+    pub requirepass: Option<String>,
+    /// Read the password from this file (trailing newline ignored).
+    #[arg(long, env = "TURNSTILE_REQUIREPASS_FILE")]
+    pub requirepass_file: Option<PathBuf>,
+    /// Most clients connected at once; the next one is refused.
+    #[arg(long, env = "TURNSTILE_MAXCLIENTS", default_value_t = 10_000)]
+    pub maxclients: u64,
+    /// Close a client idle for this many seconds; 0 = never.
+    #[arg(long, env = "TURNSTILE_TIMEOUT", default_value_t = 0)]
+    pub timeout: u64,
+    /// Largest bulk string a request may carry (bytes; k/kb/m/mb/g/gb units).
+    #[arg(long, env = "TURNSTILE_PROTO_MAX_BULK_LEN", default_value = "512mb", value_parser = parse_memory)]
+    pub proto_max_bulk_len: u64,
+    /// Largest unprocessed input a client may have buffered.
+    #[arg(long, env = "TURNSTILE_CLIENT_QUERY_BUFFER_LIMIT", default_value = "1gb", value_parser = parse_memory)]
+    pub client_query_buffer_limit: u64,
+    /// Log filter: error, warn, info, debug, trace, or a tracing directive.
+    #[arg(long, env = "TURNSTILE_LOG_LEVEL", default_value = "info")]
+    pub log_level: String,
+}
+
+/// The config file: every setting optional.
+#[derive(Deserialize, Debug, Default)]
+#[serde(deny_unknown_fields, rename_all = "kebab-case")]
+struct FileConfig {
+    bind: Option<String>,
+    port: Option<u16>,
+    requirepass: Option<String>,
+    requirepass_file: Option<PathBuf>,
+    maxclients: Option<u64>,
+    timeout: Option<u64>,
+    proto_max_bulk_len: Option<MemoryValue>,
+    client_query_buffer_limit: Option<MemoryValue>,
+    log_level: Option<String>,
+}
+
+/// A size in a config file: a number of bytes or a string with a unit.
+#[derive(Deserialize, Debug)]
+#[serde(untagged)]
+enum MemoryValue {
+    Bytes(u64),
+    Text(String),
+}
+
+#[derive(Debug, thiserror::Error)]
+pub enum ConfigError {
+    #[error("cannot read {path}: {source}")]
+    Read {
+        path: PathBuf,
+        source: std::io::Error,
+    },
+    #[error("{path}: {message}")]
+    Invalid { path: PathBuf, message: String },
+    #[error("{0}")]
+    Cli(#[from] clap::Error),
+}
+
+impl Default for Config {
+    fn default() -> Self {
+        Config::parse_from(["turnstile"]).expect("defaults are valid")
+    }
+}
+
+impl Config {
+    /// Settings for an in-process test server: loopback, a free port.
+    pub fn for_tests() -> Self {
+        Config {
+            port: 0,
+            ..Config::default()
+        }
+    }
+
+    /// Parses flags, environment and config file.
+    pub fn parse_from<I, T>(args: I) -> Result<Config, ConfigError>
+    where
+        I: IntoIterator<Item = T>,
+        T: Into<std::ffi::OsString> + Clone,
+    {
+        let cli = Cli::parse_full(args)?;
+        Ok(cli.config)
+    }
+
+    /// The password in force: `--requirepass`, else `--requirepass-file`.
+    pub fn password(&self) -> Result<Option<Vec<u8>>, ConfigError> {
+        if let Some(p) = &self.requirepass {
+            return Ok((!p.is_empty()).then(|| p.as_bytes().to_vec()));
+        }
+        let Some(path) = &self.requirepass_file else {
+            return Ok(None);
+        };
+        let text = std::fs::read(path).map_err(|source| ConfigError::Read {
+            path: path.clone(),
+            source,
+        })?;
+        let trimmed = text.strip_suffix(b"\n").unwrap_or(&text);
+        let trimmed = trimmed.strip_suffix(b"\r").unwrap_or(trimmed);
+        Ok((!trimmed.is_empty()).then(|| trimmed.to_vec()))
+    }
+
+    fn apply_file(&mut self, m: &ArgMatches, path: &Path) -> Result<(), ConfigError> {
+        let text = std::fs::read_to_string(path).map_err(|source| ConfigError::Read {
+            path: path.to_owned(),
+            source,
+        })?;
+        let invalid = |message: String| ConfigError::Invalid {
+            path: path.to_owned(),
+            message,
+        };
+        let file: FileConfig = toml::from_str(&text).map_err(|e| invalid(e.to_string()))?;
+        let defaulted =
+            |id: &str| matches!(m.value_source(id), None | Some(ValueSource::DefaultValue));
+        let memory = |v: MemoryValue| match v {
+            MemoryValue::Bytes(n) => Ok(n),
+            MemoryValue::Text(t) => parse_memory(&t).map_err(invalid),
+        };
+        macro_rules! take {
+            ($field:ident) => {
+                if let Some(v) = file.$field {
+                    if defaulted(stringify!($field)) {
+                        self.$field = v;
+                    }
+                }
+            };
+            ($field:ident, opt) => {
+                if let Some(v) = file.$field {
+                    if defaulted(stringify!($field)) {
+                        self.$field = Some(v);
+                    }
+                }
+            };
+            ($field:ident, memory) => {
+                if let Some(v) = file.$field {
+                    if defaulted(stringify!($field)) {
+                        self.$field = memory(v)?;
+                    }
+                }
+            };
+        }
+        take!(bind);
+        take!(port);
+        take!(requirepass, opt);
+        take!(requirepass_file, opt);
+        take!(maxclients);
+        take!(timeout);
+        take!(proto_max_bulk_len, memory);
+        take!(client_query_buffer_limit, memory);
+        take!(log_level);
+        Ok(())
+    }
+}
+
+impl Cli {
+    /// Parses the command line (and environment, and config file).
+    pub fn parse_full<I, T>(args: I) -> Result<Cli, ConfigError>
+    where
+        I: IntoIterator<Item = T>,
+        T: Into<std::ffi::OsString> + Clone,
+    {
+        let matches = Cli::command().try_get_matches_from(args)?;
+        let mut cli = Cli::from_arg_matches(&matches)?;
+        if let Some(path) = cli.config.config.clone() {
+            cli.config.apply_file(&matches, &path)?;
+        }
+        Ok(cli)
+    }
+}
+
+/// Parses a size the way Redis's config does: bytes, or a number with
+/// k/kb/m/mb/g/gb (k = 1000, kb = 1024).
+pub fn parse_memory(s: &str) -> Result<u64, String> {
+    let lower = s.trim().to_ascii_lowercase();
+    let split = lower
+        .find(|c: char| !c.is_ascii_digit())
+        .unwrap_or(lower.len());
+    let (digits, unit) = lower.split_at(split);
+    let n: u64 = digits.parse().map_err(|_| format!("invalid size '{s}'"))?;
+    let mul: u64 = match unit {
+        "" | "b" => 1,
+        "k" => 1000,
+        "kb" => 1024,
+        "m" => 1000 * 1000,
+        "mb" => 1024 * 1024,
+        "g" => 1000 * 1000 * 1000,
+        "gb" => 1024 * 1024 * 1024,
+        _ => return Err(format!("invalid size unit in '{s}'")),
+    };
+    n.checked_mul(mul)
+        .ok_or_else(|| format!("size '{s}' is too large"))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::io::Write;
+
+    #[test]
+    fn defaults() {
+        let c = Config::parse_from(["turnstile"]).unwrap();
+        assert_eq!(c.bind, "127.0.0.1");
+        assert_eq!(c.port, 6379);
+        assert_eq!(c.maxclients, 10_000);
+        assert_eq!(c.proto_max_bulk_len, 512 * 1024 * 1024);
+        assert_eq!(c.client_query_buffer_limit, 1024 * 1024 * 1024);
+    }
+
+    #[test]
+    fn flag_beats_file_beats_default() {
+        let mut f = tempfile();
+        writeln!(
+            f.1,
+            "port = 7000\nmaxclients = 5\nproto-max-bulk-len = \"1mb\""
+        )
+        .unwrap();
+        let path = f.0.to_str().unwrap().to_string();
+        let c = Config::parse_from(["turnstile", "--config", &path, "--port", "7001"]).unwrap();
+        assert_eq!(c.port, 7001);
+        assert_eq!(c.maxclients, 5);
+        assert_eq!(c.proto_max_bulk_len, 1024 * 1024);
+        std::fs::remove_file(&f.0).unwrap();
+    }
+
+    #[test]
+    fn unknown_file_key_is_an_error() {
+        let mut f = tempfile();
+        writeln!(f.1, "prot = 1").unwrap();
+        let path = f.0.to_str().unwrap().to_string();
+        let err = Config::parse_from(["turnstile", "--config", &path]).unwrap_err();
+        assert!(err.to_string().contains("prot"), "{err}");
+        std::fs::remove_file(&f.0).unwrap();
+    }
+
+    #[test]
+    fn memory_units() {
+        assert_eq!(parse_memory("100"), Ok(100));
+        assert_eq!(parse_memory("1k"), Ok(1000));
+        assert_eq!(parse_memory("1KB"), Ok(1024));
+        assert_eq!(parse_memory("2gb"), Ok(2 << 30));
+        assert!(parse_memory("-1").is_err());
+        assert!(parse_memory("1tb").is_err());
+        assert!(parse_memory("99999999999999gb").is_err());
+    }
+
+    fn tempfile() -> (PathBuf, std::fs::File) {
+        let path = std::env::temp_dir().join(format!(
+            "turnstile-config-{}-{:?}.toml",
+            std::process::id(),
+            std::thread::current().id()
+        ));
+        let f = std::fs::File::create(&path).unwrap();
+        (path, f)
+    }
+}

@@ -1,0 +1,47 @@
+//! Turnstile: an in-memory rate-limiter server that speaks the Redis
+//! protocol.
+//!
+//! # Layout
+//!
+//! - `main.rs`: parse the config, start logging, run the server until a
+//!   signal.
+//! - [`config`]: flags, `TURNSTILE_*` environment variables, the optional
+//!   TOML file, defaults.
+//! - [`server`]: the listener and accept loop (`server/mod.rs`), one
+//!   client's read/decode/execute/write loop (`server/connection.rs`), the
+//!   client registry (`server/clients.rs`), per-connection state
+//!   (`server/session.rs`).
+//! - [`protocol`]: the hardened request decoder (`decode.rs`, `inline.rs`),
+//!   the request view (`request.rs`), and the RESP2/RESP3 reply encoder
+//!   (`reply.rs`).
+//! - [`cmd`]: the command table (`cmd/table.rs`: name, arity, flags, key
+//!   positions, handler) and one file per command family; a handler parses
+//!   its arguments, calls the store, writes its reply.
+//! - [`store`]: the sharded keyspace (`store/mod.rs`), what a key holds
+//!   (`store/entry.rs`), inline short byte strings (`store/bytes.rs`), and
+//!   the expiry sweeper (`store/sweeper.rs`).
+//! - [`state`]: what every command can reach: store, clock, live settings,
+//!   counters, clients.
+//! - [`clock`]: server time as `Nanos`; the system clock that never steps
+//!   back, and a manual clock for tests.
+//! - [`glob`], [`util`], [`alloc`]: Redis-style glob matching, integer
+//!   parsing, the counting allocator behind `INFO memory`.
+
+pub mod alloc;
+pub mod clock;
+pub mod cmd;
+pub mod config;
+pub mod glob;
+pub mod protocol;
+pub mod server;
+pub mod state;
+pub mod store;
+pub mod util;
+
+pub use clock::{Clock, ManualClock, Nanos, SystemClock};
+pub use config::Config;
+pub use server::{start, ServerHandle, StartError};
+
+/// The Redis version reported to clients (`INFO`, `HELLO`): the Redis 7
+/// command set and replies this server follows. Clients gate features on it.
+pub const REDIS_VERSION: &str = "7.2.0";

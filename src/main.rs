@@ -1,0 +1,84 @@
+use std::process::ExitCode;
+use std::sync::Arc;
+
+use turnstile::config::{Cli, Command};
+use turnstile::SystemClock;
+
+#[global_allocator]
+static ALLOC: turnstile::alloc::CountingAlloc = turnstile::alloc::CountingAlloc;
+
+fn main() -> ExitCode {
+    let cli = match Cli::parse_full(std::env::args_os()) {
+        Ok(cli) => cli,
+        Err(turnstile::config::ConfigError::Cli(e)) => e.exit(),
+        Err(e) => {
+            eprintln!("turnstile: {e}");
+            return ExitCode::from(2);
+        }
+    };
+    let runtime = match tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()
+    {
+        Ok(rt) => rt,
+        Err(e) => {
+            eprintln!("turnstile: cannot start the runtime: {e}");
+            return ExitCode::FAILURE;
+        }
+    };
+    match cli.command {
+        Some(Command::Healthcheck { host, port }) => runtime.block_on(healthcheck(&host, port)),
+        None => runtime.block_on(serve(cli.config)),
+    }
+}
+
+async fn serve(config: turnstile::Config) -> ExitCode {
+    let filter = tracing_subscriber::EnvFilter::try_new(&config.log_level)
+        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info"));
+    tracing_subscriber::fmt().with_env_filter(filter).init();
+    let server = match turnstile::start(&config, Arc::new(SystemClock::new())).await {
+        Ok(s) => s,
+        Err(e) => {
+            tracing::error!("{e}");
+            return ExitCode::FAILURE;
+        }
+    };
+    shutdown_signal().await;
+    tracing::info!("shutting down: no new connections, finishing replies in flight");
+    server.shutdown().await;
+    tracing::info!("bye");
+    ExitCode::SUCCESS
+}
+
+/// SIGINT or SIGTERM.
+async fn shutdown_signal() {
+    use tokio::signal::unix::{signal, SignalKind};
+    match signal(SignalKind::terminate()) {
+        Ok(mut term) => {
+            tokio::select! {
+                _ = tokio::signal::ctrl_c() => {}
+                _ = term.recv() => {}
+            }
+        }
+        Err(_) => {
+            let _ = tokio::signal::ctrl_c().await;
+        }
+    }
+}
+
+/// `turnstile healthcheck`: PING the server, exit 0 on PONG. No shell or
+/// redis-cli is needed in the container.
+async fn healthcheck(host: &str, port: u16) -> ExitCode {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    let attempt = async {
+        let mut s = tokio::net::TcpStream::connect((host, port)).await?;
+        s.write_all(b"*1\r\n$4\r\nPING\r\n").await?;
+        let mut reply = [0u8; 64];
+        let n = s.read(&mut reply).await?;
+        std::io::Result::Ok(reply[..n].starts_with(b"+PONG") || reply[..n].starts_with(b"-NOAUTH"))
+    };
+    match tokio::time::timeout(std::time::Duration::from_secs(3), attempt).await {
+        Ok(Ok(true)) => ExitCode::SUCCESS,
+        _ => ExitCode::FAILURE,
+    }
+}

@@ -1,0 +1,11 @@
+//! RESP in and out: the request decoder (RESP arrays and inline commands)
+//! and the reply encoder (RESP2 and RESP3).
+
+pub mod decode;
+pub mod inline;
+pub mod reply;
+pub mod request;
+
+pub use decode::{Decoder, Limits, ProtocolError};
+pub use reply::{Protocol, ReplyBuf};
+pub use request::Request;

@@ -1,0 +1,193 @@
+//! Reply encoding, straight into the connection's write buffer.
+//!
+//! Replies are written by hand rather than built as `redis-protocol` frames:
+//! a frame is an owned tree (a `Vec` per array, a `Bytes` per string) built
+//! only to be serialised, which costs allocations on the hot path, while the
+//! RESP grammar for the handful of reply types a server sends is a few lines.
+//! `benches/protocol.rs` measures both; the tests check our bytes decode with
+//! `redis-protocol` to the frames we meant.
+
+use bytes::{BufMut, BytesMut};
+
+/// The protocol a connection speaks: RESP2 until `HELLO 3`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum Protocol {
+    #[default]
+    Resp2,
+    Resp3,
+}
+
+impl Protocol {
+    pub fn version(self) -> i64 {
+        match self {
+            Protocol::Resp2 => 2,
+            Protocol::Resp3 => 3,
+        }
+    }
+}
+
+/// The write buffer of one connection: every reply of a pipelined batch is
+/// appended here and written with one syscall.
+#[derive(Debug, Default)]
+pub struct ReplyBuf {
+    buf: BytesMut,
+    pub proto: Protocol,
+}
+
+impl ReplyBuf {
+    pub fn with_capacity(n: usize) -> Self {
+        ReplyBuf {
+            buf: BytesMut::with_capacity(n),
+            proto: Protocol::Resp2,
+        }
+    }
+
+    pub fn buffer(&mut self) -> &mut BytesMut {
+        &mut self.buf
+    }
+
+    pub fn len(&self) -> usize {
+        self.buf.len()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.buf.is_empty()
+    }
+
+    /// Drops everything written after `mark` (a length from `len()`), so a
+    /// handler that fails half-way leaves no partial reply behind.
+    pub fn truncate(&mut self, mark: usize) {
+        self.buf.truncate(mark);
+    }
+
+    fn line(&mut self, prefix: u8, body: &[u8]) {
+        self.buf.reserve(body.len() + 3);
+        self.buf.put_u8(prefix);
+        self.buf.put_slice(body);
+        self.buf.put_slice(b"\r\n");
+    }
+
+    fn header(&mut self, prefix: u8, n: i64) {
+        let mut digits = itoa::Buffer::new();
+        self.line(prefix, digits.format(n).as_bytes());
+    }
+
+    pub fn ok(&mut self) {
+        self.buf.put_slice(b"+OK\r\n");
+    }
+
+    pub fn simple(&mut self, s: &str) {
+        self.line(b'+', s.as_bytes());
+    }
+
+    /// An error line. CR and LF would end the line early, so, like Redis,
+    /// they become spaces.
+    pub fn error(&mut self, msg: &str) {
+        self.buf.reserve(msg.len() + 3);
+        self.buf.put_u8(b'-');
+        for b in msg.bytes() {
+            self.buf
+                .put_u8(if b == b'\r' || b == b'\n' { b' ' } else { b });
+        }
+        self.buf.put_slice(b"\r\n");
+    }
+
+    pub fn int(&mut self, n: i64) {
+        self.header(b':', n);
+    }
+
+    pub fn bulk(&mut self, data: &[u8]) {
+        self.header(b'$', data.len() as i64);
+        self.buf.reserve(data.len() + 2);
+        self.buf.put_slice(data);
+        self.buf.put_slice(b"\r\n");
+    }
+
+    pub fn bulk_str(&mut self, s: &str) {
+        self.bulk(s.as_bytes());
+    }
+
+    /// An integer as a bulk string, as `INCR`-style counters are stored.
+    pub fn bulk_int(&mut self, n: i64) {
+        let mut digits = itoa::Buffer::new();
+        self.bulk(digits.format(n).as_bytes());
+    }
+
+    /// The null bulk string (RESP2 `$-1`, RESP3 `_`).
+    pub fn null(&mut self) {
+        match self.proto {
+            Protocol::Resp2 => self.buf.put_slice(b"$-1\r\n"),
+            Protocol::Resp3 => self.buf.put_slice(b"_\r\n"),
+        }
+    }
+
+    /// The null array (RESP2 `*-1`, RESP3 `_`).
+    pub fn null_array(&mut self) {
+        match self.proto {
+            Protocol::Resp2 => self.buf.put_slice(b"*-1\r\n"),
+            Protocol::Resp3 => self.buf.put_slice(b"_\r\n"),
+        }
+    }
+
+    pub fn array(&mut self, n: usize) {
+        self.header(b'*', n as i64);
+    }
+
+    /// A map of `n` pairs; RESP2 flattens it into an array of `2n`.
+    pub fn map(&mut self, n: usize) {
+        match self.proto {
+            Protocol::Resp2 => self.header(b'*', 2 * n as i64),
+            Protocol::Resp3 => self.header(b'%', n as i64),
+        }
+    }
+
+    /// A set of `n` members; RESP2 sends an array.
+    pub fn set(&mut self, n: usize) {
+        match self.proto {
+            Protocol::Resp2 => self.header(b'*', n as i64),
+            Protocol::Resp3 => self.header(b'~', n as i64),
+        }
+    }
+
+    /// A double; RESP2 sends it as a bulk string, as Redis does.
+    pub fn double(&mut self, d: f64) {
+        let text = format_double(d);
+        match self.proto {
+            Protocol::Resp2 => self.bulk(text.as_bytes()),
+            Protocol::Resp3 => self.line(b',', text.as_bytes()),
+        }
+    }
+
+    /// A boolean; RESP2 sends 1 or 0.
+    pub fn bool(&mut self, b: bool) {
+        match self.proto {
+            Protocol::Resp2 => self.int(b as i64),
+            Protocol::Resp3 => self.buf.put_slice(if b { b"#t\r\n" } else { b"#f\r\n" }),
+        }
+    }
+
+    /// Text for humans (INFO, CLIENT LIST): a RESP3 verbatim string of
+    /// format `txt`, a bulk string in RESP2.
+    pub fn verbatim(&mut self, text: &[u8]) {
+        match self.proto {
+            Protocol::Resp2 => self.bulk(text),
+            Protocol::Resp3 => {
+                self.header(b'=', text.len() as i64 + 4);
+                self.buf.reserve(text.len() + 6);
+                self.buf.put_slice(b"txt:");
+                self.buf.put_slice(text);
+                self.buf.put_slice(b"\r\n");
+            }
+        }
+    }
+}
+
+fn format_double(d: f64) -> String {
+    if d.is_infinite() {
+        if d > 0.0 { "inf" } else { "-inf" }.to_string()
+    } else if d.is_nan() {
+        "nan".to_string()
+    } else {
+        format!("{d}")
+    }
+}

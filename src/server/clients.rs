@@ -1,0 +1,128 @@
+//! The registry of connected clients, for `CLIENT LIST`, `CLIENT KILL`,
+//! `INFO clients` and `--maxclients`.
+
+use dashmap::DashMap;
+use parking_lot::Mutex;
+use std::net::SocketAddr;
+use std::sync::atomic::{AtomicBool, AtomicU64, AtomicU8, Ordering};
+use std::sync::Arc;
+use std::time::Instant;
+use tokio::sync::Notify;
+
+/// What other connections may see or change about one client. The
+/// connection keeps its hot state to itself; this is touched once per batch.
+#[derive(Debug)]
+pub struct ClientInfo {
+    pub id: u64,
+    pub addr: SocketAddr,
+    pub laddr: SocketAddr,
+    pub created: Instant,
+    pub name: Mutex<Option<Box<[u8]>>>,
+    pub lib_name: Mutex<Option<Box<[u8]>>>,
+    pub lib_ver: Mutex<Option<Box<[u8]>>>,
+    pub resp: AtomicU8,
+    /// Milliseconds since `created` at the last batch of commands.
+    pub last_active_ms: AtomicU64,
+    /// Name of the last command run (a command-table name).
+    pub last_cmd: Mutex<&'static str>,
+    killed: AtomicBool,
+    kill: Notify,
+}
+
+impl ClientInfo {
+    pub fn kill(&self) {
+        self.killed.store(true, Ordering::SeqCst);
+        self.kill.notify_one();
+    }
+
+    pub fn is_killed(&self) -> bool {
+        self.killed.load(Ordering::SeqCst)
+    }
+
+    /// Resolves when another client kills this one.
+    pub async fn killed(&self) {
+        self.kill.notified().await
+    }
+
+    pub fn touch(&self, cmd: &'static str) {
+        self.last_active_ms
+            .store(self.created.elapsed().as_millis() as u64, Ordering::Relaxed);
+        *self.last_cmd.lock() = cmd;
+    }
+
+    /// One `CLIENT LIST` / `CLIENT INFO` line, fields as Redis 7 prints them.
+    pub fn describe(&self) -> String {
+        let text = |m: &Mutex<Option<Box<[u8]>>>| {
+            m.lock()
+                .as_deref()
+                .map(|b| String::from_utf8_lossy(b).into_owned())
+                .unwrap_or_default()
+        };
+        let age = self.created.elapsed().as_secs();
+        let idle = age.saturating_sub(self.last_active_ms.load(Ordering::Relaxed) / 1000);
+        format!(
+            "id={} addr={} laddr={} fd=-1 name={} age={} idle={} flags=N db=0 sub=0 psub=0 ssub=0 multi=-1 qbuf=0 qbuf-free=0 argv-mem=0 multi-mem=0 rbs=0 rbp=0 obl=0 oll=0 omem=0 tot-mem=0 events=r cmd={} user=default redir=-1 resp={} lib-name={} lib-ver={}",
+            self.id,
+            self.addr,
+            self.laddr,
+            text(&self.name),
+            age,
+            idle,
+            self.last_cmd.lock(),
+            self.resp.load(Ordering::Relaxed),
+            text(&self.lib_name),
+            text(&self.lib_ver),
+        )
+    }
+}
+
+#[derive(Debug, Default)]
+pub struct Clients {
+    map: DashMap<u64, Arc<ClientInfo>>,
+    next_id: AtomicU64,
+}
+
+impl Clients {
+    pub fn register(&self, addr: SocketAddr, laddr: SocketAddr) -> Arc<ClientInfo> {
+        let id = self.next_id.fetch_add(1, Ordering::Relaxed) + 1;
+        let info = Arc::new(ClientInfo {
+            id,
+            addr,
+            laddr,
+            created: Instant::now(),
+            name: Mutex::new(None),
+            lib_name: Mutex::new(None),
+            lib_ver: Mutex::new(None),
+            resp: AtomicU8::new(2),
+            last_active_ms: AtomicU64::new(0),
+            last_cmd: Mutex::new("NULL"),
+            killed: AtomicBool::new(false),
+            kill: Notify::new(),
+        });
+        self.map.insert(id, info.clone());
+        info
+    }
+
+    pub fn unregister(&self, id: u64) {
+        self.map.remove(&id);
+    }
+
+    pub fn len(&self) -> usize {
+        self.map.len()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.map.is_empty()
+    }
+
+    pub fn get(&self, id: u64) -> Option<Arc<ClientInfo>> {
+        self.map.get(&id).map(|e| e.value().clone())
+    }
+
+    /// Every client, ordered by id as Redis lists them.
+    pub fn all(&self) -> Vec<Arc<ClientInfo>> {
+        let mut v: Vec<_> = self.map.iter().map(|e| e.value().clone()).collect();
+        v.sort_by_key(|c| c.id);
+        v
+    }
+}

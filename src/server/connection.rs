@@ -1,0 +1,163 @@
+//! One client: read, decode every complete request in the buffer, run each,
+//! collect every reply in one write buffer, write once per batch.
+
+use bytes::BytesMut;
+use std::sync::atomic::Ordering;
+use std::sync::Arc;
+use std::time::Duration;
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::net::TcpStream;
+use tokio::sync::watch;
+
+use super::clients::ClientInfo;
+use super::session::Session;
+use crate::cmd::{self, Ctx};
+use crate::protocol::{Decoder, Limits, ReplyBuf};
+use crate::state::{State, Stats};
+
+/// Read buffer size to keep free before each read.
+const READ_CHUNK: usize = 16 * 1024;
+/// Replies beyond this are written mid-batch, so one huge pipeline cannot
+/// grow the write buffer without bound before its first byte leaves.
+const FLUSH_AT: usize = 64 * 1024;
+
+/// Why a connection ended, for the debug log.
+#[derive(Debug)]
+enum Close {
+    Eof,
+    Quit,
+    Killed,
+    Shutdown,
+    Idle,
+    Protocol,
+    QueryBufferLimit,
+    // Read through `Debug`, in the log line.
+    #[allow(dead_code)]
+    Io(std::io::Error),
+}
+
+pub async fn run(
+    mut socket: TcpStream,
+    state: &State,
+    info: Arc<ClientInfo>,
+    mut shutdown: watch::Receiver<bool>,
+) {
+    let mut session = Session::new(info.clone(), state.settings.password().is_some());
+    let why = serve(&mut socket, state, &mut session, &mut shutdown).await;
+    tracing::debug!(client = info.id, addr = %info.addr, reason = ?why, "connection closed");
+    let _ = socket.shutdown().await;
+}
+
+async fn serve(
+    socket: &mut TcpStream,
+    state: &State,
+    session: &mut Session,
+    shutdown: &mut watch::Receiver<bool>,
+) -> Close {
+    let info = session.info.clone();
+    let mut buf = BytesMut::with_capacity(READ_CHUNK);
+    let mut out = ReplyBuf::with_capacity(READ_CHUNK);
+    let mut decoder = Decoder::new();
+    loop {
+        if *shutdown.borrow() {
+            return Close::Shutdown;
+        }
+        if buf.capacity() - buf.len() < READ_CHUNK / 4 {
+            buf.reserve(READ_CHUNK);
+        }
+        let timeout = state.settings.timeout_secs.load(Ordering::Relaxed);
+        let idle = async {
+            if timeout == 0 {
+                std::future::pending::<()>().await
+            } else {
+                tokio::time::sleep(Duration::from_secs(timeout)).await
+            }
+        };
+        let read = tokio::select! {
+            biased;
+            _ = shutdown.changed() => return Close::Shutdown,
+            _ = info.killed() => return Close::Killed,
+            _ = idle => return Close::Idle,
+            r = socket.read_buf(&mut buf) => r,
+        };
+        match read {
+            Ok(0) => return Close::Eof,
+            Ok(n) => Stats::add(&state.stats.net_input_bytes, n as u64),
+            Err(e) => return Close::Io(e),
+        }
+
+        let mut commands = 0u64;
+        let mut last = "";
+        let mut close = None;
+        loop {
+            let limits = Limits {
+                max_bulk_len: i64::try_from(state.settings.get(&state.settings.proto_max_bulk_len))
+                    .unwrap_or(i64::MAX),
+                unauthenticated: !session.authenticated,
+            };
+            match decoder.decode(&mut buf, limits) {
+                Ok(Some(req)) => {
+                    commands += 1;
+                    let mut ctx = Ctx {
+                        state,
+                        session: &mut *session,
+                        out: &mut out,
+                        now: state.clock.now(),
+                    };
+                    last = cmd::execute(&mut ctx, &req);
+                }
+                Ok(None) => break,
+                Err(e) => {
+                    Stats::add(&state.stats.protocol_errors, 1);
+                    tracing::debug!(client = info.id, error = %e, "protocol error");
+                    out.error(&e.to_string());
+                    close = Some(Close::Protocol);
+                    break;
+                }
+            }
+            if session.close_after_reply {
+                close = Some(Close::Quit);
+                break;
+            }
+            if info.is_killed() {
+                close = Some(Close::Killed);
+                break;
+            }
+            if out.len() >= FLUSH_AT {
+                if let Err(e) = flush(socket, &mut out, state).await {
+                    return Close::Io(e);
+                }
+            }
+        }
+        if commands > 0 {
+            Stats::add(&state.stats.commands_processed, commands);
+            info.touch(last);
+        }
+        if let Err(e) = flush(socket, &mut out, state).await {
+            return Close::Io(e);
+        }
+        if let Some(why) = close {
+            return why;
+        }
+        // Redis closes, without a reply, a client whose unprocessed input
+        // outgrows the limit.
+        if buf.len() as u64
+            > state
+                .settings
+                .get(&state.settings.client_query_buffer_limit)
+        {
+            tracing::warn!(client = info.id, addr = %info.addr, "closing client that reached max query buffer length");
+            return Close::QueryBufferLimit;
+        }
+    }
+}
+
+async fn flush(socket: &mut TcpStream, out: &mut ReplyBuf, state: &State) -> std::io::Result<()> {
+    if out.is_empty() {
+        return Ok(());
+    }
+    socket.write_all(out.buffer()).await?;
+    Stats::add(&state.stats.net_output_bytes, out.len() as u64);
+    out.buffer().clear();
+    Ok(())
+}

@@ -1,0 +1,151 @@
+//! The listener: accepts clients up to `--maxclients`, runs each on its own
+//! task, and shuts down gracefully: stop accepting, let every connection
+//! finish the replies it has decoded, then return.
+
+pub mod clients;
+pub mod connection;
+pub mod session;
+
+use std::io;
+use std::net::SocketAddr;
+use std::sync::atomic::Ordering;
+use std::sync::Arc;
+use std::time::Duration;
+
+use tokio::net::{TcpListener, TcpStream};
+use tokio::sync::{mpsc, watch};
+use tokio::task::JoinHandle;
+
+use crate::clock::Clock;
+use crate::config::{Config, ConfigError};
+use crate::state::{State, Stats};
+use crate::store::sweeper::{self, SweeperGuard};
+
+/// A running server.
+pub struct ServerHandle {
+    addr: SocketAddr,
+    state: Arc<State>,
+    shutdown: watch::Sender<bool>,
+    task: JoinHandle<()>,
+    _sweeper: SweeperGuard,
+}
+
+#[derive(Debug, thiserror::Error)]
+pub enum StartError {
+    #[error("cannot listen on {addr}: {source}")]
+    Bind { addr: String, source: io::Error },
+    #[error(transparent)]
+    Config(#[from] ConfigError),
+}
+
+impl ServerHandle {
+    /// The address the server listens on (with its real port).
+    pub fn addr(&self) -> SocketAddr {
+        self.addr
+    }
+
+    pub fn state(&self) -> &Arc<State> {
+        &self.state
+    }
+
+    /// Stops accepting, waits for every connection to finish what it has
+    /// decoded, and returns once all are closed.
+    pub async fn shutdown(self) {
+        let _ = self.shutdown.send(true);
+        let _ = self.task.await;
+    }
+
+    /// Resolves when the server stops by itself (it only does on shutdown).
+    pub async fn wait(&mut self) {
+        let _ = (&mut self.task).await;
+    }
+}
+
+/// Binds and starts serving on the current tokio runtime.
+pub async fn start(config: &Config, clock: Arc<dyn Clock>) -> Result<ServerHandle, StartError> {
+    let password = config.password()?;
+    let addr = format!("{}:{}", config.bind, config.port);
+    let listener = TcpListener::bind(&addr)
+        .await
+        .map_err(|source| StartError::Bind {
+            addr: addr.clone(),
+            source,
+        })?;
+    let local = listener
+        .local_addr()
+        .map_err(|source| StartError::Bind { addr, source })?;
+    let state = Arc::new(State::new(config, password, clock.clone(), local));
+    let sweeper = sweeper::spawn(state.store.clone(), clock);
+    let (shutdown_tx, shutdown_rx) = watch::channel(false);
+    let task = tokio::spawn(accept_loop(listener, state.clone(), shutdown_rx));
+    tracing::info!(%local, "turnstile listening");
+    Ok(ServerHandle {
+        addr: local,
+        state,
+        shutdown: shutdown_tx,
+        task,
+        _sweeper: sweeper,
+    })
+}
+
+async fn accept_loop(
+    listener: TcpListener,
+    state: Arc<State>,
+    mut shutdown: watch::Receiver<bool>,
+) {
+    // Every connection task holds a clone of `done_tx`; when the last one
+    // drops, `done_rx.recv()` returns None: all connections have drained.
+    let (done_tx, mut done_rx) = mpsc::channel::<()>(1);
+    let mut backoff = Duration::from_millis(1);
+    loop {
+        let accepted = tokio::select! {
+            r = listener.accept() => r,
+            _ = shutdown.changed() => break,
+        };
+        let (socket, peer) = match accepted {
+            Ok(pair) => {
+                backoff = Duration::from_millis(1);
+                pair
+            }
+            Err(e) => {
+                // Out of file descriptors and the like: wait, then retry,
+                // rather than spin or give up.
+                tracing::warn!(error = %e, "accept failed");
+                tokio::time::sleep(backoff).await;
+                backoff = (backoff * 2).min(Duration::from_secs(1));
+                continue;
+            }
+        };
+        Stats::add(&state.stats.connections_received, 1);
+        let max = state.settings.maxclients.load(Ordering::Relaxed);
+        if state.clients.len() as u64 >= max {
+            Stats::add(&state.stats.rejected_connections, 1);
+            tokio::spawn(reject(socket));
+            continue;
+        }
+        let _ = socket.set_nodelay(true);
+        let _ = socket2::SockRef::from(&socket).set_keepalive(true);
+        let laddr = socket.local_addr().unwrap_or(state.addr);
+        let info = state.clients.register(peer, laddr);
+        let state = state.clone();
+        let shutdown = shutdown.clone();
+        let done = done_tx.clone();
+        tokio::spawn(async move {
+            connection::run(socket, &state, info.clone(), shutdown).await;
+            state.clients.unregister(info.id);
+            drop(done);
+        });
+    }
+    drop(listener);
+    drop(done_tx);
+    let _ = done_rx.recv().await;
+}
+
+/// Redis tells a client over the limit why before closing.
+async fn reject(mut socket: TcpStream) {
+    use tokio::io::AsyncWriteExt;
+    let _ = socket
+        .write_all(b"-ERR max number of clients reached\r\n")
+        .await;
+    let _ = socket.shutdown().await;
+}

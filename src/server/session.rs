@@ -1,0 +1,24 @@
+//! Per-connection state that commands read and change.
+
+use std::sync::Arc;
+
+use super::clients::ClientInfo;
+
+#[derive(Debug)]
+pub struct Session {
+    pub info: Arc<ClientInfo>,
+    /// False while a password is set and not yet given.
+    pub authenticated: bool,
+    /// Close the connection once the replies so far are written (QUIT).
+    pub close_after_reply: bool,
+}
+
+impl Session {
+    pub fn new(info: Arc<ClientInfo>, password_set: bool) -> Self {
+        Session {
+            info,
+            authenticated: !password_set,
+            close_after_reply: false,
+        }
+    }
+}

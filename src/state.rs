@@ -1,0 +1,118 @@
+//! What every command can reach: the keyspace, the clock, the settings that
+//! `CONFIG SET` may change, the counters `INFO` reports, and the clients.
+
+use parking_lot::RwLock;
+use std::net::SocketAddr;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Arc;
+use std::time::Instant;
+
+use crate::clock::Clock;
+use crate::config::Config;
+use crate::server::clients::Clients;
+use crate::store::Store;
+
+/// Server-wide state, shared by every connection.
+pub struct State {
+    pub store: Arc<Store>,
+    pub clock: Arc<dyn Clock>,
+    pub settings: Settings,
+    pub stats: Stats,
+    pub clients: Clients,
+    pub started: Instant,
+    /// The address actually bound (the port is real even with `--port 0`).
+    pub addr: SocketAddr,
+    pub run_id: String,
+}
+
+impl State {
+    pub fn new(
+        config: &Config,
+        password: Option<Vec<u8>>,
+        clock: Arc<dyn Clock>,
+        addr: SocketAddr,
+    ) -> Self {
+        State {
+            store: Arc::new(Store::default()),
+            clock,
+            settings: Settings::new(config, password),
+            stats: Stats::default(),
+            clients: Clients::default(),
+            started: Instant::now(),
+            addr,
+            run_id: run_id(),
+        }
+    }
+}
+
+/// 40 hex characters, like Redis's `run_id`, different on every start.
+fn run_id() -> String {
+    use std::hash::{BuildHasher, Hasher};
+    let mut out = String::with_capacity(40);
+    let mut i = 0u64;
+    while out.len() < 40 {
+        let mut h = ahash::RandomState::new().build_hasher();
+        h.write_u64(i);
+        out.push_str(&format!("{:016x}", h.finish()));
+        i += 1;
+    }
+    out.truncate(40);
+    out
+}
+
+/// Settings readable on every request and changeable by `CONFIG SET`.
+pub struct Settings {
+    pub maxclients: AtomicU64,
+    pub timeout_secs: AtomicU64,
+    pub proto_max_bulk_len: AtomicU64,
+    pub client_query_buffer_limit: AtomicU64,
+    requirepass: RwLock<Option<Arc<[u8]>>>,
+    pub bind: String,
+}
+
+impl Settings {
+    fn new(config: &Config, password: Option<Vec<u8>>) -> Self {
+        Settings {
+            maxclients: AtomicU64::new(config.maxclients),
+            timeout_secs: AtomicU64::new(config.timeout),
+            proto_max_bulk_len: AtomicU64::new(config.proto_max_bulk_len),
+            client_query_buffer_limit: AtomicU64::new(config.client_query_buffer_limit),
+            requirepass: RwLock::new(password.map(Into::into)),
+            bind: config.bind.clone(),
+        }
+    }
+
+    pub fn password(&self) -> Option<Arc<[u8]>> {
+        self.requirepass.read().clone()
+    }
+
+    pub fn set_password(&self, p: Option<&[u8]>) {
+        *self.requirepass.write() = p.filter(|p| !p.is_empty()).map(Into::into);
+    }
+
+    pub fn get(&self, a: &AtomicU64) -> u64 {
+        a.load(Ordering::Relaxed)
+    }
+}
+
+/// Counters `INFO stats` reports. The hot path touches these once per batch
+/// of pipelined commands, not once per command.
+#[derive(Default)]
+pub struct Stats {
+    pub connections_received: AtomicU64,
+    pub rejected_connections: AtomicU64,
+    pub commands_processed: AtomicU64,
+    pub net_input_bytes: AtomicU64,
+    pub net_output_bytes: AtomicU64,
+    pub protocol_errors: AtomicU64,
+}
+
+impl Stats {
+    pub fn add(counter: &AtomicU64, n: u64) {
+        counter.fetch_add(n, Ordering::Relaxed);
+    }
+
+    pub fn read(counter: &AtomicU64) -> u64 {
+        counter.load(Ordering::Relaxed)
+    }
+}

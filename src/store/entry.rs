@@ -1,0 +1,77 @@
+//! What a key holds.
+//!
+//! Layout, for the memory targets (a limiter key at most 40-48 bytes, key
+//! included, at a million keys): the expiry lives in the entry as one `u64`
+//! of nanoseconds (0 = none) rather than in a side index of cloned keys, and
+//! values are unboxed enum variants next to an inline key, so a short key
+//! with a small value costs one table slot and no heap block at all.
+
+use super::bytes::SmallBytes;
+use crate::clock::Nanos;
+
+/// A key's value and expiry.
+#[derive(Debug, Clone)]
+pub struct Entry {
+    /// Absolute expiry on the server clock; 0 = persistent.
+    expires_at: u64,
+    pub value: Value,
+}
+
+/// The kinds of value a key can hold. Limiter state joins as its own
+/// variants, so a string command on a limiter key is `WRONGTYPE`.
+#[derive(Debug, Clone)]
+pub enum Value {
+    Str(SmallBytes),
+}
+
+impl Value {
+    /// The name `TYPE` reports.
+    pub fn type_name(&self) -> &'static str {
+        match self {
+            Value::Str(_) => "string",
+        }
+    }
+}
+
+impl Entry {
+    pub fn new(value: Value) -> Self {
+        Entry {
+            expires_at: 0,
+            value,
+        }
+    }
+
+    pub fn with_expiry(value: Value, at: Option<Nanos>) -> Self {
+        let mut e = Entry::new(value);
+        e.set_expiry(at);
+        e
+    }
+
+    pub fn expiry(&self) -> Option<Nanos> {
+        (self.expires_at != 0).then_some(Nanos(self.expires_at))
+    }
+
+    /// Sets or clears the expiry. `Some(Nanos(0))` would read as "none", so
+    /// it is stored as 1 ns, which is long past either way.
+    pub fn set_expiry(&mut self, at: Option<Nanos>) {
+        self.expires_at = at.map_or(0, |t| t.0.max(1));
+    }
+
+    pub fn is_expired(&self, now: Nanos) -> bool {
+        self.expires_at != 0 && self.expires_at <= now.0
+    }
+
+    /// Milliseconds left, rounded up, as `PTTL` reports; `None` if
+    /// persistent.
+    pub fn pttl_ms(&self, now: Nanos) -> Option<i64> {
+        self.expiry()
+            .map(|t| t.0.saturating_sub(now.0).div_ceil(Nanos::PER_MS) as i64)
+    }
+
+    /// Heap bytes owned beyond the table slot.
+    pub fn heap_size(&self) -> usize {
+        match &self.value {
+            Value::Str(s) => s.heap_size(),
+        }
+    }
+}

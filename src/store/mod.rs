@@ -1,0 +1,384 @@
+//! The keyspace: a sharded hash map from key bytes to [`Entry`], with lazy
+//! expiry on every access and an active sweeper (`sweeper.rs`).
+//!
+//! Why not `DashMap`: a limiter needs three things its API does not give
+//! without `unsafe` raw-table access: locking several shards at once in a
+//! fixed order (an all-or-nothing decision over keys in different shards,
+//! `MSET`), sweeping one shard at a time in small steps, and a slot layout
+//! we control for the memory targets. The map itself is `hashbrown`'s
+//! `HashTable` (the table inside `DashMap` and `std`'s `HashMap`) behind a
+//! `parking_lot` lock per shard, exactly DashMap's design, in 150 lines.
+
+pub mod bytes;
+pub mod entry;
+pub mod sweeper;
+
+use hashbrown::hash_table::{Entry as TableEntry, HashTable};
+use parking_lot::{RwLock, RwLockWriteGuard};
+use std::sync::atomic::{AtomicU64, Ordering};
+
+pub use self::bytes::SmallBytes;
+pub use self::entry::{Entry, Value};
+use crate::clock::Nanos;
+
+/// Shards: enough that a shard stays small at 10M keys (about 10k entries,
+/// so a sweep or a rehash holds its lock for tens of microseconds), and that
+/// two cores almost never contend.
+pub const DEFAULT_SHARDS: usize = 1024;
+
+/// One key and what it holds. `entry` is `None` only transiently, inside
+/// [`Store::update`], to express "delete" or "not there"; the niche in
+/// `SmallBytes` makes the `Option` free.
+#[derive(Debug)]
+struct Slot {
+    key: SmallBytes,
+    entry: Option<Entry>,
+}
+
+#[derive(Debug, Default)]
+struct Shard {
+    table: HashTable<Slot>,
+    /// Entries with an expiry, for `INFO keyspace`.
+    volatile: usize,
+}
+
+/// A shard padded to its own cache lines, so two cores locking neighbours
+/// do not bounce one line between them.
+#[repr(align(128))]
+#[derive(Debug, Default)]
+struct Padded(RwLock<Shard>);
+
+#[derive(Debug)]
+pub struct Store {
+    shards: Box<[Padded]>,
+    hasher: ahash::RandomState,
+    mask: usize,
+    expired: AtomicU64,
+}
+
+impl Default for Store {
+    fn default() -> Self {
+        Self::new(DEFAULT_SHARDS)
+    }
+}
+
+/// Keyspace figures for `INFO`.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct Counts {
+    pub keys: usize,
+    pub volatile: usize,
+}
+
+impl Store {
+    /// `shards` is rounded up to a power of two.
+    pub fn new(shards: usize) -> Self {
+        let n = shards.max(1).next_power_of_two();
+        Store {
+            shards: (0..n).map(|_| Padded::default()).collect(),
+            hasher: ahash::RandomState::new(),
+            mask: n - 1,
+            expired: AtomicU64::new(0),
+        }
+    }
+
+    fn hash(&self, key: &[u8]) -> u64 {
+        self.hasher.hash_one(key)
+    }
+
+    /// The shard index comes from bits 32.. of the hash: hashbrown uses the
+    /// low bits for the bucket and the top 7 for its tag, so these are free.
+    fn shard_index(&self, hash: u64) -> usize {
+        (hash >> 32) as usize & self.mask
+    }
+
+    pub fn shard_count(&self) -> usize {
+        self.shards.len()
+    }
+
+    /// Keys expired so far (lazily or by the sweeper).
+    pub fn expired_count(&self) -> u64 {
+        self.expired.load(Ordering::Relaxed)
+    }
+
+    /// Reads a live entry under a shared lock. An expired entry reads as
+    /// absent; removing it is left to the next write or the sweeper.
+    pub fn get<R>(&self, key: &[u8], now: Nanos, f: impl FnOnce(&Entry) -> R) -> Option<R> {
+        let hash = self.hash(key);
+        let shard = self.shards[self.shard_index(hash)].0.read();
+        let slot = shard.table.find(hash, |s| s.key.as_slice() == key)?;
+        let entry = slot.entry.as_ref()?;
+        (!entry.is_expired(now)).then(|| f(entry))
+    }
+
+    pub fn exists(&self, key: &[u8], now: Nanos) -> bool {
+        self.get(key, now, |_| ()).is_some()
+    }
+
+    /// Runs `f` on the key's live entry (`None` if absent or expired) under
+    /// the shard's write lock: whatever `f` leaves is stored, and `None`
+    /// deletes. Read-modify-write is atomic per key.
+    pub fn update<R>(&self, key: &[u8], now: Nanos, f: impl FnOnce(&mut Option<Entry>) -> R) -> R {
+        let hash = self.hash(key);
+        let mut shard = self.shards[self.shard_index(hash)].0.write();
+        update_in(&mut shard, &self.hasher, &self.expired, hash, key, now, f)
+    }
+
+    /// Deletes a key; true if a live one was there.
+    pub fn remove(&self, key: &[u8], now: Nanos) -> bool {
+        self.update(key, now, |e| e.take().is_some())
+    }
+
+    /// Locks every shard that `keys` map to, in ascending shard order, so
+    /// concurrent multi-key operations can never deadlock, and returns a
+    /// guard through which each key can be updated atomically with the rest.
+    pub fn lock_many<'a>(&'a self, keys: impl IntoIterator<Item = &'a [u8]>) -> MultiLock<'a> {
+        let mut wanted: Vec<usize> = keys
+            .into_iter()
+            .map(|k| self.shard_index(self.hash(k)))
+            .collect();
+        wanted.sort_unstable();
+        wanted.dedup();
+        let guards = wanted
+            .into_iter()
+            .map(|i| (i, self.shards[i].0.write()))
+            .collect();
+        MultiLock {
+            store: self,
+            guards,
+        }
+    }
+
+    /// Number of keys, counting expired ones not yet removed (as Redis's
+    /// `DBSIZE` does).
+    pub fn len(&self) -> usize {
+        self.shards.iter().map(|s| s.0.read().table.len()).sum()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+
+    pub fn counts(&self) -> Counts {
+        self.shards.iter().fold(Counts::default(), |acc, s| {
+            let s = s.0.read();
+            Counts {
+                keys: acc.keys + s.table.len(),
+                volatile: acc.volatile + s.volatile,
+            }
+        })
+    }
+
+    /// Removes every key; returns how many there were.
+    pub fn clear(&self) -> usize {
+        self.shards
+            .iter()
+            .map(|s| {
+                let mut s = s.0.write();
+                let n = s.table.len();
+                *s = Shard::default();
+                n
+            })
+            .sum()
+    }
+
+    /// Calls `f` for every live key of shard `i` (SCAN walks shard by shard,
+    /// so its cursor is a shard index and stays valid across resizes).
+    pub fn for_each_in_shard(&self, i: usize, now: Nanos, mut f: impl FnMut(&[u8], &Entry)) {
+        let shard = self.shards[i].0.read();
+        for slot in shard.table.iter() {
+            if let Some(e) = slot.entry.as_ref().filter(|e| !e.is_expired(now)) {
+                f(&slot.key, e);
+            }
+        }
+    }
+
+    /// Removes the expired keys of shard `i` and gives back table memory
+    /// once the shard is mostly empty. Returns how many were removed.
+    pub fn sweep_shard(&self, i: usize, now: Nanos) -> usize {
+        let mut guard = self.shards[i].0.write();
+        let shard = &mut *guard;
+        if shard.volatile == 0 {
+            return 0;
+        }
+        let before = shard.table.len();
+        let mut removed_volatile = 0;
+        shard.table.retain(|slot| {
+            let expired = slot.entry.as_ref().is_none_or(|e| e.is_expired(now));
+            removed_volatile += expired as usize;
+            !expired
+        });
+        shard.volatile -= removed_volatile;
+        let removed = before - shard.table.len();
+        if shard.table.capacity() > 64 && shard.table.len() < shard.table.capacity() / 4 {
+            let hasher = &self.hasher;
+            shard
+                .table
+                .shrink_to_fit(|s| hasher.hash_one(s.key.as_slice()));
+        }
+        self.expired.fetch_add(removed as u64, Ordering::Relaxed);
+        removed
+    }
+
+    /// Approximate bytes held by the keyspace: table slots plus heap bytes
+    /// of long keys and values.
+    pub fn memory_estimate(&self) -> usize {
+        self.shards
+            .iter()
+            .map(|s| {
+                let s = s.0.read();
+                let slots = s.table.capacity() * (std::mem::size_of::<Slot>() + 1);
+                let heap: usize = s
+                    .table
+                    .iter()
+                    .map(|slot| {
+                        slot.key.heap_size() + slot.entry.as_ref().map_or(0, Entry::heap_size)
+                    })
+                    .sum();
+                slots + heap
+            })
+            .sum()
+    }
+}
+
+/// Write locks on several shards, taken in ascending order.
+pub struct MultiLock<'a> {
+    store: &'a Store,
+    guards: Vec<(usize, RwLockWriteGuard<'a, Shard>)>,
+}
+
+impl MultiLock<'_> {
+    /// As [`Store::update`], for a key whose shard this guard holds.
+    ///
+    /// # Panics
+    /// If `key` was not among the keys locked: a bug in the caller.
+    pub fn update<R>(
+        &mut self,
+        key: &[u8],
+        now: Nanos,
+        f: impl FnOnce(&mut Option<Entry>) -> R,
+    ) -> R {
+        let hash = self.store.hash(key);
+        let index = self.store.shard_index(hash);
+        let pos = self
+            .guards
+            .binary_search_by_key(&index, |(i, _)| *i)
+            .expect("MultiLock::update on a key that was not locked");
+        let shard = &mut self.guards[pos].1;
+        update_in(
+            shard,
+            &self.store.hasher,
+            &self.store.expired,
+            hash,
+            key,
+            now,
+            f,
+        )
+    }
+}
+
+fn update_in<R>(
+    shard: &mut Shard,
+    hasher: &ahash::RandomState,
+    expired: &AtomicU64,
+    hash: u64,
+    key: &[u8],
+    now: Nanos,
+    f: impl FnOnce(&mut Option<Entry>) -> R,
+) -> R {
+    let Shard { table, volatile } = shard;
+    let entry = table.entry(
+        hash,
+        |s| s.key.as_slice() == key,
+        |s| hasher.hash_one(s.key.as_slice()),
+    );
+    match entry {
+        TableEntry::Occupied(mut o) => {
+            let slot = o.get_mut();
+            let had_ttl = slot.entry.as_ref().is_some_and(|e| e.expiry().is_some());
+            if slot.entry.as_ref().is_some_and(|e| e.is_expired(now)) {
+                slot.entry = None;
+                expired.fetch_add(1, Ordering::Relaxed);
+            }
+            let r = f(&mut slot.entry);
+            let has_ttl = slot.entry.as_ref().map(|e| e.expiry().is_some());
+            *volatile = *volatile + has_ttl.unwrap_or(false) as usize - had_ttl as usize;
+            if has_ttl.is_none() {
+                o.remove();
+            }
+            r
+        }
+        TableEntry::Vacant(v) => {
+            let mut e = None;
+            let r = f(&mut e);
+            if let Some(e) = e {
+                *volatile += e.expiry().is_some() as usize;
+                v.insert(Slot {
+                    key: SmallBytes::new(key),
+                    entry: Some(e),
+                });
+            }
+            r
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn s(v: &str) -> Entry {
+        Entry::new(Value::Str(SmallBytes::new(v.as_bytes())))
+    }
+
+    #[test]
+    fn lazy_expiry_and_sweep() {
+        let store = Store::new(4);
+        let t = Nanos(1_000);
+        store.update(b"a", t, |e| {
+            *e = Some(Entry::with_expiry(s("1").value, Some(Nanos(2_000))))
+        });
+        store.update(b"b", t, |e| *e = Some(s("2")));
+        assert!(store.exists(b"a", t));
+        assert_eq!(store.counts().volatile, 1);
+        let later = Nanos(2_000);
+        assert!(!store.exists(b"a", later));
+        assert_eq!(store.len(), 2, "expired keys linger until swept");
+        let swept: usize = (0..store.shard_count())
+            .map(|i| store.sweep_shard(i, later))
+            .sum();
+        assert_eq!(swept, 1);
+        assert_eq!(store.len(), 1);
+        assert_eq!(store.counts().volatile, 0);
+        assert_eq!(store.expired_count(), 1);
+    }
+
+    #[test]
+    fn update_deletes_and_tracks_volatile() {
+        let store = Store::new(1);
+        let t = Nanos(10);
+        store.update(b"k", t, |e| {
+            *e = Some(Entry::with_expiry(s("v").value, Some(Nanos(100))))
+        });
+        assert_eq!(store.counts().volatile, 1);
+        store.update(b"k", t, |e| e.as_mut().unwrap().set_expiry(None));
+        assert_eq!(store.counts().volatile, 0);
+        store.update(b"k", t, |e| e.as_mut().unwrap().set_expiry(Some(Nanos(50))));
+        assert!(store.remove(b"k", t));
+        assert_eq!(store.counts().volatile, 0);
+        assert!(!store.remove(b"k", t));
+        assert!(store.is_empty());
+    }
+
+    #[test]
+    fn lock_many_updates_keys_in_several_shards() {
+        let store = Store::new(16);
+        let keys: Vec<Vec<u8>> = (0..50).map(|i| format!("key{i}").into_bytes()).collect();
+        {
+            let mut lock = store.lock_many(keys.iter().map(|k| k.as_slice()));
+            for k in &keys {
+                lock.update(k, Nanos(0), |e| *e = Some(s("x")));
+            }
+        }
+        assert_eq!(store.len(), 50);
+    }
+}

@@ -1,0 +1,71 @@
+//! Number parsing shared by the decoder and the commands.
+
+/// Parses an integer exactly as Redis's `string2ll` does: an optional `-`,
+/// then digits with no leading zero (but "0" itself), no `+`, no spaces,
+/// within `i64`. Anything else is `None`, never a panic or a wrap.
+pub fn parse_i64(s: &[u8]) -> Option<i64> {
+    let (neg, digits) = match s {
+        [b'-', rest @ ..] => (true, rest),
+        _ => (false, s),
+    };
+    match digits {
+        [] => return None,
+        [b'0'] => return (!neg).then_some(0),
+        [b'0', ..] => return None,
+        _ => {}
+    }
+    if digits.len() > 19 {
+        return None;
+    }
+    let mut v: u64 = 0;
+    for &b in digits {
+        if !b.is_ascii_digit() {
+            return None;
+        }
+        v = v.checked_mul(10)?.checked_add(u64::from(b - b'0'))?;
+    }
+    if neg {
+        if v == 1 << 63 {
+            Some(i64::MIN)
+        } else {
+            i64::try_from(v).ok().map(|v| -v)
+        }
+    } else {
+        i64::try_from(v).ok()
+    }
+}
+
+/// Parses a float as Redis's `string2ld` does for `INCRBYFLOAT`-style
+/// arguments: no spaces, finite or `inf`.
+pub fn parse_f64(s: &[u8]) -> Option<f64> {
+    let text = std::str::from_utf8(s).ok()?;
+    if text.is_empty() || text.trim() != text {
+        return None;
+    }
+    let v: f64 = text.parse().ok()?;
+    (!v.is_nan()).then_some(v)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn integers_as_redis_reads_them() {
+        assert_eq!(parse_i64(b"0"), Some(0));
+        assert_eq!(parse_i64(b"-0"), None);
+        assert_eq!(parse_i64(b"123"), Some(123));
+        assert_eq!(parse_i64(b"-123"), Some(-123));
+        assert_eq!(parse_i64(b"007"), None);
+        assert_eq!(parse_i64(b"+7"), None);
+        assert_eq!(parse_i64(b" 7"), None);
+        assert_eq!(parse_i64(b""), None);
+        assert_eq!(parse_i64(b"-"), None);
+        assert_eq!(parse_i64(b"9223372036854775807"), Some(i64::MAX));
+        assert_eq!(parse_i64(b"9223372036854775808"), None);
+        assert_eq!(parse_i64(b"-9223372036854775808"), Some(i64::MIN));
+        assert_eq!(parse_i64(b"-9223372036854775809"), None);
+        assert_eq!(parse_i64(b"99999999999999999999"), None);
+        assert_eq!(parse_i64(b"12a"), None);
+    }
+}
