@@ -20,6 +20,8 @@
 //! - [`store`]: the sharded keyspace (`store/mod.rs`), what a key holds
 //!   (`store/entry.rs`), inline short byte strings (`store/bytes.rs`), and
 //!   the expiry sweeper (`store/sweeper.rs`).
+//! - [`limiter`]: the algorithms, one file each (`window.rs`, `log.rs`,
+//!   `gcra.rs`, `fixed.rs`): pure functions over (state, params, now, cost).
 //! - [`state`]: what every command can reach: store, clock, live settings,
 //!   counters, clients.
 //! - [`clock`]: server time as `Nanos`; the system clock that never steps
@@ -32,6 +34,7 @@ pub mod clock;
 pub mod cmd;
 pub mod config;
 pub mod glob;
+pub mod limiter;
 pub mod protocol;
 pub mod server;
 pub mod state;

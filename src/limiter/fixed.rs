@@ -1,0 +1,104 @@
+//! Fixed windows aligned to multiples of `period` from the Unix epoch, for
+//! calendar quotas ("10 000 per day, reset at 00:00 UTC"). Admits up to
+//! twice the limit across a window boundary: that is the price of its
+//! simplicity, and why `window` and `log` exist.
+
+use super::{Decision, Params};
+
+/// The count of the window that starts at `start`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct State {
+    pub start: u64,
+    pub count: u64,
+}
+
+impl State {
+    /// The state as seen at `now`: a past window counts nothing.
+    fn at(self, now: u64, period: u64) -> State {
+        let start = now - now % period;
+        if self.start == start {
+            self
+        } else {
+            State { start, count: 0 }
+        }
+    }
+
+    /// When this state stops mattering: the end of its window.
+    pub fn expires_at(&self, p: &Params) -> u64 {
+        self.start.saturating_add(p.period())
+    }
+}
+
+/// Decides a request of `cost` at `now`; on admission, `state` is charged.
+pub fn decide(state: &mut State, p: &Params, now: u64, cost: u64) -> Decision {
+    let period = p.period();
+    let limit = p.limit();
+    let cur = state.at(now, period);
+    let window_end = cur.start.saturating_add(period);
+    let to_end = window_end - now;
+    let allowed = cur.count.saturating_add(cost) <= limit;
+    let count = if allowed { cur.count + cost } else { cur.count };
+    if allowed {
+        *state = State {
+            start: cur.start,
+            count,
+        };
+    }
+    Decision {
+        allowed,
+        limit,
+        remaining: limit.saturating_sub(count),
+        retry_after: (!allowed).then_some(to_end),
+        reset_after: if count > 0 { to_end } else { 0 },
+    }
+}
+
+/// Gives back up to `n` units of the current window.
+pub fn refund(state: &mut State, p: &Params, now: u64, n: u64) {
+    let cur = state.at(now, p.period());
+    *state = State {
+        start: cur.start,
+        count: cur.count.saturating_sub(n),
+    };
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::limiter::{check_moments, Moment};
+    use std::num::NonZeroU64;
+
+    const S: u64 = 1_000_000_000;
+
+    fn params(limit: u64, period_s: u64) -> Params {
+        Params::new(
+            NonZeroU64::new(limit).unwrap(),
+            NonZeroU64::new(period_s * S).unwrap(),
+        )
+    }
+
+    /// (time offset, cost, allowed, remaining, retry_after, reset_after)
+    #[test]
+    fn table_of_moments() {
+        let p = params(3, 10);
+        let t0 = 1_700_000_000 * S; // a multiple of 10 s
+        let mut st = State::default();
+        let rows: &[Moment] = &[
+            (0, 1, true, 2, None, 10 * S),
+            (2 * S, 2, true, 0, None, 8 * S),
+            (3 * S, 1, false, 0, Some(7 * S), 7 * S),
+            (10 * S, 3, true, 0, None, 10 * S),
+            (25 * S, 1, true, 2, None, 5 * S),
+        ];
+        check_moments(t0, rows, |now, cost| decide(&mut st, &p, now, cost));
+    }
+
+    #[test]
+    fn refund_never_below_zero() {
+        let p = params(5, 1);
+        let mut st = State::default();
+        decide(&mut st, &p, 0, 2);
+        refund(&mut st, &p, 0, 10);
+        assert_eq!(st.count, 0);
+    }
+}

@@ -1,0 +1,106 @@
+//! The generic cell rate algorithm: a token bucket without a refill task.
+//! State is one "theoretical arrival time" (TAT): the moment the bucket
+//! would be full again.
+//!
+//! With emission interval `T = period / limit` (rounded up to a whole
+//! nanosecond, so rounding never admits more than the rate) and tolerance
+//! `burst * T`, a request of `cost` is admitted iff
+//! `max(tat, now) + cost * T - burst * T <= now`.
+
+use super::{Decision, Params};
+
+/// The theoretical arrival time; 0 = a full bucket.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct State {
+    pub tat: u64,
+}
+
+impl State {
+    /// When the state stops mattering: once the bucket is full again.
+    pub fn expires_at(&self) -> u64 {
+        self.tat
+    }
+}
+
+/// The emission interval: nanoseconds per unit.
+pub fn emission_interval(p: &Params) -> u64 {
+    p.period().div_ceil(p.limit())
+}
+
+/// Decides a request of `cost` at `now`; on admission, `state` is charged.
+pub fn decide(state: &mut State, p: &Params, now: u64, cost: u64) -> Decision {
+    let t = emission_interval(p);
+    let tolerance = t.saturating_mul(p.burst.get());
+    let tat = state.tat.max(now);
+    let new_tat = tat.saturating_add(t.saturating_mul(cost));
+    let allow_at = new_tat.saturating_sub(tolerance);
+    let allowed = allow_at <= now;
+    let kept_tat = if allowed { new_tat } else { tat };
+    if allowed {
+        state.tat = new_tat;
+    }
+    // Units that fit now: the room left in the tolerance, in whole units.
+    let remaining = tolerance.saturating_sub(kept_tat - now) / t;
+    Decision {
+        allowed,
+        limit: p.limit(),
+        remaining,
+        retry_after: (!allowed).then(|| allow_at - now),
+        reset_after: kept_tat - now,
+    }
+}
+
+/// Gives back up to `n` units: moves the TAT back, never before `now`.
+pub fn refund(state: &mut State, p: &Params, now: u64, n: u64) {
+    let back = emission_interval(p).saturating_mul(n);
+    state.tat = state.tat.saturating_sub(back).max(now.min(state.tat));
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::limiter::{check_moments, Moment};
+    use std::num::NonZeroU64;
+
+    const S: u64 = 1_000_000_000;
+
+    fn params(limit: u64, period_s: u64, burst: u64) -> Params {
+        Params {
+            burst: NonZeroU64::new(burst).unwrap(),
+            ..Params::new(
+                NonZeroU64::new(limit).unwrap(),
+                NonZeroU64::new(period_s * S).unwrap(),
+            )
+        }
+    }
+
+    /// (offset, cost, allowed, remaining, retry_after, reset_after)
+    #[test]
+    fn table_of_moments() {
+        // 10 per 10 s, burst 3: one unit per second, three at once.
+        let p = params(10, 10, 3);
+        let t0 = 1_700_000_000 * S;
+        let mut st = State::default();
+        let rows: &[Moment] = &[
+            (0, 1, true, 2, None, S),
+            (0, 2, true, 0, None, 3 * S),
+            (0, 1, false, 0, Some(S), 3 * S),
+            (S, 1, true, 0, None, 3 * S),
+            (S, 3, false, 0, Some(3 * S), 3 * S),
+            (10 * S, 3, true, 0, None, 3 * S),
+            (20 * S, 1, true, 2, None, S),
+        ];
+        check_moments(t0, rows, |now, cost| decide(&mut st, &p, now, cost));
+    }
+
+    #[test]
+    fn refund_never_below_full() {
+        let p = params(10, 10, 10);
+        let mut st = State::default();
+        let now = 100 * S;
+        decide(&mut st, &p, now, 2);
+        refund(&mut st, &p, now, 5);
+        assert_eq!(st.tat, now);
+        assert_eq!(decide(&mut st, &p, now, 1).remaining, 9);
+    }
+}
