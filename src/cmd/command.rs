@@ -127,7 +127,10 @@ pub fn getkeys(ctx: &mut Ctx<'_>, req: &Request<'_>) -> Result<(), CmdError> {
         }
         Err(_) => return Err(CmdError::err("Invalid command specified")),
     };
-    let positions: Vec<usize> = spec.keys.positions(embedded.len()).collect();
+    let positions: Vec<usize> = match spec.key_finder {
+        Some(find) => find(&embedded),
+        None => spec.keys.positions(embedded.len()).collect(),
+    };
     if positions.is_empty() {
         return Err(CmdError::err("The command has no key arguments"));
     }
@@ -220,8 +223,40 @@ fn write_info(out: &mut ReplyBuf, cmd: &CommandSpec, parent: Option<&CommandSpec
     }
 }
 
-/// Redis 7 key specifications, derived from first/last/step.
+/// Redis 7 key specifications, derived from first/last/step; a
+/// `movablekeys` command's keys follow each `LIMIT` keyword.
 fn write_key_specs(out: &mut ReplyBuf, cmd: &CommandSpec) {
+    if cmd.key_finder.is_some() {
+        out.array(1);
+        out.map(3);
+        out.bulk_str("flags");
+        out.set(2);
+        out.simple("RW");
+        out.simple("UPDATE");
+        out.bulk_str("begin_search");
+        out.map(2);
+        out.bulk_str("type");
+        out.bulk_str("keyword");
+        out.bulk_str("spec");
+        out.map(2);
+        out.bulk_str("keyword");
+        out.bulk_str("LIMIT");
+        out.bulk_str("startfrom");
+        out.int(1);
+        out.bulk_str("find_keys");
+        out.map(2);
+        out.bulk_str("type");
+        out.bulk_str("range");
+        out.bulk_str("spec");
+        out.map(3);
+        out.bulk_str("lastkey");
+        out.int(0);
+        out.bulk_str("keystep");
+        out.int(1);
+        out.bulk_str("limit");
+        out.int(0);
+        return;
+    }
     if cmd.keys.first == 0 {
         out.array(0);
         return;

@@ -8,6 +8,7 @@ pub mod config;
 pub mod connection;
 pub mod error;
 pub mod keys;
+pub mod limiter;
 pub mod server;
 pub mod string;
 pub mod table;

@@ -14,15 +14,11 @@ use crate::util::parse_i64;
 /// ```
 pub fn get(ctx: &mut Ctx<'_>, req: &Request<'_>) -> Result<(), CmdError> {
     let out = &mut *ctx.out;
-    let found = ctx
-        .state
-        .store
-        .get(req.arg(1), ctx.now, |e| match &e.value {
-            Value::Str(s) => {
-                out.bulk(s);
-                Ok(())
-            }
-        });
+    let found = ctx.state.store.get(req.arg(1), ctx.now, |e| {
+        let s = e.value.as_str().ok_or(CmdError::WrongType)?;
+        out.bulk(s);
+        Ok(())
+    });
     match found {
         Some(r) => r,
         None => {
@@ -40,12 +36,16 @@ pub fn mget(ctx: &mut Ctx<'_>, req: &Request<'_>) -> Result<(), CmdError> {
     let out = &mut *ctx.out;
     out.array(req.len() - 1);
     for key in req.args().skip(1) {
-        let hit = ctx.state.store.get(key, ctx.now, |e| match &e.value {
-            Value::Str(s) => {
-                out.bulk(s);
-                true
-            }
-        });
+        let hit = ctx
+            .state
+            .store
+            .get(key, ctx.now, |e| match e.value.as_str() {
+                Some(s) => {
+                    out.bulk(s);
+                    true
+                }
+                None => false,
+            });
         if hit != Some(true) {
             out.null();
         }
@@ -111,9 +111,12 @@ pub fn set(ctx: &mut Ctx<'_>, req: &Request<'_>) -> Result<(), CmdError> {
     let value = req.arg(2);
     let out = &mut *ctx.out;
     ctx.state.store.update(req.arg(1), now, |slot| {
-        let old = slot.as_ref().map(|e| match &e.value {
-            Value::Str(s) => s.clone(),
-        });
+        // SET replaces a value of any type, as in Redis; only SET ... GET
+        // must read the old one as a string.
+        let old = match slot.as_ref().map(|e| e.value.as_str()) {
+            Some(None) if get => return Err(CmdError::WrongType),
+            old => old.flatten().cloned(),
+        };
         let write = match cond {
             Cond::Always => true,
             Cond::Nx => slot.is_none(),
@@ -143,8 +146,8 @@ pub fn set(ctx: &mut Ctx<'_>, req: &Request<'_>) -> Result<(), CmdError> {
             (false, true) => out.ok(),
             (false, false) => out.null(),
         }
-    });
-    Ok(())
+        Ok(())
+    })
 }
 
 /// ```text
@@ -206,10 +209,10 @@ fn incr_by(ctx: &mut Ctx<'_>, req: &Request<'_>, delta: i64) -> Result<(), CmdEr
     let result = ctx.state.store.update(req.arg(1), ctx.now, |slot| {
         let current = match slot.as_ref() {
             None => 0,
-            Some(Entry {
-                value: Value::Str(s),
-                ..
-            }) => parse_i64(s).ok_or(CmdError::NotInteger)?,
+            Some(e) => {
+                let s = e.value.as_str().ok_or(CmdError::WrongType)?;
+                parse_i64(s).ok_or(CmdError::NotInteger)?
+            }
         };
         let next = current.checked_add(delta).ok_or(CmdError::Overflow)?;
         let mut digits = itoa::Buffer::new();

@@ -6,10 +6,14 @@ use std::collections::HashMap;
 use std::sync::LazyLock;
 
 use super::CmdError;
-use super::{client, command, config, connection, keys, server, string, Ctx};
+use super::{client, command, config, connection, keys, limiter, server, string, Ctx};
 use crate::protocol::Request;
 
 pub type Handler = fn(&mut Ctx<'_>, &Request<'_>) -> Result<(), CmdError>;
+
+/// Finds the key indexes of a request, for commands whose keys the
+/// first/last/step triple cannot describe.
+pub type KeyFinder = fn(&[&[u8]]) -> Vec<usize>;
 
 /// Command flags, named as `COMMAND INFO` reports them.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -143,6 +147,9 @@ pub struct CommandSpec {
     pub complexity: &'static str,
     pub handler: Handler,
     pub subcommands: &'static [CommandSpec],
+    /// For `movablekeys` commands, whose keys the triple cannot describe:
+    /// the key indexes of a request.
+    pub key_finder: Option<KeyFinder>,
 }
 
 impl CommandSpec {
@@ -184,6 +191,7 @@ macro_rules! cmd {
             summary: $summary,
             handler: $handler,
             subcommands: $subs,
+            key_finder: None,
         }
     };
 }
@@ -404,6 +412,7 @@ static CONFIG_SUBCOMMANDS: [CommandSpec; 4] = [
 /// Every command, in alphabetical order.
 pub static COMMANDS: &[CommandSpec] = &[
     cmd!("auth", -2, [NOSCRIPT | LOADING | STALE | FAST | NO_AUTH], NONE, "connection", "1.0.0", "O(N) where N is the number of passwords defined for the user", "Authenticates the connection.", connection::auth),
+    cmd!("cl.throttle", -5, [WRITE | DENYOOM | FAST], FIRST, "limiter", "0.1.0", "O(1)", "Admits or denies a request as redis-cell's GCRA does.", limiter::throttle),
     cmd!("client", -2, [], NONE, "connection", "2.4.0", "Depends on subcommand.", "A container for client connection commands.", container_without_subcommand, &CLIENT_SUBCOMMANDS),
     cmd!("command", -1, [LOADING | STALE], NONE, "server", "2.8.13", "O(N) where N is the total number of Redis commands", "Returns detailed information about all commands.", command::all, &COMMAND_SUBCOMMANDS),
     cmd!("config", -2, [], NONE, "server", "2.0.0", "Depends on subcommand.", "A container for server configuration commands.", container_without_subcommand, &CONFIG_SUBCOMMANDS),
@@ -432,6 +441,15 @@ pub static COMMANDS: &[CommandSpec] = &[
     cmd!("pttl", 2, [READONLY | FAST], FIRST, "generic", "2.6.0", "O(1)", "Returns the expiration time in milliseconds of a key.", keys::pttl),
     cmd!("quit", -1, [NOSCRIPT | LOADING | STALE | FAST | NO_AUTH], NONE, "connection", "1.0.0", "O(1)", "Closes the connection.", connection::quit),
     cmd!("reset", 1, [NOSCRIPT | LOADING | STALE | FAST | NO_AUTH], NONE, "connection", "6.2.0", "O(1)", "Resets the connection.", connection::reset),
+    cmd!("rl.allow", -4, [WRITE | DENYOOM | FAST], FIRST, "limiter", "0.1.0", "O(1); ALGO log: O(slots expired)", "Admits or denies a request against a limit, atomically.", limiter::allow),
+    CommandSpec {
+        key_finder: Some(limiter::parse::many_keys),
+        ..cmd!("rl.allowmany", -5, [WRITE | DENYOOM | MOVABLEKEYS], NONE, "limiter", "0.1.0", "O(N) where N is the number of limits", "Admits a request only if every one of several limits admits it.", limiter::allowmany)
+    },
+    cmd!("rl.peek", -4, [READONLY | FAST], FIRST, "limiter", "0.1.0", "O(1); ALGO log: O(slots)", "Returns what RL.ALLOW would answer, consuming nothing.", limiter::peek),
+    cmd!("rl.refund", 3, [WRITE | FAST], FIRST, "limiter", "0.1.0", "O(1); ALGO log: O(slots refunded)", "Gives back units charged earlier.", limiter::refund),
+    cmd!("rl.reset", -2, [WRITE], ALL, "limiter", "0.1.0", "O(N) where N is the number of keys", "Forgets the limiter state of keys.", limiter::reset),
+    cmd!("rl.state", 2, [READONLY | FAST], FIRST, "limiter", "0.1.0", "O(1)", "Describes a limiter key's state.", limiter::state),
     cmd!("scan", -2, [READONLY], NONE, "generic", "2.8.0", "O(1) for every call. O(N) for a complete iteration.", "Iterates over the key names in the database.", keys::scan),
     cmd!("select", 2, [LOADING | STALE | FAST], NONE, "connection", "1.0.0", "O(1)", "Changes the selected database.", connection::select),
     cmd!("set", -3, [WRITE | DENYOOM], FIRST, "string", "1.0.0", "O(1)", "Sets the string value of a key, ignoring its type. The key is created if it doesn't exist.", string::set),

@@ -35,6 +35,10 @@ pub struct State {
     base: u64,
     /// Sum of the counts in `slots`.
     total: u64,
+    /// Exact time (ns) of the newest admitted request: `reset_after` is
+    /// measured from it, so a fresh key reports exactly one period rather
+    /// than one period plus the rounding of its slot.
+    newest: u64,
     /// Packed slots, oldest first.
     slots: VecDeque<u64>,
 }
@@ -146,6 +150,7 @@ pub fn decide(state: &mut State, p: &Params, now: u64, cost: u64) -> Decision {
     let allowed = used.saturating_add(cost) <= limit;
     if allowed {
         state.record(stamp(now, p), cost);
+        state.newest = now;
     }
     let retry_after = (!allowed).then(|| {
         // Wait until enough of the oldest slots leave the window.
@@ -164,7 +169,14 @@ pub fn decide(state: &mut State, p: &Params, now: u64, cost: u64) -> Decision {
         limit,
         remaining: limit.saturating_sub(state.total),
         retry_after,
-        reset_after: state.expires_at(p).saturating_sub(now),
+        reset_after: if state.slots.is_empty() {
+            0
+        } else if p.precision.get() > UNIT {
+            // Coarse slots: full again when the newest slot leaves.
+            state.expires_at(p).saturating_sub(now)
+        } else {
+            state.newest.saturating_add(period).saturating_sub(now)
+        },
     }
 }
 

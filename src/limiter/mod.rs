@@ -9,12 +9,49 @@
 //! - [`gcra`]: the generic cell rate algorithm, one timestamp of state.
 //! - [`fixed`]: fixed windows aligned to the Unix epoch.
 
+pub mod cell;
 pub mod fixed;
 pub mod gcra;
 pub mod log;
 pub mod window;
 
 use std::num::NonZeroU64;
+
+/// Which algorithm a key uses; a key holds one kind of state.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum Algorithm {
+    #[default]
+    Window,
+    Log,
+    Gcra,
+    Fixed,
+}
+
+impl Algorithm {
+    pub const ALL: [Algorithm; 4] = [
+        Algorithm::Window,
+        Algorithm::Log,
+        Algorithm::Gcra,
+        Algorithm::Fixed,
+    ];
+
+    /// The name used by `ALGO` and reported by `RL.STATE`.
+    pub fn name(self) -> &'static str {
+        match self {
+            Algorithm::Window => "window",
+            Algorithm::Log => "log",
+            Algorithm::Gcra => "gcra",
+            Algorithm::Fixed => "fixed",
+        }
+    }
+
+    /// Case-insensitive lookup by name.
+    pub fn parse(name: &[u8]) -> Option<Algorithm> {
+        Self::ALL
+            .into_iter()
+            .find(|a| a.name().as_bytes().eq_ignore_ascii_case(name))
+    }
+}
 
 /// Validated limiter parameters: every field is in range before an
 /// algorithm sees it, so the algorithms need no error paths.

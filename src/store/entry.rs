@@ -8,6 +8,7 @@
 
 use super::bytes::SmallBytes;
 use crate::clock::Nanos;
+use crate::limiter::{fixed, gcra, log, window, Algorithm, Params};
 
 /// A key's value and expiry.
 #[derive(Debug, Clone)]
@@ -17,11 +18,25 @@ pub struct Entry {
     pub value: Value,
 }
 
-/// The kinds of value a key can hold. Limiter state joins as its own
-/// variants, so a string command on a limiter key is `WRONGTYPE`.
+/// The kinds of value a key can hold. Each limiter algorithm has its own
+/// variant, so a string command on a limiter key, or another algorithm on
+/// it, is `WRONGTYPE`. The log's ring is boxed: it is the one large state,
+/// and boxing it keeps every other entry small.
 #[derive(Debug, Clone)]
 pub enum Value {
     Str(SmallBytes),
+    Window(Stored<window::State>),
+    Fixed(Stored<fixed::State>),
+    Gcra(Stored<gcra::State>),
+    Log(Box<Stored<log::State>>),
+}
+
+/// Limiter state with the parameters of the request that last wrote it,
+/// which `RL.REFUND` and `RL.STATE` need.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Stored<S> {
+    pub params: Params,
+    pub state: S,
 }
 
 impl Value {
@@ -29,6 +44,29 @@ impl Value {
     pub fn type_name(&self) -> &'static str {
         match self {
             Value::Str(_) => "string",
+            Value::Window(_) => "rl-window",
+            Value::Fixed(_) => "rl-fixed",
+            Value::Gcra(_) => "rl-gcra",
+            Value::Log(_) => "rl-log",
+        }
+    }
+
+    /// The string held, or `None` for limiter state.
+    pub fn as_str(&self) -> Option<&SmallBytes> {
+        match self {
+            Value::Str(s) => Some(s),
+            _ => None,
+        }
+    }
+
+    /// The limiter algorithm of this value, if it is limiter state.
+    pub fn algorithm(&self) -> Option<Algorithm> {
+        match self {
+            Value::Str(_) => None,
+            Value::Window(_) => Some(Algorithm::Window),
+            Value::Fixed(_) => Some(Algorithm::Fixed),
+            Value::Gcra(_) => Some(Algorithm::Gcra),
+            Value::Log(_) => Some(Algorithm::Log),
         }
     }
 }
@@ -72,6 +110,8 @@ impl Entry {
     pub fn heap_size(&self) -> usize {
         match &self.value {
             Value::Str(s) => s.heap_size(),
+            Value::Log(l) => std::mem::size_of::<Stored<log::State>>() + l.state.heap_size(),
+            Value::Window(_) | Value::Fixed(_) | Value::Gcra(_) => 0,
         }
     }
 }

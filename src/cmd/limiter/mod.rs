@@ -1,0 +1,231 @@
+//! The limiter commands: `RL.ALLOW`, `RL.PEEK`, `RL.ALLOWMANY`,
+//! `RL.REFUND`, `RL.RESET`, `RL.STATE`, and redis-cell's `CL.THROTTLE`.
+//! Each parses into a validated request (`parse.rs`), runs the algorithm
+//! on the key's state (`apply.rs`), then shapes the reply here.
+
+pub mod apply;
+pub mod parse;
+pub mod throttle;
+
+use super::{CmdError, Ctx};
+use crate::limiter::Decision;
+use crate::protocol::{ReplyBuf, Request};
+use crate::store::{Entry, Value};
+
+pub use throttle::throttle;
+
+/// Nanoseconds to whole milliseconds, rounded up: a client told to retry
+/// after the rounded time is never early.
+fn ms_ceil(ns: u64) -> i64 {
+    ns.div_ceil(1_000_000) as i64
+}
+
+/// The five fields of a decision (plus `index` for `RL.ALLOWMANY`): an
+/// array of integers in RESP2, a map in RESP3.
+fn write_decision(out: &mut ReplyBuf, d: &Decision, index: Option<usize>) {
+    let fields = [
+        ("allowed", d.allowed as i64),
+        ("limit", d.limit as i64),
+        ("remaining", d.remaining as i64),
+        ("retry_after_ms", d.retry_after.map_or(-1, ms_ceil)),
+        ("reset_after_ms", ms_ceil(d.reset_after)),
+    ];
+    let n = fields.len() + index.is_some() as usize;
+    match out.proto {
+        crate::protocol::Protocol::Resp2 => {
+            out.array(n);
+            for (_, v) in fields {
+                out.int(v);
+            }
+            if let Some(i) = index {
+                out.int(i as i64);
+            }
+        }
+        crate::protocol::Protocol::Resp3 => {
+            out.map(n);
+            for (k, v) in fields {
+                out.bulk_str(k);
+                out.int(v);
+            }
+            if let Some(i) = index {
+                out.bulk_str("index");
+                out.int(i as i64);
+            }
+        }
+    }
+}
+
+/// ```text
+/// RL.ALLOW key limit period [ALGO window|log|gcra|fixed] [COST n] [BURST b] [PRECISION d]
+/// ```
+pub fn allow(ctx: &mut Ctx<'_>, req: &Request<'_>) -> Result<(), CmdError> {
+    let r = parse::allow_request(req)?;
+    let now = ctx.now;
+    let d = ctx
+        .state
+        .store
+        .update(r.key, now, |slot| apply::allow(slot, &r.spec, now, r.cost))?;
+    write_decision(ctx.out, &d, None);
+    Ok(())
+}
+
+/// ```text
+/// RL.PEEK key limit period [ALGO ...] [COST n] [BURST b] [PRECISION d]
+/// ```
+pub fn peek(ctx: &mut Ctx<'_>, req: &Request<'_>) -> Result<(), CmdError> {
+    let r = parse::allow_request(req)?;
+    let now = ctx.now;
+    let d = ctx
+        .state
+        .store
+        .get(r.key, now, |e| apply::peek(Some(e), &r.spec, now, r.cost))
+        .unwrap_or_else(|| apply::peek(None, &r.spec, now, r.cost))?;
+    write_decision(ctx.out, &d, None);
+    Ok(())
+}
+
+/// ```text
+/// RL.ALLOWMANY [COST n] LIMIT key limit period [ALGO a] [BURST b] [PRECISION d] [LIMIT ...]
+/// ```
+/// All-or-nothing: every key's shard is locked (in a fixed order, so two
+/// requests can never deadlock), every limit is decided on a working copy,
+/// and the copies are written back only if all admit.
+pub fn allowmany(ctx: &mut Ctx<'_>, req: &Request<'_>) -> Result<(), CmdError> {
+    let r = parse::many_request(req)?;
+    let now = ctx.now;
+    let mut lock = ctx.state.store.lock_many(r.limits.iter().map(|(k, _)| *k));
+    let mut work: Vec<(&[u8], Option<Entry>)> = Vec::with_capacity(r.limits.len());
+    let mut binding: Option<(usize, Decision)> = None;
+    for (i, (key, spec)) in r.limits.iter().enumerate() {
+        let pos = match work.iter().position(|(k, _)| k == key) {
+            Some(p) => p,
+            None => {
+                let current = lock.update(key, now, |slot| slot.clone());
+                work.push((key, current));
+                work.len() - 1
+            }
+        };
+        let d = apply::allow(&mut work[pos].1, spec, now, r.cost)?;
+        let tighter = binding.is_none_or(|(_, b)| d.remaining < b.remaining);
+        if !d.allowed || tighter {
+            binding = Some((i, d));
+        }
+        if !d.allowed {
+            break;
+        }
+    }
+    let (index, d) = binding.expect("at least one limit");
+    if d.allowed {
+        for (key, entry) in work {
+            lock.update(key, now, |slot| *slot = entry);
+        }
+    }
+    drop(lock);
+    write_decision(ctx.out, &d, Some(index));
+    Ok(())
+}
+
+/// ```text
+/// RL.REFUND key n
+/// ```
+/// Replies 1 if the key held limiter state (refunded, never below empty),
+/// 0 if there is no such key.
+pub fn refund(ctx: &mut Ctx<'_>, req: &Request<'_>) -> Result<(), CmdError> {
+    let n = parse::positive(req.arg(2), "refund")?;
+    let now = ctx.now;
+    let done = ctx
+        .state
+        .store
+        .update(req.arg(1), now, |slot| apply::refund(slot, now, n))?;
+    ctx.out.int(done as i64);
+    Ok(())
+}
+
+/// ```text
+/// RL.RESET key [key ...]
+/// ```
+/// Forgets limiter state; replies how many keys existed. A key holding a
+/// string is `WRONGTYPE`, and then nothing is reset.
+pub fn reset(ctx: &mut Ctx<'_>, req: &Request<'_>) -> Result<(), CmdError> {
+    let now = ctx.now;
+    let mut lock = ctx.state.store.lock_many(req.args().skip(1));
+    for key in req.args().skip(1) {
+        let is_string = lock.update(key, now, |slot| {
+            slot.as_ref().is_some_and(|e| e.value.algorithm().is_none())
+        });
+        if is_string {
+            return Err(CmdError::WrongType);
+        }
+    }
+    let removed = req
+        .args()
+        .skip(1)
+        .filter(|key| lock.update(key, now, |slot| slot.take().is_some()))
+        .count();
+    drop(lock);
+    ctx.out.int(removed as i64);
+    Ok(())
+}
+
+/// ```text
+/// RL.STATE key
+/// ```
+/// What the key holds, for operators: algorithm, parameters, counts, TTL.
+/// Nil if the key does not exist.
+pub fn state(ctx: &mut Ctx<'_>, req: &Request<'_>) -> Result<(), CmdError> {
+    let now = ctx.now;
+    let out = &mut *ctx.out;
+    let found = ctx.state.store.get(req.arg(1), now, |e| {
+        let algo = e.value.algorithm().ok_or(CmdError::WrongType)?;
+        let mut fields: Vec<(&str, i64)> = Vec::with_capacity(6);
+        let ms = |ns: u64| (ns / 1_000_000) as i64;
+        let params = match &e.value {
+            Value::Str(_) => return Err(CmdError::WrongType),
+            Value::Window(s) => {
+                fields.push(("bucket_start_ms", ms(s.state.start)));
+                fields.push(("previous", s.state.prev as i64));
+                fields.push(("current", s.state.curr as i64));
+                s.params
+            }
+            Value::Fixed(s) => {
+                fields.push(("window_start_ms", ms(s.state.start)));
+                fields.push(("count", s.state.count as i64));
+                s.params
+            }
+            Value::Gcra(s) => {
+                fields.push(("burst", s.params.burst.get() as i64));
+                fields.push(("tat_ms", ms(s.state.tat)));
+                s.params
+            }
+            Value::Log(s) => {
+                fields.push(("precision_ms", ms(s.params.precision.get())));
+                fields.push(("count", s.state.total() as i64));
+                fields.push(("slots", s.state.slots() as i64));
+                s.params
+            }
+        };
+        out.map(5 + fields.len());
+        out.bulk_str("algorithm");
+        out.bulk_str(algo.name());
+        out.bulk_str("limit");
+        out.int(params.limit() as i64);
+        out.bulk_str("period_ms");
+        out.int(ms_ceil(params.period()));
+        for (k, v) in fields {
+            out.bulk_str(k);
+            out.int(v);
+        }
+        out.bulk_str("ttl_ms");
+        out.int(e.pttl_ms(now).unwrap_or(-1));
+        out.bulk_str("type");
+        out.bulk_str(e.value.type_name());
+        Ok(())
+    });
+    match found {
+        Some(r) => r,
+        None => {
+            out.null();
+            Ok(())
+        }
+    }
+}

@@ -1,0 +1,330 @@
+//! Parsing limiter arguments into validated types, before anything runs:
+//! a bad argument is an `ERR` and changes nothing.
+
+use std::num::NonZeroU64;
+
+use super::super::args::is;
+use super::super::{error::show, CmdError};
+use crate::limiter::{log, Algorithm, Params};
+use crate::protocol::Request;
+use crate::util::parse_i64;
+
+/// One limit to check: which algorithm, with which parameters.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct LimitSpec {
+    pub algo: Algorithm,
+    pub params: Params,
+}
+
+/// `RL.ALLOW` / `RL.PEEK`: one key, one limit, one cost.
+#[derive(Debug, Clone, Copy)]
+pub struct AllowRequest<'a> {
+    pub key: &'a [u8],
+    pub spec: LimitSpec,
+    pub cost: u64,
+}
+
+/// `RL.ALLOWMANY`: several (key, limit) pairs and one cost.
+#[derive(Debug, Clone)]
+pub struct ManyRequest<'a> {
+    pub limits: Vec<(&'a [u8], LimitSpec)>,
+    pub cost: u64,
+}
+
+/// A positive integer argument, named in the error.
+pub fn positive(arg: &[u8], what: &str) -> Result<u64, CmdError> {
+    match parse_i64(arg) {
+        Some(n) if n > 0 => Ok(n as u64),
+        _ => Err(CmdError::err(format!("{what} must be a positive integer"))),
+    }
+}
+
+/// A duration: an integer number of seconds, or an integer with a unit
+/// (`250ms`, `10s`, `15m`, `1h`, `1d`). Returns nanoseconds, positive and
+/// checked against overflow.
+pub fn duration(arg: &[u8], what: &str) -> Result<u64, CmdError> {
+    let invalid = || {
+        CmdError::err(format!(
+            "invalid {what} '{}': use whole seconds or a whole number with ms, s, m, h or d",
+            show(arg)
+        ))
+    };
+    let split = arg
+        .iter()
+        .position(|b| !b.is_ascii_digit())
+        .unwrap_or(arg.len());
+    let (digits, unit) = arg.split_at(split);
+    if digits.is_empty() || digits.len() > 1 && digits[0] == b'0' {
+        return Err(invalid());
+    }
+    let unit_ns: u64 = match unit.to_ascii_lowercase().as_slice() {
+        b"" | b"s" => 1_000_000_000,
+        b"ms" => 1_000_000,
+        b"m" => 60 * 1_000_000_000,
+        b"h" => 3_600 * 1_000_000_000,
+        b"d" => 86_400 * 1_000_000_000,
+        _ => return Err(invalid()),
+    };
+    let n: u64 = std::str::from_utf8(digits)
+        .ok()
+        .and_then(|d| d.parse().ok())
+        .ok_or_else(|| CmdError::err(format!("{what} is out of range")))?;
+    if n == 0 {
+        return Err(CmdError::err(format!("{what} must be positive")));
+    }
+    n.checked_mul(unit_ns)
+        .filter(|&ns| ns <= i64::MAX as u64)
+        .ok_or_else(|| CmdError::err(format!("{what} is out of range")))
+}
+
+/// Options that may follow a limit, each at most once.
+#[derive(Debug, Default)]
+struct Options {
+    algo: Option<Algorithm>,
+    cost: Option<u64>,
+    burst: Option<u64>,
+    precision: Option<u64>,
+}
+
+/// Reads `NAME value` options from `i` until the end or (when `stop_at_limit`)
+/// the next `LIMIT`. Returns the options and the index where it stopped.
+fn options(
+    req: &Request<'_>,
+    mut i: usize,
+    stop_at_limit: bool,
+    allow_cost: bool,
+) -> Result<(Options, usize), CmdError> {
+    let mut o = Options::default();
+    while i < req.len() {
+        let name = req.arg(i);
+        if stop_at_limit && is(name, "LIMIT") {
+            break;
+        }
+        let known = ["ALGO", "COST", "BURST", "PRECISION"]
+            .into_iter()
+            .find(|k| is(name, k) && (allow_cost || *k != "COST"));
+        let Some(known) = known else {
+            return Err(CmdError::err(format!("unknown option '{}'", show(name))));
+        };
+        if i + 1 >= req.len() {
+            return Err(CmdError::err(format!("option {known} needs a value")));
+        }
+        let value = req.arg(i + 1);
+        let twice = || CmdError::err(format!("option {known} given twice"));
+        match known {
+            "ALGO" => {
+                let a = Algorithm::parse(value).ok_or_else(|| {
+                    CmdError::err(format!(
+                        "unknown ALGO '{}': use window, log, gcra or fixed",
+                        show(value)
+                    ))
+                })?;
+                if o.algo.replace(a).is_some() {
+                    return Err(twice());
+                }
+            }
+            "COST" => {
+                if o.cost.replace(positive(value, "COST")?).is_some() {
+                    return Err(twice());
+                }
+            }
+            "BURST" => {
+                if o.burst.replace(positive(value, "BURST")?).is_some() {
+                    return Err(twice());
+                }
+            }
+            _ => {
+                if o.precision.replace(duration(value, "PRECISION")?).is_some() {
+                    return Err(twice());
+                }
+            }
+        }
+        i += 2;
+    }
+    Ok((o, i))
+}
+
+/// `key limit period` at `i`, then options: a validated limit.
+fn limit_at(
+    req: &Request<'_>,
+    i: usize,
+    stop_at_limit: bool,
+    allow_cost: bool,
+) -> Result<(LimitSpec, Option<u64>, usize), CmdError> {
+    if i + 2 >= req.len() {
+        return Err(CmdError::Syntax);
+    }
+    let limit = positive(req.arg(i + 1), "limit")?;
+    let period = duration(req.arg(i + 2), "period")?;
+    let (o, next) = options(req, i + 3, stop_at_limit, allow_cost)?;
+    let algo = o.algo.unwrap_or_default();
+    if o.burst.is_some() && algo != Algorithm::Gcra {
+        return Err(CmdError::err("BURST is only valid with ALGO gcra"));
+    }
+    if o.precision.is_some() && algo != Algorithm::Log {
+        return Err(CmdError::err("PRECISION is only valid with ALGO log"));
+    }
+    if o.precision.is_some_and(|d| d > period) {
+        return Err(CmdError::err("PRECISION must not exceed the period"));
+    }
+    if algo == Algorithm::Log && period > log::MAX_PERIOD {
+        return Err(CmdError::err(
+            "period is too long for ALGO log (at most 6 days)",
+        ));
+    }
+    let nz = |n: u64| NonZeroU64::new(n).expect("validated positive");
+    let params = Params {
+        limit: nz(limit),
+        period: nz(period),
+        burst: nz(o.burst.unwrap_or(limit)),
+        precision: nz(o.precision.unwrap_or(1)),
+    };
+    Ok((LimitSpec { algo, params }, o.cost, next))
+}
+
+/// A cost that can never fit is an error, not an eternal "retry later".
+pub fn check_cost(spec: &LimitSpec, cost: u64) -> Result<(), CmdError> {
+    let capacity = match spec.algo {
+        Algorithm::Gcra => spec.params.burst.get(),
+        _ => spec.params.limit(),
+    };
+    if cost > capacity {
+        return Err(CmdError::err(if spec.algo == Algorithm::Gcra {
+            "cost exceeds burst"
+        } else {
+            "cost exceeds limit"
+        }));
+    }
+    Ok(())
+}
+
+/// ```text
+/// RL.ALLOW key limit period [ALGO window|log|gcra|fixed] [COST n] [BURST b] [PRECISION d]
+/// ```
+pub fn allow_request<'a>(req: &'a Request<'_>) -> Result<AllowRequest<'a>, CmdError> {
+    let (spec, cost, _) = limit_at(req, 1, false, true)?;
+    let cost = cost.unwrap_or(1);
+    check_cost(&spec, cost)?;
+    Ok(AllowRequest {
+        key: req.arg(1),
+        spec,
+        cost,
+    })
+}
+
+/// ```text
+/// RL.ALLOWMANY [COST n] LIMIT key limit period [ALGO a] [BURST b] [PRECISION d] [LIMIT ...]
+/// ```
+pub fn many_request<'a>(req: &'a Request<'_>) -> Result<ManyRequest<'a>, CmdError> {
+    let mut i = 1;
+    let mut cost = 1;
+    if i < req.len() && is(req.arg(i), "COST") {
+        if i + 1 >= req.len() {
+            return Err(CmdError::err("option COST needs a value"));
+        }
+        cost = positive(req.arg(i + 1), "COST")?;
+        i += 2;
+    }
+    let mut limits = Vec::new();
+    while i < req.len() {
+        if !is(req.arg(i), "LIMIT") {
+            return Err(CmdError::err(format!(
+                "expected LIMIT, got '{}'",
+                show(req.arg(i))
+            )));
+        }
+        let (spec, _, next) = limit_at(req, i + 1, true, false)?;
+        check_cost(&spec, cost)?;
+        limits.push((req.arg(i + 1), spec));
+        i = next;
+    }
+    if limits.is_empty() {
+        return Err(CmdError::err("RL.ALLOWMANY needs at least one LIMIT"));
+    }
+    Ok(ManyRequest { limits, cost })
+}
+
+/// Key positions of an `RL.ALLOWMANY` request: the argument after each
+/// `LIMIT` (for `COMMAND GETKEYS` and cluster routing). Mirrors the parser's
+/// structure without validating values.
+pub fn many_keys(args: &[&[u8]]) -> Vec<usize> {
+    let mut keys = Vec::new();
+    let mut i = 1;
+    if args.get(i).is_some_and(|a| is(a, "COST")) {
+        i += 2;
+    }
+    while i + 1 < args.len() {
+        if is(args[i], "LIMIT") {
+            keys.push(i + 1);
+            i += 4;
+            while i < args.len() && !is(args[i], "LIMIT") {
+                i += 2;
+            }
+        } else {
+            break;
+        }
+    }
+    keys
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const S: u64 = 1_000_000_000;
+
+    #[test]
+    fn durations() {
+        assert_eq!(duration(b"10", "p"), Ok(10 * S));
+        assert_eq!(duration(b"250ms", "p"), Ok(250_000_000));
+        assert_eq!(duration(b"10s", "p"), Ok(10 * S));
+        assert_eq!(duration(b"15m", "p"), Ok(900 * S));
+        assert_eq!(duration(b"1h", "p"), Ok(3600 * S));
+        assert_eq!(duration(b"1D", "p"), Ok(86_400 * S));
+        for bad in [
+            &b"1e9"[..],
+            b"-1s",
+            b"1.5s",
+            b"s",
+            b"",
+            b"10 s",
+            b"10w",
+            b"010",
+        ] {
+            assert!(
+                duration(bad, "p").is_err(),
+                "{:?}",
+                String::from_utf8_lossy(bad)
+            );
+        }
+        assert!(duration(b"0", "p")
+            .unwrap_err()
+            .to_string()
+            .contains("positive"));
+        assert!(duration(b"99999999999d", "p")
+            .unwrap_err()
+            .to_string()
+            .contains("range"));
+        assert!(duration(b"99999999999999999999999", "p").is_err());
+    }
+
+    #[test]
+    fn many_keys_follow_each_limit() {
+        let args: Vec<&[u8]> = vec![
+            b"RL.ALLOWMANY",
+            b"COST",
+            b"2",
+            b"LIMIT",
+            b"a",
+            b"10",
+            b"1s",
+            b"ALGO",
+            b"log",
+            b"LIMIT",
+            b"b",
+            b"100",
+            b"1d",
+        ];
+        assert_eq!(many_keys(&args), vec![4, 10]);
+    }
+}
