@@ -31,24 +31,19 @@ pub struct Ctx<'a> {
 }
 
 /// Runs one request and writes its reply (or its error) to `ctx.out`.
-/// Returns the table name of the command run, for `CLIENT LIST`.
-pub fn execute(ctx: &mut Ctx<'_>, req: &Request<'_>) -> &'static str {
+pub fn execute(ctx: &mut Ctx<'_>, req: &Request<'_>) {
     let mark = ctx.out.len();
-    let (name, result) = match table::resolve(req) {
-        Err(e) => ("unknown", Err(e)),
-        Ok((cmd, sub)) => {
-            let spec = sub.unwrap_or(cmd);
-            if !ctx.session.authenticated && !spec.flags.contains(Flags::NO_AUTH) {
-                (cmd.name, Err(CmdError::NoAuth))
-            } else {
-                (cmd.name, (spec.handler)(ctx, req))
-            }
+    let result = table::resolve(req).and_then(|(cmd, sub)| {
+        let spec = sub.unwrap_or(cmd);
+        ctx.session.info.set_command(cmd, sub);
+        if !ctx.session.authenticated && !spec.flags.contains(Flags::NO_AUTH) {
+            return Err(CmdError::NoAuth);
         }
-    };
+        (spec.handler)(ctx, req)
+    });
     if let Err(e) = result {
         // A handler that failed after writing part of a reply leaves none.
         ctx.out.truncate(mark);
         ctx.out.error(&e.to_string());
     }
-    name
 }

@@ -109,7 +109,8 @@ mod tests {
         let q = Quota::new(4, 1, S).unwrap();
         let start = 1_700_000_000 * S;
         let mut st = State::default();
-        let rows: &[(u64, u64, u64, u64, Option<u64>, bool)] = &[
+        type Row = (u64, u64, u64, u64, Option<u64>, bool);
+        let rows: &[Row] = &[
             (0, 6, 5, 0, None, true),
             (0, 1, 4, 1000, None, false),
             (0, 1, 3, 2000, None, false),

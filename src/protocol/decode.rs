@@ -30,9 +30,12 @@ pub const MAX_MULTIBULK: i64 = 1024 * 1024;
 /// much on its behalf.
 pub const UNAUTH_MAX_ARGS: i64 = 10;
 pub const UNAUTH_MAX_BULK: i64 = 16 * 1024;
-/// A bulk at least this long gets its whole buffer reserved at once, as Redis
-/// does (`PROTO_MBULK_BIG_ARG`), instead of growing it read by read.
+/// A bulk at least this long gets buffer room reserved ahead of its bytes,
+/// as Redis does (`PROTO_MBULK_BIG_ARG`), instead of growing read by read...
 const BIG_ARG: usize = 32 * 1024;
+/// ...but never more than this at once: a client that only *declares* a
+/// huge bulk must not make the server allocate it before the bytes arrive.
+const MAX_RESERVE: usize = 1024 * 1024;
 
 /// A malformed request. Each closes the connection after its `-ERR` reply.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
@@ -205,9 +208,11 @@ impl Decoder {
                     self.partial.pos = next;
                     self.partial.bulk_len = Some(len);
                     if len >= BIG_ARG {
-                        // `len` is capped by proto-max-bulk-len, so this
-                        // cannot be asked to reserve more than the limit.
-                        buf.reserve((next + len + 2).saturating_sub(buf.len()));
+                        let missing = next
+                            .saturating_add(len)
+                            .saturating_add(2)
+                            .saturating_sub(buf.len());
+                        buf.reserve(missing.min(MAX_RESERVE));
                     }
                     len
                 }

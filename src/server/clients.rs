@@ -4,10 +4,12 @@
 use dashmap::DashMap;
 use parking_lot::Mutex;
 use std::net::SocketAddr;
-use std::sync::atomic::{AtomicBool, AtomicU64, AtomicU8, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicPtr, AtomicU64, AtomicU8, Ordering};
 use std::sync::Arc;
 use std::time::Instant;
 use tokio::sync::Notify;
+
+use crate::cmd::CommandSpec;
 
 /// What other connections may see or change about one client. The
 /// connection keeps its hot state to itself; this is touched once per batch.
@@ -23,8 +25,11 @@ pub struct ClientInfo {
     pub resp: AtomicU8,
     /// Milliseconds since `created` at the last batch of commands.
     pub last_active_ms: AtomicU64,
-    /// Name of the last command run (a command-table name).
-    pub last_cmd: Mutex<&'static str>,
+    /// The command being run or last run, and its subcommand: set before
+    /// each command with two relaxed stores, so `CLIENT LIST` can name it
+    /// without a lock on the hot path. Null, or a `&'static CommandSpec`.
+    last_cmd: AtomicPtr<CommandSpec>,
+    last_sub: AtomicPtr<CommandSpec>,
     killed: AtomicBool,
     kill: Notify,
 }
@@ -44,10 +49,36 @@ impl ClientInfo {
         self.kill.notified().await
     }
 
-    pub fn touch(&self, cmd: &'static str) {
+    /// Marks the client active now (once per batch of commands).
+    pub fn touch(&self) {
         self.last_active_ms
             .store(self.created.elapsed().as_millis() as u64, Ordering::Relaxed);
-        *self.last_cmd.lock() = cmd;
+    }
+
+    /// Records the command about to run.
+    pub fn set_command(&self, cmd: &'static CommandSpec, sub: Option<&'static CommandSpec>) {
+        let ptr = |c: &'static CommandSpec| c as *const CommandSpec as *mut CommandSpec;
+        self.last_cmd.store(ptr(cmd), Ordering::Relaxed);
+        self.last_sub
+            .store(sub.map_or(std::ptr::null_mut(), ptr), Ordering::Relaxed);
+    }
+
+    /// `client|info`-style full name of the last command, or `NULL`.
+    fn command_name(&self) -> String {
+        // SAFETY: the pointers are null or were made from `&'static
+        // CommandSpec` references in `set_command`, so they are valid for
+        // the whole program and never written through.
+        let (cmd, sub) = unsafe {
+            (
+                self.last_cmd.load(Ordering::Relaxed).as_ref(),
+                self.last_sub.load(Ordering::Relaxed).as_ref(),
+            )
+        };
+        match (cmd, sub) {
+            (Some(c), Some(s)) => format!("{}|{}", c.name, s.name),
+            (Some(c), None) => c.name.to_string(),
+            _ => "NULL".to_string(),
+        }
     }
 
     /// One `CLIENT LIST` / `CLIENT INFO` line, fields as Redis 7 prints them.
@@ -68,7 +99,7 @@ impl ClientInfo {
             text(&self.name),
             age,
             idle,
-            self.last_cmd.lock(),
+            self.command_name(),
             self.resp.load(Ordering::Relaxed),
             text(&self.lib_name),
             text(&self.lib_ver),
@@ -95,7 +126,8 @@ impl Clients {
             lib_ver: Mutex::new(None),
             resp: AtomicU8::new(2),
             last_active_ms: AtomicU64::new(0),
-            last_cmd: Mutex::new("NULL"),
+            last_cmd: AtomicPtr::new(std::ptr::null_mut()),
+            last_sub: AtomicPtr::new(std::ptr::null_mut()),
             killed: AtomicBool::new(false),
             kill: Notify::new(),
         });

@@ -87,7 +87,6 @@ async fn serve(
         }
 
         let mut commands = 0u64;
-        let mut last = "";
         let mut close = None;
         loop {
             let limits = Limits {
@@ -104,13 +103,13 @@ async fn serve(
                         out: &mut out,
                         now: state.clock.now(),
                     };
-                    last = cmd::execute(&mut ctx, &req);
+                    cmd::execute(&mut ctx, &req);
                 }
                 Ok(None) => break,
                 Err(e) => {
                     Stats::add(&state.stats.protocol_errors, 1);
                     tracing::debug!(client = info.id, error = %e, "protocol error");
-                    out.error(&e.to_string());
+                    out.error(&format!("ERR {e}"));
                     close = Some(Close::Protocol);
                     break;
                 }
@@ -131,7 +130,7 @@ async fn serve(
         }
         if commands > 0 {
             Stats::add(&state.stats.commands_processed, commands);
-            info.touch(last);
+            info.touch();
         }
         if let Err(e) = flush(socket, &mut out, state).await {
             return Close::Io(e);

@@ -116,13 +116,14 @@ async fn accept_loop(
                 continue;
             }
         };
-        Stats::add(&state.stats.connections_received, 1);
         let max = state.settings.maxclients.load(Ordering::Relaxed);
         if state.clients.len() as u64 >= max {
+            // As Redis: a refused client counts as rejected, not received.
             Stats::add(&state.stats.rejected_connections, 1);
             tokio::spawn(reject(socket));
             continue;
         }
+        Stats::add(&state.stats.connections_received, 1);
         let _ = socket.set_nodelay(true);
         let _ = socket2::SockRef::from(&socket).set_keepalive(true);
         let laddr = socket.local_addr().unwrap_or(state.addr);
