@@ -1,0 +1,226 @@
+//! Accuracy replay: drives every algorithm's pure decision function with
+//! generated traces on a simulated clock and compares each decision with the
+//! exact answer: a request is rightly admitted iff the units this algorithm
+//! admitted in the `period` before it, plus its cost, fit the limit.
+//!
+//! Run: `cargo bench --bench accuracy` (prints a markdown table; the table
+//! in docs/algorithms.md comes from it). Deterministic: a fixed seed.
+
+use std::collections::VecDeque;
+use std::num::NonZeroU64;
+
+use turnstile::limiter::{fixed, gcra, log, window, Algorithm, Decision, Params};
+
+const S: u64 = 1_000_000_000;
+const LIMIT: u64 = 100;
+const PERIOD: u64 = 60 * S;
+/// A multiple of `PERIOD`, so bucket boundaries fall where the traces expect.
+const START: u64 = 28_333_333 * PERIOD;
+
+/// splitmix64: a tiny deterministic generator, enough for traces.
+struct Rng(u64);
+
+impl Rng {
+    fn next(&mut self) -> u64 {
+        self.0 = self.0.wrapping_add(0x9E37_79B9_7F4A_7C15);
+        let mut z = self.0;
+        z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
+        z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
+        z ^ (z >> 31)
+    }
+
+    /// Uniform in (0, 1].
+    fn unit(&mut self) -> f64 {
+        ((self.next() >> 11) as f64 + 1.0) / (1u64 << 53) as f64
+    }
+
+    /// Exponential gap with the given mean (ns): Poisson arrivals.
+    fn exp(&mut self, mean: f64) -> u64 {
+        (-self.unit().ln() * mean) as u64
+    }
+}
+
+/// One request of a trace: (key, time, cost).
+type Req = (usize, u64, u64);
+
+/// Poisson traffic on one key at `load` times the limit's rate.
+fn poisson(load: f64, n: usize, seed: u64) -> Vec<Req> {
+    let mut rng = Rng(seed);
+    let mean = PERIOD as f64 / (LIMIT as f64 * load);
+    let mut t = START;
+    (0..n)
+        .map(|_| {
+            t += rng.exp(mean);
+            (0, t, 1)
+        })
+        .collect()
+}
+
+/// Bursts of `LIMIT` requests just before and just after bucket
+/// boundaries (seed 001's experiment), repeated, with quiet in between.
+fn boundary_bursts(rounds: usize) -> Vec<Req> {
+    let mut out = Vec::new();
+    for r in 0..rounds as u64 {
+        let boundary = START + (3 * r + 1) * PERIOD;
+        for i in 0..LIMIT {
+            out.push((0, boundary - S + i * 1_000_000, 1));
+        }
+        for i in 0..LIMIT {
+            out.push((0, boundary + S + i * 1_000_000, 1));
+        }
+    }
+    out
+}
+
+/// Many keys with heavy-tailed (Pareto) rates: most well under the limit,
+/// a few far over, interleaved in time.
+fn heavy_tailed(keys: usize, n: usize, seed: u64) -> Vec<Req> {
+    let mut rng = Rng(seed);
+    // Load of each key: Pareto with shape 1.2 and scale 0.1x the limit.
+    let loads: Vec<f64> = (0..keys)
+        .map(|_| 0.1 / rng.unit().powf(1.0 / 1.2))
+        .collect();
+    let total: f64 = loads.iter().sum();
+    let mean = PERIOD as f64 / (LIMIT as f64 * total);
+    let mut t = START;
+    (0..n)
+        .map(|_| {
+            t += rng.exp(mean);
+            // Pick a key in proportion to its load.
+            let mut x = rng.unit() * total;
+            let mut k = 0;
+            while k + 1 < keys && x > loads[k] {
+                x -= loads[k];
+                k += 1;
+            }
+            (k, t, 1)
+        })
+        .collect()
+}
+
+/// Weighted requests (costs 1-10) at the limit's rate in units.
+fn weighted(n: usize, seed: u64) -> Vec<Req> {
+    let mut rng = Rng(seed);
+    let mean = PERIOD as f64 * 5.5 / LIMIT as f64;
+    let mut t = START;
+    (0..n)
+        .map(|_| {
+            t += rng.exp(mean);
+            (0, t, 1 + rng.next() % 10)
+        })
+        .collect()
+}
+
+#[derive(Default)]
+struct Tally {
+    decisions: u64,
+    allowed: u64,
+    wrongly_allowed: u64,
+    wrongly_denied: u64,
+    /// Most units admitted in any period-long interval, over the limit.
+    worst: u64,
+}
+
+enum AnyState {
+    Window(window::State),
+    Log(log::State),
+    Gcra(gcra::State),
+    Fixed(fixed::State),
+}
+
+impl AnyState {
+    fn new(a: Algorithm) -> Self {
+        match a {
+            Algorithm::Window => AnyState::Window(Default::default()),
+            Algorithm::Log => AnyState::Log(Default::default()),
+            Algorithm::Gcra => AnyState::Gcra(Default::default()),
+            Algorithm::Fixed => AnyState::Fixed(Default::default()),
+        }
+    }
+
+    fn decide(&mut self, p: &Params, now: u64, cost: u64) -> Decision {
+        match self {
+            AnyState::Window(s) => window::decide(s, p, now, cost),
+            AnyState::Log(s) => log::decide(s, p, now, cost),
+            AnyState::Gcra(s) => gcra::decide(s, p, now, cost),
+            AnyState::Fixed(s) => fixed::decide(s, p, now, cost),
+        }
+    }
+}
+
+fn replay(algo: Algorithm, trace: &[Req], keys: usize) -> Tally {
+    let p = Params::new(
+        NonZeroU64::new(LIMIT).unwrap(),
+        NonZeroU64::new(PERIOD).unwrap(),
+    );
+    let mut states: Vec<AnyState> = (0..keys).map(|_| AnyState::new(algo)).collect();
+    // Per key: admitted (time, cost) in the last period, and their sum.
+    let mut history: Vec<(VecDeque<(u64, u64)>, u64)> = vec![(VecDeque::new(), 0); keys];
+    let mut t = Tally::default();
+    for &(key, now, cost) in trace {
+        let (recent, sum) = &mut history[key];
+        while let Some(&(at, c)) = recent.front() {
+            if at + PERIOD > now {
+                break;
+            }
+            *sum -= c;
+            recent.pop_front();
+        }
+        let exact = *sum + cost <= LIMIT;
+        let d = states[key].decide(&p, now, cost);
+        t.decisions += 1;
+        match (d.allowed, exact) {
+            (true, false) => t.wrongly_allowed += 1,
+            (false, true) => t.wrongly_denied += 1,
+            _ => {}
+        }
+        if d.allowed {
+            t.allowed += 1;
+            recent.push_back((now, cost));
+            *sum += cost;
+            t.worst = t.worst.max(*sum);
+        }
+    }
+    t
+}
+
+fn pct(n: u64, d: u64) -> String {
+    format!("{:.3}%", 100.0 * n as f64 / d.max(1) as f64)
+}
+
+fn main() {
+    // `cargo bench` passes `--bench`; nothing to parse.
+    let traces: Vec<(&str, Vec<Req>, usize)> = vec![
+        ("Poisson at 0.5x the limit", poisson(0.5, 200_000, 1), 1),
+        ("Poisson at 1x the limit", poisson(1.0, 200_000, 2), 1),
+        ("Poisson at 2x the limit", poisson(2.0, 200_000, 3), 1),
+        ("bursts at bucket boundaries", boundary_bursts(500), 1),
+        (
+            "1000 keys, heavy-tailed rates",
+            heavy_tailed(1000, 500_000, 4),
+            1000,
+        ),
+        ("weighted costs 1-10 at 1x", weighted(200_000, 5), 1),
+    ];
+    println!(
+        "Limit {LIMIT} per {} s; every decision compared with the exact sliding-window answer.\n",
+        PERIOD / S
+    );
+    println!("| algorithm | trace | decisions | admitted | wrongly allowed | wrongly denied | worst units in any period (limit {LIMIT}) |");
+    println!("|---|---|---|---|---|---|---|");
+    for algo in Algorithm::ALL {
+        for (name, trace, keys) in &traces {
+            let t = replay(algo, trace, *keys);
+            println!(
+                "| {} | {} | {} | {} | {} | {} | {} |",
+                algo.name(),
+                name,
+                t.decisions,
+                pct(t.allowed, t.decisions),
+                pct(t.wrongly_allowed, t.decisions),
+                pct(t.wrongly_denied, t.decisions),
+                t.worst,
+            );
+        }
+    }
+}
