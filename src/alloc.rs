@@ -63,3 +63,12 @@ pub fn rss() -> usize {
     let page = unsafe { libc::sysconf(libc::_SC_PAGESIZE) };
     pages * page.max(4096) as usize
 }
+
+/// Bytes in use as `INFO memory` and `/metrics` report them: the counting
+/// allocator's figure, or RSS where it is not installed.
+pub fn used_memory() -> usize {
+    match allocated() {
+        0 => rss(),
+        n => n,
+    }
+}

@@ -64,6 +64,10 @@ pub struct Config {
     /// Largest unprocessed input a client may have buffered.
     #[arg(long, env = "TURNSTILE_CLIENT_QUERY_BUFFER_LIMIT", default_value = "1gb", value_parser = parse_memory)]
     pub client_query_buffer_limit: u64,
+    /// Prometheus endpoint (`/metrics`, `/healthz`) as HOST:PORT (port 0
+    /// picks a free one), or `off`.
+    #[arg(long, env = "TURNSTILE_METRICS_ADDR", default_value = "127.0.0.1:9898")]
+    pub metrics_addr: String,
     /// Log filter: error, warn, info, debug, trace, or a tracing directive.
     #[arg(long, env = "TURNSTILE_LOG_LEVEL", default_value = "info")]
     pub log_level: String,
@@ -82,6 +86,7 @@ struct FileConfig {
     proto_max_bulk_len: Option<MemoryValue>,
     client_query_buffer_limit: Option<MemoryValue>,
     log_level: Option<String>,
+    metrics_addr: Option<String>,
 }
 
 /// A size in a config file: a number of bytes or a string with a unit.
@@ -116,6 +121,7 @@ impl Config {
     pub fn for_tests() -> Self {
         Config {
             port: 0,
+            metrics_addr: "127.0.0.1:0".into(),
             ..Config::default()
         }
     }
@@ -128,6 +134,11 @@ impl Config {
     {
         let cli = Cli::parse_full(args)?;
         Ok(cli.config)
+    }
+
+    /// Where to serve metrics, or `None` for `--metrics-addr off`.
+    pub fn metrics_enabled(&self) -> bool {
+        !self.metrics_addr.eq_ignore_ascii_case("off")
     }
 
     /// The password in force: `--requirepass`, else `--requirepass-file`.
@@ -195,6 +206,7 @@ impl Config {
         take!(proto_max_bulk_len, memory);
         take!(client_query_buffer_limit, memory);
         take!(log_level);
+        take!(metrics_addr);
         Ok(())
     }
 }

@@ -24,6 +24,9 @@
 //!   `gcra.rs`, `fixed.rs`): pure functions over (state, params, now, cost).
 //! - [`state`]: what every command can reach: store, clock, live settings,
 //!   counters, clients.
+//! - [`stats`]: the counters behind `INFO` and `/metrics`, tallied per
+//!   connection and flushed once per batch; [`metrics`]: the Prometheus
+//!   exporter and its HTTP endpoint (`/metrics`, `/healthz`).
 //! - [`clock`]: server time as `Nanos`; the system clock that never steps
 //!   back, and a manual clock for tests.
 //! - [`glob`], [`util`], [`alloc`]: Redis-style glob matching, integer
@@ -35,9 +38,11 @@ pub mod cmd;
 pub mod config;
 pub mod glob;
 pub mod limiter;
+pub mod metrics;
 pub mod protocol;
 pub mod server;
 pub mod state;
+pub mod stats;
 pub mod store;
 pub mod util;
 

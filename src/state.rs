@@ -4,11 +4,14 @@
 use parking_lot::RwLock;
 use std::net::SocketAddr;
 use std::sync::atomic::{AtomicU64, Ordering};
+
+pub use crate::stats::Stats;
 use std::sync::Arc;
 use std::time::Instant;
 
 use crate::clock::Clock;
 use crate::config::Config;
+use crate::metrics::Metrics;
 use crate::server::clients::Clients;
 use crate::store::Store;
 
@@ -19,6 +22,9 @@ pub struct State {
     pub settings: Settings,
     pub stats: Stats,
     pub clients: Clients,
+    pub metrics: Metrics,
+    /// Time every command for the latency histogram (metrics are on).
+    pub time_commands: bool,
     pub started: Instant,
     /// The address actually bound (the port is real even with `--port 0`).
     pub addr: SocketAddr,
@@ -38,6 +44,8 @@ impl State {
             settings: Settings::new(config, password),
             stats: Stats::default(),
             clients: Clients::default(),
+            metrics: Metrics::new(),
+            time_commands: config.metrics_enabled(),
             started: Instant::now(),
             addr,
             run_id: run_id(),
@@ -92,27 +100,5 @@ impl Settings {
 
     pub fn get(&self, a: &AtomicU64) -> u64 {
         a.load(Ordering::Relaxed)
-    }
-}
-
-/// Counters `INFO stats` reports. The hot path touches these once per batch
-/// of pipelined commands, not once per command.
-#[derive(Default)]
-pub struct Stats {
-    pub connections_received: AtomicU64,
-    pub rejected_connections: AtomicU64,
-    pub commands_processed: AtomicU64,
-    pub net_input_bytes: AtomicU64,
-    pub net_output_bytes: AtomicU64,
-    pub protocol_errors: AtomicU64,
-}
-
-impl Stats {
-    pub fn add(counter: &AtomicU64, n: u64) {
-        counter.fetch_add(n, Ordering::Relaxed);
-    }
-
-    pub fn read(counter: &AtomicU64) -> u64 {
-        counter.load(Ordering::Relaxed)
     }
 }

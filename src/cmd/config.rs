@@ -161,17 +161,7 @@ pub fn set(ctx: &mut Ctx<'_>, req: &Request<'_>) -> Result<(), CmdError> {
 /// CONFIG RESETSTAT
 /// ```
 pub fn resetstat(ctx: &mut Ctx<'_>, _req: &Request<'_>) -> Result<(), CmdError> {
-    let s = &ctx.state.stats;
-    for c in [
-        &s.connections_received,
-        &s.rejected_connections,
-        &s.commands_processed,
-        &s.net_input_bytes,
-        &s.net_output_bytes,
-        &s.protocol_errors,
-    ] {
-        c.store(0, Ordering::Relaxed);
-    }
+    ctx.state.stats.reset();
     ctx.out.ok();
     Ok(())
 }

@@ -33,17 +33,26 @@ pub struct Ctx<'a> {
 /// Runs one request and writes its reply (or its error) to `ctx.out`.
 pub fn execute(ctx: &mut Ctx<'_>, req: &Request<'_>) {
     let mark = ctx.out.len();
+    let started = ctx.state.time_commands.then(std::time::Instant::now);
+    let mut index = None;
     let result = table::resolve(req).and_then(|(cmd, sub)| {
         let spec = sub.unwrap_or(cmd);
         ctx.session.info.set_command(cmd, sub);
+        index = Some(table::index_of(cmd));
         if !ctx.session.authenticated && !spec.flags.contains(Flags::NO_AUTH) {
             return Err(CmdError::NoAuth);
         }
         (spec.handler)(ctx, req)
     });
-    if let Err(e) = result {
+    if let Err(e) = &result {
         // A handler that failed after writing part of a reply leaves none.
         ctx.out.truncate(mark);
         ctx.out.error(&e.to_string());
+    }
+    if let Some(i) = index {
+        ctx.session.stats.command(i, result.is_ok());
+        if let Some(t) = started {
+            ctx.state.metrics.observe(i, t.elapsed());
+        }
     }
 }

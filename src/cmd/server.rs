@@ -42,18 +42,26 @@ pub fn time(ctx: &mut Ctx<'_>, _req: &Request<'_>) -> Result<(), CmdError> {
     Ok(())
 }
 
-const SECTIONS: [&str; 5] = ["server", "clients", "memory", "stats", "keyspace"];
+const SECTIONS: [&str; 6] = [
+    "server",
+    "clients",
+    "memory",
+    "stats",
+    "commandstats",
+    "keyspace",
+];
 
 /// ```text
 /// INFO [section [section ...]]
 /// ```
 pub fn info(ctx: &mut Ctx<'_>, req: &Request<'_>) -> Result<(), CmdError> {
+    // As in Redis, commandstats is only in `all`/`everything` or by name.
     let wanted = |name: &str| {
-        req.len() == 1
-            || req
-                .args()
-                .skip(1)
-                .any(|a| is(a, name) || is(a, "all") || is(a, "everything") || is(a, "default"))
+        let default = name != "commandstats";
+        (req.len() == 1 && default)
+            || req.args().skip(1).any(|a| {
+                is(a, name) || is(a, "all") || is(a, "everything") || (default && is(a, "default"))
+            })
     };
     let mut text = String::new();
     for section in SECTIONS.into_iter().filter(|s| wanted(s)) {
@@ -97,10 +105,7 @@ fn write_section(ctx: &Ctx<'_>, section: &str, t: &mut String) {
         ),
         "memory" => {
             let rss = crate::alloc::rss();
-            let used = match crate::alloc::allocated() {
-                0 => rss,
-                n => n,
-            };
+            let used = crate::alloc::used_memory();
             write!(
                 t,
                 "# Memory\r\nused_memory:{used}\r\nused_memory_human:{}\r\nused_memory_rss:{rss}\r\nused_memory_rss_human:{}\r\nmaxmemory:0\r\nmaxmemory_human:0B\r\nmaxmemory_policy:noeviction\r\n",
@@ -118,7 +123,33 @@ fn write_section(ctx: &Ctx<'_>, section: &str, t: &mut String) {
             Stats::read(&stats.rejected_connections),
             state.store.expired_count(),
             Stats::read(&stats.protocol_errors),
-        ),
+        )
+        .and_then(|_| {
+            // Limiter decisions, as /metrics reports them.
+            for algo in crate::limiter::Algorithm::ALL {
+                let d = stats.decisions(algo);
+                write!(
+                    t,
+                    "decisions_{}:allowed={},limited={},units={},near_limit={}\r\n",
+                    algo.name(),
+                    d.allowed,
+                    d.limited,
+                    d.units,
+                    d.near_limit
+                )?;
+            }
+            Ok(())
+        }),
+        "commandstats" => {
+            let _ = t.write_str("# Commandstats\r\n");
+            for (i, cmd) in crate::cmd::COMMANDS.iter().enumerate() {
+                let (calls, failed) = stats.command(i);
+                if calls > 0 {
+                    let _ = write!(t, "cmdstat_{}:calls={calls},failed_calls={failed}\r\n", cmd.name);
+                }
+            }
+            Ok(())
+        }
         "keyspace" => {
             let counts = state.store.counts();
             let _ = t.write_str("# Keyspace\r\n");

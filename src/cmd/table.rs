@@ -459,6 +459,18 @@ pub static COMMANDS: &[CommandSpec] = &[
     cmd!("unlink", -2, [WRITE | FAST], ALL, "generic", "4.0.0", "O(1) for each key removed regardless of its size.", "Asynchronously deletes one or more keys.", keys::del),
 ];
 
+/// Position of a top-level command in [`COMMANDS`], for per-command
+/// counters and histograms.
+///
+/// # Panics
+/// If `cmd` is not an element of `COMMANDS` (a subcommand, say).
+pub fn index_of(cmd: &'static CommandSpec) -> usize {
+    let base = COMMANDS.as_ptr() as usize;
+    let i = (cmd as *const CommandSpec as usize - base) / std::mem::size_of::<CommandSpec>();
+    assert!(std::ptr::eq(&COMMANDS[i], cmd), "not a top-level command");
+    i
+}
+
 /// Longest command name; anything longer is unknown without a lookup.
 const MAX_NAME: usize = 32;
 

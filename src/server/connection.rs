@@ -130,6 +130,7 @@ async fn serve(
         }
         if commands > 0 {
             Stats::add(&state.stats.commands_processed, commands);
+            session.stats.flush(&state.stats);
             info.touch();
         }
         if let Err(e) = flush(socket, &mut out, state).await {

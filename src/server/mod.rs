@@ -24,6 +24,7 @@ use crate::store::sweeper::{self, SweeperGuard};
 /// A running server.
 pub struct ServerHandle {
     addr: SocketAddr,
+    metrics_addr: Option<SocketAddr>,
     state: Arc<State>,
     shutdown: watch::Sender<bool>,
     task: JoinHandle<()>,
@@ -42,6 +43,11 @@ impl ServerHandle {
     /// The address the server listens on (with its real port).
     pub fn addr(&self) -> SocketAddr {
         self.addr
+    }
+
+    /// Where `/metrics` is served, unless `--metrics-addr off`.
+    pub fn metrics_addr(&self) -> Option<SocketAddr> {
+        self.metrics_addr
     }
 
     pub fn state(&self) -> &Arc<State> {
@@ -74,13 +80,33 @@ pub async fn start(config: &Config, clock: Arc<dyn Clock>) -> Result<ServerHandl
     let local = listener
         .local_addr()
         .map_err(|source| StartError::Bind { addr, source })?;
+    let metrics_listener = match config.metrics_enabled() {
+        false => None,
+        true => {
+            let bind = |source| StartError::Bind {
+                addr: config.metrics_addr.clone(),
+                source,
+            };
+            let l = TcpListener::bind(&config.metrics_addr)
+                .await
+                .map_err(bind)?;
+            let a = l.local_addr().map_err(bind)?;
+            Some((l, a))
+        }
+    };
     let state = Arc::new(State::new(config, password, clock.clone(), local));
     let sweeper = sweeper::spawn(state.store.clone(), clock);
     let (shutdown_tx, shutdown_rx) = watch::channel(false);
+    let metrics_addr = metrics_listener.map(|(l, a)| {
+        tokio::spawn(crate::metrics::serve(l, state.clone(), shutdown_rx.clone()));
+        tracing::info!("metrics listening on http://{a}/metrics");
+        a
+    });
     let task = tokio::spawn(accept_loop(listener, state.clone(), shutdown_rx));
     tracing::info!(%local, "turnstile listening");
     Ok(ServerHandle {
         addr: local,
+        metrics_addr,
         state,
         shutdown: shutdown_tx,
         task,

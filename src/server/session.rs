@@ -3,6 +3,7 @@
 use std::sync::Arc;
 
 use super::clients::ClientInfo;
+use crate::stats::Local;
 
 #[derive(Debug)]
 pub struct Session {
@@ -11,6 +12,8 @@ pub struct Session {
     pub authenticated: bool,
     /// Close the connection once the replies so far are written (QUIT).
     pub close_after_reply: bool,
+    /// Counters since the last batch, flushed into `Stats` after it.
+    pub stats: Local,
 }
 
 impl Session {
@@ -19,6 +22,7 @@ impl Session {
             info,
             authenticated: !password_set,
             close_after_reply: false,
+            stats: Local::default(),
         }
     }
 }

@@ -65,6 +65,8 @@ pub fn allow(ctx: &mut Ctx<'_>, req: &Request<'_>) -> Result<(), CmdError> {
         .state
         .store
         .update(r.key, now, |slot| apply::allow(slot, &r.spec, now, r.cost))?;
+    let charged = if d.allowed { r.cost } else { 0 };
+    ctx.session.stats.decision(r.spec.algo, &d, charged);
     write_decision(ctx.out, &d, None);
     Ok(())
 }
@@ -121,6 +123,15 @@ pub fn allowmany(ctx: &mut Ctx<'_>, req: &Request<'_>) -> Result<(), CmdError> {
         }
     }
     drop(lock);
+    // One decision per request, under the binding limit's algorithm; units
+    // under every limit charged.
+    let stats = &mut ctx.session.stats;
+    stats.decision(r.limits[index].1.algo, &d, 0);
+    if d.allowed {
+        for (_, spec) in &r.limits {
+            stats.units(spec.algo, r.cost);
+        }
+    }
     write_decision(ctx.out, &d, Some(index));
     Ok(())
 }

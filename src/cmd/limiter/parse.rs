@@ -57,12 +57,13 @@ pub fn duration(arg: &[u8], what: &str) -> Result<u64, CmdError> {
     if digits.is_empty() || digits.len() > 1 && digits[0] == b'0' {
         return Err(invalid());
     }
-    let unit_ns: u64 = match unit.to_ascii_lowercase().as_slice() {
-        b"" | b"s" => 1_000_000_000,
-        b"ms" => 1_000_000,
-        b"m" => 60 * 1_000_000_000,
-        b"h" => 3_600 * 1_000_000_000,
-        b"d" => 86_400 * 1_000_000_000,
+    let unit_ns: u64 = match unit {
+        b"" => 1_000_000_000,
+        u if u.eq_ignore_ascii_case(b"s") => 1_000_000_000,
+        u if u.eq_ignore_ascii_case(b"ms") => 1_000_000,
+        u if u.eq_ignore_ascii_case(b"m") => 60 * 1_000_000_000,
+        u if u.eq_ignore_ascii_case(b"h") => 3_600 * 1_000_000_000,
+        u if u.eq_ignore_ascii_case(b"d") => 86_400 * 1_000_000_000,
         _ => return Err(invalid()),
     };
     let n: u64 = std::str::from_utf8(digits)

@@ -72,6 +72,19 @@ pub fn throttle(ctx: &mut Ctx<'_>, req: &Request<'_>) -> Result<(), CmdError> {
         }
         Ok(t)
     })?;
+    if quantity > 0 {
+        let d = crate::limiter::Decision {
+            allowed: !t.limited,
+            limit: t.limit,
+            remaining: t.remaining,
+            retry_after: t.retry_after,
+            reset_after: t.reset_after,
+        };
+        let charged = if t.limited { 0 } else { quantity };
+        ctx.session
+            .stats
+            .decision(crate::limiter::Algorithm::Gcra, &d, charged);
+    }
     let out = &mut *ctx.out;
     out.array(5);
     out.int(t.limited as i64);

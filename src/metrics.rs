@@ -1,0 +1,387 @@
+//! Prometheus metrics, served by the process itself on `--metrics-addr`
+//! (`GET /metrics`, `GET /healthz`).
+//!
+//! Names follow Prometheus conventions, after redis_exporter: prefix
+//! `turnstile_`, units in names, counters end in `_total`. A limited key is
+//! never a label (unbounded cardinality); labels are only the command, the
+//! algorithm, the result and the status.
+//!
+//! Counters are copied from [`crate::stats::Stats`] at scrape time
+//! (`Counter::absolute`), so `INFO` and `/metrics` read the same atomics and
+//! always agree, and the request path increments nothing of the exporter's.
+//! Only the latency histogram is recorded on the request path, through a
+//! handle registered once per command.
+
+use std::convert::Infallible;
+use std::sync::Arc;
+use std::time::Duration;
+
+use bytes::Bytes;
+use http_body_util::Full;
+use hyper::{Method, Request, Response, StatusCode};
+use metrics::{
+    Counter, Gauge, Histogram, Key, KeyName, Label, Metadata, Recorder, SharedString, Unit,
+};
+use metrics_exporter_prometheus::{
+    Matcher, PrometheusBuilder, PrometheusHandle, PrometheusRecorder,
+};
+use tokio::net::TcpListener;
+use tokio::sync::watch;
+
+use crate::cmd::COMMANDS;
+use crate::limiter::Algorithm;
+use crate::state::{State, Stats};
+
+/// Upper bounds of the latency buckets, in seconds: 1 us to 100 ms.
+pub const LATENCY_BUCKETS: [f64; 14] = [
+    0.000_001,
+    0.000_002_5,
+    0.000_005,
+    0.000_01,
+    0.000_025,
+    0.000_05,
+    0.000_1,
+    0.000_25,
+    0.000_5,
+    0.001,
+    0.002_5,
+    0.005,
+    0.01,
+    0.1,
+];
+
+const LATENCY: &str = "turnstile_command_duration_seconds";
+
+/// Every metric, registered once at start.
+pub struct Metrics {
+    recorder: PrometheusRecorder,
+    handle: PrometheusHandle,
+    latency: Box<[Histogram]>,
+    commands: Box<[(Counter, Counter)]>,
+    decisions: Vec<(Algorithm, [Counter; 2], Counter, Counter)>,
+    connections_received: Counter,
+    rejected_maxclients: Counter,
+    protocol_errors: Counter,
+    expired: Counter,
+    evicted: Counter,
+    net_input: Counter,
+    net_output: Counter,
+    clients: Gauge,
+    maxclients: Gauge,
+    keys: Gauge,
+    keys_volatile: Gauge,
+    memory_used: Gauge,
+    memory_max: Gauge,
+    uptime: Gauge,
+}
+
+impl Default for Metrics {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
+impl Metrics {
+    pub fn new() -> Metrics {
+        let recorder = PrometheusBuilder::new()
+            .set_buckets_for_metric(Matcher::Full(LATENCY.into()), &LATENCY_BUCKETS)
+            .expect("buckets are non-empty")
+            .build_recorder();
+        let handle = recorder.handle();
+        let r = &recorder;
+        let meta = Metadata::new(module_path!(), metrics::Level::INFO, Some(module_path!()));
+        let describe = |name: &'static str, unit: Unit, help: &'static str| {
+            r.describe_counter(KeyName::from(name), Some(unit), SharedString::from(help));
+        };
+        let counter = |name: &'static str, labels: Vec<Label>| {
+            r.register_counter(&Key::from_parts(name, labels), &meta)
+        };
+        let gauge = |name: &'static str, labels: Vec<Label>| {
+            r.register_gauge(&Key::from_parts(name, labels), &meta)
+        };
+
+        describe(
+            "turnstile_build_info",
+            Unit::Count,
+            "Always 1; the labels say which build is running.",
+        );
+        describe(
+            "turnstile_decisions_total",
+            Unit::Count,
+            "Limiter decisions, by algorithm and result (allowed or limited).",
+        );
+        describe(
+            "turnstile_units_consumed_total",
+            Unit::Count,
+            "Units charged by admitted requests, by algorithm.",
+        );
+        describe(
+            "turnstile_near_limit_decisions_total",
+            Unit::Count,
+            "Admissions that left less than a tenth of the limit.",
+        );
+        describe(
+            "turnstile_commands_total",
+            Unit::Count,
+            "Commands run, by command and status (ok or error).",
+        );
+        describe(
+            LATENCY,
+            Unit::Seconds,
+            "Time to run a command and encode its reply.",
+        );
+        describe(
+            "turnstile_connected_clients",
+            Unit::Count,
+            "Clients connected now.",
+        );
+        describe(
+            "turnstile_max_clients",
+            Unit::Count,
+            "The --maxclients limit.",
+        );
+        describe(
+            "turnstile_connections_received_total",
+            Unit::Count,
+            "Connections accepted.",
+        );
+        describe(
+            "turnstile_connections_rejected_total",
+            Unit::Count,
+            "Connections refused, by reason.",
+        );
+        describe(
+            "turnstile_protocol_errors_total",
+            Unit::Count,
+            "Malformed requests (each closed its connection).",
+        );
+        describe(
+            "turnstile_keys",
+            Unit::Count,
+            "Keys in the keyspace (expired ones not yet swept included).",
+        );
+        describe(
+            "turnstile_keys_with_expiry",
+            Unit::Count,
+            "Keys with a TTL.",
+        );
+        describe(
+            "turnstile_keys_expired_total",
+            Unit::Count,
+            "Keys removed because their TTL passed.",
+        );
+        describe(
+            "turnstile_keys_evicted_total",
+            Unit::Count,
+            "Keys evicted to stay under --maxmemory.",
+        );
+        describe(
+            "turnstile_memory_used_bytes",
+            Unit::Bytes,
+            "Heap bytes in use (RSS where the counting allocator is absent).",
+        );
+        describe(
+            "turnstile_memory_max_bytes",
+            Unit::Bytes,
+            "The --maxmemory limit; 0 = none.",
+        );
+        describe(
+            "turnstile_net_input_bytes_total",
+            Unit::Bytes,
+            "Bytes read from clients.",
+        );
+        describe(
+            "turnstile_net_output_bytes_total",
+            Unit::Bytes,
+            "Bytes written to clients.",
+        );
+        describe(
+            "turnstile_uptime_seconds",
+            Unit::Seconds,
+            "Seconds since the server started.",
+        );
+
+        gauge(
+            "turnstile_build_info",
+            vec![
+                Label::new("version", env!("CARGO_PKG_VERSION")),
+                Label::new("redis_version", crate::REDIS_VERSION),
+            ],
+        )
+        .set(1.0);
+        let latency = COMMANDS
+            .iter()
+            .map(|c| {
+                r.register_histogram(
+                    &Key::from_parts(LATENCY, vec![Label::new("command", c.name)]),
+                    &meta,
+                )
+            })
+            .collect();
+        let commands = COMMANDS
+            .iter()
+            .map(|c| {
+                let status = |s: &'static str| {
+                    counter(
+                        "turnstile_commands_total",
+                        vec![Label::new("command", c.name), Label::new("status", s)],
+                    )
+                };
+                (status("ok"), status("error"))
+            })
+            .collect();
+        let decisions = Algorithm::ALL
+            .into_iter()
+            .map(|a| {
+                let result = |res: &'static str| {
+                    counter(
+                        "turnstile_decisions_total",
+                        vec![Label::new("algorithm", a.name()), Label::new("result", res)],
+                    )
+                };
+                let algo = vec![Label::new("algorithm", a.name())];
+                (
+                    a,
+                    [result("allowed"), result("limited")],
+                    counter("turnstile_units_consumed_total", algo.clone()),
+                    counter("turnstile_near_limit_decisions_total", algo),
+                )
+            })
+            .collect();
+        Metrics {
+            latency,
+            commands,
+            decisions,
+            connections_received: counter("turnstile_connections_received_total", vec![]),
+            rejected_maxclients: counter(
+                "turnstile_connections_rejected_total",
+                vec![Label::new("reason", "maxclients")],
+            ),
+            protocol_errors: counter("turnstile_protocol_errors_total", vec![]),
+            expired: counter("turnstile_keys_expired_total", vec![]),
+            evicted: counter("turnstile_keys_evicted_total", vec![]),
+            net_input: counter("turnstile_net_input_bytes_total", vec![]),
+            net_output: counter("turnstile_net_output_bytes_total", vec![]),
+            clients: gauge("turnstile_connected_clients", vec![]),
+            maxclients: gauge("turnstile_max_clients", vec![]),
+            keys: gauge("turnstile_keys", vec![]),
+            keys_volatile: gauge("turnstile_keys_with_expiry", vec![]),
+            memory_used: gauge("turnstile_memory_used_bytes", vec![]),
+            memory_max: gauge("turnstile_memory_max_bytes", vec![]),
+            uptime: gauge("turnstile_uptime_seconds", vec![]),
+            recorder,
+            handle,
+        }
+    }
+
+    /// Records one command's latency (command-table index `i`).
+    pub fn observe(&self, i: usize, elapsed: Duration) {
+        self.latency[i].record(elapsed.as_secs_f64());
+    }
+
+    /// Folds recorded histogram samples into their buckets, so memory stays
+    /// bounded between scrapes.
+    pub fn upkeep(&self) {
+        self.handle.run_upkeep();
+    }
+
+    /// The text exposition, with every counter and gauge brought up to date
+    /// from the server's state first.
+    pub fn render(&self, state: &State) -> String {
+        let stats = &state.stats;
+        for (i, (ok, err)) in self.commands.iter().enumerate() {
+            let (calls, failed) = stats.command(i);
+            ok.absolute(calls - failed.min(calls));
+            err.absolute(failed);
+        }
+        for (algo, [allowed, limited], units, near) in &self.decisions {
+            let d = stats.decisions(*algo);
+            allowed.absolute(d.allowed);
+            limited.absolute(d.limited);
+            units.absolute(d.units);
+            near.absolute(d.near_limit);
+        }
+        self.connections_received
+            .absolute(Stats::read(&stats.connections_received));
+        self.rejected_maxclients
+            .absolute(Stats::read(&stats.rejected_connections));
+        self.protocol_errors
+            .absolute(Stats::read(&stats.protocol_errors));
+        self.net_input.absolute(Stats::read(&stats.net_input_bytes));
+        self.net_output
+            .absolute(Stats::read(&stats.net_output_bytes));
+        self.expired.absolute(state.store.expired_count());
+        self.evicted.absolute(0);
+        let counts = state.store.counts();
+        self.keys.set(counts.keys as f64);
+        self.keys_volatile.set(counts.volatile as f64);
+        self.clients.set(state.clients.len() as f64);
+        self.maxclients
+            .set(state.settings.get(&state.settings.maxclients) as f64);
+        self.memory_used.set(crate::alloc::used_memory() as f64);
+        self.memory_max.set(0.0);
+        self.uptime.set(state.started.elapsed().as_secs_f64());
+        // Keep the recorder alive and in use for the handles above.
+        let _ = &self.recorder;
+        self.handle.render()
+    }
+}
+
+/// Serves `/metrics` and `/healthz` until `shutdown` fires; also folds
+/// histogram samples every few seconds.
+pub async fn serve(listener: TcpListener, state: Arc<State>, mut shutdown: watch::Receiver<bool>) {
+    let mut upkeep = tokio::time::interval(Duration::from_secs(5));
+    loop {
+        let accepted = tokio::select! {
+            r = listener.accept() => r,
+            _ = upkeep.tick() => {
+                state.metrics.upkeep();
+                continue;
+            }
+            _ = shutdown.changed() => return,
+        };
+        let Ok((stream, _)) = accepted else {
+            tokio::time::sleep(Duration::from_millis(10)).await;
+            continue;
+        };
+        let state = state.clone();
+        tokio::spawn(async move {
+            let service = hyper::service::service_fn(move |req: Request<hyper::body::Incoming>| {
+                let state = state.clone();
+                async move { Ok::<_, Infallible>(respond(&state, &req)) }
+            });
+            let io = hyper_util::rt::TokioIo::new(stream);
+            let _ = hyper::server::conn::http1::Builder::new()
+                .serve_connection(io, service)
+                .await;
+        });
+    }
+}
+
+fn respond<B>(state: &State, req: &Request<B>) -> Response<Full<Bytes>> {
+    let reply = |status: StatusCode, content_type: &str, body: String| {
+        Response::builder()
+            .status(status)
+            .header("content-type", content_type)
+            .body(Full::new(Bytes::from(body)))
+            .expect("static response parts are valid")
+    };
+    match (req.method(), req.uri().path()) {
+        (&Method::GET, "/metrics") => reply(
+            StatusCode::OK,
+            "text/plain; version=0.0.4; charset=utf-8",
+            state.metrics.render(state),
+        ),
+        (&Method::GET, "/healthz") => reply(StatusCode::OK, "text/plain", "ok\n".into()),
+        (_, "/metrics" | "/healthz") => reply(
+            StatusCode::METHOD_NOT_ALLOWED,
+            "text/plain",
+            "method not allowed\n".into(),
+        ),
+        _ => reply(
+            StatusCode::NOT_FOUND,
+            "text/plain",
+            "not found: try /metrics or /healthz\n".into(),
+        ),
+    }
+}

@@ -1,0 +1,193 @@
+//! Counters behind `INFO` and `/metrics`. Both read the same atomics, so
+//! `redis-cli INFO` and a Prometheus scrape always agree.
+//!
+//! The request path never touches a shared atomic per command: each
+//! connection tallies into its own [`Local`] with plain integers and adds it
+//! to the shared [`Stats`] once per batch of pipelined commands.
+
+use std::sync::atomic::{AtomicU64, Ordering};
+
+use crate::cmd::COMMANDS;
+use crate::limiter::{Algorithm, Decision};
+
+/// Server-wide counters.
+pub struct Stats {
+    pub connections_received: AtomicU64,
+    /// Refused because of `--maxclients`.
+    pub rejected_connections: AtomicU64,
+    pub commands_processed: AtomicU64,
+    pub net_input_bytes: AtomicU64,
+    pub net_output_bytes: AtomicU64,
+    pub protocol_errors: AtomicU64,
+    /// Per command-table entry: calls, and calls answered with an error.
+    calls: Box<[AtomicU64]>,
+    failed: Box<[AtomicU64]>,
+    /// Per algorithm: decisions `[allowed, limited]`, units consumed, and
+    /// admissions that left less than a tenth of the limit.
+    decisions: [[AtomicU64; 2]; 4],
+    units: [AtomicU64; 4],
+    near_limit: [AtomicU64; 4],
+}
+
+impl Default for Stats {
+    fn default() -> Self {
+        let per_command = || (0..COMMANDS.len()).map(|_| AtomicU64::new(0)).collect();
+        Stats {
+            connections_received: AtomicU64::new(0),
+            rejected_connections: AtomicU64::new(0),
+            commands_processed: AtomicU64::new(0),
+            net_input_bytes: AtomicU64::new(0),
+            net_output_bytes: AtomicU64::new(0),
+            protocol_errors: AtomicU64::new(0),
+            calls: per_command(),
+            failed: per_command(),
+            decisions: Default::default(),
+            units: Default::default(),
+            near_limit: Default::default(),
+        }
+    }
+}
+
+/// Index of an algorithm in the per-algorithm arrays.
+fn algo_index(a: Algorithm) -> usize {
+    match a {
+        Algorithm::Window => 0,
+        Algorithm::Log => 1,
+        Algorithm::Gcra => 2,
+        Algorithm::Fixed => 3,
+    }
+}
+
+/// Decision counts of one algorithm.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct DecisionCounts {
+    pub allowed: u64,
+    pub limited: u64,
+    pub units: u64,
+    pub near_limit: u64,
+}
+
+impl Stats {
+    pub fn add(counter: &AtomicU64, n: u64) {
+        counter.fetch_add(n, Ordering::Relaxed);
+    }
+
+    pub fn read(counter: &AtomicU64) -> u64 {
+        counter.load(Ordering::Relaxed)
+    }
+
+    /// Calls and failed calls of the command at table index `i`.
+    pub fn command(&self, i: usize) -> (u64, u64) {
+        (Self::read(&self.calls[i]), Self::read(&self.failed[i]))
+    }
+
+    pub fn decisions(&self, a: Algorithm) -> DecisionCounts {
+        let i = algo_index(a);
+        DecisionCounts {
+            allowed: Self::read(&self.decisions[i][0]),
+            limited: Self::read(&self.decisions[i][1]),
+            units: Self::read(&self.units[i]),
+            near_limit: Self::read(&self.near_limit[i]),
+        }
+    }
+
+    /// `CONFIG RESETSTAT`.
+    pub fn reset(&self) {
+        let scalars = [
+            &self.connections_received,
+            &self.rejected_connections,
+            &self.commands_processed,
+            &self.net_input_bytes,
+            &self.net_output_bytes,
+            &self.protocol_errors,
+        ];
+        let all = scalars
+            .into_iter()
+            .chain(self.calls.iter())
+            .chain(self.failed.iter())
+            .chain(self.decisions.iter().flatten())
+            .chain(self.units.iter())
+            .chain(self.near_limit.iter());
+        for c in all {
+            c.store(0, Ordering::Relaxed);
+        }
+    }
+}
+
+/// One connection's tally since its last flush.
+#[derive(Debug)]
+pub struct Local {
+    calls: Vec<u64>,
+    failed: Vec<u64>,
+    decisions: [[u64; 2]; 4],
+    units: [u64; 4],
+    near_limit: [u64; 4],
+    dirty: bool,
+}
+
+impl Default for Local {
+    fn default() -> Self {
+        Local {
+            calls: vec![0; COMMANDS.len()],
+            failed: vec![0; COMMANDS.len()],
+            decisions: [[0; 2]; 4],
+            units: [0; 4],
+            near_limit: [0; 4],
+            dirty: false,
+        }
+    }
+}
+
+impl Local {
+    /// A command at table index `i` ran (`ok` = not answered with an error).
+    pub fn command(&mut self, i: usize, ok: bool) {
+        self.calls[i] += 1;
+        self.failed[i] += !ok as u64;
+        self.dirty = true;
+    }
+
+    /// A limiter decision; `charged` is the units it consumed (0 if denied).
+    pub fn decision(&mut self, a: Algorithm, d: &Decision, charged: u64) {
+        let i = algo_index(a);
+        self.decisions[i][!d.allowed as usize] += 1;
+        self.units[i] += charged;
+        // Less than a tenth of the limit left: a client close to its limit.
+        if d.allowed && d.remaining.saturating_mul(10) < d.limit {
+            self.near_limit[i] += 1;
+        }
+        self.dirty = true;
+    }
+
+    /// Units consumed by one more limit of a multi-limit request.
+    pub fn units(&mut self, a: Algorithm, charged: u64) {
+        self.units[algo_index(a)] += charged;
+        self.dirty = true;
+    }
+
+    /// Adds the tally to `stats` and clears it.
+    pub fn flush(&mut self, stats: &Stats) {
+        if !self.dirty {
+            return;
+        }
+        let pairs = self
+            .calls
+            .iter_mut()
+            .zip(stats.calls.iter())
+            .chain(self.failed.iter_mut().zip(stats.failed.iter()))
+            .chain(
+                self.decisions
+                    .iter_mut()
+                    .flatten()
+                    .zip(stats.decisions.iter().flatten()),
+            )
+            .chain(self.units.iter_mut().zip(stats.units.iter()))
+            .chain(self.near_limit.iter_mut().zip(stats.near_limit.iter()));
+        for (local, shared) in pairs {
+            if *local != 0 {
+                shared.fetch_add(*local, Ordering::Relaxed);
+                *local = 0;
+            }
+        }
+        self.dirty = false;
+    }
+}
