@@ -64,6 +64,10 @@ pub struct Config {
     /// Largest unprocessed input a client may have buffered.
     #[arg(long, env = "TURNSTILE_CLIENT_QUERY_BUFFER_LIMIT", default_value = "1gb", value_parser = parse_memory)]
     pub client_query_buffer_limit: u64,
+    /// Refuse clients from non-loopback addresses while no password is set
+    /// (Redis's protected mode): yes or no.
+    #[arg(long, env = "TURNSTILE_PROTECTED_MODE", default_value = "yes", value_parser = parse_yes_no)]
+    pub protected_mode: bool,
     /// Prometheus endpoint (`/metrics`, `/healthz`) as HOST:PORT (port 0
     /// picks a free one), or `off`.
     #[arg(long, env = "TURNSTILE_METRICS_ADDR", default_value = "127.0.0.1:9898")]
@@ -87,6 +91,16 @@ struct FileConfig {
     client_query_buffer_limit: Option<MemoryValue>,
     log_level: Option<String>,
     metrics_addr: Option<String>,
+    protected_mode: Option<YesNo>,
+}
+
+/// `protected-mode` in a config file: `"yes"`/`"no"` as in redis.conf, or
+/// a TOML boolean.
+#[derive(Deserialize, Debug)]
+#[serde(untagged)]
+enum YesNo {
+    Bool(bool),
+    Text(String),
 }
 
 /// A size in a config file: a number of bytes or a string with a unit.
@@ -207,6 +221,14 @@ impl Config {
         take!(client_query_buffer_limit, memory);
         take!(log_level);
         take!(metrics_addr);
+        if let Some(v) = file.protected_mode {
+            if defaulted("protected_mode") {
+                self.protected_mode = match v {
+                    YesNo::Bool(b) => b,
+                    YesNo::Text(t) => parse_yes_no(&t).map_err(invalid)?,
+                };
+            }
+        }
         Ok(())
     }
 }
@@ -224,6 +246,15 @@ impl Cli {
             cli.config.apply_file(&matches, &path)?;
         }
         Ok(cli)
+    }
+}
+
+/// `yes`/`no` as redis.conf writes booleans.
+pub fn parse_yes_no(s: &str) -> Result<bool, String> {
+    match s.to_ascii_lowercase().as_str() {
+        "yes" => Ok(true),
+        "no" => Ok(false),
+        _ => Err(format!("expected yes or no, got '{s}'")),
     }
 }
 

@@ -61,6 +61,7 @@ pub struct Metrics {
     decisions: Vec<(Algorithm, [Counter; 2], Counter, Counter)>,
     connections_received: Counter,
     rejected_maxclients: Counter,
+    rejected_protected: Counter,
     protocol_errors: Counter,
     expired: Counter,
     evicted: Counter,
@@ -257,6 +258,10 @@ impl Metrics {
                 "turnstile_connections_rejected_total",
                 vec![Label::new("reason", "maxclients")],
             ),
+            rejected_protected: counter(
+                "turnstile_connections_rejected_total",
+                vec![Label::new("reason", "protected_mode")],
+            ),
             protocol_errors: counter("turnstile_protocol_errors_total", vec![]),
             expired: counter("turnstile_keys_expired_total", vec![]),
             evicted: counter("turnstile_keys_evicted_total", vec![]),
@@ -305,6 +310,8 @@ impl Metrics {
             .absolute(Stats::read(&stats.connections_received));
         self.rejected_maxclients
             .absolute(Stats::read(&stats.rejected_connections));
+        self.rejected_protected
+            .absolute(Stats::read(&stats.rejected_protected));
         self.protocol_errors
             .absolute(Stats::read(&stats.protocol_errors));
         self.net_input.absolute(Stats::read(&stats.net_input_bytes));

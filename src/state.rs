@@ -3,7 +3,7 @@
 
 use parking_lot::RwLock;
 use std::net::SocketAddr;
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 
 pub use crate::stats::Stats;
 use std::sync::Arc;
@@ -74,6 +74,7 @@ pub struct Settings {
     pub timeout_secs: AtomicU64,
     pub proto_max_bulk_len: AtomicU64,
     pub client_query_buffer_limit: AtomicU64,
+    pub protected_mode: AtomicBool,
     requirepass: RwLock<Option<Arc<[u8]>>>,
     pub bind: String,
 }
@@ -85,6 +86,7 @@ impl Settings {
             timeout_secs: AtomicU64::new(config.timeout),
             proto_max_bulk_len: AtomicU64::new(config.proto_max_bulk_len),
             client_query_buffer_limit: AtomicU64::new(config.client_query_buffer_limit),
+            protected_mode: AtomicBool::new(config.protected_mode),
             requirepass: RwLock::new(password.map(Into::into)),
             bind: config.bind.clone(),
         }

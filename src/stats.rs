@@ -15,6 +15,8 @@ pub struct Stats {
     pub connections_received: AtomicU64,
     /// Refused because of `--maxclients`.
     pub rejected_connections: AtomicU64,
+    /// Refused by protected mode (non-loopback, no password set).
+    pub rejected_protected: AtomicU64,
     pub commands_processed: AtomicU64,
     pub net_input_bytes: AtomicU64,
     pub net_output_bytes: AtomicU64,
@@ -35,6 +37,7 @@ impl Default for Stats {
         Stats {
             connections_received: AtomicU64::new(0),
             rejected_connections: AtomicU64::new(0),
+            rejected_protected: AtomicU64::new(0),
             commands_processed: AtomicU64::new(0),
             net_input_bytes: AtomicU64::new(0),
             net_output_bytes: AtomicU64::new(0),
@@ -96,6 +99,7 @@ impl Stats {
         let scalars = [
             &self.connections_received,
             &self.rejected_connections,
+            &self.rejected_protected,
             &self.commands_processed,
             &self.net_input_bytes,
             &self.net_output_bytes,

@@ -47,7 +47,7 @@ async fn exact_reply_bytes_resp2() {
     assert_eq!(r.call(&["CLIENT", "GETNAME"]).await, "$-1\r\n");
     assert_eq!(
         r.call(&["COMMAND", "INFO", "nosuch"]).await,
-        "*1\r\n*-1\r\n"
+        "*1\r\n$-1\r\n"
     );
     assert_eq!(
         r.call(&["foo", "bar"]).await,

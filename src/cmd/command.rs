@@ -37,7 +37,7 @@ pub fn info(ctx: &mut Ctx<'_>, req: &Request<'_>) -> Result<(), CmdError> {
     for name in req.args().skip(2) {
         match find(name) {
             Some((cmd, parent)) => write_info(ctx.out, cmd, parent),
-            None => ctx.out.null_array(),
+            None => ctx.out.null(),
         }
     }
     Ok(())
@@ -265,9 +265,9 @@ fn write_key_specs(out: &mut ReplyBuf, cmd: &CommandSpec) {
     out.map(3);
     out.bulk_str("flags");
     let flags: &[&str] = if cmd.flags.contains(Flags::WRITE) {
-        &["RW", "UPDATE"]
+        &["RW", "update"]
     } else {
-        &["RO", "ACCESS"]
+        &["RO", "access"]
     };
     out.set(flags.len());
     for f in flags {

@@ -2,7 +2,7 @@
 //! change at run time (`state::Settings`) and a few read-only facts clients
 //! ask for (redis-benchmark reads `save` and `appendonly` at start).
 
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 
 use super::{error::show, CmdError, Ctx};
 use crate::config::parse_memory;
@@ -14,6 +14,8 @@ enum Kind {
     /// A number in a `Settings` atomic; sizes accept memory units.
     Number(fn(&Settings) -> &AtomicU64, bool),
     Password,
+    /// A yes/no setting.
+    Flag(fn(&Settings) -> &AtomicBool),
     ReadOnly(fn(&State) -> String),
 }
 
@@ -48,6 +50,10 @@ const PARAMS: &[Param] = &[
         kind: Kind::ReadOnly(|s| s.addr.port().to_string()),
     },
     Param {
+        name: "protected-mode",
+        kind: Kind::Flag(|s| &s.protected_mode),
+    },
+    Param {
         name: "proto-max-bulk-len",
         kind: Kind::Number(|s| &s.proto_max_bulk_len, true),
     },
@@ -73,6 +79,10 @@ fn value_of(state: &State, p: &Param) -> String {
             .password()
             .map(|p| String::from_utf8_lossy(&p).into_owned())
             .unwrap_or_default(),
+        Kind::Flag(field) => match field(&state.settings).load(Ordering::Relaxed) {
+            true => "yes".into(),
+            false => "no".into(),
+        },
         Kind::ReadOnly(f) => f(state),
     }
 }
@@ -104,7 +114,7 @@ pub fn get(ctx: &mut Ctx<'_>, req: &Request<'_>) -> Result<(), CmdError> {
 /// ```
 /// All-or-nothing: every pair is checked before any is applied.
 pub fn set(ctx: &mut Ctx<'_>, req: &Request<'_>) -> Result<(), CmdError> {
-    if req.len() % 2 != 0 {
+    if !req.len().is_multiple_of(2) {
         return Err(CmdError::err(format!(
             "Unknown option or number of arguments for CONFIG SET - '{}'",
             show(req.arg(req.len() - 1))
@@ -112,6 +122,7 @@ pub fn set(ctx: &mut Ctx<'_>, req: &Request<'_>) -> Result<(), CmdError> {
     }
     enum Change<'a> {
         Number(&'a AtomicU64, u64),
+        Flag(&'a AtomicBool, bool),
         Password(&'a [u8]),
     }
     let mut changes = Vec::new();
@@ -135,6 +146,12 @@ pub fn set(ctx: &mut Ctx<'_>, req: &Request<'_>) -> Result<(), CmdError> {
         changes.push(match &p.kind {
             Kind::ReadOnly(_) => return Err(failed("can't set immutable config")),
             Kind::Password => Change::Password(value),
+            Kind::Flag(field) => {
+                let text = std::str::from_utf8(value).unwrap_or("");
+                let b = crate::config::parse_yes_no(text)
+                    .map_err(|_| failed("argument must be 'yes' or 'no'"))?;
+                Change::Flag(field(&ctx.state.settings), b)
+            }
             Kind::Number(field, memory) => {
                 let text = std::str::from_utf8(value).unwrap_or("");
                 let n = if *memory {
@@ -150,6 +167,7 @@ pub fn set(ctx: &mut Ctx<'_>, req: &Request<'_>) -> Result<(), CmdError> {
     for c in changes {
         match c {
             Change::Number(field, n) => field.store(n, Ordering::Relaxed),
+            Change::Flag(field, b) => field.store(b, Ordering::Relaxed),
             Change::Password(p) => ctx.state.settings.set_password(Some(p)),
         }
     }

@@ -112,16 +112,17 @@ pub fn pexpireat(ctx: &mut Ctx<'_>, req: &Request<'_>) -> Result<(), CmdError> {
     expire_generic(ctx, req, "pexpireat", Unit::Millis, true)
 }
 
-/// The expiry a request asks for, as an absolute time on the server clock,
-/// with every step checked: a client's number never wraps. `None` means
-/// "already in the past" (the key is deleted, as Redis does).
+/// The expiry a request asks for, in absolute milliseconds on the server
+/// clock, with every step checked as Redis checks it: a client's number
+/// never wraps. `None` means "already in the past" (the key is deleted, as
+/// Redis does).
 pub fn deadline(
     now: Nanos,
     amount: i64,
     unit: Unit,
     absolute: bool,
     cmd: &'static str,
-) -> Result<Option<Nanos>, CmdError> {
+) -> Result<Option<u64>, CmdError> {
     let invalid = CmdError::InvalidExpire(cmd);
     let ms = match unit {
         Unit::Seconds => amount.checked_mul(1000).ok_or(invalid.clone())?,
@@ -136,9 +137,7 @@ pub fn deadline(
     if abs_ms <= now_ms {
         return Ok(None);
     }
-    // Positive here; past `u64` nanoseconds (year 2554) is refused.
-    let at = Nanos::from_millis(abs_ms as u64).ok_or(invalid)?;
-    Ok(Some(at))
+    Ok(Some(abs_ms as u64))
 }
 
 fn expire_generic(
@@ -179,9 +178,9 @@ fn expire_generic(
         let Some(entry) = slot.as_mut() else {
             return false;
         };
-        let current = entry.expiry();
+        let current = entry.expiry_ms();
         // A persistent key counts as expiring at infinity.
-        let new = at.unwrap_or(Nanos::ZERO);
+        let new = at.unwrap_or(0);
         let allowed = (!nx || current.is_none())
             && (!xx || current.is_some())
             && (!gt || current.is_some_and(|c| new > c))
@@ -191,7 +190,7 @@ fn expire_generic(
         }
         match at {
             None => *slot = None,
-            Some(t) => entry.set_expiry(Some(t)),
+            Some(t) => entry.set_expiry_ms(Some(t)),
         }
         true
     });
@@ -207,8 +206,8 @@ pub fn persist(ctx: &mut Ctx<'_>, req: &Request<'_>) -> Result<(), CmdError> {
         .state
         .store
         .update(req.arg(1), ctx.now, |slot| match slot {
-            Some(e) if e.expiry().is_some() => {
-                e.set_expiry(None);
+            Some(e) if e.has_expiry() => {
+                e.set_expiry_ms(None);
                 true
             }
             _ => false,

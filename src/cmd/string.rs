@@ -127,14 +127,20 @@ pub fn set(ctx: &mut Ctx<'_>, req: &Request<'_>) -> Result<(), CmdError> {
                 // An absolute time already past: the key is gone at once.
                 Some(None) => *slot = None,
                 Some(Some(t)) => {
-                    *slot = Some(Entry::with_expiry(
+                    *slot = Some(Entry::with_expiry_ms(
                         Value::Str(SmallBytes::new(value)),
                         Some(t),
                     ))
                 }
                 None => {
-                    let ttl = slot.as_ref().filter(|_| keep_ttl).and_then(Entry::expiry);
-                    *slot = Some(Entry::with_expiry(Value::Str(SmallBytes::new(value)), ttl));
+                    let ttl = slot
+                        .as_ref()
+                        .filter(|_| keep_ttl)
+                        .and_then(Entry::expiry_ms);
+                    *slot = Some(Entry::with_expiry_ms(
+                        Value::Str(SmallBytes::new(value)),
+                        ttl,
+                    ));
                 }
             }
         }
@@ -155,7 +161,7 @@ pub fn set(ctx: &mut Ctx<'_>, req: &Request<'_>) -> Result<(), CmdError> {
 /// ```
 /// Atomic: every key's shard is locked before any is written.
 pub fn mset(ctx: &mut Ctx<'_>, req: &Request<'_>) -> Result<(), CmdError> {
-    if req.len() % 2 == 0 {
+    if req.len().is_multiple_of(2) {
         return Err(CmdError::WrongArity("mset".into()));
     }
     let keys = (1..req.len()).step_by(2).map(|i| req.arg(i));

@@ -31,6 +31,9 @@ impl State {
 
 /// Decides a request of `cost` at `now`; on admission, `state` is charged.
 pub fn decide(state: &mut State, p: &Params, now: u64, cost: u64) -> Decision {
+    // Time only moves forward for a key: a clock behind the stored window
+    // neither re-opens an earlier window nor forgets this one's count.
+    let now = now.max(state.start);
     let period = p.period();
     let limit = p.limit();
     let cur = state.at(now, period);
@@ -55,7 +58,7 @@ pub fn decide(state: &mut State, p: &Params, now: u64, cost: u64) -> Decision {
 
 /// Gives back up to `n` units of the current window.
 pub fn refund(state: &mut State, p: &Params, now: u64, n: u64) {
-    let cur = state.at(now, p.period());
+    let cur = state.at(now.max(state.start), p.period());
     *state = State {
         start: cur.start,
         count: cur.count.saturating_sub(n),

@@ -29,18 +29,34 @@ const MAX_OFFSET: u64 = (1 << (64 - COUNT_BITS)) - 1;
 /// range so re-basing always succeeds (about 6.4 days).
 pub const MAX_PERIOD: u64 = (MAX_OFFSET / 2) * UNIT;
 
+/// The slots, oldest first. Narrow packs a 40-bit offset (in `UNIT`s from
+/// `base`) and a 24-bit count into one `u64`; a key whose single request
+/// weighs more than 2^24 - 1 units switches for good to wide slots of two
+/// `u64`s, so a weighted request is always one slot.
+#[derive(Debug, Clone, PartialEq, Eq)]
+enum Ring {
+    Narrow(VecDeque<u64>),
+    /// (timestamp in `UNIT`s since the epoch, count).
+    Wide(VecDeque<(u64, u64)>),
+}
+
+impl Default for Ring {
+    fn default() -> Self {
+        Ring::Narrow(VecDeque::new())
+    }
+}
+
 #[derive(Debug, Clone, PartialEq, Eq, Default)]
 pub struct State {
-    /// Base of the slot offsets, in `UNIT`s since the epoch.
+    /// Base of the narrow slot offsets, in `UNIT`s since the epoch.
     base: u64,
-    /// Sum of the counts in `slots`.
+    /// Sum of the counts in the ring.
     total: u64,
     /// Exact time (ns) of the newest admitted request: `reset_after` is
     /// measured from it, so a fresh key reports exactly one period rather
     /// than one period plus the rounding of its slot.
     newest: u64,
-    /// Packed slots, oldest first.
-    slots: VecDeque<u64>,
+    ring: Ring,
 }
 
 fn pack(offset: u64, count: u64) -> u64 {
@@ -54,7 +70,10 @@ fn unpack(slot: u64) -> (u64, u64) {
 impl State {
     /// Number of slots held (what memory the key costs).
     pub fn slots(&self) -> usize {
-        self.slots.len()
+        match &self.ring {
+            Ring::Narrow(r) => r.len(),
+            Ring::Wide(r) => r.len(),
+        }
     }
 
     /// Units counted in the window, as of the last access.
@@ -64,69 +83,160 @@ impl State {
 
     /// Heap bytes held by the ring.
     pub fn heap_size(&self) -> usize {
-        self.slots.capacity() * std::mem::size_of::<u64>()
+        match &self.ring {
+            Ring::Narrow(r) => r.capacity() * 8,
+            Ring::Wide(r) => r.capacity() * 16,
+        }
     }
 
-    /// Timestamp (ns) of a slot.
-    fn time_of(&self, slot: u64) -> u64 {
-        (self.base + unpack(slot).0).saturating_mul(UNIT)
+    fn front(&self) -> Option<(u64, u64)> {
+        match &self.ring {
+            Ring::Narrow(r) => r.front().map(|&s| {
+                let (o, c) = unpack(s);
+                (self.base + o, c)
+            }),
+            Ring::Wide(r) => r.front().copied(),
+        }
+    }
+
+    fn back(&self) -> Option<(u64, u64)> {
+        match &self.ring {
+            Ring::Narrow(r) => r.back().map(|&s| {
+                let (o, c) = unpack(s);
+                (self.base + o, c)
+            }),
+            Ring::Wide(r) => r.back().copied(),
+        }
+    }
+
+    /// Every slot as (timestamp in `UNIT`s, count), oldest first.
+    fn iter(&self) -> Box<dyn Iterator<Item = (u64, u64)> + '_> {
+        match &self.ring {
+            Ring::Narrow(r) => Box::new(r.iter().map(|&s| {
+                let (o, c) = unpack(s);
+                (self.base + o, c)
+            })),
+            Ring::Wide(r) => Box::new(r.iter().copied()),
+        }
+    }
+
+    fn pop_front(&mut self) {
+        match &mut self.ring {
+            Ring::Narrow(r) => {
+                r.pop_front();
+            }
+            Ring::Wide(r) => {
+                r.pop_front();
+            }
+        }
+    }
+
+    /// Sets the newest slot's count; 0 removes it.
+    fn set_back_count(&mut self, count: u64) {
+        match &mut self.ring {
+            Ring::Narrow(r) => match (count, r.back_mut()) {
+                (0, _) => {
+                    r.pop_back();
+                }
+                (c, Some(back)) => *back = pack(unpack(*back).0, c),
+                (_, None) => {}
+            },
+            Ring::Wide(r) => match (count, r.back_mut()) {
+                (0, _) => {
+                    r.pop_back();
+                }
+                (c, Some(back)) => back.1 = c,
+                (_, None) => {}
+            },
+        }
+    }
+
+    /// Timestamp (ns) of a slot time in `UNIT`s.
+    fn ns(units: u64) -> u64 {
+        units.saturating_mul(UNIT)
     }
 
     /// When the state stops mattering: the newest slot leaves the window.
     pub fn expires_at(&self, p: &Params) -> u64 {
-        self.slots
-            .back()
-            .map_or(0, |&s| self.time_of(s).saturating_add(p.period()))
+        self.back()
+            .map_or(0, |(t, _)| Self::ns(t).saturating_add(p.period()))
     }
 
     /// Drops slots that left the window `(now - period, now]`.
     fn expire(&mut self, now: u64, period: u64) {
-        while let Some(&front) = self.slots.front() {
-            if self.time_of(front).saturating_add(period) > now {
+        while let Some((t, c)) = self.front() {
+            if Self::ns(t).saturating_add(period) > now {
                 break;
             }
-            self.total -= unpack(front).1;
-            self.slots.pop_front();
+            self.total -= c;
+            self.pop_front();
         }
-        if self.slots.capacity() > 16 && self.slots.len() < self.slots.capacity() / 4 {
-            self.slots.shrink_to(self.slots.len() * 2);
+        match &mut self.ring {
+            Ring::Narrow(r) if r.capacity() > 16 && r.len() < r.capacity() / 4 => {
+                r.shrink_to(r.len() * 2)
+            }
+            Ring::Wide(r) if r.capacity() > 16 && r.len() < r.capacity() / 4 => {
+                r.shrink_to(r.len() * 2)
+            }
+            _ => {}
         }
     }
 
     /// Records `count` units at `ts` (in `UNIT`s), coalescing with the
-    /// newest slot when the timestamp is the same.
-    fn record(&mut self, ts: u64, mut count: u64) {
-        if self.slots.is_empty() {
-            self.base = ts;
-        }
-        if ts - self.base > MAX_OFFSET {
-            self.rebase();
-        }
-        let offset = ts - self.base;
+    /// newest slot when the timestamp is the same. Time only moves forward
+    /// for a key: a stamp older than the newest slot (a finer `PRECISION`
+    /// than before, a clock stepped back) is recorded at the newest slot,
+    /// which counts it at least as long as its own time would.
+    fn record(&mut self, ts: u64, count: u64) {
+        let ts = self.back().map_or(ts, |(newest, _)| ts.max(newest));
         self.total += count;
-        if let Some(back) = self.slots.back_mut() {
-            let (o, c) = unpack(*back);
-            if o == offset {
-                let add = count.min(MAX_COUNT - c);
-                *back = pack(o, c + add);
-                count -= add;
+        if let Some((t, c)) = self.back() {
+            if t == ts && c.checked_add(count).is_some_and(|n| self.fits(n)) {
+                self.set_back_count(c + count);
+                return;
             }
         }
-        while count > 0 {
-            let add = count.min(MAX_COUNT);
-            self.slots.push_back(pack(offset, add));
-            count -= add;
+        if !self.fits(count) {
+            self.widen();
+        }
+        if let Ring::Narrow(r) = &self.ring {
+            if r.is_empty() {
+                self.base = ts;
+            } else if ts - self.base > MAX_OFFSET {
+                self.rebase();
+            }
+        }
+        let base = self.base;
+        match &mut self.ring {
+            Ring::Narrow(r) => r.push_back(pack(ts - base, count)),
+            Ring::Wide(r) => r.push_back((ts, count)),
         }
     }
 
-    /// Moves the base up to the oldest slot so offsets fit again.
+    /// Whether a slot of this count fits the current encoding.
+    fn fits(&self, count: u64) -> bool {
+        matches!(self.ring, Ring::Wide(_)) || count <= MAX_COUNT
+    }
+
+    /// Switches to wide slots.
+    fn widen(&mut self) {
+        if let Ring::Narrow(_) = self.ring {
+            let wide: VecDeque<(u64, u64)> = self.iter().collect();
+            self.ring = Ring::Wide(wide);
+        }
+    }
+
+    /// Moves the narrow base up to the oldest slot so offsets fit again.
     fn rebase(&mut self) {
-        let Some(&front) = self.slots.front() else {
+        let Ring::Narrow(r) = &mut self.ring else {
+            return;
+        };
+        let Some(&front) = r.front() else {
             return;
         };
         let shift = unpack(front).0;
         self.base += shift;
-        for s in self.slots.iter_mut() {
+        for s in r.iter_mut() {
             let (o, c) = unpack(*s);
             *s = pack(o - shift, c);
         }
@@ -145,6 +255,9 @@ fn stamp(now: u64, p: &Params) -> u64 {
 /// `state` is always pruned of expired slots.
 pub fn decide(state: &mut State, p: &Params, now: u64, cost: u64) -> Decision {
     let (limit, period) = (p.limit(), p.period());
+    // Time only moves forward for a key: if the clock is behind the newest
+    // admission, decide as of that admission.
+    let now = now.max(state.newest);
     state.expire(now, period);
     let used = state.total;
     let allowed = used.saturating_add(cost) <= limit;
@@ -156,10 +269,10 @@ pub fn decide(state: &mut State, p: &Params, now: u64, cost: u64) -> Decision {
         // Wait until enough of the oldest slots leave the window.
         let need = used + cost - limit;
         let mut freed = 0;
-        for &slot in &state.slots {
-            freed += unpack(slot).1;
+        for (t, c) in state.iter() {
+            freed += c;
             if freed >= need {
-                return state.time_of(slot).saturating_add(period) - now;
+                return State::ns(t).saturating_add(period).saturating_sub(now);
             }
         }
         0
@@ -169,7 +282,7 @@ pub fn decide(state: &mut State, p: &Params, now: u64, cost: u64) -> Decision {
         limit,
         remaining: limit.saturating_sub(state.total),
         retry_after,
-        reset_after: if state.slots.is_empty() {
+        reset_after: if state.slots() == 0 {
             0
         } else if p.precision.get() > UNIT {
             // Coarse slots: full again when the newest slot leaves.
@@ -188,21 +301,21 @@ pub fn peek(state: &State, p: &Params, now: u64, cost: u64) -> Decision {
 
 /// Gives back up to `n` units, newest first.
 pub fn refund(state: &mut State, p: &Params, now: u64, mut n: u64) {
-    state.expire(now, p.period());
+    state.expire(now.max(state.newest), p.period());
     while n > 0 {
-        let Some(back) = state.slots.back_mut() else {
+        let Some((_, c)) = state.back() else {
             break;
         };
-        let (o, c) = unpack(*back);
         let take = n.min(c);
         n -= take;
         state.total -= take;
-        if take == c {
-            state.slots.pop_back();
-        } else {
-            *back = pack(o, c - take);
-        }
+        state.set_back_count(c - take);
     }
+    // The newest admission left is now at most the newest slot's time.
+    state.newest = match state.back() {
+        Some((t, _)) => state.newest.min(State::ns(t)),
+        None => 0,
+    };
 }
 
 #[cfg(test)]
@@ -269,17 +382,22 @@ mod tests {
         let p = params(1_000_000, 60 * S);
         let mut st = State::default();
         decide(&mut st, &p, S, 1);
-        assert!(st.slots.capacity() < 16);
+        assert!(st.heap_size() < 16 * 8);
     }
 
     #[test]
-    fn huge_counts_split_across_slots() {
+    fn huge_counts_take_one_wide_slot() {
         let p = params(u64::MAX / 2, 60 * S);
         let mut st = State::default();
-        let d = decide(&mut st, &p, S, MAX_COUNT * 2 + 5);
+        decide(&mut st, &p, S, 3);
+        let d = decide(&mut st, &p, 2 * S, MAX_COUNT * 2 + 5);
         assert!(d.allowed);
-        assert_eq!(st.total(), MAX_COUNT * 2 + 5);
-        assert_eq!(st.slots(), 3);
+        assert_eq!(st.total(), MAX_COUNT * 2 + 8);
+        assert_eq!(st.slots(), 2, "a weighted request is one slot");
+        // Earlier narrow slots keep their times after widening.
+        let later = decide(&mut st, &p, 61 * S, 1);
+        assert!(later.allowed);
+        assert_eq!(st.total(), MAX_COUNT * 2 + 6);
     }
 
     #[test]
@@ -294,6 +412,41 @@ mod tests {
         let d = decide(&mut st, &p, far, 1);
         assert!(d.allowed);
         assert_eq!(st.total(), 2);
+    }
+
+    #[test]
+    fn time_only_moves_forward_for_a_key() {
+        // A finer precision (or a clock stepped back) stamps an earlier
+        // time than the newest slot: recorded at the newest slot instead.
+        let coarse = Params {
+            precision: NonZeroU64::new(10 * S).unwrap(),
+            ..params(5, 60 * S)
+        };
+        let fine = params(5, 60 * S);
+        let t0 = 10_000 * S;
+        let mut st = State::default();
+        decide(&mut st, &coarse, t0 + S, 1);
+        let d = decide(&mut st, &fine, t0 + 2 * S, 1);
+        assert!(d.allowed);
+        assert_eq!(st.slots(), 1);
+        assert_eq!(st.expires_at(&fine), t0 + 70 * S);
+        // The clock an hour behind: no panic, nothing re-opened.
+        let d = decide(&mut st, &fine, t0 - 3_600 * S, 3);
+        assert!(d.allowed);
+        assert!(!decide(&mut st, &fine, t0 - 3_600 * S, 1).allowed);
+        assert!(d.reset_after <= 60 * S);
+    }
+
+    #[test]
+    fn refund_moves_reset_back() {
+        let p = params(3, 10 * S);
+        let mut st = State::default();
+        decide(&mut st, &p, 100 * S, 2);
+        decide(&mut st, &p, 101 * S, 1);
+        refund(&mut st, &p, 101 * S, 1);
+        let d = decide(&mut st, &p, 101 * S, 2);
+        assert!(!d.allowed);
+        assert_eq!(d.reset_after, 9 * S);
     }
 
     #[test]

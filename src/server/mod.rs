@@ -142,11 +142,16 @@ async fn accept_loop(
                 continue;
             }
         };
+        if refused_by_protected_mode(&state, peer) {
+            Stats::add(&state.stats.rejected_protected, 1);
+            tokio::spawn(reject(socket, PROTECTED_MODE_DENIED));
+            continue;
+        }
         let max = state.settings.maxclients.load(Ordering::Relaxed);
         if state.clients.len() as u64 >= max {
             // As Redis: a refused client counts as rejected, not received.
             Stats::add(&state.stats.rejected_connections, 1);
-            tokio::spawn(reject(socket));
+            tokio::spawn(reject(socket, b"-ERR max number of clients reached\r\n"));
             continue;
         }
         Stats::add(&state.stats.connections_received, 1);
@@ -168,11 +173,51 @@ async fn accept_loop(
     let _ = done_rx.recv().await;
 }
 
-/// Redis tells a client over the limit why before closing.
-async fn reject(mut socket: TcpStream) {
+/// Redis tells a refused client why before closing.
+async fn reject(mut socket: TcpStream, why: &'static [u8]) {
     use tokio::io::AsyncWriteExt;
-    let _ = socket
-        .write_all(b"-ERR max number of clients reached\r\n")
-        .await;
+    let _ = socket.write_all(why).await;
     let _ = socket.shutdown().await;
+}
+
+/// Redis's protected-mode reply, naming Turnstile's ways out.
+const PROTECTED_MODE_DENIED: &[u8] = b"-DENIED Turnstile is running in protected mode because protected mode is enabled and no password is set for the default user. In this mode connections are only accepted from the loopback interface. If you want to connect from external computers to Turnstile you may adopt one of the following solutions: 1) Just disable protected mode sending the command 'CONFIG SET protected-mode no' from the loopback interface by connecting to Turnstile from the same host the server is running, however MAKE SURE Turnstile is not publicly accessible from internet if you do so. 2) Restart the server with the '--protected-mode no' option (or TURNSTILE_PROTECTED_MODE=no). 3) Set up an authentication password with --requirepass. NOTE: You only need to do one of the above things in order for the server to start accepting connections from the outside.\r\n";
+
+/// Redis's rule: with protected mode on and no password set, only
+/// loopback clients may connect.
+fn refused_by_protected_mode(state: &State, peer: SocketAddr) -> bool {
+    protected_mode_refuses(
+        state.settings.protected_mode.load(Ordering::Relaxed),
+        state.settings.password().is_some(),
+        peer.ip(),
+    )
+}
+
+/// The rule itself, apart for testing.
+pub fn protected_mode_refuses(protected: bool, password_set: bool, peer: std::net::IpAddr) -> bool {
+    let loopback = match peer {
+        std::net::IpAddr::V4(v4) => v4.is_loopback(),
+        std::net::IpAddr::V6(v6) => {
+            v6.is_loopback() || v6.to_ipv4_mapped().is_some_and(|v4| v4.is_loopback())
+        }
+    };
+    protected && !password_set && !loopback
+}
+
+#[cfg(test)]
+mod tests {
+    use super::protected_mode_refuses;
+
+    #[test]
+    fn protected_mode_rule() {
+        let ip = |s: &str| s.parse().unwrap();
+        assert!(protected_mode_refuses(true, false, ip("10.0.0.5")));
+        assert!(protected_mode_refuses(true, false, ip("2001:db8::1")));
+        assert!(!protected_mode_refuses(true, false, ip("127.0.0.1")));
+        assert!(!protected_mode_refuses(true, false, ip("127.8.9.1")));
+        assert!(!protected_mode_refuses(true, false, ip("::1")));
+        assert!(!protected_mode_refuses(true, false, ip("::ffff:127.0.0.1")));
+        assert!(!protected_mode_refuses(true, true, ip("10.0.0.5")));
+        assert!(!protected_mode_refuses(false, false, ip("10.0.0.5")));
+    }
 }

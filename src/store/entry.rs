@@ -13,7 +13,9 @@ use crate::limiter::{fixed, gcra, log, window, Algorithm, Params};
 /// A key's value and expiry.
 #[derive(Debug, Clone)]
 pub struct Entry {
-    /// Absolute expiry on the server clock; 0 = persistent.
+    /// Absolute expiry in milliseconds since the epoch on the server clock
+    /// (Redis's unit, so any `EXPIREAT` a client can send is kept exactly);
+    /// 0 = persistent.
     expires_at: u64,
     pub value: Value,
 }
@@ -85,25 +87,45 @@ impl Entry {
         e
     }
 
-    pub fn expiry(&self) -> Option<Nanos> {
-        (self.expires_at != 0).then_some(Nanos(self.expires_at))
+    pub fn with_expiry_ms(value: Value, at_ms: Option<u64>) -> Self {
+        let mut e = Entry::new(value);
+        e.set_expiry_ms(at_ms);
+        e
     }
 
-    /// Sets or clears the expiry. `Some(Nanos(0))` would read as "none", so
-    /// it is stored as 1 ns, which is long past either way.
+    pub fn has_expiry(&self) -> bool {
+        self.expires_at != 0
+    }
+
+    /// Absolute expiry in milliseconds since the epoch, if any.
+    pub fn expiry_ms(&self) -> Option<u64> {
+        self.has_expiry().then_some(self.expires_at)
+    }
+
+    /// Sets or clears the expiry, rounded up to the millisecond (a limiter's
+    /// state may outlive its moment by under a millisecond, never the
+    /// reverse).
     pub fn set_expiry(&mut self, at: Option<Nanos>) {
-        self.expires_at = at.map_or(0, |t| t.0.max(1));
+        self.set_expiry_ms(at.map(|t| t.0.div_ceil(Nanos::PER_MS)));
+    }
+
+    /// Sets or clears the expiry in milliseconds. 0 would read as "none",
+    /// so it is stored as 1 ms, which is long past either way.
+    pub fn set_expiry_ms(&mut self, at_ms: Option<u64>) {
+        self.expires_at = at_ms.map_or(0, |t| t.max(1));
     }
 
     pub fn is_expired(&self, now: Nanos) -> bool {
-        self.expires_at != 0 && self.expires_at <= now.0
+        self.has_expiry() && self.expires_at.saturating_mul(Nanos::PER_MS) <= now.0
     }
 
     /// Milliseconds left, rounded up, as `PTTL` reports; `None` if
     /// persistent.
     pub fn pttl_ms(&self, now: Nanos) -> Option<i64> {
-        self.expiry()
-            .map(|t| t.0.saturating_sub(now.0).div_ceil(Nanos::PER_MS) as i64)
+        self.expiry_ms().map(|at| {
+            let left = (at as u128 * Nanos::PER_MS as u128).saturating_sub(now.0 as u128);
+            left.div_ceil(Nanos::PER_MS as u128).min(i64::MAX as u128) as i64
+        })
     }
 
     /// Heap bytes owned beyond the table slot.

@@ -294,13 +294,13 @@ fn update_in<R>(
     match entry {
         TableEntry::Occupied(mut o) => {
             let slot = o.get_mut();
-            let had_ttl = slot.entry.as_ref().is_some_and(|e| e.expiry().is_some());
+            let had_ttl = slot.entry.as_ref().is_some_and(|e| e.has_expiry());
             if slot.entry.as_ref().is_some_and(|e| e.is_expired(now)) {
                 slot.entry = None;
                 expired.fetch_add(1, Ordering::Relaxed);
             }
             let r = f(&mut slot.entry);
-            let has_ttl = slot.entry.as_ref().map(|e| e.expiry().is_some());
+            let has_ttl = slot.entry.as_ref().map(|e| e.has_expiry());
             *volatile = *volatile + has_ttl.unwrap_or(false) as usize - had_ttl as usize;
             if has_ttl.is_none() {
                 o.remove();
@@ -311,7 +311,7 @@ fn update_in<R>(
             let mut e = None;
             let r = f(&mut e);
             if let Some(e) = e {
-                *volatile += e.expiry().is_some() as usize;
+                *volatile += e.has_expiry() as usize;
                 v.insert(Slot {
                     key: SmallBytes::new(key),
                     entry: Some(e),
@@ -333,14 +333,14 @@ mod tests {
     #[test]
     fn lazy_expiry_and_sweep() {
         let store = Store::new(4);
-        let t = Nanos(1_000);
+        let t = Nanos(1_000_000);
         store.update(b"a", t, |e| {
-            *e = Some(Entry::with_expiry(s("1").value, Some(Nanos(2_000))))
+            *e = Some(Entry::with_expiry(s("1").value, Some(Nanos(2_000_000))))
         });
         store.update(b"b", t, |e| *e = Some(s("2")));
         assert!(store.exists(b"a", t));
         assert_eq!(store.counts().volatile, 1);
-        let later = Nanos(2_000);
+        let later = Nanos(2_000_000);
         assert!(!store.exists(b"a", later));
         assert_eq!(store.len(), 2, "expired keys linger until swept");
         let swept: usize = (0..store.shard_count())

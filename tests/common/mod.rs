@@ -264,6 +264,11 @@ impl Raw {
             .await
             .expect("connect in time")
             .expect("connect");
+        Raw::from_stream(stream)
+    }
+
+    /// Wraps a stream connected some other way (from a chosen address).
+    pub fn from_stream(stream: TcpStream) -> Raw {
         stream.set_nodelay(true).unwrap();
         Raw {
             stream,

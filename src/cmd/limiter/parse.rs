@@ -236,6 +236,14 @@ pub fn many_request<'a>(req: &'a Request<'_>) -> Result<ManyRequest<'a>, CmdErro
         }
         let (spec, _, next) = limit_at(req, i + 1, true, false)?;
         check_cost(&spec, cost)?;
+        // A key holds one limiter state: two limits on it would charge it
+        // twice for one request.
+        if limits.iter().any(|(k, _)| *k == req.arg(i + 1)) {
+            return Err(CmdError::err(format!(
+                "key '{}' appears in more than one LIMIT",
+                show(req.arg(i + 1))
+            )));
+        }
         limits.push((req.arg(i + 1), spec));
         i = next;
     }

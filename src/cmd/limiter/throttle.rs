@@ -33,6 +33,10 @@ pub fn throttle(ctx: &mut Ctx<'_>, req: &Request<'_>) -> Result<(), CmdError> {
         return Err(CmdError::WrongArity("cl.throttle".into()));
     }
     let max_burst = int(req.arg(2), "max_burst", 0)? as u64;
+    // The reply carries max_burst + 1 as a signed integer.
+    if max_burst >= i64::MAX as u64 {
+        return Err(CmdError::err("max_burst is out of range"));
+    }
     let count = int(req.arg(3), "count_per_period", 0)? as u64;
     let period_s = int(req.arg(4), "period", 0)? as u64;
     let quantity = match req.len() {

@@ -1,0 +1,132 @@
+//! What can be checked of the Dockerfile without a Docker engine: every
+//! file it copies from the build context exists, the binary it runs is the
+//! one Cargo builds, it runs as a fixed non-root user, exposes the right
+//! ports, and its healthcheck subcommand works against a running server.
+
+mod common;
+
+use std::path::Path;
+use std::process::Command;
+
+fn dockerfile() -> String {
+    std::fs::read_to_string(Path::new(env!("CARGO_MANIFEST_DIR")).join("Dockerfile"))
+        .expect("Dockerfile at the repository root")
+}
+
+/// The instruction lines, with `\` continuations joined.
+fn instructions() -> Vec<String> {
+    let mut out = Vec::new();
+    let mut current = String::new();
+    for line in dockerfile().lines() {
+        let line = line.trim();
+        if line.starts_with('#') || line.is_empty() {
+            continue;
+        }
+        if let Some(stripped) = line.strip_suffix('\\') {
+            current.push_str(stripped);
+            current.push(' ');
+        } else {
+            current.push_str(line);
+            out.push(std::mem::take(&mut current));
+        }
+    }
+    out
+}
+
+#[test]
+fn every_copied_path_exists_in_the_context() {
+    let root = Path::new(env!("CARGO_MANIFEST_DIR"));
+    let ignored = std::fs::read_to_string(root.join(".dockerignore")).unwrap_or_default();
+    let mut copies = 0;
+    for ins in instructions() {
+        let words: Vec<&str> = ins.split_whitespace().collect();
+        if words.first() != Some(&"COPY") || words.iter().any(|w| w.starts_with("--from")) {
+            continue;
+        }
+        let sources = &words[1..words.len() - 1];
+        for src in sources {
+            copies += 1;
+            assert!(
+                root.join(src).exists(),
+                "COPY {src}: no such file in the build context"
+            );
+            assert!(
+                !ignored.lines().any(|l| l.trim() == *src),
+                "COPY {src}: excluded by .dockerignore"
+            );
+        }
+    }
+    assert!(
+        copies >= 3,
+        "the Dockerfile copies the manifest, lockfile and sources"
+    );
+}
+
+#[test]
+fn runs_the_binary_cargo_builds_as_a_non_root_user() {
+    let text = dockerfile();
+    let manifest =
+        std::fs::read_to_string(Path::new(env!("CARGO_MANIFEST_DIR")).join("Cargo.toml")).unwrap();
+    let bin_name = Path::new(env!("CARGO_BIN_EXE_turnstile"))
+        .file_name()
+        .unwrap()
+        .to_str()
+        .unwrap()
+        .to_string();
+    assert!(manifest.contains(&format!("name = \"{bin_name}\"")));
+    assert!(
+        text.contains(&format!("--bin {bin_name}")),
+        "builds the {bin_name} binary"
+    );
+    assert!(text.contains(&format!(
+        "/target/release/{bin_name} /usr/local/bin/{bin_name}"
+    )));
+    assert!(text.contains(&format!("ENTRYPOINT [\"/usr/local/bin/{bin_name}\"]")));
+    assert!(text.contains(&format!(
+        "CMD [\"/usr/local/bin/{bin_name}\", \"healthcheck\"]"
+    )));
+    let user = instructions()
+        .into_iter()
+        .rfind(|i| i.starts_with("USER "))
+        .expect("a USER instruction");
+    let uid: u32 = user[5..]
+        .split(':')
+        .next()
+        .unwrap()
+        .trim()
+        .parse()
+        .expect("a numeric uid");
+    assert_ne!(uid, 0, "not root");
+    assert!(text.contains("EXPOSE 6379 9898"));
+    assert!(text.contains("TURNSTILE_BIND=0.0.0.0"));
+    assert!(text.contains("TURNSTILE_METRICS_ADDR=0.0.0.0:9898"));
+    assert!(
+        !instructions().iter().any(|i| i.contains("PROTECTED_MODE")),
+        "the image keeps protected mode on"
+    );
+    assert!(text.contains("STOPSIGNAL SIGTERM"));
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn healthcheck_subcommand_reports_the_server() {
+    let server = common::Server::start().await;
+    let port = server.addr.port().to_string();
+    let check = |port: String| {
+        tokio::task::spawn_blocking(move || {
+            Command::new(env!("CARGO_BIN_EXE_turnstile"))
+                .args(["healthcheck", "--port", &port])
+                .env_remove("TURNSTILE_PORT")
+                .status()
+                .expect("run turnstile healthcheck")
+        })
+    };
+    assert!(
+        check(port.clone()).await.unwrap().success(),
+        "healthy while serving"
+    );
+    server.shutdown().await;
+    assert!(
+        !check(port).await.unwrap().success(),
+        "unhealthy once stopped"
+    );
+}
