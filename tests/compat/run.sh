@@ -35,6 +35,7 @@ check() {
 }
 
 check "redis-py"        "$PYTHON" "$HERE/redis_py_check.py" "$PORT" "$HOST"
+check "redis-py limiter" "$PYTHON" "$HERE/redis_py_limiter_check.py" "$PORT" "$HOST"
 check "redis-cli"       bash "$HERE/redis_cli_check.sh" "$PORT" "$HOST"
 check "redis-benchmark" bash "$HERE/benchmark_check.sh" "$PORT" "$HOST"
 check "ioredis"         node "$HERE/node/ioredis_check.js" "$PORT" "$HOST"

@@ -1,0 +1,195 @@
+"""Drives the example ASGI app in-process (httpx.ASGITransport) while the
+middleware talks to a real Turnstile:
+
+    python test_app.py PORT        (or TURNSTILE_PORT=PORT python test_app.py)
+
+Exits non-zero on the first failure. Every run uses its own key prefix, so
+reruns against the same server start from empty limits.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+import re
+import socket
+import sys
+import time
+import traceback
+import uuid
+
+import httpx
+
+from app import create_app
+from middleware import create_client
+
+PERIOD = 60
+RUN = f"test:{os.getpid()}:{uuid.uuid4().hex[:8]}:"
+RL_RE = re.compile(r'"([^"]+)";r=(\d+);t=(\d+)')
+
+
+def parse_ratelimit(value):
+    m = RL_RE.fullmatch(value or "")
+    assert m, f"RateLimit header malformed: {value!r}"
+    return m.group(1), int(m.group(2)), int(m.group(3))
+
+
+def client(app, ip="127.0.0.1"):
+    return httpx.AsyncClient(transport=httpx.ASGITransport(app=app, client=(ip, 40000)),
+                             base_url="http://example.test")
+
+
+async def until_denied(c, path, headers=None, max_requests=50):
+    out = []
+    for _ in range(max_requests):
+        r = await c.get(path, headers=headers or {})
+        out.append(r)
+        if r.status_code == 429:
+            return out
+    raise AssertionError(f"no 429 after {max_requests} requests to {path}")
+
+
+def check_denied(r, policy_name):
+    assert r.status_code == 429, r.status_code
+    ra = r.headers.get("retry-after")
+    assert ra is not None and re.fullmatch(r"[1-9][0-9]*", ra), f"Retry-After must be a positive integer, got {ra!r}"
+    assert int(ra) <= 2 * PERIOD, f"Retry-After {ra} beyond two periods"
+    name, rem, t = parse_ratelimit(r.headers.get("ratelimit"))
+    assert (name, rem) == (policy_name, 0), (name, rem)
+    assert t == int(ra), f"on a 429, t ({t}) equals Retry-After ({ra})"
+    assert r.headers["content-type"].startswith("application/problem+json")
+    problem = json.loads(r.content)
+    assert problem["type"] == "https://iana.org/assignments/http-problem-types#quota-exceeded"
+    assert problem["violated-policies"] == [policy_name]
+    return int(ra)
+
+
+async def test_allow(redis):
+    app = create_app(redis=redis, prefix=RUN, limit=5, period=PERIOD)
+    async with client(app, "203.0.113.1") as c:
+        got = await until_denied(c, "/api/hello")
+        assert [r.status_code for r in got] == [200] * 5 + [429], [r.status_code for r in got]
+        for i, r in enumerate(got):
+            assert r.headers.get("ratelimit-policy") == f'"default";q=5;w={PERIOD}', r.headers.get("ratelimit-policy")
+            name, rem, t = parse_ratelimit(r.headers.get("ratelimit"))
+            assert name == "default"
+            assert rem == max(0, 4 - i), f"remaining after request {i + 1}: {rem}"
+            assert 1 <= t <= 2 * PERIOD, t
+            if r.status_code == 200:
+                assert "retry-after" not in r.headers
+        check_denied(got[5], "default")
+        assert (await c.get("/api/hello")).status_code == 429  # denials charge nothing; still 0 left
+    async with client(app, "203.0.113.2") as other:  # another client is unaffected
+        r = await other.get("/api/hello")
+        assert r.status_code == 200 and parse_ratelimit(r.headers["ratelimit"])[1] == 4
+
+
+async def test_api_key(redis):
+    app = create_app(redis=redis, prefix=RUN, limit=2, period=PERIOD)
+    async with client(app, "203.0.113.10") as c:
+        got = await until_denied(c, "/api/hello", {"x-api-key": "secret-a"})
+        assert [r.status_code for r in got] == [200, 200, 429]
+        assert (await c.get("/api/hello", headers={"x-api-key": "secret-b"})).status_code == 200
+    keys = [k.decode() for k in await redis.keys(RUN + "*")]
+    assert keys and not any("secret" in k for k in keys), keys
+
+
+async def test_gcra_cost(redis):
+    app = create_app(redis=redis, prefix=RUN, limit=10, period=PERIOD)
+    async with client(app, "203.0.113.20") as c:
+        got = await until_denied(c, "/api/report")
+        assert [r.status_code for r in got] == [200, 200, 429]
+        assert [parse_ratelimit(r.headers["ratelimit"])[1] for r in got] == [5, 0, 0]
+        for r in got:
+            assert r.headers["ratelimit-policy"] == f'"reports";q=10;w={PERIOD}'
+        ra = check_denied(got[2], "reports")
+        assert 29 <= ra <= 30, ra  # GCRA at 10 per 60 s: 5 units come back after 30 s
+
+
+async def test_allowmany(redis):
+    app = create_app(redis=redis, prefix=RUN, user_limit=3, ip_limit=5, period=PERIOD)
+    policy = f'"user";q=3;w={PERIOD}, "ip";q=5;w={PERIOD}'
+    async with client(app, "203.0.113.30") as c:
+        # User A: 3 allowed (the user limit binds), the 4th denied by "user".
+        a = await until_denied(c, "/api/many", {"x-user-id": "a"})
+        assert [r.status_code for r in a] == [200, 200, 200, 429]
+        assert all(r.headers["ratelimit-policy"] == policy for r in a)
+        assert [parse_ratelimit(r.headers["ratelimit"])[1] for r in a] == [2, 1, 0, 0]
+        check_denied(a[3], "user")
+        # User B on the same IP: the IP has 2 left (denials charged nothing),
+        # so B gets 2 and is then denied by "ip" though B's own limit has 1 left.
+        b = await until_denied(c, "/api/many", {"x-user-id": "b"})
+        assert [r.status_code for r in b] == [200, 200, 429]
+        assert [parse_ratelimit(r.headers["ratelimit"])[:2] for r in b] == [("ip", 1), ("ip", 0), ("ip", 0)]
+        check_denied(b[2], "ip")
+        # The all-or-nothing denial did not charge user B: 2 of 3 used.
+        peek = await redis.execute_command("RL.PEEK", f"{RUN}many:user:b", 3, PERIOD)
+        assert int(peek[0]) == 1 and int(peek[2]) == 0, peek
+        # An anonymous request has only the (exhausted) IP limit.
+        anon = await c.get("/api/many")
+        assert anon.status_code == 429 and anon.headers["ratelimit-policy"] == f'"ip";q=5;w={PERIOD}'
+    async with client(app, "203.0.113.31") as elsewhere:  # user A from another IP: still "user"
+        r = await elsewhere.get("/api/many", headers={"x-user-id": "a"})
+        assert r.status_code == 429 and parse_ratelimit(r.headers["ratelimit"])[0] == "user"
+
+
+def closed_port():
+    s = socket.socket()
+    s.bind(("127.0.0.1", 0))
+    port = s.getsockname()[1]
+    s.close()
+    return port
+
+
+async def test_unreachable(_redis):
+    dead = create_client(f"redis://127.0.0.1:{closed_port()}")
+    errors = []
+    try:
+        app = create_app(redis=dead, prefix=RUN, limit=1, period=PERIOD,
+                         on_error=lambda err, scope: errors.append(err))
+        async with client(app) as c:
+            for _ in range(3):
+                t0 = time.monotonic()
+                r = await c.get("/api/hello")
+                assert r.status_code == 200, r.status_code
+                assert time.monotonic() - t0 < 1.0, "fail-open must not wait"
+                assert "ratelimit" not in r.headers and "ratelimit-policy" not in r.headers
+        assert len(errors) == 3, errors
+        app = create_app(redis=dead, prefix=RUN, limit=1, period=PERIOD, fail_closed=True,
+                         on_error=lambda err, scope: None)
+        async with client(app) as c:
+            r = await c.get("/api/many", headers={"x-user-id": "z"})
+            assert r.status_code == 503 and r.headers["retry-after"] == "1", (r.status_code, r.headers)
+    finally:
+        await dead.aclose()
+
+
+async def main(port):
+    redis = create_client(f"redis://127.0.0.1:{port}", timeout=2)
+    await redis.ping()
+    failed = 0
+    try:
+        for test in (test_allow, test_api_key, test_gcra_cost, test_allowmany, test_unreachable):
+            t0 = time.monotonic()
+            try:
+                await test(redis)
+                print(f"ok   {test.__name__} ({(time.monotonic() - t0) * 1000:.0f} ms)")
+            except Exception:
+                failed += 1
+                print(f"FAIL {test.__name__}")
+                traceback.print_exc()
+    finally:
+        keys = await redis.keys(RUN + "*")
+        if keys:
+            await redis.execute_command("RL.RESET", *keys)
+        await redis.aclose()
+    print(f"{5 - failed} passed, {failed} failed")
+    return 1 if failed else 0
+
+
+if __name__ == "__main__":
+    port = sys.argv[1] if len(sys.argv) > 1 else os.environ.get("TURNSTILE_PORT")
+    if not port:
+        sys.exit("usage: python test_app.py PORT (a running Turnstile)")
+    sys.exit(asyncio.run(main(int(port))))

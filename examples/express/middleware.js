@@ -1,0 +1,199 @@
+'use strict';
+// Express middleware that asks Turnstile (RL.ALLOW / RL.ALLOWMANY, over any
+// ioredis client) whether a request may proceed, and maps the answer onto
+// HTTP: 429 + Retry-After when denied, and the IETF RateLimit-Policy /
+// RateLimit header fields (draft-ietf-httpapi-ratelimit-headers-10,
+// structured-field form) on every limited response. See ../README.md.
+
+const crypto = require('node:crypto');
+
+const ALGOS = new Set(['window', 'log', 'gcra', 'fixed']);
+const UNIT_MS = { ms: 1, s: 1000, m: 60000, h: 3600000, d: 86400000 };
+const QUOTA_EXCEEDED = 'https://iana.org/assignments/http-problem-types#quota-exceeded';
+
+// Turnstile durations: whole seconds (60) or a whole number with a unit
+// (250ms, 10s, 15m, 1h, 1d). Returns milliseconds; throws on anything else so
+// a misconfiguration fails at startup, not as a silent fail-open per request.
+function parsePeriod(period) {
+  const m = /^([1-9][0-9]*)(ms|s|m|h|d)?$/.exec(String(period));
+  if (!m) throw new TypeError(`invalid period ${JSON.stringify(period)}: use whole seconds or e.g. 250ms, 10s, 15m, 1h, 1d`);
+  return Number(m[1]) * UNIT_MS[m[2] || 's'];
+}
+
+function positiveInt(name, v) {
+  if (!Number.isSafeInteger(v) || v <= 0) throw new TypeError(`${name} must be a positive integer, got ${v}`);
+  return v;
+}
+
+// A policy name is sent as an sf-string: printable ASCII, with " and \ escaped.
+function sfString(s) {
+  if (!/^[\x20-\x7e]*$/.test(s)) throw new TypeError(`policy name must be printable ASCII: ${JSON.stringify(s)}`);
+  return '"' + s.replace(/[\\"]/g, (c) => '\\' + c) + '"';
+}
+
+// One quota policy as configured: what goes to Turnstile and what goes into
+// RateLimit-Policy.
+function makePolicy(o) {
+  const limit = positiveInt('limit', o.limit);
+  const periodMs = parsePeriod(o.period);
+  const algo = o.algo === undefined ? undefined : String(o.algo).toLowerCase();
+  if (algo !== undefined && !ALGOS.has(algo)) throw new TypeError(`unknown algo ${o.algo}: use window, log, gcra or fixed`);
+  if (o.burst !== undefined && algo !== 'gcra') throw new TypeError('burst is only valid with algo "gcra"');
+  const burst = o.burst === undefined ? undefined : positiveInt('burst', o.burst);
+  const name = o.name || 'default';
+  const opts = [];
+  if (algo) opts.push('ALGO', algo);
+  if (burst !== undefined) opts.push('BURST', String(burst));
+  return {
+    name,
+    limit,
+    period: String(o.period),
+    opts,
+    // w is whole seconds (the draft has no sub-second windows): round up.
+    policyItem: `${sfString(name)};q=${limit};w=${Math.max(1, Math.ceil(periodMs / 1000))}`,
+  };
+}
+
+function ceilSeconds(ms) {
+  return Math.max(0, Math.ceil(ms / 1000));
+}
+
+// reply: [allowed, limit, remaining, retry_after_ms, reset_after_ms(, index)]
+function applyDecision(res, policyHeader, policyName, reply) {
+  const [allowed, , remaining, retryAfterMs, resetAfterMs] = reply.map(Number);
+  const r = Math.max(0, remaining);
+  res.set('RateLimit-Policy', policyHeader);
+  if (allowed === 1) {
+    // t: seconds until the key is back to full capacity.
+    res.set('RateLimit', `${sfString(policyName)};r=${r};t=${ceilSeconds(resetAfterMs)}`);
+    return true;
+  }
+  // Denied. Retry-After is at least 1 s, so a client never retries at once.
+  // t is the same value: the draft (section 6) says Retry-After SHOULD NOT
+  // point earlier than t, and it is when quota is next available for this
+  // request, which is what t means in draft-10.
+  const retryAfter = Math.max(1, Math.ceil(retryAfterMs / 1000));
+  res.set('RateLimit', `${sfString(policyName)};r=${r};t=${retryAfter}`);
+  res.set('Retry-After', String(retryAfter));
+  res.status(429).type('application/problem+json').send(JSON.stringify({
+    type: QUOTA_EXCEEDED,
+    title: 'Too Many Requests',
+    'violated-policies': [policyName],
+  }));
+  return false;
+}
+
+// What to do when Turnstile cannot answer (connection refused, timeout, or an
+// error reply): fail open by default (serve the request, without RateLimit
+// headers, since there is no decision to report), or fail closed with 503.
+function onFailure(opts, req, res, next, err) {
+  opts.onError(err, req);
+  if (!opts.failClosed) return next();
+  res.set('Retry-After', String(opts.failClosedRetryAfter));
+  res.status(503).type('text/plain').send('rate limiter unavailable\n');
+}
+
+function commonOptions(o) {
+  if (!o || !o.redis) throw new TypeError('options.redis (an ioredis client) is required');
+  const cost = o.cost === undefined ? undefined : o.cost;
+  if (cost !== undefined && typeof cost !== 'function') positiveInt('cost', cost);
+  return {
+    redis: o.redis,
+    prefix: o.prefix === undefined ? 'rl:' : String(o.prefix),
+    cost,
+    failClosed: Boolean(o.failClosed),
+    failClosedRetryAfter: o.failClosedRetryAfter === undefined ? 1 : positiveInt('failClosedRetryAfter', o.failClosedRetryAfter),
+    onError: o.onError || ((err) => console.warn(`turnstile: ${err.message}`)),
+  };
+}
+
+function costArgs(opts, req) {
+  if (opts.cost === undefined) return [];
+  const c = typeof opts.cost === 'function' ? opts.cost(req) : opts.cost;
+  return c === undefined || c === 1 ? [] : ['COST', String(positiveInt('cost', c))];
+}
+
+// Never put raw credentials into limiter keys (they show up in SCAN/KEYS and
+// RL.STATE): hash the API key.
+function hashed(s) {
+  return crypto.createHash('sha256').update(s).digest('base64url').slice(0, 22);
+}
+
+// Default key: the API key header if present, else the client address
+// (req.ip honours Express's "trust proxy" setting for X-Forwarded-For).
+function defaultKey(req) {
+  const apiKey = req.get('x-api-key');
+  return apiKey ? `key:${hashed(apiKey)}` : `ip:${req.ip}`;
+}
+
+/**
+ * rateLimit({ redis, limit, period, algo?, burst?, cost?, name?, key?, prefix?,
+ *             failClosed?, failClosedRetryAfter?, onError? })
+ *
+ * One limit per request key: RL.ALLOW <prefix+key> <limit> <period> [ALGO a]
+ * [BURST b] [COST n]. `key(req)` returns the key (default: hashed X-Api-Key,
+ * else the client IP); returning null/undefined skips limiting. `cost` is a
+ * number or a function of the request.
+ */
+function rateLimit(options) {
+  const opts = commonOptions(options);
+  const policy = makePolicy(options);
+  const keyOf = options.key || defaultKey;
+  return async function turnstileRateLimit(req, res, next) {
+    let reply;
+    try {
+      const k = keyOf(req);
+      if (k === null || k === undefined) return next();
+      reply = await opts.redis.call('RL.ALLOW', opts.prefix + k, String(policy.limit), policy.period,
+        ...policy.opts, ...costArgs(opts, req));
+    } catch (err) {
+      return onFailure(opts, req, res, next, err);
+    }
+    if (applyDecision(res, policy.policyItem, policy.name, reply)) next();
+  };
+}
+
+/**
+ * rateLimitMany({ redis, limits: [{ name, key, limit, period, algo?, burst? }, ...],
+ *                 cost?, prefix?, failClosed?, failClosedRetryAfter?, onError? })
+ *
+ * Several limits at once with RL.ALLOWMANY (all-or-nothing: one denial charges
+ * none). Each limit's `key(req)` returns its key (e.g. `user:${id}`), or
+ * null/undefined to leave that limit out for this request (an anonymous
+ * request has no per-user limit). RateLimit-Policy lists every limit that
+ * applied; RateLimit reports the binding one (the one that denied, or the one
+ * with the least remaining), named after its policy.
+ */
+function rateLimitMany(options) {
+  const opts = commonOptions(options);
+  if (!Array.isArray(options.limits) || options.limits.length === 0) throw new TypeError('options.limits must be a non-empty array');
+  const limits = options.limits.map((l, i) => {
+    if (typeof l.key !== 'function') throw new TypeError(`limits[${i}].key must be a function of the request`);
+    if (!l.name) throw new TypeError(`limits[${i}].name is required (it names the policy in the headers)`);
+    return { ...makePolicy(l), keyOf: l.key };
+  });
+  const names = new Set(limits.map((l) => l.name));
+  if (names.size !== limits.length) throw new TypeError('limits[].name must be unique');
+  return async function turnstileRateLimitMany(req, res, next) {
+    let active, reply;
+    try {
+      active = [];
+      const args = [...costArgs(opts, req)];
+      for (const l of limits) {
+        const k = l.keyOf(req);
+        if (k === null || k === undefined) continue;
+        active.push(l);
+        args.push('LIMIT', opts.prefix + k, String(l.limit), l.period, ...l.opts);
+      }
+      if (active.length === 0) return next();
+      reply = await opts.redis.call('RL.ALLOWMANY', ...args);
+    } catch (err) {
+      return onFailure(opts, req, res, next, err);
+    }
+    const binding = active[Number(reply[5])];
+    const policyHeader = active.map((l) => l.policyItem).join(', ');
+    if (applyDecision(res, policyHeader, binding.name, reply)) next();
+  };
+}
+
+module.exports = { rateLimit, rateLimitMany, parsePeriod };
