@@ -66,7 +66,7 @@ pub struct Config {
     pub client_query_buffer_limit: u64,
     /// Refuse clients from non-loopback addresses while no password is set
     /// (Redis's protected mode): yes or no.
-    #[arg(long, env = "TURNSTILE_PROTECTED_MODE", default_value = "yes", value_parser = parse_yes_no)]
+    #[arg(long, env = "TURNSTILE_PROTECTED_MODE", default_value = "yes", value_parser = parse_yes_no, action = clap::ArgAction::Set, value_name = "yes|no")]
     pub protected_mode: bool,
     /// Prometheus endpoint (`/metrics`, `/healthz`) as HOST:PORT (port 0
     /// picks a free one), or `off`.
@@ -320,6 +320,14 @@ mod tests {
         let err = Config::parse_from(["turnstile", "--config", &path]).unwrap_err();
         assert!(err.to_string().contains("prot"), "{err}");
         std::fs::remove_file(&f.0).unwrap();
+    }
+
+    #[test]
+    fn protected_mode_takes_yes_or_no() {
+        assert!(Config::parse_from(["turnstile"]).unwrap().protected_mode);
+        let off = Config::parse_from(["turnstile", "--protected-mode", "no"]).unwrap();
+        assert!(!off.protected_mode);
+        assert!(Config::parse_from(["turnstile", "--protected-mode", "maybe"]).is_err());
     }
 
     #[test]
