@@ -1,0 +1,240 @@
+#!/usr/bin/env python3
+"""Side-by-side benchmark: Turnstile against Redis running the seeds' Lua
+limiters, with redis-benchmark, on this machine, in one run.
+
+    benches/compare.sh            # full run, writes docs/performance.md
+    benches/compare.sh --quick    # smoke run for CI: checks it completes
+
+Starts `target/release/turnstile` and Debian's `redis-server` (--save ''
+--appendonly no) on free loopback ports, loads the two Lua limiters into
+Redis (seed 002's two-bucket counter and seed 003's sorted-set log, called
+with EVALSHA), and runs `redis-benchmark -c 50 -r 100000` against both,
+alternating servers, each test `--reps` times, without and with `-P 16`.
+For every run it records ops/s, p50 and p99 (redis-benchmark's CSV), and the
+server's CPU time per operation (the sum over its threads of
+/proc/<pid>/task/*/schedstat before and after, divided by operations):
+redis-benchmark itself takes about one of this machine's two cores, so CPU
+per operation is the steadier figure. Prints one markdown table of medians
+and ratios, and (unless --quick) writes it to docs/performance.md.
+"""
+
+import argparse
+import csv
+import io
+import os
+import platform
+import socket
+import statistics
+import subprocess
+import sys
+import time
+from datetime import datetime, timezone
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+
+# Seed 002: the two-bucket sliding-window counter, two string keys per
+# limiter (current and previous window), estimate interpolated.
+TWO_BUCKET_LUA = """
+local now = redis.call('TIME')
+local t = tonumber(now[1]) + tonumber(now[2]) / 1000000
+local limit = tonumber(ARGV[1])
+local period = tonumber(ARGV[2])
+local cur = math.floor(t / period)
+local elapsed = t - cur * period
+local ckey = KEYS[1] .. ':' .. cur
+local pkey = KEYS[1] .. ':' .. (cur - 1)
+local prev = tonumber(redis.call('GET', pkey) or '0')
+local curr = tonumber(redis.call('GET', ckey) or '0')
+local estimate = prev * (period - elapsed) / period + curr
+if estimate + 1 <= limit then
+  redis.call('INCR', ckey)
+  redis.call('EXPIRE', ckey, period * 2)
+  return {1, math.floor(limit - estimate - 1)}
+end
+return {0, 0}
+"""
+
+# Seed 003: the sorted-set sliding-window log, verbatim in substance.
+ZSET_LOG_LUA = """
+local now = redis.call('TIME')
+local current_timestamp_us = (tonumber(now[1]) * 1000000) + tonumber(now[2])
+local window_start_us = current_timestamp_us - (tonumber(ARGV[2]) * 1000000)
+redis.call('ZREMRANGEBYSCORE', KEYS[1], '-inf', window_start_us)
+local current_count = redis.call('ZCARD', KEYS[1])
+local limit = tonumber(ARGV[1])
+local allowed = 0
+if current_count < limit then
+    redis.call('ZADD', KEYS[1], current_timestamp_us, current_timestamp_us)
+    allowed = 1
+end
+redis.call('EXPIRE', KEYS[1], ARGV[2] + 5)
+return {allowed, current_count}
+"""
+
+
+def free_port():
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def wait_ping(port, proc, what):
+    for _ in range(200):
+        if proc.poll() is not None:
+            sys.exit(f"{what} exited during startup")
+        r = subprocess.run(["redis-cli", "-p", str(port), "ping"], capture_output=True, text=True)
+        if r.stdout.strip() == "PONG":
+            return
+        time.sleep(0.05)
+    sys.exit(f"{what} does not answer PING on port {port}")
+
+
+def cpu_ns(pid):
+    """CPU time (ns) of every thread of `pid`, from schedstat."""
+    total = 0
+    for task in Path(f"/proc/{pid}/task").iterdir():
+        try:
+            total += int((task / "schedstat").read_text().split()[0])
+        except (FileNotFoundError, ProcessLookupError):
+            pass
+    return total
+
+
+def bench(port, pid, args, n, pipeline):
+    cmd = ["redis-benchmark", "-p", str(port), "-c", "50", "-r", "100000", "-n", str(n), "--csv"]
+    if pipeline > 1:
+        cmd += ["-P", str(pipeline)]
+    cmd += args
+    before = cpu_ns(pid)
+    r = subprocess.run(cmd, capture_output=True, text=True, timeout=600)
+    after = cpu_ns(pid)
+    if r.returncode != 0 or "error" in (r.stdout + r.stderr).lower():
+        sys.exit(f"redis-benchmark failed: {' '.join(cmd)}\n{r.stdout}\n{r.stderr}")
+    rows = [row for row in csv.reader(io.StringIO(r.stdout)) if row and row[0] != "test"]
+    if len(rows) != 1:
+        sys.exit(f"unexpected redis-benchmark output for {' '.join(cmd)}:\n{r.stdout}")
+    row = rows[0]
+    return {
+        "ops": float(row[1]),
+        "p50": float(row[4]),
+        "p99": float(row[6]),
+        "cpu_us": (after - before) / 1000 / n,
+    }
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--quick", action="store_true", help="few requests, one repetition, no docs written")
+    ap.add_argument("--reps", type=int, default=2)
+    ap.add_argument("-n", type=int, default=200_000, help="requests per run without pipelining")
+    ap.add_argument("--pipelined-n", type=int, default=1_000_000, help="requests per run with -P 16")
+    ap.add_argument("--no-build", action="store_true")
+    opts = ap.parse_args()
+    if opts.quick:
+        opts.reps, opts.n, opts.pipelined_n = 1, 2_000, 20_000
+
+    if not opts.no_build:
+        subprocess.run(["cargo", "build", "--release", "--quiet"], cwd=ROOT, check=True)
+    tport, rport = free_port(), free_port()
+    turnstile = subprocess.Popen(
+        [str(ROOT / "target/release/turnstile"), "--port", str(tport), "--metrics-addr", "off", "--log-level", "warn"],
+        stdout=subprocess.DEVNULL,
+    )
+    redis = subprocess.Popen(
+        ["redis-server", "--port", str(rport), "--save", "", "--appendonly", "no", "--bind", "127.0.0.1"],
+        stdout=subprocess.DEVNULL,
+    )
+    try:
+        wait_ping(tport, turnstile, "turnstile")
+        wait_ping(rport, redis, "redis-server")
+        sha = {}
+        for name, script in [("two-bucket", TWO_BUCKET_LUA), ("zset-log", ZSET_LOG_LUA)]:
+            r = subprocess.run(["redis-cli", "-p", str(rport), "SCRIPT", "LOAD", script], capture_output=True, text=True, check=True)
+            sha[name] = r.stdout.strip()
+        redis_version = subprocess.run(["redis-server", "--version"], capture_output=True, text=True).stdout.split()[2]
+
+        tests = [
+            ("Turnstile", tport, turnstile.pid, "PING_MBULK", ["-t", "ping_mbulk"]),
+            ("Redis", rport, redis.pid, "PING_MBULK", ["-t", "ping_mbulk"]),
+            ("Turnstile", tport, turnstile.pid, "INCR", ["-t", "incr"]),
+            ("Redis", rport, redis.pid, "INCR", ["-t", "incr"]),
+        ]
+        for algo in ["window", "log", "gcra", "fixed"]:
+            # A key prefix per algorithm: a key holds one kind of state.
+            tests.append(("Turnstile", tport, turnstile.pid, f"RL.ALLOW {algo}",
+                          ["RL.ALLOW", f"{algo}:__rand_int__", "100", "60", "ALGO", algo]))
+        tests += [
+            ("Turnstile", tport, turnstile.pid, "CL.THROTTLE", ["CL.THROTTLE", "cell:__rand_int__", "99", "100", "60"]),
+            ("Turnstile", tport, turnstile.pid, "RL.ALLOWMANY (2 limits)",
+             ["RL.ALLOWMANY", "LIMIT", "ip:__rand_int__", "100", "60", "LIMIT", "user:__rand_int__", "1000", "1h", "ALGO", "fixed"]),
+            ("Redis", rport, redis.pid, "Lua two-bucket (EVALSHA)", ["EVALSHA", sha["two-bucket"], "1", "tb:__rand_int__", "100", "60"]),
+            ("Redis", rport, redis.pid, "Lua zset log (EVALSHA)", ["EVALSHA", sha["zset-log"], "1", "zl:__rand_int__", "100", "60"]),
+        ]
+        results = {}
+        for rep in range(opts.reps):
+            for pipeline, n in [(1, opts.n), (16, opts.pipelined_n)]:
+                for server, port, pid, name, args in tests:
+                    res = bench(port, pid, args, n, pipeline)
+                    results.setdefault((pipeline, server, name), []).append(res)
+                    print(f"rep {rep + 1} -P {pipeline:2} {server:9} {name:28} {res['ops']:>11.0f} ops/s "
+                          f"p50 {res['p50']:.3f} p99 {res['p99']:.3f} ms  {res['cpu_us']:.2f} us CPU/op", file=sys.stderr)
+    finally:
+        for p in (turnstile, redis):
+            p.terminate()
+        for p in (turnstile, redis):
+            try:
+                p.wait(timeout=10)
+            except subprocess.TimeoutExpired:
+                p.kill()
+
+    med = {k: {f: statistics.median(r[f] for r in v) for f in ("ops", "p50", "p99", "cpu_us")} for k, v in results.items()}
+    lines = []
+    for pipeline in (1, 16):
+        incr = med[(pipeline, "Redis", "INCR")]
+        lua = [med[(pipeline, "Redis", t)]["ops"] for t in ("Lua two-bucket (EVALSHA)", "Lua zset log (EVALSHA)")]
+        ping = med[(pipeline, "Turnstile", "PING_MBULK")]["ops"]
+        title = "no pipelining" if pipeline == 1 else "-P 16"
+        lines += [
+            f"### {title}",
+            "",
+            "| server | test | ops/s | p50 ms | p99 ms | server CPU us/op | ops/s vs Redis INCR | ops/s vs best Redis Lua | ops/s vs own PING_MBULK | CPU/op vs Redis INCR |",
+            "|---|---|---|---|---|---|---|---|---|---|",
+        ]
+        for server, _, _, name, _ in tests:
+            m = med[(pipeline, server, name)]
+            limiter = server == "Turnstile" and name not in ("PING_MBULK", "INCR")
+            lines.append(
+                f"| {server} | {name} | {m['ops']:,.0f} | {m['p50']:.3f} | {m['p99']:.3f} | {m['cpu_us']:.2f} | "
+                f"{m['ops'] / incr['ops']:.2f}x | "
+                + (f"{m['ops'] / max(lua):.2f}x | {m['ops'] / ping:.2f}x | {m['cpu_us'] / incr['cpu_us']:.2f}x |" if limiter else "| | |")
+            )
+        lines.append("")
+    table = "\n".join(lines)
+    print(table)
+    if opts.quick:
+        return
+    cpu = next((l.split(":", 1)[1].strip() for l in open("/proc/cpuinfo") if l.startswith("model name")), "unknown CPU")
+    doc = ROOT / "docs/performance.md"
+    text = doc.read_text() if doc.exists() else "# Performance\n"
+    start, end = "<!-- compare:start -->", "<!-- compare:end -->"
+    block = "\n".join([
+        start,
+        f"Measured {datetime.now(timezone.utc).strftime('%Y-%m-%d %H:%M UTC')} on {os.cpu_count()} cores ({cpu}), "
+        f"{platform.system()} {platform.release()}, Redis {redis_version}, by `benches/compare.sh` "
+        f"(`redis-benchmark -c 50 -r 100000 --csv`, -n {opts.n} without and {opts.pipelined_n} with `-P 16`, "
+        f"medians of {opts.reps} runs per test, servers alternated).",
+        "",
+        table,
+        end,
+    ])
+    if start in text and end in text:
+        text = text[: text.index(start)] + block + text[text.index(end) + len(end):]
+    else:
+        text = text.rstrip() + "\n\n" + block + "\n"
+    doc.write_text(text)
+    print(f"wrote {doc}", file=sys.stderr)
+
+
+if __name__ == "__main__":
+    main()
