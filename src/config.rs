@@ -72,6 +72,17 @@ pub struct Config {
     /// picks a free one), or `off`.
     #[arg(long, env = "TURNSTILE_METRICS_ADDR", default_value = "127.0.0.1:9898")]
     pub metrics_addr: String,
+    /// Cluster mode: every node's HOST:PORT, comma-separated, the same list
+    /// on every node; the 16384 slots are split into ranges in list order.
+    #[arg(long, env = "TURNSTILE_CLUSTER_NODES", value_name = "HOST:PORT,...")]
+    pub cluster_nodes: Option<String>,
+    /// Which entry of the cluster this node is (default: bind:port).
+    #[arg(long, env = "TURNSTILE_CLUSTER_ANNOUNCE", value_name = "HOST:PORT")]
+    pub cluster_announce: Option<String>,
+    /// Cluster mode with explicit slot ranges, from a TOML file of
+    /// `[[node]] addr = "HOST:PORT"  slots = ["0-8191"]` entries.
+    #[arg(long, env = "TURNSTILE_CLUSTER_CONFIG", value_name = "FILE")]
+    pub cluster_config: Option<PathBuf>,
     /// Log filter: error, warn, info, debug, trace, or a tracing directive.
     #[arg(long, env = "TURNSTILE_LOG_LEVEL", default_value = "info")]
     pub log_level: String,
@@ -92,6 +103,9 @@ struct FileConfig {
     log_level: Option<String>,
     metrics_addr: Option<String>,
     protected_mode: Option<YesNo>,
+    cluster_nodes: Option<String>,
+    cluster_announce: Option<String>,
+    cluster_config: Option<PathBuf>,
 }
 
 /// `protected-mode` in a config file: `"yes"`/`"no"` as in redis.conf, or
@@ -153,6 +167,33 @@ impl Config {
     /// Where to serve metrics, or `None` for `--metrics-addr off`.
     pub fn metrics_enabled(&self) -> bool {
         !self.metrics_addr.eq_ignore_ascii_case("off")
+    }
+
+    /// The cluster topology, if cluster mode is on; `port` is the port
+    /// actually bound (the default announce address uses it).
+    pub fn topology(
+        &self,
+        port: u16,
+    ) -> Result<Option<crate::cluster::Topology>, crate::cluster::TopologyError> {
+        use crate::cluster::Topology;
+        let announce = self
+            .cluster_announce
+            .clone()
+            .unwrap_or_else(|| format!("{}:{port}", self.bind));
+        if let Some(path) = &self.cluster_config {
+            return Topology::from_file(path, &announce).map(Some);
+        }
+        match &self.cluster_nodes {
+            Some(list) => {
+                let addrs: Vec<String> = list
+                    .split(',')
+                    .map(|s| s.trim().to_string())
+                    .filter(|s| !s.is_empty())
+                    .collect();
+                Topology::even(&addrs, &announce).map(Some)
+            }
+            None => Ok(None),
+        }
     }
 
     /// The password in force: `--requirepass`, else `--requirepass-file`.
@@ -221,6 +262,9 @@ impl Config {
         take!(client_query_buffer_limit, memory);
         take!(log_level);
         take!(metrics_addr);
+        take!(cluster_nodes, opt);
+        take!(cluster_announce, opt);
+        take!(cluster_config, opt);
         if let Some(v) = file.protected_mode {
             if defaulted("protected_mode") {
                 self.protected_mode = match v {

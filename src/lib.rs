@@ -34,6 +34,7 @@
 
 pub mod alloc;
 pub mod clock;
+pub mod cluster;
 pub mod cmd;
 pub mod config;
 pub mod glob;

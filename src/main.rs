@@ -35,7 +35,14 @@ fn main() -> ExitCode {
 async fn serve(config: turnstile::Config) -> ExitCode {
     let filter = tracing_subscriber::EnvFilter::try_new(&config.log_level)
         .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info"));
-    tracing_subscriber::fmt().with_env_filter(filter).init();
+    // Colours only on a terminal (and never with NO_COLOR): log files and
+    // scripts that read "turnstile listening local=..." get plain text.
+    use std::io::IsTerminal;
+    let ansi = std::io::stdout().is_terminal() && std::env::var_os("NO_COLOR").is_none();
+    tracing_subscriber::fmt()
+        .with_env_filter(filter)
+        .with_ansi(ansi)
+        .init();
     let server = match turnstile::start(&config, Arc::new(SystemClock::new())).await {
         Ok(s) => s,
         Err(e) => {

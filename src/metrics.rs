@@ -32,8 +32,9 @@ use crate::cmd::COMMANDS;
 use crate::limiter::Algorithm;
 use crate::state::{State, Stats};
 
-/// Upper bounds of the latency buckets, in seconds: 1 us to 100 ms.
-pub const LATENCY_BUCKETS: [f64; 14] = [
+/// Upper bounds of the latency buckets, in seconds: 0.5 us to 100 ms.
+pub const LATENCY_BUCKETS: [f64; 17] = [
+    0.000_000_5,
     0.000_001,
     0.000_002_5,
     0.000_005,
@@ -47,6 +48,8 @@ pub const LATENCY_BUCKETS: [f64; 14] = [
     0.002_5,
     0.005,
     0.01,
+    0.025,
+    0.05,
     0.1,
 ];
 
@@ -63,6 +66,7 @@ pub struct Metrics {
     rejected_maxclients: Counter,
     rejected_protected: Counter,
     protocol_errors: Counter,
+    error_replies: Counter,
     expired: Counter,
     evicted: Counter,
     net_input: Counter,
@@ -115,6 +119,11 @@ impl Metrics {
             "turnstile_units_consumed_total",
             Unit::Count,
             "Units charged by admitted requests, by algorithm.",
+        );
+        describe(
+            "turnstile_error_replies_total",
+            Unit::Count,
+            "Error replies of every kind, rejected commands (unknown, wrong arity, NOAUTH, MOVED) included.",
         );
         describe(
             "turnstile_near_limit_decisions_total",
@@ -263,6 +272,7 @@ impl Metrics {
                 vec![Label::new("reason", "protected_mode")],
             ),
             protocol_errors: counter("turnstile_protocol_errors_total", vec![]),
+            error_replies: counter("turnstile_error_replies_total", vec![]),
             expired: counter("turnstile_keys_expired_total", vec![]),
             evicted: counter("turnstile_keys_evicted_total", vec![]),
             net_input: counter("turnstile_net_input_bytes_total", vec![]),
@@ -314,6 +324,8 @@ impl Metrics {
             .absolute(Stats::read(&stats.rejected_protected));
         self.protocol_errors
             .absolute(Stats::read(&stats.protocol_errors));
+        self.error_replies
+            .absolute(Stats::read(&stats.error_replies));
         self.net_input.absolute(Stats::read(&stats.net_input_bytes));
         self.net_output
             .absolute(Stats::read(&stats.net_output_bytes));

@@ -10,6 +10,7 @@ use std::sync::Arc;
 use std::time::Instant;
 
 use crate::clock::Clock;
+use crate::cluster::Topology;
 use crate::config::Config;
 use crate::metrics::Metrics;
 use crate::server::clients::Clients;
@@ -23,6 +24,8 @@ pub struct State {
     pub stats: Stats,
     pub clients: Clients,
     pub metrics: Metrics,
+    /// The cluster topology; `None` in standalone mode.
+    pub cluster: Option<Topology>,
     /// Time every command for the latency histogram (metrics are on).
     pub time_commands: bool,
     pub started: Instant,
@@ -45,6 +48,7 @@ impl State {
             stats: Stats::default(),
             clients: Clients::default(),
             metrics: Metrics::new(),
+            cluster: None,
             time_commands: config.metrics_enabled(),
             started: Instant::now(),
             addr,

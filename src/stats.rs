@@ -21,6 +21,9 @@ pub struct Stats {
     pub net_input_bytes: AtomicU64,
     pub net_output_bytes: AtomicU64,
     pub protocol_errors: AtomicU64,
+    /// Every error reply, rejected commands (unknown, wrong arity, NOAUTH,
+    /// MOVED) included: Redis's `total_error_replies`.
+    pub error_replies: AtomicU64,
     /// Per command-table entry: calls, and calls answered with an error.
     calls: Box<[AtomicU64]>,
     failed: Box<[AtomicU64]>,
@@ -42,6 +45,7 @@ impl Default for Stats {
             net_input_bytes: AtomicU64::new(0),
             net_output_bytes: AtomicU64::new(0),
             protocol_errors: AtomicU64::new(0),
+            error_replies: AtomicU64::new(0),
             calls: per_command(),
             failed: per_command(),
             decisions: Default::default(),
@@ -104,6 +108,7 @@ impl Stats {
             &self.net_input_bytes,
             &self.net_output_bytes,
             &self.protocol_errors,
+            &self.error_replies,
         ];
         let all = scalars
             .into_iter()
@@ -121,6 +126,7 @@ impl Stats {
 /// One connection's tally since its last flush.
 #[derive(Debug)]
 pub struct Local {
+    error_replies: u64,
     calls: Vec<u64>,
     failed: Vec<u64>,
     decisions: [[u64; 2]; 4],
@@ -132,6 +138,7 @@ pub struct Local {
 impl Default for Local {
     fn default() -> Self {
         Local {
+            error_replies: 0,
             calls: vec![0; COMMANDS.len()],
             failed: vec![0; COMMANDS.len()],
             decisions: [[0; 2]; 4],
@@ -147,6 +154,12 @@ impl Local {
     pub fn command(&mut self, i: usize, ok: bool) {
         self.calls[i] += 1;
         self.failed[i] += !ok as u64;
+        self.dirty = true;
+    }
+
+    /// A command was answered with an error.
+    pub fn error_reply(&mut self) {
+        self.error_replies += 1;
         self.dirty = true;
     }
 
@@ -172,6 +185,12 @@ impl Local {
     pub fn flush(&mut self, stats: &Stats) {
         if !self.dirty {
             return;
+        }
+        if self.error_replies != 0 {
+            stats
+                .error_replies
+                .fetch_add(self.error_replies, Ordering::Relaxed);
+            self.error_replies = 0;
         }
         let pairs = self
             .calls

@@ -192,6 +192,7 @@ fn categories(cmd: &CommandSpec) -> impl Iterator<Item = &'static str> {
         "string" => Some("@string"),
         "connection" => Some("@connection"),
         "limiter" => Some("@limiter"),
+        "cluster" => Some("@connection"),
         _ => None,
     };
     cmd.flags.implied_categories().chain(group)

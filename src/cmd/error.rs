@@ -25,6 +25,12 @@ pub enum CmdError {
     WrongPass,
     #[error("ERR invalid expire time in '{0}' command")]
     InvalidExpire(&'static str),
+    #[error("MOVED {0} {1}")]
+    Moved(u16, String),
+    #[error("CROSSSLOT Keys in request don't hash to the same slot")]
+    CrossSlot,
+    #[error("CLUSTERDOWN Hash slot not served")]
+    SlotNotServed,
     /// Any other `ERR` reply; the text follows `ERR `.
     #[error("ERR {0}")]
     Err(Cow<'static, str>),

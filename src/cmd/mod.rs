@@ -3,6 +3,7 @@
 
 pub mod args;
 pub mod client;
+pub mod cluster;
 pub mod command;
 pub mod config;
 pub mod connection;
@@ -42,12 +43,16 @@ pub fn execute(ctx: &mut Ctx<'_>, req: &Request<'_>) {
         if !ctx.session.authenticated && !spec.flags.contains(Flags::NO_AUTH) {
             return Err(CmdError::NoAuth);
         }
+        if let Some(topology) = &ctx.state.cluster {
+            cluster::route(topology, spec, req)?;
+        }
         (spec.handler)(ctx, req)
     });
     if let Err(e) = &result {
         // A handler that failed after writing part of a reply leaves none.
         ctx.out.truncate(mark);
         ctx.out.error(&e.to_string());
+        ctx.session.stats.error_reply();
     }
     if let Some(i) = index {
         ctx.session.stats.command(i, result.is_ok());

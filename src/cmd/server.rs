@@ -42,12 +42,13 @@ pub fn time(ctx: &mut Ctx<'_>, _req: &Request<'_>) -> Result<(), CmdError> {
     Ok(())
 }
 
-const SECTIONS: [&str; 6] = [
+const SECTIONS: [&str; 7] = [
     "server",
     "clients",
     "memory",
     "stats",
     "commandstats",
+    "cluster",
     "keyspace",
 ];
 
@@ -115,13 +116,14 @@ fn write_section(ctx: &Ctx<'_>, section: &str, t: &mut String) {
         }
         "stats" => write!(
             t,
-            "# Stats\r\ntotal_connections_received:{}\r\ntotal_commands_processed:{}\r\ntotal_net_input_bytes:{}\r\ntotal_net_output_bytes:{}\r\nrejected_connections:{}\r\nexpired_keys:{}\r\nevicted_keys:0\r\nprotocol_errors:{}\r\n",
+            "# Stats\r\ntotal_connections_received:{}\r\ntotal_commands_processed:{}\r\ntotal_net_input_bytes:{}\r\ntotal_net_output_bytes:{}\r\nrejected_connections:{}\r\nexpired_keys:{}\r\nevicted_keys:0\r\ntotal_error_replies:{}\r\nprotocol_errors:{}\r\n",
             Stats::read(&stats.connections_received),
             Stats::read(&stats.commands_processed),
             Stats::read(&stats.net_input_bytes),
             Stats::read(&stats.net_output_bytes),
             Stats::read(&stats.rejected_connections),
             state.store.expired_count(),
+            Stats::read(&stats.error_replies),
             Stats::read(&stats.protocol_errors),
         )
         .and_then(|_| {
@@ -150,6 +152,11 @@ fn write_section(ctx: &Ctx<'_>, section: &str, t: &mut String) {
             }
             Ok(())
         }
+        "cluster" => write!(
+            t,
+            "# Cluster\r\ncluster_enabled:{}\r\n",
+            state.cluster.is_some() as u8
+        ),
         "keyspace" => {
             let counts = state.store.counts();
             let _ = t.write_str("# Keyspace\r\n");

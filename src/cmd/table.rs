@@ -6,7 +6,7 @@ use std::collections::HashMap;
 use std::sync::LazyLock;
 
 use super::CmdError;
-use super::{client, command, config, connection, keys, limiter, server, string, Ctx};
+use super::{client, cluster, command, config, connection, keys, limiter, server, string, Ctx};
 use crate::protocol::Request;
 
 pub type Handler = fn(&mut Ctx<'_>, &Request<'_>) -> Result<(), CmdError>;
@@ -293,6 +293,108 @@ static CLIENT_SUBCOMMANDS: [CommandSpec; 8] = [
     ),
 ];
 
+static CLUSTER_SUBCOMMANDS: [CommandSpec; 9] = [
+    cmd!(
+        "countkeysinslot",
+        3,
+        [STALE],
+        NONE,
+        "cluster",
+        "3.0.0",
+        "O(1)",
+        "Returns the number of keys in a hash slot.",
+        cluster::countkeysinslot
+    ),
+    cmd!(
+        "getkeysinslot",
+        4,
+        [STALE],
+        NONE,
+        "cluster",
+        "3.0.0",
+        "O(N) where N is the number of requested keys",
+        "Returns the key names in a hash slot.",
+        cluster::getkeysinslot
+    ),
+    cmd!(
+        "help",
+        2,
+        [LOADING | STALE],
+        NONE,
+        "cluster",
+        "5.0.0",
+        "O(1)",
+        "Returns helpful text about the different subcommands.",
+        cluster::help
+    ),
+    cmd!(
+        "info",
+        2,
+        [STALE],
+        NONE,
+        "cluster",
+        "3.0.0",
+        "O(1)",
+        "Returns information about the state of a node.",
+        cluster::info
+    ),
+    cmd!(
+        "keyslot",
+        3,
+        [STALE],
+        NONE,
+        "cluster",
+        "3.0.0",
+        "O(N) where N is the number of bytes in the key",
+        "Returns the hash slot for a key.",
+        cluster::keyslot
+    ),
+    cmd!(
+        "myid",
+        2,
+        [STALE],
+        NONE,
+        "cluster",
+        "3.0.0",
+        "O(1)",
+        "Returns the ID of a node.",
+        cluster::myid
+    ),
+    cmd!(
+        "nodes",
+        2,
+        [STALE],
+        NONE,
+        "cluster",
+        "3.0.0",
+        "O(N) where N is the total number of Cluster nodes",
+        "Returns the cluster configuration for a node.",
+        cluster::nodes
+    ),
+    cmd!(
+        "shards",
+        2,
+        [LOADING | STALE],
+        NONE,
+        "cluster",
+        "7.0.0",
+        "O(N) where N is the total number of cluster nodes",
+        "Returns the mapping of cluster slots to shards.",
+        cluster::shards
+    ),
+    cmd!(
+        "slots",
+        2,
+        [LOADING | STALE],
+        NONE,
+        "cluster",
+        "3.0.0",
+        "O(N) where N is the total number of Cluster nodes",
+        "Returns the mapping of cluster slots to nodes.",
+        cluster::slots
+    ),
+];
+
 static COMMAND_SUBCOMMANDS: [CommandSpec; 6] = [
     cmd!(
         "count",
@@ -411,9 +513,11 @@ static CONFIG_SUBCOMMANDS: [CommandSpec; 4] = [
 
 /// Every command, in alphabetical order.
 pub static COMMANDS: &[CommandSpec] = &[
+    cmd!("asking", 1, [FAST], NONE, "cluster", "3.0.0", "O(1)", "Signals that a cluster client is following an -ASK redirect.", cluster::accept),
     cmd!("auth", -2, [NOSCRIPT | LOADING | STALE | FAST | NO_AUTH], NONE, "connection", "1.0.0", "O(N) where N is the number of passwords defined for the user", "Authenticates the connection.", connection::auth),
     cmd!("cl.throttle", -5, [WRITE | DENYOOM | FAST], FIRST, "limiter", "0.1.0", "O(1)", "Admits or denies a request as redis-cell's GCRA does.", limiter::throttle),
     cmd!("client", -2, [], NONE, "connection", "2.4.0", "Depends on subcommand.", "A container for client connection commands.", container_without_subcommand, &CLIENT_SUBCOMMANDS),
+    cmd!("cluster", -2, [], NONE, "cluster", "3.0.0", "Depends on subcommand.", "A container for Redis Cluster commands.", container_without_subcommand, &CLUSTER_SUBCOMMANDS),
     cmd!("command", -1, [LOADING | STALE], NONE, "server", "2.8.13", "O(N) where N is the total number of Redis commands", "Returns detailed information about all commands.", command::all, &COMMAND_SUBCOMMANDS),
     cmd!("config", -2, [], NONE, "server", "2.0.0", "Depends on subcommand.", "A container for server configuration commands.", container_without_subcommand, &CONFIG_SUBCOMMANDS),
     cmd!("dbsize", 1, [READONLY | FAST], NONE, "server", "1.0.0", "O(1)", "Returns the number of keys in the database.", server::dbsize),
@@ -440,6 +544,8 @@ pub static COMMANDS: &[CommandSpec] = &[
     cmd!("ping", -1, [FAST], NONE, "connection", "1.0.0", "O(1)", "Returns the server's liveliness response.", connection::ping),
     cmd!("pttl", 2, [READONLY | FAST], FIRST, "generic", "2.6.0", "O(1)", "Returns the expiration time in milliseconds of a key.", keys::pttl),
     cmd!("quit", -1, [NOSCRIPT | LOADING | STALE | FAST | NO_AUTH], NONE, "connection", "1.0.0", "O(1)", "Closes the connection.", connection::quit),
+    cmd!("readonly", 1, [LOADING | STALE | FAST], NONE, "cluster", "3.0.0", "O(1)", "Enables read-only queries for a connection to a Redis Cluster replica node.", cluster::accept),
+    cmd!("readwrite", 1, [LOADING | STALE | FAST], NONE, "cluster", "3.0.0", "O(1)", "Enables read-write queries for a connection to a Redis Cluster replica node.", cluster::accept),
     cmd!("reset", 1, [NOSCRIPT | LOADING | STALE | FAST | NO_AUTH], NONE, "connection", "6.2.0", "O(1)", "Resets the connection.", connection::reset),
     cmd!("rl.allow", -4, [WRITE | DENYOOM | FAST], FIRST, "limiter", "0.1.0", "O(1); ALGO log: O(slots expired)", "Admits or denies a request against a limit, atomically.", limiter::allow),
     CommandSpec {

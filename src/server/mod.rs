@@ -37,6 +37,8 @@ pub enum StartError {
     Bind { addr: String, source: io::Error },
     #[error(transparent)]
     Config(#[from] ConfigError),
+    #[error("cluster: {0}")]
+    Cluster(#[from] crate::cluster::TopologyError),
 }
 
 impl ServerHandle {
@@ -94,7 +96,23 @@ pub async fn start(config: &Config, clock: Arc<dyn Clock>) -> Result<ServerHandl
             Some((l, a))
         }
     };
-    let state = Arc::new(State::new(config, password, clock.clone(), local));
+    let topology = config.topology(local.port())?;
+    if let Some(t) = &topology {
+        let me = t.myself();
+        tracing::info!(
+            "cluster mode: node {} ({}) of {}, {} slots",
+            me.id,
+            me.addr(),
+            t.nodes.len(),
+            me.ranges
+                .iter()
+                .map(|(a, b)| (b - a) as usize + 1)
+                .sum::<usize>()
+        );
+    }
+    let mut state = State::new(config, password, clock.clone(), local);
+    state.cluster = topology;
+    let state = Arc::new(state);
     let sweeper = sweeper::spawn(state.store.clone(), clock);
     let (shutdown_tx, shutdown_rx) = watch::channel(false);
     let metrics_addr = metrics_listener.map(|(l, a)| {

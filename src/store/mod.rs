@@ -101,13 +101,20 @@ impl Store {
     }
 
     /// Reads a live entry under a shared lock. An expired entry reads as
-    /// absent; removing it is left to the next write or the sweeper.
+    /// absent and, as in Redis, the read deletes it (under a write lock,
+    /// taken only on that rare path).
     pub fn get<R>(&self, key: &[u8], now: Nanos, f: impl FnOnce(&Entry) -> R) -> Option<R> {
         let hash = self.hash(key);
         let shard = self.shards[self.shard_index(hash)].0.read();
         let slot = shard.table.find(hash, |s| s.key.as_slice() == key)?;
         let entry = slot.entry.as_ref()?;
-        (!entry.is_expired(now)).then(|| f(entry))
+        if !entry.is_expired(now) {
+            return Some(f(entry));
+        }
+        drop(shard);
+        // `update` removes an expired entry before calling its closure.
+        self.update(key, now, |_| ());
+        None
     }
 
     pub fn exists(&self, key: &[u8], now: Nanos) -> bool {
@@ -341,13 +348,29 @@ mod tests {
         assert!(store.exists(b"a", t));
         assert_eq!(store.counts().volatile, 1);
         let later = Nanos(2_000_000);
-        assert!(!store.exists(b"a", later));
-        assert_eq!(store.len(), 2, "expired keys linger until swept");
+        store.update(b"c", t, |e| {
+            *e = Some(Entry::with_expiry(s("3").value, Some(Nanos(2_000_000))))
+        });
+        // Unread, an expired key lingers until the sweeper comes...
+        assert_eq!(store.len(), 3);
         let swept: usize = (0..store.shard_count())
             .map(|i| store.sweep_shard(i, later))
             .sum();
-        assert_eq!(swept, 1);
+        assert_eq!(swept, 2);
         assert_eq!(store.len(), 1);
+        assert_eq!(store.counts().volatile, 0);
+        assert_eq!(store.expired_count(), 2);
+    }
+
+    #[test]
+    fn reading_an_expired_key_deletes_it() {
+        let store = Store::new(4);
+        let t = Nanos(1_000_000);
+        store.update(b"a", t, |e| {
+            *e = Some(Entry::with_expiry(s("1").value, Some(Nanos(2_000_000))))
+        });
+        assert!(!store.exists(b"a", Nanos(2_000_000)));
+        assert_eq!(store.len(), 0);
         assert_eq!(store.counts().volatile, 0);
         assert_eq!(store.expired_count(), 1);
     }

@@ -1,0 +1,299 @@
+//! Cluster commands (`CLUSTER ...`, `READONLY`, `READWRITE`, `ASKING`) and
+//! the routing check every key-taking command passes in cluster mode.
+//! Replies have the shapes Redis 7 gives, so cluster-aware clients parse
+//! them unchanged.
+
+use std::fmt::Write;
+
+use super::args::int;
+use super::{CmdError, CommandSpec, Ctx};
+use crate::cluster::{key_slot, Node, Topology};
+use crate::protocol::{ReplyBuf, Request};
+
+/// Checks that a request's keys all hash to one slot and that this node
+/// owns it: `CROSSSLOT`, `MOVED <slot> <host>:<port>` or `CLUSTERDOWN`
+/// otherwise. Keys come from the command table, so every command routes
+/// by the same positions `COMMAND` reports.
+pub fn route(topology: &Topology, spec: &CommandSpec, req: &Request<'_>) -> Result<(), CmdError> {
+    let mut slot: Option<u16> = None;
+    let mut visit = |key: &[u8]| -> Result<(), CmdError> {
+        let s = key_slot(key);
+        match slot {
+            Some(first) if first != s => Err(CmdError::CrossSlot),
+            _ => {
+                slot = Some(s);
+                Ok(())
+            }
+        }
+    };
+    match spec.key_finder {
+        Some(find) => {
+            let args: Vec<&[u8]> = req.args().collect();
+            for i in find(&args) {
+                visit(args[i])?;
+            }
+        }
+        None => {
+            for i in spec.keys.positions(req.len()) {
+                visit(req.arg(i))?;
+            }
+        }
+    }
+    let Some(slot) = slot else {
+        return Ok(());
+    };
+    match topology.owner(slot) {
+        None => Err(CmdError::SlotNotServed),
+        Some((i, _)) if i == topology.me => Ok(()),
+        Some((_, node)) => Err(CmdError::Moved(slot, node.addr())),
+    }
+}
+
+fn topology<'a>(ctx: &Ctx<'a>) -> Result<&'a Topology, CmdError> {
+    ctx.state
+        .cluster
+        .as_ref()
+        .ok_or_else(|| CmdError::err("This instance has cluster support disabled"))
+}
+
+/// ```text
+/// READONLY | READWRITE | ASKING
+/// ```
+/// Accepted so cluster clients can send them; every node is a primary.
+pub fn accept(ctx: &mut Ctx<'_>, _req: &Request<'_>) -> Result<(), CmdError> {
+    topology(ctx)?;
+    ctx.out.ok();
+    Ok(())
+}
+
+/// ```text
+/// CLUSTER INFO
+/// ```
+pub fn info(ctx: &mut Ctx<'_>, _req: &Request<'_>) -> Result<(), CmdError> {
+    let t = topology(ctx)?;
+    let assigned = t.assigned();
+    let state = if assigned == crate::cluster::slot::SLOTS as usize {
+        "ok"
+    } else {
+        "fail"
+    };
+    let size = t.nodes.iter().filter(|n| !n.ranges.is_empty()).count();
+    let text = format!(
+        "cluster_state:{state}\r\ncluster_slots_assigned:{assigned}\r\ncluster_slots_ok:{assigned}\r\ncluster_slots_pfail:0\r\ncluster_slots_fail:0\r\ncluster_known_nodes:{}\r\ncluster_size:{size}\r\ncluster_current_epoch:{}\r\ncluster_my_epoch:{}\r\ncluster_stats_messages_sent:0\r\ncluster_stats_messages_received:0\r\ntotal_cluster_links_buffer_limit_exceeded:0\r\n",
+        t.nodes.len(),
+        t.nodes.len(),
+        t.me + 1,
+    );
+    ctx.out.verbatim(text.as_bytes());
+    Ok(())
+}
+
+/// ```text
+/// CLUSTER MYID
+/// ```
+pub fn myid(ctx: &mut Ctx<'_>, _req: &Request<'_>) -> Result<(), CmdError> {
+    let t = topology(ctx)?;
+    ctx.out.bulk_str(&t.myself().id);
+    Ok(())
+}
+
+/// ```text
+/// CLUSTER KEYSLOT key
+/// ```
+pub fn keyslot(ctx: &mut Ctx<'_>, req: &Request<'_>) -> Result<(), CmdError> {
+    topology(ctx)?;
+    ctx.out.int(i64::from(key_slot(req.arg(2))));
+    Ok(())
+}
+
+fn slot_arg(req: &Request<'_>, i: usize) -> Result<u16, CmdError> {
+    match int(req, i) {
+        Ok(n) if (0..i64::from(crate::cluster::slot::SLOTS)).contains(&n) => Ok(n as u16),
+        _ => Err(CmdError::err("Invalid slot")),
+    }
+}
+
+/// Calls `f` for each live key of this node in `slot`, until it returns
+/// false.
+fn keys_in_slot(ctx: &Ctx<'_>, slot: u16, mut f: impl FnMut(&[u8]) -> bool) {
+    let store = &ctx.state.store;
+    let mut go = true;
+    for shard in 0..store.shard_count() {
+        store.for_each_in_shard(shard, ctx.now, |k, _| {
+            if go && key_slot(k) == slot {
+                go = f(k);
+            }
+        });
+        if !go {
+            return;
+        }
+    }
+}
+
+/// ```text
+/// CLUSTER COUNTKEYSINSLOT slot
+/// ```
+pub fn countkeysinslot(ctx: &mut Ctx<'_>, req: &Request<'_>) -> Result<(), CmdError> {
+    topology(ctx)?;
+    let slot = slot_arg(req, 2)?;
+    let mut n = 0i64;
+    keys_in_slot(ctx, slot, |_| {
+        n += 1;
+        true
+    });
+    ctx.out.int(n);
+    Ok(())
+}
+
+/// ```text
+/// CLUSTER GETKEYSINSLOT slot count
+/// ```
+pub fn getkeysinslot(ctx: &mut Ctx<'_>, req: &Request<'_>) -> Result<(), CmdError> {
+    topology(ctx)?;
+    let slot = slot_arg(req, 2)?;
+    let count = match int(req, 3) {
+        Ok(n) if n >= 0 => n as usize,
+        _ => return Err(CmdError::err("Invalid number of keys")),
+    };
+    let mut keys = Vec::new();
+    if count > 0 {
+        keys_in_slot(ctx, slot, |k| {
+            keys.push(k.to_vec());
+            keys.len() < count
+        });
+    }
+    ctx.out.array(keys.len());
+    for k in keys {
+        ctx.out.bulk(&k);
+    }
+    Ok(())
+}
+
+fn write_node_entry(out: &mut ReplyBuf, n: &Node) {
+    out.array(4);
+    out.bulk_str(&n.host);
+    out.int(i64::from(n.port));
+    out.bulk_str(&n.id);
+    out.map(0);
+}
+
+/// ```text
+/// CLUSTER SLOTS
+/// ```
+pub fn slots(ctx: &mut Ctx<'_>, _req: &Request<'_>) -> Result<(), CmdError> {
+    let t = topology(ctx)?;
+    let mut ranges: Vec<(u16, u16, &Node)> = t
+        .nodes
+        .iter()
+        .flat_map(|n| n.ranges.iter().map(move |&(a, b)| (a, b, n)))
+        .collect();
+    ranges.sort_by_key(|r| r.0);
+    ctx.out.array(ranges.len());
+    for (a, b, n) in ranges {
+        ctx.out.array(3);
+        ctx.out.int(i64::from(a));
+        ctx.out.int(i64::from(b));
+        write_node_entry(ctx.out, n);
+    }
+    Ok(())
+}
+
+/// ```text
+/// CLUSTER SHARDS
+/// ```
+pub fn shards(ctx: &mut Ctx<'_>, _req: &Request<'_>) -> Result<(), CmdError> {
+    let t = topology(ctx)?;
+    let out = &mut *ctx.out;
+    out.array(t.nodes.len());
+    for n in &t.nodes {
+        out.map(2);
+        out.bulk_str("slots");
+        out.array(n.ranges.len() * 2);
+        for &(a, b) in &n.ranges {
+            out.int(i64::from(a));
+            out.int(i64::from(b));
+        }
+        out.bulk_str("nodes");
+        out.array(1);
+        out.map(7);
+        out.bulk_str("id");
+        out.bulk_str(&n.id);
+        out.bulk_str("port");
+        out.int(i64::from(n.port));
+        out.bulk_str("ip");
+        out.bulk_str(&n.host);
+        out.bulk_str("endpoint");
+        out.bulk_str(&n.host);
+        out.bulk_str("role");
+        out.bulk_str("master");
+        out.bulk_str("replication-offset");
+        out.int(0);
+        out.bulk_str("health");
+        out.bulk_str("online");
+    }
+    Ok(())
+}
+
+/// ```text
+/// CLUSTER NODES
+/// ```
+/// One line per node, as Redis 7 writes them; the cluster bus port is
+/// reported as port + 10000 though Turnstile runs no bus.
+pub fn nodes(ctx: &mut Ctx<'_>, _req: &Request<'_>) -> Result<(), CmdError> {
+    let t = topology(ctx)?;
+    let mut text = String::new();
+    for (i, n) in t.nodes.iter().enumerate() {
+        let flags = if i == t.me { "myself,master" } else { "master" };
+        let _ = write!(
+            text,
+            "{} {}:{}@{} {flags} - 0 0 {} connected",
+            n.id,
+            n.host,
+            n.port,
+            u32::from(n.port) + 10000,
+            i + 1
+        );
+        for &(a, b) in &n.ranges {
+            if a == b {
+                let _ = write!(text, " {a}");
+            } else {
+                let _ = write!(text, " {a}-{b}");
+            }
+        }
+        text.push('\n');
+    }
+    ctx.out.verbatim(text.as_bytes());
+    Ok(())
+}
+
+/// ```text
+/// CLUSTER HELP
+/// ```
+pub fn help(ctx: &mut Ctx<'_>, _req: &Request<'_>) -> Result<(), CmdError> {
+    topology(ctx)?;
+    super::client::write_help(
+        ctx,
+        "CLUSTER",
+        &[
+            "COUNTKEYSINSLOT <slot>",
+            "    Return the number of keys in <slot>.",
+            "GETKEYSINSLOT <slot> <count>",
+            "    Return key names stored by current node in a slot.",
+            "INFO",
+            "    Return information about the cluster.",
+            "KEYSLOT <key>",
+            "    Return the hash slot for <key>.",
+            "MYID",
+            "    Return the node id.",
+            "NODES",
+            "    Return cluster configuration seen by node. Output format:",
+            "    <id> <ip:port@bus-port> <flags> <master> <pings> <pongs> <epoch> <link> <slot> ...",
+            "SHARDS",
+            "    Return information about slot range mappings and the nodes associated with them.",
+            "SLOTS",
+            "    Return information about slots range mappings. Each range is made of:",
+            "    start, end, master and replicas IP addresses, ports and ids",
+        ],
+    );
+    Ok(())
+}
