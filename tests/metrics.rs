@@ -1,0 +1,159 @@
+//! `/metrics` and `INFO` report the same figures after a known number of
+//! decisions, and the endpoint serves `/healthz` and refuses the rest.
+
+mod common;
+
+use std::net::SocketAddr;
+
+use common::{q, Server};
+
+async fn http_get(addr: SocketAddr, path: &str) -> (u16, String) {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    let mut s = tokio::net::TcpStream::connect(addr).await.unwrap();
+    let req = format!("GET {path} HTTP/1.1\r\nHost: {addr}\r\nConnection: close\r\n\r\n");
+    s.write_all(req.as_bytes()).await.unwrap();
+    let mut out = Vec::new();
+    s.read_to_end(&mut out).await.unwrap();
+    let text = String::from_utf8_lossy(&out).into_owned();
+    let status = text[9..12].parse().unwrap();
+    let body = text
+        .split_once("\r\n\r\n")
+        .map(|(_, b)| b.to_string())
+        .unwrap_or_default();
+    (status, body)
+}
+
+/// The value of a sample line `name{labels} value` in the exposition.
+fn sample(body: &str, series: &str) -> f64 {
+    body.lines()
+        .find_map(|l| {
+            l.strip_prefix(series)
+                .and_then(|rest| rest.strip_prefix(' '))
+        })
+        .unwrap_or_else(|| panic!("no sample {series} in:\n{body}"))
+        .trim()
+        .parse()
+        .unwrap()
+}
+
+/// `field:value` (or `field:a=1,b=2` sub-field) from INFO text.
+fn info_field(info: &str, field: &str) -> String {
+    info.lines()
+        .find_map(|l| l.strip_prefix(&format!("{field}:")))
+        .unwrap_or_else(|| panic!("no {field} in INFO"))
+        .trim()
+        .to_string()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn info_and_metrics_agree_after_known_decisions() {
+    let server = Server::start().await;
+    let metrics = server
+        .handle()
+        .metrics_addr()
+        .expect("metrics are on in tests");
+    let mut c = server.client().await;
+    // window: 7 requests against a limit of 5 -> 5 allowed, 2 limited.
+    for _ in 0..7 {
+        let _: Vec<i64> = q(&mut c, &["RL.ALLOW", "w", "5", "60"]).await;
+    }
+    // gcra: cost 3 twice against a burst of 4 -> 1 allowed (3 units), 1 limited.
+    for _ in 0..2 {
+        let _: Vec<i64> = q(
+            &mut c,
+            &["RL.ALLOW", "g", "4", "60", "ALGO", "gcra", "COST", "3"],
+        )
+        .await;
+    }
+    // CL.THROTTLE counts as gcra: 1 allowed.
+    let _: Vec<i64> = q(&mut c, &["CL.THROTTLE", "t", "15", "30", "60"]).await;
+    // A peek is not a decision; an error is an error reply.
+    let _: Vec<i64> = q(&mut c, &["RL.PEEK", "w", "5", "60"]).await;
+    let _ = common::q_err(&mut c, &["RL.ALLOW", "w", "0", "60"]).await;
+    let _ = common::q_err(&mut c, &["NOSUCH"]).await;
+    drop(c);
+    // Counters are flushed once per batch: a fresh connection's INFO sees all.
+    let mut c = server.client().await;
+    let info: String = q(&mut c, &["INFO", "all"]).await;
+    let (status, body) = http_get(metrics, "/metrics").await;
+    assert_eq!(status, 200);
+
+    assert_eq!(
+        info_field(&info, "decisions_window"),
+        "allowed=5,limited=2,units=5,near_limit=1"
+    );
+    assert_eq!(
+        info_field(&info, "decisions_gcra"),
+        "allowed=2,limited=1,units=4,near_limit=0"
+    );
+    let decision = |algo: &str, result: &str| {
+        sample(
+            &body,
+            &format!("turnstile_decisions_total{{algorithm=\"{algo}\",result=\"{result}\"}}"),
+        )
+    };
+    assert_eq!(decision("window", "allowed"), 5.0);
+    assert_eq!(decision("window", "limited"), 2.0);
+    assert_eq!(decision("gcra", "allowed"), 2.0);
+    assert_eq!(decision("gcra", "limited"), 1.0);
+    assert_eq!(
+        sample(&body, "turnstile_units_consumed_total{algorithm=\"gcra\"}"),
+        4.0
+    );
+    assert_eq!(
+        sample(
+            &body,
+            "turnstile_near_limit_decisions_total{algorithm=\"window\"}"
+        ),
+        1.0
+    );
+
+    // Commands: 8 RL.ALLOW ok + 1 error; the same in INFO commandstats.
+    assert_eq!(
+        info_field(&info, "cmdstat_rl.allow"),
+        "calls=10,failed_calls=1"
+    );
+    assert_eq!(
+        sample(
+            &body,
+            "turnstile_commands_total{command=\"rl.allow\",status=\"ok\"}"
+        ),
+        9.0
+    );
+    assert_eq!(
+        sample(
+            &body,
+            "turnstile_commands_total{command=\"rl.allow\",status=\"error\"}"
+        ),
+        1.0
+    );
+    assert_eq!(
+        sample(
+            &body,
+            "turnstile_command_duration_seconds_count{command=\"rl.allow\"}"
+        ),
+        10.0
+    );
+    // Error replies include the unknown command.
+    assert_eq!(info_field(&info, "total_error_replies"), "2");
+    assert_eq!(sample(&body, "turnstile_error_replies_total"), 2.0);
+    // Keys and clients.
+    let keys: i64 = q(&mut c, &["DBSIZE"]).await;
+    assert_eq!(keys, 3);
+    assert_eq!(sample(&body, "turnstile_keys"), 3.0);
+    assert_eq!(sample(&body, "turnstile_keys_with_expiry"), 3.0);
+    assert!(info.contains("db0:keys=3,expires=3"));
+    assert_eq!(
+        info_field(&info, "total_connections_received"),
+        sample(&body, "turnstile_connections_received_total").to_string()
+    );
+    assert_eq!(sample(&body, "turnstile_connected_clients"), 1.0);
+    assert!(body.contains("turnstile_build_info{version=\""));
+
+    assert_eq!(
+        http_get(metrics, "/healthz").await,
+        (200, "ok\n".to_string())
+    );
+    assert_eq!(http_get(metrics, "/nope").await.0, 404);
+    server.shutdown().await;
+}
