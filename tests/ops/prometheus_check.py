@@ -55,6 +55,10 @@ except ImportError:  # pragma: no cover - environment problem, said clearly
     sys.exit("prometheus_check: redis-py is missing (pip install redis)")
 
 ROOT = Path(__file__).resolve().parents[2]
+# The latency histogram's bucket count, read from the source so the check
+# follows the code: the explicit bounds plus +Inf.
+EXPECTED_BUCKETS = int(re.search(r"LATENCY_BUCKETS: \[f64; (\d+)\]",
+                                 (ROOT / "src/metrics.rs").read_text()).group(1)) + 1
 HARD_LIMIT_S = 110
 TRAFFIC_S = 6.0
 MAXCLIENTS = 8
@@ -628,8 +632,8 @@ def check_scraped(prom, tally, dbsize, instance, at):
            f'turnstile_command_duration_seconds_bucket{{{sel},command="{cmd}",le="+Inf"}}', total)
         buckets = prom.values(f'turnstile_command_duration_seconds_bucket{{{sel},command="{cmd}"}}', "le", at)
         ordered = [buckets[k] for k in sorted(buckets, key=lambda s: float(s))]
-        R.check(len(ordered) == 15 and ordered == sorted(ordered),
-                f"metrics: {cmd} histogram has 15 cumulative buckets", str(buckets))
+        R.check(len(ordered) == EXPECTED_BUCKETS and ordered == sorted(ordered),
+                f"metrics: {cmd} histogram has {EXPECTED_BUCKETS} cumulative buckets", str(buckets))
     eq("protocol errors", f"turnstile_protocol_errors_total{{{sel}}}", tally.protocol_errors)
     eq("connections rejected for maxclients",
        f'turnstile_connections_rejected_total{{{sel},reason="maxclients"}}', tally.rejected)
