@@ -106,11 +106,12 @@ pub fn keyslot(ctx: &mut Ctx<'_>, req: &Request<'_>) -> Result<(), CmdError> {
     Ok(())
 }
 
-fn slot_arg(req: &Request<'_>, i: usize) -> Result<u16, CmdError> {
-    match int(req, i) {
-        Ok(n) if (0..i64::from(crate::cluster::slot::SLOTS)).contains(&n) => Ok(n as u16),
-        _ => Err(CmdError::err("Invalid slot")),
-    }
+/// A slot number, checked as Redis checks it: an integer first.
+fn slot_arg(req: &Request<'_>, i: usize) -> Result<Option<u16>, CmdError> {
+    let n = int(req, i)?;
+    Ok(u16::try_from(n)
+        .ok()
+        .filter(|&s| s < crate::cluster::slot::SLOTS))
 }
 
 /// Calls `f` for each live key of this node in `slot`, until it returns
@@ -135,7 +136,7 @@ fn keys_in_slot(ctx: &Ctx<'_>, slot: u16, mut f: impl FnMut(&[u8]) -> bool) {
 /// ```
 pub fn countkeysinslot(ctx: &mut Ctx<'_>, req: &Request<'_>) -> Result<(), CmdError> {
     topology(ctx)?;
-    let slot = slot_arg(req, 2)?;
+    let slot = slot_arg(req, 2)?.ok_or_else(|| CmdError::err("Invalid slot"))?;
     let mut n = 0i64;
     keys_in_slot(ctx, slot, |_| {
         n += 1;
@@ -151,9 +152,9 @@ pub fn countkeysinslot(ctx: &mut Ctx<'_>, req: &Request<'_>) -> Result<(), CmdEr
 pub fn getkeysinslot(ctx: &mut Ctx<'_>, req: &Request<'_>) -> Result<(), CmdError> {
     topology(ctx)?;
     let slot = slot_arg(req, 2)?;
-    let count = match int(req, 3) {
-        Ok(n) if n >= 0 => n as usize,
-        _ => return Err(CmdError::err("Invalid number of keys")),
+    let count = int(req, 3)?;
+    let (Some(slot), Ok(count)) = (slot, usize::try_from(count)) else {
+        return Err(CmdError::err("Invalid slot or number of keys"));
     };
     let mut keys = Vec::new();
     if count > 0 {
