@@ -138,7 +138,7 @@ def main():
         subprocess.run(["cargo", "build", "--release", "--quiet"], cwd=ROOT, check=True)
     tport, rport = free_port(), free_port()
     turnstile = subprocess.Popen(
-        [str(ROOT / "target/release/turnstile"), "--port", str(tport), "--metrics-addr", "off", "--log-level", "warn"],
+        [str(ROOT / "target/release/turnstile"), "--port", str(tport), "--metrics-addr", "127.0.0.1:0", "--log-level", "warn"],
         stdout=subprocess.DEVNULL,
     )
     redis = subprocess.Popen(
@@ -152,7 +152,8 @@ def main():
         for name, script in [("two-bucket", TWO_BUCKET_LUA), ("zset-log", ZSET_LOG_LUA)]:
             r = subprocess.run(["redis-cli", "-p", str(rport), "SCRIPT", "LOAD", script], capture_output=True, text=True, check=True)
             sha[name] = r.stdout.strip()
-        redis_version = subprocess.run(["redis-server", "--version"], capture_output=True, text=True).stdout.split()[2]
+        version_text = subprocess.run(["redis-server", "--version"], capture_output=True, text=True).stdout
+        redis_version = next((w[2:] for w in version_text.split() if w.startswith("v=")), version_text.strip())
 
         tests = [
             ("Turnstile", tport, turnstile.pid, "PING_MBULK", ["-t", "ping_mbulk"]),

@@ -34,7 +34,8 @@ pub struct Ctx<'a> {
 /// Runs one request and writes its reply (or its error) to `ctx.out`.
 pub fn execute(ctx: &mut Ctx<'_>, req: &Request<'_>) {
     let mark = ctx.out.len();
-    let started = ctx.state.time_commands.then(std::time::Instant::now);
+    let started =
+        (ctx.state.time_commands && ctx.session.sample_latency()).then(std::time::Instant::now);
     let mut index = None;
     let result = table::resolve(req).and_then(|(cmd, sub)| {
         let spec = sub.unwrap_or(cmd);

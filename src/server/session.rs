@@ -5,6 +5,9 @@ use std::sync::Arc;
 use super::clients::ClientInfo;
 use crate::stats::Local;
 
+/// One command in this many is timed for the latency histogram.
+pub const LATENCY_SAMPLE_EVERY: u32 = 16;
+
 #[derive(Debug)]
 pub struct Session {
     pub info: Arc<ClientInfo>,
@@ -14,6 +17,8 @@ pub struct Session {
     pub close_after_reply: bool,
     /// Counters since the last batch, flushed into `Stats` after it.
     pub stats: Local,
+    /// Commands seen, for sampling latency.
+    commands_seen: u32,
 }
 
 impl Session {
@@ -23,6 +28,19 @@ impl Session {
             authenticated: !password_set,
             close_after_reply: false,
             stats: Local::default(),
+            commands_seen: 0,
         }
+    }
+
+    /// Whether to time this command for the latency histogram: the first
+    /// command of a connection and one in every `LATENCY_SAMPLE_EVERY`
+    /// after it. Timing every command (three clock reads and a histogram
+    /// push) cost about 10% of `RL.ALLOW` throughput; sampled, the cost
+    /// disappears into the noise while p50/p99 stay estimated from tens of
+    /// thousands of samples a second under load.
+    pub fn sample_latency(&mut self) -> bool {
+        let sample = self.commands_seen % LATENCY_SAMPLE_EVERY == 0;
+        self.commands_seen = self.commands_seen.wrapping_add(1);
+        sample
     }
 }
