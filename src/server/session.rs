@@ -39,7 +39,7 @@ impl Session {
     /// disappears into the noise while p50/p99 stay estimated from tens of
     /// thousands of samples a second under load.
     pub fn sample_latency(&mut self) -> bool {
-        let sample = self.commands_seen % LATENCY_SAMPLE_EVERY == 0;
+        let sample = self.commands_seen.is_multiple_of(LATENCY_SAMPLE_EVERY);
         self.commands_seen = self.commands_seen.wrapping_add(1);
         sample
     }
