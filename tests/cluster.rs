@@ -202,12 +202,12 @@ fn random_keys(n: usize, seed: u64) -> Vec<String> {
 // (a) the cluster client shards limiter keys and every limit holds exactly
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
-async fn cluster_client_holds_every_limit_exactly_on_2000_random_keys() {
+async fn cluster_client_holds_every_limit_exactly_on_10000_random_keys() {
     let c = Cluster::start(3).await;
     let con = c.client(ProtocolVersion::RESP2).await;
-    let keys = Arc::new(random_keys(2000, 0x9E37_79B9_7F4A_7C15));
+    let keys = Arc::new(random_keys(10_000, 0x9E37_79B9_7F4A_7C15));
 
-    // Six rounds over every key (12 000 calls), eight tasks sharing the
+    // Six rounds over every key (60 000 calls), eight tasks sharing the
     // multiplexed cluster connection; the clock is frozen, so each key admits
     // exactly 5 and denies the 6th.
     for round in 0..6i64 {
@@ -254,7 +254,7 @@ async fn cluster_client_holds_every_limit_exactly_on_2000_random_keys() {
         assert_eq!(n, want, "node {i} DBSIZE");
         total += n;
     }
-    assert_eq!(total, 2000);
+    assert_eq!(total, 10_000);
 
     // A PEEK through the cluster client sees the exhausted state everywhere.
     let mut con = con;
