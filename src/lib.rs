@@ -29,6 +29,8 @@
 //!   exporter and its HTTP endpoint (`/metrics`, `/healthz`).
 //! - [`clock`]: server time as `Nanos`; the system clock that never steps
 //!   back, and a manual clock for tests.
+//! - [`harness`]: the server without sockets (bytes in, replies out, on a
+//!   manual clock), for fuzzing and network-free tests.
 //! - [`glob`], [`util`], [`alloc`]: Redis-style glob matching, integer
 //!   parsing, the counting allocator behind `INFO memory`.
 
@@ -38,6 +40,7 @@ pub mod cluster;
 pub mod cmd;
 pub mod config;
 pub mod glob;
+pub mod harness;
 pub mod limiter;
 pub mod metrics;
 pub mod protocol;

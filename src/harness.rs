@@ -1,0 +1,121 @@
+//! The server without sockets: bytes in, replies out, on a manual clock.
+//! For fuzzing (every command's parser and algorithm reached through the
+//! real decoder and dispatcher) and for tests that need no network.
+
+use std::net::SocketAddr;
+use std::sync::Arc;
+
+use bytes::BytesMut;
+
+use crate::clock::{ManualClock, Nanos};
+use crate::cmd::{self, Ctx};
+use crate::config::Config;
+use crate::protocol::{Decoder, Limits, ReplyBuf};
+use crate::server::session::Session;
+use crate::state::State;
+
+/// One in-process client of an in-process server.
+pub struct Harness {
+    pub state: Arc<State>,
+    pub clock: ManualClock,
+    session: Session,
+    decoder: Decoder,
+    input: BytesMut,
+    out: ReplyBuf,
+    closed: bool,
+}
+
+impl Harness {
+    /// A standalone server with default settings, its clock at `start`.
+    pub fn new(start: Nanos) -> Harness {
+        let config = Config {
+            metrics_addr: "off".into(),
+            ..Config::for_tests()
+        };
+        let clock = ManualClock::new(start);
+        let addr: SocketAddr = ([127, 0, 0, 1], 6379).into();
+        let state = Arc::new(State::new(&config, None, Arc::new(clock.clone()), addr));
+        let info = state.clients.register(([127, 0, 0, 1], 50000).into(), addr);
+        Harness {
+            session: Session::new(info, false),
+            state,
+            clock,
+            decoder: Decoder::new(),
+            input: BytesMut::new(),
+            out: ReplyBuf::default(),
+            closed: false,
+        }
+    }
+
+    /// Feeds bytes as if read from the socket and returns the replies they
+    /// produced. After a protocol error or `QUIT` the connection is closed
+    /// and further input is ignored, as the server would.
+    pub fn feed(&mut self, bytes: &[u8]) -> Vec<u8> {
+        if self.closed {
+            return Vec::new();
+        }
+        self.input.extend_from_slice(bytes);
+        loop {
+            let limits = Limits {
+                max_bulk_len: 512 * 1024 * 1024,
+                unauthenticated: !self.session.authenticated,
+            };
+            match self.decoder.decode(&mut self.input, limits) {
+                Ok(Some(req)) => {
+                    let mut ctx = Ctx {
+                        state: &self.state,
+                        session: &mut self.session,
+                        out: &mut self.out,
+                        now: self.state.clock.now(),
+                    };
+                    cmd::execute(&mut ctx, &req);
+                    if self.session.close_after_reply {
+                        self.closed = true;
+                        break;
+                    }
+                }
+                Ok(None) => break,
+                Err(e) => {
+                    self.out.error(&format!("ERR {e}"));
+                    self.closed = true;
+                    break;
+                }
+            }
+        }
+        self.session.stats.flush(&self.state.stats);
+        let replies = self.out.buffer().to_vec();
+        self.out.buffer().clear();
+        replies
+    }
+
+    pub fn is_closed(&self) -> bool {
+        self.closed
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn bytes_in_replies_out() {
+        let mut h = Harness::new(Nanos(1_700_000_000 * Nanos::PER_SEC));
+        assert_eq!(h.feed(b"PING\r\n"), b"+PONG\r\n");
+        assert_eq!(
+            h.feed(b"*5\r\n$8\r\nRL.ALLOW\r\n$1\r\nk\r\n$1\r\n1\r\n$2\r\n60\r\n$0\r\n\r\n"),
+            b"-ERR unknown option ''\r\n"
+        );
+        let r = h.feed(b"*4\r\n$8\r\nRL.ALLOW\r\n$1\r\nk\r\n$1\r\n1\r\n$2\r\n60\r\n");
+        assert!(
+            r.starts_with(b"*5\r\n:1\r\n:1\r\n:0\r\n:-1\r\n"),
+            "{:?}",
+            String::from_utf8_lossy(&r)
+        );
+        assert_eq!(
+            h.feed(b"*1\r\n$-5\r\n"),
+            b"-ERR Protocol error: invalid bulk length\r\n"
+        );
+        assert!(h.is_closed());
+        assert!(h.feed(b"PING\r\n").is_empty());
+    }
+}
