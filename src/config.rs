@@ -68,6 +68,15 @@ pub struct Config {
     /// (Redis's protected mode): yes or no.
     #[arg(long, env = "TURNSTILE_PROTECTED_MODE", default_value = "yes", value_parser = parse_yes_no, action = clap::ArgAction::Set, value_name = "yes|no")]
     pub protected_mode: bool,
+    /// Memory cap (bytes, k/kb/m/mb/g/gb units); 0 = none. Past it, what
+    /// happens to writes is --maxmemory-policy's choice.
+    #[arg(long, env = "TURNSTILE_MAXMEMORY", default_value = "0", value_parser = parse_memory)]
+    pub maxmemory: u64,
+    /// At the cap: `noeviction` refuses writes with -OOM; `volatile-ttl`
+    /// evicts the keys nearest their expiry (a limiter key about to expire
+    /// matters least).
+    #[arg(long, env = "TURNSTILE_MAXMEMORY_POLICY", default_value = "noeviction", value_parser = MaxmemoryPolicy::parse)]
+    pub maxmemory_policy: MaxmemoryPolicy,
     /// Prometheus endpoint (`/metrics`, `/healthz`) as HOST:PORT (port 0
     /// picks a free one), or `off`.
     #[arg(long, env = "TURNSTILE_METRICS_ADDR", default_value = "127.0.0.1:9898")]
@@ -103,6 +112,8 @@ struct FileConfig {
     log_level: Option<String>,
     metrics_addr: Option<String>,
     protected_mode: Option<YesNo>,
+    maxmemory: Option<MemoryValue>,
+    maxmemory_policy: Option<String>,
     cluster_nodes: Option<String>,
     cluster_announce: Option<String>,
     cluster_config: Option<PathBuf>,
@@ -262,6 +273,12 @@ impl Config {
         take!(client_query_buffer_limit, memory);
         take!(log_level);
         take!(metrics_addr);
+        take!(maxmemory, memory);
+        if let Some(p) = file.maxmemory_policy {
+            if defaulted("maxmemory_policy") {
+                self.maxmemory_policy = MaxmemoryPolicy::parse(&p).map_err(invalid)?;
+            }
+        }
         take!(cluster_nodes, opt);
         take!(cluster_announce, opt);
         take!(cluster_config, opt);
@@ -290,6 +307,35 @@ impl Cli {
             cli.config.apply_file(&matches, &path)?;
         }
         Ok(cli)
+    }
+}
+
+/// What to do at `--maxmemory`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum MaxmemoryPolicy {
+    #[default]
+    NoEviction,
+    VolatileTtl,
+}
+
+impl MaxmemoryPolicy {
+    pub const ALL: [MaxmemoryPolicy; 2] =
+        [MaxmemoryPolicy::NoEviction, MaxmemoryPolicy::VolatileTtl];
+
+    pub fn name(self) -> &'static str {
+        match self {
+            MaxmemoryPolicy::NoEviction => "noeviction",
+            MaxmemoryPolicy::VolatileTtl => "volatile-ttl",
+        }
+    }
+
+    pub fn parse(s: &str) -> Result<MaxmemoryPolicy, String> {
+        Self::ALL
+            .into_iter()
+            .find(|p| p.name().eq_ignore_ascii_case(s.trim()))
+            .ok_or_else(|| {
+                format!("unknown maxmemory policy '{s}': use noeviction or volatile-ttl")
+            })
     }
 }
 
@@ -372,6 +418,25 @@ mod tests {
         let off = Config::parse_from(["turnstile", "--protected-mode", "no"]).unwrap();
         assert!(!off.protected_mode);
         assert!(Config::parse_from(["turnstile", "--protected-mode", "maybe"]).is_err());
+    }
+
+    #[test]
+    fn maxmemory_settings() {
+        let c = Config::parse_from([
+            "turnstile",
+            "--maxmemory",
+            "100mb",
+            "--maxmemory-policy",
+            "volatile-ttl",
+        ])
+        .unwrap();
+        assert_eq!(c.maxmemory, 100 * 1024 * 1024);
+        assert_eq!(c.maxmemory_policy, MaxmemoryPolicy::VolatileTtl);
+        assert_eq!(
+            Config::parse_from(["turnstile"]).unwrap().maxmemory_policy,
+            MaxmemoryPolicy::NoEviction
+        );
+        assert!(Config::parse_from(["turnstile", "--maxmemory-policy", "allkeys-lru"]).is_err());
     }
 
     #[test]

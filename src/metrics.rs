@@ -330,7 +330,7 @@ impl Metrics {
         self.net_output
             .absolute(Stats::read(&stats.net_output_bytes));
         self.expired.absolute(state.store.expired_count());
-        self.evicted.absolute(0);
+        self.evicted.absolute(state.store.evicted_count());
         let counts = state.store.counts();
         self.keys.set(counts.keys as f64);
         self.keys_volatile.set(counts.volatile as f64);
@@ -338,7 +338,8 @@ impl Metrics {
         self.maxclients
             .set(state.settings.get(&state.settings.maxclients) as f64);
         self.memory_used.set(crate::alloc::used_memory() as f64);
-        self.memory_max.set(0.0);
+        self.memory_max
+            .set(state.settings.get(&state.settings.maxmemory) as f64);
         self.uptime.set(state.started.elapsed().as_secs_f64());
         // Keep the recorder alive and in use for the handles above.
         let _ = &self.recorder;

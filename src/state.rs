@@ -3,7 +3,7 @@
 
 use parking_lot::RwLock;
 use std::net::SocketAddr;
-use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, AtomicU8, Ordering};
 
 pub use crate::stats::Stats;
 use std::sync::Arc;
@@ -11,7 +11,7 @@ use std::time::Instant;
 
 use crate::clock::Clock;
 use crate::cluster::Topology;
-use crate::config::Config;
+use crate::config::{Config, MaxmemoryPolicy};
 use crate::metrics::Metrics;
 use crate::server::clients::Clients;
 use crate::store::Store;
@@ -79,6 +79,9 @@ pub struct Settings {
     pub proto_max_bulk_len: AtomicU64,
     pub client_query_buffer_limit: AtomicU64,
     pub protected_mode: AtomicBool,
+    pub maxmemory: AtomicU64,
+    /// Index into `MaxmemoryPolicy::ALL`.
+    pub maxmemory_policy: AtomicU8,
     requirepass: RwLock<Option<Arc<[u8]>>>,
     pub bind: String,
 }
@@ -91,6 +94,13 @@ impl Settings {
             proto_max_bulk_len: AtomicU64::new(config.proto_max_bulk_len),
             client_query_buffer_limit: AtomicU64::new(config.client_query_buffer_limit),
             protected_mode: AtomicBool::new(config.protected_mode),
+            maxmemory: AtomicU64::new(config.maxmemory),
+            maxmemory_policy: AtomicU8::new(
+                MaxmemoryPolicy::ALL
+                    .iter()
+                    .position(|p| *p == config.maxmemory_policy)
+                    .unwrap_or(0) as u8,
+            ),
             requirepass: RwLock::new(password.map(Into::into)),
             bind: config.bind.clone(),
         }
@@ -102,6 +112,11 @@ impl Settings {
 
     pub fn set_password(&self, p: Option<&[u8]>) {
         *self.requirepass.write() = p.filter(|p| !p.is_empty()).map(Into::into);
+    }
+
+    pub fn policy(&self) -> MaxmemoryPolicy {
+        MaxmemoryPolicy::ALL
+            [self.maxmemory_policy.load(Ordering::Relaxed) as usize % MaxmemoryPolicy::ALL.len()]
     }
 
     pub fn get(&self, a: &AtomicU64) -> u64 {

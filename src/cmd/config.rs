@@ -16,6 +16,8 @@ enum Kind {
     Password,
     /// A yes/no setting.
     Flag(fn(&Settings) -> &AtomicBool),
+    /// `maxmemory-policy`.
+    Policy,
     ReadOnly(fn(&State) -> String),
 }
 
@@ -44,6 +46,14 @@ const PARAMS: &[Param] = &[
     Param {
         name: "maxclients",
         kind: Kind::Number(|s| &s.maxclients, false),
+    },
+    Param {
+        name: "maxmemory",
+        kind: Kind::Number(|s| &s.maxmemory, true),
+    },
+    Param {
+        name: "maxmemory-policy",
+        kind: Kind::Policy,
     },
     Param {
         name: "port",
@@ -83,6 +93,7 @@ fn value_of(state: &State, p: &Param) -> String {
             true => "yes".into(),
             false => "no".into(),
         },
+        Kind::Policy => state.settings.policy().name().into(),
         Kind::ReadOnly(f) => f(state),
     }
 }
@@ -123,6 +134,7 @@ pub fn set(ctx: &mut Ctx<'_>, req: &Request<'_>) -> Result<(), CmdError> {
     enum Change<'a> {
         Number(&'a AtomicU64, u64),
         Flag(&'a AtomicBool, bool),
+        Policy(u8),
         Password(&'a [u8]),
     }
     let mut changes = Vec::new();
@@ -152,6 +164,17 @@ pub fn set(ctx: &mut Ctx<'_>, req: &Request<'_>) -> Result<(), CmdError> {
                     .map_err(|_| failed("argument must be 'yes' or 'no'"))?;
                 Change::Flag(field(&ctx.state.settings), b)
             }
+            Kind::Policy => {
+                let text = std::str::from_utf8(value).unwrap_or("");
+                let p = crate::config::MaxmemoryPolicy::parse(text).map_err(|_| {
+                    failed("argument(s) must be one of the following: noeviction, volatile-ttl")
+                })?;
+                let i = crate::config::MaxmemoryPolicy::ALL
+                    .iter()
+                    .position(|x| *x == p)
+                    .unwrap_or(0) as u8;
+                Change::Policy(i)
+            }
             Kind::Number(field, memory) => {
                 let text = std::str::from_utf8(value).unwrap_or("");
                 let n = if *memory {
@@ -168,6 +191,11 @@ pub fn set(ctx: &mut Ctx<'_>, req: &Request<'_>) -> Result<(), CmdError> {
         match c {
             Change::Number(field, n) => field.store(n, Ordering::Relaxed),
             Change::Flag(field, b) => field.store(b, Ordering::Relaxed),
+            Change::Policy(i) => ctx
+                .state
+                .settings
+                .maxmemory_policy
+                .store(i, Ordering::Relaxed),
             Change::Password(p) => ctx.state.settings.set_password(Some(p)),
         }
     }

@@ -31,6 +31,8 @@ pub enum CmdError {
     CrossSlot,
     #[error("CLUSTERDOWN Hash slot not served")]
     SlotNotServed,
+    #[error("OOM command not allowed when used memory > 'maxmemory'.")]
+    OutOfMemory,
     /// Any other `ERR` reply; the text follows `ERR `.
     #[error("ERR {0}")]
     Err(Cow<'static, str>),

@@ -31,6 +31,33 @@ pub struct Ctx<'a> {
     pub now: Nanos,
 }
 
+/// Applies `--maxmemory` to a command that may grow the keyspace. Over the
+/// cap, `noeviction` refuses it; `volatile-ttl` first evicts up to two keys
+/// nearest their expiry, so while over the cap every write removes at least
+/// as many keys as it can add and the table stops growing (evicting frees
+/// table slots for reuse rather than shrinking the measured heap at once),
+/// and refuses it only if there is no key with a TTL left to evict.
+fn admit_write(ctx: &Ctx<'_>) -> Result<(), CmdError> {
+    let settings = &ctx.state.settings;
+    let max = settings.get(&settings.maxmemory);
+    if max == 0 || (crate::alloc::used_memory() as u64) <= max {
+        return Ok(());
+    }
+    match settings.policy() {
+        crate::config::MaxmemoryPolicy::NoEviction => Err(CmdError::OutOfMemory),
+        crate::config::MaxmemoryPolicy::VolatileTtl => {
+            let store = &ctx.state.store;
+            let evicted = (0..2)
+                .filter(|_| store.evict_volatile_ttl(ctx.now, 16))
+                .count();
+            if evicted == 0 {
+                return Err(CmdError::OutOfMemory);
+            }
+            Ok(())
+        }
+    }
+}
+
 /// Runs one request and writes its reply (or its error) to `ctx.out`.
 pub fn execute(ctx: &mut Ctx<'_>, req: &Request<'_>) {
     let mark = ctx.out.len();
@@ -46,6 +73,9 @@ pub fn execute(ctx: &mut Ctx<'_>, req: &Request<'_>) {
         }
         if let Some(topology) = &ctx.state.cluster {
             cluster::route(topology, spec, req)?;
+        }
+        if spec.flags.contains(Flags::DENYOOM) {
+            admit_write(ctx)?;
         }
         (spec.handler)(ctx, req)
     });

@@ -107,22 +107,26 @@ fn write_section(ctx: &Ctx<'_>, section: &str, t: &mut String) {
         "memory" => {
             let rss = crate::alloc::rss();
             let used = crate::alloc::used_memory();
+            let max = state.settings.get(&state.settings.maxmemory);
             write!(
                 t,
-                "# Memory\r\nused_memory:{used}\r\nused_memory_human:{}\r\nused_memory_rss:{rss}\r\nused_memory_rss_human:{}\r\nmaxmemory:0\r\nmaxmemory_human:0B\r\nmaxmemory_policy:noeviction\r\n",
+                "# Memory\r\nused_memory:{used}\r\nused_memory_human:{}\r\nused_memory_rss:{rss}\r\nused_memory_rss_human:{}\r\nmaxmemory:{max}\r\nmaxmemory_human:{}\r\nmaxmemory_policy:{}\r\n",
                 human(used),
                 human(rss),
+                human(max as usize),
+                state.settings.policy().name(),
             )
         }
         "stats" => write!(
             t,
-            "# Stats\r\ntotal_connections_received:{}\r\ntotal_commands_processed:{}\r\ntotal_net_input_bytes:{}\r\ntotal_net_output_bytes:{}\r\nrejected_connections:{}\r\nexpired_keys:{}\r\nevicted_keys:0\r\ntotal_error_replies:{}\r\nprotocol_errors:{}\r\n",
+            "# Stats\r\ntotal_connections_received:{}\r\ntotal_commands_processed:{}\r\ntotal_net_input_bytes:{}\r\ntotal_net_output_bytes:{}\r\nrejected_connections:{}\r\nexpired_keys:{}\r\nevicted_keys:{}\r\ntotal_error_replies:{}\r\nprotocol_errors:{}\r\n",
             Stats::read(&stats.connections_received),
             Stats::read(&stats.commands_processed),
             Stats::read(&stats.net_input_bytes),
             Stats::read(&stats.net_output_bytes),
             Stats::read(&stats.rejected_connections),
             state.store.expired_count(),
+            state.store.evicted_count(),
             Stats::read(&stats.error_replies),
             Stats::read(&stats.protocol_errors),
         )

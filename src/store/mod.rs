@@ -54,6 +54,9 @@ pub struct Store {
     hasher: ahash::RandomState,
     mask: usize,
     expired: AtomicU64,
+    evicted: AtomicU64,
+    /// Where the next eviction sample starts.
+    evict_cursor: AtomicU64,
 }
 
 impl Default for Store {
@@ -78,6 +81,8 @@ impl Store {
             hasher: ahash::RandomState::new(),
             mask: n - 1,
             expired: AtomicU64::new(0),
+            evicted: AtomicU64::new(0),
+            evict_cursor: AtomicU64::new(0),
         }
     }
 
@@ -197,6 +202,54 @@ impl Store {
                 f(&slot.key, e);
             }
         }
+    }
+
+    /// Keys evicted so far to stay under `--maxmemory`.
+    pub fn evicted_count(&self) -> u64 {
+        self.evicted.load(Ordering::Relaxed)
+    }
+
+    /// Evicts the key nearest its expiry among a sample of keys with a TTL
+    /// (`volatile-ttl`: a limiter key about to expire is the one whose
+    /// state matters least). Looks at up to `sample` volatile keys from
+    /// shards taken round-robin; returns false if it found none.
+    pub fn evict_volatile_ttl(&self, now: Nanos, sample: usize) -> bool {
+        let n = self.shards.len();
+        let start = self.evict_cursor.fetch_add(1, Ordering::Relaxed) as usize;
+        let mut best: Option<(u64, usize, SmallBytes)> = None;
+        let mut seen = 0;
+        for probe in 0..n {
+            let i = (start + probe) % n;
+            let shard = self.shards[i].0.read();
+            if shard.volatile == 0 {
+                continue;
+            }
+            for slot in shard.table.iter() {
+                let Some(at) = slot.entry.as_ref().and_then(Entry::expiry_ms) else {
+                    continue;
+                };
+                if best.as_ref().is_none_or(|(b, _, _)| at < *b) {
+                    best = Some((at, i, slot.key.clone()));
+                }
+                seen += 1;
+                if seen >= sample {
+                    break;
+                }
+            }
+            if seen >= sample {
+                break;
+            }
+        }
+        let Some((_, i, key)) = best else {
+            return false;
+        };
+        let hash = self.hash(&key);
+        debug_assert_eq!(self.shard_index(hash), i);
+        let removed = self.update(&key, now, |e| e.take().is_some());
+        if removed {
+            self.evicted.fetch_add(1, Ordering::Relaxed);
+        }
+        removed
     }
 
     /// Removes the expired keys of shard `i` and gives back table memory
@@ -360,6 +413,29 @@ mod tests {
         assert_eq!(store.len(), 1);
         assert_eq!(store.counts().volatile, 0);
         assert_eq!(store.expired_count(), 2);
+    }
+
+    #[test]
+    fn eviction_takes_the_nearest_expiry_and_spares_persistent_keys() {
+        let store = Store::new(8);
+        let t = Nanos(1_000_000);
+        for (k, ms) in [("a", 50u64), ("b", 20), ("c", 90)] {
+            store.update(k.as_bytes(), t, |e| {
+                *e = Some(Entry::with_expiry_ms(s("v").value, Some(ms)))
+            });
+        }
+        store.update(b"p", t, |e| *e = Some(s("v")));
+        assert!(store.evict_volatile_ttl(t, 16));
+        assert!(!store.exists(b"b", t));
+        assert!(store.evict_volatile_ttl(t, 16));
+        assert!(!store.exists(b"a", t));
+        assert!(store.evict_volatile_ttl(t, 16));
+        assert!(
+            !store.evict_volatile_ttl(t, 16),
+            "only a persistent key is left"
+        );
+        assert!(store.exists(b"p", t));
+        assert_eq!(store.evicted_count(), 3);
     }
 
     #[test]

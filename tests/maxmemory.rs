@@ -1,0 +1,97 @@
+//! `--maxmemory` through a real client: `noeviction` refuses writes with
+//! Redis's -OOM; `volatile-ttl` evicts the keys nearest their expiry first
+//! and refuses only when no key with a TTL is left.
+
+mod common;
+
+use common::{q, q_err, Server};
+
+const OOM: &str = "OOM command not allowed when used memory > 'maxmemory'.";
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn noeviction_refuses_writes_and_keeps_reads() {
+    let server = Server::start().await;
+    let mut c = server.client().await;
+    let _: () = q(&mut c, &["SET", "old", "v"]).await;
+    // A one-byte cap: whatever the process uses is over it.
+    let _: () = q(&mut c, &["CONFIG", "SET", "maxmemory", "1"]).await;
+    assert_eq!(q_err(&mut c, &["RL.ALLOW", "k", "10", "60"]).await, OOM);
+    assert_eq!(q_err(&mut c, &["SET", "new", "v"]).await, OOM);
+    assert_eq!(
+        q_err(&mut c, &["CL.THROTTLE", "t", "1", "1", "1"]).await,
+        OOM
+    );
+    let exists: i64 = q(&mut c, &["EXISTS", "k", "new", "t"]).await;
+    assert_eq!(exists, 0, "a refused write creates nothing");
+    // Reads and deletes still work.
+    let v: String = q(&mut c, &["GET", "old"]).await;
+    assert_eq!(v, "v");
+    let peek: Vec<i64> = q(&mut c, &["RL.PEEK", "k", "10", "60"]).await;
+    assert_eq!(peek[0], 1);
+    let del: i64 = q(&mut c, &["DEL", "old"]).await;
+    assert_eq!(del, 1);
+    let info: String = q(&mut c, &["INFO", "memory"]).await;
+    assert!(info.contains("maxmemory:1\r\n"), "{info}");
+    assert!(info.contains("maxmemory_policy:noeviction\r\n"), "{info}");
+    // Lifting the cap lifts the refusal.
+    let _: () = q(&mut c, &["CONFIG", "SET", "maxmemory", "0"]).await;
+    let d: Vec<i64> = q(&mut c, &["RL.ALLOW", "k", "10", "60"]).await;
+    assert_eq!(d[0], 1);
+    server.shutdown().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn volatile_ttl_evicts_the_keys_nearest_expiry() {
+    let server = Server::start().await;
+    let mut c = server.client().await;
+    let _: () = q(&mut c, &["SET", "soon", "v", "PX", "1000"]).await;
+    let _: () = q(&mut c, &["SET", "later", "v", "PX", "5000"]).await;
+    let _: () = q(&mut c, &["SET", "latest", "v", "PX", "90000"]).await;
+    let _: () = q(&mut c, &["SET", "forever", "v"]).await;
+    let _: () = q(
+        &mut c,
+        &["CONFIG", "SET", "maxmemory-policy", "volatile-ttl"],
+    )
+    .await;
+    let _: () = q(&mut c, &["CONFIG", "SET", "maxmemory", "1"]).await;
+    let policy: Vec<String> = q(&mut c, &["CONFIG", "GET", "maxmemory-policy"]).await;
+    assert_eq!(policy, ["maxmemory-policy", "volatile-ttl"]);
+
+    // Each write first evicts (up to two) keys nearest their expiry.
+    let _: () = q(&mut c, &["SET", "w1", "v"]).await;
+    let left: i64 = q(
+        &mut c,
+        &["EXISTS", "soon", "later", "latest", "forever", "w1"],
+    )
+    .await;
+    assert_eq!(left, 3, "soon and later evicted");
+    let soon: i64 = q(&mut c, &["EXISTS", "soon"]).await;
+    assert_eq!(soon, 0);
+    let _: () = q(&mut c, &["SET", "w2", "v"]).await;
+    let latest: i64 = q(&mut c, &["EXISTS", "latest"]).await;
+    assert_eq!(latest, 0, "then the last key with a TTL");
+    // No key with a TTL left: keys without one are never evicted, and the
+    // write is refused.
+    assert_eq!(q_err(&mut c, &["SET", "w3", "v"]).await, OOM);
+    let kept: i64 = q(&mut c, &["EXISTS", "forever", "w1", "w2"]).await;
+    assert_eq!(kept, 3);
+
+    let info: String = q(&mut c, &["INFO", "stats"]).await;
+    assert!(info.contains("evicted_keys:3\r\n"), "{info}");
+    let metrics = server.handle().metrics_addr().unwrap();
+    let body = http_get(metrics).await;
+    assert!(body.contains("turnstile_keys_evicted_total 3"), "{body}");
+    assert!(body.contains("turnstile_memory_max_bytes 1"), "{body}");
+    server.shutdown().await;
+}
+
+async fn http_get(addr: std::net::SocketAddr) -> String {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    let mut s = tokio::net::TcpStream::connect(addr).await.unwrap();
+    s.write_all(b"GET /metrics HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n")
+        .await
+        .unwrap();
+    let mut out = Vec::new();
+    s.read_to_end(&mut out).await.unwrap();
+    String::from_utf8_lossy(&out).into_owned()
+}
