@@ -47,6 +47,13 @@ impl fmt::Display for Nanos {
 /// A source of server time. Never goes backwards.
 pub trait Clock: Send + Sync + 'static {
     fn now(&self) -> Nanos;
+
+    /// Steps backwards seen in the wall clock (or, for a manual clock, in
+    /// the time it was set to), for operators: server time never follows
+    /// them, but a clock that keeps stepping back is worth an alert.
+    fn backward_steps(&self) -> u64 {
+        0
+    }
 }
 
 fn wall_now() -> u64 {
@@ -65,9 +72,11 @@ pub struct SystemClock {
     start: Instant,
     /// Wall time at `start` plus every forward correction since.
     offset: AtomicU64,
-    /// Times the wall clock was seen behind server time by more than a
-    /// second (a step backwards), for operators.
+    /// Steps backwards seen: the wall clock fell further behind server
+    /// time by more than a second since the last reading.
     backward_steps: AtomicU64,
+    /// How far the wall clock was behind server time at the last reading.
+    lag: AtomicU64,
 }
 
 impl SystemClock {
@@ -76,11 +85,8 @@ impl SystemClock {
             start: Instant::now(),
             offset: AtomicU64::new(wall_now()),
             backward_steps: AtomicU64::new(0),
+            lag: AtomicU64::new(0),
         }
-    }
-
-    pub fn backward_steps(&self) -> u64 {
-        self.backward_steps.load(Ordering::Relaxed)
     }
 
     /// Server time given a monotonic reading and a wall-clock reading:
@@ -92,9 +98,12 @@ impl SystemClock {
         if wall > now {
             let wanted = wall - mono;
             let prev = self.offset.fetch_max(wanted, Ordering::Relaxed);
+            self.lag.store(0, Ordering::Relaxed);
             return Nanos(mono.saturating_add(prev.max(wanted)));
         }
-        if now - wall > Nanos::PER_SEC {
+        let lag = now - wall;
+        let before = self.lag.swap(lag, Ordering::Relaxed);
+        if lag > before.saturating_add(Nanos::PER_SEC) {
             self.backward_steps.fetch_add(1, Ordering::Relaxed);
         }
         Nanos(now)
@@ -112,33 +121,53 @@ impl Clock for SystemClock {
         let mono = self.start.elapsed().as_nanos() as u64;
         self.observe(mono, wall_now())
     }
+
+    fn backward_steps(&self) -> u64 {
+        self.backward_steps.load(Ordering::Relaxed)
+    }
 }
 
 /// A clock that moves only when told to; clones share one time.
 #[derive(Debug, Clone)]
-pub struct ManualClock(Arc<AtomicU64>);
+pub struct ManualClock(Arc<ManualInner>);
+
+#[derive(Debug)]
+struct ManualInner {
+    now: AtomicU64,
+    backward_steps: AtomicU64,
+}
 
 impl ManualClock {
     /// Starts at `start`; tests usually pick a round Unix time so bucket
     /// boundaries are easy to reason about.
     pub fn new(start: Nanos) -> Self {
-        ManualClock(Arc::new(AtomicU64::new(start.0)))
+        ManualClock(Arc::new(ManualInner {
+            now: AtomicU64::new(start.0),
+            backward_steps: AtomicU64::new(0),
+        }))
     }
 
     pub fn advance(&self, d: Duration) {
-        self.0.fetch_add(d.as_nanos() as u64, Ordering::SeqCst);
+        self.0.now.fetch_add(d.as_nanos() as u64, Ordering::SeqCst);
     }
 
     /// Sets the time; unlike the system clock, a manual clock may be set
     /// backwards, to test how the server copes with a clock that does.
     pub fn set(&self, t: Nanos) {
-        self.0.store(t.0, Ordering::SeqCst);
+        let before = self.0.now.swap(t.0, Ordering::SeqCst);
+        if t.0 < before {
+            self.0.backward_steps.fetch_add(1, Ordering::Relaxed);
+        }
     }
 }
 
 impl Clock for ManualClock {
     fn now(&self) -> Nanos {
-        Nanos(self.0.load(Ordering::SeqCst))
+        Nanos(self.0.now.load(Ordering::SeqCst))
+    }
+
+    fn backward_steps(&self) -> u64 {
+        self.0.backward_steps.load(Ordering::Relaxed)
     }
 }
 
@@ -154,14 +183,19 @@ mod tests {
             start: Instant::now(),
             offset: AtomicU64::new(1000 * S),
             backward_steps: AtomicU64::new(0),
+            lag: AtomicU64::new(0),
         };
         assert_eq!(c.observe(0, 1000 * S), Nanos(1000 * S));
         assert_eq!(c.observe(S, 1001 * S), Nanos(1001 * S));
         // Wall clock jumps a day ahead: server time follows.
         assert_eq!(c.observe(2 * S, 87_402 * S), Nanos(87_402 * S));
-        // Wall clock steps back an hour: server time keeps flowing.
+        // Wall clock steps back an hour: server time keeps flowing, and the
+        // step is counted once, not at every reading after it.
         assert_eq!(c.observe(3 * S, 83_803 * S), Nanos(87_403 * S));
         assert_eq!(c.observe(4 * S, 83_804 * S), Nanos(87_404 * S));
+        assert_eq!(c.backward_steps(), 1);
+        // A second step back is a second count.
+        assert_eq!(c.observe(5 * S, 80_000 * S), Nanos(87_405 * S));
         assert_eq!(c.backward_steps(), 2);
     }
 

@@ -67,6 +67,8 @@ pub struct Metrics {
     rejected_protected: Counter,
     protocol_errors: Counter,
     error_replies: Counter,
+    auth_failures: Counter,
+    clock_backward_steps: Counter,
     expired: Counter,
     evicted: Counter,
     net_input: Counter,
@@ -119,6 +121,16 @@ impl Metrics {
             "turnstile_units_consumed_total",
             Unit::Count,
             "Units charged by admitted requests, by algorithm.",
+        );
+        describe(
+            "turnstile_auth_failures_total",
+            Unit::Count,
+            "Wrong passwords given to AUTH or HELLO.",
+        );
+        describe(
+            "turnstile_clock_backward_steps_total",
+            Unit::Count,
+            "Steps backwards seen in the wall clock (server time never follows them).",
         );
         describe(
             "turnstile_error_replies_total",
@@ -273,6 +285,8 @@ impl Metrics {
             ),
             protocol_errors: counter("turnstile_protocol_errors_total", vec![]),
             error_replies: counter("turnstile_error_replies_total", vec![]),
+            auth_failures: counter("turnstile_auth_failures_total", vec![]),
+            clock_backward_steps: counter("turnstile_clock_backward_steps_total", vec![]),
             expired: counter("turnstile_keys_expired_total", vec![]),
             evicted: counter("turnstile_keys_evicted_total", vec![]),
             net_input: counter("turnstile_net_input_bytes_total", vec![]),
@@ -326,6 +340,10 @@ impl Metrics {
             .absolute(Stats::read(&stats.protocol_errors));
         self.error_replies
             .absolute(Stats::read(&stats.error_replies));
+        self.auth_failures
+            .absolute(Stats::read(&stats.auth_failures));
+        self.clock_backward_steps
+            .absolute(state.clock.backward_steps());
         self.net_input.absolute(Stats::read(&stats.net_input_bytes));
         self.net_output
             .absolute(Stats::read(&stats.net_output_bytes));

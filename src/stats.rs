@@ -24,6 +24,9 @@ pub struct Stats {
     /// Every error reply, rejected commands (unknown, wrong arity, NOAUTH,
     /// MOVED) included: Redis's `total_error_replies`.
     pub error_replies: AtomicU64,
+    /// Wrong passwords given to AUTH or HELLO (Redis's
+    /// `acl_access_denied_auth`).
+    pub auth_failures: AtomicU64,
     /// Per command-table entry: calls, and calls answered with an error.
     calls: Box<[AtomicU64]>,
     failed: Box<[AtomicU64]>,
@@ -46,6 +49,7 @@ impl Default for Stats {
             net_output_bytes: AtomicU64::new(0),
             protocol_errors: AtomicU64::new(0),
             error_replies: AtomicU64::new(0),
+            auth_failures: AtomicU64::new(0),
             calls: per_command(),
             failed: per_command(),
             decisions: Default::default(),
@@ -109,6 +113,7 @@ impl Stats {
             &self.net_output_bytes,
             &self.protocol_errors,
             &self.error_replies,
+            &self.auth_failures,
         ];
         let all = scalars
             .into_iter()

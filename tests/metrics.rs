@@ -6,6 +6,7 @@ mod common;
 use std::net::SocketAddr;
 
 use common::{q, Server};
+use turnstile::Clock;
 
 async fn http_get(addr: SocketAddr, path: &str) -> (u16, String) {
     use tokio::io::{AsyncReadExt, AsyncWriteExt};
@@ -165,5 +166,35 @@ async fn info_and_metrics_agree_after_known_decisions() {
         (200, "ok\n".to_string())
     );
     assert_eq!(http_get(metrics, "/nope").await.0, 404);
+    server.shutdown().await;
+}
+
+/// Wrong passwords and clock steps backwards are counted, in INFO and
+/// `/metrics` alike.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn wrong_passwords_and_clock_steps_are_counted() {
+    let server = Server::start_with(|c| c.requirepass = Some("s3cret".into())).await;
+    let metrics = server.handle().metrics_addr().unwrap();
+    let mut raw = server.raw().await;
+    for _ in 0..2 {
+        assert_eq!(
+            raw.call(&["AUTH", "nope"]).await,
+            "-WRONGPASS invalid username-password pair or user is disabled.\r\n"
+        );
+    }
+    assert_eq!(raw.call(&["AUTH", "s3cret"]).await, "+OK\r\n");
+    // The manual clock set back an hour, then forward, then back again.
+    let now = server.clock.now();
+    server
+        .clock
+        .set(turnstile::Nanos(now.0 - 3_600_000_000_000));
+    server.clock.set(now);
+    server.clock.set(turnstile::Nanos(now.0 - 1));
+    let info = raw.call(&["INFO", "all"]).await;
+    assert!(info.contains("acl_access_denied_auth:2\r\n"), "{info}");
+    assert!(info.contains("clock_backward_steps:2\r\n"), "{info}");
+    let (_, body) = http_get(metrics, "/metrics").await;
+    assert_eq!(sample(&body, "turnstile_auth_failures_total"), 2.0);
+    assert_eq!(sample(&body, "turnstile_clock_backward_steps_total"), 2.0);
     server.shutdown().await;
 }

@@ -49,6 +49,7 @@ fn check_password(ctx: &mut Ctx<'_>, user: Option<&[u8]>, pass: &[u8]) -> Result
         ctx.session.authenticated = true;
         Ok(())
     } else {
+        crate::state::Stats::add(&ctx.state.stats.auth_failures, 1);
         Err(CmdError::WrongPass)
     }
 }

@@ -84,7 +84,7 @@ fn write_section(ctx: &Ctx<'_>, section: &str, t: &mut String) {
             let uptime = state.started.elapsed().as_secs();
             write!(
                 t,
-                "# Server\r\nredis_version:{}\r\nturnstile_version:{}\r\nredis_mode:standalone\r\nos:{} {}\r\narch_bits:{}\r\nmultiplexing_api:epoll\r\nprocess_id:{}\r\nrun_id:{}\r\ntcp_port:{}\r\nserver_time_usec:{}\r\nuptime_in_seconds:{}\r\nuptime_in_days:{}\r\nexecutable:turnstile\r\n",
+                "# Server\r\nredis_version:{}\r\nturnstile_version:{}\r\nredis_mode:standalone\r\nos:{} {}\r\narch_bits:{}\r\nmultiplexing_api:epoll\r\nprocess_id:{}\r\nrun_id:{}\r\ntcp_port:{}\r\nserver_time_usec:{}\r\nclock_backward_steps:{}\r\nuptime_in_seconds:{}\r\nuptime_in_days:{}\r\nexecutable:turnstile\r\n",
                 crate::REDIS_VERSION,
                 env!("CARGO_PKG_VERSION"),
                 std::env::consts::OS,
@@ -94,6 +94,7 @@ fn write_section(ctx: &Ctx<'_>, section: &str, t: &mut String) {
                 state.run_id,
                 state.addr.port(),
                 ctx.now.0 / 1000,
+                state.clock.backward_steps(),
                 uptime,
                 uptime / 86_400,
             )
@@ -119,7 +120,7 @@ fn write_section(ctx: &Ctx<'_>, section: &str, t: &mut String) {
         }
         "stats" => write!(
             t,
-            "# Stats\r\ntotal_connections_received:{}\r\ntotal_commands_processed:{}\r\ntotal_net_input_bytes:{}\r\ntotal_net_output_bytes:{}\r\nrejected_connections:{}\r\nexpired_keys:{}\r\nevicted_keys:{}\r\ntotal_error_replies:{}\r\nprotocol_errors:{}\r\n",
+            "# Stats\r\ntotal_connections_received:{}\r\ntotal_commands_processed:{}\r\ntotal_net_input_bytes:{}\r\ntotal_net_output_bytes:{}\r\nrejected_connections:{}\r\nexpired_keys:{}\r\nevicted_keys:{}\r\nacl_access_denied_auth:{}\r\ntotal_error_replies:{}\r\nprotocol_errors:{}\r\n",
             Stats::read(&stats.connections_received),
             Stats::read(&stats.commands_processed),
             Stats::read(&stats.net_input_bytes),
@@ -127,6 +128,7 @@ fn write_section(ctx: &Ctx<'_>, section: &str, t: &mut String) {
             Stats::read(&stats.rejected_connections),
             state.store.expired_count(),
             state.store.evicted_count(),
+            Stats::read(&stats.auth_failures),
             Stats::read(&stats.error_replies),
             Stats::read(&stats.protocol_errors),
         )
