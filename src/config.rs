@@ -77,6 +77,11 @@ pub struct Config {
     /// matters least).
     #[arg(long, env = "TURNSTILE_MAXMEMORY_POLICY", default_value = "noeviction", value_parser = MaxmemoryPolicy::parse)]
     pub maxmemory_policy: MaxmemoryPolicy,
+    /// Give a command another name, or disable it with an empty name
+    /// (`--rename-command FLUSHALL ""`); repeat for several. The variable
+    /// takes `NAME=NEWNAME` pairs separated by commas.
+    #[arg(long, num_args = 2, value_names = ["NAME", "NEWNAME"], action = clap::ArgAction::Append, allow_hyphen_values = true)]
+    pub rename_command: Vec<String>,
     /// Prometheus endpoint (`/metrics`, `/healthz`) as HOST:PORT (port 0
     /// picks a free one), or `off`.
     #[arg(long, env = "TURNSTILE_METRICS_ADDR", default_value = "127.0.0.1:9898")]
@@ -114,6 +119,7 @@ struct FileConfig {
     protected_mode: Option<YesNo>,
     maxmemory: Option<MemoryValue>,
     maxmemory_policy: Option<String>,
+    rename_command: Option<std::collections::BTreeMap<String, String>>,
     cluster_nodes: Option<String>,
     cluster_announce: Option<String>,
     cluster_config: Option<PathBuf>,
@@ -207,6 +213,27 @@ impl Config {
         }
     }
 
+    /// The `--rename-command` pairs: from the flags, else from
+    /// `TURNSTILE_RENAME_COMMAND` (`NAME=NEWNAME,...`), else the file.
+    pub fn renames(&self) -> Vec<(String, String)> {
+        if self.rename_command.is_empty() {
+            if let Ok(env) = std::env::var("TURNSTILE_RENAME_COMMAND") {
+                return env
+                    .split(',')
+                    .filter(|s| !s.trim().is_empty())
+                    .map(|pair| match pair.split_once('=') {
+                        Some((a, b)) => (a.trim().to_string(), b.trim().to_string()),
+                        None => (pair.trim().to_string(), String::new()),
+                    })
+                    .collect();
+            }
+        }
+        self.rename_command
+            .chunks(2)
+            .map(|p| (p[0].clone(), p.get(1).cloned().unwrap_or_default()))
+            .collect()
+    }
+
     /// The password in force: `--requirepass`, else `--requirepass-file`.
     pub fn password(&self) -> Result<Option<Vec<u8>>, ConfigError> {
         if let Some(p) = &self.requirepass {
@@ -274,6 +301,11 @@ impl Config {
         take!(log_level);
         take!(metrics_addr);
         take!(maxmemory, memory);
+        if let Some(map) = file.rename_command {
+            if self.rename_command.is_empty() {
+                self.rename_command = map.into_iter().flat_map(|(a, b)| [a, b]).collect();
+            }
+        }
         if let Some(p) = file.maxmemory_policy {
             if defaulted("maxmemory_policy") {
                 self.maxmemory_policy = MaxmemoryPolicy::parse(&p).map_err(invalid)?;
@@ -437,6 +469,27 @@ mod tests {
             MaxmemoryPolicy::NoEviction
         );
         assert!(Config::parse_from(["turnstile", "--maxmemory-policy", "allkeys-lru"]).is_err());
+    }
+
+    #[test]
+    fn rename_command_pairs() {
+        let c = Config::parse_from([
+            "turnstile",
+            "--rename-command",
+            "FLUSHALL",
+            "",
+            "--rename-command",
+            "CONFIG",
+            "cfg-x",
+        ])
+        .unwrap();
+        assert_eq!(
+            c.renames(),
+            vec![
+                ("FLUSHALL".to_string(), String::new()),
+                ("CONFIG".to_string(), "cfg-x".to_string())
+            ]
+        );
     }
 
     #[test]

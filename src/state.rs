@@ -11,6 +11,7 @@ use std::time::Instant;
 
 use crate::clock::Clock;
 use crate::cluster::Topology;
+use crate::cmd::rename::Renames;
 use crate::config::{Config, MaxmemoryPolicy};
 use crate::metrics::Metrics;
 use crate::server::clients::Clients;
@@ -26,6 +27,8 @@ pub struct State {
     pub metrics: Metrics,
     /// The cluster topology; `None` in standalone mode.
     pub cluster: Option<Topology>,
+    /// `--rename-command`s in force.
+    pub renames: Renames,
     /// Time every command for the latency histogram (metrics are on).
     pub time_commands: bool,
     pub started: Instant,
@@ -49,6 +52,7 @@ impl State {
             clients: Clients::default(),
             metrics: Metrics::new(),
             cluster: None,
+            renames: Renames::default(),
             time_commands: config.metrics_enabled(),
             started: Instant::now(),
             addr,

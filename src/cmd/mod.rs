@@ -10,6 +10,7 @@ pub mod connection;
 pub mod error;
 pub mod keys;
 pub mod limiter;
+pub mod rename;
 pub mod server;
 pub mod string;
 pub mod table;
@@ -64,21 +65,22 @@ pub fn execute(ctx: &mut Ctx<'_>, req: &Request<'_>) {
     let started =
         (ctx.state.time_commands && ctx.session.sample_latency()).then(std::time::Instant::now);
     let mut index = None;
-    let result = table::resolve(req).and_then(|(cmd, sub)| {
-        let spec = sub.unwrap_or(cmd);
-        ctx.session.info.set_command(cmd, sub);
-        index = Some(table::index_of(cmd));
-        if !ctx.session.authenticated && !spec.flags.contains(Flags::NO_AUTH) {
-            return Err(CmdError::NoAuth);
-        }
-        if let Some(topology) = &ctx.state.cluster {
-            cluster::route(topology, spec, req)?;
-        }
-        if spec.flags.contains(Flags::DENYOOM) {
-            admit_write(ctx)?;
-        }
-        (spec.handler)(ctx, req)
-    });
+    let result =
+        table::resolve_with(req, |name| ctx.state.renames.lookup(name)).and_then(|(cmd, sub)| {
+            let spec = sub.unwrap_or(cmd);
+            ctx.session.info.set_command(cmd, sub);
+            index = Some(table::index_of(cmd));
+            if !ctx.session.authenticated && !spec.flags.contains(Flags::NO_AUTH) {
+                return Err(CmdError::NoAuth);
+            }
+            if let Some(topology) = &ctx.state.cluster {
+                cluster::route(topology, spec, req)?;
+            }
+            if spec.flags.contains(Flags::DENYOOM) {
+                admit_write(ctx)?;
+            }
+            (spec.handler)(ctx, req)
+        });
     if let Err(e) = &result {
         // A handler that failed after writing part of a reply leaves none.
         ctx.out.truncate(mark);

@@ -601,7 +601,15 @@ pub fn lookup(name: &[u8]) -> Option<&'static CommandSpec> {
 pub fn resolve(
     req: &Request<'_>,
 ) -> Result<(&'static CommandSpec, Option<&'static CommandSpec>), CmdError> {
-    resolve_args(req.len(), |i| req.arg(i))
+    resolve_args(req.len(), |i| req.arg(i), lookup)
+}
+
+/// As [`resolve`], finding the command name with `find` (renames applied).
+pub fn resolve_with(
+    req: &Request<'_>,
+    find: impl Fn(&[u8]) -> Option<&'static CommandSpec>,
+) -> Result<(&'static CommandSpec, Option<&'static CommandSpec>), CmdError> {
+    resolve_args(req.len(), |i| req.arg(i), find)
 }
 
 /// As [`resolve`], for arguments held in a slice (`COMMAND GETKEYS`).
@@ -611,14 +619,15 @@ pub fn resolve_in(
     if args.is_empty() {
         return Err(CmdError::WrongArity(String::new()));
     }
-    resolve_args(args.len(), |i| args[i])
+    resolve_args(args.len(), |i| args[i], lookup)
 }
 
 fn resolve_args<'a>(
     argc: usize,
     arg: impl Fn(usize) -> &'a [u8],
+    find: impl Fn(&[u8]) -> Option<&'static CommandSpec>,
 ) -> Result<(&'static CommandSpec, Option<&'static CommandSpec>), CmdError> {
-    let Some(cmd) = lookup(arg(0)) else {
+    let Some(cmd) = find(arg(0)) else {
         return Err(unknown_command(argc, arg));
     };
     if !cmd.subcommands.is_empty() && argc >= 2 {

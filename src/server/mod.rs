@@ -39,6 +39,8 @@ pub enum StartError {
     Config(#[from] ConfigError),
     #[error("cluster: {0}")]
     Cluster(#[from] crate::cluster::TopologyError),
+    #[error(transparent)]
+    Rename(#[from] crate::cmd::rename::RenameError),
 }
 
 impl ServerHandle {
@@ -110,8 +112,10 @@ pub async fn start(config: &Config, clock: Arc<dyn Clock>) -> Result<ServerHandl
                 .sum::<usize>()
         );
     }
+    let renames = crate::cmd::rename::Renames::new(&config.renames())?;
     let mut state = State::new(config, password, clock.clone(), local);
     state.cluster = topology;
+    state.renames = renames;
     let state = Arc::new(state);
     let sweeper = sweeper::spawn(state.store.clone(), clock);
     let (shutdown_tx, shutdown_rx) = watch::channel(false);
