@@ -13,7 +13,10 @@ use turnstile::limiter::{cell, fixed, gcra, log, window, Params};
 const S: u64 = 1_000_000_000;
 
 fn params() -> Params {
-    Params::new(NonZeroU64::new(100).unwrap(), NonZeroU64::new(60 * S).unwrap())
+    Params::new(
+        NonZeroU64::new(100).unwrap(),
+        NonZeroU64::new(60 * S).unwrap(),
+    )
 }
 
 fn decisions(c: &mut Criterion) {

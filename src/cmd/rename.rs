@@ -64,9 +64,7 @@ impl Renames {
         }
         // Lower-case into a stack buffer, as the table's own lookup does.
         let mut buf = [0u8; 64];
-        let Some(lower) = buf.get_mut(..name.len()) else {
-            return None;
-        };
+        let lower = buf.get_mut(..name.len())?;
         lower.copy_from_slice(name);
         lower.make_ascii_lowercase();
         match self.by_name.get(&*lower) {
