@@ -82,6 +82,12 @@ pub struct Config {
     /// takes `NAME=NEWNAME` pairs separated by commas.
     #[arg(long, num_args = 2, value_names = ["NAME", "NEWNAME"], action = clap::ArgAction::Append, allow_hyphen_values = true)]
     pub rename_command: Vec<String>,
+    /// Disconnect a client that does not read its replies: `HARD SOFT
+    /// SECONDS` as in redis.conf's `normal` class (sizes take units; 0
+    /// disables each part). Memory per client stays bounded regardless:
+    /// the server stops reading from a client whose replies are not read.
+    #[arg(long, env = "TURNSTILE_CLIENT_OUTPUT_BUFFER_LIMIT", default_value = "0 0 0", value_parser = OutputLimit::parse, value_name = "HARD SOFT SECONDS")]
+    pub client_output_buffer_limit: OutputLimit,
     /// Prometheus endpoint (`/metrics`, `/healthz`) as HOST:PORT (port 0
     /// picks a free one), or `off`.
     #[arg(long, env = "TURNSTILE_METRICS_ADDR", default_value = "127.0.0.1:9898")]
@@ -119,6 +125,7 @@ struct FileConfig {
     protected_mode: Option<YesNo>,
     maxmemory: Option<MemoryValue>,
     maxmemory_policy: Option<String>,
+    client_output_buffer_limit: Option<String>,
     rename_command: Option<std::collections::BTreeMap<String, String>>,
     cluster_nodes: Option<String>,
     cluster_announce: Option<String>,
@@ -301,6 +308,11 @@ impl Config {
         take!(log_level);
         take!(metrics_addr);
         take!(maxmemory, memory);
+        if let Some(v) = file.client_output_buffer_limit {
+            if defaulted("client_output_buffer_limit") {
+                self.client_output_buffer_limit = OutputLimit::parse(&v).map_err(invalid)?;
+            }
+        }
         if let Some(map) = file.rename_command {
             if self.rename_command.is_empty() {
                 self.rename_command = map.into_iter().flat_map(|(a, b)| [a, b]).collect();
@@ -339,6 +351,36 @@ impl Cli {
             cli.config.apply_file(&matches, &path)?;
         }
         Ok(cli)
+    }
+}
+
+/// `--client-output-buffer-limit`: bytes and seconds; 0 disables a part.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct OutputLimit {
+    pub hard: u64,
+    pub soft: u64,
+    pub soft_seconds: u64,
+}
+
+impl OutputLimit {
+    /// `HARD SOFT SECONDS`, optionally led by redis.conf's class name
+    /// `normal`.
+    pub fn parse(s: &str) -> Result<OutputLimit, String> {
+        let words: Vec<&str> = s.split_whitespace().collect();
+        let words = match words.as_slice() {
+            ["normal", rest @ ..] => rest,
+            all => all,
+        };
+        let [hard, soft, secs] = words else {
+            return Err(format!("expected 'HARD SOFT SECONDS', got '{s}'"));
+        };
+        Ok(OutputLimit {
+            hard: parse_memory(hard)?,
+            soft: parse_memory(soft)?,
+            soft_seconds: secs
+                .parse()
+                .map_err(|_| format!("invalid seconds '{secs}'"))?,
+        })
     }
 }
 

@@ -12,7 +12,7 @@ use std::time::Instant;
 use crate::clock::Clock;
 use crate::cluster::Topology;
 use crate::cmd::rename::Renames;
-use crate::config::{Config, MaxmemoryPolicy};
+use crate::config::{Config, MaxmemoryPolicy, OutputLimit};
 use crate::metrics::Metrics;
 use crate::server::clients::Clients;
 use crate::store::Store;
@@ -84,6 +84,10 @@ pub struct Settings {
     pub client_query_buffer_limit: AtomicU64,
     pub protected_mode: AtomicBool,
     pub maxmemory: AtomicU64,
+    /// `--client-output-buffer-limit`: hard, soft, soft seconds.
+    pub output_hard: AtomicU64,
+    pub output_soft: AtomicU64,
+    pub output_soft_seconds: AtomicU64,
     /// Index into `MaxmemoryPolicy::ALL`.
     pub maxmemory_policy: AtomicU8,
     requirepass: RwLock<Option<Arc<[u8]>>>,
@@ -99,6 +103,9 @@ impl Settings {
             client_query_buffer_limit: AtomicU64::new(config.client_query_buffer_limit),
             protected_mode: AtomicBool::new(config.protected_mode),
             maxmemory: AtomicU64::new(config.maxmemory),
+            output_hard: AtomicU64::new(config.client_output_buffer_limit.hard),
+            output_soft: AtomicU64::new(config.client_output_buffer_limit.soft),
+            output_soft_seconds: AtomicU64::new(config.client_output_buffer_limit.soft_seconds),
             maxmemory_policy: AtomicU8::new(
                 MaxmemoryPolicy::ALL
                     .iter()
@@ -116,6 +123,14 @@ impl Settings {
 
     pub fn set_password(&self, p: Option<&[u8]>) {
         *self.requirepass.write() = p.filter(|p| !p.is_empty()).map(Into::into);
+    }
+
+    pub fn output_limit(&self) -> OutputLimit {
+        OutputLimit {
+            hard: self.output_hard.load(Ordering::Relaxed),
+            soft: self.output_soft.load(Ordering::Relaxed),
+            soft_seconds: self.output_soft_seconds.load(Ordering::Relaxed),
+        }
     }
 
     pub fn policy(&self) -> MaxmemoryPolicy {

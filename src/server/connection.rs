@@ -44,7 +44,14 @@ pub async fn run(
 ) {
     let mut session = Session::new(info.clone(), state.settings.password().is_some());
     let why = serve(&mut socket, state, &mut session, &mut shutdown).await;
-    tracing::debug!(client = info.id, addr = %info.addr, reason = ?why, "connection closed");
+    match &why {
+        Close::Io(e) if e.kind() == std::io::ErrorKind::Other => {
+            tracing::warn!(client = info.id, addr = %info.addr, "closing client: {e}")
+        }
+        _ => {
+            tracing::debug!(client = info.id, addr = %info.addr, reason = ?why, "connection closed")
+        }
+    }
     let _ = socket.shutdown().await;
 }
 
@@ -152,12 +159,54 @@ async fn serve(
     }
 }
 
+/// Writes the batch's replies, enforcing `--client-output-buffer-limit`.
+///
+/// The connection stops reading while a write is blocked, so a client that
+/// sends and never reads holds at most one batch of replies in memory; the
+/// limit decides how long such a client may stay: more than `hard` bytes it
+/// will not take is a disconnection at once, and more than `soft` bytes it
+/// does not drain within `soft_seconds` is one too (Redis's semantics, over
+/// the bytes the client has not read).
 async fn flush(socket: &mut TcpStream, out: &mut ReplyBuf, state: &State) -> std::io::Result<()> {
     if out.is_empty() {
         return Ok(());
     }
-    socket.write_all(out.buffer()).await?;
-    Stats::add(&state.stats.net_output_bytes, out.len() as u64);
-    out.buffer().clear();
+    let limit = state.settings.output_limit();
+    let buf = out.buffer();
+    let total = buf.len();
+    let deadline = (limit.soft > 0 && total as u64 > limit.soft)
+        .then(|| tokio::time::Instant::now() + Duration::from_secs(limit.soft_seconds));
+    let mut written = 0;
+    while written < total {
+        let left = (total - written) as u64;
+        if limit.hard > 0 && left > limit.hard {
+            // Over the hard limit: only what the socket takes right now.
+            socket.writable().await?;
+            match socket.try_write(&buf[written..]) {
+                Ok(n) => written += n,
+                Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => return Err(output_limit()),
+                Err(e) => return Err(e),
+            }
+            continue;
+        }
+        let n = match deadline {
+            Some(d) => tokio::time::timeout_at(d, socket.write(&buf[written..]))
+                .await
+                .map_err(|_| output_limit())??,
+            None => socket.write(&buf[written..]).await?,
+        };
+        if n == 0 {
+            return Err(std::io::ErrorKind::WriteZero.into());
+        }
+        written += n;
+    }
+    Stats::add(&state.stats.net_output_bytes, total as u64);
+    buf.clear();
     Ok(())
+}
+
+fn output_limit() -> std::io::Error {
+    std::io::Error::other(
+        "client-output-buffer-limit reached: the client does not read its replies",
+    )
 }
