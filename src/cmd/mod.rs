@@ -33,12 +33,14 @@ pub struct Ctx<'a> {
 }
 
 /// Applies `--maxmemory` to a command that may grow the keyspace. Over the
-/// cap, `noeviction` refuses it; `volatile-ttl` first evicts up to two keys
-/// nearest their expiry, so while over the cap every write removes at least
-/// as many keys as it can add and the table stops growing (evicting frees
-/// table slots for reuse rather than shrinking the measured heap at once),
-/// and refuses it only if there is no key with a TTL left to evict.
-fn admit_write(ctx: &Ctx<'_>) -> Result<(), CmdError> {
+/// cap, `noeviction` refuses it; `volatile-ttl` first evicts one key, the
+/// nearest its expiry in the shard the write lands in, so while over the
+/// cap the keyspace stops growing. (Evicting frees a table slot for reuse
+/// rather than heap, so "evict until under the cap" would empty the
+/// keyspace; the tables' last doubling before the cap was reached is not
+/// given back, which bounds the overshoot at about one doubling.) It
+/// refuses the write only if no key with a TTL is left to evict.
+fn admit_write(ctx: &Ctx<'_>, spec: &CommandSpec, req: &Request<'_>) -> Result<(), CmdError> {
     let settings = &ctx.state.settings;
     let max = settings.get(&settings.maxmemory);
     if max == 0 || (crate::alloc::used_memory() as u64) <= max {
@@ -48,10 +50,14 @@ fn admit_write(ctx: &Ctx<'_>) -> Result<(), CmdError> {
         crate::config::MaxmemoryPolicy::NoEviction => Err(CmdError::OutOfMemory),
         crate::config::MaxmemoryPolicy::VolatileTtl => {
             let store = &ctx.state.store;
-            let evicted = (0..2)
-                .filter(|_| store.evict_volatile_ttl(ctx.now, 16))
-                .count();
-            if evicted == 0 {
+            // The command's first key is where the write lands.
+            let key = spec.keys.positions(req.len()).next().map(|i| req.arg(i));
+            let key = key.or_else(|| {
+                let args: Vec<&[u8]> = req.args().collect();
+                let finder = spec.key_finder?;
+                finder(&args).first().map(|&i| req.arg(i))
+            });
+            if !store.evict_for(key.unwrap_or_default(), ctx.now, 16) {
                 return Err(CmdError::OutOfMemory);
             }
             Ok(())
@@ -77,7 +83,7 @@ pub fn execute(ctx: &mut Ctx<'_>, req: &Request<'_>) {
                 cluster::route(topology, spec, req)?;
             }
             if spec.flags.contains(Flags::DENYOOM) {
-                admit_write(ctx)?;
+                admit_write(ctx, spec, req)?;
             }
             (spec.handler)(ctx, req)
         });

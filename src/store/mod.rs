@@ -55,8 +55,6 @@ pub struct Store {
     mask: usize,
     expired: AtomicU64,
     evicted: AtomicU64,
-    /// Where the next eviction sample starts.
-    evict_cursor: AtomicU64,
 }
 
 impl Default for Store {
@@ -82,7 +80,6 @@ impl Store {
             mask: n - 1,
             expired: AtomicU64::new(0),
             evicted: AtomicU64::new(0),
-            evict_cursor: AtomicU64::new(0),
         }
     }
 
@@ -209,47 +206,47 @@ impl Store {
         self.evicted.load(Ordering::Relaxed)
     }
 
-    /// Evicts the key nearest its expiry among a sample of keys with a TTL
-    /// (`volatile-ttl`: a limiter key about to expire is the one whose
-    /// state matters least). Looks at up to `sample` volatile keys from
-    /// shards taken round-robin; returns false if it found none.
-    pub fn evict_volatile_ttl(&self, now: Nanos, sample: usize) -> bool {
+    /// Evicts, for `--maxmemory-policy volatile-ttl`, the key nearest its
+    /// expiry (a limiter key about to expire is the one whose state matters
+    /// least) among up to `sample` keys with a TTL in the shard `key` maps
+    /// to, where `key` is about to be written, so that shard keeps its size;
+    /// only if it has no key with a TTL does it look in the next shards.
+    /// Never evicts `key` itself; returns false if no other key has a TTL.
+    pub fn evict_for(&self, key: &[u8], now: Nanos, sample: usize) -> bool {
         let n = self.shards.len();
-        let start = self.evict_cursor.fetch_add(1, Ordering::Relaxed) as usize;
-        let mut best: Option<(u64, usize, SmallBytes)> = None;
-        let mut seen = 0;
+        let start = self.shard_index(self.hash(key));
         for probe in 0..n {
-            let i = (start + probe) % n;
-            let shard = self.shards[i].0.read();
+            let mut guard = self.shards[(start + probe) % n].0.write();
+            let shard = &mut *guard;
             if shard.volatile == 0 {
                 continue;
             }
-            for slot in shard.table.iter() {
-                let Some(at) = slot.entry.as_ref().and_then(Entry::expiry_ms) else {
-                    continue;
-                };
-                if best.as_ref().is_none_or(|(b, _, _)| at < *b) {
-                    best = Some((at, i, slot.key.clone()));
+            let victim = shard
+                .table
+                .iter()
+                .filter(|s| s.key.as_slice() != key)
+                .filter_map(|s| Some((s.entry.as_ref()?.expiry_ms()?, &s.key)))
+                .take(sample)
+                .min_by_key(|(at, _)| *at)
+                .map(|(_, k)| k.clone());
+            let Some(victim) = victim else {
+                continue;
+            };
+            if let Ok(entry) = shard
+                .table
+                .find_entry(self.hash(&victim), |s| s.key == victim)
+            {
+                let (slot, _) = entry.remove();
+                shard.volatile -= 1;
+                if slot.entry.is_some_and(|e| e.is_expired(now)) {
+                    self.expired.fetch_add(1, Ordering::Relaxed);
+                } else {
+                    self.evicted.fetch_add(1, Ordering::Relaxed);
                 }
-                seen += 1;
-                if seen >= sample {
-                    break;
-                }
-            }
-            if seen >= sample {
-                break;
+                return true;
             }
         }
-        let Some((_, i, key)) = best else {
-            return false;
-        };
-        let hash = self.hash(&key);
-        debug_assert_eq!(self.shard_index(hash), i);
-        let removed = self.update(&key, now, |e| e.take().is_some());
-        if removed {
-            self.evicted.fetch_add(1, Ordering::Relaxed);
-        }
-        removed
+        false
     }
 
     /// Removes the expired keys of shard `i` and gives back table memory
@@ -417,7 +414,8 @@ mod tests {
 
     #[test]
     fn eviction_takes_the_nearest_expiry_and_spares_persistent_keys() {
-        let store = Store::new(8);
+        // One shard: every key is in the shard the new key maps to.
+        let store = Store::new(1);
         let t = Nanos(1_000_000);
         for (k, ms) in [("a", 50u64), ("b", 20), ("c", 90)] {
             store.update(k.as_bytes(), t, |e| {
@@ -425,13 +423,15 @@ mod tests {
             });
         }
         store.update(b"p", t, |e| *e = Some(s("v")));
-        assert!(store.evict_volatile_ttl(t, 16));
+        assert!(store.evict_for(b"new", t, 16));
         assert!(!store.exists(b"b", t));
-        assert!(store.evict_volatile_ttl(t, 16));
+        assert!(store.evict_for(b"new", t, 16));
         assert!(!store.exists(b"a", t));
-        assert!(store.evict_volatile_ttl(t, 16));
+        // The key being written is never its own victim.
+        assert!(!store.evict_for(b"c", t, 16));
+        assert!(store.evict_for(b"new", t, 16));
         assert!(
-            !store.evict_volatile_ttl(t, 16),
+            !store.evict_for(b"new", t, 16),
             "only a persistent key is left"
         );
         assert!(store.exists(b"p", t));
