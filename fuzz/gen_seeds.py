@@ -1,0 +1,147 @@
+#!/usr/bin/env python3
+"""Writes the checked-in seed corpora under fuzz/corpus/ from the test suites.
+
+    python3 fuzz/gen_seeds.py        # rewrites fuzz/corpus/{decoder,commands,raw_commands}
+
+- decoder: the byte-string literals of tests/decoder.rs that look like
+  protocol input (RESP frames, inline lines, the malformed cases), alone and
+  a few concatenated into pipelines; each behind the target's 3-byte prefix
+  (split point, read size).
+- raw_commands: the command lines of tests/limiter_commands.rs,
+  tests/server_commands.rs and the docs/commands.md examples, grouped into
+  short sessions, RESP-encoded (a few inline), behind the 1-byte prefix.
+- commands: the same sessions in the `commands` target's script format
+  (every argument a literal, clock advances between commands), so the
+  fuzzer starts from real command lines and mutates them towards the
+  dictionary.
+
+Deterministic: the same tests give the same files. Keep the corpora small
+(tens of files); the fuzzer grows its own copy (fuzz/run.sh).
+"""
+
+import os
+import re
+import shutil
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+CORPUS = os.path.join(ROOT, "fuzz", "corpus")
+
+
+def read(rel):
+    with open(os.path.join(ROOT, rel), encoding="utf-8") as f:
+        return f.read()
+
+
+def rust_bytes(body):
+    """The value of a Rust byte-string literal's body (between the quotes)."""
+    out = bytearray()
+    i = 0
+    simple = {"r": 13, "n": 10, "t": 9, "0": 0, "\\": 92, '"': 34, "'": 39}
+    while i < len(body):
+        c = body[i]
+        if c == "\\":
+            e = body[i + 1]
+            if e in simple:
+                out.append(simple[e])
+                i += 2
+            elif e == "x":
+                out.append(int(body[i + 2 : i + 4], 16))
+                i += 4
+            else:
+                raise ValueError(body)
+        else:
+            out += c.encode()
+            i += 1
+    return bytes(out)
+
+
+def decoder_literals():
+    src = read("tests/decoder.rs")
+    lits = []
+    for m in re.finditer(r'b"((?:[^"\\]|\\.)*)"', src):
+        b = rust_bytes(m.group(1))
+        if b and (b"\r" in b or b"\n" in b or b[:1] in (b"*", b"$")) and b not in lits:
+            lits.append(b)
+    return lits
+
+
+def command_lines():
+    """Argument lists of the tests' commands (`&["RL.ALLOW", "k", ...]`)."""
+    names = set(re.findall(r'cmd!\(\s*"([a-z.]+)"', read("src/cmd/table.rs")))
+    lines = []
+    for rel in ("tests/limiter_commands.rs", "tests/server_commands.rs"):
+        for m in re.finditer(r'&\[\s*("(?:[^"\\]|\\.)*"(?:\s*,\s*"(?:[^"\\]|\\.)*")*)\s*,?\s*\]', read(rel)):
+            args = [rust_bytes(a) for a in re.findall(r'"((?:[^"\\]|\\.)*)"', m.group(1))]
+            if args[0].decode().lower() in names and args not in lines:
+                lines.append(args)
+    for m in re.finditer(r"^> (.*)$", read("docs/commands.md"), re.M):
+        lines.append([a.encode() for a in m.group(1).split()])
+    return lines
+
+
+def resp(args):
+    out = b"*%d\r\n" % len(args)
+    for a in args:
+        out += b"$%d\r\n%s\r\n" % (len(a), a)
+    return out
+
+
+def inline(args):
+    return b" ".join(args) + b"\r\n"
+
+
+def script(session):
+    """A session in the `commands` target's format (fuzz_targets/commands.rs)."""
+    out = bytearray()
+    for n, args in enumerate(session):
+        args = args[:16]
+        out.append(len(args) - 1)  # op < 0xC0: a command of len(args) arguments
+        for a in args:
+            a = a[:255]
+            out += bytes([0xF8, len(a)]) + a  # a literal argument
+        if n % 3 == 2:
+            out.append(0xC0 | (8 + n % 12))  # advance the clock 1 s .. 1 d
+    return bytes(out)
+
+
+def write(target, name, data):
+    d = os.path.join(CORPUS, target)
+    os.makedirs(d, exist_ok=True)
+    with open(os.path.join(d, name), "wb") as f:
+        f.write(data)
+
+
+def main():
+    for t in ("decoder", "commands", "raw_commands"):
+        shutil.rmtree(os.path.join(CORPUS, t), ignore_errors=True)
+
+    # decoder: prefix = split point (u16 LE), read size byte (low 4 bits: size
+    # 1..16; high 4 bits: the tiny max bulk length of the third Limits).
+    lits = decoder_literals()
+    for i, b in enumerate(lits):
+        prefix = (len(b) // 2).to_bytes(2, "little") + bytes([(i * 7) & 0xFF])
+        write("decoder", "test-%03d" % i, prefix + b)
+    pipelines = [lits[i : i + 4] for i in range(0, len(lits), 9)]
+    for i, group in enumerate(pipelines):
+        b = b"".join(group)
+        write("decoder", "pipeline-%02d" % i, (len(b) // 3).to_bytes(2, "little") + b"\x02" + b)
+
+    # sessions of command lines, shared by raw_commands and commands
+    lines = command_lines()
+    per = max(1, len(lines) // 24)
+    sessions = [lines[i : i + per] for i in range(0, len(lines), per)]
+    for i, s in enumerate(sessions):
+        if i % 5 == 4:
+            data = b"".join(inline(a) for a in s if all(b" " not in x and x for x in a))
+        else:
+            data = b"".join(resp(a) for a in s)
+        write("raw_commands", "session-%02d" % i, bytes([i % 4]) + data)
+        write("commands", "session-%02d" % i, script(s))
+    print(
+        "decoder: %d, raw_commands: %d, commands: %d seeds from %d literals and %d command lines"
+        % (len(lits) + len(pipelines), len(sessions), len(sessions), len(lits), len(lines))
+    )
+
+
+if __name__ == "__main__":
+    main()
