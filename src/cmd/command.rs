@@ -227,38 +227,7 @@ fn write_info(out: &mut ReplyBuf, cmd: &CommandSpec, parent: Option<&CommandSpec
 /// Redis 7 key specifications, derived from first/last/step; a
 /// `movablekeys` command's keys follow each `LIMIT` keyword.
 fn write_key_specs(out: &mut ReplyBuf, cmd: &CommandSpec) {
-    if cmd.key_finder.is_some() {
-        out.array(1);
-        out.map(3);
-        out.bulk_str("flags");
-        out.set(2);
-        out.simple("RW");
-        out.simple("UPDATE");
-        out.bulk_str("begin_search");
-        out.map(2);
-        out.bulk_str("type");
-        out.bulk_str("keyword");
-        out.bulk_str("spec");
-        out.map(2);
-        out.bulk_str("keyword");
-        out.bulk_str("LIMIT");
-        out.bulk_str("startfrom");
-        out.int(1);
-        out.bulk_str("find_keys");
-        out.map(2);
-        out.bulk_str("type");
-        out.bulk_str("range");
-        out.bulk_str("spec");
-        out.map(3);
-        out.bulk_str("lastkey");
-        out.int(0);
-        out.bulk_str("keystep");
-        out.int(1);
-        out.bulk_str("limit");
-        out.int(0);
-        return;
-    }
-    if cmd.keys.first == 0 {
+    if cmd.key_finder.is_none() && cmd.keys.first == 0 {
         out.array(0);
         return;
     }
@@ -277,11 +246,28 @@ fn write_key_specs(out: &mut ReplyBuf, cmd: &CommandSpec) {
     out.bulk_str("begin_search");
     out.map(2);
     out.bulk_str("type");
-    out.bulk_str("index");
-    out.bulk_str("spec");
-    out.map(1);
-    out.bulk_str("index");
-    out.int(cmd.keys.first as i64);
+    let (lastkey, step) = if cmd.key_finder.is_some() {
+        out.bulk_str("keyword");
+        out.bulk_str("spec");
+        out.map(2);
+        out.bulk_str("keyword");
+        out.bulk_str("LIMIT");
+        out.bulk_str("startfrom");
+        out.int(1);
+        (0, 1)
+    } else {
+        out.bulk_str("index");
+        out.bulk_str("spec");
+        out.map(1);
+        out.bulk_str("index");
+        out.int(i64::from(cmd.keys.first));
+        let last = if cmd.keys.last < 0 {
+            cmd.keys.last
+        } else {
+            cmd.keys.last - cmd.keys.first
+        };
+        (last, cmd.keys.step)
+    };
     out.bulk_str("find_keys");
     out.map(2);
     out.bulk_str("type");
@@ -289,14 +275,9 @@ fn write_key_specs(out: &mut ReplyBuf, cmd: &CommandSpec) {
     out.bulk_str("spec");
     out.map(3);
     out.bulk_str("lastkey");
-    let last = if cmd.keys.last < 0 {
-        cmd.keys.last
-    } else {
-        cmd.keys.last - cmd.keys.first
-    };
-    out.int(last as i64);
+    out.int(i64::from(lastkey));
     out.bulk_str("keystep");
-    out.int(cmd.keys.step as i64);
+    out.int(i64::from(step));
     out.bulk_str("limit");
     out.int(0);
 }
