@@ -373,7 +373,9 @@ pub async fn serve(listener: TcpListener, state: Arc<State>, mut shutdown: watch
         let accepted = tokio::select! {
             r = listener.accept() => r,
             _ = upkeep.tick() => {
-                state.metrics.upkeep();
+                if let Some(m) = &state.metrics {
+                    m.upkeep();
+                }
                 continue;
             }
             _ = shutdown.changed() => return,
@@ -408,7 +410,11 @@ fn respond<B>(state: &State, req: &Request<B>) -> Response<Full<Bytes>> {
         (&Method::GET, "/metrics") => reply(
             StatusCode::OK,
             "text/plain; version=0.0.4; charset=utf-8",
-            state.metrics.render(state),
+            state
+                .metrics
+                .as_ref()
+                .map(|m| m.render(state))
+                .unwrap_or_default(),
         ),
         (&Method::GET, "/healthz") => reply(StatusCode::OK, "text/plain", "ok\n".into()),
         (_, "/metrics" | "/healthz") => reply(

@@ -24,7 +24,9 @@ pub struct State {
     pub settings: Settings,
     pub stats: Stats,
     pub clients: Clients,
-    pub metrics: Metrics,
+    /// The Prometheus recorder and its handles; `None` with
+    /// `--metrics-addr off`, which then costs nothing at all.
+    pub metrics: Option<Metrics>,
     /// The cluster topology; `None` in standalone mode.
     pub cluster: Option<Topology>,
     /// `--rename-command`s in force.
@@ -50,7 +52,7 @@ impl State {
             settings: Settings::new(config, password),
             stats: Stats::default(),
             clients: Clients::default(),
-            metrics: Metrics::new(),
+            metrics: config.metrics_enabled().then(Metrics::new),
             cluster: None,
             renames: Renames::default(),
             time_commands: config.metrics_enabled(),
