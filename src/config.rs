@@ -386,15 +386,25 @@ impl OutputLimit {
 
 /// What to do at `--maxmemory`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+#[repr(u8)]
 pub enum MaxmemoryPolicy {
     #[default]
-    NoEviction,
-    VolatileTtl,
+    NoEviction = 0,
+    VolatileTtl = 1,
 }
 
 impl MaxmemoryPolicy {
     pub const ALL: [MaxmemoryPolicy; 2] =
         [MaxmemoryPolicy::NoEviction, MaxmemoryPolicy::VolatileTtl];
+
+    /// Position in `ALL`, for storing the policy in an atomic.
+    pub fn index(self) -> u8 {
+        self as u8
+    }
+
+    pub fn from_index(i: u8) -> MaxmemoryPolicy {
+        Self::ALL[usize::from(i) % Self::ALL.len()]
+    }
 
     pub fn name(self) -> &'static str {
         match self {

@@ -90,7 +90,7 @@ pub struct Settings {
     pub output_hard: AtomicU64,
     pub output_soft: AtomicU64,
     pub output_soft_seconds: AtomicU64,
-    /// Index into `MaxmemoryPolicy::ALL`.
+    /// `MaxmemoryPolicy::index()`.
     pub maxmemory_policy: AtomicU8,
     requirepass: RwLock<Option<Arc<[u8]>>>,
     pub bind: String,
@@ -108,12 +108,7 @@ impl Settings {
             output_hard: AtomicU64::new(config.client_output_buffer_limit.hard),
             output_soft: AtomicU64::new(config.client_output_buffer_limit.soft),
             output_soft_seconds: AtomicU64::new(config.client_output_buffer_limit.soft_seconds),
-            maxmemory_policy: AtomicU8::new(
-                MaxmemoryPolicy::ALL
-                    .iter()
-                    .position(|p| *p == config.maxmemory_policy)
-                    .unwrap_or(0) as u8,
-            ),
+            maxmemory_policy: AtomicU8::new(config.maxmemory_policy.index()),
             requirepass: RwLock::new(password.map(Into::into)),
             bind: config.bind.clone(),
         }
@@ -136,8 +131,7 @@ impl Settings {
     }
 
     pub fn policy(&self) -> MaxmemoryPolicy {
-        MaxmemoryPolicy::ALL
-            [self.maxmemory_policy.load(Ordering::Relaxed) as usize % MaxmemoryPolicy::ALL.len()]
+        MaxmemoryPolicy::from_index(self.maxmemory_policy.load(Ordering::Relaxed))
     }
 
     pub fn get(&self, a: &AtomicU64) -> u64 {

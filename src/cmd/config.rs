@@ -169,11 +169,7 @@ pub fn set(ctx: &mut Ctx<'_>, req: &Request<'_>) -> Result<(), CmdError> {
                 let p = crate::config::MaxmemoryPolicy::parse(text).map_err(|_| {
                     failed("argument(s) must be one of the following: noeviction, volatile-ttl")
                 })?;
-                let i = crate::config::MaxmemoryPolicy::ALL
-                    .iter()
-                    .position(|x| *x == p)
-                    .unwrap_or(0) as u8;
-                Change::Policy(i)
+                Change::Policy(p.index())
             }
             Kind::Number(field, memory) => {
                 let text = std::str::from_utf8(value).unwrap_or("");

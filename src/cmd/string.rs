@@ -19,13 +19,10 @@ pub fn get(ctx: &mut Ctx<'_>, req: &Request<'_>) -> Result<(), CmdError> {
         out.bulk(s);
         Ok(())
     });
-    match found {
-        Some(r) => r,
-        None => {
-            out.null();
-            Ok(())
-        }
-    }
+    found.unwrap_or_else(|| {
+        out.null();
+        Ok(())
+    })
 }
 
 /// ```text

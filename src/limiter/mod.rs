@@ -114,6 +114,15 @@ pub(crate) fn mul_div_floor(a: u64, b: u64, c: u64) -> u64 {
 #[cfg(test)]
 pub(crate) type Moment = (u64, u64, bool, u64, Option<u64>, u64);
 
+/// Parameters of `limit` per `period_s` seconds, defaults elsewhere.
+#[cfg(test)]
+pub(crate) fn params_secs(limit: u64, period_s: u64) -> Params {
+    Params::new(
+        NonZeroU64::new(limit).unwrap(),
+        NonZeroU64::new(period_s * 1_000_000_000).unwrap(),
+    )
+}
+
 /// Plays a table of moments from `t0` against `decide`.
 #[cfg(test)]
 pub(crate) fn check_moments(

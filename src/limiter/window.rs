@@ -122,17 +122,9 @@ pub fn refund(state: &mut State, p: &Params, now: u64, n: u64) {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::limiter::{check_moments, Moment};
-    use std::num::NonZeroU64;
+    use crate::limiter::{check_moments, params_secs as params, Moment};
 
     const S: u64 = 1_000_000_000;
-
-    fn params(limit: u64, period_s: u64) -> Params {
-        Params::new(
-            NonZeroU64::new(limit).unwrap(),
-            NonZeroU64::new(period_s * S).unwrap(),
-        )
-    }
 
     #[test]
     fn seed_example_blocks_at_five() {

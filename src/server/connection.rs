@@ -31,6 +31,8 @@ enum Close {
     Idle,
     Protocol,
     QueryBufferLimit,
+    /// `--client-output-buffer-limit`: the client does not read its replies.
+    OutputLimit,
     // Read through `Debug`, in the log line.
     #[allow(dead_code)]
     Io(std::io::Error),
@@ -45,9 +47,11 @@ pub async fn run(
     let mut session = Session::new(info.clone(), state.settings.password().is_some());
     let why = serve(&mut socket, state, &mut session, &mut shutdown).await;
     match &why {
-        Close::Io(e) if e.kind() == std::io::ErrorKind::Other => {
-            tracing::warn!(client = info.id, addr = %info.addr, "closing client: {e}")
-        }
+        Close::OutputLimit => tracing::warn!(
+            client = info.id,
+            addr = %info.addr,
+            "closing client that does not read its replies (client-output-buffer-limit)"
+        ),
         _ => {
             tracing::debug!(client = info.id, addr = %info.addr, reason = ?why, "connection closed")
         }
@@ -130,8 +134,8 @@ async fn serve(
                 break;
             }
             if out.len() >= FLUSH_AT {
-                if let Err(e) = flush(socket, &mut out, state).await {
-                    return Close::Io(e);
+                if let Err(why) = flush(socket, &mut out, state).await {
+                    return why;
                 }
             }
         }
@@ -140,8 +144,8 @@ async fn serve(
             session.stats.flush(&state.stats);
             info.touch();
         }
-        if let Err(e) = flush(socket, &mut out, state).await {
-            return Close::Io(e);
+        if let Err(why) = flush(socket, &mut out, state).await {
+            return why;
         }
         if let Some(why) = close {
             return why;
@@ -167,7 +171,7 @@ async fn serve(
 /// will not take is a disconnection at once, and more than `soft` bytes it
 /// does not drain within `soft_seconds` is one too (Redis's semantics, over
 /// the bytes the client has not read).
-async fn flush(socket: &mut TcpStream, out: &mut ReplyBuf, state: &State) -> std::io::Result<()> {
+async fn flush(socket: &mut TcpStream, out: &mut ReplyBuf, state: &State) -> Result<(), Close> {
     if out.is_empty() {
         return Ok(());
     }
@@ -181,32 +185,29 @@ async fn flush(socket: &mut TcpStream, out: &mut ReplyBuf, state: &State) -> std
         let left = (total - written) as u64;
         if limit.hard > 0 && left > limit.hard {
             // Over the hard limit: only what the socket takes right now.
-            socket.writable().await?;
+            socket.writable().await.map_err(Close::Io)?;
             match socket.try_write(&buf[written..]) {
                 Ok(n) => written += n,
-                Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => return Err(output_limit()),
-                Err(e) => return Err(e),
+                Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => {
+                    return Err(Close::OutputLimit)
+                }
+                Err(e) => return Err(Close::Io(e)),
             }
             continue;
         }
         let n = match deadline {
             Some(d) => tokio::time::timeout_at(d, socket.write(&buf[written..]))
                 .await
-                .map_err(|_| output_limit())??,
-            None => socket.write(&buf[written..]).await?,
+                .map_err(|_| Close::OutputLimit)?
+                .map_err(Close::Io)?,
+            None => socket.write(&buf[written..]).await.map_err(Close::Io)?,
         };
         if n == 0 {
-            return Err(std::io::ErrorKind::WriteZero.into());
+            return Err(Close::Io(std::io::ErrorKind::WriteZero.into()));
         }
         written += n;
     }
     Stats::add(&state.stats.net_output_bytes, total as u64);
     buf.clear();
     Ok(())
-}
-
-fn output_limit() -> std::io::Error {
-    std::io::Error::other(
-        "client-output-buffer-limit reached: the client does not read its replies",
-    )
 }

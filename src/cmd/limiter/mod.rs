@@ -232,11 +232,8 @@ pub fn state(ctx: &mut Ctx<'_>, req: &Request<'_>) -> Result<(), CmdError> {
         out.bulk_str(e.value.type_name());
         Ok(())
     });
-    match found {
-        Some(r) => r,
-        None => {
-            out.null();
-            Ok(())
-        }
-    }
+    found.unwrap_or_else(|| {
+        out.null();
+        Ok(())
+    })
 }
