@@ -106,6 +106,27 @@ pub struct Config {
     /// Log filter: error, warn, info, debug, trace, or a tracing directive.
     #[arg(long, env = "TURNSTILE_LOG_LEVEL", default_value = "info")]
     pub log_level: String,
+    /// Keep the keyspace across restarts in this file: written every
+    /// --snapshot-interval and on SIGTERM, loaded at start. Off by default.
+    #[arg(long, env = "TURNSTILE_SNAPSHOT", value_name = "PATH")]
+    pub snapshot: Option<PathBuf>,
+    /// How often to write the snapshot (`1s`, `500ms`, `2m`; a bare number
+    /// is seconds). A crash loses at most this much.
+    #[arg(long, env = "TURNSTILE_SNAPSHOT_INTERVAL", default_value = "1s", value_parser = parse_duration)]
+    pub snapshot_interval: std::time::Duration,
+    /// Also serve TLS on this port (0 picks a free one); needs
+    /// --tls-cert-file and --tls-key-file.
+    #[arg(long, env = "TURNSTILE_TLS_PORT")]
+    pub tls_port: Option<u16>,
+    /// Server certificate chain (PEM).
+    #[arg(long, env = "TURNSTILE_TLS_CERT_FILE", value_name = "PEM")]
+    pub tls_cert_file: Option<PathBuf>,
+    /// Server private key (PEM: PKCS#8, PKCS#1 or SEC1).
+    #[arg(long, env = "TURNSTILE_TLS_KEY_FILE", value_name = "PEM")]
+    pub tls_key_file: Option<PathBuf>,
+    /// Require TLS clients to present a certificate signed by these CAs.
+    #[arg(long, env = "TURNSTILE_TLS_CA_CERT_FILE", value_name = "PEM")]
+    pub tls_ca_cert_file: Option<PathBuf>,
 }
 
 /// The config file: every setting optional.
@@ -130,6 +151,12 @@ struct FileConfig {
     cluster_nodes: Option<String>,
     cluster_announce: Option<String>,
     cluster_config: Option<PathBuf>,
+    snapshot: Option<PathBuf>,
+    snapshot_interval: Option<String>,
+    tls_port: Option<u16>,
+    tls_cert_file: Option<PathBuf>,
+    tls_key_file: Option<PathBuf>,
+    tls_ca_cert_file: Option<PathBuf>,
 }
 
 /// `protected-mode` in a config file: `"yes"`/`"no"` as in redis.conf, or
@@ -326,6 +353,16 @@ impl Config {
         take!(cluster_nodes, opt);
         take!(cluster_announce, opt);
         take!(cluster_config, opt);
+        take!(snapshot, opt);
+        if let Some(v) = file.snapshot_interval {
+            if defaulted("snapshot_interval") {
+                self.snapshot_interval = parse_duration(&v).map_err(invalid)?;
+            }
+        }
+        take!(tls_port, opt);
+        take!(tls_cert_file, opt);
+        take!(tls_key_file, opt);
+        take!(tls_ca_cert_file, opt);
         if let Some(v) = file.protected_mode {
             if defaulted("protected_mode") {
                 self.protected_mode = match v {
@@ -429,6 +466,29 @@ pub fn parse_yes_no(s: &str) -> Result<bool, String> {
         "yes" => Ok(true),
         "no" => Ok(false),
         _ => Err(format!("expected yes or no, got '{s}'")),
+    }
+}
+
+/// A duration: `250ms`, `1s`, `2m`, `1h`, or a bare number of seconds;
+/// zero is refused (an interval of nothing would spin).
+pub fn parse_duration(s: &str) -> Result<std::time::Duration, String> {
+    let t = s.trim().to_ascii_lowercase();
+    let split = t.find(|c: char| !c.is_ascii_digit()).unwrap_or(t.len());
+    let (digits, unit) = t.split_at(split);
+    let n: u64 = digits
+        .parse()
+        .map_err(|_| format!("invalid duration '{s}'"))?;
+    let ms_per: u64 = match unit {
+        "ms" => 1,
+        "" | "s" => 1000,
+        "m" => 60_000,
+        "h" => 3_600_000,
+        _ => return Err(format!("invalid duration unit in '{s}': use ms, s, m or h")),
+    };
+    match n.checked_mul(ms_per) {
+        Some(0) => Err(format!("duration '{s}' must be more than zero")),
+        Some(ms) => Ok(std::time::Duration::from_millis(ms)),
+        None => Err(format!("duration '{s}' is too large")),
     }
 }
 
@@ -553,6 +613,23 @@ mod tests {
         assert!(parse_memory("-1").is_err());
         assert!(parse_memory("1tb").is_err());
         assert!(parse_memory("99999999999999gb").is_err());
+    }
+
+    #[test]
+    fn durations() {
+        use std::time::Duration;
+        assert_eq!(parse_duration("1s"), Ok(Duration::from_secs(1)));
+        assert_eq!(parse_duration("3"), Ok(Duration::from_secs(3)));
+        assert_eq!(parse_duration("250ms"), Ok(Duration::from_millis(250)));
+        assert_eq!(parse_duration("2m"), Ok(Duration::from_secs(120)));
+        assert!(parse_duration("0s").is_err());
+        assert!(parse_duration("-1s").is_err());
+        assert!(parse_duration("1e9").is_err());
+        assert!(parse_duration("99999999999999999h").is_err());
+        let c = Config::parse_from(["turnstile"]).unwrap();
+        assert_eq!(c.snapshot, None);
+        assert_eq!(c.snapshot_interval, Duration::from_secs(1));
+        assert_eq!(c.tls_port, None);
     }
 
     fn tempfile() -> (PathBuf, std::fs::File) {
