@@ -54,6 +54,11 @@ pub trait Clock: Send + Sync + 'static {
     fn backward_steps(&self) -> u64 {
         0
     }
+
+    /// Moves server time up to `t` if it is behind: a loaded snapshot was
+    /// written at `t`, and limiter state must never see time run backwards
+    /// across a restart (a fixed window would re-open).
+    fn not_before(&self, t: Nanos);
 }
 
 fn wall_now() -> u64 {
@@ -125,6 +130,12 @@ impl Clock for SystemClock {
     fn backward_steps(&self) -> u64 {
         self.backward_steps.load(Ordering::Relaxed)
     }
+
+    fn not_before(&self, t: Nanos) {
+        let mono = self.start.elapsed().as_nanos() as u64;
+        self.offset
+            .fetch_max(t.0.saturating_sub(mono), Ordering::Relaxed);
+    }
 }
 
 /// A clock that moves only when told to; clones share one time.
@@ -169,6 +180,10 @@ impl Clock for ManualClock {
     fn backward_steps(&self) -> u64 {
         self.0.backward_steps.load(Ordering::Relaxed)
     }
+
+    fn not_before(&self, t: Nanos) {
+        self.0.now.fetch_max(t.0, Ordering::SeqCst);
+    }
 }
 
 #[cfg(test)]
@@ -197,6 +212,21 @@ mod tests {
         // A second step back is a second count.
         assert_eq!(c.observe(5 * S, 80_000 * S), Nanos(87_405 * S));
         assert_eq!(c.backward_steps(), 2);
+    }
+
+    #[test]
+    fn not_before_only_moves_forward() {
+        let c = SystemClock::new();
+        let ahead = Nanos(c.now().0 + 3600 * S);
+        c.not_before(ahead);
+        assert!(c.now() >= ahead);
+        c.not_before(Nanos(5));
+        assert!(c.now() >= ahead);
+        let m = ManualClock::new(Nanos(100));
+        m.not_before(Nanos(50));
+        assert_eq!(m.now(), Nanos(100));
+        m.not_before(Nanos(150));
+        assert_eq!(m.now(), Nanos(150));
     }
 
     #[test]

@@ -10,7 +10,8 @@
 //! - [`server`]: the listener and accept loop (`server/mod.rs`), one
 //!   client's read/decode/execute/write loop (`server/connection.rs`), the
 //!   client registry (`server/clients.rs`), per-connection state
-//!   (`server/session.rs`).
+//!   (`server/session.rs`), `--tls-port`'s rustls config and handshake
+//!   (`server/tls.rs`).
 //! - [`protocol`]: the hardened request decoder (`decode.rs`, `inline.rs`),
 //!   the request view (`request.rs`), and the RESP2/RESP3 reply encoder
 //!   (`reply.rs`).

@@ -80,6 +80,11 @@ pub struct Metrics {
     memory_used: Gauge,
     memory_max: Gauge,
     uptime: Gauge,
+    snapshots_ok: Counter,
+    snapshots_failed: Counter,
+    snapshot_last_success: Gauge,
+    snapshot_duration: Gauge,
+    snapshot_pending: Gauge,
 }
 
 impl Default for Metrics {
@@ -218,6 +223,26 @@ impl Metrics {
             "Bytes written to clients.",
         );
         describe(
+            "turnstile_snapshots_total",
+            Unit::Count,
+            "Snapshots written (result=ok) and failed (result=error).",
+        );
+        describe(
+            "turnstile_snapshot_last_success_timestamp_seconds",
+            Unit::Seconds,
+            "Unix time of the last snapshot written (of the start, before one).",
+        );
+        describe(
+            "turnstile_snapshot_duration_seconds",
+            Unit::Seconds,
+            "How long the last snapshot took to write.",
+        );
+        describe(
+            "turnstile_snapshot_changes_pending",
+            Unit::Count,
+            "Write commands since the last snapshot: what a crash now would lose.",
+        );
+        describe(
             "turnstile_uptime_seconds",
             Unit::Seconds,
             "Seconds since the server started.",
@@ -298,6 +323,20 @@ impl Metrics {
             memory_used: gauge("turnstile_memory_used_bytes", vec![]),
             memory_max: gauge("turnstile_memory_max_bytes", vec![]),
             uptime: gauge("turnstile_uptime_seconds", vec![]),
+            snapshots_ok: counter(
+                "turnstile_snapshots_total",
+                vec![Label::new("result", "ok")],
+            ),
+            snapshots_failed: counter(
+                "turnstile_snapshots_total",
+                vec![Label::new("result", "error")],
+            ),
+            snapshot_last_success: gauge(
+                "turnstile_snapshot_last_success_timestamp_seconds",
+                vec![],
+            ),
+            snapshot_duration: gauge("turnstile_snapshot_duration_seconds", vec![]),
+            snapshot_pending: gauge("turnstile_snapshot_changes_pending", vec![]),
             recorder,
             handle,
         }
@@ -359,6 +398,16 @@ impl Metrics {
         self.memory_max
             .set(state.settings.get(&state.settings.maxmemory) as f64);
         self.uptime.set(state.started.elapsed().as_secs_f64());
+        if let Some(p) = &state.persist {
+            self.snapshots_ok.absolute(Stats::read(&p.saves));
+            self.snapshots_failed.absolute(Stats::read(&p.failures));
+            self.snapshot_last_success
+                .set(Stats::read(&p.last_save) as f64);
+            self.snapshot_duration
+                .set(Stats::read(&p.last_duration_us) as f64 / 1e6);
+            self.snapshot_pending
+                .set(p.changes_since_save(state) as f64);
+        }
         // Keep the recorder alive and in use for the handles above.
         let _ = &self.recorder;
         self.handle.render()

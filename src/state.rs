@@ -37,6 +37,8 @@ pub struct State {
     /// The address actually bound (the port is real even with `--port 0`).
     pub addr: SocketAddr,
     pub run_id: String,
+    /// `--snapshot`: where and how often, and how the last one went.
+    pub persist: Option<crate::server::persist::Persist>,
 }
 
 impl State {
@@ -59,6 +61,10 @@ impl State {
             started: Instant::now(),
             addr,
             run_id: run_id(),
+            persist: config
+                .snapshot
+                .clone()
+                .map(|path| crate::server::persist::Persist::new(path, config.snapshot_interval)),
         }
     }
 }

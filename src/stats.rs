@@ -92,6 +92,18 @@ impl Stats {
         (Self::read(&self.calls[i]), Self::read(&self.failed[i]))
     }
 
+    /// Calls of write commands so far: a snapshot is due when this moved
+    /// since the last one. Summed when asked (once a second), so the
+    /// request path pays nothing for it.
+    pub fn writes(&self) -> u64 {
+        COMMANDS
+            .iter()
+            .zip(self.calls.iter())
+            .filter(|(spec, _)| spec.flags.contains(crate::cmd::Flags::WRITE))
+            .map(|(_, calls)| Self::read(calls))
+            .sum()
+    }
+
     pub fn decisions(&self, a: Algorithm) -> DecisionCounts {
         let i = algo_index(a);
         DecisionCounts {

@@ -10,6 +10,7 @@ pub mod connection;
 pub mod error;
 pub mod keys;
 pub mod limiter;
+pub mod persist;
 pub mod rename;
 pub mod server;
 pub mod string;
@@ -32,32 +33,37 @@ pub struct Ctx<'a> {
     pub now: Nanos,
 }
 
-/// Applies `--maxmemory` to a command that may grow the keyspace. Over the
-/// cap, `noeviction` refuses it; `volatile-ttl` first evicts one key, the
-/// nearest its expiry in the shard the write lands in, so while over the
-/// cap the keyspace stops growing. (Evicting frees a table slot for reuse
-/// rather than heap, so "evict until under the cap" would empty the
-/// keyspace; the tables' last doubling before the cap was reached is not
-/// given back, which bounds the overshoot at about one doubling.) It
-/// refuses the write only if no key with a TTL is left to evict.
+/// Applies `--maxmemory` to a command that may grow the keyspace: it may
+/// run if memory in use, plus what its shard's table would allocate to
+/// take a new key, stays under the cap. Otherwise `noeviction` refuses it;
+/// `volatile-ttl` first evicts one key, the nearest its expiry in the shard
+/// the write lands in, which makes room in that table, so the table that
+/// would cross the cap is never allocated and the keyspace stops growing
+/// there. It refuses the write only if no key with a TTL is left to evict.
 fn admit_write(ctx: &Ctx<'_>, spec: &CommandSpec, req: &Request<'_>) -> Result<(), CmdError> {
     let settings = &ctx.state.settings;
     let max = settings.get(&settings.maxmemory);
-    if max == 0 || (crate::alloc::used_memory() as u64) <= max {
+    if max == 0 {
+        return Ok(());
+    }
+    let store = &ctx.state.store;
+    // The command's first key is where the write lands.
+    let key = spec.keys.positions(req.len()).next().map(|i| req.arg(i));
+    let key = key
+        .or_else(|| {
+            let args: Vec<&[u8]> = req.args().collect();
+            let finder = spec.key_finder?;
+            finder(&args).first().map(|&i| req.arg(i))
+        })
+        .unwrap_or_default();
+    let needed = crate::alloc::used_memory().saturating_add(store.growth_for(key));
+    if needed as u64 <= max {
         return Ok(());
     }
     match settings.policy() {
         crate::config::MaxmemoryPolicy::NoEviction => Err(CmdError::OutOfMemory),
         crate::config::MaxmemoryPolicy::VolatileTtl => {
-            let store = &ctx.state.store;
-            // The command's first key is where the write lands.
-            let key = spec.keys.positions(req.len()).next().map(|i| req.arg(i));
-            let key = key.or_else(|| {
-                let args: Vec<&[u8]> = req.args().collect();
-                let finder = spec.key_finder?;
-                finder(&args).first().map(|&i| req.arg(i))
-            });
-            if !store.evict_for(key.unwrap_or_default(), ctx.now, 16) {
+            if !store.make_room(key, ctx.now) {
                 return Err(CmdError::OutOfMemory);
             }
             Ok(())

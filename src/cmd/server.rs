@@ -1,6 +1,7 @@
 //! Server commands: INFO, DBSIZE, FLUSHALL/FLUSHDB, TIME.
 
 use std::fmt::Write;
+use std::sync::atomic::Ordering;
 
 use super::args::is;
 use super::{CmdError, Ctx};
@@ -42,10 +43,11 @@ pub fn time(ctx: &mut Ctx<'_>, _req: &Request<'_>) -> Result<(), CmdError> {
     Ok(())
 }
 
-const SECTIONS: [&str; 7] = [
+const SECTIONS: [&str; 8] = [
     "server",
     "clients",
     "memory",
+    "persistence",
     "stats",
     "commandstats",
     "cluster",
@@ -163,6 +165,22 @@ fn write_section(ctx: &Ctx<'_>, section: &str, t: &mut String) {
             "# Cluster\r\ncluster_enabled:{}\r\n",
             state.cluster.is_some() as u8
         ),
+        "persistence" => match &state.persist {
+            None => t.write_str("# Persistence\r\nloading:0\r\nsnapshot_enabled:0\r\n"),
+            Some(p) => write!(
+                t,
+                "# Persistence\r\nloading:0\r\nsnapshot_enabled:1\r\nsnapshot_path:{}\r\nrdb_changes_since_last_save:{}\r\nrdb_bgsave_in_progress:{}\r\nrdb_last_save_time:{}\r\nrdb_last_bgsave_status:{}\r\nrdb_last_bgsave_time_usec:{}\r\nrdb_saves:{}\r\nsnapshot_failures:{}\r\nsnapshot_last_keys:{}\r\n",
+                p.path().display(),
+                p.changes_since_save(state),
+                u8::from(p.in_progress()),
+                Stats::read(&p.last_save),
+                if p.last_ok.load(Ordering::Relaxed) { "ok" } else { "err" },
+                Stats::read(&p.last_duration_us),
+                Stats::read(&p.saves),
+                Stats::read(&p.failures),
+                Stats::read(&p.last_keys),
+            ),
+        },
         "keyspace" => {
             let counts = state.store.counts();
             let _ = t.write_str("# Keyspace\r\n");

@@ -6,7 +6,9 @@ use std::collections::HashMap;
 use std::sync::LazyLock;
 
 use super::CmdError;
-use super::{client, cluster, command, config, connection, keys, limiter, server, string, Ctx};
+use super::{
+    client, cluster, command, config, connection, keys, limiter, persist, server, string, Ctx,
+};
 use crate::protocol::Request;
 
 pub type Handler = fn(&mut Ctx<'_>, &Request<'_>) -> Result<(), CmdError>;
@@ -515,6 +517,7 @@ static CONFIG_SUBCOMMANDS: [CommandSpec; 4] = [
 pub static COMMANDS: &[CommandSpec] = &[
     cmd!("asking", 1, [FAST], NONE, "cluster", "3.0.0", "O(1)", "Signals that a cluster client is following an -ASK redirect.", cluster::accept),
     cmd!("auth", -2, [NOSCRIPT | LOADING | STALE | FAST | NO_AUTH], NONE, "connection", "1.0.0", "O(N) where N is the number of passwords defined for the user", "Authenticates the connection.", connection::auth),
+    cmd!("bgsave", -1, [ADMIN | NOSCRIPT], NONE, "server", "1.0.0", "O(1)", "Asynchronously saves the database(s) to disk.", persist::bgsave),
     cmd!("cl.throttle", -5, [WRITE | DENYOOM | FAST], FIRST, "limiter", "0.1.0", "O(1)", "Admits or denies a request as redis-cell's GCRA does.", limiter::throttle),
     cmd!("client", -2, [], NONE, "connection", "2.4.0", "Depends on subcommand.", "A container for client connection commands.", container_without_subcommand, &CLIENT_SUBCOMMANDS),
     cmd!("cluster", -2, [], NONE, "cluster", "3.0.0", "Depends on subcommand.", "A container for Redis Cluster commands.", container_without_subcommand, &CLUSTER_SUBCOMMANDS),
@@ -536,6 +539,7 @@ pub static COMMANDS: &[CommandSpec] = &[
     cmd!("incrby", 3, [WRITE | DENYOOM | FAST], FIRST, "string", "1.0.0", "O(1)", "Increments the integer value of a key by a number.", string::incrby),
     cmd!("info", -1, [LOADING | STALE], NONE, "server", "1.0.0", "O(1)", "Returns information and statistics about the server.", server::info),
     cmd!("keys", 2, [READONLY], NONE, "generic", "1.0.0", "O(N) with N being the number of keys in the database", "Returns all key names that match a pattern.", keys::keys),
+    cmd!("lastsave", 1, [LOADING | STALE | FAST], NONE, "server", "1.0.0", "O(1)", "Returns the Unix timestamp of the last successful save to disk.", persist::lastsave),
     cmd!("mget", -2, [READONLY | FAST], ALL, "string", "1.0.0", "O(N) where N is the number of keys to retrieve.", "Atomically returns the string values of one or more keys.", string::mget),
     cmd!("mset", -3, [WRITE | DENYOOM], PAIRS, "string", "1.0.1", "O(N) where N is the number of keys to set.", "Atomically creates or modifies the string values of one or more keys.", string::mset),
     cmd!("persist", 2, [WRITE | FAST], FIRST, "generic", "2.2.0", "O(1)", "Removes the expiration time of a key.", keys::persist),
@@ -556,6 +560,7 @@ pub static COMMANDS: &[CommandSpec] = &[
     cmd!("rl.refund", 3, [WRITE | FAST], FIRST, "limiter", "0.1.0", "O(1); ALGO log: O(slots refunded)", "Gives back units charged earlier.", limiter::refund),
     cmd!("rl.reset", -2, [WRITE], ALL, "limiter", "0.1.0", "O(N) where N is the number of keys", "Forgets the limiter state of keys.", limiter::reset),
     cmd!("rl.state", 2, [READONLY | FAST], FIRST, "limiter", "0.1.0", "O(1)", "Describes a limiter key's state.", limiter::state),
+    cmd!("save", 1, [ADMIN | NOSCRIPT], NONE, "server", "1.0.0", "O(N) where N is the total number of keys in all databases", "Synchronously saves the database(s) to disk.", persist::save),
     cmd!("scan", -2, [READONLY], NONE, "generic", "2.8.0", "O(1) for every call. O(N) for a complete iteration.", "Iterates over the key names in the database.", keys::scan),
     cmd!("select", 2, [LOADING | STALE | FAST], NONE, "connection", "1.0.0", "O(1)", "Changes the selected database.", connection::select),
     cmd!("set", -3, [WRITE | DENYOOM], FIRST, "string", "1.0.0", "O(1)", "Sets the string value of a key, ignoring its type. The key is created if it doesn't exist.", string::set),

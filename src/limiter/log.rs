@@ -120,6 +120,43 @@ impl State {
         }
     }
 
+    /// Every slot as (timestamp in `UNIT`s since the epoch, count), oldest
+    /// first: what a snapshot keeps.
+    pub fn slots_iter(&self) -> impl Iterator<Item = (u64, u64)> + '_ {
+        self.iter()
+    }
+
+    /// Time (ns) of the newest admission.
+    pub fn newest(&self) -> u64 {
+        self.newest
+    }
+
+    /// Rebuilds a state from `slots_iter` and `newest`, as a snapshot
+    /// loader does; `None` unless the slots are in order, non-empty, span
+    /// at most the longest period, and their counts add up without
+    /// overflow (so a crafted file cannot break the ring's invariants).
+    pub fn restore(newest: u64, slots: &[(u64, u64)]) -> Option<State> {
+        let (first, last) = match (slots.first(), slots.last()) {
+            (Some(f), Some(l)) => (f.0, l.0),
+            _ => return Some(State::default()),
+        };
+        if last.checked_sub(first)? > MAX_OFFSET / 2 {
+            return None;
+        }
+        let mut s = State::default();
+        let mut prev = first;
+        for &(t, c) in slots {
+            if c == 0 || t < prev {
+                return None;
+            }
+            s.total.checked_add(c)?;
+            s.record(t, c);
+            prev = t;
+        }
+        s.newest = newest;
+        Some(s)
+    }
+
     fn pop_front(&mut self) {
         match &mut self.ring {
             Ring::Narrow(r) => {

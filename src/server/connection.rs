@@ -4,9 +4,9 @@
 use bytes::BytesMut;
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
+use std::task::Poll;
 use std::time::Duration;
-use tokio::io::{AsyncReadExt, AsyncWriteExt};
-use tokio::net::TcpStream;
+use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt};
 use tokio::sync::watch;
 
 use super::clients::ClientInfo;
@@ -20,6 +20,9 @@ const READ_CHUNK: usize = 16 * 1024;
 /// Replies beyond this are written mid-batch, so one huge pipeline cannot
 /// grow the write buffer without bound before its first byte leaves.
 const FLUSH_AT: usize = 64 * 1024;
+/// A TLS close_notify waits on the client; one that does not read must not
+/// hold its task (and a graceful shutdown) for ever.
+const CLOSE_TIMEOUT: Duration = Duration::from_secs(1);
 
 /// Why a connection ended, for the debug log.
 #[derive(Debug)]
@@ -38,8 +41,10 @@ enum Close {
     Io(std::io::Error),
 }
 
-pub async fn run(
-    mut socket: TcpStream,
+/// Serves one client over plain TCP or TLS: generic, so each stream type
+/// gets its own monomorphised loop.
+pub async fn run<S: AsyncRead + AsyncWrite + Unpin>(
+    mut socket: S,
     state: &State,
     info: Arc<ClientInfo>,
     mut shutdown: watch::Receiver<bool>,
@@ -56,11 +61,12 @@ pub async fn run(
             tracing::debug!(client = info.id, addr = %info.addr, reason = ?why, "connection closed")
         }
     }
-    let _ = socket.shutdown().await;
+    // Immediate on TCP; on TLS it sends close_notify, which may block.
+    let _ = tokio::time::timeout(CLOSE_TIMEOUT, socket.shutdown()).await;
 }
 
-async fn serve(
-    socket: &mut TcpStream,
+async fn serve<S: AsyncRead + AsyncWrite + Unpin>(
+    socket: &mut S,
     state: &State,
     session: &mut Session,
     shutdown: &mut watch::Receiver<bool>,
@@ -171,7 +177,11 @@ async fn serve(
 /// will not take is a disconnection at once, and more than `soft` bytes it
 /// does not drain within `soft_seconds` is one too (Redis's semantics, over
 /// the bytes the client has not read).
-async fn flush(socket: &mut TcpStream, out: &mut ReplyBuf, state: &State) -> Result<(), Close> {
+async fn flush<S: AsyncWrite + Unpin>(
+    socket: &mut S,
+    out: &mut ReplyBuf,
+    state: &State,
+) -> Result<(), Close> {
     if out.is_empty() {
         return Ok(());
     }
@@ -184,14 +194,17 @@ async fn flush(socket: &mut TcpStream, out: &mut ReplyBuf, state: &State) -> Res
     while written < total {
         let left = (total - written) as u64;
         if limit.hard > 0 && left > limit.hard {
-            // Over the hard limit: only what the socket takes right now.
-            socket.writable().await.map_err(Close::Io)?;
-            match socket.try_write(&buf[written..]) {
-                Ok(n) => written += n,
-                Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => {
-                    return Err(Close::OutputLimit)
-                }
-                Err(e) => return Err(Close::Io(e)),
+            // Over the hard limit: only what the stream takes right now. One
+            // poll of the write; Pending means it would block.
+            let polled = std::future::poll_fn(|cx| {
+                Poll::Ready(std::pin::Pin::new(&mut *socket).poll_write(cx, &buf[written..]))
+            })
+            .await;
+            match polled {
+                Poll::Ready(Ok(0)) => return Err(Close::Io(std::io::ErrorKind::WriteZero.into())),
+                Poll::Ready(Ok(n)) => written += n,
+                Poll::Ready(Err(e)) => return Err(Close::Io(e)),
+                Poll::Pending => return Err(Close::OutputLimit),
             }
             continue;
         }
@@ -206,6 +219,14 @@ async fn flush(socket: &mut TcpStream, out: &mut ReplyBuf, state: &State) -> Res
             return Err(Close::Io(std::io::ErrorKind::WriteZero.into()));
         }
         written += n;
+    }
+    // A no-op on TCP; TLS may still hold records the socket did not take.
+    match deadline {
+        Some(d) => tokio::time::timeout_at(d, socket.flush())
+            .await
+            .map_err(|_| Close::OutputLimit)?
+            .map_err(Close::Io)?,
+        None => socket.flush().await.map_err(Close::Io)?,
     }
     Stats::add(&state.stats.net_output_bytes, total as u64);
     buf.clear();

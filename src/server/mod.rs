@@ -4,7 +4,9 @@
 
 pub mod clients;
 pub mod connection;
+pub mod persist;
 pub mod session;
+pub mod tls;
 
 use std::io;
 use std::net::SocketAddr;
@@ -15,6 +17,7 @@ use std::time::Duration;
 use tokio::net::{TcpListener, TcpStream};
 use tokio::sync::{mpsc, watch};
 use tokio::task::JoinHandle;
+use tokio_rustls::TlsAcceptor;
 
 use crate::clock::Clock;
 use crate::config::{Config, ConfigError};
@@ -25,10 +28,12 @@ use crate::store::sweeper::{self, SweeperGuard};
 pub struct ServerHandle {
     addr: SocketAddr,
     metrics_addr: Option<SocketAddr>,
+    tls_addr: Option<SocketAddr>,
     state: Arc<State>,
     shutdown: watch::Sender<bool>,
     task: JoinHandle<()>,
     _sweeper: SweeperGuard,
+    persist: Option<persist::PersistGuard>,
 }
 
 #[derive(Debug, thiserror::Error)]
@@ -41,6 +46,10 @@ pub enum StartError {
     Cluster(#[from] crate::cluster::TopologyError),
     #[error(transparent)]
     Rename(#[from] crate::cmd::rename::RenameError),
+    #[error(transparent)]
+    Snapshot(#[from] crate::store::snapshot::SnapshotError),
+    #[error(transparent)]
+    Tls(#[from] tls::TlsError),
 }
 
 impl ServerHandle {
@@ -54,6 +63,11 @@ impl ServerHandle {
         self.metrics_addr
     }
 
+    /// Where TLS clients connect, with `--tls-port`.
+    pub fn tls_addr(&self) -> Option<SocketAddr> {
+        self.tls_addr
+    }
+
     pub fn state(&self) -> &Arc<State> {
         &self.state
     }
@@ -63,6 +77,11 @@ impl ServerHandle {
     pub async fn shutdown(self) {
         let _ = self.shutdown.send(true);
         let _ = self.task.await;
+        // Every decoded command has been answered: the final snapshot holds
+        // all of them.
+        if let Some(p) = self.persist {
+            let _ = tokio::task::spawn_blocking(move || p.finish()).await;
+        }
     }
 
     /// Resolves when the server stops by itself (it only does on shutdown).
@@ -74,6 +93,7 @@ impl ServerHandle {
 /// Binds and starts serving on the current tokio runtime.
 pub async fn start(config: &Config, clock: Arc<dyn Clock>) -> Result<ServerHandle, StartError> {
     let password = config.password()?;
+    let tls_acceptor = tls::acceptor(config)?;
     let addr = format!("{}:{}", config.bind, config.port);
     let listener = TcpListener::bind(&addr)
         .await
@@ -84,6 +104,19 @@ pub async fn start(config: &Config, clock: Arc<dyn Clock>) -> Result<ServerHandl
     let local = listener
         .local_addr()
         .map_err(|source| StartError::Bind { addr, source })?;
+    let tls_listener = match (tls_acceptor, config.tls_port) {
+        (Some(acceptor), Some(port)) => {
+            let addr = format!("{}:{}", config.bind, port);
+            let bind = |source| StartError::Bind {
+                addr: addr.clone(),
+                source,
+            };
+            let l = TcpListener::bind(&addr).await.map_err(bind)?;
+            let a = l.local_addr().map_err(bind)?;
+            Some((l, a, acceptor))
+        }
+        _ => None,
+    };
     let metrics_listener = match config.metrics_enabled() {
         false => None,
         true => {
@@ -116,7 +149,11 @@ pub async fn start(config: &Config, clock: Arc<dyn Clock>) -> Result<ServerHandl
     let mut state = State::new(config, password, clock.clone(), local);
     state.cluster = topology;
     state.renames = renames;
+    if let Some(p) = &state.persist {
+        load_snapshot(&state, p.path())?;
+    }
     let state = Arc::new(state);
+    let persist = persist::spawn(state.clone());
     let sweeper = sweeper::spawn(state.store.clone(), clock);
     let (shutdown_tx, shutdown_rx) = watch::channel(false);
     let metrics_addr = metrics_listener.map(|(l, a)| {
@@ -124,20 +161,55 @@ pub async fn start(config: &Config, clock: Arc<dyn Clock>) -> Result<ServerHandl
         tracing::info!("metrics listening on http://{a}/metrics");
         a
     });
-    let task = tokio::spawn(accept_loop(listener, state.clone(), shutdown_rx));
+    let tls_addr = tls_listener.as_ref().map(|(_, a, _)| *a);
+    let tls = tls_listener.map(|(l, _, acceptor)| (l, acceptor));
+    let task = tokio::spawn(accept_loop(listener, tls, state.clone(), shutdown_rx));
+    // Plaintext first: scripts take the first "listening" line's port.
     tracing::info!(%local, "turnstile listening");
+    if let Some(local) = tls_addr {
+        tracing::info!(%local, "turnstile listening (tls)");
+    }
     Ok(ServerHandle {
         addr: local,
         metrics_addr,
+        tls_addr,
         state,
         shutdown: shutdown_tx,
         task,
         _sweeper: sweeper,
+        persist,
     })
 }
 
+/// Loads `--snapshot` before the first client: a missing file is a first
+/// start; a damaged one stops the server, untouched, rather than serve
+/// with limits forgotten.
+fn load_snapshot(state: &State, path: &std::path::Path) -> Result<(), StartError> {
+    use crate::store::snapshot;
+    snapshot::check_writable(path)?;
+    let started = std::time::Instant::now();
+    match snapshot::load(&state.store, path, state.clock.now())? {
+        None => tracing::info!(path = %path.display(), "no snapshot yet; starting empty"),
+        Some(loaded) => {
+            state.clock.not_before(loaded.written_at);
+            tracing::info!(
+                path = %path.display(),
+                keys = loaded.keys,
+                expired_while_down = loaded.expired,
+                down_for_ms = state.clock.now().saturating_sub(loaded.written_at) / 1_000_000,
+                ms = started.elapsed().as_millis() as u64,
+                "snapshot loaded"
+            );
+        }
+    }
+    Ok(())
+}
+
+/// Accepts on the plaintext listener and, with `--tls-port`, the TLS one:
+/// the same rules for both, one drain on shutdown.
 async fn accept_loop(
     listener: TcpListener,
+    tls: Option<(TcpListener, TlsAcceptor)>,
     state: Arc<State>,
     mut shutdown: watch::Receiver<bool>,
 ) {
@@ -146,8 +218,15 @@ async fn accept_loop(
     let (done_tx, mut done_rx) = mpsc::channel::<()>(1);
     let mut backoff = Duration::from_millis(1);
     loop {
-        let accepted = tokio::select! {
-            r = listener.accept() => r,
+        let accept_tls = async {
+            match &tls {
+                Some((l, _)) => l.accept().await,
+                None => std::future::pending().await,
+            }
+        };
+        let (accepted, acceptor) = tokio::select! {
+            r = listener.accept() => (r, None),
+            r = accept_tls => (r, tls.as_ref().map(|(_, a)| a.clone())),
             _ = shutdown.changed() => break,
         };
         let (socket, peer) = match accepted {
@@ -166,14 +245,18 @@ async fn accept_loop(
         };
         if refused_by_protected_mode(&state, peer) {
             Stats::add(&state.stats.rejected_protected, 1);
-            tokio::spawn(reject(socket, PROTECTED_MODE_DENIED));
+            tokio::spawn(reject(socket, acceptor, PROTECTED_MODE_DENIED));
             continue;
         }
         let max = state.settings.maxclients.load(Ordering::Relaxed);
         if state.clients.len() as u64 >= max {
             // As Redis: a refused client counts as rejected, not received.
             Stats::add(&state.stats.rejected_connections, 1);
-            tokio::spawn(reject(socket, b"-ERR max number of clients reached\r\n"));
+            tokio::spawn(reject(
+                socket,
+                acceptor,
+                b"-ERR max number of clients reached\r\n",
+            ));
             continue;
         }
         Stats::add(&state.stats.connections_received, 1);
@@ -184,22 +267,55 @@ async fn accept_loop(
         let state = state.clone();
         let shutdown = shutdown.clone();
         let done = done_tx.clone();
-        tokio::spawn(async move {
-            connection::run(socket, &state, info.clone(), shutdown).await;
-            state.clients.unregister(info.id);
-            drop(done);
-        });
+        match acceptor {
+            None => tokio::spawn(async move {
+                connection::run(socket, &state, info.clone(), shutdown).await;
+                state.clients.unregister(info.id);
+                drop(done);
+            }),
+            // The handshake runs here, on the client's task, never in the
+            // accept loop; it holds the client's slot until it ends.
+            Some(acceptor) => tokio::spawn(async move {
+                let mut stop = shutdown.clone();
+                let stream = tokio::select! {
+                    s = tls::handshake(&acceptor, socket) => s,
+                    _ = stop.changed() => None,
+                    _ = info.killed() => None,
+                };
+                if let Some(stream) = stream {
+                    connection::run(stream, &state, info.clone(), shutdown).await;
+                }
+                state.clients.unregister(info.id);
+                drop(done);
+            }),
+        };
     }
     drop(listener);
+    drop(tls);
     drop(done_tx);
     let _ = done_rx.recv().await;
 }
 
-/// Redis tells a refused client why before closing.
-async fn reject(mut socket: TcpStream, why: &'static [u8]) {
+/// Redis tells a refused client why before closing; a TLS client is told
+/// over TLS, after a handshake bounded like any other.
+async fn reject(mut socket: TcpStream, tls: Option<TlsAcceptor>, why: &'static [u8]) {
     use tokio::io::AsyncWriteExt;
-    let _ = socket.write_all(why).await;
-    let _ = socket.shutdown().await;
+    match tls {
+        None => {
+            let _ = socket.write_all(why).await;
+            let _ = socket.shutdown().await;
+        }
+        Some(acceptor) => {
+            let Some(mut stream) = tls::handshake(&acceptor, socket).await else {
+                return;
+            };
+            let _ = tokio::time::timeout(tls::HANDSHAKE_TIMEOUT, async {
+                let _ = stream.write_all(why).await;
+                let _ = stream.shutdown().await;
+            })
+            .await;
+        }
+    }
 }
 
 /// Redis's protected-mode reply, naming Turnstile's ways out.

@@ -11,6 +11,7 @@
 
 pub mod bytes;
 pub mod entry;
+pub mod snapshot;
 pub mod sweeper;
 
 use hashbrown::hash_table::{Entry as TableEntry, HashTable};
@@ -204,6 +205,104 @@ impl Store {
         }
     }
 
+    /// Bytes a write of `key` would allocate by growing its shard's table:
+    /// 0 if the key is there or the table has room, else the new table's
+    /// size (hashbrown doubles, and holds both tables while it moves the
+    /// slots). `--maxmemory` checks this before a write, so the table that
+    /// would cross the cap is never allocated.
+    pub fn growth_for(&self, key: &[u8]) -> usize {
+        let hash = self.hash(key);
+        let shard = self.shards[self.shard_index(hash)].0.read();
+        let t = &shard.table;
+        // `capacity()` is hashbrown's items + growth_left: deleted slots
+        // (tombstones) use it up too, and then an insert rehashes.
+        if t.len() < t.capacity() || t.find(hash, |s| s.key.as_slice() == key).is_some() {
+            return 0;
+        }
+        let slot = std::mem::size_of::<Slot>() + 1;
+        let buckets = (t.allocation_size() / slot).next_power_of_two().max(4);
+        if t.allocation_size() > 0 && t.len() < buckets * 7 / 16 {
+            return 0; // under half full: hashbrown rehashes in place
+        }
+        buckets * 2 * slot
+    }
+
+    /// For `--maxmemory-policy volatile-ttl`: makes room for a write of
+    /// `key` that must not grow memory. If its shard's table is out of
+    /// room (the insert would reallocate it), evicts the `1/16` of that
+    /// shard's keys nearest their expiry and clears the table's tombstones
+    /// in place, so the insert fits the table it has; otherwise evicts one
+    /// key, as [`Store::evict_for`]. False if no key with a TTL was found.
+    pub fn make_room(&self, key: &[u8], now: Nanos) -> bool {
+        let hash = self.hash(key);
+        {
+            let mut guard = self.shards[self.shard_index(hash)].0.write();
+            let shard = &mut *guard;
+            let t = &shard.table;
+            if t.len() >= t.capacity() && t.find(hash, |s| s.key.as_slice() == key).is_none() {
+                let batch = (t.capacity() / 16).max(1);
+                let evicted = self.evict_nearest(shard, key, now, batch);
+                if evicted > 0 {
+                    self.clear_tombstones(shard);
+                    return true;
+                }
+            }
+        }
+        self.evict_for(key, now, 16)
+    }
+
+    /// Evicts up to `n` keys of `shard` (never `spare`), those with the
+    /// nearest expiry first. Returns how many went.
+    fn evict_nearest(&self, shard: &mut Shard, spare: &[u8], now: Nanos, n: usize) -> usize {
+        let mut victims: Vec<(u64, SmallBytes)> = shard
+            .table
+            .iter()
+            .filter(|s| s.key.as_slice() != spare)
+            .filter_map(|s| Some((s.entry.as_ref()?.expiry_ms()?, s.key.clone())))
+            .collect();
+        if victims.len() > n {
+            victims.select_nth_unstable_by_key(n - 1, |(at, _)| *at);
+            victims.truncate(n);
+        }
+        victims
+            .iter()
+            .filter(|(_, k)| self.remove_victim(shard, k, now))
+            .count()
+    }
+
+    /// Removes `victim` from `shard`, counting it as evicted (or expired,
+    /// if it already was).
+    fn remove_victim(&self, shard: &mut Shard, victim: &[u8], now: Nanos) -> bool {
+        let Ok(entry) = shard
+            .table
+            .find_entry(self.hash(victim), |s| s.key.as_slice() == victim)
+        else {
+            return false;
+        };
+        let (slot, _) = entry.remove();
+        shard.volatile -= slot.entry.as_ref().is_some_and(Entry::has_expiry) as usize;
+        if slot.entry.is_some_and(|e| e.is_expired(now)) {
+            self.expired.fetch_add(1, Ordering::Relaxed);
+        } else {
+            self.evicted.fetch_add(1, Ordering::Relaxed);
+        }
+        true
+    }
+
+    /// Re-inserts every slot into the same allocation, which turns
+    /// hashbrown's tombstones back into free room without allocating a
+    /// second table (`drain` keeps the allocation).
+    fn clear_tombstones(&self, shard: &mut Shard) {
+        let slots: Vec<Slot> = shard.table.drain().collect();
+        let hasher = &self.hasher;
+        for s in slots {
+            let h = hasher.hash_one(s.key.as_slice());
+            shard
+                .table
+                .insert_unique(h, s, |s| hasher.hash_one(s.key.as_slice()));
+        }
+    }
+
     /// Keys evicted so far to stay under `--maxmemory`.
     pub fn evicted_count(&self) -> u64 {
         self.evicted.load(Ordering::Relaxed)
@@ -235,17 +334,7 @@ impl Store {
             let Some(victim) = victim else {
                 continue;
             };
-            if let Ok(entry) = shard
-                .table
-                .find_entry(self.hash(&victim), |s| s.key == victim)
-            {
-                let (slot, _) = entry.remove();
-                shard.volatile -= 1;
-                if slot.entry.is_some_and(|e| e.is_expired(now)) {
-                    self.expired.fetch_add(1, Ordering::Relaxed);
-                } else {
-                    self.evicted.fetch_add(1, Ordering::Relaxed);
-                }
+            if self.remove_victim(shard, &victim, now) {
                 return true;
             }
         }
@@ -388,6 +477,65 @@ mod tests {
 
     fn s(v: &str) -> Entry {
         Entry::new(Value::Str(SmallBytes::new(v.as_bytes())))
+    }
+
+    fn table_bytes(store: &Store) -> usize {
+        store
+            .shards
+            .iter()
+            .map(|s| s.0.read().table.allocation_size())
+            .sum()
+    }
+
+    #[test]
+    fn make_room_never_grows_a_full_table() {
+        let store = Store::new(1);
+        let now = Nanos(1_000_000_000);
+        let put = |i: u64| {
+            let k = format!("k{i}");
+            let at = Nanos::from_millis(now.as_millis() + 1_000 + i);
+            store.update(k.as_bytes(), now, |e| {
+                *e = Some(Entry::with_expiry(s("v").value, at))
+            });
+        };
+        put(0);
+        let mut i = 1;
+        while store.len() < 200 || store.growth_for(format!("k{i}").as_bytes()) == 0 {
+            put(i);
+            i += 1;
+        }
+        let full = table_bytes(&store);
+        let keys = store.len();
+        assert!(keys > 100, "{keys}");
+        // A long run of new keys, each after make_room when its table is
+        // out of room, as volatile-ttl does at the cap: the table is never
+        // reallocated, and the keys evicted are the ones expiring first.
+        for _ in 0..20 * keys {
+            if store.growth_for(format!("k{i}").as_bytes()) > 0 {
+                assert!(store.make_room(format!("k{i}").as_bytes(), now));
+            }
+            put(i);
+            i += 1;
+            assert_eq!(table_bytes(&store), full, "table reallocated at key {i}");
+        }
+        assert!(
+            store.len() <= keys && store.len() > keys * 3 / 4,
+            "{}",
+            store.len()
+        );
+        assert!(store.exists(format!("k{}", i - 1).as_bytes(), now));
+        assert!(!store.exists(b"k0", now));
+        assert_eq!(store.counts().volatile, store.len());
+    }
+
+    #[test]
+    fn growth_for_sees_a_table_about_to_double() {
+        let store = Store::new(1);
+        let now = Nanos(1);
+        assert!(store.growth_for(b"first") > 0, "an empty table allocates");
+        store.update(b"first", now, |e| *e = Some(s("v")));
+        assert_eq!(store.growth_for(b"second"), 0);
+        assert_eq!(store.growth_for(b"first"), 0);
     }
 
     #[test]

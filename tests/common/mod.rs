@@ -43,9 +43,14 @@ impl Server {
 
     /// A server whose config `tweak` may change first.
     pub async fn start_with(tweak: impl FnOnce(&mut Config)) -> Server {
+        Self::start_at(Nanos(START_SECS * Nanos::PER_SEC), tweak).await
+    }
+
+    /// A server whose clock starts at `start` (a restart some time later).
+    pub async fn start_at(start: Nanos, tweak: impl FnOnce(&mut Config)) -> Server {
         let mut config = Config::for_tests();
         tweak(&mut config);
-        let clock = ManualClock::new(Nanos(START_SECS * Nanos::PER_SEC));
+        let clock = ManualClock::new(start);
         let handle = turnstile::start(&config, Arc::new(clock.clone()))
             .await
             .expect("server starts");

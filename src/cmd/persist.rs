@@ -1,0 +1,49 @@
+//! Snapshot commands: SAVE, BGSAVE, LASTSAVE (the file and the thread are
+//! `server::persist`'s).
+
+use super::{CmdError, Ctx};
+use crate::protocol::Request;
+use crate::server::persist::Persist;
+use std::sync::atomic::Ordering;
+
+fn persist<'a>(ctx: &Ctx<'a>) -> Result<&'a Persist, CmdError> {
+    ctx.state.persist.as_ref().ok_or(CmdError::err(
+        "snapshots are off: start with --snapshot PATH",
+    ))
+}
+
+/// ```text
+/// SAVE
+/// ```
+/// Writes a snapshot before replying. Unlike Redis's SAVE it does not stop
+/// the server: the store is walked shard by shard, so only this connection
+/// (and others scheduled on the same worker thread) wait for the file.
+pub fn save(ctx: &mut Ctx<'_>, _req: &Request<'_>) -> Result<(), CmdError> {
+    let p = persist(ctx)?;
+    p.save(ctx.state)
+        .map_err(|e| CmdError::err(format!("{e}")))?;
+    ctx.out.ok();
+    Ok(())
+}
+
+/// ```text
+/// BGSAVE [SCHEDULE]
+/// ```
+pub fn bgsave(ctx: &mut Ctx<'_>, req: &Request<'_>) -> Result<(), CmdError> {
+    if req.len() > 2 || (req.len() == 2 && !super::args::is(req.arg(1), "SCHEDULE")) {
+        return Err(CmdError::Syntax);
+    }
+    persist(ctx)?.request();
+    ctx.out.simple("Background saving started");
+    Ok(())
+}
+
+/// ```text
+/// LASTSAVE
+/// ```
+/// Unix time of the last successful snapshot (of the start, before one).
+pub fn lastsave(ctx: &mut Ctx<'_>, _req: &Request<'_>) -> Result<(), CmdError> {
+    let at = persist(ctx)?.last_save.load(Ordering::Relaxed);
+    ctx.out.int(i64::try_from(at).unwrap_or(i64::MAX));
+    Ok(())
+}

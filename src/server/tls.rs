@@ -1,0 +1,192 @@
+//! TLS for `--tls-port`: the server config built once at startup from the
+//! PEM files, and the handshake each TLS connection runs on its own task.
+//!
+//! The `ring` provider is passed to every builder rather than relying on a
+//! process default, so which provider serves is never ambiguous.
+
+use std::io;
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::time::Duration;
+
+use tokio::net::TcpStream;
+use tokio_rustls::rustls::crypto::{self, CryptoProvider};
+use tokio_rustls::rustls::pki_types::pem::{self, PemObject};
+use tokio_rustls::rustls::pki_types::{CertificateDer, PrivateKeyDer};
+use tokio_rustls::rustls::server::WebPkiClientVerifier;
+use tokio_rustls::rustls::{self, RootCertStore, ServerConfig};
+use tokio_rustls::server::TlsStream;
+use tokio_rustls::TlsAcceptor;
+
+use crate::config::Config;
+
+/// A client has this long to finish its handshake; it holds a client slot
+/// meanwhile, so one that stalls must not hold it for ever.
+pub const HANDSHAKE_TIMEOUT: Duration = Duration::from_secs(10);
+
+#[derive(Debug, thiserror::Error)]
+pub enum TlsError {
+    #[error("--tls-port needs --tls-cert-file and --tls-key-file")]
+    MissingFiles,
+    #[error("TLS setup: {0}")]
+    Setup(rustls::Error),
+    #[error("cannot read {what} {}: {source}", path.display())]
+    Read {
+        what: &'static str,
+        path: PathBuf,
+        source: io::Error,
+    },
+    #[error("{what} {} is not valid PEM: {source}", path.display())]
+    Pem {
+        what: &'static str,
+        path: PathBuf,
+        source: pem::Error,
+    },
+    #[error("{what} {} holds no {expected}", path.display())]
+    Empty {
+        what: &'static str,
+        path: PathBuf,
+        expected: &'static str,
+    },
+    #[error("TLS CA certificate file {}: {source}", path.display())]
+    BadCa {
+        path: PathBuf,
+        source: rustls::Error,
+    },
+    #[error("TLS CA certificate file {}: {source}", path.display())]
+    Verifier {
+        path: PathBuf,
+        source: rustls::server::VerifierBuilderError,
+    },
+    #[error(
+        "TLS certificate {} and key {} cannot be used together: {source}",
+        cert.display(),
+        key.display()
+    )]
+    CertKey {
+        cert: PathBuf,
+        key: PathBuf,
+        source: rustls::Error,
+    },
+}
+
+const CERT: &str = "TLS certificate file";
+const KEY: &str = "TLS key file";
+const CA: &str = "TLS CA certificate file";
+
+/// The acceptor for `--tls-port`, or None when TLS is off.
+pub fn acceptor(config: &Config) -> Result<Option<TlsAcceptor>, TlsError> {
+    if config.tls_port.is_none() {
+        if config.tls_cert_file.is_some()
+            || config.tls_key_file.is_some()
+            || config.tls_ca_cert_file.is_some()
+        {
+            tracing::warn!("TLS files given without --tls-port: TLS is off");
+        }
+        return Ok(None);
+    }
+    let (Some(cert_path), Some(key_path)) = (&config.tls_cert_file, &config.tls_key_file) else {
+        return Err(TlsError::MissingFiles);
+    };
+    let provider = Arc::new(crypto::ring::default_provider());
+    let certs = read_certs(CERT, cert_path)?;
+    let key = read_key(key_path)?;
+    let builder = ServerConfig::builder_with_provider(provider.clone())
+        .with_safe_default_protocol_versions()
+        .map_err(TlsError::Setup)?;
+    let builder = match &config.tls_ca_cert_file {
+        None => builder.with_no_client_auth(),
+        Some(ca_path) => builder.with_client_cert_verifier(client_verifier(ca_path, provider)?),
+    };
+    let server = builder
+        .with_single_cert(certs, key)
+        .map_err(|source| TlsError::CertKey {
+            cert: cert_path.clone(),
+            key: key_path.clone(),
+            source,
+        })?;
+    Ok(Some(TlsAcceptor::from(Arc::new(server))))
+}
+
+/// Requires every client to present a certificate chaining to a CA in
+/// `path`.
+fn client_verifier(
+    path: &Path,
+    provider: Arc<CryptoProvider>,
+) -> Result<Arc<dyn rustls::server::danger::ClientCertVerifier>, TlsError> {
+    let mut roots = RootCertStore::empty();
+    for cert in read_certs(CA, path)? {
+        roots.add(cert).map_err(|source| TlsError::BadCa {
+            path: path.to_path_buf(),
+            source,
+        })?;
+    }
+    WebPkiClientVerifier::builder_with_provider(Arc::new(roots), provider)
+        .build()
+        .map_err(|source| TlsError::Verifier {
+            path: path.to_path_buf(),
+            source,
+        })
+}
+
+fn read(what: &'static str, path: &Path) -> Result<Vec<u8>, TlsError> {
+    std::fs::read(path).map_err(|source| TlsError::Read {
+        what,
+        path: path.to_path_buf(),
+        source,
+    })
+}
+
+fn read_certs(what: &'static str, path: &Path) -> Result<Vec<CertificateDer<'static>>, TlsError> {
+    let pem = read(what, path)?;
+    let certs = CertificateDer::pem_slice_iter(&pem)
+        .collect::<Result<Vec<_>, _>>()
+        .map_err(|source| TlsError::Pem {
+            what,
+            path: path.to_path_buf(),
+            source,
+        })?;
+    if certs.is_empty() {
+        return Err(TlsError::Empty {
+            what,
+            path: path.to_path_buf(),
+            expected: "PEM certificate",
+        });
+    }
+    Ok(certs)
+}
+
+/// The first private key in the file: PKCS#8, PKCS#1 or SEC1.
+fn read_key(path: &Path) -> Result<PrivateKeyDer<'static>, TlsError> {
+    let pem = read(KEY, path)?;
+    PrivateKeyDer::from_pem_slice(&pem).map_err(|source| match source {
+        pem::Error::NoItemsFound => TlsError::Empty {
+            what: KEY,
+            path: path.to_path_buf(),
+            expected: "PEM private key (PKCS#8, PKCS#1 or SEC1)",
+        },
+        source => TlsError::Pem {
+            what: KEY,
+            path: path.to_path_buf(),
+            source,
+        },
+    })
+}
+
+/// Runs the server side of the handshake, bounded by
+/// [`HANDSHAKE_TIMEOUT`]; None if it failed or timed out (logged at debug:
+/// scanners and health checks do this all day).
+pub async fn handshake(acceptor: &TlsAcceptor, socket: TcpStream) -> Option<TlsStream<TcpStream>> {
+    let peer = socket.peer_addr().ok();
+    match tokio::time::timeout(HANDSHAKE_TIMEOUT, acceptor.accept(socket)).await {
+        Ok(Ok(stream)) => Some(stream),
+        Ok(Err(e)) => {
+            tracing::debug!(addr = ?peer, error = %e, "TLS handshake failed");
+            None
+        }
+        Err(_) => {
+            tracing::debug!(addr = ?peer, "TLS handshake timed out");
+            None
+        }
+    }
+}

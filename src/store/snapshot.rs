@@ -1,0 +1,635 @@
+//! The snapshot file: the whole keyspace with its expiries, so a restart
+//! loses nothing.
+//!
+//! Hand-written rather than serde + bincode: the format is a promise to
+//! future releases, so every byte is spelled out here, versioned, and
+//! independent of how the store lays entries out in memory.
+//!
+//! ```text
+//! header   "TURNSNAP"  version: u16  reserved: u16  written_at: u64 (ns)
+//! record   tag: u8 (1..=5)  key_len: u32  key  expires_at: u64 (ms, 0 = none)
+//!          payload (by tag):
+//!            1 string  len: u32, bytes
+//!            2 window  params, start, prev, curr
+//!            3 fixed   params, start, count
+//!            4 gcra    params, tat
+//!            5 log     params, newest, slots: u32, (timestamp in µs, count) * slots
+//!          params = limit, period, burst, precision
+//! trailer  0xFF  records: u64  crc32c: u32 (of every byte before it)
+//! ```
+//!
+//! Integers are little-endian; times are the server clock's nanoseconds
+//! since the epoch (expiry in milliseconds, as the store keeps it). Limiter
+//! states hold absolute times, so the time a server was down is credited
+//! on load with no conversion: a window that ended while it was down is
+//! over, a GCRA bucket has refilled, and a key whose expiry passed is not
+//! loaded at all.
+//!
+//! Writing walks one shard at a time under its read lock, so writes to
+//! other shards go on; the file is written beside the target, fsynced, and
+//! renamed over it, so a crash mid-write leaves the previous snapshot.
+
+use std::fs::{self, File};
+use std::io::{self, BufReader, BufWriter, Read, Write};
+use std::num::NonZeroU64;
+use std::path::{Path, PathBuf};
+
+use super::entry::{Entry, Stored, Value};
+use super::{bytes::SmallBytes, Store};
+use crate::clock::Nanos;
+use crate::limiter::{fixed, gcra, log, window, Params};
+
+pub const MAGIC: &[u8; 8] = b"TURNSNAP";
+/// The format written; a loader reads every version up to its own.
+pub const VERSION: u16 = 1;
+const HEADER_LEN: u64 = 8 + 2 + 2 + 8;
+
+const TAG_STR: u8 = 1;
+const TAG_WINDOW: u8 = 2;
+const TAG_FIXED: u8 = 3;
+const TAG_GCRA: u8 = 4;
+const TAG_LOG: u8 = 5;
+const TAG_END: u8 = 0xFF;
+
+const CRC32C: crc::Crc<u32> = crc::Crc::<u32>::new(&crc::CRC_32_ISCSI);
+
+/// A snapshot that could not be written or read, naming the file.
+#[derive(Debug, thiserror::Error)]
+#[error("snapshot {}: {kind}", path.display())]
+pub struct SnapshotError {
+    pub path: PathBuf,
+    pub kind: ErrorKind,
+}
+
+#[derive(Debug, thiserror::Error)]
+pub enum ErrorKind {
+    #[error("{0}")]
+    Io(#[from] io::Error),
+    #[error("not a Turnstile snapshot (wrong magic bytes)")]
+    BadMagic,
+    #[error("written by a newer Turnstile (format version {0}, this one reads up to {VERSION})")]
+    UnsupportedVersion(u16),
+    #[error("truncated: the file ends in the middle of a record (at byte {0})")]
+    Truncated(u64),
+    #[error("checksum mismatch: the file is corrupted")]
+    BadChecksum,
+    #[error("corrupted record at byte {at}: {what}")]
+    Corrupt { at: u64, what: &'static str },
+}
+
+/// What a load found.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct Loaded {
+    /// Keys put in the store.
+    pub keys: u64,
+    /// Keys in the file whose expiry passed while the server was down.
+    pub expired: u64,
+    /// When the file was written, on the server clock.
+    pub written_at: Nanos,
+}
+
+/// Writes the store to `path`: a sibling temporary file, fsynced, renamed
+/// over `path`, and the directory fsynced so the rename survives a crash.
+/// Returns the number of keys written.
+pub fn save(store: &Store, path: &Path, now: Nanos) -> Result<u64, SnapshotError> {
+    let err = |kind: ErrorKind| SnapshotError {
+        path: path.to_owned(),
+        kind,
+    };
+    let tmp = temp_path(path);
+    let written = (|| {
+        let file = File::create(&tmp)?;
+        let mut w = BufWriter::with_capacity(1 << 20, file);
+        let n = write(store, now, &mut w)?;
+        let file = w.into_inner().map_err(|e| e.into_error())?;
+        file.sync_all()?;
+        Ok(n)
+    })();
+    let n = match written {
+        Ok(n) => n,
+        Err(e) => {
+            let _ = fs::remove_file(&tmp);
+            return Err(err(ErrorKind::Io(e)));
+        }
+    };
+    fs::rename(&tmp, path).map_err(|e| {
+        let _ = fs::remove_file(&tmp);
+        err(ErrorKind::Io(e))
+    })?;
+    if let Some(dir) = path.parent().filter(|d| !d.as_os_str().is_empty()) {
+        File::open(dir)
+            .and_then(|d| d.sync_all())
+            .map_err(|e| err(ErrorKind::Io(e)))?;
+    }
+    Ok(n)
+}
+
+/// Checks that a snapshot can be written beside `path` (the directory
+/// exists and is writable), so a bad path fails at start, not a second in.
+pub fn check_writable(path: &Path) -> Result<(), SnapshotError> {
+    let tmp = temp_path(path);
+    File::create(&tmp)
+        .and_then(|_| fs::remove_file(&tmp))
+        .map_err(|e| SnapshotError {
+            path: path.to_owned(),
+            kind: ErrorKind::Io(e),
+        })
+}
+
+fn temp_path(path: &Path) -> PathBuf {
+    let mut name = path.file_name().unwrap_or_default().to_os_string();
+    name.push(".tmp");
+    path.with_file_name(name)
+}
+
+/// Loads `path` into `store`, skipping keys expired by `now`. A missing
+/// file is an empty keyspace (`Ok(None)`); any other failure is an error
+/// and the file is left as it is.
+pub fn load(store: &Store, path: &Path, now: Nanos) -> Result<Option<Loaded>, SnapshotError> {
+    let err = |kind: ErrorKind| SnapshotError {
+        path: path.to_owned(),
+        kind,
+    };
+    let file = match File::open(path) {
+        Ok(f) => f,
+        Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(None),
+        Err(e) => return Err(err(ErrorKind::Io(e))),
+    };
+    read(store, BufReader::with_capacity(1 << 20, file), now)
+        .map(Some)
+        .map_err(err)
+}
+
+/// Serialises every live key, shard by shard.
+pub fn write(store: &Store, now: Nanos, w: &mut impl Write) -> io::Result<u64> {
+    let mut w = Hashing {
+        inner: w,
+        digest: CRC32C.digest(),
+    };
+    let mut header = Vec::with_capacity(HEADER_LEN as usize);
+    header.extend_from_slice(MAGIC);
+    header.extend_from_slice(&VERSION.to_le_bytes());
+    header.extend_from_slice(&0u16.to_le_bytes());
+    header.extend_from_slice(&now.0.to_le_bytes());
+    w.write_all(&header)?;
+    let mut records = 0u64;
+    // One shard's records are encoded under its read lock into `buf`, and
+    // written out after the lock is released: file I/O never holds a lock.
+    let mut buf = Vec::new();
+    for i in 0..store.shard_count() {
+        buf.clear();
+        store.for_each_in_shard(i, now, |key, entry| {
+            encode(&mut buf, key, entry);
+            records += 1;
+        });
+        w.write_all(&buf)?;
+    }
+    w.write_all(&[TAG_END])?;
+    w.write_all(&records.to_le_bytes())?;
+    let crc = w.digest.finalize();
+    w.inner.write_all(&crc.to_le_bytes())?;
+    Ok(records)
+}
+
+fn encode(buf: &mut Vec<u8>, key: &[u8], entry: &Entry) {
+    let put = |buf: &mut Vec<u8>, n: u64| buf.extend_from_slice(&n.to_le_bytes());
+    let params = |buf: &mut Vec<u8>, p: &Params| {
+        for n in [p.limit(), p.period(), p.burst.get(), p.precision.get()] {
+            put(buf, n);
+        }
+    };
+    let tag = match &entry.value {
+        Value::Str(_) => TAG_STR,
+        Value::Window(_) => TAG_WINDOW,
+        Value::Fixed(_) => TAG_FIXED,
+        Value::Gcra(_) => TAG_GCRA,
+        Value::Log(_) => TAG_LOG,
+    };
+    buf.push(tag);
+    buf.extend_from_slice(&len32(key.len()).to_le_bytes());
+    buf.extend_from_slice(key);
+    put(buf, entry.expiry_ms().unwrap_or(0));
+    match &entry.value {
+        Value::Str(s) => {
+            buf.extend_from_slice(&len32(s.len()).to_le_bytes());
+            buf.extend_from_slice(s);
+        }
+        Value::Window(w) => {
+            params(buf, &w.params);
+            for n in [w.state.start, w.state.prev, w.state.curr] {
+                put(buf, n);
+            }
+        }
+        Value::Fixed(f) => {
+            params(buf, &f.params);
+            put(buf, f.state.start);
+            put(buf, f.state.count);
+        }
+        Value::Gcra(g) => {
+            params(buf, &g.params);
+            put(buf, g.state.tat);
+        }
+        Value::Log(l) => {
+            params(buf, &l.params);
+            put(buf, l.state.newest());
+            buf.extend_from_slice(&len32(l.state.slots()).to_le_bytes());
+            for (t, c) in l.state.slots_iter() {
+                put(buf, t);
+                put(buf, c);
+            }
+        }
+    }
+}
+
+/// Lengths are u32 in the file. Nothing in the store can be longer (a bulk
+/// over `u32::MAX` would need `--proto-max-bulk-len` above 4 GiB and the
+/// memory to match); saturating keeps `encode` total, and such a record
+/// would fail its load loudly rather than silently.
+fn len32(n: usize) -> u32 {
+    u32::try_from(n).unwrap_or(u32::MAX)
+}
+
+/// Reads a snapshot into `store`. Records are inserted as they are read;
+/// on any error the caller refuses to start, so a half-loaded store is
+/// never served.
+pub fn read(store: &Store, r: impl Read, now: Nanos) -> Result<Loaded, ErrorKind> {
+    let mut r = Reader {
+        inner: r,
+        digest: CRC32C.digest(),
+        at: 0,
+    };
+    let mut magic = [0u8; 8];
+    r.fill(&mut magic)?;
+    if &magic != MAGIC {
+        return Err(ErrorKind::BadMagic);
+    }
+    let version = r.u16()?;
+    if version > VERSION || version == 0 {
+        return Err(ErrorKind::UnsupportedVersion(version));
+    }
+    let _reserved = r.u16()?;
+    let written_at = Nanos(r.u64()?);
+    let mut loaded = Loaded {
+        written_at,
+        ..Loaded::default()
+    };
+    let mut records = 0u64;
+    loop {
+        let at = r.at;
+        let tag = r.u8()?;
+        if tag == TAG_END {
+            break;
+        }
+        let key = r.bytes()?;
+        let expires_ms = r.u64()?;
+        let value = decode_value(&mut r, tag, at)?;
+        records += 1;
+        let entry = Entry::with_expiry_ms(value, (expires_ms != 0).then_some(expires_ms));
+        if entry.is_expired(now) {
+            loaded.expired += 1;
+            continue;
+        }
+        store.update(&key, now, |slot| *slot = Some(entry));
+        loaded.keys += 1;
+    }
+    let count = r.u64()?;
+    let expected = r.digest.clone().finalize();
+    let mut crc = [0u8; 4];
+    r.fill(&mut crc)?;
+    if u32::from_le_bytes(crc) != expected {
+        return Err(ErrorKind::BadChecksum);
+    }
+    if count != records {
+        return Err(ErrorKind::Corrupt {
+            at: r.at,
+            what: "record count does not match the trailer",
+        });
+    }
+    let mut rest = [0u8; 1];
+    if r.inner.read(&mut rest)? != 0 {
+        return Err(ErrorKind::Corrupt {
+            at: r.at,
+            what: "bytes after the trailer",
+        });
+    }
+    Ok(loaded)
+}
+
+fn decode_value(r: &mut Reader<impl Read>, tag: u8, at: u64) -> Result<Value, ErrorKind> {
+    let corrupt = |what| ErrorKind::Corrupt { at, what };
+    Ok(match tag {
+        TAG_STR => Value::Str(SmallBytes::from(&r.bytes()?[..])),
+        TAG_WINDOW => {
+            let params = r.params(at)?;
+            let state = window::State {
+                start: r.u64()?,
+                prev: r.u64()?,
+                curr: r.u64()?,
+            };
+            Value::Window(Stored { params, state })
+        }
+        TAG_FIXED => {
+            let params = r.params(at)?;
+            let state = fixed::State {
+                start: r.u64()?,
+                count: r.u64()?,
+            };
+            Value::Fixed(Stored { params, state })
+        }
+        TAG_GCRA => {
+            let params = r.params(at)?;
+            let state = gcra::State { tat: r.u64()? };
+            Value::Gcra(Stored { params, state })
+        }
+        TAG_LOG => {
+            let params = r.params(at)?;
+            if params.period() > log::MAX_PERIOD {
+                return Err(corrupt("log period too long"));
+            }
+            let newest = r.u64()?;
+            let n = r.u32()?;
+            // Grown as read, never pre-sized from the file's claim.
+            let mut slots = Vec::new();
+            for _ in 0..n {
+                slots.push((r.u64()?, r.u64()?));
+            }
+            let state = log::State::restore(newest, &slots).ok_or(corrupt("bad log slots"))?;
+            Value::Log(Box::new(Stored { params, state }))
+        }
+        _ => return Err(corrupt("unknown record type")),
+    })
+}
+
+/// Feeds everything written through the checksum.
+struct Hashing<'a, W> {
+    inner: W,
+    digest: crc::Digest<'a, u32>,
+}
+
+impl<W: Write> Write for Hashing<'_, W> {
+    fn write(&mut self, buf: &[u8]) -> io::Result<usize> {
+        let n = self.inner.write(buf)?;
+        self.digest.update(&buf[..n]);
+        Ok(n)
+    }
+
+    fn flush(&mut self) -> io::Result<()> {
+        self.inner.flush()
+    }
+}
+
+/// Reads fixed-size fields, checksumming them and tracking the offset.
+struct Reader<'a, R> {
+    inner: R,
+    digest: crc::Digest<'a, u32>,
+    at: u64,
+}
+
+impl<R: Read> Reader<'_, R> {
+    fn fill(&mut self, buf: &mut [u8]) -> Result<(), ErrorKind> {
+        match self.inner.read_exact(buf) {
+            Ok(()) => {
+                self.digest.update(buf);
+                self.at += buf.len() as u64;
+                Ok(())
+            }
+            Err(e) if e.kind() == io::ErrorKind::UnexpectedEof => {
+                Err(ErrorKind::Truncated(self.at))
+            }
+            Err(e) => Err(ErrorKind::Io(e)),
+        }
+    }
+
+    fn u8(&mut self) -> Result<u8, ErrorKind> {
+        let mut b = [0u8; 1];
+        self.fill(&mut b)?;
+        Ok(b[0])
+    }
+
+    fn u16(&mut self) -> Result<u16, ErrorKind> {
+        let mut b = [0u8; 2];
+        self.fill(&mut b)?;
+        Ok(u16::from_le_bytes(b))
+    }
+
+    fn u32(&mut self) -> Result<u32, ErrorKind> {
+        let mut b = [0u8; 4];
+        self.fill(&mut b)?;
+        Ok(u32::from_le_bytes(b))
+    }
+
+    fn u64(&mut self) -> Result<u64, ErrorKind> {
+        let mut b = [0u8; 8];
+        self.fill(&mut b)?;
+        Ok(u64::from_le_bytes(b))
+    }
+
+    /// A u32-length-prefixed byte string, read in bounded chunks so a
+    /// corrupted length cannot make us allocate gigabytes up front.
+    fn bytes(&mut self) -> Result<Vec<u8>, ErrorKind> {
+        let len = self.u32()? as usize;
+        let mut out = Vec::with_capacity(len.min(64 * 1024));
+        let mut chunk = [0u8; 8192];
+        while out.len() < len {
+            let n = (len - out.len()).min(chunk.len());
+            self.fill(&mut chunk[..n])?;
+            out.extend_from_slice(&chunk[..n]);
+        }
+        Ok(out)
+    }
+
+    fn params(&mut self, at: u64) -> Result<Params, ErrorKind> {
+        let mut nz = || -> Result<NonZeroU64, ErrorKind> {
+            NonZeroU64::new(self.u64()?).ok_or(ErrorKind::Corrupt {
+                at,
+                what: "a limiter parameter is zero",
+            })
+        };
+        let p = Params {
+            limit: nz()?,
+            period: nz()?,
+            burst: nz()?,
+            precision: nz()?,
+        };
+        if p.precision > p.period && p.precision.get() > 1 {
+            return Err(ErrorKind::Corrupt {
+                at,
+                what: "precision longer than the period",
+            });
+        }
+        Ok(p)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const NOW: Nanos = Nanos(1_700_000_000_000_000_000);
+
+    fn params(limit: u64, period_s: u64) -> Params {
+        Params::new(
+            NonZeroU64::new(limit).unwrap(),
+            NonZeroU64::new(period_s * Nanos::PER_SEC).unwrap(),
+        )
+    }
+
+    fn sample_store() -> Store {
+        let store = Store::new(4);
+        let put = |k: &[u8], v: Value, exp_ms: Option<u64>| {
+            store.update(k, NOW, |s| *s = Some(Entry::with_expiry_ms(v, exp_ms)))
+        };
+        let later = NOW.as_millis() + 60_000;
+        put(b"s", Value::Str(SmallBytes::from(&b"hello"[..])), None);
+        put(b"", Value::Str(SmallBytes::from(&[0u8; 300][..])), None);
+        let w = window::State {
+            start: NOW.0 - 5,
+            prev: 3,
+            curr: 7,
+        };
+        put(
+            b"w",
+            Value::Window(Stored {
+                params: params(10, 60),
+                state: w,
+            }),
+            Some(later),
+        );
+        put(
+            b"f",
+            Value::Fixed(Stored {
+                params: params(10, 60),
+                state: fixed::State {
+                    start: NOW.0 - 9,
+                    count: 4,
+                },
+            }),
+            Some(later),
+        );
+        put(
+            b"g",
+            Value::Gcra(Stored {
+                params: params(10, 60),
+                state: gcra::State { tat: NOW.0 + 99 },
+            }),
+            Some(later),
+        );
+        let mut l = log::State::default();
+        for i in 0..5 {
+            log::decide(&mut l, &params(10, 60), NOW.0 - 1000 + i * 100, 1 + i);
+        }
+        put(
+            b"l",
+            Value::Log(Box::new(Stored {
+                params: params(100, 60),
+                state: l,
+            })),
+            Some(later),
+        );
+        put(
+            b"gone",
+            Value::Str(SmallBytes::from(&b"x"[..])),
+            Some(NOW.as_millis() + 10),
+        );
+        store
+    }
+
+    fn to_bytes(store: &Store, now: Nanos) -> Vec<u8> {
+        let mut out = Vec::new();
+        write(store, now, &mut out).unwrap();
+        out
+    }
+
+    fn dump(store: &Store, now: Nanos) -> Vec<(Vec<u8>, String, Option<u64>)> {
+        let mut all = Vec::new();
+        for i in 0..store.shard_count() {
+            store.for_each_in_shard(i, now, |k, e| {
+                all.push((k.to_vec(), format!("{:?}", e.value), e.expiry_ms()))
+            });
+        }
+        all.sort();
+        all
+    }
+
+    #[test]
+    fn round_trip_keeps_every_value_and_expiry() {
+        let store = sample_store();
+        let bytes = to_bytes(&store, NOW);
+        let back = Store::new(8);
+        let loaded = read(&back, &bytes[..], NOW).unwrap();
+        assert_eq!(loaded.keys, 7);
+        assert_eq!(loaded.written_at, NOW);
+        assert_eq!(dump(&back, NOW), dump(&store, NOW));
+    }
+
+    #[test]
+    fn keys_that_expired_while_down_are_not_loaded() {
+        let bytes = to_bytes(&sample_store(), NOW);
+        let back = Store::new(8);
+        let later = Nanos(NOW.0 + 20 * Nanos::PER_MS);
+        let loaded = read(&back, &bytes[..], later).unwrap();
+        assert_eq!((loaded.keys, loaded.expired), (6, 1));
+        assert!(!back.exists(b"gone", later));
+    }
+
+    #[test]
+    fn every_cut_is_detected() {
+        let bytes = to_bytes(&sample_store(), NOW);
+        for cut in 0..bytes.len() {
+            let e = read(&Store::new(1), &bytes[..cut], NOW).unwrap_err();
+            assert!(
+                matches!(e, ErrorKind::Truncated(_) | ErrorKind::BadMagic),
+                "cut at {cut}: {e}"
+            );
+        }
+    }
+
+    #[test]
+    fn every_flipped_byte_is_detected() {
+        let bytes = to_bytes(&sample_store(), NOW);
+        for i in 0..bytes.len() {
+            let mut bad = bytes.clone();
+            bad[i] ^= 0x40;
+            assert!(read(&Store::new(1), &bad[..], NOW).is_err(), "byte {i}");
+        }
+    }
+
+    #[test]
+    fn newer_versions_and_other_files_are_refused() {
+        let mut bytes = to_bytes(&sample_store(), NOW);
+        bytes[8] = 2;
+        assert!(matches!(
+            read(&Store::new(1), &bytes[..], NOW),
+            Err(ErrorKind::UnsupportedVersion(2))
+        ));
+        assert!(matches!(
+            read(&Store::new(1), &b"REDIS0011xxxxxxxxxxxxxxx"[..], NOW),
+            Err(ErrorKind::BadMagic)
+        ));
+    }
+
+    #[test]
+    fn trailing_bytes_are_refused() {
+        let mut bytes = to_bytes(&sample_store(), NOW);
+        bytes.push(0);
+        assert!(read(&Store::new(1), &bytes[..], NOW).is_err());
+    }
+
+    #[test]
+    fn save_replaces_the_file_and_load_reads_it() {
+        let dir = std::env::temp_dir().join(format!("turnstile-snap-{}", std::process::id()));
+        fs::create_dir_all(&dir).unwrap();
+        let path = dir.join("dump.tsnap");
+        assert!(load(&Store::new(1), &path, NOW).unwrap().is_none());
+        check_writable(&path).unwrap();
+        assert_eq!(save(&sample_store(), &path, NOW).unwrap(), 7);
+        assert_eq!(save(&sample_store(), &path, NOW).unwrap(), 7);
+        assert!(!temp_path(&path).exists());
+        let back = Store::new(8);
+        let loaded = load(&back, &path, NOW).unwrap().unwrap();
+        assert_eq!(loaded.keys, 7);
+        let err = check_writable(&dir.join("missing/dump.tsnap")).unwrap_err();
+        assert!(err.to_string().contains("missing/dump.tsnap"), "{err}");
+        fs::remove_dir_all(&dir).unwrap();
+    }
+}
