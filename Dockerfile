@@ -31,11 +31,15 @@ RUN cargo chef cook --release --locked --recipe-path recipe.json --bin turnstile
 COPY Cargo.toml Cargo.lock ./
 COPY src ./src
 COPY benches ./benches
-RUN cargo build --release --locked --bin turnstile
+RUN cargo build --release --locked --bin turnstile && mkdir -p /build/data
 
 # Runtime: glibc and CA certificates only, no shell, fixed non-root user.
 FROM gcr.io/distroless/cc-debian12:nonroot
 COPY --from=builder /build/target/release/turnstile /usr/local/bin/turnstile
+# An empty directory the non-root user owns, for --snapshot: mount a volume
+# here (a new named volume takes this ownership) and set
+# TURNSTILE_SNAPSHOT=/data/turnstile.tsnap so restarts keep every count.
+COPY --from=builder --chown=65532:65532 /build/data /data
 USER 65532:65532
 ENV TURNSTILE_BIND=0.0.0.0 \
     TURNSTILE_PORT=6379 \
@@ -45,6 +49,7 @@ EXPOSE 6379 9898
 # the image. It PINGs 127.0.0.1 (loopback, so protected mode allows it).
 HEALTHCHECK --interval=10s --timeout=3s --start-period=5s --retries=3 \
     CMD ["/usr/local/bin/turnstile", "healthcheck"]
-# Turnstile handles SIGTERM: stops accepting, finishes replies, exits 0.
+# Turnstile handles SIGTERM: stops accepting, finishes replies, writes its
+# final snapshot (with --snapshot), exits 0.
 STOPSIGNAL SIGTERM
 ENTRYPOINT ["/usr/local/bin/turnstile"]
