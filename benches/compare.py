@@ -19,19 +19,14 @@ and ratios, and (unless --quick) writes it to docs/performance.md.
 """
 
 import argparse
-import csv
-import io
 import os
 import platform
-import socket
 import statistics
 import subprocess
 import sys
-import time
 from datetime import datetime, timezone
-from pathlib import Path
 
-ROOT = Path(__file__).resolve().parent.parent
+from benchlib import ROOT, free_port, redis_benchmark, wait_ping
 
 # Seed 002: the two-bucket sliding-window counter, two string keys per
 # limiter (current and previous window), estimate interpolated.
@@ -73,54 +68,8 @@ return {allowed, current_count}
 """
 
 
-def free_port():
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
-def wait_ping(port, proc, what):
-    for _ in range(200):
-        if proc.poll() is not None:
-            sys.exit(f"{what} exited during startup")
-        r = subprocess.run(["redis-cli", "-p", str(port), "ping"], capture_output=True, text=True)
-        if r.stdout.strip() == "PONG":
-            return
-        time.sleep(0.05)
-    sys.exit(f"{what} does not answer PING on port {port}")
-
-
-def cpu_ns(pid):
-    """CPU time (ns) of every thread of `pid`, from schedstat."""
-    total = 0
-    for task in Path(f"/proc/{pid}/task").iterdir():
-        try:
-            total += int((task / "schedstat").read_text().split()[0])
-        except (FileNotFoundError, ProcessLookupError):
-            pass
-    return total
-
-
 def bench(port, pid, args, n, pipeline):
-    cmd = ["redis-benchmark", "-p", str(port), "-c", "50", "-r", "100000", "-n", str(n), "--csv"]
-    if pipeline > 1:
-        cmd += ["-P", str(pipeline)]
-    cmd += args
-    before = cpu_ns(pid)
-    r = subprocess.run(cmd, capture_output=True, text=True, timeout=600)
-    after = cpu_ns(pid)
-    if r.returncode != 0 or "error" in (r.stdout + r.stderr).lower():
-        sys.exit(f"redis-benchmark failed: {' '.join(cmd)}\n{r.stdout}\n{r.stderr}")
-    rows = [row for row in csv.reader(io.StringIO(r.stdout)) if row and row[0] != "test"]
-    if len(rows) != 1:
-        sys.exit(f"unexpected redis-benchmark output for {' '.join(cmd)}:\n{r.stdout}")
-    row = rows[0]
-    return {
-        "ops": float(row[1]),
-        "p50": float(row[4]),
-        "p99": float(row[6]),
-        "cpu_us": (after - before) / 1000 / n,
-    }
+    return redis_benchmark(port, pid, args, n, pipeline, clients=50, randomkeys=100000)
 
 
 def main():

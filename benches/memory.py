@@ -1,0 +1,288 @@
+#!/usr/bin/env python3
+"""Memory per key: Turnstile's limiter keys against Redis holding the seeds'
+limiter state, measured as resident memory (VmRSS) on this machine.
+
+    benches/memory.sh              # full run (1,000,000 keys), prints the table
+    benches/memory.sh --write      # ... and writes it to docs/performance.md
+    benches/memory.sh --quick      # 20,000 keys, for CI: checks it completes
+
+Every shape gets a fresh server on a free loopback port: VmRSS (from
+/proc/<pid>/status) is read after startup, the keys are loaded over one
+connection as raw RESP pipelines (batches of 10,000 commands, replies
+counted), the connection is closed, and VmRSS is read again;
+bytes per key = (RSS after - RSS before) / keys. The allocator's own figure
+(`INFO memory` used_memory) is recorded beside it for reference.
+
+Turnstile (`target/release/turnstile --metrics-addr off`), keys of exactly
+16 bytes (`k:%014d`):
+
+- one `RL.ALLOW k 100 3600 ALGO <algo>` per key, for window, gcra, fixed
+  and log (the log then holds one timestamp). The period is an hour so that
+  nothing expires during the run; the state is the same size for any period.
+- log with 100 timestamps: a tenth as many keys, 100 `RL.ALLOW` each, sent
+  in 100 rounds over all keys, so a key's requests are a whole round apart
+  (tens of milliseconds): the log coalesces requests with equal microsecond
+  timestamps into one slot, and this keeps every request a slot of its own
+  (checked with RL.STATE, which reports `slots`). Bytes per timestamp =
+  (RSS delta - keys * the 1-timestamp run's bytes per key) / the 99 extra
+  timestamps per key, i.e. what each timestamp beyond the first costs.
+
+Redis (Debian's redis-server, --save '' --appendonly no), same key names:
+
+- seed 002's two-bucket limiter: two string keys per limiter
+  (`k:%014d:cur`, `k:%014d:prev`), each a small integer with an expiry
+  (`SET ... EX`, as the seed's INCR + EXPIRE leaves it); bytes per limiter.
+- seed 003's sorted-set log: `ZADD k ts ts` (microsecond timestamps, member
+  = score, as the seed writes them) plus `EXPIRE`, with 1 and with 100
+  timestamps per key, in the default listpack encoding
+  (zset-max-listpack-entries 128) and again as a skiplist
+  (zset-max-listpack-entries 0); bytes per timestamp as for Turnstile.
+"""
+
+import argparse
+import sys
+import time
+
+from benchlib import (build_line, build_release, keyed_batches, machine_line, pin_turnstile, pipeline,
+                      redis_version, start_redis, start_turnstile, template, write_section)
+
+KEY = b"k:%014d"
+PERIOD = 3600
+TIMESTAMPS = 100
+
+# Targets from the performance issue, bytes.
+TARGET = {"window": 48, "gcra": 40, "fixed": 40}
+LOG_PER_TS, LOG_PER_KEY = 8, 64
+
+
+def settle():
+    time.sleep(0.5)
+
+
+def measure(server, load, keys):
+    """RSS and used_memory before and after `load()`, per key."""
+    with server.client() as c:
+        c("PING")
+        settle()
+        rss0, used0 = server.rss(), int(c.info("memory")["used_memory"])
+    t = time.monotonic()
+    load()
+    load_s = time.monotonic() - t
+    settle()
+    with server.client() as c:
+        rss1, used1 = server.rss(), int(c.info("memory")["used_memory"])
+        dbsize = c("DBSIZE")
+    return {
+        "keys": keys,
+        "rss_delta": rss1 - rss0,
+        "used_delta": used1 - used0,
+        "rss_before": rss0,
+        "rss_after": rss1,
+        "dbsize": dbsize,
+        "load_s": load_s,
+    }
+
+
+def log(msg):
+    print(msg, file=sys.stderr, flush=True)
+
+
+def report(name, m, per=None):
+    per = per or m["keys"]
+    log(f"{name:34} {m['keys']:>9,} keys in {m['load_s']:5.1f}s  RSS {m['rss_before'] / 2**20:7.1f} -> "
+        f"{m['rss_after'] / 2**20:7.1f} MiB  {m['rss_delta'] / per:7.1f} B/key RSS  "
+        f"{m['used_delta'] / per:7.1f} B/key used_memory  (DBSIZE {m['dbsize']:,})")
+
+
+def check(cond, what):
+    if not cond:
+        sys.exit(f"check failed: {what}")
+
+
+def turnstile_runs(keys, log_keys):
+    out = {}
+    for algo in ["window", "gcra", "fixed", "log"]:
+        s = start_turnstile()
+        try:
+            tmpl = template("RL.ALLOW", None, 100, PERIOD, "ALGO", algo, key_format=KEY)
+            m = measure(s, lambda: pipeline(s.port, keyed_batches(tmpl, 0, keys, 6)), keys)
+            check(m["dbsize"] == keys, f"turnstile {algo}: DBSIZE {m['dbsize']} != {keys}")
+            with s.client() as c:
+                st = c.pairs("RL.STATE", KEY % (keys - 1))
+                check(st and st["algorithm"] == algo.encode(), f"RL.STATE {st}")
+                if algo == "log":
+                    check(st["slots"] == 1, f"log key holds {st['slots']} slots, not 1")
+        finally:
+            s.stop()
+        report(f"turnstile {algo}", m)
+        out[algo] = m
+
+    s = start_turnstile()
+    try:
+        tmpl = template("RL.ALLOW", None, TIMESTAMPS, PERIOD, "ALGO", "log", key_format=KEY)
+
+        def rounds():
+            for _ in range(TIMESTAMPS):
+                yield from keyed_batches(tmpl, 0, log_keys, 6)
+
+        m = measure(s, lambda: pipeline(s.port, rounds()), log_keys)
+        check(m["dbsize"] == log_keys, f"turnstile log x{TIMESTAMPS}: DBSIZE {m['dbsize']} != {log_keys}")
+        with s.client() as c:
+            for i in (0, log_keys // 2, log_keys - 1):
+                st = c.pairs("RL.STATE", KEY % i)
+                check(st["slots"] == TIMESTAMPS and st["count"] == TIMESTAMPS,
+                      f"log key {i}: {st['slots']} slots, count {st['count']}; want {TIMESTAMPS} of each")
+    finally:
+        s.stop()
+    report(f"turnstile log x{TIMESTAMPS}", m)
+    out["log100"] = m
+    return out
+
+
+def redis_runs(keys, log_keys):
+    out = {}
+    s = start_redis()
+    try:
+        cur = template("SET", None, 7, "EX", PERIOD * 2, key_format=KEY + b":cur")
+        prev = template("SET", None, 3, "EX", PERIOD * 2, key_format=KEY + b":prev")
+        tmpl = (cur + prev).replace(b"%014d", b"%(i)014d")
+
+        def batches(batch=5_000):
+            for lo in range(0, keys, batch):
+                hi = min(keys, lo + batch)
+                yield b"".join([tmpl % {b"i": i} for i in range(lo, hi)]), (hi - lo) * 2
+
+        m = measure(s, lambda: pipeline(s.port, batches()), keys)
+        check(m["dbsize"] == 2 * keys, f"redis two-bucket: DBSIZE {m['dbsize']} != {2 * keys}")
+    finally:
+        s.stop()
+    report("redis two-bucket", m)
+    out["two-bucket"] = m
+
+    base = int(time.time() * 1_000_000)
+    for encoding, extra in [("listpack", ()), ("skiplist", ("--zset-max-listpack-entries", "0"))]:
+        for n_ts, n_keys in [(1, keys), (TIMESTAMPS, log_keys)]:
+            s = start_redis(*extra)
+            try:
+                pairs = []
+                for j in range(n_ts):
+                    ts = base + j * 1000
+                    pairs += [ts, ts]
+                zadd = template("ZADD", None, *pairs, key_format=KEY)
+                expire = template("EXPIRE", None, PERIOD + 5, key_format=KEY)
+                tmpl = (zadd + expire).replace(b"%014d", b"%(i)014d")
+
+                def batches(batch=max(1, 10_000 // n_ts)):
+                    for lo in range(0, n_keys, batch):
+                        hi = min(n_keys, lo + batch)
+                        yield b"".join([tmpl % {b"i": i} for i in range(lo, hi)]), (hi - lo) * 2
+
+                m = measure(s, lambda: pipeline(s.port, batches()), n_keys)
+                check(m["dbsize"] == n_keys, f"redis zset: DBSIZE {m['dbsize']} != {n_keys}")
+                with s.client() as c:
+                    enc = c("OBJECT", "ENCODING", KEY % (n_keys - 1)).decode()
+                    check(enc == encoding, f"zset encoding {enc}, wanted {encoding}")
+                    check(c("ZCARD", KEY % (n_keys - 1)) == n_ts, "ZCARD")
+            finally:
+                s.stop()
+            report(f"redis zset {encoding} x{n_ts}", m)
+            out[f"zset-{encoding}-{n_ts}"] = m
+    return out
+
+
+def per_ts(m100, m1, field):
+    """Bytes per timestamp beyond each key's first, and total per key."""
+    keys = m100["keys"]
+    k1 = m1[field] / m1["keys"]
+    return (m100[field] - keys * k1) / (keys * (TIMESTAMPS - 1)), m100[field] / keys
+
+
+def table(t, r):
+    def yes(ok):
+        return "yes" if ok else "**no**"
+
+    rows = [
+        "| server | shape | keys | RSS bytes per key | RSS bytes per timestamp | used_memory bytes per key "
+        "| used_memory bytes per timestamp | target | met? |",
+        "|---|---|---|---|---|---|---|---|---|",
+    ]
+
+    def row(server, shape, m, target="", met="", ts=None):
+        rss_key = m["rss_delta"] / m["keys"]
+        used_key = m["used_delta"] / m["keys"]
+        rss_ts = used_ts = ""
+        if ts:
+            rss_ts = f"{ts[0]:.1f}"
+            used_ts = f"{ts[1]:.1f}"
+        rows.append(f"| {server} | {shape} | {m['keys']:,} | {rss_key:,.1f} | {rss_ts} | {used_key:,.1f} | "
+                    f"{used_ts} | {target} | {met} |")
+
+    for algo in ["window", "gcra", "fixed"]:
+        m = t[algo]
+        row("Turnstile", f"`RL.ALLOW ... ALGO {algo}`", m, f"≤ {TARGET[algo]} B/key",
+            yes(m["rss_delta"] / m["keys"] <= TARGET[algo]))
+    m = t["log"]
+    row("Turnstile", "`ALGO log`, 1 timestamp per key", m, f"≤ {LOG_PER_KEY + LOG_PER_TS} B/key (64 + 8)",
+        yes(m["rss_delta"] / m["keys"] <= LOG_PER_KEY + LOG_PER_TS))
+    ts_rss, total_rss = per_ts(t["log100"], t["log"], "rss_delta")
+    ts_used, _ = per_ts(t["log100"], t["log"], "used_delta")
+    row("Turnstile", f"`ALGO log`, {TIMESTAMPS} timestamps per key", t["log100"],
+        f"≤ {LOG_PER_TS} B/timestamp, ≤ {LOG_PER_KEY + LOG_PER_TS * TIMESTAMPS} B/key",
+        yes(ts_rss <= LOG_PER_TS and total_rss <= LOG_PER_KEY + LOG_PER_TS * TIMESTAMPS), (ts_rss, ts_used))
+    row("Redis", "two-bucket (seed 002): 2 strings + expiry per limiter", r["two-bucket"])
+    for enc in ["listpack", "skiplist"]:
+        row("Redis", f"zset log (seed 003), {enc}, 1 timestamp per key", r[f"zset-{enc}-1"])
+        ts_rss, _ = per_ts(r[f"zset-{enc}-{TIMESTAMPS}"], r[f"zset-{enc}-1"], "rss_delta")
+        ts_used, _ = per_ts(r[f"zset-{enc}-{TIMESTAMPS}"], r[f"zset-{enc}-1"], "used_delta")
+        row("Redis", f"zset log (seed 003), {enc}, {TIMESTAMPS} timestamps per key",
+            r[f"zset-{enc}-{TIMESTAMPS}"], ts=(ts_rss, ts_used))
+    return "\n".join(rows) + "\n"
+
+
+PROSE = """\
+`benches/memory.sh` (add `--write` to update the table below; `--quick` is a
+20,000-key smoke run for CI) builds the release binary, then for each shape
+starts a fresh server, reads its resident memory (VmRSS), loads the keys
+over raw RESP pipelines, and reads it again: bytes per key = RSS growth /
+keys. Turnstile's keys are 16 bytes (`k:%014d`), one `RL.ALLOW` each (the
+log also with 100 timestamps per key, on a tenth as many keys); Redis holds
+the same keys as the seeds' limiters do: two strings with an expiry per
+two-bucket limiter, a sorted set per log (listpack, and skiplist with
+`zset-max-listpack-entries 0`). Bytes per timestamp are what each
+timestamp beyond a key's first adds. `used_memory` (each server's
+allocator count) is beside RSS for reference; the targets are on RSS."""
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--quick", action="store_true", help="20,000 keys: checks the harness completes")
+    ap.add_argument("--keys", type=int, default=1_000_000)
+    ap.add_argument("--write", action="store_true", help="update docs/performance.md (not with --quick)")
+    ap.add_argument("--no-build", action="store_true")
+    ap.add_argument("--only", choices=["turnstile", "redis"], help="measure one server only (no table)")
+    opts = ap.parse_args()
+    if opts.quick:
+        opts.keys = 20_000
+        if opts.write:
+            sys.exit("--write needs a full run, not --quick")
+    log_keys = max(1, opts.keys // 10)
+    if not opts.no_build:
+        build_release()
+    pin_turnstile()
+    started = time.monotonic()
+    t = turnstile_runs(opts.keys, log_keys) if opts.only != "redis" else None
+    r = redis_runs(opts.keys, log_keys) if opts.only != "turnstile" else None
+    log(f"done in {time.monotonic() - started:.0f}s")
+    if not (t and r):
+        return
+    out = table(t, r)
+    print(out)
+    if opts.write:
+        block = (f"Measured {machine_line()}, build {build_line()}, Redis {redis_version()}, by `benches/memory.sh` "
+                 f"({opts.keys:,} keys of 16 bytes per shape, {log_keys:,} for {TIMESTAMPS} timestamps per key; "
+                 f"one run, VmRSS growth per key).\n\n" + out)
+        write_section("memory", "Memory", PROSE, block)
+
+
+if __name__ == "__main__":
+    main()
