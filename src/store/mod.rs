@@ -44,6 +44,12 @@ struct Shard {
     table: HashTable<Slot>,
     /// Entries with an expiry, for `INFO keyspace`.
     volatile: usize,
+    /// No key here expires before this (ms since the epoch): a lower bound,
+    /// lowered by every write that sets an expiry and made exact by each
+    /// sweep, so the sweeper skips a shard with nothing due instead of
+    /// walking every key every second (at 10M keys that walk alone cost
+    /// 14% of a core).
+    next_expiry_ms: u64,
 }
 
 /// A shard padded to its own cache lines, so two cores locking neighbours
@@ -346,17 +352,24 @@ impl Store {
     pub fn sweep_shard(&self, i: usize, now: Nanos) -> usize {
         let mut guard = self.shards[i].0.write();
         let shard = &mut *guard;
-        if shard.volatile == 0 {
+        if shard.volatile == 0 || shard.next_expiry_ms.saturating_mul(Nanos::PER_MS) > now.0 {
             return 0;
         }
         let before = shard.table.len();
         let mut removed_volatile = 0;
+        let mut next = u64::MAX;
         shard.table.retain(|slot| {
             let expired = slot.entry.as_ref().is_none_or(|e| e.is_expired(now));
             removed_volatile += expired as usize;
+            if !expired {
+                if let Some(at) = slot.entry.as_ref().and_then(Entry::expiry_ms) {
+                    next = next.min(at);
+                }
+            }
             !expired
         });
         shard.volatile -= removed_volatile;
+        shard.next_expiry_ms = next;
         let removed = before - shard.table.len();
         if shard.table.capacity() > 64 && shard.table.len() < shard.table.capacity() / 4 {
             let hasher = &self.hasher;
@@ -434,7 +447,11 @@ fn update_in<R>(
     now: Nanos,
     f: impl FnOnce(&mut Option<Entry>) -> R,
 ) -> R {
-    let Shard { table, volatile } = shard;
+    let Shard {
+        table,
+        volatile,
+        next_expiry_ms,
+    } = shard;
     let entry = table.entry(
         hash,
         |s| s.key.as_slice() == key,
@@ -449,6 +466,9 @@ fn update_in<R>(
                 expired.fetch_add(1, Ordering::Relaxed);
             }
             let r = f(&mut slot.entry);
+            if let Some(at) = slot.entry.as_ref().and_then(Entry::expiry_ms) {
+                *next_expiry_ms = (*next_expiry_ms).min(at);
+            }
             let has_ttl = slot.entry.as_ref().map(|e| e.has_expiry());
             *volatile = *volatile + has_ttl.unwrap_or(false) as usize - had_ttl as usize;
             if has_ttl.is_none() {
@@ -461,6 +481,9 @@ fn update_in<R>(
             let r = f(&mut e);
             if let Some(e) = e {
                 *volatile += e.has_expiry() as usize;
+                if let Some(at) = e.expiry_ms() {
+                    *next_expiry_ms = (*next_expiry_ms).min(at);
+                }
                 v.insert(Slot {
                     key: SmallBytes::new(key),
                     entry: Some(e),
@@ -526,6 +549,29 @@ mod tests {
         assert!(store.exists(format!("k{}", i - 1).as_bytes(), now));
         assert!(!store.exists(b"k0", now));
         assert_eq!(store.counts().volatile, store.len());
+    }
+
+    #[test]
+    fn sweep_skips_shards_with_nothing_due_and_sees_shortened_ttls() {
+        let store = Store::new(1);
+        let sec = |s: u64| Nanos(s * Nanos::PER_SEC);
+        let put = |k: &[u8], at: u64| {
+            store.update(k, sec(1), |e| {
+                *e = Some(Entry::with_expiry(s("v").value, Some(sec(at))))
+            })
+        };
+        put(b"a", 100);
+        put(b"b", 200);
+        assert_eq!(store.sweep_shard(0, sec(2)), 0);
+        assert_eq!(store.shards[0].0.read().next_expiry_ms, 100_000);
+        // Shortening a TTL after a sweep lowers the bound again.
+        put(b"b", 5);
+        assert_eq!(store.sweep_shard(0, sec(4)), 0);
+        assert_eq!(store.sweep_shard(0, sec(5)), 1);
+        assert!(!store.exists(b"b", sec(5)));
+        assert_eq!(store.sweep_shard(0, sec(99)), 0);
+        assert_eq!(store.sweep_shard(0, sec(100)), 1);
+        assert_eq!(store.len(), 0);
     }
 
     #[test]
