@@ -348,13 +348,30 @@ impl Store {
     }
 
     /// Removes the expired keys of shard `i` and gives back table memory
-    /// once the shard is mostly empty. Returns how many were removed.
+    /// once the shard is mostly empty, however its keys went (expiry, `DEL`,
+    /// eviction). Returns how many were removed.
     pub fn sweep_shard(&self, i: usize, now: Nanos) -> usize {
         let mut guard = self.shards[i].0.write();
         let shard = &mut *guard;
-        if shard.volatile == 0 || shard.next_expiry_ms.saturating_mul(Nanos::PER_MS) > now.0 {
-            return 0;
+        let removed =
+            if shard.volatile == 0 || shard.next_expiry_ms.saturating_mul(Nanos::PER_MS) > now.0 {
+                0
+            } else {
+                self.remove_expired(shard, now)
+            };
+        // Buckets from the allocation, not `capacity()`: tombstones left by
+        // deletions lower the latter and would hide an empty table.
+        let buckets = shard.table.allocation_size() / (std::mem::size_of::<Slot>() + 1);
+        if buckets > 64 && shard.table.len() < buckets / 8 {
+            let hasher = &self.hasher;
+            shard
+                .table
+                .shrink_to_fit(|s| hasher.hash_one(s.key.as_slice()));
         }
+        removed
+    }
+
+    fn remove_expired(&self, shard: &mut Shard, now: Nanos) -> usize {
         let before = shard.table.len();
         let mut removed_volatile = 0;
         let mut next = u64::MAX;
@@ -371,12 +388,6 @@ impl Store {
         shard.volatile -= removed_volatile;
         shard.next_expiry_ms = next;
         let removed = before - shard.table.len();
-        if shard.table.capacity() > 64 && shard.table.len() < shard.table.capacity() / 4 {
-            let hasher = &self.hasher;
-            shard
-                .table
-                .shrink_to_fit(|s| hasher.hash_one(s.key.as_slice()));
-        }
         self.expired.fetch_add(removed as u64, Ordering::Relaxed);
         removed
     }
@@ -572,6 +583,22 @@ mod tests {
         assert_eq!(store.sweep_shard(0, sec(99)), 0);
         assert_eq!(store.sweep_shard(0, sec(100)), 1);
         assert_eq!(store.len(), 0);
+    }
+
+    #[test]
+    fn deleted_keys_give_their_table_back() {
+        let store = Store::new(1);
+        let now = Nanos(1);
+        for i in 0..10_000 {
+            store.update(format!("k{i}").as_bytes(), now, |e| *e = Some(s("v")));
+        }
+        let full = table_bytes(&store);
+        for i in 0..10_000 {
+            assert!(store.remove(format!("k{i}").as_bytes(), now));
+        }
+        assert_eq!(table_bytes(&store), full, "nothing is given back on DEL");
+        store.sweep_shard(0, now);
+        assert_eq!(table_bytes(&store), 0, "an empty table is given back");
     }
 
     #[test]
