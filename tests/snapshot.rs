@@ -327,6 +327,9 @@ impl Process {
                 }
             });
         }
+        // Only the reader threads hold senders now: when the process exits,
+        // the channel disconnects and the wait below ends at once.
+        drop(tx);
         let deadline = Instant::now() + Duration::from_secs(20);
         let mut seen = String::new();
         while let Some(left) = deadline.checked_duration_since(Instant::now()) {
