@@ -16,8 +16,6 @@
 //! `period`: rounding can only deny early, never admit more than `limit` in
 //! any `period`-long interval.
 
-use std::collections::VecDeque;
-
 use super::{Decision, Params};
 
 /// Time resolution of a slot, in nanoseconds.
@@ -29,34 +27,55 @@ const MAX_OFFSET: u64 = (1 << (64 - COUNT_BITS)) - 1;
 /// range so re-basing always succeeds (about 6.4 days).
 pub const MAX_PERIOD: u64 = (MAX_OFFSET / 2) * UNIT;
 
-/// The slots, oldest first. Narrow packs a 40-bit offset (in `UNIT`s from
-/// `base`) and a 24-bit count into one `u64`; a key whose single request
-/// weighs more than 2^24 - 1 units switches for good to wide slots of two
-/// `u64`s, so a weighted request is always one slot.
-#[derive(Debug, Clone, PartialEq, Eq)]
-enum Ring {
-    Narrow(VecDeque<u64>),
-    /// (timestamp in `UNIT`s since the epoch, count).
-    Wide(VecDeque<(u64, u64)>),
+/// Words of the block's header: `base`, `total`, `newest`.
+const HEADER: usize = 3;
+const BASE: usize = 0;
+const TOTAL: usize = 1;
+const NEWEST: usize = 2;
+/// `meta`'s top bit: the slots are wide.
+const WIDE: u32 = 1 << 31;
+
+/// The log of one key, in one heap block so a decision follows a single
+/// pointer from the table slot: a header (`base`, the narrow slots' origin
+/// in `UNIT`s since the epoch; `total`, the sum of the counts; `newest`,
+/// the exact time in ns of the newest admission, from which `reset_after`
+/// is measured) and then a ring of slots, oldest first. A narrow slot is
+/// one `u64` packing a 40-bit offset (in `UNIT`s from `base`) and a 24-bit
+/// count; a key whose single request weighs more than 2^24 - 1 units
+/// switches for good to wide slots of two words (timestamp in `UNIT`s,
+/// count), so a weighted request is always one slot. The whole state is
+/// 24 bytes, so with its parameters it sits unboxed in the table slot; a
+/// key never written holds no block at all.
+#[derive(Clone, Default)]
+pub struct State {
+    /// Header then `capacity * width` words of ring.
+    block: Box<[u64]>,
+    /// Ring position of the oldest slot.
+    head: u32,
+    /// Slots held, and `WIDE`.
+    meta: u32,
 }
 
-impl Default for Ring {
-    fn default() -> Self {
-        Ring::Narrow(VecDeque::new())
+impl PartialEq for State {
+    /// The same log: header and slots, wherever they sit in the ring.
+    fn eq(&self, other: &Self) -> bool {
+        self.total() == other.total()
+            && self.newest() == other.newest()
+            && self.slots() == other.slots()
+            && self.iter().eq(other.iter())
     }
 }
 
-#[derive(Debug, Clone, PartialEq, Eq, Default)]
-pub struct State {
-    /// Base of the narrow slot offsets, in `UNIT`s since the epoch.
-    base: u64,
-    /// Sum of the counts in the ring.
-    total: u64,
-    /// Exact time (ns) of the newest admitted request: `reset_after` is
-    /// measured from it, so a fresh key reports exactly one period rather
-    /// than one period plus the rounding of its slot.
-    newest: u64,
-    ring: Ring,
+impl Eq for State {}
+
+impl std::fmt::Debug for State {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("State")
+            .field("total", &self.total())
+            .field("newest", &self.newest())
+            .field("slots", &self.iter().collect::<Vec<_>>())
+            .finish()
+    }
 }
 
 fn pack(offset: u64, count: u64) -> u64 {
@@ -68,67 +87,102 @@ fn unpack(slot: u64) -> (u64, u64) {
 }
 
 impl State {
-    /// Number of slots held (what memory the key costs).
-    pub fn slots(&self) -> usize {
-        match &self.ring {
-            Ring::Narrow(r) => r.len(),
-            Ring::Wide(r) => r.len(),
+    fn header(&self, i: usize) -> u64 {
+        self.block.get(i).copied().unwrap_or(0)
+    }
+
+    fn set_header(&mut self, i: usize, v: u64) {
+        if self.block.is_empty() {
+            if v == 0 {
+                return;
+            }
+            self.regrow(0);
         }
+        self.block[i] = v;
+    }
+
+    fn base(&self) -> u64 {
+        self.header(BASE)
+    }
+
+    /// Time (ns) of the newest admission.
+    pub fn newest(&self) -> u64 {
+        self.header(NEWEST)
+    }
+
+    fn set_newest(&mut self, t: u64) {
+        self.set_header(NEWEST, t);
     }
 
     /// Units counted in the window, as of the last access.
     pub fn total(&self) -> u64 {
-        self.total
+        self.header(TOTAL)
     }
 
-    /// Heap bytes held by the ring.
+    fn set_total(&mut self, n: u64) {
+        self.set_header(TOTAL, n);
+    }
+
+    fn wide(&self) -> bool {
+        self.meta & WIDE != 0
+    }
+
+    fn width(&self) -> usize {
+        1 + self.wide() as usize
+    }
+
+    /// Number of slots held (what memory the key costs).
+    pub fn slots(&self) -> usize {
+        (self.meta & !WIDE) as usize
+    }
+
+    fn set_slots(&mut self, n: usize) {
+        self.meta = (self.meta & WIDE) | n as u32;
+    }
+
+    /// Slots the block has room for.
+    fn capacity(&self) -> usize {
+        self.block.len().saturating_sub(HEADER) / self.width()
+    }
+
+    /// Heap bytes held by the block.
     pub fn heap_size(&self) -> usize {
-        match &self.ring {
-            Ring::Narrow(r) => r.capacity() * 8,
-            Ring::Wide(r) => r.capacity() * 16,
+        self.block.len() * 8
+    }
+
+    /// Word index of logical slot `i` (0 = oldest).
+    fn word(&self, i: usize) -> usize {
+        HEADER + (self.head as usize + i) % self.capacity() * self.width()
+    }
+
+    /// Logical slot `i` as (timestamp in `UNIT`s, count).
+    fn get(&self, i: usize) -> (u64, u64) {
+        let w = self.word(i);
+        if self.wide() {
+            (self.block[w], self.block[w + 1])
+        } else {
+            let (o, c) = unpack(self.block[w]);
+            (self.base() + o, c)
         }
     }
 
     fn front(&self) -> Option<(u64, u64)> {
-        match &self.ring {
-            Ring::Narrow(r) => r.front().map(|&s| {
-                let (o, c) = unpack(s);
-                (self.base + o, c)
-            }),
-            Ring::Wide(r) => r.front().copied(),
-        }
+        (self.slots() > 0).then(|| self.get(0))
     }
 
     fn back(&self) -> Option<(u64, u64)> {
-        match &self.ring {
-            Ring::Narrow(r) => r.back().map(|&s| {
-                let (o, c) = unpack(s);
-                (self.base + o, c)
-            }),
-            Ring::Wide(r) => r.back().copied(),
-        }
+        self.slots().checked_sub(1).map(|i| self.get(i))
     }
 
     /// Every slot as (timestamp in `UNIT`s, count), oldest first.
-    fn iter(&self) -> Box<dyn Iterator<Item = (u64, u64)> + '_> {
-        match &self.ring {
-            Ring::Narrow(r) => Box::new(r.iter().map(|&s| {
-                let (o, c) = unpack(s);
-                (self.base + o, c)
-            })),
-            Ring::Wide(r) => Box::new(r.iter().copied()),
-        }
+    fn iter(&self) -> impl Iterator<Item = (u64, u64)> + '_ {
+        (0..self.slots()).map(|i| self.get(i))
     }
 
     /// Every slot as (timestamp in `UNIT`s since the epoch, count), oldest
     /// first: what a snapshot keeps.
     pub fn slots_iter(&self) -> impl Iterator<Item = (u64, u64)> + '_ {
         self.iter()
-    }
-
-    /// Time (ns) of the newest admission.
-    pub fn newest(&self) -> u64 {
-        self.newest
     }
 
     /// Rebuilds a state from `slots_iter` and `newest`, as a snapshot
@@ -138,7 +192,11 @@ impl State {
     pub fn restore(newest: u64, slots: &[(u64, u64)]) -> Option<State> {
         let (first, last) = match (slots.first(), slots.last()) {
             (Some(f), Some(l)) => (f.0, l.0),
-            _ => return Some(State::default()),
+            _ => {
+                let mut s = State::default();
+                s.set_newest(newest);
+                return Some(s);
+            }
         };
         if last.checked_sub(first)? > MAX_OFFSET / 2 {
             return None;
@@ -149,48 +207,48 @@ impl State {
             if c == 0 || t < prev {
                 return None;
             }
-            s.total.checked_add(c)?;
+            s.total().checked_add(c)?;
             s.record(t, c);
             prev = t;
         }
-        s.newest = newest;
+        s.set_newest(newest);
         Some(s)
     }
 
-    fn pop_front(&mut self) {
-        match &mut self.ring {
-            Ring::Narrow(r) => {
-                r.pop_front();
-            }
-            Ring::Wide(r) => {
-                r.pop_front();
+    /// Moves the slots, oldest first, into a new block with room for
+    /// `capacity` slots (of the width `wide` says), keeping the header.
+    fn rebuild(&mut self, capacity: usize, wide: bool) {
+        let width = 1 + wide as usize;
+        let mut block = vec![0u64; HEADER + capacity * width].into_boxed_slice();
+        block[..HEADER].copy_from_slice(&[self.base(), self.total(), self.newest()]);
+        for (i, (t, c)) in self.iter().enumerate() {
+            let w = HEADER + i * width;
+            if wide {
+                block[w] = t;
+                block[w + 1] = c;
+            } else {
+                block[w] = pack(t - self.base(), c);
             }
         }
+        let n = self.slots();
+        self.block = block;
+        self.head = 0;
+        self.meta = if wide { WIDE } else { 0 };
+        self.set_slots(n);
     }
 
-    /// Sets the newest slot's count; 0 removes it.
-    fn set_back_count(&mut self, count: u64) {
-        match &mut self.ring {
-            Ring::Narrow(r) => match (count, r.back_mut()) {
-                (0, _) => {
-                    r.pop_back();
-                }
-                (c, Some(back)) => *back = pack(unpack(*back).0, c),
-                (_, None) => {}
-            },
-            Ring::Wide(r) => match (count, r.back_mut()) {
-                (0, _) => {
-                    r.pop_back();
-                }
-                (c, Some(back)) => back.1 = c,
-                (_, None) => {}
-            },
+    /// Room for at least one more slot: capacity grows 4, 8, 16... as
+    /// traffic needs it, never pre-sized to `limit`.
+    fn regrow(&mut self, extra: usize) {
+        let want = self.slots() + extra;
+        if self.block.is_empty() || want > self.capacity() {
+            let cap = if extra == 0 {
+                0
+            } else {
+                self.capacity().max(2) * 2
+            };
+            self.rebuild(cap.max(want), self.wide());
         }
-    }
-
-    /// Timestamp (ns) of a slot time in `UNIT`s.
-    fn ns(units: u64) -> u64 {
-        units.saturating_mul(UNIT)
     }
 
     /// When the state stops mattering: the newest slot leaves the window.
@@ -199,23 +257,47 @@ impl State {
             .map_or(0, |(t, _)| Self::ns(t).saturating_add(p.period()))
     }
 
-    /// Drops slots that left the window `(now - period, now]`.
+    /// Timestamp (ns) of a slot time in `UNIT`s.
+    fn ns(units: u64) -> u64 {
+        units.saturating_mul(UNIT)
+    }
+
+    fn pop_front(&mut self) {
+        if self.slots() > 0 {
+            self.head = ((self.head as usize + 1) % self.capacity()) as u32;
+            self.set_slots(self.slots() - 1);
+        }
+    }
+
+    /// Sets the newest slot's count; 0 removes it.
+    fn set_back_count(&mut self, count: u64) {
+        let Some(last) = self.slots().checked_sub(1) else {
+            return;
+        };
+        if count == 0 {
+            self.set_slots(last);
+            return;
+        }
+        let w = self.word(last);
+        if self.wide() {
+            self.block[w + 1] = count;
+        } else {
+            self.block[w] = pack(unpack(self.block[w]).0, count);
+        }
+    }
+
+    /// Drops slots that left the window `(now - period, now]`, and gives
+    /// back most of a ring that emptied.
     fn expire(&mut self, now: u64, period: u64) {
         while let Some((t, c)) = self.front() {
             if Self::ns(t).saturating_add(period) > now {
                 break;
             }
-            self.total -= c;
+            self.set_total(self.total() - c);
             self.pop_front();
         }
-        match &mut self.ring {
-            Ring::Narrow(r) if r.capacity() > 16 && r.len() < r.capacity() / 4 => {
-                r.shrink_to(r.len() * 2)
-            }
-            Ring::Wide(r) if r.capacity() > 16 && r.len() < r.capacity() / 4 => {
-                r.shrink_to(r.len() * 2)
-            }
-            _ => {}
+        if self.capacity() > 16 && self.slots() < self.capacity() / 4 {
+            self.rebuild(self.slots() * 2, self.wide());
         }
     }
 
@@ -226,7 +308,7 @@ impl State {
     /// which counts it at least as long as its own time would.
     fn record(&mut self, ts: u64, count: u64) {
         let ts = self.back().map_or(ts, |(newest, _)| ts.max(newest));
-        self.total += count;
+        self.set_total(self.total() + count);
         if let Some((t, c)) = self.back() {
             if t == ts && c.checked_add(count).is_some_and(|n| self.fits(n)) {
                 self.set_back_count(c + count);
@@ -234,48 +316,42 @@ impl State {
             }
         }
         if !self.fits(count) {
-            self.widen();
+            self.rebuild(self.capacity().max(1), true);
         }
-        if let Ring::Narrow(r) = &self.ring {
-            if r.is_empty() {
-                self.base = ts;
-            } else if ts - self.base > MAX_OFFSET {
+        self.regrow(1);
+        if !self.wide() {
+            if self.slots() == 0 {
+                self.block[BASE] = ts;
+            } else if ts - self.base() > MAX_OFFSET {
                 self.rebase();
             }
         }
-        let base = self.base;
-        match &mut self.ring {
-            Ring::Narrow(r) => r.push_back(pack(ts - base, count)),
-            Ring::Wide(r) => r.push_back((ts, count)),
+        let w = self.word(self.slots());
+        if self.wide() {
+            self.block[w] = ts;
+            self.block[w + 1] = count;
+        } else {
+            self.block[w] = pack(ts - self.base(), count);
         }
+        self.set_slots(self.slots() + 1);
     }
 
     /// Whether a slot of this count fits the current encoding.
     fn fits(&self, count: u64) -> bool {
-        matches!(self.ring, Ring::Wide(_)) || count <= MAX_COUNT
-    }
-
-    /// Switches to wide slots.
-    fn widen(&mut self) {
-        if let Ring::Narrow(_) = self.ring {
-            let wide: VecDeque<(u64, u64)> = self.iter().collect();
-            self.ring = Ring::Wide(wide);
-        }
+        self.wide() || count <= MAX_COUNT
     }
 
     /// Moves the narrow base up to the oldest slot so offsets fit again.
     fn rebase(&mut self) {
-        let Ring::Narrow(r) = &mut self.ring else {
+        let Some((oldest, _)) = self.front() else {
             return;
         };
-        let Some(&front) = r.front() else {
-            return;
-        };
-        let shift = unpack(front).0;
-        self.base += shift;
-        for s in r.iter_mut() {
-            let (o, c) = unpack(*s);
-            *s = pack(o - shift, c);
+        let shift = oldest - self.base();
+        self.block[BASE] = oldest;
+        for i in 0..self.slots() {
+            let w = self.word(i);
+            let (o, c) = unpack(self.block[w]);
+            self.block[w] = pack(o - shift, c);
         }
     }
 }
@@ -294,13 +370,13 @@ pub fn decide(state: &mut State, p: &Params, now: u64, cost: u64) -> Decision {
     let (limit, period) = (p.limit(), p.period());
     // Time only moves forward for a key: if the clock is behind the newest
     // admission, decide as of that admission.
-    let now = now.max(state.newest);
+    let now = now.max(state.newest());
     state.expire(now, period);
-    let used = state.total;
+    let used = state.total();
     let allowed = used.saturating_add(cost) <= limit;
     if allowed {
         state.record(stamp(now, p), cost);
-        state.newest = now;
+        state.set_newest(now);
     }
     let retry_after = (!allowed).then(|| {
         // Wait until enough of the oldest slots leave the window.
@@ -317,7 +393,7 @@ pub fn decide(state: &mut State, p: &Params, now: u64, cost: u64) -> Decision {
     Decision {
         allowed,
         limit,
-        remaining: limit.saturating_sub(state.total),
+        remaining: limit.saturating_sub(state.total()),
         retry_after,
         reset_after: if state.slots() == 0 {
             0
@@ -325,7 +401,7 @@ pub fn decide(state: &mut State, p: &Params, now: u64, cost: u64) -> Decision {
             // Coarse slots: full again when the newest slot leaves.
             state.expires_at(p).saturating_sub(now)
         } else {
-            state.newest.saturating_add(period).saturating_sub(now)
+            state.newest().saturating_add(period).saturating_sub(now)
         },
     }
 }
@@ -338,21 +414,22 @@ pub fn peek(state: &State, p: &Params, now: u64, cost: u64) -> Decision {
 
 /// Gives back up to `n` units, newest first.
 pub fn refund(state: &mut State, p: &Params, now: u64, mut n: u64) {
-    state.expire(now.max(state.newest), p.period());
+    state.expire(now.max(state.newest()), p.period());
     while n > 0 {
         let Some((_, c)) = state.back() else {
             break;
         };
         let take = n.min(c);
         n -= take;
-        state.total -= take;
+        state.set_total(state.total() - take);
         state.set_back_count(c - take);
     }
     // The newest admission left is now at most the newest slot's time.
-    state.newest = match state.back() {
-        Some((t, _)) => state.newest.min(State::ns(t)),
+    let newest = match state.back() {
+        Some((t, _)) => state.newest().min(State::ns(t)),
         None => 0,
     };
+    state.set_newest(newest);
 }
 
 #[cfg(test)]

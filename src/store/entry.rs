@@ -22,16 +22,21 @@ pub struct Entry {
 
 /// The kinds of value a key can hold. Each limiter algorithm has its own
 /// variant, so a string command on a limiter key, or another algorithm on
-/// it, is `WRONGTYPE`. The log's ring is boxed: it is the one large state,
-/// and boxing it keeps every other entry small.
+/// it, is `WRONGTYPE`. The log keeps its header and ring in one heap block
+/// behind a 24-byte handle, so it too sits unboxed in the slot and a
+/// decision follows one pointer.
 #[derive(Debug, Clone)]
 pub enum Value {
     Str(SmallBytes),
     Window(Stored<window::State>),
     Fixed(Stored<fixed::State>),
     Gcra(Stored<gcra::State>),
-    Log(Box<Stored<log::State>>),
+    Log(Stored<log::State>),
 }
+
+// Every variant, the log's included, fits the 64 bytes the table slot was
+// sized for.
+const _: () = assert!(std::mem::size_of::<Value>() == 64);
 
 /// Limiter state with the parameters of the request that last wrote it,
 /// which `RL.REFUND` and `RL.STATE` need.
@@ -132,7 +137,7 @@ impl Entry {
     pub fn heap_size(&self) -> usize {
         match &self.value {
             Value::Str(s) => s.heap_size(),
-            Value::Log(l) => std::mem::size_of::<Stored<log::State>>() + l.state.heap_size(),
+            Value::Log(l) => l.state.heap_size(),
             Value::Window(_) | Value::Fixed(_) | Value::Gcra(_) => 0,
         }
     }

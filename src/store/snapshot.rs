@@ -354,7 +354,7 @@ fn decode_value(r: &mut Reader<impl Read>, tag: u8, at: u64) -> Result<Value, Er
                 slots.push((r.u64()?, r.u64()?));
             }
             let state = log::State::restore(newest, &slots).ok_or(corrupt("bad log slots"))?;
-            Value::Log(Box::new(Stored { params, state }))
+            Value::Log(Stored { params, state })
         }
         _ => return Err(corrupt("unknown record type")),
     })
@@ -520,10 +520,10 @@ mod tests {
         }
         put(
             b"l",
-            Value::Log(Box::new(Stored {
+            Value::Log(Stored {
                 params: params(100, 60),
                 state: l,
-            })),
+            }),
             Some(later),
         );
         put(

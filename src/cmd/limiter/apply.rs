@@ -57,7 +57,7 @@ algo_state!(window, Window, |s| s, |s: &window::State, p| s
     .expires_at(p));
 algo_state!(fixed, Fixed, |s| s, |s: &fixed::State, p| s.expires_at(p));
 algo_state!(gcra, Gcra, |s| s, |s: &gcra::State, _| s.expires_at());
-algo_state!(log, Log, Box::new, |s: &log::State, p| s.expires_at(p));
+algo_state!(log, Log, |s| s, |s: &log::State, p| s.expires_at(p));
 
 /// Sets `entry`'s TTL to `at`, or removes the key if `at` is not after now.
 fn keep_until(slot: &mut Option<Entry>, at: u64, now: Nanos) {
@@ -155,7 +155,7 @@ pub fn refund(slot: &mut Option<Entry>, now: Nanos, n: u64) -> Result<bool, CmdE
         Value::Window(s) => refund_with(s, now, n),
         Value::Fixed(s) => refund_with(s, now, n),
         Value::Gcra(s) => refund_with(s, now, n),
-        Value::Log(s) => refund_with(s.as_mut(), now, n),
+        Value::Log(s) => refund_with(s, now, n),
     };
     keep_until(slot, at, now);
     Ok(true)
