@@ -37,6 +37,8 @@ pub struct State {
     /// The address actually bound (the port is real even with `--port 0`).
     pub addr: SocketAddr,
     pub run_id: String,
+    /// The TLS port actually bound, with `--tls-port`.
+    pub tls_port: Option<u16>,
     /// `--snapshot`: where and how often, and how the last one went.
     pub persist: Option<crate::server::persist::Persist>,
 }
@@ -61,6 +63,7 @@ impl State {
             started: Instant::now(),
             addr,
             run_id: run_id(),
+            tls_port: None,
             persist: config
                 .snapshot
                 .clone()

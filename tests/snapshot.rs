@@ -191,6 +191,8 @@ async fn save_bgsave_lastsave_and_info() {
     let _: Vec<i64> = q(&mut c, &["RL.ALLOW", "k", "10", "60"]).await;
     let info: String = q(&mut c, &["INFO", "persistence"]).await;
     assert!(info.contains("rdb_changes_since_last_save:1"), "{info}");
+    let save: Vec<String> = q(&mut c, &["CONFIG", "GET", "save"]).await;
+    assert_eq!(save, ["save", "1 1"]);
     let ok: String = q(&mut c, &["SAVE"]).await;
     assert_eq!(ok, "OK");
     let info: String = q(&mut c, &["INFO", "persistence"]).await;
@@ -221,6 +223,8 @@ async fn save_bgsave_lastsave_and_info() {
     }
     let info: String = q(&mut c, &["INFO", "persistence"]).await;
     assert!(info.contains("snapshot_enabled:0"), "{info}");
+    let save: Vec<String> = q(&mut c, &["CONFIG", "GET", "save"]).await;
+    assert_eq!(save, ["save", ""]);
     s.shutdown().await;
     std::fs::remove_dir_all(&dir).unwrap();
 }

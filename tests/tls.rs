@@ -158,6 +158,13 @@ async fn ping_and_allow_over_tls_next_to_plaintext() {
     // Both count as clients; CLIENT LIST shows the TLS port as laddr.
     let list: String = q(&mut plain, &["CLIENT", "LIST"]).await;
     assert!(list.contains(&format!("laddr={tls}")), "{list}");
+    let port: Vec<String> = q(&mut plain, &["CONFIG", "GET", "tls-port"]).await;
+    assert_eq!(port, ["tls-port".to_string(), tls.port().to_string()]);
+    let info: String = q(&mut plain, &["INFO", "server"]).await;
+    assert!(
+        info.contains(&format!("tls_port:{}\r\n", tls.port())),
+        "{info}"
+    );
 
     // Replies far larger than a socket buffer arrive whole: records rustls
     // still holds after a partial write are flushed.
@@ -187,6 +194,9 @@ async fn ping_and_allow_over_tls_next_to_plaintext() {
 async fn tls_off_without_tls_port() {
     let server = Server::start().await;
     assert_eq!(server.handle().tls_addr(), None);
+    let mut plain = server.client().await;
+    let port: Vec<String> = q(&mut plain, &["CONFIG", "GET", "tls-port"]).await;
+    assert_eq!(port, ["tls-port", "0"]);
     server.shutdown().await;
 }
 

@@ -73,7 +73,17 @@ const PARAMS: &[Param] = &[
     },
     Param {
         name: "save",
-        kind: Kind::ReadOnly(|_| String::new()),
+        // Redis's "<seconds> <changes>": with --snapshot, a snapshot
+        // follows any change within the interval.
+        kind: Kind::ReadOnly(|s| {
+            s.persist.as_ref().map_or(String::new(), |p| {
+                format!("{} 1", p.interval().as_secs().max(1))
+            })
+        }),
+    },
+    Param {
+        name: "tls-port",
+        kind: Kind::ReadOnly(|s| s.tls_port.unwrap_or(0).to_string()),
     },
     Param {
         name: "timeout",

@@ -149,6 +149,7 @@ pub async fn start(config: &Config, clock: Arc<dyn Clock>) -> Result<ServerHandl
     let mut state = State::new(config, password, clock.clone(), local);
     state.cluster = topology;
     state.renames = renames;
+    state.tls_port = tls_listener.as_ref().map(|(_, a, _)| a.port());
     if let Some(p) = &state.persist {
         load_snapshot(&state, p.path())?;
     }

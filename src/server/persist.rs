@@ -69,6 +69,10 @@ impl Persist {
         &self.path
     }
 
+    pub fn interval(&self) -> Duration {
+        self.interval
+    }
+
     pub fn in_progress(&self) -> bool {
         self.in_progress.load(Ordering::Relaxed)
     }
