@@ -5,8 +5,9 @@ limiters, with redis-benchmark, on this machine, in one run.
     benches/compare.sh            # full run, writes docs/performance.md
     benches/compare.sh --quick    # smoke run for CI: checks it completes
 
-Starts `target/release/turnstile` and Debian's `redis-server` (--save ''
---appendonly no) on free loopback ports, loads the two Lua limiters into
+Starts `target/release/turnstile` twice (as shipped, a worker thread per
+core; and with `--threads 1`, one core as Redis uses) and Debian's
+`redis-server` (--save '' --appendonly no) on free loopback ports, loads the two Lua limiters into
 Redis (seed 002's two-bucket counter and seed 003's sorted-set log, called
 with EVALSHA), and runs `redis-benchmark -c 50 -r 100000` against both,
 alternating servers, each test `--reps` times, without and with `-P 16`.
@@ -85,9 +86,15 @@ def main():
 
     if not opts.no_build:
         subprocess.run(["cargo", "build", "--release", "--quiet"], cwd=ROOT, check=True)
-    tport, rport = free_port(), free_port()
+    tport, t1port, rport = free_port(), free_port(), free_port()
     turnstile = subprocess.Popen(
         [str(ROOT / "target/release/turnstile"), "--port", str(tport), "--metrics-addr", "127.0.0.1:0", "--log-level", "warn"],
+        stdout=subprocess.DEVNULL,
+    )
+    # The same binary on one worker thread: one core, as Redis uses.
+    turnstile1 = subprocess.Popen(
+        [str(ROOT / "target/release/turnstile"), "--port", str(t1port), "--metrics-addr", "127.0.0.1:0",
+         "--log-level", "warn", "--threads", "1"],
         stdout=subprocess.DEVNULL,
     )
     redis = subprocess.Popen(
@@ -96,6 +103,7 @@ def main():
     )
     try:
         wait_ping(tport, turnstile, "turnstile")
+        wait_ping(t1port, turnstile1, "turnstile --threads 1")
         wait_ping(rport, redis, "redis-server")
         sha = {}
         for name, script in [("two-bucket", TWO_BUCKET_LUA), ("zset-log", ZSET_LOG_LUA)]:
@@ -121,6 +129,15 @@ def main():
             ("Redis", rport, redis.pid, "Lua two-bucket (EVALSHA)", ["EVALSHA", sha["two-bucket"], "1", "tb:__rand_int__", "100", "60"]),
             ("Redis", rport, redis.pid, "Lua zset log (EVALSHA)", ["EVALSHA", sha["zset-log"], "1", "zl:__rand_int__", "100", "60"]),
         ]
+        one = "Turnstile 1 thread"
+        tests += [
+            (one, t1port, turnstile1.pid, "PING_MBULK", ["-t", "ping_mbulk"]),
+            (one, t1port, turnstile1.pid, "INCR", ["-t", "incr"]),
+        ]
+        for algo in ["window", "log", "gcra", "fixed"]:
+            tests.append((one, t1port, turnstile1.pid, f"RL.ALLOW {algo}",
+                          ["RL.ALLOW", f"{algo}:__rand_int__", "100", "60", "ALGO", algo]))
+        tests.append((one, t1port, turnstile1.pid, "CL.THROTTLE", ["CL.THROTTLE", "cell:__rand_int__", "99", "100", "60"]))
         results = {}
         for rep in range(opts.reps):
             for pipeline, n in [(1, opts.n), (16, opts.pipelined_n)]:
@@ -130,9 +147,9 @@ def main():
                     print(f"rep {rep + 1} -P {pipeline:2} {server:9} {name:28} {res['ops']:>11.0f} ops/s "
                           f"p50 {res['p50']:.3f} p99 {res['p99']:.3f} ms  {res['cpu_us']:.2f} us CPU/op", file=sys.stderr)
     finally:
-        for p in (turnstile, redis):
+        for p in (turnstile, turnstile1, redis):
             p.terminate()
-        for p in (turnstile, redis):
+        for p in (turnstile, turnstile1, redis):
             try:
                 p.wait(timeout=10)
             except subprocess.TimeoutExpired:
@@ -143,7 +160,7 @@ def main():
     for pipeline in (1, 16):
         incr = med[(pipeline, "Redis", "INCR")]
         lua = [med[(pipeline, "Redis", t)]["ops"] for t in ("Lua two-bucket (EVALSHA)", "Lua zset log (EVALSHA)")]
-        ping = med[(pipeline, "Turnstile", "PING_MBULK")]["ops"]
+        ping = {s: med[(pipeline, s, "PING_MBULK")]["ops"] for s in ("Turnstile", one)}
         title = "no pipelining" if pipeline == 1 else "-P 16"
         lines += [
             f"### {title}",
@@ -153,11 +170,11 @@ def main():
         ]
         for server, _, _, name, _ in tests:
             m = med[(pipeline, server, name)]
-            limiter = server == "Turnstile" and name not in ("PING_MBULK", "INCR")
+            limiter = server != "Redis" and name not in ("PING_MBULK", "INCR")
             lines.append(
                 f"| {server} | {name} | {m['ops']:,.0f} | {m['p50']:.3f} | {m['p99']:.3f} | {m['cpu_us']:.2f} | "
                 f"{m['ops'] / incr['ops']:.2f}x | "
-                + (f"{m['ops'] / max(lua):.2f}x | {m['ops'] / ping:.2f}x | {m['cpu_us'] / incr['cpu_us']:.2f}x |" if limiter else "| | |")
+                + (f"{m['ops'] / max(lua):.2f}x | {m['ops'] / ping[server]:.2f}x | {m['cpu_us'] / incr['cpu_us']:.2f}x |" if limiter else "| | |")
             )
         lines.append("")
     table = "\n".join(lines)

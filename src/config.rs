@@ -103,6 +103,11 @@ pub struct Config {
     /// `[[node]] addr = "HOST:PORT"  slots = ["0-8191"]` entries.
     #[arg(long, env = "TURNSTILE_CLUSTER_CONFIG", value_name = "FILE")]
     pub cluster_config: Option<PathBuf>,
+    /// Worker threads serving clients; 0 = one per CPU core. On a machine
+    /// shared with busy neighbours (a load generator, the application),
+    /// fewer threads than cores can do more: see docs/performance.md.
+    #[arg(long, env = "TURNSTILE_THREADS", default_value_t = 0)]
+    pub threads: usize,
     /// Log filter: error, warn, info, debug, trace, or a tracing directive.
     #[arg(long, env = "TURNSTILE_LOG_LEVEL", default_value = "info")]
     pub log_level: String,
@@ -153,6 +158,7 @@ struct FileConfig {
     cluster_config: Option<PathBuf>,
     snapshot: Option<PathBuf>,
     snapshot_interval: Option<String>,
+    threads: Option<usize>,
     tls_port: Option<u16>,
     tls_cert_file: Option<PathBuf>,
     tls_key_file: Option<PathBuf>,
@@ -354,6 +360,7 @@ impl Config {
         take!(cluster_announce, opt);
         take!(cluster_config, opt);
         take!(snapshot, opt);
+        take!(threads);
         if let Some(v) = file.snapshot_interval {
             if defaulted("snapshot_interval") {
                 self.snapshot_interval = parse_duration(&v).map_err(invalid)?;
@@ -630,6 +637,10 @@ mod tests {
         assert_eq!(c.snapshot, None);
         assert_eq!(c.snapshot_interval, Duration::from_secs(1));
         assert_eq!(c.tls_port, None);
+        assert_eq!(c.threads, 0);
+        let one = Config::parse_from(["turnstile", "--threads", "1"]).unwrap();
+        assert_eq!(one.threads, 1);
+        assert!(Config::parse_from(["turnstile", "--threads", "-1"]).is_err());
     }
 
     fn tempfile() -> (PathBuf, std::fs::File) {
