@@ -114,12 +114,7 @@ impl Certs {
                 root_cert: Some(self.read("ca.crt")),
             },
         )?;
-        let config = AsyncConnectionConfig::new()
-            .set_connection_timeout(IO_TIMEOUT)
-            .set_response_timeout(IO_TIMEOUT);
-        client
-            .get_multiplexed_async_connection_with_config(&config)
-            .await
+        common::connect_client(client).await
     }
 }
 

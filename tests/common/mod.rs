@@ -118,7 +118,11 @@ impl Server {
 /// A multiplexed `redis` crate connection with bounded connect and response
 /// times.
 pub async fn connect_url(url: &str) -> redis::RedisResult<MultiplexedConnection> {
-    let client = redis::Client::open(url)?;
+    connect_client(redis::Client::open(url)?).await
+}
+
+/// The same for a client built otherwise (TLS certificates, say).
+pub async fn connect_client(client: redis::Client) -> redis::RedisResult<MultiplexedConnection> {
     let config = AsyncConnectionConfig::new()
         .set_connection_timeout(IO_TIMEOUT)
         .set_response_timeout(IO_TIMEOUT);
