@@ -479,47 +479,50 @@ pub fn parse_yes_no(s: &str) -> Result<bool, String> {
 /// A duration: `250ms`, `1s`, `2m`, `1h`, or a bare number of seconds;
 /// zero is refused (an interval of nothing would spin).
 pub fn parse_duration(s: &str) -> Result<std::time::Duration, String> {
-    let t = s.trim().to_ascii_lowercase();
-    let split = t.find(|c: char| !c.is_ascii_digit()).unwrap_or(t.len());
-    let (digits, unit) = t.split_at(split);
-    let n: u64 = digits
-        .parse()
-        .map_err(|_| format!("invalid duration '{s}'"))?;
-    let ms_per: u64 = match unit {
-        "ms" => 1,
-        "" | "s" => 1000,
-        "m" => 60_000,
-        "h" => 3_600_000,
-        _ => return Err(format!("invalid duration unit in '{s}': use ms, s, m or h")),
-    };
-    match n.checked_mul(ms_per) {
-        Some(0) => Err(format!("duration '{s}' must be more than zero")),
-        Some(ms) => Ok(std::time::Duration::from_millis(ms)),
-        None => Err(format!("duration '{s}' is too large")),
+    let units = [
+        ("ms", 1),
+        ("", 1000),
+        ("s", 1000),
+        ("m", 60_000),
+        ("h", 3_600_000),
+    ];
+    match scaled(s, "duration", &units, ": use ms, s, m or h")? {
+        0 => Err(format!("duration '{s}' must be more than zero")),
+        ms => Ok(std::time::Duration::from_millis(ms)),
     }
 }
 
 /// Parses a size the way Redis's config does: bytes, or a number with
 /// k/kb/m/mb/g/gb (k = 1000, kb = 1024).
 pub fn parse_memory(s: &str) -> Result<u64, String> {
-    let lower = s.trim().to_ascii_lowercase();
-    let split = lower
-        .find(|c: char| !c.is_ascii_digit())
-        .unwrap_or(lower.len());
-    let (digits, unit) = lower.split_at(split);
-    let n: u64 = digits.parse().map_err(|_| format!("invalid size '{s}'"))?;
-    let mul: u64 = match unit {
-        "" | "b" => 1,
-        "k" => 1000,
-        "kb" => 1024,
-        "m" => 1000 * 1000,
-        "mb" => 1024 * 1024,
-        "g" => 1000 * 1000 * 1000,
-        "gb" => 1024 * 1024 * 1024,
-        _ => return Err(format!("invalid size unit in '{s}'")),
-    };
-    n.checked_mul(mul)
-        .ok_or_else(|| format!("size '{s}' is too large"))
+    let units = [
+        ("", 1),
+        ("b", 1),
+        ("k", 1000),
+        ("kb", 1024),
+        ("m", 1000 * 1000),
+        ("mb", 1024 * 1024),
+        ("g", 1000 * 1000 * 1000),
+        ("gb", 1024 * 1024 * 1024),
+    ];
+    scaled(s, "size", &units, "")
+}
+
+/// A whole number followed by one of `units` (case-insensitive), times
+/// that unit's multiplier, checked: the shape sizes and durations share.
+fn scaled(s: &str, what: &str, units: &[(&str, u64)], hint: &str) -> Result<u64, String> {
+    let t = s.trim().to_ascii_lowercase();
+    let split = t.find(|c: char| !c.is_ascii_digit()).unwrap_or(t.len());
+    let (digits, unit) = t.split_at(split);
+    let n: u64 = digits
+        .parse()
+        .map_err(|_| format!("invalid {what} '{s}'"))?;
+    let (_, mul) = units
+        .iter()
+        .find(|(u, _)| *u == unit)
+        .ok_or_else(|| format!("invalid {what} unit in '{s}'{hint}"))?;
+    n.checked_mul(*mul)
+        .ok_or_else(|| format!("{what} '{s}' is too large"))
 }
 
 #[cfg(test)]

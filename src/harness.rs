@@ -14,6 +14,19 @@ use crate::protocol::{Decoder, Limits, ReplyBuf};
 use crate::server::session::Session;
 use crate::state::State;
 
+/// A request as a client sends it: a RESP array of bulk strings. The one
+/// request encoder of the fuzz targets and the tests.
+pub fn encode_request<A: AsRef<[u8]>>(args: &[A]) -> Vec<u8> {
+    let mut out = format!("*{}\r\n", args.len()).into_bytes();
+    for a in args {
+        let a = a.as_ref();
+        out.extend_from_slice(format!("${}\r\n", a.len()).as_bytes());
+        out.extend_from_slice(a);
+        out.extend_from_slice(b"\r\n");
+    }
+    out
+}
+
 /// One in-process client of an in-process server.
 pub struct Harness {
     pub state: Arc<State>,

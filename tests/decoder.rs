@@ -5,6 +5,7 @@
 
 use bytes::BytesMut;
 use proptest::prelude::*;
+use turnstile::harness::encode_request;
 use turnstile::protocol::{Decoder, Limits, ProtocolError};
 
 type Args = Vec<Vec<u8>>;
@@ -21,17 +22,6 @@ fn unauth() -> Limits {
 
 fn args(list: &[&[u8]]) -> Args {
     list.iter().map(|a| a.to_vec()).collect()
-}
-
-/// RESP array of bulk strings, as a client sends a request.
-fn encode_request(args: &[Vec<u8>]) -> Vec<u8> {
-    let mut out = format!("*{}\r\n", args.len()).into_bytes();
-    for a in args {
-        out.extend_from_slice(format!("${}\r\n", a.len()).as_bytes());
-        out.extend_from_slice(a);
-        out.extend_from_slice(b"\r\n");
-    }
-    out
 }
 
 /// What feeding some input produced: the requests in order, then how it

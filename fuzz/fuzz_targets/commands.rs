@@ -35,7 +35,7 @@ use std::time::Duration;
 use arbitrary::{Arbitrary, Result, Unstructured};
 use libfuzzer_sys::fuzz_target;
 use turnstile::cmd::table::COMMANDS;
-use turnstile::harness::Harness;
+use turnstile::harness::{encode_request, Harness};
 use turnstile::{Clock, Nanos};
 
 const START: u64 = 1_700_000_000 * Nanos::PER_SEC;
@@ -251,16 +251,6 @@ impl<'a> Arbitrary<'a> for Script {
     }
 }
 
-fn encode(args: &[Vec<u8>]) -> Vec<u8> {
-    let mut out = format!("*{}\r\n", args.len()).into_bytes();
-    for a in args {
-        out.extend_from_slice(format!("${}\r\n", a.len()).as_bytes());
-        out.extend_from_slice(a);
-        out.extend_from_slice(b"\r\n");
-    }
-    out
-}
-
 fuzz_target!(|script: Script| {
     let mut h = Harness::new(Nanos(START));
     for op in &script.0 {
@@ -269,7 +259,7 @@ fuzz_target!(|script: Script| {
                 if h.is_closed() {
                     break;
                 }
-                let reply = h.feed(&encode(args));
+                let reply = h.feed(&encode_request(args));
                 assert!(
                     !reply.is_empty() || h.is_closed(),
                     "no reply to {op:?}"

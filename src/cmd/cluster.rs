@@ -16,7 +16,7 @@ use crate::protocol::{ReplyBuf, Request};
 /// by the same positions `COMMAND` reports.
 pub fn route(topology: &Topology, spec: &CommandSpec, req: &Request<'_>) -> Result<(), CmdError> {
     let mut slot: Option<u16> = None;
-    let mut visit = |key: &[u8]| -> Result<(), CmdError> {
+    spec.try_for_each_key(req, |key| {
         let s = key_slot(key);
         match slot {
             Some(first) if first != s => Err(CmdError::CrossSlot),
@@ -25,20 +25,7 @@ pub fn route(topology: &Topology, spec: &CommandSpec, req: &Request<'_>) -> Resu
                 Ok(())
             }
         }
-    };
-    match spec.key_finder {
-        Some(find) => {
-            let args: Vec<&[u8]> = req.args().collect();
-            for i in find(&args) {
-                visit(args[i])?;
-            }
-        }
-        None => {
-            for i in spec.keys.positions(req.len()) {
-                visit(req.arg(i))?;
-            }
-        }
-    }
+    })?;
     let Some(slot) = slot else {
         return Ok(());
     };

@@ -48,14 +48,7 @@ fn admit_write(ctx: &Ctx<'_>, spec: &CommandSpec, req: &Request<'_>) -> Result<(
     }
     let store = &ctx.state.store;
     // The command's first key is where the write lands.
-    let key = spec.keys.positions(req.len()).next().map(|i| req.arg(i));
-    let key = key
-        .or_else(|| {
-            let args: Vec<&[u8]> = req.args().collect();
-            let finder = spec.key_finder?;
-            finder(&args).first().map(|&i| req.arg(i))
-        })
-        .unwrap_or_default();
+    let key = spec.first_key(req).unwrap_or_default();
     let needed = crate::alloc::used_memory().saturating_add(store.growth_for(key));
     if needed as u64 <= max {
         return Ok(());

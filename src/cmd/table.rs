@@ -170,6 +170,40 @@ impl CommandSpec {
             .iter()
             .find(|s| s.name.as_bytes().eq_ignore_ascii_case(name))
     }
+
+    /// Calls `f` with each key of `req`, in order, where the table says
+    /// they are (fixed positions, or the command's key finder), stopping
+    /// at the first error: how cluster routing and `--maxmemory` find keys.
+    pub fn try_for_each_key<'r, E>(
+        &self,
+        req: &'r Request<'_>,
+        mut f: impl FnMut(&'r [u8]) -> Result<(), E>,
+    ) -> Result<(), E> {
+        match self.key_finder {
+            Some(find) => {
+                let args: Vec<&[u8]> = req.args().collect();
+                for i in find(&args) {
+                    f(req.arg(i))?;
+                }
+            }
+            None => {
+                for i in self.keys.positions(req.len()) {
+                    f(req.arg(i))?;
+                }
+            }
+        }
+        Ok(())
+    }
+
+    /// The first key of `req`, if it has any.
+    pub fn first_key<'r>(&self, req: &'r Request<'_>) -> Option<&'r [u8]> {
+        let mut first = None;
+        let _ = self.try_for_each_key(req, |k| {
+            first = Some(k);
+            Err(())
+        });
+        first
+    }
 }
 
 macro_rules! flags {

@@ -96,7 +96,8 @@ impl State {
             if v == 0 {
                 return;
             }
-            self.regrow(0);
+            // A header alone: the ring grows on the first record.
+            self.rebuild(0, false);
         }
         self.block[i] = v;
     }
@@ -237,17 +238,11 @@ impl State {
         self.set_slots(n);
     }
 
-    /// Room for at least one more slot: capacity grows 4, 8, 16... as
-    /// traffic needs it, never pre-sized to `limit`.
-    fn regrow(&mut self, extra: usize) {
-        let want = self.slots() + extra;
-        if self.block.is_empty() || want > self.capacity() {
-            let cap = if extra == 0 {
-                0
-            } else {
-                self.capacity().max(2) * 2
-            };
-            self.rebuild(cap.max(want), self.wide());
+    /// Room for one more slot: capacity grows 4, 8, 16... as traffic
+    /// needs it, never pre-sized to `limit`.
+    fn reserve_one(&mut self) {
+        if self.slots() == self.capacity() {
+            self.rebuild(self.capacity().max(2) * 2, self.wide());
         }
     }
 
@@ -318,7 +313,7 @@ impl State {
         if !self.fits(count) {
             self.rebuild(self.capacity().max(1), true);
         }
-        self.regrow(1);
+        self.reserve_one();
         if !self.wide() {
             if self.slots() == 0 {
                 self.block[BASE] = ts;

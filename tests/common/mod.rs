@@ -194,21 +194,11 @@ pub fn pairs(v: &Value) -> Vec<(String, Value)> {
     }
 }
 
-/// Encodes a request as a RESP multibulk.
-pub fn encode(args: &[&[u8]]) -> Vec<u8> {
-    let mut out = format!("*{}\r\n", args.len()).into_bytes();
-    for a in args {
-        out.extend_from_slice(format!("${}\r\n", a.len()).as_bytes());
-        out.extend_from_slice(a);
-        out.extend_from_slice(b"\r\n");
-    }
-    out
-}
+pub use turnstile::harness::encode_request as encode;
 
 /// Encodes words as a RESP multibulk.
 pub fn encode_words(args: &[&str]) -> Vec<u8> {
-    let args: Vec<&[u8]> = args.iter().map(|a| a.as_bytes()).collect();
-    encode(&args)
+    encode(args)
 }
 
 /// Length of the first complete RESP2/RESP3 reply in `buf`, or `None` if
