@@ -73,6 +73,16 @@ async fn info_and_metrics_agree_after_known_decisions() {
     let _ = common::q_err(&mut c, &["RL.ALLOW", "w", "0", "60"]).await;
     let _ = common::q_err(&mut c, &["NOSUCH"]).await;
     drop(c);
+    // The server notices the close on its own time: wait (bounded) until
+    // the first connection is gone, so only the next one is counted.
+    let deadline = std::time::Instant::now() + common::IO_TIMEOUT;
+    while !server.state().clients.is_empty() {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "first connection never closed"
+        );
+        tokio::time::sleep(std::time::Duration::from_millis(5)).await;
+    }
     // Counters are flushed once per batch: a fresh connection's INFO sees all.
     let mut c = server.client().await;
     let info: String = q(&mut c, &["INFO", "all"]).await;
