@@ -11,7 +11,7 @@ use crate::clock::Nanos;
 use crate::limiter::{fixed, gcra, log, window, Algorithm, Params};
 
 /// A key's value and expiry.
-#[derive(Debug, Clone)]
+#[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Entry {
     /// Absolute expiry in milliseconds since the epoch on the server clock
     /// (Redis's unit, so any `EXPIREAT` a client can send is kept exactly);
@@ -25,7 +25,7 @@ pub struct Entry {
 /// it, is `WRONGTYPE`. The log keeps its header and ring in one heap block
 /// behind a 24-byte handle, so it too sits unboxed in the slot and a
 /// decision follows one pointer.
-#[derive(Debug, Clone)]
+#[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Value {
     Str(SmallBytes),
     Window(Stored<window::State>),
