@@ -55,7 +55,7 @@ impl Algorithm {
 
 /// Validated limiter parameters: every field is in range before an
 /// algorithm sees it, so the algorithms need no error paths.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub struct Params {
     /// Units admitted per `period`.
     pub limit: NonZeroU64,

@@ -53,6 +53,15 @@ impl SmallBytes {
     }
 }
 
+impl Default for SmallBytes {
+    fn default() -> Self {
+        SmallBytes::Inline {
+            len: 0,
+            data: [0; INLINE],
+        }
+    }
+}
+
 impl Deref for SmallBytes {
     type Target = [u8];
     fn deref(&self) -> &[u8] {

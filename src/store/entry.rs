@@ -1,10 +1,10 @@
-//! What a key holds.
+//! What a key holds, as every command sees it.
 //!
-//! Layout, for the memory targets (a limiter key at most 40-48 bytes, key
-//! included, at a million keys): the expiry lives in the entry as one `u64`
-//! of nanoseconds (0 = none) rather than in a side index of cloned keys, and
-//! values are unboxed enum variants next to an inline key, so a short key
-//! with a small value costs one table slot and no heap block at all.
+//! This is the logical form: `window`, `fixed` and `gcra` entries are
+//! stored packed (`record.rs`) and decoded into an `Entry` on access; the
+//! rest are stored as they are, with the expiry in the entry as one `u64`
+//! of milliseconds (0 = none) and values unboxed next to an inline key, so
+//! a short key with a small value needs no heap block.
 
 use super::bytes::SmallBytes;
 use crate::clock::Nanos;
@@ -23,8 +23,7 @@ pub struct Entry {
 /// The kinds of value a key can hold. Each limiter algorithm has its own
 /// variant, so a string command on a limiter key, or another algorithm on
 /// it, is `WRONGTYPE`. The log keeps its header and ring in one heap block
-/// behind a 24-byte handle, so it too sits unboxed in the slot and a
-/// decision follows one pointer.
+/// behind a 24-byte handle, so a decision follows one pointer.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Value {
     Str(SmallBytes),
@@ -34,8 +33,8 @@ pub enum Value {
     Log(Stored<log::State>),
 }
 
-// Every variant, the log's included, fits the 64 bytes the table slot was
-// sized for.
+// Every variant, the log's included, fits 64 bytes: the size of a general
+// record's value (`shard.rs`).
 const _: () = assert!(std::mem::size_of::<Value>() == 64);
 
 /// Limiter state with the parameters of the request that last wrote it,

@@ -1,25 +1,38 @@
-//! The keyspace: a sharded hash map from key bytes to [`Entry`], with lazy
+//! The keyspace: a sharded map from key bytes to [`Entry`], with lazy
 //! expiry on every access and an active sweeper (`sweeper.rs`).
+//!
+//! - `mod.rs` (here): sharding, locks, expiry counts, eviction.
+//! - `shard.rs`: one shard, a hash index of 4-byte handles over
+//!   per-class record arenas (`arena.rs`).
+//! - `record.rs`: the packed 27-33 byte records of `window`, `fixed` and
+//!   `gcra` keys; `params.rs`: their interned parameters.
+//! - `entry.rs`: what a key holds, as every caller sees it; `bytes.rs`:
+//!   inline short byte strings.
 //!
 //! Why not `DashMap`: a limiter needs three things its API does not give
 //! without `unsafe` raw-table access: locking several shards at once in a
 //! fixed order (an all-or-nothing decision over keys in different shards,
-//! `MSET`), sweeping one shard at a time in small steps, and a slot layout
-//! we control for the memory targets. The map itself is `hashbrown`'s
+//! `MSET`), sweeping one shard at a time in small steps, and a storage
+//! layout we control for the memory targets. Each shard is `hashbrown`'s
 //! `HashTable` (the table inside `DashMap` and `std`'s `HashMap`) behind a
-//! `parking_lot` lock per shard, exactly DashMap's design, in 150 lines.
+//! `parking_lot` lock, DashMap's design, with records kept beside the table
+//! rather than in it (see `shard.rs`).
 
+pub mod arena;
 pub mod bytes;
 pub mod entry;
+pub mod params;
+pub mod record;
+mod shard;
 pub mod snapshot;
 pub mod sweeper;
 
-use hashbrown::hash_table::{Entry as TableEntry, HashTable};
 use parking_lot::{RwLock, RwLockWriteGuard};
 use std::sync::atomic::{AtomicU64, Ordering};
 
 pub use self::bytes::SmallBytes;
 pub use self::entry::{Entry, Value};
+use self::shard::Shard;
 use crate::clock::Nanos;
 
 /// Shards: few enough that their locks stay in cache (each `RL.ALLOW` takes
@@ -29,28 +42,6 @@ use crate::clock::Nanos;
 /// a sweep or a rehash holds one lock for well under a millisecond) and two
 /// cores almost never contend.
 pub const DEFAULT_SHARDS: usize = 256;
-
-/// One key and what it holds. `entry` is `None` only transiently, inside
-/// [`Store::update`], to express "delete" or "not there"; the niche in
-/// `SmallBytes` makes the `Option` free.
-#[derive(Debug)]
-struct Slot {
-    key: SmallBytes,
-    entry: Option<Entry>,
-}
-
-#[derive(Debug, Default)]
-struct Shard {
-    table: HashTable<Slot>,
-    /// Entries with an expiry, for `INFO keyspace`.
-    volatile: usize,
-    /// No key here expires before this (ms since the epoch): a lower bound,
-    /// lowered by every write that sets an expiry and made exact by each
-    /// sweep, so the sweeper skips a shard with nothing due instead of
-    /// walking every key every second (at 10M keys that walk alone cost
-    /// 14% of a core).
-    next_expiry_ms: u64,
-}
 
 /// A shard padded to its own cache lines, so two cores locking neighbours
 /// do not bounce one line between them.
@@ -118,10 +109,12 @@ impl Store {
     pub fn get<R>(&self, key: &[u8], now: Nanos, f: impl FnOnce(&Entry) -> R) -> Option<R> {
         let hash = self.hash(key);
         let shard = self.shards[self.shard_index(hash)].0.read();
-        let slot = shard.table.find(hash, |s| s.key.as_slice() == key)?;
-        let entry = slot.entry.as_ref()?;
-        if !entry.is_expired(now) {
-            return Some(f(entry));
+        let mut f = Some(f);
+        let r = shard.with(hash, key, |e| {
+            (!e.is_expired(now)).then(|| (f.take().expect("called once"))(e))
+        })?;
+        if r.is_some() {
+            return r;
         }
         drop(shard);
         // `update` removes an expired entry before calling its closure.
@@ -139,7 +132,7 @@ impl Store {
     pub fn update<R>(&self, key: &[u8], now: Nanos, f: impl FnOnce(&mut Option<Entry>) -> R) -> R {
         let hash = self.hash(key);
         let mut shard = self.shards[self.shard_index(hash)].0.write();
-        update_in(&mut shard, &self.hasher, &self.expired, hash, key, now, f)
+        shard.update(&self.hasher, &self.expired, hash, key, now, f)
     }
 
     /// Deletes a key; true if a live one was there.
@@ -170,7 +163,7 @@ impl Store {
     /// Number of keys, counting expired ones not yet removed (as Redis's
     /// `DBSIZE` does).
     pub fn len(&self) -> usize {
-        self.shards.iter().map(|s| s.0.read().table.len()).sum()
+        self.shards.iter().map(|s| s.0.read().len()).sum()
     }
 
     pub fn is_empty(&self) -> bool {
@@ -181,7 +174,7 @@ impl Store {
         self.shards.iter().fold(Counts::default(), |acc, s| {
             let s = s.0.read();
             Counts {
-                keys: acc.keys + s.table.len(),
+                keys: acc.keys + s.len(),
                 volatile: acc.volatile + s.volatile,
             }
         })
@@ -193,7 +186,7 @@ impl Store {
             .iter()
             .map(|s| {
                 let mut s = s.0.write();
-                let n = s.table.len();
+                let n = s.len();
                 *s = Shard::default();
                 n
             })
@@ -202,54 +195,39 @@ impl Store {
 
     /// Calls `f` for every live key of shard `i` (SCAN walks shard by shard,
     /// so its cursor is a shard index and stays valid across resizes).
-    pub fn for_each_in_shard(&self, i: usize, now: Nanos, mut f: impl FnMut(&[u8], &Entry)) {
-        let shard = self.shards[i].0.read();
-        for slot in shard.table.iter() {
-            if let Some(e) = slot.entry.as_ref().filter(|e| !e.is_expired(now)) {
-                f(&slot.key, e);
-            }
-        }
+    pub fn for_each_in_shard(&self, i: usize, now: Nanos, f: impl FnMut(&[u8], &Entry)) {
+        self.shards[i].0.read().for_each_live(now, f);
     }
 
-    /// Bytes a write of `key` would allocate by growing its shard's table:
-    /// 0 if the key is there or the table has room, else the new table's
-    /// size (hashbrown doubles, and holds both tables while it moves the
-    /// slots). `--maxmemory` checks this before a write, so the table that
-    /// would cross the cap is never allocated.
+    /// Bytes a write of `key` could allocate: 0 if the key is there, else
+    /// the growth of its shard's index (hashbrown doubles, holding both
+    /// tables while it moves) and a new record chunk. `--maxmemory` checks
+    /// this before a write, so the table that would cross the cap is never
+    /// allocated.
     pub fn growth_for(&self, key: &[u8]) -> usize {
         let hash = self.hash(key);
         let shard = self.shards[self.shard_index(hash)].0.read();
-        let t = &shard.table;
-        // `capacity()` is hashbrown's items + growth_left: deleted slots
-        // (tombstones) use it up too, and then an insert rehashes.
-        if t.len() < t.capacity() || t.find(hash, |s| s.key.as_slice() == key).is_some() {
+        if shard.contains(hash, key) {
             return 0;
         }
-        let slot = std::mem::size_of::<Slot>() + 1;
-        let buckets = (t.allocation_size() / slot).next_power_of_two().max(4);
-        if t.allocation_size() > 0 && t.len() < buckets * 7 / 16 {
-            return 0; // under half full: hashbrown rehashes in place
-        }
-        buckets * 2 * slot
+        shard.growth()
     }
 
     /// For `--maxmemory-policy volatile-ttl`: makes room for a write of
-    /// `key` that must not grow memory. If its shard's table is out of
+    /// `key` that must not grow memory. If its shard's index is out of
     /// room (the insert would reallocate it), evicts the `1/16` of that
-    /// shard's keys nearest their expiry and clears the table's tombstones
+    /// shard's keys nearest their expiry and clears the index's tombstones
     /// in place, so the insert fits the table it has; otherwise evicts one
     /// key, as [`Store::evict_for`]. False if no key with a TTL was found.
     pub fn make_room(&self, key: &[u8], now: Nanos) -> bool {
         let hash = self.hash(key);
         {
-            let mut guard = self.shards[self.shard_index(hash)].0.write();
-            let shard = &mut *guard;
-            let t = &shard.table;
-            if t.len() >= t.capacity() && t.find(hash, |s| s.key.as_slice() == key).is_none() {
-                let batch = (t.capacity() / 16).max(1);
-                let evicted = self.evict_nearest(shard, key, now, batch);
+            let mut shard = self.shards[self.shard_index(hash)].0.write();
+            if shard.index_full() && !shard.contains(hash, key) {
+                let batch = (shard.index_capacity() / 16).max(1);
+                let evicted = self.evict_nearest(&mut shard, key, now, batch);
                 if evicted > 0 {
-                    self.clear_tombstones(shard);
+                    shard.clear_tombstones(&self.hasher);
                     return true;
                 }
             }
@@ -260,12 +238,7 @@ impl Store {
     /// Evicts up to `n` keys of `shard` (never `spare`), those with the
     /// nearest expiry first. Returns how many went.
     fn evict_nearest(&self, shard: &mut Shard, spare: &[u8], now: Nanos, n: usize) -> usize {
-        let mut victims: Vec<(u64, SmallBytes)> = shard
-            .table
-            .iter()
-            .filter(|s| s.key.as_slice() != spare)
-            .filter_map(|s| Some((s.entry.as_ref()?.expiry_ms()?, s.key.clone())))
-            .collect();
+        let mut victims = shard.volatile_keys(spare, usize::MAX);
         if victims.len() > n {
             victims.select_nth_unstable_by_key(n - 1, |(at, _)| *at);
             victims.truncate(n);
@@ -279,34 +252,15 @@ impl Store {
     /// Removes `victim` from `shard`, counting it as evicted (or expired,
     /// if it already was).
     fn remove_victim(&self, shard: &mut Shard, victim: &[u8], now: Nanos) -> bool {
-        let Ok(entry) = shard
-            .table
-            .find_entry(self.hash(victim), |s| s.key.as_slice() == victim)
-        else {
+        let Some(ttl) = shard.remove(self.hash(victim), victim) else {
             return false;
         };
-        let (slot, _) = entry.remove();
-        shard.volatile -= slot.entry.as_ref().is_some_and(Entry::has_expiry) as usize;
-        if slot.entry.is_some_and(|e| e.is_expired(now)) {
+        if ttl.is_some_and(|at| at.saturating_mul(Nanos::PER_MS) <= now.0) {
             self.expired.fetch_add(1, Ordering::Relaxed);
         } else {
             self.evicted.fetch_add(1, Ordering::Relaxed);
         }
         true
-    }
-
-    /// Re-inserts every slot into the same allocation, which turns
-    /// hashbrown's tombstones back into free room without allocating a
-    /// second table (`drain` keeps the allocation).
-    fn clear_tombstones(&self, shard: &mut Shard) {
-        let slots: Vec<Slot> = shard.table.drain().collect();
-        let hasher = &self.hasher;
-        for s in slots {
-            let h = hasher.hash_one(s.key.as_slice());
-            shard
-                .table
-                .insert_unique(h, s, |s| hasher.hash_one(s.key.as_slice()));
-        }
     }
 
     /// Keys evicted so far to stay under `--maxmemory`.
@@ -324,90 +278,48 @@ impl Store {
         let n = self.shards.len();
         let start = self.shard_index(self.hash(key));
         for probe in 0..n {
-            let mut guard = self.shards[(start + probe) % n].0.write();
-            let shard = &mut *guard;
+            let mut shard = self.shards[(start + probe) % n].0.write();
             if shard.volatile == 0 {
                 continue;
             }
             let victim = shard
-                .table
-                .iter()
-                .filter(|s| s.key.as_slice() != key)
-                .filter_map(|s| Some((s.entry.as_ref()?.expiry_ms()?, &s.key)))
-                .take(sample)
-                .min_by_key(|(at, _)| *at)
-                .map(|(_, k)| k.clone());
-            let Some(victim) = victim else {
+                .volatile_keys(key, sample)
+                .into_iter()
+                .min_by_key(|(at, _)| *at);
+            let Some((_, victim)) = victim else {
                 continue;
             };
-            if self.remove_victim(shard, &victim, now) {
+            if self.remove_victim(&mut shard, &victim, now) {
                 return true;
             }
         }
         false
     }
 
-    /// Removes the expired keys of shard `i` and gives back table memory
-    /// once the shard is mostly empty, however its keys went (expiry, `DEL`,
-    /// eviction). Returns how many were removed.
+    /// Removes the expired keys of shard `i` and gives back memory once
+    /// keys have gone, however they went (expiry, `DEL`, eviction).
+    /// Returns how many were removed.
     pub fn sweep_shard(&self, i: usize, now: Nanos) -> usize {
-        let mut guard = self.shards[i].0.write();
-        let shard = &mut *guard;
+        let mut shard = self.shards[i].0.write();
         let removed =
             if shard.volatile == 0 || shard.next_expiry_ms.saturating_mul(Nanos::PER_MS) > now.0 {
                 0
             } else {
-                self.remove_expired(shard, now)
+                shard.remove_expired(now)
             };
-        // Buckets from the allocation, not `capacity()`: tombstones left by
-        // deletions lower the latter and would hide an empty table.
-        let buckets = shard.table.allocation_size() / (std::mem::size_of::<Slot>() + 1);
-        if buckets > 64 && shard.table.len() < buckets / 8 {
-            let hasher = &self.hasher;
-            shard
-                .table
-                .shrink_to_fit(|s| hasher.hash_one(s.key.as_slice()));
-        }
-        removed
-    }
-
-    fn remove_expired(&self, shard: &mut Shard, now: Nanos) -> usize {
-        let before = shard.table.len();
-        let mut removed_volatile = 0;
-        let mut next = u64::MAX;
-        shard.table.retain(|slot| {
-            let expired = slot.entry.as_ref().is_none_or(|e| e.is_expired(now));
-            removed_volatile += expired as usize;
-            if !expired {
-                if let Some(at) = slot.entry.as_ref().and_then(Entry::expiry_ms) {
-                    next = next.min(at);
-                }
-            }
-            !expired
-        });
-        shard.volatile -= removed_volatile;
-        shard.next_expiry_ms = next;
-        let removed = before - shard.table.len();
         self.expired.fetch_add(removed as u64, Ordering::Relaxed);
+        shard.reclaim(&self.hasher);
         removed
     }
 
-    /// Approximate bytes held by the keyspace: table slots plus heap bytes
-    /// of long keys and values.
+    /// Approximate bytes held by the keyspace: indexes, records, and heap
+    /// bytes of long keys and values.
     pub fn memory_estimate(&self) -> usize {
         self.shards
             .iter()
             .map(|s| {
                 let s = s.0.read();
-                let slots = s.table.capacity() * (std::mem::size_of::<Slot>() + 1);
-                let heap: usize = s
-                    .table
-                    .iter()
-                    .map(|slot| {
-                        slot.key.heap_size() + slot.entry.as_ref().map_or(0, Entry::heap_size)
-                    })
-                    .sum();
-                slots + heap
+                s.allocation_size() + s.heap_size()
             })
             .sum()
     }
@@ -436,72 +348,9 @@ impl MultiLock<'_> {
             .guards
             .binary_search_by_key(&index, |(i, _)| *i)
             .expect("MultiLock::update on a key that was not locked");
-        let shard = &mut self.guards[pos].1;
-        update_in(
-            shard,
-            &self.store.hasher,
-            &self.store.expired,
-            hash,
-            key,
-            now,
-            f,
-        )
-    }
-}
-
-fn update_in<R>(
-    shard: &mut Shard,
-    hasher: &ahash::RandomState,
-    expired: &AtomicU64,
-    hash: u64,
-    key: &[u8],
-    now: Nanos,
-    f: impl FnOnce(&mut Option<Entry>) -> R,
-) -> R {
-    let Shard {
-        table,
-        volatile,
-        next_expiry_ms,
-    } = shard;
-    let entry = table.entry(
-        hash,
-        |s| s.key.as_slice() == key,
-        |s| hasher.hash_one(s.key.as_slice()),
-    );
-    match entry {
-        TableEntry::Occupied(mut o) => {
-            let slot = o.get_mut();
-            let had_ttl = slot.entry.as_ref().is_some_and(|e| e.has_expiry());
-            if slot.entry.as_ref().is_some_and(|e| e.is_expired(now)) {
-                slot.entry = None;
-                expired.fetch_add(1, Ordering::Relaxed);
-            }
-            let r = f(&mut slot.entry);
-            if let Some(at) = slot.entry.as_ref().and_then(Entry::expiry_ms) {
-                *next_expiry_ms = (*next_expiry_ms).min(at);
-            }
-            let has_ttl = slot.entry.as_ref().map(|e| e.has_expiry());
-            *volatile = *volatile + has_ttl.unwrap_or(false) as usize - had_ttl as usize;
-            if has_ttl.is_none() {
-                o.remove();
-            }
-            r
-        }
-        TableEntry::Vacant(v) => {
-            let mut e = None;
-            let r = f(&mut e);
-            if let Some(e) = e {
-                *volatile += e.has_expiry() as usize;
-                if let Some(at) = e.expiry_ms() {
-                    *next_expiry_ms = (*next_expiry_ms).min(at);
-                }
-                v.insert(Slot {
-                    key: SmallBytes::new(key),
-                    entry: Some(e),
-                });
-            }
-            r
-        }
+        self.guards[pos]
+            .1
+            .update(&self.store.hasher, &self.store.expired, hash, key, now, f)
     }
 }
 
@@ -514,11 +363,7 @@ mod tests {
     }
 
     fn table_bytes(store: &Store) -> usize {
-        store
-            .shards
-            .iter()
-            .map(|s| s.0.read().table.allocation_size())
-            .sum()
+        store.shards.iter().map(|s| s.0.read().table_bytes()).sum()
     }
 
     #[test]
@@ -599,6 +444,94 @@ mod tests {
         assert_eq!(table_bytes(&store), full, "nothing is given back on DEL");
         store.sweep_shard(0, now);
         assert_eq!(table_bytes(&store), 0, "an empty table is given back");
+    }
+
+    /// A window limiter entry as the command layer writes it.
+    fn window_entry(limit: u64, start_s: u64, curr: u64) -> Entry {
+        use crate::limiter::{params_secs, window};
+        let p = params_secs(limit, 10);
+        let state = window::State {
+            start: start_s * Nanos::PER_SEC,
+            prev: 0,
+            curr,
+        };
+        let at = state.expires_at(&p);
+        Entry::with_expiry(
+            Value::Window(entry::Stored { params: p, state }),
+            Some(Nanos(at)),
+        )
+    }
+
+    #[test]
+    fn sweeping_compacts_records_and_keeps_every_live_key() {
+        let store = Store::new(1);
+        let now = Nanos(1_000 * Nanos::PER_SEC);
+        let key = |i: u32| format!("k{i}").into_bytes();
+        // Compact (window) and general (string, long-key window) records,
+        // and several parameter ids.
+        let value = |i: u32| match i % 3 {
+            0 => s(&format!("v{i}")),
+            _ => window_entry(1_000 + (i % 5) as u64, 1_000, i as u64),
+        };
+        let long = |i: u32| format!("a-key-longer-than-sixteen-bytes-{i}").into_bytes();
+        for i in 0..6_000 {
+            store.update(&key(i), now, |e| *e = Some(value(i)));
+            store.update(&long(i), now, |e| *e = Some(window_entry(9, 1_000, 1)));
+        }
+        let full = table_bytes(&store);
+        for i in 0..6_000 {
+            if i % 10 != 0 {
+                assert!(store.remove(&key(i), now));
+                assert!(store.remove(&long(i), now));
+            }
+        }
+        store.sweep_shard(0, now);
+        assert!(
+            table_bytes(&store) < full / 4,
+            "{} of {full}",
+            table_bytes(&store)
+        );
+        assert_eq!(store.len(), 1_200);
+        for i in (0..6_000).step_by(10) {
+            assert_eq!(store.get(&key(i), now, |e| e.clone()), Some(value(i)));
+            assert_eq!(
+                store.get(&long(i), now, |e| e.clone()),
+                Some(window_entry(9, 1_000, 1))
+            );
+        }
+        // The compacted shard takes writes as before.
+        store.update(b"new", now, |e| *e = Some(window_entry(3, 1_000, 2)));
+        assert_eq!(
+            store.get(b"new", now, |e| e.clone()),
+            Some(window_entry(3, 1_000, 2))
+        );
+    }
+
+    #[test]
+    fn a_limiter_key_moves_between_classes_and_back() {
+        let store = Store::new(1);
+        let now = Nanos(1_000 * Nanos::PER_SEC);
+        let e = window_entry(10, 1_000, 4);
+        store.update(b"k", now, |slot| *slot = Some(e.clone()));
+        // EXPIRE: a TTL its state does not imply is kept exactly.
+        let later = e.expiry_ms().unwrap() + 60_000;
+        store.update(b"k", now, |slot| {
+            slot.as_mut().unwrap().set_expiry_ms(Some(later))
+        });
+        assert_eq!(store.get(b"k", now, |e| e.expiry_ms()), Some(Some(later)));
+        // PERSIST, then back to the derived TTL.
+        store.update(b"k", now, |slot| slot.as_mut().unwrap().set_expiry(None));
+        assert_eq!(store.get(b"k", now, |e| e.expiry_ms()), Some(None));
+        assert_eq!(store.counts().volatile, 0);
+        store.update(b"k", now, |slot| *slot = Some(e.clone()));
+        assert_eq!(store.get(b"k", now, |e| e.clone()), Some(e));
+        assert_eq!(store.counts().volatile, 1);
+        // Overwritten by a string, then deleted.
+        store.update(b"k", now, |slot| *slot = Some(s("x")));
+        assert_eq!(store.get(b"k", now, |e| e.clone()), Some(s("x")));
+        assert!(store.remove(b"k", now));
+        assert!(store.is_empty());
+        assert_eq!(store.counts().volatile, 0);
     }
 
     #[test]

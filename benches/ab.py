@@ -1,0 +1,69 @@
+#!/usr/bin/env python3
+"""A/B of two Turnstile binaries: the same redis-benchmark tests against
+each, runs alternated A B B A ..., both servers up for the whole run (the
+idle one SIGSTOPped). Prints median ops/s and server CPU per operation of
+each, and the ratio B/A. For judging a change to the hot path on this noisy
+machine: CPU per operation is the steadier figure.
+
+    python3 benches/ab.py OLD_BINARY NEW_BINARY [--reps 4] [-n 1000000]
+        [--algos window,gcra,fixed,log] [-P 16] [-r 100000]
+
+Example: build the previous commit in a worktree and compare:
+
+    git worktree add /tmp/base HEAD~1
+    CARGO_TARGET_DIR=/tmp/base-target cargo build --release --manifest-path /tmp/base/Cargo.toml
+    python3 benches/ab.py /tmp/base-target/release/turnstile target/release/turnstile
+"""
+
+import argparse
+import statistics
+from pathlib import Path
+
+import benchlib
+
+
+def start(binary):
+    port = benchlib.free_port()
+    return benchlib.Server(str(binary), [str(binary), "--port", str(port), "--metrics-addr", "off",
+                                         "--log-level", "warn"], port)
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("a", type=Path)
+    ap.add_argument("b", type=Path)
+    ap.add_argument("--reps", type=int, default=4)
+    ap.add_argument("-n", type=int, default=1_000_000)
+    ap.add_argument("-P", dest="pipeline", type=int, default=16)
+    ap.add_argument("-r", dest="randomkeys", type=int, default=100_000)
+    ap.add_argument("--algos", default="window,gcra,fixed,log")
+    opts = ap.parse_args()
+    servers = {"A": start(opts.a), "B": start(opts.b)}
+    tests = [(f"RL.ALLOW {a}", ["RL.ALLOW", "k:__rand_int__", "100", "60", "ALGO", a])
+             for a in opts.algos.split(",") if a]
+    tests.append(("PING_MBULK", ["-t", "ping_mbulk"]))
+    print(f"A = {opts.a}\nB = {opts.b}\n-n {opts.n} -P {opts.pipeline} -r {opts.randomkeys}, "
+          f"{opts.reps} runs each, alternated\n")
+    print(f"| test | A ops/s | B ops/s | B/A ops | A CPU us/op | B CPU us/op | B/A CPU |")
+    print("|---|---|---|---|---|---|---|")
+    for name, args in tests:
+        runs = {"A": [], "B": []}
+        for rep in range(opts.reps):
+            for which in ("AB" if rep % 2 == 0 else "BA"):
+                s, other = servers[which], servers["B" if which == "A" else "A"]
+                other.pause()
+                s.resume()
+                runs[which].append(benchlib.redis_benchmark(
+                    s.port, s.pid, args, opts.n, pipeline=opts.pipeline,
+                    randomkeys=opts.randomkeys))
+        med = {w: (statistics.median(r["ops"] for r in runs[w]),
+                   statistics.median(r["cpu_us"] for r in runs[w])) for w in runs}
+        (ao, ac), (bo, bc) = med["A"], med["B"]
+        print(f"| {name} | {ao:,.0f} | {bo:,.0f} | {bo / ao:.2f}x | {ac:.3f} | {bc:.3f} | "
+              f"{bc / ac:.2f}x |", flush=True)
+    for s in servers.values():
+        s.stop()
+
+
+if __name__ == "__main__":
+    main()

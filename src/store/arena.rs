@@ -1,0 +1,187 @@
+//! `Arena<T>`: a shard's records of one size, addressed by `u32` index.
+//!
+//! Records live in fixed chunks of [`CHUNK`] slots rather than one `Vec`:
+//! a doubling `Vec` leaves up to half its room unused (the memory targets
+//! are 40-48 bytes a key, and a `Vec` of 3,906 32-byte records would sit in
+//! room for 4,096 or 8,192), and moving a large `Vec` on growth would hold
+//! the shard's lock for the copy. A chunk is about 4 KiB of compact records,
+//! so the slack is at most one chunk per shard and class. Freed slots are
+//! reused first (most recently freed, which is warm in cache).
+
+/// Slots per chunk: a power of two so an index splits with a shift.
+pub const CHUNK: usize = 128;
+const SHIFT: u32 = CHUNK.trailing_zeros();
+
+#[derive(Debug)]
+pub struct Arena<T> {
+    chunks: Vec<Box<[T]>>,
+    /// Slots handed out so far from the last chunk onwards (the high-water
+    /// mark); every index below it is live or on `free`.
+    used: u32,
+    free: Vec<u32>,
+}
+
+impl<T> Default for Arena<T> {
+    fn default() -> Self {
+        Arena {
+            chunks: Vec::new(),
+            used: 0,
+            free: Vec::new(),
+        }
+    }
+}
+
+impl<T: Default> Arena<T> {
+    /// Stores `v` and returns its index.
+    pub fn alloc(&mut self, v: T) -> u32 {
+        if let Some(i) = self.free.pop() {
+            *self.get_mut(i) = v;
+            return i;
+        }
+        let i = self.used;
+        if i as usize == self.chunks.len() * CHUNK {
+            self.chunks
+                .push((0..CHUNK).map(|_| T::default()).collect::<Box<[T]>>());
+        }
+        self.used += 1;
+        *self.get_mut(i) = v;
+        i
+    }
+
+    /// Gives slot `i` back, resetting it (which drops whatever it owned).
+    pub fn free(&mut self, i: u32) {
+        *self.get_mut(i) = T::default();
+        self.free.push(i);
+    }
+
+    pub fn get(&self, i: u32) -> &T {
+        &self.chunks[(i >> SHIFT) as usize][i as usize & (CHUNK - 1)]
+    }
+
+    pub fn get_mut(&mut self, i: u32) -> &mut T {
+        &mut self.chunks[(i >> SHIFT) as usize][i as usize & (CHUNK - 1)]
+    }
+
+    /// Live records.
+    pub fn len(&self) -> usize {
+        self.used as usize - self.free.len()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+
+    /// Bytes this arena holds, chunks and free list.
+    pub fn allocation_size(&self) -> usize {
+        self.chunk_bytes()
+            + self.chunks.capacity() * std::mem::size_of::<Box<[T]>>()
+            + self.free.capacity() * 4
+    }
+
+    /// Bytes of the chunks alone.
+    pub fn chunk_bytes(&self) -> usize {
+        self.chunks.len() * CHUNK * std::mem::size_of::<T>()
+    }
+
+    /// Bytes a new record would allocate: a chunk, if this arena is in use
+    /// and has no free slot. An arena not in use reports 0: its first chunk
+    /// (at most 12 KiB) is left out of `--maxmemory`'s look-ahead, which
+    /// would otherwise count every class a shard might ever hold.
+    pub fn growth(&self) -> usize {
+        if !self.chunks.is_empty()
+            && self.free.is_empty()
+            && self.used as usize == self.chunks.len() * CHUNK
+        {
+            CHUNK * std::mem::size_of::<T>()
+        } else {
+            0
+        }
+    }
+
+    /// Whether a compaction would give memory back: an arena with no live
+    /// record, or one with few live records over many chunks (under half
+    /// full, so at least a quarter of its chunks would go).
+    pub fn sparse(&self) -> bool {
+        (self.is_empty() && !self.chunks.is_empty())
+            || (self.chunks.len() > 2 && self.len() * 2 < self.chunks.len() * CHUNK)
+    }
+
+    /// Moves the records of the trailing chunks into free slots below, so
+    /// those chunks can be dropped; `moved(from, to)` is told of each move
+    /// so the caller can repoint its index. Order of live records is not
+    /// kept (nothing depends on it).
+    pub fn compact(&mut self, mut moved: impl FnMut(u32, u32)) {
+        let keep = self.len().div_ceil(CHUNK);
+        let limit = (keep * CHUNK) as u32;
+        // Free slots below the limit receive the records above it.
+        let mut holes: Vec<u32> = self.free.iter().copied().filter(|&i| i < limit).collect();
+        let is_free: std::collections::HashSet<u32> = self.free.iter().copied().collect();
+        for from in limit..self.used {
+            if is_free.contains(&from) {
+                continue;
+            }
+            let to = holes.pop().expect("enough holes below the limit");
+            let v = std::mem::take(self.get_mut(from));
+            *self.get_mut(to) = v;
+            moved(from, to);
+        }
+        self.chunks.truncate(keep);
+        self.chunks.shrink_to_fit();
+        self.used = limit.min(self.used);
+        self.free = holes;
+        self.free.shrink_to_fit();
+        if self.is_empty() {
+            *self = Arena::default();
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn reuses_freed_slots_and_empties() {
+        let mut a: Arena<u64> = Arena::default();
+        let ix: Vec<u32> = (0..300).map(|v| a.alloc(v)).collect();
+        assert_eq!(a.len(), 300);
+        assert_eq!(*a.get(ix[299]), 299);
+        a.free(ix[5]);
+        assert_eq!(a.alloc(7), ix[5]);
+        for &i in &ix {
+            a.free(i);
+        }
+        assert!(a.sparse());
+        a.compact(|_, _| panic!("nothing to move"));
+        assert_eq!(a.allocation_size(), 0);
+    }
+
+    #[test]
+    fn compact_keeps_every_live_record() {
+        let mut a: Arena<u64> = Arena::default();
+        let ix: Vec<u32> = (0..1000).map(|v| a.alloc(v + 1)).collect();
+        // Keep every seventh record.
+        for (n, &i) in ix.iter().enumerate() {
+            if n % 7 != 0 {
+                a.free(i);
+            }
+        }
+        assert!(a.sparse());
+        let mut where_: std::collections::HashMap<u32, u64> =
+            ix.iter().step_by(7).map(|&i| (i, *a.get(i))).collect();
+        let before = a.allocation_size();
+        a.compact(|from, to| {
+            let v = where_.remove(&from).unwrap();
+            assert!(where_.insert(to, v).is_none());
+        });
+        assert!(a.allocation_size() < before / 3);
+        assert_eq!(a.len(), where_.len());
+        for (&i, &v) in &where_ {
+            assert_eq!(*a.get(i), v);
+        }
+        // Still usable afterwards.
+        let i = a.alloc(99);
+        assert_eq!(*a.get(i), 99);
+        assert_eq!(a.len(), where_.len() + 1);
+    }
+}

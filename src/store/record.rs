@@ -1,0 +1,319 @@
+//! Compact records: how a limiter key of the three constant-size algorithms
+//! (`window`, `fixed`, `gcra`) is stored, packed into 27-33 bytes with no
+//! padding, instead of a 96-byte table slot.
+//!
+//! | bytes | field |
+//! |---|---|
+//! | 1 | key length (0-16) |
+//! | 16 | the key, zero-padded |
+//! | 2 | parameter id (`params.rs`) |
+//! | window: 6 + 4 + 4 | bucket number (`start / period`), previous count, current count |
+//! | fixed: 6 + 4 | window number, count |
+//! | gcra: 8 | TAT (ns) |
+//!
+//! There is no expiry field: a limiter key's TTL is always the moment its
+//! state stops mattering, derived from the state itself (`expires_at`), so
+//! it is recomputed on read. A key that does not fit (a longer key, counts
+//! over `u32`, a bucket number over 48 bits, a TTL set by `EXPIRE` or
+//! `PERSIST`, a shard out of parameter ids) is stored whole in the general
+//! class instead; a later write moves it back once it fits again.
+//!
+//! Bucket numbers rather than start times: starts are multiples of the
+//! period, and 48 bits of bucket number cover the epoch to now for any
+//! period of 10 us or more.
+
+use crate::clock::Nanos;
+use crate::limiter::{fixed, gcra, window, Params};
+use crate::store::entry::{Entry, Stored, Value};
+
+/// Longest key a compact record holds inline.
+pub const KEY_MAX: usize = 16;
+const PID: usize = 1 + KEY_MAX;
+const BODY: usize = PID + 2;
+const U48_MAX: u64 = (1 << 48) - 1;
+
+pub const WINDOW_LEN: usize = BODY + 6 + 4 + 4;
+pub const FIXED_LEN: usize = BODY + 6 + 4;
+pub const GCRA_LEN: usize = BODY + 8;
+
+/// A packed record of `N` bytes (alignment 1, so no padding).
+#[derive(Clone, Copy)]
+pub struct Rec<const N: usize>([u8; N]);
+
+pub type WindowRec = Rec<WINDOW_LEN>;
+pub type FixedRec = Rec<FIXED_LEN>;
+pub type GcraRec = Rec<GCRA_LEN>;
+
+impl<const N: usize> Default for Rec<N> {
+    fn default() -> Self {
+        Rec([0; N])
+    }
+}
+
+impl<const N: usize> std::fmt::Debug for Rec<N> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "Rec({:?})", String::from_utf8_lossy(self.key()))
+    }
+}
+
+impl<const N: usize> Rec<N> {
+    fn new(key: &[u8], pid: u16) -> Self {
+        let mut r = Rec([0; N]);
+        r.0[0] = key.len() as u8;
+        r.0[1..1 + key.len()].copy_from_slice(key);
+        r.0[PID..BODY].copy_from_slice(&pid.to_le_bytes());
+        r
+    }
+
+    pub fn key(&self) -> &[u8] {
+        &self.0[1..1 + (self.0[0] as usize).min(KEY_MAX)]
+    }
+
+    pub fn pid(&self) -> u16 {
+        u16::from_le_bytes([self.0[PID], self.0[PID + 1]])
+    }
+
+    /// Reads `W` little-endian bytes at `at` as an integer.
+    fn get<const W: usize>(&self, at: usize) -> u64 {
+        let mut b = [0u8; 8];
+        b[..W].copy_from_slice(&self.0[at..at + W]);
+        u64::from_le_bytes(b)
+    }
+
+    /// Writes the low `W` bytes of `v` at `at`; the caller checked it fits.
+    fn put<const W: usize>(&mut self, at: usize, v: u64) {
+        self.0[at..at + W].copy_from_slice(&v.to_le_bytes()[..W]);
+    }
+}
+
+/// Which compact class an entry fits, if any.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Kind {
+    Window,
+    Fixed,
+    Gcra,
+}
+
+/// The TTL, in ms as `Entry` keeps it, of a state that stops mattering at
+/// `at` ns (the same rounding as `Entry::set_expiry`).
+fn ttl_ms(at: u64) -> u64 {
+    at.div_ceil(Nanos::PER_MS).max(1)
+}
+
+/// `start / period` if `start` is a bucket boundary that fits 48 bits.
+fn bucket(start: u64, period: u64) -> Option<u64> {
+    (start.is_multiple_of(period) && start / period <= U48_MAX).then_some(start / period)
+}
+
+fn fits_u32(n: u64) -> bool {
+    n <= u32::MAX as u64
+}
+
+/// The compact class `entry` fits, with its parameters, or `None` if it
+/// must be stored whole. An entry fits only if its TTL is exactly the one
+/// its state implies, so that deriving the TTL on read gives it back.
+pub fn kind_of<'e>(key: &[u8], entry: &'e Entry) -> Option<(Kind, &'e Params)> {
+    if key.len() > KEY_MAX {
+        return None;
+    }
+    let ttl = entry.expiry_ms()?;
+    let (kind, p, at) = match &entry.value {
+        Value::Window(s) => {
+            let (st, p) = (&s.state, &s.params);
+            let ok =
+                bucket(st.start, p.period()).is_some() && fits_u32(st.prev) && fits_u32(st.curr);
+            (ok.then_some(Kind::Window)?, p, st.expires_at(p))
+        }
+        Value::Fixed(s) => {
+            let (st, p) = (&s.state, &s.params);
+            let ok = bucket(st.start, p.period()).is_some() && fits_u32(st.count);
+            (ok.then_some(Kind::Fixed)?, p, st.expires_at(p))
+        }
+        Value::Gcra(s) => (Kind::Gcra, &s.params, s.state.expires_at()),
+        Value::Str(_) | Value::Log(_) => return None,
+    };
+    (ttl_ms(at) == ttl).then_some((kind, p))
+}
+
+pub fn encode_window(key: &[u8], pid: u16, p: &Params, st: &window::State) -> WindowRec {
+    let mut r = Rec::new(key, pid);
+    r.put::<6>(BODY, st.start / p.period());
+    r.put::<4>(BODY + 6, st.prev);
+    r.put::<4>(BODY + 10, st.curr);
+    r
+}
+
+pub fn decode_window(r: &WindowRec, p: &Params) -> window::State {
+    window::State {
+        start: r.get::<6>(BODY) * p.period(),
+        prev: r.get::<4>(BODY + 6),
+        curr: r.get::<4>(BODY + 10),
+    }
+}
+
+pub fn encode_fixed(key: &[u8], pid: u16, p: &Params, st: &fixed::State) -> FixedRec {
+    let mut r = Rec::new(key, pid);
+    r.put::<6>(BODY, st.start / p.period());
+    r.put::<4>(BODY + 6, st.count);
+    r
+}
+
+pub fn decode_fixed(r: &FixedRec, p: &Params) -> fixed::State {
+    fixed::State {
+        start: r.get::<6>(BODY) * p.period(),
+        count: r.get::<4>(BODY + 6),
+    }
+}
+
+pub fn encode_gcra(key: &[u8], pid: u16, st: &gcra::State) -> GcraRec {
+    let mut r = Rec::new(key, pid);
+    r.put::<8>(BODY, st.tat);
+    r
+}
+
+pub fn decode_gcra(r: &GcraRec) -> gcra::State {
+    gcra::State {
+        tat: r.get::<8>(BODY),
+    }
+}
+
+/// The entry a window record stands for.
+pub fn window_entry(r: &WindowRec, p: &Params) -> Entry {
+    let state = decode_window(r, p);
+    let ttl = ttl_ms(state.expires_at(p));
+    Entry::with_expiry_ms(Value::Window(Stored { params: *p, state }), Some(ttl))
+}
+
+pub fn fixed_entry(r: &FixedRec, p: &Params) -> Entry {
+    let state = decode_fixed(r, p);
+    let ttl = ttl_ms(state.expires_at(p));
+    Entry::with_expiry_ms(Value::Fixed(Stored { params: *p, state }), Some(ttl))
+}
+
+pub fn gcra_entry(r: &GcraRec, p: &Params) -> Entry {
+    let state = decode_gcra(r);
+    let ttl = ttl_ms(state.expires_at());
+    Entry::with_expiry_ms(Value::Gcra(Stored { params: *p, state }), Some(ttl))
+}
+
+/// TTLs (ms) of the records, without building an entry: for the sweeper.
+pub fn window_ttl(r: &WindowRec, p: &Params) -> u64 {
+    ttl_ms(decode_window(r, p).expires_at(p))
+}
+
+pub fn fixed_ttl(r: &FixedRec, p: &Params) -> u64 {
+    ttl_ms(decode_fixed(r, p).expires_at(p))
+}
+
+pub fn gcra_ttl(r: &GcraRec) -> u64 {
+    ttl_ms(decode_gcra(r).expires_at())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::limiter::params_secs;
+
+    const S: u64 = 1_000_000_000;
+
+    #[test]
+    fn sizes() {
+        assert_eq!(std::mem::size_of::<WindowRec>(), 33);
+        assert_eq!(std::mem::size_of::<FixedRec>(), 29);
+        assert_eq!(std::mem::size_of::<GcraRec>(), 27);
+    }
+
+    fn with_ttl(value: Value, at_ns: u64) -> Entry {
+        Entry::with_expiry(value, Some(Nanos(at_ns)))
+    }
+
+    #[test]
+    fn window_round_trip_and_limits() {
+        let p = params_secs(100, 60);
+        let st = window::State {
+            start: 1_700_000_040 * S,
+            prev: u32::MAX as u64,
+            curr: 3,
+        };
+        let e = with_ttl(
+            Value::Window(Stored {
+                params: p,
+                state: st,
+            }),
+            st.expires_at(&p),
+        );
+        assert_eq!(kind_of(b"k:00000000000001", &e).unwrap().0, Kind::Window);
+        let r = encode_window(b"k:00000000000001", 7, &p, &st);
+        assert_eq!(r.key(), b"k:00000000000001");
+        assert_eq!(r.pid(), 7);
+        assert_eq!(window_entry(&r, &p), e);
+        assert_eq!(Some(window_ttl(&r, &p)), e.expiry_ms());
+        // What does not fit goes whole.
+        assert!(kind_of(b"k:000000000000001", &e).is_none(), "17-byte key");
+        let wide = window::State {
+            prev: u32::MAX as u64 + 1,
+            ..st
+        };
+        let e2 = with_ttl(
+            Value::Window(Stored {
+                params: p,
+                state: wide,
+            }),
+            wide.expires_at(&p),
+        );
+        assert!(kind_of(b"k", &e2).is_none(), "count over u32");
+        let mut e3 = e.clone();
+        e3.set_expiry_ms(Some(e.expiry_ms().unwrap() + 1));
+        assert!(kind_of(b"k", &e3).is_none(), "a TTL set by EXPIRE");
+        e3.set_expiry(None);
+        assert!(kind_of(b"k", &e3).is_none(), "PERSIST");
+    }
+
+    #[test]
+    fn fixed_and_gcra_round_trip() {
+        let p = params_secs(10, 1);
+        let f = fixed::State {
+            start: 1_700_000_000 * S,
+            count: 9,
+        };
+        let e = with_ttl(
+            Value::Fixed(Stored {
+                params: p,
+                state: f,
+            }),
+            f.expires_at(&p),
+        );
+        assert_eq!(kind_of(b"", &e).unwrap().0, Kind::Fixed);
+        let r = encode_fixed(b"", 1, &p, &f);
+        assert_eq!(fixed_entry(&r, &p), e);
+        let g = gcra::State { tat: u64::MAX - 5 };
+        let e = with_ttl(
+            Value::Gcra(Stored {
+                params: p,
+                state: g,
+            }),
+            g.expires_at(),
+        );
+        assert_eq!(kind_of(b"gk", &e).unwrap().0, Kind::Gcra);
+        let r = encode_gcra(b"gk", 2, &g);
+        assert_eq!(gcra_entry(&r, &p), e);
+        assert_eq!(Some(gcra_ttl(&r)), e.expiry_ms());
+        // A bucket number past 48 bits (a 1 ns period) is stored whole.
+        let tiny = crate::limiter::Params::new(
+            std::num::NonZeroU64::new(5).unwrap(),
+            std::num::NonZeroU64::new(1).unwrap(),
+        );
+        let f = fixed::State {
+            start: 1_700_000_000 * S,
+            count: 1,
+        };
+        let e = with_ttl(
+            Value::Fixed(Stored {
+                params: tiny,
+                state: f,
+            }),
+            f.expires_at(&tiny),
+        );
+        assert!(kind_of(b"k", &e).is_none());
+    }
+}

@@ -1,0 +1,529 @@
+//! One shard of the keyspace: a hash index of 4-byte handles over dense
+//! per-class arenas of records.
+//!
+//! Why an index of handles rather than a table of entries: a hash table is
+//! 44-88% full between doublings (48% at a million keys over 256 shards),
+//! so every byte of its slot costs about two bytes per key. Keeping the
+//! slot at 4 bytes (plus hashbrown's control byte) and the records in
+//! arenas with no slack is what brings a limiter key from 203 bytes to
+//! about 40. A handle is a class (two bits) and an index in that class's
+//! arena; the class says how to read the record.
+//!
+//! Callers see every key as an [`Entry`]: compact records are decoded into
+//! one (on the stack; a few nanoseconds), handed to the caller, and written
+//! back, moving between classes when the value no longer fits its own.
+
+use std::sync::atomic::{AtomicU64, Ordering};
+
+use hashbrown::hash_table::{Entry as TableEntry, HashTable};
+
+use super::arena::Arena;
+use super::bytes::SmallBytes;
+use super::entry::{Entry, Value};
+use super::params::ParamTable;
+use super::record::{self, FixedRec, GcraRec, Kind, WindowRec};
+use crate::clock::Nanos;
+
+const CLASS_SHIFT: u32 = 30;
+const INDEX_MASK: u32 = (1 << CLASS_SHIFT) - 1;
+const GENERAL: u32 = 0;
+const WINDOW: u32 = 1;
+const FIXED: u32 = 2;
+const GCRA: u32 = 3;
+
+fn handle(class: u32, i: u32) -> u32 {
+    // 2^30 records of one class in one shard would be over 30 GiB.
+    assert!(i <= INDEX_MASK, "arena index out of range");
+    class << CLASS_SHIFT | i
+}
+
+fn split(h: u32) -> (u32, u32) {
+    (h >> CLASS_SHIFT, h & INDEX_MASK)
+}
+
+/// What the compact classes cannot hold: strings, logs, long keys, TTLs
+/// set by hand, wide counts. `entry` is `None` only while [`Shard::update`]
+/// has it out.
+#[derive(Debug, Default)]
+struct General {
+    key: SmallBytes,
+    entry: Option<Entry>,
+}
+
+/// The records of a shard, apart from its index (so the index's probe and
+/// rehash closures can read keys while the index is borrowed mutably).
+#[derive(Debug, Default)]
+struct Records {
+    general: Arena<General>,
+    window: Arena<WindowRec>,
+    fixed: Arena<FixedRec>,
+    gcra: Arena<GcraRec>,
+    params: ParamTable,
+}
+
+impl Records {
+    fn key(&self, h: u32) -> &[u8] {
+        let (class, i) = split(h);
+        match class {
+            GENERAL => &self.general.get(i).key,
+            WINDOW => self.window.get(i).key(),
+            FIXED => self.fixed.get(i).key(),
+            _ => self.gcra.get(i).key(),
+        }
+    }
+
+    /// The entry a compact record stands for, decoded.
+    fn decode(&self, class: u32, i: u32) -> Entry {
+        let params = &self.params;
+        match class {
+            WINDOW => {
+                let r = self.window.get(i);
+                record::window_entry(r, params.get(r.pid()))
+            }
+            FIXED => {
+                let r = self.fixed.get(i);
+                record::fixed_entry(r, params.get(r.pid()))
+            }
+            _ => {
+                let r = self.gcra.get(i);
+                record::gcra_entry(r, params.get(r.pid()))
+            }
+        }
+    }
+
+    /// Calls `f` with the entry `h` stands for (decoded, for a compact
+    /// record). `None` only for a general record that is out.
+    fn with<R>(&self, h: u32, f: impl FnOnce(Option<&Entry>) -> R) -> R {
+        match split(h) {
+            (GENERAL, i) => f(self.general.get(i).entry.as_ref()),
+            (class, i) => f(Some(&self.decode(class, i))),
+        }
+    }
+
+    /// The entry `h` stands for, taken out to be changed: a general
+    /// record's entry moves out (its key stays, so the index can still
+    /// probe it); a compact record is decoded and stays as it was.
+    fn take(&mut self, h: u32) -> Option<Entry> {
+        match split(h) {
+            (GENERAL, i) => self.general.get_mut(i).entry.take(),
+            (class, i) => Some(self.decode(class, i)),
+        }
+    }
+
+    /// TTL in ms of `h`'s entry; `Some(0)` for a general record that is out
+    /// (treated as long expired).
+    fn expiry_ms(&self, h: u32) -> Option<u64> {
+        let (class, i) = split(h);
+        let params = &self.params;
+        match class {
+            GENERAL => self
+                .general
+                .get(i)
+                .entry
+                .as_ref()
+                .map_or(Some(0), Entry::expiry_ms),
+            WINDOW => {
+                let r = self.window.get(i);
+                Some(record::window_ttl(r, params.get(r.pid())))
+            }
+            FIXED => {
+                let r = self.fixed.get(i);
+                Some(record::fixed_ttl(r, params.get(r.pid())))
+            }
+            _ => Some(record::gcra_ttl(self.gcra.get(i))),
+        }
+    }
+
+    fn pid(&self, h: u32) -> Option<u16> {
+        let (class, i) = split(h);
+        match class {
+            GENERAL => None,
+            WINDOW => Some(self.window.get(i).pid()),
+            FIXED => Some(self.fixed.get(i).pid()),
+            _ => Some(self.gcra.get(i).pid()),
+        }
+    }
+
+    /// Frees `h`'s record and its parameter reference.
+    fn free(&mut self, h: u32) {
+        if let Some(pid) = self.pid(h) {
+            self.params.release(pid);
+        }
+        let (class, i) = split(h);
+        match class {
+            GENERAL => self.general.free(i),
+            WINDOW => self.window.free(i),
+            FIXED => self.fixed.free(i),
+            _ => self.gcra.free(i),
+        }
+    }
+
+    /// Stores `entry` for `key`, in place of `old` if given (whose entry
+    /// was taken), and returns the handle it now has: `old` when the class
+    /// is unchanged, a new one when the value moved to another class.
+    fn put(&mut self, old: Option<u32>, key: &[u8], entry: Entry) -> u32 {
+        let old_class = old.map(|h| split(h).0);
+        if let Some((kind, p)) = record::kind_of(key, &entry) {
+            let class = match kind {
+                Kind::Window => WINDOW,
+                Kind::Fixed => FIXED,
+                Kind::Gcra => GCRA,
+            };
+            let same = old_class == Some(class);
+            let pid = match (same, old.and_then(|h| self.pid(h))) {
+                (true, Some(pid)) => self.params.replace(pid, p),
+                _ => self.params.acquire(p),
+            };
+            if let Some(pid) = pid {
+                // Rewritten in place when the class is unchanged.
+                let at = old.filter(|_| same).map(|h| split(h).1);
+                let h = match &entry.value {
+                    Value::Window(w) => {
+                        let r = record::encode_window(key, pid, p, &w.state);
+                        handle(WINDOW, place(&mut self.window, at, r))
+                    }
+                    Value::Fixed(f) => {
+                        let r = record::encode_fixed(key, pid, p, &f.state);
+                        handle(FIXED, place(&mut self.fixed, at, r))
+                    }
+                    Value::Gcra(g) => {
+                        let r = record::encode_gcra(key, pid, &g.state);
+                        handle(GCRA, place(&mut self.gcra, at, r))
+                    }
+                    Value::Str(_) | Value::Log(_) => unreachable!("kind_of said compact"),
+                };
+                if !same {
+                    if let Some(old) = old {
+                        self.free(old);
+                    }
+                }
+                return h;
+            }
+            // Out of parameter ids: keep it whole, below. A same-class
+            // record whose `replace` failed still holds its old id.
+            if same {
+                self.free(old.unwrap());
+                return self.put_general(None, key, entry);
+            }
+        }
+        self.put_general(old, key, entry)
+    }
+
+    fn put_general(&mut self, old: Option<u32>, key: &[u8], entry: Entry) -> u32 {
+        if let Some(h) = old {
+            if split(h).0 == GENERAL {
+                self.general.get_mut(split(h).1).entry = Some(entry);
+                return h;
+            }
+            self.free(h);
+        }
+        let i = self.general.alloc(General {
+            key: SmallBytes::new(key),
+            entry: Some(entry),
+        });
+        handle(GENERAL, i)
+    }
+
+    /// Bytes a new record could allocate: the largest chunk of a class
+    /// with no free slot.
+    fn growth(&self) -> usize {
+        [
+            self.general.growth(),
+            self.window.growth(),
+            self.fixed.growth(),
+            self.gcra.growth(),
+        ]
+        .into_iter()
+        .max()
+        .unwrap_or(0)
+    }
+
+    fn allocation_size(&self) -> usize {
+        self.general.allocation_size()
+            + self.window.allocation_size()
+            + self.fixed.allocation_size()
+            + self.gcra.allocation_size()
+            + self.params.allocation_size()
+    }
+}
+
+/// Writes `v` at `i`, or in a new slot if `i` is `None`.
+fn place<T: Default>(arena: &mut Arena<T>, i: Option<u32>, v: T) -> u32 {
+    match i {
+        Some(i) => {
+            *arena.get_mut(i) = v;
+            i
+        }
+        None => arena.alloc(v),
+    }
+}
+
+#[derive(Debug, Default)]
+pub(super) struct Shard {
+    index: HashTable<u32>,
+    records: Records,
+    /// Entries with an expiry, for `INFO keyspace`.
+    pub volatile: usize,
+    /// No key here expires before this (ms since the epoch): a lower bound,
+    /// lowered by every write that sets an expiry and made exact by each
+    /// sweep, so the sweeper skips a shard with nothing due instead of
+    /// walking every key every second (at 10M keys that walk alone cost
+    /// 14% of a core).
+    pub next_expiry_ms: u64,
+}
+
+/// Bytes per index bucket: the handle and hashbrown's control byte.
+const BUCKET: usize = std::mem::size_of::<u32>() + 1;
+
+fn expired_at(ttl_ms: Option<u64>, now: Nanos) -> bool {
+    ttl_ms.is_some_and(|at| at.saturating_mul(Nanos::PER_MS) <= now.0)
+}
+
+impl Shard {
+    pub fn len(&self) -> usize {
+        self.index.len()
+    }
+
+    fn find(&self, hash: u64, key: &[u8]) -> Option<u32> {
+        let records = &self.records;
+        self.index.find(hash, |&h| records.key(h) == key).copied()
+    }
+
+    pub fn contains(&self, hash: u64, key: &[u8]) -> bool {
+        self.find(hash, key).is_some()
+    }
+
+    /// Calls `f` with `key`'s entry, expired or not; `None` if absent.
+    pub fn with<R>(&self, hash: u64, key: &[u8], f: impl FnOnce(&Entry) -> R) -> Option<R> {
+        let h = self.find(hash, key)?;
+        self.records.with(h, |e| e.map(f))
+    }
+
+    /// See [`super::Store::update`].
+    pub fn update<R>(
+        &mut self,
+        hasher: &ahash::RandomState,
+        expired: &AtomicU64,
+        hash: u64,
+        key: &[u8],
+        now: Nanos,
+        f: impl FnOnce(&mut Option<Entry>) -> R,
+    ) -> R {
+        let Shard {
+            index,
+            records,
+            volatile,
+            next_expiry_ms,
+        } = self;
+        let slot = index.entry(
+            hash,
+            |&h| records.key(h) == key,
+            |&h| hasher.hash_one(records.key(h)),
+        );
+        match slot {
+            TableEntry::Occupied(mut o) => {
+                let h = *o.get();
+                let mut cur = records.take(h);
+                let had_ttl = cur.as_ref().is_some_and(Entry::has_expiry);
+                if cur.as_ref().is_some_and(|e| e.is_expired(now)) {
+                    cur = None;
+                    expired.fetch_add(1, Ordering::Relaxed);
+                }
+                let r = f(&mut cur);
+                let ttl = cur.as_ref().map(Entry::expiry_ms);
+                *volatile = *volatile + ttl.flatten().is_some() as usize - had_ttl as usize;
+                match cur {
+                    Some(e) => {
+                        if let Some(at) = e.expiry_ms() {
+                            *next_expiry_ms = (*next_expiry_ms).min(at);
+                        }
+                        *o.get_mut() = records.put(Some(h), key, e);
+                    }
+                    None => {
+                        records.free(h);
+                        o.remove();
+                    }
+                }
+                r
+            }
+            TableEntry::Vacant(v) => {
+                let mut cur = None;
+                let r = f(&mut cur);
+                if let Some(e) = cur {
+                    if let Some(at) = e.expiry_ms() {
+                        *volatile += 1;
+                        *next_expiry_ms = (*next_expiry_ms).min(at);
+                    }
+                    v.insert(records.put(None, key, e));
+                }
+                r
+            }
+        }
+    }
+
+    /// Calls `f` for every entry that is live at `now`.
+    pub fn for_each_live(&self, now: Nanos, mut f: impl FnMut(&[u8], &Entry)) {
+        for &h in self.index.iter() {
+            self.records.with(h, |e| {
+                if let Some(e) = e.filter(|e| !e.is_expired(now)) {
+                    f(self.records.key(h), e)
+                }
+            });
+        }
+    }
+
+    /// Keys with a TTL (not `spare`), with that TTL in ms.
+    pub fn volatile_keys(&self, spare: &[u8], limit: usize) -> Vec<(u64, SmallBytes)> {
+        let records = &self.records;
+        self.index
+            .iter()
+            .filter_map(|&h| Some((records.expiry_ms(h)?, h)))
+            .filter(|&(_, h)| records.key(h) != spare)
+            .take(limit)
+            .map(|(at, h)| (at, SmallBytes::new(records.key(h))))
+            .collect()
+    }
+
+    /// Removes `key`; returns its TTL (`Some(None)` if it had none), or
+    /// `None` if it was not there.
+    pub fn remove(&mut self, hash: u64, key: &[u8]) -> Option<Option<u64>> {
+        let records = &mut self.records;
+        let Ok(slot) = self.index.find_entry(hash, |&h| records.key(h) == key) else {
+            return None;
+        };
+        let (h, _) = slot.remove();
+        let ttl = records.expiry_ms(h);
+        records.free(h);
+        self.volatile -= ttl.is_some() as usize;
+        Some(ttl)
+    }
+
+    /// Removes every entry expired at `now`; returns how many.
+    pub fn remove_expired(&mut self, now: Nanos) -> usize {
+        let before = self.index.len();
+        let mut next = u64::MAX;
+        let mut removed_volatile = 0;
+        let records = &mut self.records;
+        self.index.retain(|&mut h| {
+            let ttl = records.expiry_ms(h);
+            if expired_at(ttl, now) {
+                removed_volatile += 1;
+                records.free(h);
+                return false;
+            }
+            if let Some(at) = ttl {
+                next = next.min(at);
+            }
+            true
+        });
+        self.volatile -= removed_volatile;
+        self.next_expiry_ms = next;
+        before - self.index.len()
+    }
+
+    /// Gives memory back once keys have gone: the index shrinks when
+    /// mostly empty, and sparse arenas are compacted (their records moved
+    /// down, their handles repointed).
+    pub fn reclaim(&mut self, hasher: &ahash::RandomState) {
+        let buckets = self.index.allocation_size() / BUCKET;
+        if buckets > 64 && self.index.len() < buckets / 8 {
+            let records = &self.records;
+            self.index
+                .shrink_to_fit(|&h| hasher.hash_one(records.key(h)));
+        }
+        let mut moves: Vec<(u32, u32)> = Vec::new();
+        macro_rules! compact {
+            ($arena:ident, $class:expr) => {
+                if self.records.$arena.sparse() {
+                    self.records
+                        .$arena
+                        .compact(|from, to| moves.push((handle($class, from), handle($class, to))));
+                }
+            };
+        }
+        compact!(general, GENERAL);
+        compact!(window, WINDOW);
+        compact!(fixed, FIXED);
+        compact!(gcra, GCRA);
+        for (from, to) in moves {
+            let hash = hasher.hash_one(self.records.key(to));
+            let slot = self
+                .index
+                .find_mut(hash, |&h| h == from)
+                .expect("a moved record is in the index");
+            *slot = to;
+        }
+    }
+
+    /// Re-inserts every handle into the same allocation, which turns
+    /// hashbrown's tombstones back into free room without allocating a
+    /// second table (`drain` keeps the allocation).
+    pub fn clear_tombstones(&mut self, hasher: &ahash::RandomState) {
+        let handles: Vec<u32> = self.index.drain().collect();
+        let records = &self.records;
+        for h in handles {
+            self.index
+                .insert_unique(hasher.hash_one(records.key(h)), h, |&h| {
+                    hasher.hash_one(records.key(h))
+                });
+        }
+    }
+
+    /// Whether an insert of a new key would reallocate the index.
+    pub fn index_full(&self) -> bool {
+        // `capacity()` is hashbrown's items + growth_left: deleted slots
+        // (tombstones) use it up too, and then an insert rehashes.
+        self.index.len() >= self.index.capacity()
+    }
+
+    pub fn index_capacity(&self) -> usize {
+        self.index.capacity()
+    }
+
+    /// Bytes a write of a new key could allocate: the index's next size if
+    /// it is out of room (hashbrown doubles, and holds both tables while it
+    /// moves the handles), and a new arena chunk.
+    pub fn growth(&self) -> usize {
+        let mut bytes = self.records.growth();
+        let t = &self.index;
+        if t.len() < t.capacity() {
+            return bytes;
+        }
+        let buckets = (t.allocation_size() / BUCKET).next_power_of_two().max(4);
+        if !(t.allocation_size() > 0 && t.len() < buckets * 7 / 16) {
+            // Not under half full (where hashbrown rehashes in place).
+            bytes += buckets * 2 * BUCKET;
+        }
+        bytes
+    }
+
+    /// Bytes held: the index, the arenas, and the heap blocks of general
+    /// records (long keys, strings, logs).
+    pub fn allocation_size(&self) -> usize {
+        self.index.allocation_size() + self.records.allocation_size()
+    }
+
+    /// The index and the record chunks, without free lists: what must not
+    /// be reallocated under `--maxmemory`.
+    #[cfg(test)]
+    pub fn table_bytes(&self) -> usize {
+        let r = &self.records;
+        self.index.allocation_size()
+            + r.general.chunk_bytes()
+            + r.window.chunk_bytes()
+            + r.fixed.chunk_bytes()
+            + r.gcra.chunk_bytes()
+    }
+
+    pub fn heap_size(&self) -> usize {
+        let records = &self.records;
+        self.index
+            .iter()
+            .filter(|&&h| split(h).0 == GENERAL)
+            .map(|&h| {
+                let g = records.general.get(split(h).1);
+                g.key.heap_size() + g.entry.as_ref().map_or(0, Entry::heap_size)
+            })
+            .sum()
+    }
+}
