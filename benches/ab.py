@@ -39,7 +39,7 @@ def main():
     ap.add_argument("--algos", default="window,gcra,fixed,log")
     opts = ap.parse_args()
     servers = {"A": start(opts.a), "B": start(opts.b)}
-    tests = [(f"RL.ALLOW {a}", ["RL.ALLOW", "k:__rand_int__", "100", "60", "ALGO", a])
+    tests = [(f"RL.ALLOW {a}", ["RL.ALLOW", f"{a}:__rand_int__", "100", "60", "ALGO", a])
              for a in opts.algos.split(",") if a]
     tests.append(("PING_MBULK", ["-t", "ping_mbulk"]))
     print(f"A = {opts.a}\nB = {opts.b}\n-n {opts.n} -P {opts.pipeline} -r {opts.randomkeys}, "

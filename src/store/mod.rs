@@ -4,7 +4,7 @@
 //! - `mod.rs` (here): sharding, locks, expiry counts, eviction.
 //! - `shard.rs`: one shard, a hash index of 4-byte handles over
 //!   per-class record arenas (`arena.rs`).
-//! - `record.rs`: the packed 27-33 byte records of `window`, `fixed` and
+//! - `record.rs`: the packed 26-32 byte records of `window`, `fixed` and
 //!   `gcra` keys; `params.rs`: their interned parameters.
 //! - `entry.rs`: what a key holds, as every caller sees it; `bytes.rs`:
 //!   inline short byte strings.

@@ -1,4 +1,4 @@
-//! A shard's limiter parameters, interned: a compact record holds a 2-byte
+//! A shard's limiter parameters, interned: a compact record holds a 12-bit
 //! id instead of 32 bytes of `Params`. Most keys of a fleet share a handful
 //! of `(limit, period)` pairs, so the table stays tiny and hot in cache.
 //! Ids are reference-counted and reused once no record holds them.
@@ -7,9 +7,9 @@ use std::collections::HashMap;
 
 use crate::limiter::Params;
 
-/// Ids are `u16`; a shard with this many distinct parameter sets in use
-/// stores further keys in the general class instead.
-const MAX_IDS: usize = 1 << 16;
+/// A shard with this many distinct parameter sets in use stores further
+/// keys in the general class instead.
+const MAX_IDS: usize = 1 << super::record::PID_BITS;
 
 #[derive(Debug, Default)]
 pub struct ParamTable {

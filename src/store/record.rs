@@ -1,19 +1,18 @@
 //! Compact records: how a limiter key of the three constant-size algorithms
-//! (`window`, `fixed`, `gcra`) is stored, packed into 27-33 bytes with no
+//! (`window`, `fixed`, `gcra`) is stored, packed into 26-32 bytes with no
 //! padding, instead of a 96-byte table slot.
 //!
 //! | bytes | field |
 //! |---|---|
-//! | 1 | key length (0-16) |
+//! | 2 | key length - 1 (4 bits, so 1-16) and parameter id (12 bits, `params.rs`) |
 //! | 16 | the key, zero-padded |
-//! | 2 | parameter id (`params.rs`) |
 //! | window: 6 + 4 + 4 | bucket number (`start / period`), previous count, current count |
 //! | fixed: 6 + 4 | window number, count |
 //! | gcra: 8 | TAT (ns) |
 //!
 //! There is no expiry field: a limiter key's TTL is always the moment its
 //! state stops mattering, derived from the state itself (`expires_at`), so
-//! it is recomputed on read. A key that does not fit (a longer key, counts
+//! it is recomputed on read. A key that does not fit (an empty or longer key, counts
 //! over `u32`, a bucket number over 48 bits, a TTL set by `EXPIRE` or
 //! `PERSIST`, a shard out of parameter ids) is stored whole in the general
 //! class instead; a later write moves it back once it fits again.
@@ -28,8 +27,12 @@ use crate::store::entry::{Entry, Stored, Value};
 
 /// Longest key a compact record holds inline.
 pub const KEY_MAX: usize = 16;
-const PID: usize = 1 + KEY_MAX;
-const BODY: usize = PID + 2;
+/// Bits of the parameter id: a shard holds up to 4,096 distinct parameter
+/// sets in compact records. Two bytes for length and id rather than three
+/// is what brings `fixed` under 40 bytes a key.
+pub const PID_BITS: u32 = 12;
+const KEY: usize = 2;
+const BODY: usize = KEY + KEY_MAX;
 const U48_MAX: u64 = (1 << 48) - 1;
 
 pub const WINDOW_LEN: usize = BODY + 6 + 4 + 4;
@@ -57,20 +60,28 @@ impl<const N: usize> std::fmt::Debug for Rec<N> {
 }
 
 impl<const N: usize> Rec<N> {
+    /// `key` is 1-16 bytes and `pid` under `1 << PID_BITS` (`kind_of` and
+    /// `ParamTable` see to both).
     fn new(key: &[u8], pid: u16) -> Self {
+        debug_assert!((1..=KEY_MAX).contains(&key.len()) && pid >> PID_BITS == 0);
         let mut r = Rec([0; N]);
-        r.0[0] = key.len() as u8;
-        r.0[1..1 + key.len()].copy_from_slice(key);
-        r.0[PID..BODY].copy_from_slice(&pid.to_le_bytes());
+        let head = ((key.len() as u16 - 1) << PID_BITS) | pid;
+        r.0[..KEY].copy_from_slice(&head.to_le_bytes());
+        r.0[KEY..KEY + key.len()].copy_from_slice(key);
         r
     }
 
+    fn head(&self) -> u16 {
+        u16::from_le_bytes([self.0[0], self.0[1]])
+    }
+
     pub fn key(&self) -> &[u8] {
-        &self.0[1..1 + (self.0[0] as usize).min(KEY_MAX)]
+        let len = (self.head() >> PID_BITS) as usize + 1;
+        &self.0[KEY..KEY + len]
     }
 
     pub fn pid(&self) -> u16 {
-        u16::from_le_bytes([self.0[PID], self.0[PID + 1]])
+        self.head() & ((1 << PID_BITS) - 1)
     }
 
     /// Reads `W` little-endian bytes at `at` as an integer.
@@ -113,7 +124,7 @@ fn fits_u32(n: u64) -> bool {
 /// must be stored whole. An entry fits only if its TTL is exactly the one
 /// its state implies, so that deriving the TTL on read gives it back.
 pub fn kind_of<'e>(key: &[u8], entry: &'e Entry) -> Option<(Kind, &'e Params)> {
-    if key.len() > KEY_MAX {
+    if key.is_empty() || key.len() > KEY_MAX {
         return None;
     }
     let ttl = entry.expiry_ms()?;
@@ -218,9 +229,9 @@ mod tests {
 
     #[test]
     fn sizes() {
-        assert_eq!(std::mem::size_of::<WindowRec>(), 33);
-        assert_eq!(std::mem::size_of::<FixedRec>(), 29);
-        assert_eq!(std::mem::size_of::<GcraRec>(), 27);
+        assert_eq!(std::mem::size_of::<WindowRec>(), 32);
+        assert_eq!(std::mem::size_of::<FixedRec>(), 28);
+        assert_eq!(std::mem::size_of::<GcraRec>(), 26);
     }
 
     fn with_ttl(value: Value, at_ns: u64) -> Entry {
@@ -283,8 +294,10 @@ mod tests {
             }),
             f.expires_at(&p),
         );
-        assert_eq!(kind_of(b"", &e).unwrap().0, Kind::Fixed);
-        let r = encode_fixed(b"", 1, &p, &f);
+        assert!(kind_of(b"", &e).is_none(), "the empty key is stored whole");
+        assert_eq!(kind_of(b"f", &e).unwrap().0, Kind::Fixed);
+        let r = encode_fixed(b"f", 4095, &p, &f);
+        assert_eq!((r.key(), r.pid()), (&b"f"[..], 4095));
         assert_eq!(fixed_entry(&r, &p), e);
         let g = gcra::State { tat: u64::MAX - 5 };
         let e = with_ttl(
