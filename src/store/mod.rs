@@ -5,7 +5,8 @@
 //! - `shard.rs`: one shard, a hash index of 4-byte handles over
 //!   per-class record arenas (`arena.rs`).
 //! - `record.rs`: the packed 26-32 byte records of `window`, `fixed` and
-//!   `gcra` keys; `params.rs`: their interned parameters.
+//!   `gcra` keys and the 48-byte ones of `log` keys; `params.rs`: their
+//!   interned parameters.
 //! - `entry.rs`: what a key holds, as every caller sees it; `bytes.rs`:
 //!   inline short byte strings.
 //!

@@ -1,6 +1,7 @@
-//! Compact records: how a limiter key of the three constant-size algorithms
-//! (`window`, `fixed`, `gcra`) is stored, packed into 26-32 bytes with no
-//! padding, instead of a 96-byte table slot.
+//! Compact records: how a limiter key is stored. The three constant-size
+//! algorithms (`window`, `fixed`, `gcra`) pack into 26-32 bytes with no
+//! padding, instead of a 96-byte general record; a `log` key is its key
+//! and id beside the log's 24-byte ring handle ([`LogRec`], 48 bytes).
 //!
 //! | bytes | field |
 //! |---|---|
@@ -9,6 +10,7 @@
 //! | window: 6 + 4 + 4 | bucket number (`start / period`), previous count, current count |
 //! | fixed: 6 + 4 | window number, count |
 //! | gcra: 8 | TAT (ns) |
+//! | log: 24 | the ring's handle (`limiter/log.rs`) |
 //!
 //! There is no expiry field: a limiter key's TTL is always the moment its
 //! state stops mattering, derived from the state itself (`expires_at`), so
@@ -21,8 +23,10 @@
 //! period, and 48 bits of bucket number cover the epoch to now for any
 //! period of 10 us or more.
 
+use std::mem::ManuallyDrop;
+
 use crate::clock::Nanos;
-use crate::limiter::{fixed, gcra, window, Params};
+use crate::limiter::{fixed, gcra, log, window, Params};
 use crate::store::entry::{Entry, Stored, Value};
 
 /// Longest key a compact record holds inline.
@@ -43,6 +47,8 @@ pub const GCRA_LEN: usize = BODY + 8;
 #[derive(Clone, Copy)]
 pub struct Rec<const N: usize>([u8; N]);
 
+/// The key and parameter id alone (the head of every record).
+pub type KeyRec = Rec<BODY>;
 pub type WindowRec = Rec<WINDOW_LEN>;
 pub type FixedRec = Rec<FIXED_LEN>;
 pub type GcraRec = Rec<GCRA_LEN>;
@@ -97,12 +103,36 @@ impl<const N: usize> Rec<N> {
     }
 }
 
+/// A `log` key: the key and parameter id packed as in every record, and
+/// the log's 24-byte handle to its ring (48 bytes with alignment, against
+/// 96 for a general record).
+#[derive(Debug, Default)]
+pub struct LogRec {
+    state: log::State,
+    id: KeyRec,
+}
+
+impl LogRec {
+    pub fn key(&self) -> &[u8] {
+        self.id.key()
+    }
+
+    pub fn pid(&self) -> u16 {
+        self.id.pid()
+    }
+
+    pub fn heap_size(&self) -> usize {
+        self.state.heap_size()
+    }
+}
+
 /// Which compact class an entry fits, if any.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Kind {
     Window,
     Fixed,
     Gcra,
+    Log,
 }
 
 /// The TTL, in ms as `Entry` keeps it, of a state that stops mattering at
@@ -141,7 +171,8 @@ pub fn kind_of<'e>(key: &[u8], entry: &'e Entry) -> Option<(Kind, &'e Params)> {
             (ok.then_some(Kind::Fixed)?, p, st.expires_at(p))
         }
         Value::Gcra(s) => (Kind::Gcra, &s.params, s.state.expires_at()),
-        Value::Str(_) | Value::Log(_) => return None,
+        Value::Log(s) => (Kind::Log, &s.params, s.state.expires_at(&s.params)),
+        Value::Str(_) => return None,
     };
     (ttl_ms(at) == ttl).then_some((kind, p))
 }
@@ -186,6 +217,42 @@ pub fn decode_gcra(r: &GcraRec) -> gcra::State {
     gcra::State {
         tat: r.get::<8>(BODY),
     }
+}
+
+pub fn encode_log(key: &[u8], pid: u16, state: log::State) -> LogRec {
+    LogRec {
+        state,
+        id: Rec::new(key, pid),
+    }
+}
+
+fn log_value(p: &Params, state: log::State) -> Entry {
+    let ttl = ttl_ms(state.expires_at(p));
+    Entry::with_expiry_ms(Value::Log(Stored { params: *p, state }), Some(ttl))
+}
+
+/// The entry a log record stands for, its ring moved out (to be changed
+/// and stored again, or dropped); the record is left with an empty log.
+pub fn take_log(r: &mut LogRec, p: &Params) -> Entry {
+    log_value(p, std::mem::take(&mut r.state))
+}
+
+/// Calls `f` with the entry a log record stands for, without copying its
+/// ring: reads (`TTL`, `RL.PEEK`, `SCAN`, snapshots) would otherwise clone
+/// a heap block per call.
+pub fn with_log<R>(r: &LogRec, p: &Params, f: impl FnOnce(&Entry) -> R) -> R {
+    // SAFETY: a bitwise copy of the state's handle, so its ring has two
+    // owners for the duration of `f`. The copy is never dropped
+    // (`ManuallyDrop`, also if `f` panics), and neither owner can change
+    // the ring meanwhile: `f` gets a shared reference (`log::State` has no
+    // interior mutability; cloning it copies the ring) and `r` is borrowed
+    // shared for as long. So the ring is freed exactly once, by `r`.
+    let view = ManuallyDrop::new(log_value(p, unsafe { std::ptr::read(&r.state) }));
+    f(&view)
+}
+
+pub fn log_ttl(r: &LogRec, p: &Params) -> u64 {
+    ttl_ms(r.state.expires_at(p))
 }
 
 /// The entry a window record stands for.
@@ -278,6 +345,33 @@ mod tests {
         assert!(kind_of(b"k", &e3).is_none(), "a TTL set by EXPIRE");
         e3.set_expiry(None);
         assert!(kind_of(b"k", &e3).is_none(), "PERSIST");
+    }
+
+    #[test]
+    fn log_round_trip_and_view() {
+        let p = params_secs(10, 60);
+        let mut st = log::State::default();
+        for t in [1, 2, 2, 5] {
+            assert!(log::decide(&mut st, &p, 1_700_000_000 * S + t * S, 1).allowed);
+        }
+        let e = with_ttl(
+            Value::Log(Stored {
+                params: p,
+                state: st.clone(),
+            }),
+            st.expires_at(&p),
+        );
+        assert_eq!(kind_of(b"lk", &e).unwrap().0, Kind::Log);
+        let mut r = encode_log(b"lk", 3, st);
+        assert_eq!((r.key(), r.pid()), (&b"lk"[..], 3));
+        assert_eq!(Some(log_ttl(&r, &p)), e.expiry_ms());
+        // A view, twice (the ring is still there after the first), and a
+        // clone taken through it that outlives it.
+        let kept = with_log(&r, &p, |v| v.clone());
+        assert_eq!(kept, e);
+        assert_eq!(with_log(&r, &p, |v| v.clone()), e);
+        assert_eq!(take_log(&mut r, &p), e);
+        assert_eq!(r.heap_size(), 0, "the ring moved out");
     }
 
     #[test]

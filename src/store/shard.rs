@@ -21,18 +21,19 @@ use super::arena::Arena;
 use super::bytes::SmallBytes;
 use super::entry::{Entry, Value};
 use super::params::ParamTable;
-use super::record::{self, FixedRec, GcraRec, Kind, WindowRec};
+use super::record::{self, FixedRec, GcraRec, Kind, LogRec, WindowRec};
 use crate::clock::Nanos;
 
-const CLASS_SHIFT: u32 = 30;
+const CLASS_SHIFT: u32 = 29;
 const INDEX_MASK: u32 = (1 << CLASS_SHIFT) - 1;
 const GENERAL: u32 = 0;
 const WINDOW: u32 = 1;
 const FIXED: u32 = 2;
 const GCRA: u32 = 3;
+const LOG: u32 = 4;
 
 fn handle(class: u32, i: u32) -> u32 {
-    // 2^30 records of one class in one shard would be over 30 GiB.
+    // 2^29 records of one class in one shard would be over 13 GiB.
     assert!(i <= INDEX_MASK, "arena index out of range");
     class << CLASS_SHIFT | i
 }
@@ -58,6 +59,7 @@ struct Records {
     window: Arena<WindowRec>,
     fixed: Arena<FixedRec>,
     gcra: Arena<GcraRec>,
+    log: Arena<LogRec>,
     params: ParamTable,
 }
 
@@ -68,11 +70,12 @@ impl Records {
             GENERAL => &self.general.get(i).key,
             WINDOW => self.window.get(i).key(),
             FIXED => self.fixed.get(i).key(),
-            _ => self.gcra.get(i).key(),
+            GCRA => self.gcra.get(i).key(),
+            _ => self.log.get(i).key(),
         }
     }
 
-    /// The entry a compact record stands for, decoded.
+    /// The entry a compact record of constant size stands for, decoded.
     fn decode(&self, class: u32, i: u32) -> Entry {
         let params = &self.params;
         match class {
@@ -96,6 +99,10 @@ impl Records {
     fn with<R>(&self, h: u32, f: impl FnOnce(Option<&Entry>) -> R) -> R {
         match split(h) {
             (GENERAL, i) => f(self.general.get(i).entry.as_ref()),
+            (LOG, i) => {
+                let r = self.log.get(i);
+                record::with_log(r, self.params.get(r.pid()), |e| f(Some(e)))
+            }
             (class, i) => f(Some(&self.decode(class, i))),
         }
     }
@@ -106,6 +113,10 @@ impl Records {
     fn take(&mut self, h: u32) -> Option<Entry> {
         match split(h) {
             (GENERAL, i) => self.general.get_mut(i).entry.take(),
+            (LOG, i) => {
+                let r = self.log.get_mut(i);
+                Some(record::take_log(r, self.params.get(r.pid())))
+            }
             (class, i) => Some(self.decode(class, i)),
         }
     }
@@ -130,7 +141,11 @@ impl Records {
                 let r = self.fixed.get(i);
                 Some(record::fixed_ttl(r, params.get(r.pid())))
             }
-            _ => Some(record::gcra_ttl(self.gcra.get(i))),
+            GCRA => Some(record::gcra_ttl(self.gcra.get(i))),
+            _ => {
+                let r = self.log.get(i);
+                Some(record::log_ttl(r, params.get(r.pid())))
+            }
         }
     }
 
@@ -140,7 +155,8 @@ impl Records {
             GENERAL => None,
             WINDOW => Some(self.window.get(i).pid()),
             FIXED => Some(self.fixed.get(i).pid()),
-            _ => Some(self.gcra.get(i).pid()),
+            GCRA => Some(self.gcra.get(i).pid()),
+            _ => Some(self.log.get(i).pid()),
         }
     }
 
@@ -154,7 +170,8 @@ impl Records {
             GENERAL => self.general.free(i),
             WINDOW => self.window.free(i),
             FIXED => self.fixed.free(i),
-            _ => self.gcra.free(i),
+            GCRA => self.gcra.free(i),
+            _ => self.log.free(i),
         }
     }
 
@@ -168,29 +185,35 @@ impl Records {
                 Kind::Window => WINDOW,
                 Kind::Fixed => FIXED,
                 Kind::Gcra => GCRA,
+                Kind::Log => LOG,
             };
+            let p = *p;
             let same = old_class == Some(class);
             let pid = match (same, old.and_then(|h| self.pid(h))) {
-                (true, Some(pid)) => self.params.replace(pid, p),
-                _ => self.params.acquire(p),
+                (true, Some(pid)) => self.params.replace(pid, &p),
+                _ => self.params.acquire(&p),
             };
             if let Some(pid) = pid {
                 // Rewritten in place when the class is unchanged.
                 let at = old.filter(|_| same).map(|h| split(h).1);
-                let h = match &entry.value {
+                let h = match entry.value {
                     Value::Window(w) => {
-                        let r = record::encode_window(key, pid, p, &w.state);
+                        let r = record::encode_window(key, pid, &p, &w.state);
                         handle(WINDOW, place(&mut self.window, at, r))
                     }
                     Value::Fixed(f) => {
-                        let r = record::encode_fixed(key, pid, p, &f.state);
+                        let r = record::encode_fixed(key, pid, &p, &f.state);
                         handle(FIXED, place(&mut self.fixed, at, r))
+                    }
+                    Value::Log(l) => {
+                        let r = record::encode_log(key, pid, l.state);
+                        handle(LOG, place(&mut self.log, at, r))
                     }
                     Value::Gcra(g) => {
                         let r = record::encode_gcra(key, pid, &g.state);
                         handle(GCRA, place(&mut self.gcra, at, r))
                     }
-                    Value::Str(_) | Value::Log(_) => unreachable!("kind_of said compact"),
+                    Value::Str(_) => unreachable!("kind_of said compact"),
                 };
                 if !same {
                     if let Some(old) = old {
@@ -232,6 +255,7 @@ impl Records {
             self.window.growth(),
             self.fixed.growth(),
             self.gcra.growth(),
+            self.log.growth(),
         ]
         .into_iter()
         .max()
@@ -243,6 +267,7 @@ impl Records {
             + self.window.allocation_size()
             + self.fixed.allocation_size()
             + self.gcra.allocation_size()
+            + self.log.allocation_size()
             + self.params.allocation_size()
     }
 }
@@ -445,6 +470,7 @@ impl Shard {
         compact!(window, WINDOW);
         compact!(fixed, FIXED);
         compact!(gcra, GCRA);
+        compact!(log, LOG);
         for (from, to) in moves {
             let hash = hasher.hash_one(self.records.key(to));
             let slot = self
@@ -513,16 +539,20 @@ impl Shard {
             + r.window.chunk_bytes()
             + r.fixed.chunk_bytes()
             + r.gcra.chunk_bytes()
+            + r.log.chunk_bytes()
     }
 
     pub fn heap_size(&self) -> usize {
         let records = &self.records;
         self.index
             .iter()
-            .filter(|&&h| split(h).0 == GENERAL)
-            .map(|&h| {
-                let g = records.general.get(split(h).1);
-                g.key.heap_size() + g.entry.as_ref().map_or(0, Entry::heap_size)
+            .map(|&h| match split(h) {
+                (GENERAL, i) => {
+                    let g = records.general.get(i);
+                    g.key.heap_size() + g.entry.as_ref().map_or(0, Entry::heap_size)
+                }
+                (LOG, i) => records.log.get(i).heap_size(),
+                _ => 0,
             })
             .sum()
     }
