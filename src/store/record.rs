@@ -35,6 +35,7 @@ pub const KEY_MAX: usize = 16;
 /// sets in compact records. Two bytes for length and id rather than three
 /// is what brings `fixed` under 40 bytes a key.
 pub const PID_BITS: u32 = 12;
+const PID_MASK: u16 = (1 << PID_BITS) - 1;
 const KEY: usize = 2;
 const BODY: usize = KEY + KEY_MAX;
 const U48_MAX: u64 = (1 << 48) - 1;
@@ -66,9 +67,9 @@ impl<const N: usize> std::fmt::Debug for Rec<N> {
 }
 
 impl<const N: usize> Rec<N> {
-    /// `key` is 1-16 bytes and `pid` under `1 << PID_BITS` (`kind_of` and
+    /// `key` is 1-16 bytes and `pid` under `1 << PID_BITS` (`pack` and
     /// `ParamTable` see to both).
-    fn new(key: &[u8], pid: u16) -> Self {
+    pub fn new(key: &[u8], pid: u16) -> Self {
         debug_assert!((1..=KEY_MAX).contains(&key.len()) && pid >> PID_BITS == 0);
         let mut r = Rec([0; N]);
         let head = ((key.len() as u16 - 1) << PID_BITS) | pid;
@@ -87,7 +88,12 @@ impl<const N: usize> Rec<N> {
     }
 
     pub fn pid(&self) -> u16 {
-        self.head() & ((1 << PID_BITS) - 1)
+        self.head() & PID_MASK
+    }
+
+    pub fn set_pid(&mut self, pid: u16) {
+        let head = (self.head() & !PID_MASK) | pid;
+        self.0[..KEY].copy_from_slice(&head.to_le_bytes());
     }
 
     /// Reads `W` little-endian bytes at `at` as an integer.
@@ -126,12 +132,23 @@ impl LogRec {
     }
 }
 
-/// Which compact class an entry fits, if any.
+/// An entry checked to fit a compact class, with the fields its record
+/// holds (bucket numbers already divided out).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Kind {
-    Window,
-    Fixed,
-    Gcra,
+pub enum Packed {
+    Window {
+        bucket: u64,
+        prev: u32,
+        curr: u32,
+    },
+    Fixed {
+        bucket: u64,
+        count: u32,
+    },
+    Gcra {
+        tat: u64,
+    },
+    /// The ring moves into the record from the entry itself.
     Log,
 }
 
@@ -143,46 +160,71 @@ fn ttl_ms(at: u64) -> u64 {
 
 /// `start / period` if `start` is a bucket boundary that fits 48 bits.
 fn bucket(start: u64, period: u64) -> Option<u64> {
-    (start.is_multiple_of(period) && start / period <= U48_MAX).then_some(start / period)
+    let (q, r) = (start / period, start % period);
+    (r == 0 && q <= U48_MAX).then_some(q)
 }
 
-fn fits_u32(n: u64) -> bool {
-    n <= u32::MAX as u64
+fn u32_of(n: u64) -> Option<u32> {
+    u32::try_from(n).ok()
 }
 
-/// The compact class `entry` fits, with its parameters, or `None` if it
-/// must be stored whole. An entry fits only if its TTL is exactly the one
-/// its state implies, so that deriving the TTL on read gives it back.
-pub fn kind_of<'e>(key: &[u8], entry: &'e Entry) -> Option<(Kind, &'e Params)> {
+/// How `entry` packs into a compact record, with its parameters, or `None`
+/// if it must be stored whole. An entry fits only if its TTL is exactly
+/// the one its state implies, so that deriving the TTL on read gives it
+/// back.
+pub fn pack(key: &[u8], entry: &Entry) -> Option<(Packed, Params)> {
     if key.is_empty() || key.len() > KEY_MAX {
         return None;
     }
     let ttl = entry.expiry_ms()?;
-    let (kind, p, at) = match &entry.value {
+    let (packed, p, at) = match &entry.value {
         Value::Window(s) => {
             let (st, p) = (&s.state, &s.params);
-            let ok =
-                bucket(st.start, p.period()).is_some() && fits_u32(st.prev) && fits_u32(st.curr);
-            (ok.then_some(Kind::Window)?, p, st.expires_at(p))
+            let packed = Packed::Window {
+                bucket: bucket(st.start, p.period())?,
+                prev: u32_of(st.prev)?,
+                curr: u32_of(st.curr)?,
+            };
+            (packed, p, st.expires_at(p))
         }
         Value::Fixed(s) => {
             let (st, p) = (&s.state, &s.params);
-            let ok = bucket(st.start, p.period()).is_some() && fits_u32(st.count);
-            (ok.then_some(Kind::Fixed)?, p, st.expires_at(p))
+            let packed = Packed::Fixed {
+                bucket: bucket(st.start, p.period())?,
+                count: u32_of(st.count)?,
+            };
+            (packed, p, st.expires_at(p))
         }
-        Value::Gcra(s) => (Kind::Gcra, &s.params, s.state.expires_at()),
-        Value::Log(s) => (Kind::Log, &s.params, s.state.expires_at(&s.params)),
+        Value::Gcra(s) => (
+            Packed::Gcra { tat: s.state.tat },
+            &s.params,
+            s.state.expires_at(),
+        ),
+        Value::Log(s) => (Packed::Log, &s.params, s.state.expires_at(&s.params)),
         Value::Str(_) => return None,
     };
-    (ttl_ms(at) == ttl).then_some((kind, p))
+    (ttl_ms(at) == ttl).then_some((packed, *p))
 }
 
-pub fn encode_window(key: &[u8], pid: u16, p: &Params, st: &window::State) -> WindowRec {
-    let mut r = Rec::new(key, pid);
-    r.put::<6>(BODY, st.start / p.period());
-    r.put::<4>(BODY + 6, st.prev);
-    r.put::<4>(BODY + 10, st.curr);
-    r
+impl WindowRec {
+    pub fn set_window(&mut self, bucket: u64, prev: u32, curr: u32) {
+        self.put::<6>(BODY, bucket);
+        self.put::<4>(BODY + 6, prev as u64);
+        self.put::<4>(BODY + 10, curr as u64);
+    }
+}
+
+impl FixedRec {
+    pub fn set_fixed(&mut self, bucket: u64, count: u32) {
+        self.put::<6>(BODY, bucket);
+        self.put::<4>(BODY + 6, count as u64);
+    }
+}
+
+impl GcraRec {
+    pub fn set_gcra(&mut self, tat: u64) {
+        self.put::<8>(BODY, tat);
+    }
 }
 
 pub fn decode_window(r: &WindowRec, p: &Params) -> window::State {
@@ -193,24 +235,11 @@ pub fn decode_window(r: &WindowRec, p: &Params) -> window::State {
     }
 }
 
-pub fn encode_fixed(key: &[u8], pid: u16, p: &Params, st: &fixed::State) -> FixedRec {
-    let mut r = Rec::new(key, pid);
-    r.put::<6>(BODY, st.start / p.period());
-    r.put::<4>(BODY + 6, st.count);
-    r
-}
-
 pub fn decode_fixed(r: &FixedRec, p: &Params) -> fixed::State {
     fixed::State {
         start: r.get::<6>(BODY) * p.period(),
         count: r.get::<4>(BODY + 6),
     }
-}
-
-pub fn encode_gcra(key: &[u8], pid: u16, st: &gcra::State) -> GcraRec {
-    let mut r = Rec::new(key, pid);
-    r.put::<8>(BODY, st.tat);
-    r
 }
 
 pub fn decode_gcra(r: &GcraRec) -> gcra::State {
@@ -305,6 +334,20 @@ mod tests {
         Entry::with_expiry(value, Some(Nanos(at_ns)))
     }
 
+    fn packed(key: &[u8], e: &Entry) -> Option<Packed> {
+        pack(key, e).map(|(packed, _)| packed)
+    }
+
+    /// The record `Shard` would write for `e`.
+    fn window_rec(key: &[u8], pid: u16, e: &Entry) -> WindowRec {
+        let Some(Packed::Window { bucket, prev, curr }) = packed(key, e) else {
+            panic!("not a window: {e:?}")
+        };
+        let mut r = WindowRec::new(key, pid);
+        r.set_window(bucket, prev, curr);
+        r
+    }
+
     #[test]
     fn window_round_trip_and_limits() {
         let p = params_secs(100, 60);
@@ -320,14 +363,16 @@ mod tests {
             }),
             st.expires_at(&p),
         );
-        assert_eq!(kind_of(b"k:00000000000001", &e).unwrap().0, Kind::Window);
-        let r = encode_window(b"k:00000000000001", 7, &p, &st);
+        let r = window_rec(b"k:00000000000001", 7, &e);
         assert_eq!(r.key(), b"k:00000000000001");
         assert_eq!(r.pid(), 7);
+        let mut r2 = r;
+        r2.set_pid(4095);
+        assert_eq!((r2.key(), r2.pid()), (&b"k:00000000000001"[..], 4095));
         assert_eq!(window_entry(&r, &p), e);
         assert_eq!(Some(window_ttl(&r, &p)), e.expiry_ms());
         // What does not fit goes whole.
-        assert!(kind_of(b"k:000000000000001", &e).is_none(), "17-byte key");
+        assert!(pack(b"k:000000000000001", &e).is_none(), "17-byte key");
         let wide = window::State {
             prev: u32::MAX as u64 + 1,
             ..st
@@ -339,12 +384,12 @@ mod tests {
             }),
             wide.expires_at(&p),
         );
-        assert!(kind_of(b"k", &e2).is_none(), "count over u32");
+        assert!(pack(b"k", &e2).is_none(), "count over u32");
         let mut e3 = e.clone();
         e3.set_expiry_ms(Some(e.expiry_ms().unwrap() + 1));
-        assert!(kind_of(b"k", &e3).is_none(), "a TTL set by EXPIRE");
+        assert!(pack(b"k", &e3).is_none(), "a TTL set by EXPIRE");
         e3.set_expiry(None);
-        assert!(kind_of(b"k", &e3).is_none(), "PERSIST");
+        assert!(pack(b"k", &e3).is_none(), "PERSIST");
     }
 
     #[test]
@@ -361,7 +406,7 @@ mod tests {
             }),
             st.expires_at(&p),
         );
-        assert_eq!(kind_of(b"lk", &e).unwrap().0, Kind::Log);
+        assert_eq!(pack(b"lk", &e), Some((Packed::Log, p)));
         let mut r = encode_log(b"lk", 3, st);
         assert_eq!((r.key(), r.pid()), (&b"lk"[..], 3));
         assert_eq!(Some(log_ttl(&r, &p)), e.expiry_ms());
@@ -388,9 +433,12 @@ mod tests {
             }),
             f.expires_at(&p),
         );
-        assert!(kind_of(b"", &e).is_none(), "the empty key is stored whole");
-        assert_eq!(kind_of(b"f", &e).unwrap().0, Kind::Fixed);
-        let r = encode_fixed(b"f", 4095, &p, &f);
+        assert!(pack(b"", &e).is_none(), "the empty key is stored whole");
+        let Some(Packed::Fixed { bucket, count }) = packed(b"f", &e) else {
+            panic!("not fixed")
+        };
+        let mut r = FixedRec::new(b"f", 4095);
+        r.set_fixed(bucket, count);
         assert_eq!((r.key(), r.pid()), (&b"f"[..], 4095));
         assert_eq!(fixed_entry(&r, &p), e);
         let g = gcra::State { tat: u64::MAX - 5 };
@@ -401,8 +449,9 @@ mod tests {
             }),
             g.expires_at(),
         );
-        assert_eq!(kind_of(b"gk", &e).unwrap().0, Kind::Gcra);
-        let r = encode_gcra(b"gk", 2, &g);
+        assert_eq!(packed(b"gk", &e), Some(Packed::Gcra { tat: g.tat }));
+        let mut r = GcraRec::new(b"gk", 2);
+        r.set_gcra(g.tat);
         assert_eq!(gcra_entry(&r, &p), e);
         assert_eq!(Some(gcra_ttl(&r)), e.expiry_ms());
         // A bucket number past 48 bits (a 1 ns period) is stored whole.
@@ -421,6 +470,6 @@ mod tests {
             }),
             f.expires_at(&tiny),
         );
-        assert!(kind_of(b"k", &e).is_none());
+        assert!(pack(b"k", &e).is_none());
     }
 }

@@ -21,7 +21,7 @@ use super::arena::Arena;
 use super::bytes::SmallBytes;
 use super::entry::{Entry, Value};
 use super::params::ParamTable;
-use super::record::{self, FixedRec, GcraRec, Kind, LogRec, WindowRec};
+use super::record::{self, FixedRec, GcraRec, LogRec, Packed, Rec, WindowRec};
 use crate::clock::Nanos;
 
 const CLASS_SHIFT: u32 = 29;
@@ -179,43 +179,50 @@ impl Records {
     /// was taken), and returns the handle it now has: `old` when the class
     /// is unchanged, a new one when the value moved to another class.
     fn put(&mut self, old: Option<u32>, key: &[u8], entry: Entry) -> u32 {
-        let old_class = old.map(|h| split(h).0);
-        if let Some((kind, p)) = record::kind_of(key, &entry) {
-            let class = match kind {
-                Kind::Window => WINDOW,
-                Kind::Fixed => FIXED,
-                Kind::Gcra => GCRA,
-                Kind::Log => LOG,
+        if let Some((packed, p)) = record::pack(key, &entry) {
+            let class = match packed {
+                Packed::Window { .. } => WINDOW,
+                Packed::Fixed { .. } => FIXED,
+                Packed::Gcra { .. } => GCRA,
+                Packed::Log => LOG,
             };
-            let p = *p;
-            let same = old_class == Some(class);
-            let pid = match (same, old.and_then(|h| self.pid(h))) {
-                (true, Some(pid)) => self.params.replace(pid, &p),
-                _ => self.params.acquire(&p),
+            // The same class: the record is rewritten in place (its key
+            // stays; its parameter id changes only with the parameters).
+            let same = old.filter(|&h| split(h).0 == class).map(|h| split(h).1);
+            let pid = match same.and_then(|_| self.pid(old?)) {
+                Some(pid) => self.params.replace(pid, &p),
+                None => self.params.acquire(&p),
             };
             if let Some(pid) = pid {
-                // Rewritten in place when the class is unchanged.
-                let at = old.filter(|_| same).map(|h| split(h).1);
-                let h = match entry.value {
-                    Value::Window(w) => {
-                        let r = record::encode_window(key, pid, &p, &w.state);
-                        handle(WINDOW, place(&mut self.window, at, r))
+                let h = match (packed, entry.value) {
+                    (Packed::Window { bucket, prev, curr }, _) => {
+                        let i = same.unwrap_or_else(|| self.window.alloc(Rec::new(key, pid)));
+                        let r = self.window.get_mut(i);
+                        r.set_pid(pid);
+                        r.set_window(bucket, prev, curr);
+                        handle(WINDOW, i)
                     }
-                    Value::Fixed(f) => {
-                        let r = record::encode_fixed(key, pid, &p, &f.state);
-                        handle(FIXED, place(&mut self.fixed, at, r))
+                    (Packed::Fixed { bucket, count }, _) => {
+                        let i = same.unwrap_or_else(|| self.fixed.alloc(Rec::new(key, pid)));
+                        let r = self.fixed.get_mut(i);
+                        r.set_pid(pid);
+                        r.set_fixed(bucket, count);
+                        handle(FIXED, i)
                     }
-                    Value::Log(l) => {
+                    (Packed::Gcra { tat }, _) => {
+                        let i = same.unwrap_or_else(|| self.gcra.alloc(Rec::new(key, pid)));
+                        let r = self.gcra.get_mut(i);
+                        r.set_pid(pid);
+                        r.set_gcra(tat);
+                        handle(GCRA, i)
+                    }
+                    (Packed::Log, Value::Log(l)) => {
                         let r = record::encode_log(key, pid, l.state);
-                        handle(LOG, place(&mut self.log, at, r))
+                        handle(LOG, place(&mut self.log, same, r))
                     }
-                    Value::Gcra(g) => {
-                        let r = record::encode_gcra(key, pid, &g.state);
-                        handle(GCRA, place(&mut self.gcra, at, r))
-                    }
-                    Value::Str(_) => unreachable!("kind_of said compact"),
+                    (Packed::Log, _) => unreachable!("pack said log"),
                 };
-                if !same {
+                if same.is_none() {
                     if let Some(old) = old {
                         self.free(old);
                     }
@@ -224,8 +231,8 @@ impl Records {
             }
             // Out of parameter ids: keep it whole, below. A same-class
             // record whose `replace` failed still holds its old id.
-            if same {
-                self.free(old.unwrap());
+            if same.is_some() {
+                self.free(old.expect("same class implies an old record"));
                 return self.put_general(None, key, entry);
             }
         }
