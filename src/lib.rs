@@ -18,9 +18,13 @@
 //! - [`cmd`]: the command table (`cmd/table.rs`: name, arity, flags, key
 //!   positions, handler) and one file per command family; a handler parses
 //!   its arguments, calls the store, writes its reply.
-//! - [`store`]: the sharded keyspace (`store/mod.rs`), what a key holds
-//!   (`store/entry.rs`), inline short byte strings (`store/bytes.rs`), and
-//!   the expiry sweeper (`store/sweeper.rs`).
+//! - [`store`]: the sharded keyspace (`store/mod.rs`); one shard, a hash
+//!   index of handles over record arenas (`store/shard.rs`,
+//!   `store/arena.rs`); the packed limiter records and their interned
+//!   parameters (`store/record.rs`, `store/params.rs`); what a key holds as
+//!   commands see it (`store/entry.rs`); inline short byte strings
+//!   (`store/bytes.rs`); the expiry sweeper (`store/sweeper.rs`);
+//!   snapshots (`store/snapshot.rs`).
 //! - [`limiter`]: the algorithms, one file each (`window.rs`, `log.rs`,
 //!   `gcra.rs`, `fixed.rs`): pure functions over (state, params, now, cost).
 //! - [`state`]: what every command can reach: store, clock, live settings,
