@@ -20,7 +20,7 @@
 //!   its arguments, calls the store, writes its reply.
 //! - [`store`]: the sharded keyspace (`store/mod.rs`); one shard, a hash
 //!   index of handles over record arenas (`store/shard.rs`,
-//!   `store/arena.rs`); the packed limiter records and their interned
+//!   `store/index.rs`, `store/arena.rs`); the packed limiter records and their interned
 //!   parameters (`store/record.rs`, `store/params.rs`); what a key holds as
 //!   commands see it (`store/entry.rs`); inline short byte strings
 //!   (`store/bytes.rs`); the expiry sweeper (`store/sweeper.rs`);

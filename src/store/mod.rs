@@ -2,8 +2,8 @@
 //! expiry on every access and an active sweeper (`sweeper.rs`).
 //!
 //! - `mod.rs` (here): sharding, locks, expiry counts, eviction.
-//! - `shard.rs`: one shard, a hash index of 4-byte handles over
-//!   per-class record arenas (`arena.rs`).
+//! - `shard.rs`: one shard, a hash index of 4-byte handles (`index.rs`)
+//!   over per-class record arenas (`arena.rs`).
 //! - `record.rs`: the packed 26-32 byte records of `window`, `fixed` and
 //!   `gcra` keys and the 48-byte ones of `log` keys; `params.rs`: their
 //!   interned parameters.
@@ -14,14 +14,15 @@
 //! without `unsafe` raw-table access: locking several shards at once in a
 //! fixed order (an all-or-nothing decision over keys in different shards,
 //! `MSET`), sweeping one shard at a time in small steps, and a storage
-//! layout we control for the memory targets. Each shard is `hashbrown`'s
-//! `HashTable` (the table inside `DashMap` and `std`'s `HashMap`) behind a
-//! `parking_lot` lock, DashMap's design, with records kept beside the table
-//! rather than in it (see `shard.rs`).
+//! layout we control for the memory targets. Each shard is a hash index
+//! behind a `parking_lot` lock, DashMap's design, with records kept beside
+//! the index rather than in it (`shard.rs`), and an index laid out so a
+//! lookup touches one cache line of it (`index.rs`).
 
 pub mod arena;
 pub mod bytes;
 pub mod entry;
+pub mod index;
 pub mod params;
 pub mod record;
 mod shard;
@@ -89,8 +90,9 @@ impl Store {
         self.hasher.hash_one(key)
     }
 
-    /// The shard index comes from bits 32.. of the hash: hashbrown uses the
-    /// low bits for the bucket and the top 7 for its tag, so these are free.
+    /// The shard index comes from bits 32.. of the hash: a shard's index
+    /// uses the low bits for the group and the top 8 for its tag, so these
+    /// are free.
     fn shard_index(&self, hash: u64) -> usize {
         (hash >> 32) as usize & self.mask
     }
@@ -201,8 +203,8 @@ impl Store {
     }
 
     /// Bytes a write of `key` could allocate: 0 if the key is there, else
-    /// the growth of its shard's index (hashbrown doubles, holding both
-    /// tables while it moves) and a new record chunk. `--maxmemory` checks
+    /// the growth of its shard's index (it doubles, holding both tables
+    /// while it moves) and a new record chunk. `--maxmemory` checks
     /// this before a write, so the table that would cross the cap is never
     /// allocated.
     pub fn growth_for(&self, key: &[u8]) -> usize {
@@ -217,8 +219,8 @@ impl Store {
     /// For `--maxmemory-policy volatile-ttl`: makes room for a write of
     /// `key` that must not grow memory. If its shard's index is out of
     /// room (the insert would reallocate it), evicts the `1/16` of that
-    /// shard's keys nearest their expiry and clears the index's tombstones
-    /// in place, so the insert fits the table it has; otherwise evicts one
+    /// shard's keys nearest their expiry, so the insert fits the table it
+    /// has (the index keeps no tombstones); otherwise evicts one
     /// key, as [`Store::evict_for`]. False if no key with a TTL was found.
     pub fn make_room(&self, key: &[u8], now: Nanos) -> bool {
         let hash = self.hash(key);
@@ -226,9 +228,7 @@ impl Store {
             let mut shard = self.shards[self.shard_index(hash)].0.write();
             if shard.index_full() && !shard.contains(hash, key) {
                 let batch = (shard.index_capacity() / 16).max(1);
-                let evicted = self.evict_nearest(&mut shard, key, now, batch);
-                if evicted > 0 {
-                    shard.clear_tombstones(&self.hasher);
+                if self.evict_nearest(&mut shard, key, now, batch) > 0 {
                     return true;
                 }
             }
@@ -239,7 +239,7 @@ impl Store {
     /// Evicts up to `n` keys of `shard` (never `spare`), those with the
     /// nearest expiry first. Returns how many went.
     fn evict_nearest(&self, shard: &mut Shard, spare: &[u8], now: Nanos, n: usize) -> usize {
-        let mut victims = shard.volatile_keys(spare, usize::MAX);
+        let mut victims = shard.volatile_keys(spare, usize::MAX, 0);
         if victims.len() > n {
             victims.select_nth_unstable_by_key(n - 1, |(at, _)| *at);
             victims.truncate(n);
@@ -272,7 +272,9 @@ impl Store {
     /// Evicts, for `--maxmemory-policy volatile-ttl`, the key nearest its
     /// expiry (a limiter key about to expire is the one whose state matters
     /// least) among up to `sample` keys with a TTL in the shard `key` maps
-    /// to, where `key` is about to be written, so that shard keeps its size;
+    /// to (found from a place `key`'s hash picks, so the samples of many
+    /// writes cover the shard), where `key` is about to be written, so that
+    /// shard keeps its size;
     /// only if it has no key with a TTL does it look in the next shards.
     /// Never evicts `key` itself; returns false if no other key has a TTL.
     pub fn evict_for(&self, key: &[u8], now: Nanos, sample: usize) -> bool {
@@ -284,7 +286,7 @@ impl Store {
                 continue;
             }
             let victim = shard
-                .volatile_keys(key, sample)
+                .volatile_keys(key, sample, self.hash(key))
                 .into_iter()
                 .min_by_key(|(at, _)| *at);
             let Some((_, victim)) = victim else {
@@ -306,7 +308,7 @@ impl Store {
             if shard.volatile == 0 || shard.next_expiry_ms.saturating_mul(Nanos::PER_MS) > now.0 {
                 0
             } else {
-                shard.remove_expired(now)
+                shard.remove_expired(&self.hasher, now)
             };
         self.expired.fetch_add(removed as u64, Ordering::Relaxed);
         shard.reclaim(&self.hasher);

@@ -2,12 +2,11 @@
 //! per-class arenas of records.
 //!
 //! Why an index of handles rather than a table of entries: a hash table is
-//! 44-88% full between doublings (48% at a million keys over 256 shards),
-//! so every byte of its slot costs about two bytes per key. Keeping the
-//! slot at 4 bytes (plus hashbrown's control byte) and the records in
-//! arenas with no slack is what brings a limiter key from 203 bytes to
-//! about 40. A handle is a class (two bits) and an index in that class's
-//! arena; the class says how to read the record.
+//! 44-88% full between doublings, so every byte of its slot costs up to two
+//! bytes per key. Keeping the slot at 4 bytes (plus a tag byte; `index.rs`)
+//! and the records in arenas with no slack is what brings a limiter key
+//! from 203 bytes to about 40. A handle is a class (three bits) and an
+//! index in that class's arena; the class says how to read the record.
 //!
 //! Callers see every key as an [`Entry`]: compact records are decoded into
 //! one (on the stack; a few nanoseconds), handed to the caller, and written
@@ -15,11 +14,10 @@
 
 use std::sync::atomic::{AtomicU64, Ordering};
 
-use hashbrown::hash_table::{Entry as TableEntry, HashTable};
-
 use super::arena::Arena;
 use super::bytes::SmallBytes;
 use super::entry::{Entry, Value};
+use super::index::Index;
 use super::params::ParamTable;
 use super::record::{self, FixedRec, GcraRec, LogRec, Packed, Rec, WindowRec};
 use crate::clock::Nanos;
@@ -292,7 +290,7 @@ fn place<T: Default>(arena: &mut Arena<T>, i: Option<u32>, v: T) -> u32 {
 
 #[derive(Debug, Default)]
 pub(super) struct Shard {
-    index: HashTable<u32>,
+    index: Index,
     records: Records,
     /// Entries with an expiry, for `INFO keyspace`.
     pub volatile: usize,
@@ -303,9 +301,6 @@ pub(super) struct Shard {
     /// 14% of a core).
     pub next_expiry_ms: u64,
 }
-
-/// Bytes per index bucket: the handle and hashbrown's control byte.
-const BUCKET: usize = std::mem::size_of::<u32>() + 1;
 
 fn expired_at(ttl_ms: Option<u64>, now: Nanos) -> bool {
     ttl_ms.is_some_and(|at| at.saturating_mul(Nanos::PER_MS) <= now.0)
@@ -318,7 +313,8 @@ impl Shard {
 
     fn find(&self, hash: u64, key: &[u8]) -> Option<u32> {
         let records = &self.records;
-        self.index.find(hash, |&h| records.key(h) == key).copied()
+        let pos = self.index.find(hash, |h| records.key(h) == key)?;
+        Some(self.index.get(pos))
     }
 
     pub fn contains(&self, hash: u64, key: &[u8]) -> bool {
@@ -347,14 +343,9 @@ impl Shard {
             volatile,
             next_expiry_ms,
         } = self;
-        let slot = index.entry(
-            hash,
-            |&h| records.key(h) == key,
-            |&h| hasher.hash_one(records.key(h)),
-        );
-        match slot {
-            TableEntry::Occupied(mut o) => {
-                let h = *o.get();
+        match index.find(hash, |h| records.key(h) == key) {
+            Some(pos) => {
+                let h = index.get(pos);
                 let mut cur = records.take(h);
                 let had_ttl = cur.as_ref().is_some_and(Entry::has_expiry);
                 if cur.as_ref().is_some_and(|e| e.is_expired(now)) {
@@ -369,16 +360,16 @@ impl Shard {
                         if let Some(at) = e.expiry_ms() {
                             *next_expiry_ms = (*next_expiry_ms).min(at);
                         }
-                        *o.get_mut() = records.put(Some(h), key, e);
+                        index.set(pos, records.put(Some(h), key, e));
                     }
                     None => {
+                        index.remove(hash, pos);
                         records.free(h);
-                        o.remove();
                     }
                 }
                 r
             }
-            TableEntry::Vacant(v) => {
+            None => {
                 let mut cur = None;
                 let r = f(&mut cur);
                 if let Some(e) = cur {
@@ -386,7 +377,9 @@ impl Shard {
                         *volatile += 1;
                         *next_expiry_ms = (*next_expiry_ms).min(at);
                     }
-                    v.insert(records.put(None, key, e));
+                    let h = records.put(None, key, e);
+                    let records = &*records;
+                    index.insert(hash, h, |h| hasher.hash_one(records.key(h)));
                 }
                 r
             }
@@ -395,7 +388,7 @@ impl Shard {
 
     /// Calls `f` for every entry that is live at `now`.
     pub fn for_each_live(&self, now: Nanos, mut f: impl FnMut(&[u8], &Entry)) {
-        for &h in self.index.iter() {
+        for h in self.index.iter() {
             self.records.with(h, |e| {
                 if let Some(e) = e.filter(|e| !e.is_expired(now)) {
                     f(self.records.key(h), e)
@@ -404,12 +397,14 @@ impl Shard {
         }
     }
 
-    /// Keys with a TTL (not `spare`), with that TTL in ms.
-    pub fn volatile_keys(&self, spare: &[u8], limit: usize) -> Vec<(u64, SmallBytes)> {
+    /// Up to `limit` keys with a TTL (not `spare`), with that TTL in ms,
+    /// looked for from a place in the index that `start` picks, so that
+    /// samples taken for different writes cover the whole shard.
+    pub fn volatile_keys(&self, spare: &[u8], limit: usize, start: u64) -> Vec<(u64, SmallBytes)> {
         let records = &self.records;
         self.index
-            .iter()
-            .filter_map(|&h| Some((records.expiry_ms(h)?, h)))
+            .iter_from(start)
+            .filter_map(|h| Some((records.expiry_ms(h)?, h)))
             .filter(|&(_, h)| records.key(h) != spare)
             .take(limit)
             .map(|(at, h)| (at, SmallBytes::new(records.key(h))))
@@ -420,10 +415,8 @@ impl Shard {
     /// `None` if it was not there.
     pub fn remove(&mut self, hash: u64, key: &[u8]) -> Option<Option<u64>> {
         let records = &mut self.records;
-        let Ok(slot) = self.index.find_entry(hash, |&h| records.key(h) == key) else {
-            return None;
-        };
-        let (h, _) = slot.remove();
+        let pos = self.index.find(hash, |h| records.key(h) == key)?;
+        let h = self.index.remove(hash, pos);
         let ttl = records.expiry_ms(h);
         records.free(h);
         self.volatile -= ttl.is_some() as usize;
@@ -431,37 +424,38 @@ impl Shard {
     }
 
     /// Removes every entry expired at `now`; returns how many.
-    pub fn remove_expired(&mut self, now: Nanos) -> usize {
-        let before = self.index.len();
+    pub fn remove_expired(&mut self, hasher: &ahash::RandomState, now: Nanos) -> usize {
         let mut next = u64::MAX;
-        let mut removed_volatile = 0;
-        let records = &mut self.records;
-        self.index.retain(|&mut h| {
-            let ttl = records.expiry_ms(h);
-            if expired_at(ttl, now) {
-                removed_volatile += 1;
-                records.free(h);
-                return false;
-            }
-            if let Some(at) = ttl {
-                next = next.min(at);
-            }
-            true
-        });
-        self.volatile -= removed_volatile;
+        let records = &self.records;
+        let gone = self.index.retain(
+            |h| {
+                let ttl = records.expiry_ms(h);
+                if expired_at(ttl, now) {
+                    return false;
+                }
+                if let Some(at) = ttl {
+                    next = next.min(at);
+                }
+                true
+            },
+            |h| hasher.hash_one(records.key(h)),
+        );
+        for &h in &gone {
+            self.records.free(h);
+        }
+        self.volatile -= gone.len();
         self.next_expiry_ms = next;
-        before - self.index.len()
+        gone.len()
     }
 
     /// Gives memory back once keys have gone: the index shrinks when
     /// mostly empty, and sparse arenas are compacted (their records moved
     /// down, their handles repointed).
     pub fn reclaim(&mut self, hasher: &ahash::RandomState) {
-        let buckets = self.index.allocation_size() / BUCKET;
-        if buckets > 64 && self.index.len() < buckets / 8 {
+        if self.index.len() * 8 < self.index.capacity() {
             let records = &self.records;
             self.index
-                .shrink_to_fit(|&h| hasher.hash_one(records.key(h)));
+                .shrink_to_fit(|h| hasher.hash_one(records.key(h)));
         }
         let mut moves: Vec<(u32, u32)> = Vec::new();
         macro_rules! compact {
@@ -480,32 +474,16 @@ impl Shard {
         compact!(log, LOG);
         for (from, to) in moves {
             let hash = hasher.hash_one(self.records.key(to));
-            let slot = self
+            let pos = self
                 .index
-                .find_mut(hash, |&h| h == from)
+                .find(hash, |h| h == from)
                 .expect("a moved record is in the index");
-            *slot = to;
-        }
-    }
-
-    /// Re-inserts every handle into the same allocation, which turns
-    /// hashbrown's tombstones back into free room without allocating a
-    /// second table (`drain` keeps the allocation).
-    pub fn clear_tombstones(&mut self, hasher: &ahash::RandomState) {
-        let handles: Vec<u32> = self.index.drain().collect();
-        let records = &self.records;
-        for h in handles {
-            self.index
-                .insert_unique(hasher.hash_one(records.key(h)), h, |&h| {
-                    hasher.hash_one(records.key(h))
-                });
+            self.index.set(pos, to);
         }
     }
 
     /// Whether an insert of a new key would reallocate the index.
     pub fn index_full(&self) -> bool {
-        // `capacity()` is hashbrown's items + growth_left: deleted slots
-        // (tombstones) use it up too, and then an insert rehashes.
         self.index.len() >= self.index.capacity()
     }
 
@@ -514,20 +492,15 @@ impl Shard {
     }
 
     /// Bytes a write of a new key could allocate: the index's next size if
-    /// it is out of room (hashbrown doubles, and holds both tables while it
-    /// moves the handles), and a new arena chunk.
+    /// it is full (it doubles, and holds both tables while it moves the
+    /// handles), and a new arena chunk.
     pub fn growth(&self) -> usize {
-        let mut bytes = self.records.growth();
-        let t = &self.index;
-        if t.len() < t.capacity() {
-            return bytes;
+        let bytes = self.records.growth();
+        if self.index_full() {
+            bytes + (self.index.allocation_size() * 2).max(64)
+        } else {
+            bytes
         }
-        let buckets = (t.allocation_size() / BUCKET).next_power_of_two().max(4);
-        if !(t.allocation_size() > 0 && t.len() < buckets * 7 / 16) {
-            // Not under half full (where hashbrown rehashes in place).
-            bytes += buckets * 2 * BUCKET;
-        }
-        bytes
     }
 
     /// Bytes held: the index, the arenas, and the heap blocks of general
@@ -553,7 +526,7 @@ impl Shard {
         let records = &self.records;
         self.index
             .iter()
-            .map(|&h| match split(h) {
+            .map(|h| match split(h) {
                 (GENERAL, i) => {
                     let g = records.general.get(i);
                     g.key.heap_size() + g.entry.as_ref().map_or(0, Entry::heap_size)
