@@ -22,12 +22,6 @@ from pathlib import Path
 import benchlib
 
 
-def start(binary):
-    port = benchlib.free_port()
-    return benchlib.Server(str(binary), [str(binary), "--port", str(port), "--metrics-addr", "off",
-                                         "--log-level", "warn"], port)
-
-
 def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("a", type=Path)
@@ -38,7 +32,8 @@ def main():
     ap.add_argument("-r", dest="randomkeys", type=int, default=100_000)
     ap.add_argument("--algos", default="window,gcra,fixed,log")
     opts = ap.parse_args()
-    servers = {"A": start(opts.a), "B": start(opts.b)}
+    servers = {"A": benchlib.start_turnstile(binary=opts.a),
+               "B": benchlib.start_turnstile(binary=opts.b)}
     tests = [(f"RL.ALLOW {a}", ["RL.ALLOW", f"{a}:__rand_int__", "100", "60", "ALGO", a])
              for a in opts.algos.split(",") if a]
     tests.append(("PING_MBULK", ["-t", "ping_mbulk"]))

@@ -207,8 +207,9 @@ def pin_turnstile():
     shutil.copy2(TURNSTILE, _binary)
 
 
-def start_turnstile(*extra, metrics="off"):
-    binary = _binary or TURNSTILE
+def start_turnstile(*extra, metrics="off", binary=None):
+    """A Turnstile server: `binary` if given, else the pinned or built one."""
+    binary = Path(binary) if binary else _binary or TURNSTILE
     if not binary.exists():
         sys.exit(f"{binary} is missing: run `cargo build --release`")
     port = free_port()

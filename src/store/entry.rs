@@ -37,6 +37,18 @@ pub enum Value {
 // record's value (`shard.rs`).
 const _: () = assert!(std::mem::size_of::<Value>() == 64);
 
+/// The expiry, in the milliseconds an `Entry` keeps, of the moment `at`:
+/// rounded up (a limiter's state may outlive its moment by under a
+/// millisecond, never the reverse), and never 0, which reads as "none".
+pub fn expiry_ms_at(at: Nanos) -> u64 {
+    at.0.div_ceil(Nanos::PER_MS).max(1)
+}
+
+/// Whether an expiry of `at_ms` has passed at `now`.
+pub fn passed(at_ms: u64, now: Nanos) -> bool {
+    at_ms.saturating_mul(Nanos::PER_MS) <= now.0
+}
+
 /// Limiter state with the parameters of the request that last wrote it,
 /// which `RL.REFUND` and `RL.STATE` need.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -110,7 +122,7 @@ impl Entry {
     /// state may outlive its moment by under a millisecond, never the
     /// reverse).
     pub fn set_expiry(&mut self, at: Option<Nanos>) {
-        self.set_expiry_ms(at.map(|t| t.0.div_ceil(Nanos::PER_MS)));
+        self.set_expiry_ms(at.map(expiry_ms_at));
     }
 
     /// Sets or clears the expiry in milliseconds. 0 would read as "none",
@@ -120,7 +132,7 @@ impl Entry {
     }
 
     pub fn is_expired(&self, now: Nanos) -> bool {
-        self.has_expiry() && self.expires_at.saturating_mul(Nanos::PER_MS) <= now.0
+        self.has_expiry() && passed(self.expires_at, now)
     }
 
     /// Milliseconds left, rounded up, as `PTTL` reports; `None` if

@@ -28,7 +28,6 @@ struct Group {
     /// Keys whose path went past this group (saturating: a count that hit
     /// the top stays there, which only makes lookups look further).
     overflow: u16,
-    occupied: u16,
     handles: [u32; SLOTS],
 }
 
@@ -37,7 +36,6 @@ const _: () = assert!(std::mem::size_of::<Group>() == 64);
 const EMPTY_GROUP: Group = Group {
     tags: [EMPTY; SLOTS],
     overflow: 0,
-    occupied: 0,
     handles: [0; SLOTS],
 };
 
@@ -123,6 +121,14 @@ impl Index {
 
     /// Removes the handle at `pos`, whose hash is `hash`.
     pub fn remove(&mut self, hash: u64, pos: Pos) -> u32 {
+        self.vacate(hash, pos);
+        self.len -= 1;
+        self.groups[pos.group].handles[pos.slot]
+    }
+
+    /// Empties `pos` and takes its key off the overflow counts of the
+    /// groups its path went past (from its home group, `hash`'s, to `pos`).
+    fn vacate(&mut self, hash: u64, pos: Pos) {
         let mask = self.mask();
         let mut g = hash as usize & mask;
         while g != pos.group {
@@ -132,11 +138,7 @@ impl Index {
             }
             g = (g + 1) & mask;
         }
-        let group = &mut self.groups[pos.group];
-        group.tags[pos.slot] = EMPTY;
-        group.occupied -= 1;
-        self.len -= 1;
-        group.handles[pos.slot]
+        self.groups[pos.group].tags[pos.slot] = EMPTY;
     }
 
     /// Inserts a handle known not to be there yet, doubling the table
@@ -155,15 +157,9 @@ impl Index {
         let mut g = hash as usize & mask;
         loop {
             let group = &mut self.groups[g];
-            if (group.occupied as usize) < SLOTS {
-                let slot = group
-                    .tags
-                    .iter()
-                    .position(|&t| t == EMPTY)
-                    .expect("a group with room has an empty slot");
+            if let Some(slot) = group.tags.iter().position(|&t| t == EMPTY) {
                 group.tags[slot] = tag(hash);
                 group.handles[slot] = handle;
-                group.occupied += 1;
                 return;
             }
             group.overflow = group.overflow.saturating_add(1);
@@ -230,24 +226,13 @@ impl Index {
         hash_of: impl Fn(u32) -> u64,
     ) -> Vec<u32> {
         let mut removed = Vec::new();
-        let mask = self.mask();
-        for g in 0..self.groups.len() {
+        for group in 0..self.groups.len() {
             for slot in 0..SLOTS {
-                let h = self.groups[g].handles[slot];
-                if self.groups[g].tags[slot] == EMPTY || keep(h) {
+                let h = self.groups[group].handles[slot];
+                if self.groups[group].tags[slot] == EMPTY || keep(h) {
                     continue;
                 }
-                let mut home = hash_of(h) as usize & mask;
-                while home != g {
-                    let o = &mut self.groups[home].overflow;
-                    if *o != u16::MAX {
-                        *o -= 1;
-                    }
-                    home = (home + 1) & mask;
-                }
-                let group = &mut self.groups[g];
-                group.tags[slot] = EMPTY;
-                group.occupied -= 1;
+                self.vacate(hash_of(h), Pos { group, slot });
                 removed.push(h);
             }
         }

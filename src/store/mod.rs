@@ -112,10 +112,7 @@ impl Store {
     pub fn get<R>(&self, key: &[u8], now: Nanos, f: impl FnOnce(&Entry) -> R) -> Option<R> {
         let hash = self.hash(key);
         let shard = self.shards[self.shard_index(hash)].0.read();
-        let mut f = Some(f);
-        let r = shard.with(hash, key, |e| {
-            (!e.is_expired(now)).then(|| (f.take().expect("called once"))(e))
-        })?;
+        let r = shard.with(hash, key, |e| (!e.is_expired(now)).then(|| f(e)))?;
         if r.is_some() {
             return r;
         }
@@ -256,7 +253,7 @@ impl Store {
         let Some(ttl) = shard.remove(self.hash(victim), victim) else {
             return false;
         };
-        if ttl.is_some_and(|at| at.saturating_mul(Nanos::PER_MS) <= now.0) {
+        if ttl.is_some_and(|at| entry::passed(at, now)) {
             self.expired.fetch_add(1, Ordering::Relaxed);
         } else {
             self.evicted.fetch_add(1, Ordering::Relaxed);
@@ -304,12 +301,11 @@ impl Store {
     /// Returns how many were removed.
     pub fn sweep_shard(&self, i: usize, now: Nanos) -> usize {
         let mut shard = self.shards[i].0.write();
-        let removed =
-            if shard.volatile == 0 || shard.next_expiry_ms.saturating_mul(Nanos::PER_MS) > now.0 {
-                0
-            } else {
-                shard.remove_expired(&self.hasher, now)
-            };
+        let removed = if shard.volatile == 0 || !entry::passed(shard.next_expiry_ms, now) {
+            0
+        } else {
+            shard.remove_expired(&self.hasher, now)
+        };
         self.expired.fetch_add(removed as u64, Ordering::Relaxed);
         shard.reclaim(&self.hasher);
         removed

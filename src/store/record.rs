@@ -27,7 +27,7 @@ use std::mem::ManuallyDrop;
 
 use crate::clock::Nanos;
 use crate::limiter::{fixed, gcra, log, window, Params};
-use crate::store::entry::{Entry, Stored, Value};
+use crate::store::entry::{expiry_ms_at, Entry, Stored, Value};
 
 /// Longest key a compact record holds inline.
 pub const KEY_MAX: usize = 16;
@@ -152,10 +152,14 @@ pub enum Packed {
     Log,
 }
 
-/// The TTL, in ms as `Entry` keeps it, of a state that stops mattering at
-/// `at` ns (the same rounding as `Entry::set_expiry`).
+/// The TTL (ms) of a limiter state that stops mattering at `at` ns.
 fn ttl_ms(at: u64) -> u64 {
-    at.div_ceil(Nanos::PER_MS).max(1)
+    expiry_ms_at(Nanos(at))
+}
+
+/// A limiter key's entry: its TTL is the moment its state stops mattering.
+fn limiter_entry(value: Value, stops_at: u64) -> Entry {
+    Entry::with_expiry(value, Some(Nanos(stops_at)))
 }
 
 /// `start / period` if `start` is a bucket boundary that fits 48 bits.
@@ -227,7 +231,7 @@ impl GcraRec {
     }
 }
 
-pub fn decode_window(r: &WindowRec, p: &Params) -> window::State {
+fn decode_window(r: &WindowRec, p: &Params) -> window::State {
     window::State {
         start: r.get::<6>(BODY) * p.period(),
         prev: r.get::<4>(BODY + 6),
@@ -235,14 +239,14 @@ pub fn decode_window(r: &WindowRec, p: &Params) -> window::State {
     }
 }
 
-pub fn decode_fixed(r: &FixedRec, p: &Params) -> fixed::State {
+fn decode_fixed(r: &FixedRec, p: &Params) -> fixed::State {
     fixed::State {
         start: r.get::<6>(BODY) * p.period(),
         count: r.get::<4>(BODY + 6),
     }
 }
 
-pub fn decode_gcra(r: &GcraRec) -> gcra::State {
+fn decode_gcra(r: &GcraRec) -> gcra::State {
     gcra::State {
         tat: r.get::<8>(BODY),
     }
@@ -256,8 +260,8 @@ pub fn encode_log(key: &[u8], pid: u16, state: log::State) -> LogRec {
 }
 
 fn log_value(p: &Params, state: log::State) -> Entry {
-    let ttl = ttl_ms(state.expires_at(p));
-    Entry::with_expiry_ms(Value::Log(Stored { params: *p, state }), Some(ttl))
+    let at = state.expires_at(p);
+    limiter_entry(Value::Log(Stored { params: *p, state }), at)
 }
 
 /// The entry a log record stands for, its ring moved out (to be changed
@@ -287,20 +291,26 @@ pub fn log_ttl(r: &LogRec, p: &Params) -> u64 {
 /// The entry a window record stands for.
 pub fn window_entry(r: &WindowRec, p: &Params) -> Entry {
     let state = decode_window(r, p);
-    let ttl = ttl_ms(state.expires_at(p));
-    Entry::with_expiry_ms(Value::Window(Stored { params: *p, state }), Some(ttl))
+    limiter_entry(
+        Value::Window(Stored { params: *p, state }),
+        state.expires_at(p),
+    )
 }
 
 pub fn fixed_entry(r: &FixedRec, p: &Params) -> Entry {
     let state = decode_fixed(r, p);
-    let ttl = ttl_ms(state.expires_at(p));
-    Entry::with_expiry_ms(Value::Fixed(Stored { params: *p, state }), Some(ttl))
+    limiter_entry(
+        Value::Fixed(Stored { params: *p, state }),
+        state.expires_at(p),
+    )
 }
 
 pub fn gcra_entry(r: &GcraRec, p: &Params) -> Entry {
     let state = decode_gcra(r);
-    let ttl = ttl_ms(state.expires_at());
-    Entry::with_expiry_ms(Value::Gcra(Stored { params: *p, state }), Some(ttl))
+    limiter_entry(
+        Value::Gcra(Stored { params: *p, state }),
+        state.expires_at(),
+    )
 }
 
 /// TTLs (ms) of the records, without building an entry: for the sweeper.

@@ -16,7 +16,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 
 use super::arena::Arena;
 use super::bytes::SmallBytes;
-use super::entry::{Entry, Value};
+use super::entry::{self, Entry, Value};
 use super::index::Index;
 use super::params::ParamTable;
 use super::record::{self, FixedRec, GcraRec, LogRec, Packed, Rec, WindowRec};
@@ -192,34 +192,26 @@ impl Records {
                 None => self.params.acquire(&p),
             };
             if let Some(pid) = pid {
-                let h = match (packed, entry.value) {
+                let i = match (packed, entry.value) {
                     (Packed::Window { bucket, prev, curr }, _) => {
-                        let i = same.unwrap_or_else(|| self.window.alloc(Rec::new(key, pid)));
-                        let r = self.window.get_mut(i);
-                        r.set_pid(pid);
-                        r.set_window(bucket, prev, curr);
-                        handle(WINDOW, i)
+                        put_rec(&mut self.window, same, key, pid, |r| {
+                            r.set_window(bucket, prev, curr)
+                        })
                     }
                     (Packed::Fixed { bucket, count }, _) => {
-                        let i = same.unwrap_or_else(|| self.fixed.alloc(Rec::new(key, pid)));
-                        let r = self.fixed.get_mut(i);
-                        r.set_pid(pid);
-                        r.set_fixed(bucket, count);
-                        handle(FIXED, i)
+                        put_rec(&mut self.fixed, same, key, pid, |r| {
+                            r.set_fixed(bucket, count)
+                        })
                     }
                     (Packed::Gcra { tat }, _) => {
-                        let i = same.unwrap_or_else(|| self.gcra.alloc(Rec::new(key, pid)));
-                        let r = self.gcra.get_mut(i);
-                        r.set_pid(pid);
-                        r.set_gcra(tat);
-                        handle(GCRA, i)
+                        put_rec(&mut self.gcra, same, key, pid, |r| r.set_gcra(tat))
                     }
                     (Packed::Log, Value::Log(l)) => {
-                        let r = record::encode_log(key, pid, l.state);
-                        handle(LOG, place(&mut self.log, same, r))
+                        place(&mut self.log, same, record::encode_log(key, pid, l.state))
                     }
                     (Packed::Log, _) => unreachable!("pack said log"),
                 };
+                let h = handle(class, i);
                 if same.is_none() {
                     if let Some(old) = old {
                         self.free(old);
@@ -277,6 +269,26 @@ impl Records {
     }
 }
 
+/// Writes a packed record: over the one at `same` (its key stays; its
+/// parameter id is rewritten), or into a new slot; `set` writes the state.
+fn put_rec<const N: usize>(
+    arena: &mut Arena<Rec<N>>,
+    same: Option<u32>,
+    key: &[u8],
+    pid: u16,
+    set: impl FnOnce(&mut Rec<N>),
+) -> u32 {
+    let i = match same {
+        Some(i) => {
+            arena.get_mut(i).set_pid(pid);
+            i
+        }
+        None => arena.alloc(Rec::new(key, pid)),
+    };
+    set(arena.get_mut(i));
+    i
+}
+
 /// Writes `v` at `i`, or in a new slot if `i` is `None`.
 fn place<T: Default>(arena: &mut Arena<T>, i: Option<u32>, v: T) -> u32 {
     match i {
@@ -303,7 +315,7 @@ pub(super) struct Shard {
 }
 
 fn expired_at(ttl_ms: Option<u64>, now: Nanos) -> bool {
-    ttl_ms.is_some_and(|at| at.saturating_mul(Nanos::PER_MS) <= now.0)
+    ttl_ms.is_some_and(|at| entry::passed(at, now))
 }
 
 impl Shard {
@@ -353,13 +365,13 @@ impl Shard {
                     expired.fetch_add(1, Ordering::Relaxed);
                 }
                 let r = f(&mut cur);
-                let ttl = cur.as_ref().map(Entry::expiry_ms);
-                *volatile = *volatile + ttl.flatten().is_some() as usize - had_ttl as usize;
+                let ttl = cur.as_ref().and_then(Entry::expiry_ms);
+                *volatile = *volatile + ttl.is_some() as usize - had_ttl as usize;
+                if let Some(at) = ttl {
+                    *next_expiry_ms = (*next_expiry_ms).min(at);
+                }
                 match cur {
                     Some(e) => {
-                        if let Some(at) = e.expiry_ms() {
-                            *next_expiry_ms = (*next_expiry_ms).min(at);
-                        }
                         index.set(pos, records.put(Some(h), key, e));
                     }
                     None => {
