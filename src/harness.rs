@@ -13,6 +13,7 @@ use crate::config::Config;
 use crate::protocol::{Decoder, Limits, ReplyBuf};
 use crate::server::session::Session;
 use crate::state::State;
+use crate::store::Keyspace;
 
 /// A request as a client sends it: a RESP array of bulk strings. The one
 /// request encoder of the fuzz targets and the tests.
@@ -79,6 +80,7 @@ impl Harness {
                         state: &self.state,
                         session: &mut self.session,
                         out: &mut self.out,
+                        db: Keyspace::Store(&self.state.store),
                         now: self.state.clock.now(),
                     };
                     cmd::execute(&mut ctx, &req);

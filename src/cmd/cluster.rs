@@ -104,7 +104,7 @@ fn slot_arg(req: &Request<'_>, i: usize) -> Result<Option<u16>, CmdError> {
 /// Calls `f` for each live key of this node in `slot`, until it returns
 /// false.
 fn keys_in_slot(ctx: &Ctx<'_>, slot: u16, mut f: impl FnMut(&[u8]) -> bool) {
-    let store = &ctx.state.store;
+    let store = ctx.db;
     let mut go = true;
     for shard in 0..store.shard_count() {
         store.for_each_in_shard(shard, ctx.now, |k, _| {

@@ -12,7 +12,7 @@ use crate::protocol::Request;
 /// UNLINK key [key ...]
 /// ```
 pub fn del(ctx: &mut Ctx<'_>, req: &Request<'_>) -> Result<(), CmdError> {
-    let store = &ctx.state.store;
+    let store = ctx.db;
     let removed = req
         .args()
         .skip(1)
@@ -27,7 +27,7 @@ pub fn del(ctx: &mut Ctx<'_>, req: &Request<'_>) -> Result<(), CmdError> {
 /// ```
 /// A key named twice counts twice, as in Redis.
 pub fn exists(ctx: &mut Ctx<'_>, req: &Request<'_>) -> Result<(), CmdError> {
-    let store = &ctx.state.store;
+    let store = ctx.db;
     let n = req
         .args()
         .skip(1)
@@ -42,8 +42,7 @@ pub fn exists(ctx: &mut Ctx<'_>, req: &Request<'_>) -> Result<(), CmdError> {
 /// ```
 pub fn type_(ctx: &mut Ctx<'_>, req: &Request<'_>) -> Result<(), CmdError> {
     let t = ctx
-        .state
-        .store
+        .db
         .get(req.arg(1), ctx.now, |e| e.value.type_name())
         .unwrap_or("none");
     ctx.out.simple(t);
@@ -52,8 +51,7 @@ pub fn type_(ctx: &mut Ctx<'_>, req: &Request<'_>) -> Result<(), CmdError> {
 
 /// -2 if the key is missing, -1 if it has no expiry, else milliseconds.
 fn pttl_of(ctx: &Ctx<'_>, key: &[u8]) -> i64 {
-    ctx.state
-        .store
+    ctx.db
         .get(key, ctx.now, |e| e.pttl_ms(ctx.now).unwrap_or(-1))
         .unwrap_or(-2)
 }
@@ -174,7 +172,7 @@ fn expire_generic(
     }
     let at = deadline(ctx.now, amount, unit, absolute, cmd)?;
     let now = ctx.now;
-    let changed = ctx.state.store.update(req.arg(1), now, |slot| {
+    let changed = ctx.db.update(req.arg(1), now, |slot| {
         let Some(entry) = slot.as_mut() else {
             return false;
         };
@@ -202,16 +200,13 @@ fn expire_generic(
 /// PERSIST key
 /// ```
 pub fn persist(ctx: &mut Ctx<'_>, req: &Request<'_>) -> Result<(), CmdError> {
-    let changed = ctx
-        .state
-        .store
-        .update(req.arg(1), ctx.now, |slot| match slot {
-            Some(e) if e.has_expiry() => {
-                e.set_expiry_ms(None);
-                true
-            }
-            _ => false,
-        });
+    let changed = ctx.db.update(req.arg(1), ctx.now, |slot| match slot {
+        Some(e) if e.has_expiry() => {
+            e.set_expiry_ms(None);
+            true
+        }
+        _ => false,
+    });
     ctx.out.int(changed as i64);
     Ok(())
 }
@@ -248,7 +243,7 @@ pub fn scan(ctx: &mut Ctx<'_>, req: &Request<'_>) -> Result<(), CmdError> {
         }
         i += 2;
     }
-    let store = &ctx.state.store;
+    let store = ctx.db;
     let shards = store.shard_count() as u64;
     let mut shard = cursor.min(shards);
     let mut keys: Vec<Vec<u8>> = Vec::new();
@@ -279,7 +274,7 @@ pub fn scan(ctx: &mut Ctx<'_>, req: &Request<'_>) -> Result<(), CmdError> {
 /// ```
 pub fn keys(ctx: &mut Ctx<'_>, req: &Request<'_>) -> Result<(), CmdError> {
     let pattern = req.arg(1);
-    let store = &ctx.state.store;
+    let store = ctx.db;
     let mut keys: Vec<Vec<u8>> = Vec::new();
     for shard in 0..store.shard_count() {
         store.for_each_in_shard(shard, ctx.now, |k, _| {

@@ -23,12 +23,17 @@ use crate::clock::Nanos;
 use crate::protocol::{ReplyBuf, Request};
 use crate::server::session::Session;
 use crate::state::State;
+use crate::store::Keyspace;
 
 /// Everything a handler may touch while running one command.
 pub struct Ctx<'a> {
     pub state: &'a State,
     pub session: &'a mut Session,
     pub out: &'a mut ReplyBuf,
+    /// The keyspace, as this command may reach it: every handler reads
+    /// and writes keys through it (in `EXEC`, it holds the transaction's
+    /// shard locks).
+    pub db: Keyspace<'a>,
     /// Read once per command: every decision in it sees one instant.
     pub now: Nanos,
 }

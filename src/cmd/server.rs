@@ -12,7 +12,7 @@ use crate::state::Stats;
 /// DBSIZE
 /// ```
 pub fn dbsize(ctx: &mut Ctx<'_>, _req: &Request<'_>) -> Result<(), CmdError> {
-    ctx.out.int(ctx.state.store.len() as i64);
+    ctx.out.int(ctx.db.len() as i64);
     Ok(())
 }
 
@@ -26,7 +26,7 @@ pub fn flushall(ctx: &mut Ctx<'_>, req: &Request<'_>) -> Result<(), CmdError> {
         2 if is(req.arg(1), "ASYNC") || is(req.arg(1), "SYNC") => {}
         _ => return Err(CmdError::Syntax),
     }
-    ctx.state.store.clear();
+    ctx.db.clear();
     ctx.out.ok();
     Ok(())
 }
@@ -183,7 +183,7 @@ fn write_section(ctx: &Ctx<'_>, section: &str, t: &mut String) {
             ),
         },
         "keyspace" => {
-            let counts = state.store.counts();
+            let counts = ctx.db.counts();
             let _ = t.write_str("# Keyspace\r\n");
             if counts.keys > 0 {
                 write!(t, "db0:keys={},expires={},avg_ttl=0\r\n", counts.keys, counts.volatile)

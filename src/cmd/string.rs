@@ -14,7 +14,7 @@ use crate::util::parse_i64;
 /// ```
 pub fn get(ctx: &mut Ctx<'_>, req: &Request<'_>) -> Result<(), CmdError> {
     let out = &mut *ctx.out;
-    let found = ctx.state.store.get(req.arg(1), ctx.now, |e| {
+    let found = ctx.db.get(req.arg(1), ctx.now, |e| {
         let s = e.value.as_str().ok_or(CmdError::WrongType)?;
         out.bulk(s);
         Ok(())
@@ -33,16 +33,13 @@ pub fn mget(ctx: &mut Ctx<'_>, req: &Request<'_>) -> Result<(), CmdError> {
     let out = &mut *ctx.out;
     out.array(req.len() - 1);
     for key in req.args().skip(1) {
-        let hit = ctx
-            .state
-            .store
-            .get(key, ctx.now, |e| match e.value.as_str() {
-                Some(s) => {
-                    out.bulk(s);
-                    true
-                }
-                None => false,
-            });
+        let hit = ctx.db.get(key, ctx.now, |e| match e.value.as_str() {
+            Some(s) => {
+                out.bulk(s);
+                true
+            }
+            None => false,
+        });
         if hit != Some(true) {
             out.null();
         }
@@ -107,7 +104,7 @@ pub fn set(ctx: &mut Ctx<'_>, req: &Request<'_>) -> Result<(), CmdError> {
     };
     let value = req.arg(2);
     let out = &mut *ctx.out;
-    ctx.state.store.update(req.arg(1), now, |slot| {
+    ctx.db.update(req.arg(1), now, |slot| {
         // SET replaces a value of any type, as in Redis; only SET ... GET
         // must read the old one as a string.
         let old = match slot.as_ref().map(|e| e.value.as_str()) {
@@ -162,7 +159,7 @@ pub fn mset(ctx: &mut Ctx<'_>, req: &Request<'_>) -> Result<(), CmdError> {
         return Err(CmdError::WrongArity("mset".into()));
     }
     let keys = (1..req.len()).step_by(2).map(|i| req.arg(i));
-    let mut lock = ctx.state.store.lock_many(keys);
+    let lock = ctx.db.lock_many(keys);
     for i in (1..req.len()).step_by(2) {
         let value = req.arg(i + 1);
         lock.update(req.arg(i), ctx.now, |slot| {
@@ -209,7 +206,7 @@ pub fn decrby(ctx: &mut Ctx<'_>, req: &Request<'_>) -> Result<(), CmdError> {
 
 /// Adds `delta` to the integer in `key` (0 if absent), keeping its TTL.
 fn incr_by(ctx: &mut Ctx<'_>, req: &Request<'_>, delta: i64) -> Result<(), CmdError> {
-    let result = ctx.state.store.update(req.arg(1), ctx.now, |slot| {
+    let result = ctx.db.update(req.arg(1), ctx.now, |slot| {
         let current = match slot.as_ref() {
             None => 0,
             Some(e) => {

@@ -14,6 +14,7 @@ use super::session::Session;
 use crate::cmd::{self, Ctx};
 use crate::protocol::{Decoder, Limits, ReplyBuf};
 use crate::state::{State, Stats};
+use crate::store::Keyspace;
 
 /// Read buffer size to keep free before each read.
 const READ_CHUNK: usize = 16 * 1024;
@@ -125,6 +126,7 @@ async fn serve<S: AsyncRead + AsyncWrite + Unpin>(
                         state,
                         session: &mut *session,
                         out: &mut out,
+                        db: Keyspace::Store(&state.store),
                         now: state.clock.now(),
                     };
                     cmd::execute(&mut ctx, &req);

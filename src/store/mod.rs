@@ -30,11 +30,13 @@ pub mod snapshot;
 pub mod sweeper;
 
 use parking_lot::{RwLock, RwLockWriteGuard};
+use std::cell::RefCell;
 use std::sync::atomic::{AtomicU64, Ordering};
 
 pub use self::bytes::SmallBytes;
 pub use self::entry::{Entry, Value};
 use self::shard::Shard;
+pub use self::shard::VERSION_BUCKETS;
 use crate::clock::Nanos;
 
 /// Shards: few enough that their locks stay in cache (each `RL.ALLOW` takes
@@ -143,27 +145,50 @@ impl Store {
     /// Locks every shard that `keys` map to, in ascending shard order, so
     /// concurrent multi-key operations can never deadlock, and returns a
     /// guard through which each key can be updated atomically with the rest.
-    pub fn lock_many<'a>(&'a self, keys: impl IntoIterator<Item = &'a [u8]>) -> MultiLock<'a> {
+    pub fn lock_many<'k>(&self, keys: impl IntoIterator<Item = &'k [u8]>) -> MultiLock<'_> {
         let mut wanted: Vec<usize> = keys
             .into_iter()
             .map(|k| self.shard_index(self.hash(k)))
             .collect();
         wanted.sort_unstable();
         wanted.dedup();
-        let guards = wanted
+        self.lock_shards(wanted)
+    }
+
+    /// Locks every shard, in order: for a transaction with a command that
+    /// reaches keys beyond its arguments (`DBSIZE`, `KEYS`, `FLUSHALL`).
+    pub fn lock_all(&self) -> MultiLock<'_> {
+        self.lock_shards((0..self.shards.len()).collect())
+    }
+
+    /// Locks the shards of `sorted` (ascending, no repeats).
+    fn lock_shards(&self, sorted: Vec<usize>) -> MultiLock<'_> {
+        let guards = sorted
             .into_iter()
             .map(|i| (i, self.shards[i].0.write()))
             .collect();
         MultiLock {
             store: self,
-            guards,
+            guards: RefCell::new(guards),
+        }
+    }
+
+    /// What `WATCH` remembers of `key`: its bucket's write counter and
+    /// whether it is live now.
+    pub fn watch(&self, key: &[u8], now: Nanos) -> WatchMark {
+        let hash = self.hash(key);
+        let shard = self.shards[self.shard_index(hash)].0.read();
+        WatchMark {
+            hash,
+            version: shard.versions.get(hash),
+            live: shard.with(hash, key, |e| !e.is_expired(now)) == Some(true),
         }
     }
 
     /// Number of keys, counting expired ones not yet removed (as Redis's
     /// `DBSIZE` does).
     pub fn len(&self) -> usize {
-        self.shards.iter().map(|s| s.0.read().len()).sum()
+        Keyspace::Store(self).len()
     }
 
     pub fn is_empty(&self) -> bool {
@@ -171,13 +196,7 @@ impl Store {
     }
 
     pub fn counts(&self) -> Counts {
-        self.shards.iter().fold(Counts::default(), |acc, s| {
-            let s = s.0.read();
-            Counts {
-                keys: acc.keys + s.len(),
-                volatile: acc.volatile + s.volatile,
-            }
-        })
+        Keyspace::Store(self).counts()
     }
 
     /// Removes every key; returns how many there were.
@@ -187,7 +206,7 @@ impl Store {
             .map(|s| {
                 let mut s = s.0.write();
                 let n = s.len();
-                *s = Shard::default();
+                s.clear();
                 n
             })
             .sum()
@@ -324,32 +343,199 @@ impl Store {
     }
 }
 
-/// Write locks on several shards, taken in ascending order.
+/// What `WATCH` took note of for one key (see [`Store::watch`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct WatchMark {
+    hash: u64,
+    version: u64,
+    live: bool,
+}
+
+/// Write locks on several shards, taken in ascending order. Updates take
+/// `&self` (the guards sit in a `RefCell`), so a transaction can lend the
+/// same locks to each of its commands in turn.
 pub struct MultiLock<'a> {
     store: &'a Store,
-    guards: Vec<(usize, RwLockWriteGuard<'a, Shard>)>,
+    guards: RefCell<Vec<(usize, RwLockWriteGuard<'a, Shard>)>>,
 }
 
 impl MultiLock<'_> {
-    /// As [`Store::update`], for a key whose shard this guard holds.
+    /// Runs `f` on the shard `hash` maps to.
     ///
     /// # Panics
-    /// If `key` was not among the keys locked: a bug in the caller.
-    pub fn update<R>(
-        &mut self,
-        key: &[u8],
-        now: Nanos,
-        f: impl FnOnce(&mut Option<Entry>) -> R,
-    ) -> R {
-        let hash = self.store.hash(key);
+    /// If that shard is not held: a bug in the caller, which must lock
+    /// every key it touches.
+    fn with_shard<R>(&self, hash: u64, f: impl FnOnce(&mut Shard) -> R) -> R {
         let index = self.store.shard_index(hash);
-        let pos = self
-            .guards
+        let mut guards = self.guards.borrow_mut();
+        let pos = guards
             .binary_search_by_key(&index, |(i, _)| *i)
-            .expect("MultiLock::update on a key that was not locked");
-        self.guards[pos]
-            .1
-            .update(&self.store.hasher, &self.store.expired, hash, key, now, f)
+            .expect("MultiLock used on a key whose shard it does not hold");
+        f(&mut guards[pos].1)
+    }
+
+    /// As [`Store::update`], for a key whose shard this guard holds.
+    pub fn update<R>(&self, key: &[u8], now: Nanos, f: impl FnOnce(&mut Option<Entry>) -> R) -> R {
+        let (store, hash) = (self.store, self.store.hash(key));
+        self.with_shard(hash, |shard| {
+            shard.update(&store.hasher, &store.expired, hash, key, now, f)
+        })
+    }
+
+    /// As [`Store::get`], for a key whose shard this guard holds.
+    pub fn get<R>(&self, key: &[u8], now: Nanos, f: impl FnOnce(&Entry) -> R) -> Option<R> {
+        let (store, hash) = (self.store, self.store.hash(key));
+        self.with_shard(hash, |shard| {
+            let mut f = Some(f);
+            let live = shard.with(hash, key, |e| {
+                (!e.is_expired(now)).then(|| (f.take().expect("called once"))(e))
+            });
+            match live {
+                Some(Some(r)) => Some(r),
+                // Absent; or expired, which the read deletes.
+                Some(None) => {
+                    shard.update(&store.hasher, &store.expired, hash, key, now, |_| ());
+                    None
+                }
+                None => None,
+            }
+        })
+    }
+
+    /// Whether `key` was written, deleted or expired since `mark` was
+    /// taken (or, rarely, another key of its bucket was written).
+    pub fn touched_since(&self, key: &[u8], mark: &WatchMark, now: Nanos) -> bool {
+        self.with_shard(mark.hash, |shard| {
+            shard.versions.get(mark.hash) != mark.version
+                || (mark.live && shard.with(mark.hash, key, |e| e.is_expired(now)) != Some(false))
+        })
+    }
+
+    /// Whether every shard is held, so whole-keyspace reads are exact.
+    fn holds_all(&self) -> bool {
+        self.guards.borrow().len() == self.store.shards.len()
+    }
+}
+
+/// How a command reaches the keyspace: through the store, each call
+/// locking its shard, or through shards a transaction already holds. EXEC
+/// locks every shard its commands touch before the first one runs, so no
+/// other client's command interleaves with them; they must then not lock
+/// again (the locks are not re-entrant), so every command reaches the
+/// keyspace through this view, never through the store directly.
+#[derive(Clone, Copy)]
+pub enum Keyspace<'a> {
+    Store(&'a Store),
+    Held(&'a MultiLock<'a>),
+}
+
+/// The shards a multi-key command works under: its own, or a transaction's.
+pub enum Locked<'a> {
+    Own(MultiLock<'a>),
+    Held(&'a MultiLock<'a>),
+}
+
+impl<'a> std::ops::Deref for Locked<'a> {
+    type Target = MultiLock<'a>;
+    fn deref(&self) -> &MultiLock<'a> {
+        match self {
+            Locked::Own(l) => l,
+            Locked::Held(l) => l,
+        }
+    }
+}
+
+impl<'a> Keyspace<'a> {
+    pub fn get<R>(self, key: &[u8], now: Nanos, f: impl FnOnce(&Entry) -> R) -> Option<R> {
+        match self {
+            Keyspace::Store(s) => s.get(key, now, f),
+            Keyspace::Held(l) => l.get(key, now, f),
+        }
+    }
+
+    pub fn exists(self, key: &[u8], now: Nanos) -> bool {
+        self.get(key, now, |_| ()).is_some()
+    }
+
+    pub fn update<R>(self, key: &[u8], now: Nanos, f: impl FnOnce(&mut Option<Entry>) -> R) -> R {
+        match self {
+            Keyspace::Store(s) => s.update(key, now, f),
+            Keyspace::Held(l) => l.update(key, now, f),
+        }
+    }
+
+    /// Deletes a key; true if a live one was there.
+    pub fn remove(self, key: &[u8], now: Nanos) -> bool {
+        self.update(key, now, |e| e.take().is_some())
+    }
+
+    /// The shards of `keys`, locked together (see [`Store::lock_many`]).
+    pub fn lock_many<'k>(self, keys: impl IntoIterator<Item = &'k [u8]>) -> Locked<'a> {
+        match self {
+            Keyspace::Store(s) => Locked::Own(s.lock_many(keys)),
+            Keyspace::Held(l) => Locked::Held(l),
+        }
+    }
+
+    /// Runs `f` on every shard, each read-locked in turn or held.
+    fn fold_shards<T>(self, init: T, mut f: impl FnMut(T, &Shard) -> T) -> T {
+        match self {
+            Keyspace::Store(s) => s.shards.iter().fold(init, |acc, p| f(acc, &p.0.read())),
+            Keyspace::Held(l) => {
+                debug_assert!(l.holds_all(), "a whole-keyspace read in a partial lock");
+                l.guards.borrow().iter().fold(init, |acc, (_, g)| f(acc, g))
+            }
+        }
+    }
+
+    /// See [`Store::len`].
+    pub fn len(self) -> usize {
+        self.fold_shards(0, |n, s| n + s.len())
+    }
+
+    pub fn is_empty(self) -> bool {
+        self.len() == 0
+    }
+
+    /// See [`Store::counts`].
+    pub fn counts(self) -> Counts {
+        self.fold_shards(Counts::default(), |acc, s| Counts {
+            keys: acc.keys + s.len(),
+            volatile: acc.volatile + s.volatile,
+        })
+    }
+
+    /// See [`Store::clear`].
+    pub fn clear(self) -> usize {
+        match self {
+            Keyspace::Store(s) => s.clear(),
+            Keyspace::Held(l) => l.guards.borrow_mut().iter_mut().fold(0, |n, (_, g)| {
+                let len = g.len();
+                g.clear();
+                n + len
+            }),
+        }
+    }
+
+    pub fn shard_count(self) -> usize {
+        match self {
+            Keyspace::Store(s) => s.shard_count(),
+            Keyspace::Held(l) => l.store.shard_count(),
+        }
+    }
+
+    /// See [`Store::for_each_in_shard`].
+    pub fn for_each_in_shard(self, i: usize, now: Nanos, f: impl FnMut(&[u8], &Entry)) {
+        match self {
+            Keyspace::Store(s) => s.for_each_in_shard(i, now, f),
+            Keyspace::Held(l) => {
+                let guards = l.guards.borrow();
+                let pos = guards
+                    .binary_search_by_key(&i, |(i, _)| *i)
+                    .expect("a whole-keyspace read in a partial lock");
+                guards[pos].1.for_each_live(now, f);
+            }
+        }
     }
 }
 
@@ -629,7 +815,7 @@ mod tests {
         let store = Store::new(16);
         let keys: Vec<Vec<u8>> = (0..50).map(|i| format!("key{i}").into_bytes()).collect();
         {
-            let mut lock = store.lock_many(keys.iter().map(|k| k.as_slice()));
+            let lock = store.lock_many(keys.iter().map(|k| k.as_slice()));
             for k in &keys {
                 lock.update(k, Nanos(0), |e| *e = Some(s("x")));
             }

@@ -300,6 +300,45 @@ fn place<T: Default>(arena: &mut Arena<T>, i: Option<u32>, v: T) -> u32 {
     }
 }
 
+/// Buckets of `WATCH` write counters per shard: a write to one key aborts
+/// the transactions watching any key of its bucket, so a watcher sees a
+/// false conflict from about one write in `shards x VERSION_BUCKETS`
+/// (1 in 16,384 with the default 256 shards), never a missed one.
+pub const VERSION_BUCKETS: usize = 64;
+
+/// The `WATCH` write counters of one shard, by bucket of key hash.
+#[derive(Debug, Clone)]
+pub(super) struct Versions([u64; VERSION_BUCKETS]);
+
+impl Default for Versions {
+    fn default() -> Self {
+        Versions([0; VERSION_BUCKETS])
+    }
+}
+
+impl Versions {
+    /// The bucket of a key's hash: bits 40.., which neither the shard
+    /// index (bits 32..) nor the index's groups and tags use.
+    fn bucket(hash: u64) -> usize {
+        (hash >> 40) as usize & (VERSION_BUCKETS - 1)
+    }
+
+    pub fn get(&self, hash: u64) -> u64 {
+        self.0[Self::bucket(hash)]
+    }
+
+    fn bump(&mut self, hash: u64) {
+        let v = &mut self.0[Self::bucket(hash)];
+        *v = v.wrapping_add(1);
+    }
+
+    fn bump_all(&mut self) {
+        for v in &mut self.0 {
+            *v = v.wrapping_add(1);
+        }
+    }
+}
+
 #[derive(Debug, Default)]
 pub(super) struct Shard {
     index: Index,
@@ -312,6 +351,9 @@ pub(super) struct Shard {
     /// walking every key every second (at 10M keys that walk alone cost
     /// 14% of a core).
     pub next_expiry_ms: u64,
+    /// Bumped by every write, delete and expiry of a key, for `WATCH`;
+    /// kept last, off the cache line a lookup reads.
+    pub versions: Versions,
 }
 
 fn expired_at(ttl_ms: Option<u64>, now: Nanos) -> bool {
@@ -354,6 +396,7 @@ impl Shard {
             records,
             volatile,
             next_expiry_ms,
+            versions,
         } = self;
         match index.find(hash, |h| records.key(h) == key) {
             Some(pos) => {
@@ -365,6 +408,7 @@ impl Shard {
                     expired.fetch_add(1, Ordering::Relaxed);
                 }
                 let r = f(&mut cur);
+                versions.bump(hash);
                 let ttl = cur.as_ref().and_then(Entry::expiry_ms);
                 *volatile = *volatile + ttl.is_some() as usize - had_ttl as usize;
                 if let Some(at) = ttl {
@@ -385,6 +429,7 @@ impl Shard {
                 let mut cur = None;
                 let r = f(&mut cur);
                 if let Some(e) = cur {
+                    versions.bump(hash);
                     if let Some(at) = e.expiry_ms() {
                         *volatile += 1;
                         *next_expiry_ms = (*next_expiry_ms).min(at);
@@ -396,6 +441,17 @@ impl Shard {
                 r
             }
         }
+    }
+
+    /// Forgets every key (`FLUSHALL`); the write counters move on, so a
+    /// transaction watching any key here aborts.
+    pub fn clear(&mut self) {
+        let mut versions = std::mem::take(&mut self.versions);
+        versions.bump_all();
+        *self = Shard {
+            versions,
+            ..Shard::default()
+        };
     }
 
     /// Calls `f` for every entry that is live at `now`.
@@ -432,6 +488,7 @@ impl Shard {
         let ttl = records.expiry_ms(h);
         records.free(h);
         self.volatile -= ttl.is_some() as usize;
+        self.versions.bump(hash);
         Some(ttl)
     }
 
@@ -453,6 +510,7 @@ impl Shard {
             |h| hasher.hash_one(records.key(h)),
         );
         for &h in &gone {
+            self.versions.bump(hasher.hash_one(self.records.key(h)));
             self.records.free(h);
         }
         self.volatile -= gone.len();

@@ -62,8 +62,7 @@ pub fn allow(ctx: &mut Ctx<'_>, req: &Request<'_>) -> Result<(), CmdError> {
     let r = parse::allow_request(req)?;
     let now = ctx.now;
     let d = ctx
-        .state
-        .store
+        .db
         .update(r.key, now, |slot| apply::allow(slot, &r.spec, now, r.cost))?;
     let charged = if d.allowed { r.cost } else { 0 };
     ctx.session.stats.decision(r.spec.algo, &d, charged);
@@ -78,8 +77,7 @@ pub fn peek(ctx: &mut Ctx<'_>, req: &Request<'_>) -> Result<(), CmdError> {
     let r = parse::allow_request(req)?;
     let now = ctx.now;
     let d = ctx
-        .state
-        .store
+        .db
         .get(r.key, now, |e| apply::peek(Some(e), &r.spec, now, r.cost))
         .unwrap_or_else(|| apply::peek(None, &r.spec, now, r.cost))?;
     write_decision(ctx.out, &d, None);
@@ -95,7 +93,7 @@ pub fn peek(ctx: &mut Ctx<'_>, req: &Request<'_>) -> Result<(), CmdError> {
 pub fn allowmany(ctx: &mut Ctx<'_>, req: &Request<'_>) -> Result<(), CmdError> {
     let r = parse::many_request(req)?;
     let now = ctx.now;
-    let mut lock = ctx.state.store.lock_many(r.limits.iter().map(|(k, _)| *k));
+    let lock = ctx.db.lock_many(r.limits.iter().map(|(k, _)| *k));
     let mut work: Vec<(&[u8], Option<Entry>)> = Vec::with_capacity(r.limits.len());
     let mut binding: Option<(usize, Decision)> = None;
     for (i, (key, spec)) in r.limits.iter().enumerate() {
@@ -145,8 +143,7 @@ pub fn refund(ctx: &mut Ctx<'_>, req: &Request<'_>) -> Result<(), CmdError> {
     let n = parse::positive(req.arg(2), "refund")?;
     let now = ctx.now;
     let done = ctx
-        .state
-        .store
+        .db
         .update(req.arg(1), now, |slot| apply::refund(slot, now, n))?;
     ctx.out.int(done as i64);
     Ok(())
@@ -159,7 +156,7 @@ pub fn refund(ctx: &mut Ctx<'_>, req: &Request<'_>) -> Result<(), CmdError> {
 /// string is `WRONGTYPE`, and then nothing is reset.
 pub fn reset(ctx: &mut Ctx<'_>, req: &Request<'_>) -> Result<(), CmdError> {
     let now = ctx.now;
-    let mut lock = ctx.state.store.lock_many(req.args().skip(1));
+    let lock = ctx.db.lock_many(req.args().skip(1));
     for key in req.args().skip(1) {
         let is_string = lock.update(key, now, |slot| {
             slot.as_ref().is_some_and(|e| e.value.algorithm().is_none())
@@ -186,7 +183,7 @@ pub fn reset(ctx: &mut Ctx<'_>, req: &Request<'_>) -> Result<(), CmdError> {
 pub fn state(ctx: &mut Ctx<'_>, req: &Request<'_>) -> Result<(), CmdError> {
     let now = ctx.now;
     let out = &mut *ctx.out;
-    let found = ctx.state.store.get(req.arg(1), now, |e| {
+    let found = ctx.db.get(req.arg(1), now, |e| {
         let algo = e.value.algorithm().ok_or(CmdError::WrongType)?;
         let mut fields: Vec<(&str, i64)> = Vec::with_capacity(6);
         let ms = |ns: u64| (ns / 1_000_000) as i64;

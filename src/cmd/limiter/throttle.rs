@@ -59,7 +59,7 @@ pub fn throttle(ctx: &mut Ctx<'_>, req: &Request<'_>) -> Result<(), CmdError> {
         )
     };
     let now = ctx.now;
-    let t = ctx.state.store.update(req.arg(1), now, |slot| {
+    let t = ctx.db.update(req.arg(1), now, |slot| {
         let mut state = match slot.as_ref() {
             Some(e) => match &e.value {
                 Value::Gcra(s) => s.state,
