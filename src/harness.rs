@@ -84,7 +84,7 @@ impl Harness {
                         now: self.state.clock.now(),
                     };
                     cmd::execute(&mut ctx, &req);
-                    if self.session.close_after_reply {
+                    if self.session.close_after_reply || self.session.query_limit_hit {
                         self.closed = true;
                         break;
                     }

@@ -31,6 +31,7 @@ use tokio::sync::watch;
 use crate::cmd::COMMANDS;
 use crate::limiter::Algorithm;
 use crate::state::{State, Stats};
+use crate::stats::TxOutcome;
 
 /// Upper bounds of the latency buckets, in seconds: 0.5 us to 100 ms.
 pub const LATENCY_BUCKETS: [f64; 17] = [
@@ -68,6 +69,7 @@ pub struct Metrics {
     protocol_errors: Counter,
     error_replies: Counter,
     auth_failures: Counter,
+    transactions: Vec<(TxOutcome, Counter)>,
     clock_backward_steps: Counter,
     expired: Counter,
     evicted: Counter,
@@ -126,6 +128,11 @@ impl Metrics {
             "turnstile_units_consumed_total",
             Unit::Count,
             "Units charged by admitted requests, by algorithm.",
+        );
+        describe(
+            "turnstile_transactions_total",
+            Unit::Count,
+            "Transactions ended, by result: executed, watch_aborted (a WATCHed key changed), discarded, execabort (refused at EXEC).",
         );
         describe(
             "turnstile_auth_failures_total",
@@ -311,6 +318,13 @@ impl Metrics {
             protocol_errors: counter("turnstile_protocol_errors_total", vec![]),
             error_replies: counter("turnstile_error_replies_total", vec![]),
             auth_failures: counter("turnstile_auth_failures_total", vec![]),
+            transactions: TxOutcome::ALL
+                .into_iter()
+                .map(|o| {
+                    let labels = vec![Label::new("result", o.name())];
+                    (o, counter("turnstile_transactions_total", labels))
+                })
+                .collect(),
             clock_backward_steps: counter("turnstile_clock_backward_steps_total", vec![]),
             expired: counter("turnstile_keys_expired_total", vec![]),
             evicted: counter("turnstile_keys_evicted_total", vec![]),
@@ -381,6 +395,9 @@ impl Metrics {
             .absolute(Stats::read(&stats.error_replies));
         self.auth_failures
             .absolute(Stats::read(&stats.auth_failures));
+        for (outcome, counter) in &self.transactions {
+            counter.absolute(stats.transactions(*outcome));
+        }
         self.clock_backward_steps
             .absolute(state.clock.backward_steps());
         self.net_input.absolute(Stats::read(&stats.net_input_bytes));

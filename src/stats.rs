@@ -35,6 +35,41 @@ pub struct Stats {
     decisions: [[AtomicU64; 2]; 4],
     units: [AtomicU64; 4],
     near_limit: [AtomicU64; 4],
+    /// Transactions ended, by [`TxOutcome`].
+    transactions: [AtomicU64; TxOutcome::ALL.len()],
+}
+
+/// How a transaction ended.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum TxOutcome {
+    /// `EXEC` ran the queue.
+    Executed,
+    /// `EXEC` found a watched key changed and ran nothing.
+    WatchAborted,
+    /// `DISCARD` (or `RESET`) dropped the queue.
+    Discarded,
+    /// `EXEC` refused the queue: a command was refused while queueing, or
+    /// the transaction as a whole was (`--maxmemory`, `CROSSSLOT`).
+    ExecAbort,
+}
+
+impl TxOutcome {
+    pub const ALL: [TxOutcome; 4] = [
+        TxOutcome::Executed,
+        TxOutcome::WatchAborted,
+        TxOutcome::Discarded,
+        TxOutcome::ExecAbort,
+    ];
+
+    /// The `INFO` field suffix and the metric's `result` label.
+    pub fn name(self) -> &'static str {
+        match self {
+            TxOutcome::Executed => "executed",
+            TxOutcome::WatchAborted => "watch_aborted",
+            TxOutcome::Discarded => "discarded",
+            TxOutcome::ExecAbort => "execabort",
+        }
+    }
 }
 
 impl Default for Stats {
@@ -55,6 +90,7 @@ impl Default for Stats {
             decisions: Default::default(),
             units: Default::default(),
             near_limit: Default::default(),
+            transactions: Default::default(),
         }
     }
 }
@@ -114,6 +150,17 @@ impl Stats {
         }
     }
 
+    /// A transaction ended. Counted straight into the shared atomic: one
+    /// per transaction, not per command.
+    pub fn transaction(&self, outcome: TxOutcome) {
+        Self::add(&self.transactions[outcome as usize], 1);
+    }
+
+    /// Transactions that ended with `outcome`.
+    pub fn transactions(&self, outcome: TxOutcome) -> u64 {
+        Self::read(&self.transactions[outcome as usize])
+    }
+
     /// `CONFIG RESETSTAT`.
     pub fn reset(&self) {
         let scalars = [
@@ -133,7 +180,8 @@ impl Stats {
             .chain(self.failed.iter())
             .chain(self.decisions.iter().flatten())
             .chain(self.units.iter())
-            .chain(self.near_limit.iter());
+            .chain(self.near_limit.iter())
+            .chain(self.transactions.iter());
         for c in all {
             c.store(0, Ordering::Relaxed);
         }

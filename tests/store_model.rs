@@ -653,7 +653,7 @@ impl Harness {
             .collect();
         let mut results = Vec::new();
         {
-            let lock = self.store.lock_many(keys.iter().copied());
+            let mut lock = self.store.lock_many(keys.iter().copied());
             for (key, w) in writes {
                 results.push(lock.update(key, now, |slot| {
                     let seen = slot.clone();

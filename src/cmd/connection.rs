@@ -172,6 +172,13 @@ pub fn reset(ctx: &mut Ctx<'_>, _req: &Request<'_>) -> Result<(), CmdError> {
     ctx.session.info.resp.store(2, Ordering::Relaxed);
     *ctx.session.info.name.lock() = None;
     ctx.session.authenticated = ctx.state.settings.password().is_none();
+    // Discards a transaction and unwatches, as Redis's RESET does.
+    if ctx.session.tx.in_multi() {
+        ctx.state
+            .stats
+            .transaction(crate::stats::TxOutcome::Discarded);
+    }
+    ctx.session.tx.clear();
     ctx.out.simple("RESET");
     Ok(())
 }

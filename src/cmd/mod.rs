@@ -10,6 +10,7 @@ pub mod connection;
 pub mod error;
 pub mod keys;
 pub mod limiter;
+pub mod multi;
 pub mod persist;
 pub mod rename;
 pub mod server;
@@ -45,7 +46,11 @@ pub struct Ctx<'a> {
 /// the write lands in, which makes room in that table, so the table that
 /// would cross the cap is never allocated and the keyspace stops growing
 /// there. It refuses the write only if no key with a TTL is left to evict.
-fn admit_write(ctx: &Ctx<'_>, spec: &CommandSpec, req: &Request<'_>) -> Result<(), CmdError> {
+pub(crate) fn admit_write(
+    ctx: &Ctx<'_>,
+    spec: &CommandSpec,
+    req: &Request<'_>,
+) -> Result<(), CmdError> {
     let settings = &ctx.state.settings;
     let max = settings.get(&settings.maxmemory);
     if max == 0 {
@@ -69,40 +74,98 @@ fn admit_write(ctx: &Ctx<'_>, spec: &CommandSpec, req: &Request<'_>) -> Result<(
     }
 }
 
-/// Runs one request and writes its reply (or its error) to `ctx.out`.
+/// Runs one request and writes its reply (or its error) to `ctx.out`; in
+/// `MULTI`, checks and queues it instead (`multi.rs`).
 pub fn execute(ctx: &mut Ctx<'_>, req: &Request<'_>) {
+    let (cmd, spec) = match check(ctx, req) {
+        Ok(found) => found,
+        Err((cmd, e)) => {
+            // Refused before it ran: in MULTI, the transaction is doomed.
+            ctx.session.tx.flag();
+            fail(ctx, &e);
+            if let Some(cmd) = cmd {
+                ctx.session.stats.command(table::index_of(cmd), false);
+            }
+            return;
+        }
+    };
+    if ctx.session.tx.in_multi() && !spec.flags.contains(Flags::NOT_QUEUED) {
+        let limit = ctx
+            .state
+            .settings
+            .get(&ctx.state.settings.client_query_buffer_limit);
+        let sub = (!std::ptr::eq(cmd, spec)).then_some(spec);
+        if ctx.session.tx.queue(req, cmd, sub, limit) {
+            ctx.out.simple("QUEUED");
+        } else {
+            ctx.session.query_limit_hit = true;
+        }
+        return;
+    }
+    run(ctx, cmd, spec, req);
+}
+
+/// Resolves a request to its command and the spec that runs it (the
+/// subcommand's, if any) and makes the checks Redis makes before running
+/// or queueing one: arity, auth, cluster slot, `--maxmemory`, `no_multi`.
+/// On refusal, the command (if one was found) and why.
+#[allow(clippy::type_complexity)]
+fn check(
+    ctx: &mut Ctx<'_>,
+    req: &Request<'_>,
+) -> Result<(&'static CommandSpec, &'static CommandSpec), (Option<&'static CommandSpec>, CmdError)>
+{
+    let (cmd, sub) =
+        table::resolve_with(req, |name| ctx.state.renames.lookup(name)).map_err(|e| (None, e))?;
+    let spec = sub.unwrap_or(cmd);
+    ctx.session.info.set_command(cmd, sub);
+    let refuse = |e| (Some(cmd), e);
+    if !ctx.session.authenticated && !spec.flags.contains(Flags::NO_AUTH) {
+        return Err(refuse(CmdError::NoAuth));
+    }
+    if let Some(topology) = &ctx.state.cluster {
+        cluster::route(topology, spec, req).map_err(refuse)?;
+    }
+    if spec.flags.contains(Flags::DENYOOM) {
+        admit_write(ctx, spec, req).map_err(refuse)?;
+    }
+    if ctx.session.tx.in_multi() && spec.flags.contains(Flags::NO_MULTI) {
+        return Err(refuse(CmdError::err(
+            "Command not allowed inside a transaction",
+        )));
+    }
+    Ok((cmd, spec))
+}
+
+/// Runs a checked command (`spec` is `cmd` or its subcommand) and writes
+/// its reply or its error; counts and, sampled, times it. `EXEC` runs
+/// each queued command through here.
+pub(crate) fn run(
+    ctx: &mut Ctx<'_>,
+    cmd: &'static CommandSpec,
+    spec: &'static CommandSpec,
+    req: &Request<'_>,
+) {
     let mark = ctx.out.len();
     let started =
         (ctx.state.time_commands && ctx.session.sample_latency()).then(std::time::Instant::now);
-    let mut index = None;
-    let result =
-        table::resolve_with(req, |name| ctx.state.renames.lookup(name)).and_then(|(cmd, sub)| {
-            let spec = sub.unwrap_or(cmd);
-            ctx.session.info.set_command(cmd, sub);
-            index = Some(table::index_of(cmd));
-            if !ctx.session.authenticated && !spec.flags.contains(Flags::NO_AUTH) {
-                return Err(CmdError::NoAuth);
-            }
-            if let Some(topology) = &ctx.state.cluster {
-                cluster::route(topology, spec, req)?;
-            }
-            if spec.flags.contains(Flags::DENYOOM) {
-                admit_write(ctx, spec, req)?;
-            }
-            (spec.handler)(ctx, req)
-        });
+    let result = (spec.handler)(ctx, req);
     if let Err(e) = &result {
         // A handler that failed after writing part of a reply leaves none.
         ctx.out.truncate(mark);
-        ctx.out.error(&e.to_string());
-        ctx.session.stats.error_reply();
+        fail(ctx, e);
     }
-    if let Some(i) = index {
-        ctx.session.stats.command(i, result.is_ok());
-        if let Some(t) = started {
-            if let Some(m) = &ctx.state.metrics {
-                m.observe(i, t.elapsed());
-            }
+    let i = table::index_of(cmd);
+    ctx.session.stats.command(i, result.is_ok());
+    if let Some(t) = started {
+        if let Some(m) = &ctx.state.metrics {
+            m.observe(i, t.elapsed());
         }
     }
+}
+
+/// Writes an error reply and counts it.
+fn fail(ctx: &mut Ctx<'_>, e: &CmdError) {
+    ctx.out.error(&e.to_string());
+    ctx.session.stats.error_reply();
 }

@@ -136,6 +136,14 @@ fn write_section(ctx: &Ctx<'_>, section: &str, t: &mut String) {
             Stats::read(&stats.protocol_errors),
         )
         .and_then(|_| {
+            for outcome in crate::stats::TxOutcome::ALL {
+                write!(
+                    t,
+                    "transactions_{}:{}\r\n",
+                    outcome.name(),
+                    stats.transactions(outcome)
+                )?;
+            }
             // Limiter decisions, as /metrics reports them.
             for algo in crate::limiter::Algorithm::ALL {
                 let d = stats.decisions(algo);

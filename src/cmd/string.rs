@@ -5,7 +5,7 @@
 use super::args::{int, is};
 use super::keys::{deadline, Unit};
 use super::{CmdError, Ctx};
-use crate::protocol::Request;
+use crate::protocol::{ReplyBuf, Request};
 use crate::store::{Entry, SmallBytes, Value};
 use crate::util::parse_i64;
 
@@ -28,19 +28,30 @@ pub fn get(ctx: &mut Ctx<'_>, req: &Request<'_>) -> Result<(), CmdError> {
 /// ```text
 /// MGET key [key ...]
 /// ```
-/// A missing key, or one of another type, reads as nil.
+/// A missing key, or one of another type, reads as nil. Atomic, as in
+/// Redis: the keys' shards are locked together, so a transaction's writes
+/// are seen all or none.
 pub fn mget(ctx: &mut Ctx<'_>, req: &Request<'_>) -> Result<(), CmdError> {
+    let now = ctx.now;
     let out = &mut *ctx.out;
     out.array(req.len() - 1);
+    let bulk = |out: &mut ReplyBuf, e: &Entry| match e.value.as_str() {
+        Some(s) => {
+            out.bulk(s);
+            true
+        }
+        None => false,
+    };
+    if req.len() == 2 {
+        // One key, one shard: no lock set to build.
+        if ctx.db.get(req.arg(1), now, |e| bulk(out, e)) != Some(true) {
+            out.null();
+        }
+        return Ok(());
+    }
+    let mut lock = ctx.db.lock_many(req.args().skip(1));
     for key in req.args().skip(1) {
-        let hit = ctx.db.get(key, ctx.now, |e| match e.value.as_str() {
-            Some(s) => {
-                out.bulk(s);
-                true
-            }
-            None => false,
-        });
-        if hit != Some(true) {
+        if lock.get(key, now, |e| bulk(out, e)) != Some(true) {
             out.null();
         }
     }
@@ -159,7 +170,7 @@ pub fn mset(ctx: &mut Ctx<'_>, req: &Request<'_>) -> Result<(), CmdError> {
         return Err(CmdError::WrongArity("mset".into()));
     }
     let keys = (1..req.len()).step_by(2).map(|i| req.arg(i));
-    let lock = ctx.db.lock_many(keys);
+    let mut lock = ctx.db.lock_many(keys);
     for i in (1..req.len()).step_by(2) {
         let value = req.arg(i + 1);
         lock.update(req.arg(i), ctx.now, |slot| {

@@ -7,7 +7,8 @@ use std::sync::LazyLock;
 
 use super::CmdError;
 use super::{
-    client, cluster, command, config, connection, keys, limiter, persist, server, string, Ctx,
+    client, cluster, command, config, connection, keys, limiter, multi, persist, server, string,
+    Ctx,
 };
 use crate::protocol::Request;
 
@@ -34,8 +35,18 @@ impl Flags {
     pub const NO_AUTH: Flags = Flags(1 << 8);
     pub const MOVABLEKEYS: Flags = Flags(1 << 9);
     pub const DANGEROUS: Flags = Flags(1 << 10);
+    /// Refused inside `MULTI` (Redis's `no_multi`).
+    pub const NO_MULTI: Flags = Flags(1 << 11);
+    /// Runs at once inside `MULTI` instead of being queued: `EXEC`,
+    /// `DISCARD`, `MULTI`, `WATCH`, `QUIT`, `RESET` (Redis lists them in
+    /// `processCommand`; not a `COMMAND INFO` flag).
+    pub const NOT_QUEUED: Flags = Flags(1 << 12);
+    /// Reaches keys beyond its arguments (`DBSIZE`, `KEYS`, `SCAN`,
+    /// `FLUSHALL`, `INFO`'s keyspace): a transaction with one locks every
+    /// shard. Not a `COMMAND INFO` flag.
+    pub const ALL_KEYS: Flags = Flags(1 << 13);
 
-    const NAMES: [(Flags, &'static str); 10] = [
+    const NAMES: [(Flags, &'static str); 11] = [
         (Flags::WRITE, "write"),
         (Flags::READONLY, "readonly"),
         (Flags::DENYOOM, "denyoom"),
@@ -46,6 +57,7 @@ impl Flags {
         (Flags::FAST, "fast"),
         (Flags::NO_AUTH, "no_auth"),
         (Flags::MOVABLEKEYS, "movablekeys"),
+        (Flags::NO_MULTI, "no_multi"),
     ];
 
     pub const fn empty() -> Flags {
@@ -333,7 +345,7 @@ static CLUSTER_SUBCOMMANDS: [CommandSpec; 9] = [
     cmd!(
         "countkeysinslot",
         3,
-        [STALE],
+        [STALE | ALL_KEYS],
         NONE,
         "cluster",
         "3.0.0",
@@ -344,7 +356,7 @@ static CLUSTER_SUBCOMMANDS: [CommandSpec; 9] = [
     cmd!(
         "getkeysinslot",
         4,
-        [STALE],
+        [STALE | ALL_KEYS],
         NONE,
         "cluster",
         "3.0.0",
@@ -557,34 +569,37 @@ pub static COMMANDS: &[CommandSpec] = &[
     cmd!("cluster", -2, [], NONE, "cluster", "3.0.0", "Depends on subcommand.", "A container for Redis Cluster commands.", container_without_subcommand, &CLUSTER_SUBCOMMANDS),
     cmd!("command", -1, [LOADING | STALE], NONE, "server", "2.8.13", "O(N) where N is the total number of Redis commands", "Returns detailed information about all commands.", command::all, &COMMAND_SUBCOMMANDS),
     cmd!("config", -2, [], NONE, "server", "2.0.0", "Depends on subcommand.", "A container for server configuration commands.", container_without_subcommand, &CONFIG_SUBCOMMANDS),
-    cmd!("dbsize", 1, [READONLY | FAST], NONE, "server", "1.0.0", "O(1)", "Returns the number of keys in the database.", server::dbsize),
+    cmd!("dbsize", 1, [READONLY | FAST | ALL_KEYS], NONE, "server", "1.0.0", "O(1)", "Returns the number of keys in the database.", server::dbsize),
     cmd!("decr", 2, [WRITE | DENYOOM | FAST], FIRST, "string", "1.0.0", "O(1)", "Decrements the integer value of a key by one.", string::decr),
     cmd!("decrby", 3, [WRITE | DENYOOM | FAST], FIRST, "string", "1.0.0", "O(1)", "Decrements a number from the integer value of a key.", string::decrby),
     cmd!("del", -2, [WRITE], ALL, "generic", "1.0.0", "O(N) where N is the number of keys that will be removed", "Deletes one or more keys.", keys::del),
+    cmd!("discard", 1, [NOSCRIPT | LOADING | STALE | FAST | NOT_QUEUED], NONE, "transactions", "2.0.0", "O(N), when N is the number of queued commands", "Discards a transaction.", multi::discard),
     cmd!("echo", 2, [FAST], NONE, "connection", "1.0.0", "O(1)", "Returns the given string.", connection::echo),
+    cmd!("exec", 1, [NOSCRIPT | LOADING | STALE | NOT_QUEUED], NONE, "transactions", "1.2.0", "Depends on commands in the transaction", "Executes all commands in a transaction.", multi::exec),
     cmd!("exists", -2, [READONLY | FAST], ALL, "generic", "1.0.0", "O(N) where N is the number of keys to check", "Determines whether one or more keys exist.", keys::exists),
     cmd!("expire", -3, [WRITE | FAST], FIRST, "generic", "1.0.0", "O(1)", "Sets the expiration time of a key in seconds.", keys::expire),
     cmd!("expireat", -3, [WRITE | FAST], FIRST, "generic", "1.2.0", "O(1)", "Sets the expiration time of a key to a Unix timestamp.", keys::expireat),
-    cmd!("flushall", -1, [WRITE | DANGEROUS], NONE, "server", "1.0.0", "O(N) where N is the total number of keys in all databases", "Removes all keys from all databases.", server::flushall),
-    cmd!("flushdb", -1, [WRITE | DANGEROUS], NONE, "server", "1.0.0", "O(N) where N is the number of keys in the selected database", "Remove all keys from the current database.", server::flushall),
+    cmd!("flushall", -1, [WRITE | DANGEROUS | ALL_KEYS], NONE, "server", "1.0.0", "O(N) where N is the total number of keys in all databases", "Removes all keys from all databases.", server::flushall),
+    cmd!("flushdb", -1, [WRITE | DANGEROUS | ALL_KEYS], NONE, "server", "1.0.0", "O(N) where N is the number of keys in the selected database", "Remove all keys from the current database.", server::flushall),
     cmd!("get", 2, [READONLY | FAST], FIRST, "string", "1.0.0", "O(1)", "Returns the string value of a key.", string::get),
     cmd!("hello", -1, [NOSCRIPT | LOADING | STALE | FAST | NO_AUTH], NONE, "connection", "6.0.0", "O(1)", "Handshakes with the Redis server.", connection::hello),
     cmd!("incr", 2, [WRITE | DENYOOM | FAST], FIRST, "string", "1.0.0", "O(1)", "Increments the integer value of a key by one.", string::incr),
     cmd!("incrby", 3, [WRITE | DENYOOM | FAST], FIRST, "string", "1.0.0", "O(1)", "Increments the integer value of a key by a number.", string::incrby),
-    cmd!("info", -1, [LOADING | STALE], NONE, "server", "1.0.0", "O(1)", "Returns information and statistics about the server.", server::info),
-    cmd!("keys", 2, [READONLY], NONE, "generic", "1.0.0", "O(N) with N being the number of keys in the database", "Returns all key names that match a pattern.", keys::keys),
+    cmd!("info", -1, [LOADING | STALE | ALL_KEYS], NONE, "server", "1.0.0", "O(1)", "Returns information and statistics about the server.", server::info),
+    cmd!("keys", 2, [READONLY | ALL_KEYS], NONE, "generic", "1.0.0", "O(N) with N being the number of keys in the database", "Returns all key names that match a pattern.", keys::keys),
     cmd!("lastsave", 1, [LOADING | STALE | FAST], NONE, "server", "1.0.0", "O(1)", "Returns the Unix timestamp of the last successful save to disk.", persist::lastsave),
     cmd!("mget", -2, [READONLY | FAST], ALL, "string", "1.0.0", "O(N) where N is the number of keys to retrieve.", "Atomically returns the string values of one or more keys.", string::mget),
     cmd!("mset", -3, [WRITE | DENYOOM], PAIRS, "string", "1.0.1", "O(N) where N is the number of keys to set.", "Atomically creates or modifies the string values of one or more keys.", string::mset),
+    cmd!("multi", 1, [NOSCRIPT | LOADING | STALE | FAST | NOT_QUEUED], NONE, "transactions", "1.2.0", "O(1)", "Starts a transaction.", multi::multi),
     cmd!("persist", 2, [WRITE | FAST], FIRST, "generic", "2.2.0", "O(1)", "Removes the expiration time of a key.", keys::persist),
     cmd!("pexpire", -3, [WRITE | FAST], FIRST, "generic", "2.6.0", "O(1)", "Sets the expiration time of a key in milliseconds.", keys::pexpire),
     cmd!("pexpireat", -3, [WRITE | FAST], FIRST, "generic", "2.6.0", "O(1)", "Sets the expiration time of a key to a Unix milliseconds timestamp.", keys::pexpireat),
     cmd!("ping", -1, [FAST], NONE, "connection", "1.0.0", "O(1)", "Returns the server's liveliness response.", connection::ping),
     cmd!("pttl", 2, [READONLY | FAST], FIRST, "generic", "2.6.0", "O(1)", "Returns the expiration time in milliseconds of a key.", keys::pttl),
-    cmd!("quit", -1, [NOSCRIPT | LOADING | STALE | FAST | NO_AUTH], NONE, "connection", "1.0.0", "O(1)", "Closes the connection.", connection::quit),
+    cmd!("quit", -1, [NOSCRIPT | LOADING | STALE | FAST | NO_AUTH | NOT_QUEUED], NONE, "connection", "1.0.0", "O(1)", "Closes the connection.", connection::quit),
     cmd!("readonly", 1, [LOADING | STALE | FAST], NONE, "cluster", "3.0.0", "O(1)", "Enables read-only queries for a connection to a Redis Cluster replica node.", cluster::accept),
     cmd!("readwrite", 1, [LOADING | STALE | FAST], NONE, "cluster", "3.0.0", "O(1)", "Enables read-write queries for a connection to a Redis Cluster replica node.", cluster::accept),
-    cmd!("reset", 1, [NOSCRIPT | LOADING | STALE | FAST | NO_AUTH], NONE, "connection", "6.2.0", "O(1)", "Resets the connection.", connection::reset),
+    cmd!("reset", 1, [NOSCRIPT | LOADING | STALE | FAST | NO_AUTH | NOT_QUEUED], NONE, "connection", "6.2.0", "O(1)", "Resets the connection.", connection::reset),
     cmd!("rl.allow", -4, [WRITE | DENYOOM | FAST], FIRST, "limiter", "0.1.0", "O(1); ALGO log: O(slots expired)", "Admits or denies a request against a limit, atomically.", limiter::allow),
     CommandSpec {
         key_finder: Some(limiter::parse::many_keys),
@@ -594,14 +609,16 @@ pub static COMMANDS: &[CommandSpec] = &[
     cmd!("rl.refund", 3, [WRITE | FAST], FIRST, "limiter", "0.1.0", "O(1); ALGO log: O(slots refunded)", "Gives back units charged earlier.", limiter::refund),
     cmd!("rl.reset", -2, [WRITE], ALL, "limiter", "0.1.0", "O(N) where N is the number of keys", "Forgets the limiter state of keys.", limiter::reset),
     cmd!("rl.state", 2, [READONLY | FAST], FIRST, "limiter", "0.1.0", "O(1)", "Describes a limiter key's state.", limiter::state),
-    cmd!("save", 1, [ADMIN | NOSCRIPT], NONE, "server", "1.0.0", "O(N) where N is the total number of keys in all databases", "Synchronously saves the database(s) to disk.", persist::save),
-    cmd!("scan", -2, [READONLY], NONE, "generic", "2.8.0", "O(1) for every call. O(N) for a complete iteration.", "Iterates over the key names in the database.", keys::scan),
+    cmd!("save", 1, [ADMIN | NOSCRIPT | NO_MULTI], NONE, "server", "1.0.0", "O(N) where N is the total number of keys in all databases", "Synchronously saves the database(s) to disk.", persist::save),
+    cmd!("scan", -2, [READONLY | ALL_KEYS], NONE, "generic", "2.8.0", "O(1) for every call. O(N) for a complete iteration.", "Iterates over the key names in the database.", keys::scan),
     cmd!("select", 2, [LOADING | STALE | FAST], NONE, "connection", "1.0.0", "O(1)", "Changes the selected database.", connection::select),
     cmd!("set", -3, [WRITE | DENYOOM], FIRST, "string", "1.0.0", "O(1)", "Sets the string value of a key, ignoring its type. The key is created if it doesn't exist.", string::set),
     cmd!("time", 1, [LOADING | STALE | FAST], NONE, "server", "2.6.0", "O(1)", "Returns the server time.", server::time),
     cmd!("ttl", 2, [READONLY | FAST], FIRST, "generic", "1.0.0", "O(1)", "Returns the expiration time in seconds of a key.", keys::ttl),
     cmd!("type", 2, [READONLY | FAST], FIRST, "generic", "1.0.0", "O(1)", "Determines the type of value stored at a key.", keys::type_),
     cmd!("unlink", -2, [WRITE | FAST], ALL, "generic", "4.0.0", "O(1) for each key removed regardless of its size.", "Asynchronously deletes one or more keys.", keys::del),
+    cmd!("unwatch", 1, [NOSCRIPT | LOADING | STALE | FAST], NONE, "transactions", "2.2.0", "O(1)", "Forgets about watched keys of a transaction.", multi::unwatch),
+    cmd!("watch", -2, [NOSCRIPT | LOADING | STALE | FAST | NOT_QUEUED], ALL, "transactions", "2.2.0", "O(1) for every key.", "Monitors changes to keys to determine the execution of a transaction.", multi::watch),
 ];
 
 /// Position of a top-level command in [`COMMANDS`], for per-command

@@ -41,6 +41,12 @@ impl<'a> Request<'a> {
         self.spans.iter().map(|r| &self.frame[r.clone()])
     }
 
+    /// The frame and the argument spans in it, to keep the request past
+    /// the read buffer's next use (a transaction's queue).
+    pub(crate) fn parts(&self) -> (&Bytes, &'a [Range<usize>]) {
+        (&self.frame, self.spans)
+    }
+
     /// The arguments as owned vectors, for tests and diagnostics.
     pub fn to_vecs(&self) -> Vec<Vec<u8>> {
         self.args().map(<[u8]>::to_vec).collect()

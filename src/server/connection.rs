@@ -144,6 +144,10 @@ async fn serve<S: AsyncRead + AsyncWrite + Unpin>(
                 close = Some(Close::Quit);
                 break;
             }
+            if session.query_limit_hit {
+                tracing::warn!(client = info.id, addr = %info.addr, "closing client that reached max query buffer length (transaction queue or watched keys)");
+                return Close::QueryBufferLimit;
+            }
             if info.is_killed() {
                 close = Some(Close::Killed);
                 break;

@@ -3,6 +3,7 @@
 use std::sync::Arc;
 
 use super::clients::ClientInfo;
+use crate::cmd::multi::TxState;
 use crate::stats::Local;
 
 /// One command in this many is timed for the latency histogram.
@@ -17,6 +18,11 @@ pub struct Session {
     pub close_after_reply: bool,
     /// Counters since the last batch, flushed into `Stats` after it.
     pub stats: Local,
+    /// `MULTI`'s queue and the `WATCH`ed keys.
+    pub tx: TxState,
+    /// The transaction queue or the watched keys passed
+    /// `--client-query-buffer-limit`: close the connection.
+    pub query_limit_hit: bool,
     /// Commands seen, for sampling latency.
     commands_seen: u32,
 }
@@ -28,6 +34,8 @@ impl Session {
             authenticated: !password_set,
             close_after_reply: false,
             stats: Local::default(),
+            tx: TxState::default(),
+            query_limit_hit: false,
             commands_seen: 0,
         }
     }

@@ -128,6 +128,37 @@ impl Store {
         self.get(key, now, |_| ()).is_some()
     }
 
+    /// [`Store::get`] in a shard already write-locked.
+    fn get_in<R>(
+        &self,
+        shard: &mut Shard,
+        hash: u64,
+        key: &[u8],
+        now: Nanos,
+        f: impl FnOnce(&Entry) -> R,
+    ) -> Option<R> {
+        // A compact record is decoded for the closure: `f` runs inside.
+        let mut f = Some(f);
+        let live = shard.with(hash, key, |e| {
+            (!e.is_expired(now)).then(|| (f.take().expect("called once"))(e))
+        });
+        match live {
+            Some(Some(r)) => Some(r),
+            Some(None) => {
+                shard.update(&self.hasher, &self.expired, hash, key, now, |_| ());
+                None
+            }
+            None => None,
+        }
+    }
+
+    /// The shard and `WATCH` bucket of `key`: two keys share a write
+    /// counter if both match (for tests, and to measure false conflicts).
+    pub fn watch_bucket(&self, key: &[u8]) -> (usize, usize) {
+        let hash = self.hash(key);
+        (self.shard_index(hash), shard::Versions::bucket(hash))
+    }
+
     /// Runs `f` on the key's live entry (`None` if absent or expired) under
     /// the shard's write lock: whatever `f` leaves is stored, and `None`
     /// deletes. Read-modify-write is atomic per key.
@@ -169,7 +200,7 @@ impl Store {
             .collect();
         MultiLock {
             store: self,
-            guards: RefCell::new(guards),
+            guards,
         }
     }
 
@@ -351,69 +382,100 @@ pub struct WatchMark {
     live: bool,
 }
 
-/// Write locks on several shards, taken in ascending order. Updates take
-/// `&self` (the guards sit in a `RefCell`), so a transaction can lend the
-/// same locks to each of its commands in turn.
+/// Write locks on several shards, taken in ascending order.
 pub struct MultiLock<'a> {
     store: &'a Store,
-    guards: RefCell<Vec<(usize, RwLockWriteGuard<'a, Shard>)>>,
+    guards: Vec<(usize, RwLockWriteGuard<'a, Shard>)>,
+}
+
+/// Where the shard `hash` maps to sits among `held` (sorted by shard).
+///
+/// # Panics
+/// If that shard is not held: a bug in the caller, which must lock every
+/// key it touches.
+fn held_pos<T>(store: &Store, held: &[(usize, T)], hash: u64) -> usize {
+    let index = store.shard_index(hash);
+    held.binary_search_by_key(&index, |(i, _)| *i)
+        .expect("a key whose shard is not locked")
 }
 
 impl MultiLock<'_> {
-    /// Runs `f` on the shard `hash` maps to.
+    /// As [`Store::update`], for a key whose shard this guard holds.
     ///
     /// # Panics
-    /// If that shard is not held: a bug in the caller, which must lock
-    /// every key it touches.
-    fn with_shard<R>(&self, hash: u64, f: impl FnOnce(&mut Shard) -> R) -> R {
-        let index = self.store.shard_index(hash);
-        let mut guards = self.guards.borrow_mut();
-        let pos = guards
-            .binary_search_by_key(&index, |(i, _)| *i)
-            .expect("MultiLock used on a key whose shard it does not hold");
-        f(&mut guards[pos].1)
+    /// If `key` was not among the keys locked: a bug in the caller.
+    pub fn update<R>(
+        &mut self,
+        key: &[u8],
+        now: Nanos,
+        f: impl FnOnce(&mut Option<Entry>) -> R,
+    ) -> R {
+        let hash = self.store.hash(key);
+        let pos = held_pos(self.store, &self.guards, hash);
+        self.guards[pos]
+            .1
+            .update(&self.store.hasher, &self.store.expired, hash, key, now, f)
     }
 
-    /// As [`Store::update`], for a key whose shard this guard holds.
-    pub fn update<R>(&self, key: &[u8], now: Nanos, f: impl FnOnce(&mut Option<Entry>) -> R) -> R {
+    /// As [`Store::get`], for a key whose shard this guard holds.
+    pub fn get<R>(&mut self, key: &[u8], now: Nanos, f: impl FnOnce(&Entry) -> R) -> Option<R> {
+        let hash = self.store.hash(key);
+        let pos = held_pos(self.store, &self.guards, hash);
+        self.store
+            .get_in(&mut self.guards[pos].1, hash, key, now, f)
+    }
+
+    /// Whether `key` was written, deleted or expired since `mark` was
+    /// taken (or, rarely, another key of its bucket was written).
+    pub fn touched_since(&self, key: &[u8], mark: &WatchMark, now: Nanos) -> bool {
+        let shard = &self.guards[held_pos(self.store, &self.guards, mark.hash)].1;
+        shard.versions.get(mark.hash) != mark.version
+            || (mark.live && shard.with(mark.hash, key, |e| e.is_expired(now)) != Some(false))
+    }
+
+    /// Lends the locked shards to the commands of a transaction, one
+    /// after another, through [`Keyspace::Held`].
+    pub fn held(&mut self) -> HeldShards<'_> {
+        HeldShards {
+            store: self.store,
+            shards: self
+                .guards
+                .iter_mut()
+                .map(|(i, g)| (*i, RefCell::new(&mut **g)))
+                .collect(),
+        }
+    }
+}
+
+/// Shards a transaction holds, lent to its commands by shared reference
+/// (each shard behind a `RefCell`), so every command of the queue can be
+/// handed the same view in turn.
+pub struct HeldShards<'a> {
+    store: &'a Store,
+    shards: Vec<(usize, RefCell<&'a mut Shard>)>,
+}
+
+impl HeldShards<'_> {
+    fn with_shard<R>(&self, hash: u64, f: impl FnOnce(&mut Shard) -> R) -> R {
+        let pos = held_pos(self.store, &self.shards, hash);
+        f(&mut self.shards[pos].1.borrow_mut())
+    }
+
+    fn update<R>(&self, key: &[u8], now: Nanos, f: impl FnOnce(&mut Option<Entry>) -> R) -> R {
         let (store, hash) = (self.store, self.store.hash(key));
         self.with_shard(hash, |shard| {
             shard.update(&store.hasher, &store.expired, hash, key, now, f)
         })
     }
 
-    /// As [`Store::get`], for a key whose shard this guard holds.
-    pub fn get<R>(&self, key: &[u8], now: Nanos, f: impl FnOnce(&Entry) -> R) -> Option<R> {
-        let (store, hash) = (self.store, self.store.hash(key));
-        self.with_shard(hash, |shard| {
-            let mut f = Some(f);
-            let live = shard.with(hash, key, |e| {
-                (!e.is_expired(now)).then(|| (f.take().expect("called once"))(e))
-            });
-            match live {
-                Some(Some(r)) => Some(r),
-                // Absent; or expired, which the read deletes.
-                Some(None) => {
-                    shard.update(&store.hasher, &store.expired, hash, key, now, |_| ());
-                    None
-                }
-                None => None,
-            }
-        })
-    }
-
-    /// Whether `key` was written, deleted or expired since `mark` was
-    /// taken (or, rarely, another key of its bucket was written).
-    pub fn touched_since(&self, key: &[u8], mark: &WatchMark, now: Nanos) -> bool {
-        self.with_shard(mark.hash, |shard| {
-            shard.versions.get(mark.hash) != mark.version
-                || (mark.live && shard.with(mark.hash, key, |e| e.is_expired(now)) != Some(false))
-        })
+    fn get<R>(&self, key: &[u8], now: Nanos, f: impl FnOnce(&Entry) -> R) -> Option<R> {
+        let hash = self.store.hash(key);
+        self.with_shard(hash, |shard| self.store.get_in(shard, hash, key, now, f))
     }
 
     /// Whether every shard is held, so whole-keyspace reads are exact.
     fn holds_all(&self) -> bool {
-        self.guards.borrow().len() == self.store.shards.len()
+        self.shards.len() == self.store.shards.len()
     }
 }
 
@@ -426,21 +488,34 @@ impl MultiLock<'_> {
 #[derive(Clone, Copy)]
 pub enum Keyspace<'a> {
     Store(&'a Store),
-    Held(&'a MultiLock<'a>),
+    Held(&'a HeldShards<'a>),
 }
 
 /// The shards a multi-key command works under: its own, or a transaction's.
 pub enum Locked<'a> {
     Own(MultiLock<'a>),
-    Held(&'a MultiLock<'a>),
+    Held(&'a HeldShards<'a>),
 }
 
-impl<'a> std::ops::Deref for Locked<'a> {
-    type Target = MultiLock<'a>;
-    fn deref(&self) -> &MultiLock<'a> {
+impl Locked<'_> {
+    /// See [`MultiLock::update`].
+    pub fn update<R>(
+        &mut self,
+        key: &[u8],
+        now: Nanos,
+        f: impl FnOnce(&mut Option<Entry>) -> R,
+    ) -> R {
         match self {
-            Locked::Own(l) => l,
-            Locked::Held(l) => l,
+            Locked::Own(l) => l.update(key, now, f),
+            Locked::Held(h) => h.update(key, now, f),
+        }
+    }
+
+    /// See [`Store::get`].
+    pub fn get<R>(&mut self, key: &[u8], now: Nanos, f: impl FnOnce(&Entry) -> R) -> Option<R> {
+        match self {
+            Locked::Own(l) => l.get(key, now, f),
+            Locked::Held(h) => h.get(key, now, f),
         }
     }
 }
@@ -481,9 +556,11 @@ impl<'a> Keyspace<'a> {
     fn fold_shards<T>(self, init: T, mut f: impl FnMut(T, &Shard) -> T) -> T {
         match self {
             Keyspace::Store(s) => s.shards.iter().fold(init, |acc, p| f(acc, &p.0.read())),
-            Keyspace::Held(l) => {
-                debug_assert!(l.holds_all(), "a whole-keyspace read in a partial lock");
-                l.guards.borrow().iter().fold(init, |acc, (_, g)| f(acc, g))
+            Keyspace::Held(h) => {
+                debug_assert!(h.holds_all(), "a whole-keyspace read in a partial lock");
+                h.shards
+                    .iter()
+                    .fold(init, |acc, (_, s)| f(acc, &s.borrow()))
             }
         }
     }
@@ -509,9 +586,10 @@ impl<'a> Keyspace<'a> {
     pub fn clear(self) -> usize {
         match self {
             Keyspace::Store(s) => s.clear(),
-            Keyspace::Held(l) => l.guards.borrow_mut().iter_mut().fold(0, |n, (_, g)| {
-                let len = g.len();
-                g.clear();
+            Keyspace::Held(h) => h.shards.iter().fold(0, |n, (_, s)| {
+                let mut s = s.borrow_mut();
+                let len = s.len();
+                s.clear();
                 n + len
             }),
         }
@@ -520,7 +598,7 @@ impl<'a> Keyspace<'a> {
     pub fn shard_count(self) -> usize {
         match self {
             Keyspace::Store(s) => s.shard_count(),
-            Keyspace::Held(l) => l.store.shard_count(),
+            Keyspace::Held(h) => h.store.shard_count(),
         }
     }
 
@@ -528,12 +606,12 @@ impl<'a> Keyspace<'a> {
     pub fn for_each_in_shard(self, i: usize, now: Nanos, f: impl FnMut(&[u8], &Entry)) {
         match self {
             Keyspace::Store(s) => s.for_each_in_shard(i, now, f),
-            Keyspace::Held(l) => {
-                let guards = l.guards.borrow();
-                let pos = guards
+            Keyspace::Held(h) => {
+                let pos = h
+                    .shards
                     .binary_search_by_key(&i, |(i, _)| *i)
                     .expect("a whole-keyspace read in a partial lock");
-                guards[pos].1.for_each_live(now, f);
+                h.shards[pos].1.borrow().for_each_live(now, f);
             }
         }
     }
@@ -815,7 +893,7 @@ mod tests {
         let store = Store::new(16);
         let keys: Vec<Vec<u8>> = (0..50).map(|i| format!("key{i}").into_bytes()).collect();
         {
-            let lock = store.lock_many(keys.iter().map(|k| k.as_slice()));
+            let mut lock = store.lock_many(keys.iter().map(|k| k.as_slice()));
             for k in &keys {
                 lock.update(k, Nanos(0), |e| *e = Some(s("x")));
             }

@@ -319,7 +319,7 @@ impl Default for Versions {
 impl Versions {
     /// The bucket of a key's hash: bits 40.., which neither the shard
     /// index (bits 32..) nor the index's groups and tags use.
-    fn bucket(hash: u64) -> usize {
+    pub fn bucket(hash: u64) -> usize {
         (hash >> 40) as usize & (VERSION_BUCKETS - 1)
     }
 

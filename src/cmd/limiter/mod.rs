@@ -93,7 +93,7 @@ pub fn peek(ctx: &mut Ctx<'_>, req: &Request<'_>) -> Result<(), CmdError> {
 pub fn allowmany(ctx: &mut Ctx<'_>, req: &Request<'_>) -> Result<(), CmdError> {
     let r = parse::many_request(req)?;
     let now = ctx.now;
-    let lock = ctx.db.lock_many(r.limits.iter().map(|(k, _)| *k));
+    let mut lock = ctx.db.lock_many(r.limits.iter().map(|(k, _)| *k));
     let mut work: Vec<(&[u8], Option<Entry>)> = Vec::with_capacity(r.limits.len());
     let mut binding: Option<(usize, Decision)> = None;
     for (i, (key, spec)) in r.limits.iter().enumerate() {
@@ -156,7 +156,7 @@ pub fn refund(ctx: &mut Ctx<'_>, req: &Request<'_>) -> Result<(), CmdError> {
 /// string is `WRONGTYPE`, and then nothing is reset.
 pub fn reset(ctx: &mut Ctx<'_>, req: &Request<'_>) -> Result<(), CmdError> {
     let now = ctx.now;
-    let lock = ctx.db.lock_many(req.args().skip(1));
+    let mut lock = ctx.db.lock_many(req.args().skip(1));
     for key in req.args().skip(1) {
         let is_string = lock.update(key, now, |slot| {
             slot.as_ref().is_some_and(|e| e.value.algorithm().is_none())

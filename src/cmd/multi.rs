@@ -1,0 +1,294 @@
+//! Transactions: MULTI, EXEC, DISCARD, WATCH, UNWATCH, as Redis 7 runs
+//! them (`multi.c`).
+//!
+//! After `MULTI` each command is checked (name, arity, auth, cluster
+//! slot, `no_multi`) and queued, answered `+QUEUED`; a command refused
+//! there marks the transaction, and `EXEC` then discards it whole
+//! (`EXECABORT`), so a failed transaction writes nothing. `EXEC` locks
+//! every shard its commands' keys (and the watched keys) live in, in
+//! ascending order as `RL.ALLOWMANY` does, checks the watched keys, and
+//! runs the queue through those locks: no other client's command on any of
+//! its keys interleaves, and no global lock is taken. A command that
+//! reaches beyond its arguments (`DBSIZE`, `KEYS`, `FLUSHALL`, `INFO`)
+//! makes `EXEC` lock every shard.
+//!
+//! `WATCH` notes, per key, the write counter of the key's bucket in its
+//! shard (`store::Store::watch`) and whether the key was live; `EXEC`
+//! answers a null array if a counter moved (the key, or another of its
+//! bucket, was written, deleted or expired) or a key that was live has
+//! expired since. Redis allows such false conflicts; a missed one cannot
+//! happen.
+
+use bytes::Bytes;
+use std::ops::Range;
+
+use super::table::{CommandSpec, Flags};
+use super::{CmdError, Ctx};
+use crate::protocol::Request;
+use crate::stats::TxOutcome;
+use crate::store::{Keyspace, WatchMark};
+
+/// Bytes a queued command costs beyond its frame: its entry and spans.
+const QUEUED_OVERHEAD: usize =
+    std::mem::size_of::<Queued>() + 2 * std::mem::size_of::<Range<usize>>();
+
+/// One command waiting for `EXEC`: its frame (a view of the bytes it
+/// arrived in, not a copy) and where its arguments are.
+#[derive(Debug)]
+struct Queued {
+    frame: Bytes,
+    /// Into [`Transaction::spans`].
+    args: Range<usize>,
+    cmd: &'static CommandSpec,
+    sub: Option<&'static CommandSpec>,
+}
+
+/// A connection between `MULTI` and `EXEC`/`DISCARD`.
+#[derive(Debug, Default)]
+pub struct Transaction {
+    queue: Vec<Queued>,
+    /// Argument spans of every queued command, end to end: one vector for
+    /// the whole queue instead of one per command.
+    spans: Vec<Range<usize>>,
+    /// A command was refused while queueing: `EXEC` will discard it all.
+    dirty: bool,
+    /// Bytes the queue holds, frames and bookkeeping.
+    bytes: usize,
+}
+
+/// What a connection's transaction state holds: the queue, if in `MULTI`,
+/// and the watched keys.
+#[derive(Debug, Default)]
+pub struct TxState {
+    pub multi: Option<Transaction>,
+    watched: Vec<(Bytes, WatchMark)>,
+    /// Bytes the watched keys hold.
+    watch_bytes: usize,
+}
+
+impl TxState {
+    pub fn in_multi(&self) -> bool {
+        self.multi.is_some()
+    }
+
+    /// A command was refused while queueing (Redis's `flagTransaction`).
+    pub fn flag(&mut self) {
+        if let Some(tx) = &mut self.multi {
+            tx.dirty = true;
+        }
+    }
+
+    /// Forgets the queue and the watched keys (`DISCARD`, `RESET`, and
+    /// every `EXEC`).
+    pub fn clear(&mut self) {
+        *self = TxState::default();
+    }
+
+    /// Bytes held by the queue and the watched keys, counted against
+    /// `--client-query-buffer-limit` (a client that queues or watches
+    /// for ever is disconnected, never grows memory without bound).
+    fn bytes(&self) -> usize {
+        self.watch_bytes + self.multi.as_ref().map_or(0, |tx| tx.bytes)
+    }
+
+    /// Queues `req`, resolved to `cmd`/`sub`. Returns false if the queue
+    /// would pass `limit` bytes: the client is then disconnected.
+    pub fn queue(
+        &mut self,
+        req: &Request<'_>,
+        cmd: &'static CommandSpec,
+        sub: Option<&'static CommandSpec>,
+        limit: u64,
+    ) -> bool {
+        let Some(tx) = &mut self.multi else {
+            return true;
+        };
+        let (frame, spans) = req.parts();
+        tx.bytes += frame.len() + QUEUED_OVERHEAD;
+        if (self.watch_bytes + tx.bytes) as u64 > limit {
+            return false;
+        }
+        let start = tx.spans.len();
+        tx.spans.extend_from_slice(spans);
+        tx.queue.push(Queued {
+            frame: frame.clone(),
+            args: start..tx.spans.len(),
+            cmd,
+            sub,
+        });
+        true
+    }
+}
+
+/// ```text
+/// MULTI
+/// ```
+pub fn multi(ctx: &mut Ctx<'_>, _req: &Request<'_>) -> Result<(), CmdError> {
+    let tx = &mut ctx.session.tx;
+    if tx.in_multi() {
+        return Err(CmdError::err("MULTI calls can not be nested"));
+    }
+    tx.multi = Some(Transaction::default());
+    ctx.out.ok();
+    Ok(())
+}
+
+/// ```text
+/// DISCARD
+/// ```
+pub fn discard(ctx: &mut Ctx<'_>, _req: &Request<'_>) -> Result<(), CmdError> {
+    let tx = &mut ctx.session.tx;
+    if !tx.in_multi() {
+        return Err(CmdError::err("DISCARD without MULTI"));
+    }
+    tx.clear();
+    ctx.state.stats.transaction(TxOutcome::Discarded);
+    ctx.out.ok();
+    Ok(())
+}
+
+/// ```text
+/// WATCH key [key ...]
+/// ```
+pub fn watch(ctx: &mut Ctx<'_>, req: &Request<'_>) -> Result<(), CmdError> {
+    if ctx.session.tx.in_multi() {
+        return Err(CmdError::err("WATCH inside MULTI is not allowed"));
+    }
+    let limit = ctx
+        .state
+        .settings
+        .get(&ctx.state.settings.client_query_buffer_limit);
+    let tx = &mut ctx.session.tx;
+    for i in 1..req.len() {
+        let key = req.arg_bytes(i);
+        tx.watch_bytes += key.len() + std::mem::size_of::<(Bytes, WatchMark)>();
+        if tx.bytes() as u64 > limit {
+            ctx.session.query_limit_hit = true;
+            return Ok(());
+        }
+        let mark = ctx.state.store.watch(&key, ctx.now);
+        tx.watched.push((key, mark));
+    }
+    ctx.out.ok();
+    Ok(())
+}
+
+/// ```text
+/// UNWATCH
+/// ```
+pub fn unwatch(ctx: &mut Ctx<'_>, _req: &Request<'_>) -> Result<(), CmdError> {
+    let tx = &mut ctx.session.tx;
+    tx.watched.clear();
+    tx.watch_bytes = 0;
+    ctx.out.ok();
+    Ok(())
+}
+
+/// ```text
+/// EXEC
+/// ```
+/// Replies with an array of the queued commands' replies (errors in
+/// place), a null array if a watched key changed, or `EXECABORT` if a
+/// command was refused while queueing.
+pub fn exec(ctx: &mut Ctx<'_>, _req: &Request<'_>) -> Result<(), CmdError> {
+    let mut state = std::mem::take(&mut ctx.session.tx);
+    let Some(tx) = state.multi.take() else {
+        // Not in MULTI: the watched keys stay watched, as in Redis.
+        ctx.session.tx = state;
+        return Err(CmdError::err("EXEC without MULTI"));
+    };
+    let stats = &ctx.state.stats;
+    if tx.dirty {
+        stats.transaction(TxOutcome::ExecAbort);
+        return Err(CmdError::Prefixed(
+            "EXECABORT Transaction discarded because of previous errors.".into(),
+        ));
+    }
+    let requests: Vec<(Request<'_>, &CommandSpec, &CommandSpec)> = tx
+        .queue
+        .iter()
+        .map(|q| {
+            let req = Request::new(q.frame.clone(), &tx.spans[q.args.clone()]);
+            (req, q.cmd, q.sub.unwrap_or(q.cmd))
+        })
+        .collect();
+    if let Err(e) = admit(ctx, &requests) {
+        stats.transaction(TxOutcome::ExecAbort);
+        return Err(CmdError::Prefixed(
+            format!("EXECABORT Transaction discarded because of: {e}").into(),
+        ));
+    }
+    let store = &ctx.state.store;
+    let mut lock = if requests
+        .iter()
+        .any(|(_, _, spec)| spec.flags.contains(Flags::ALL_KEYS))
+    {
+        store.lock_all()
+    } else {
+        let mut keys: Vec<&[u8]> = state.watched.iter().map(|(k, _)| &k[..]).collect();
+        for (req, _, spec) in &requests {
+            let _ = spec.try_for_each_key(req, |k| {
+                keys.push(k);
+                Ok::<(), ()>(())
+            });
+        }
+        store.lock_many(keys)
+    };
+    let now = ctx.now;
+    if state
+        .watched
+        .iter()
+        .any(|(key, mark)| lock.touched_since(key, mark, now))
+    {
+        drop(lock);
+        stats.transaction(TxOutcome::WatchAborted);
+        ctx.out.null_array();
+        return Ok(());
+    }
+    ctx.out.array(requests.len());
+    {
+        let held = lock.held();
+        // One context for the whole queue: it lends the same held shards
+        // to each command in turn.
+        let mut inner = Ctx {
+            state: ctx.state,
+            session: &mut *ctx.session,
+            out: &mut *ctx.out,
+            db: Keyspace::Held(&held),
+            now,
+        };
+        for (req, cmd, spec) in &requests {
+            super::run(&mut inner, cmd, spec, req);
+        }
+    }
+    drop(lock);
+    stats.transaction(TxOutcome::Executed);
+    Ok(())
+}
+
+/// The checks `EXEC` makes before it runs anything, as Redis does: room
+/// under `--maxmemory` if any command may grow the keyspace, and in
+/// cluster mode every key in one slot.
+fn admit(
+    ctx: &Ctx<'_>,
+    requests: &[(Request<'_>, &CommandSpec, &CommandSpec)],
+) -> Result<(), CmdError> {
+    for (req, _, spec) in requests {
+        if spec.flags.contains(Flags::DENYOOM) {
+            super::admit_write(ctx, spec, req)?;
+        }
+    }
+    if ctx.state.cluster.is_some() {
+        let mut slot = None;
+        for (req, _, spec) in requests {
+            spec.try_for_each_key(req, |key| {
+                let s = crate::cluster::key_slot(key);
+                match slot.replace(s) {
+                    Some(first) if first != s => Err(CmdError::CrossSlot),
+                    _ => Ok(()),
+                }
+            })?;
+        }
+    }
+    Ok(())
+}
