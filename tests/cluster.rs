@@ -1305,3 +1305,71 @@ async fn requirepass_comes_before_routing() {
     }
     c.shutdown().await;
 }
+
+/// A transaction's keys must share one slot: each command is routed as it
+/// is queued (`MOVED` dooms the transaction), and EXEC refuses a queue
+/// whose keys span slots with `CROSSSLOT`, discarding it, as Redis 7.0
+/// does; WATCHed keys are not part of that check.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn transactions_keep_to_one_slot() {
+    let c = Cluster::start(3).await;
+    // a = 15495, b = 3300, {t}... = one slot; find each one's owner.
+    let owner = |key: &str| {
+        let slot = turnstile::cluster::key_slot(key.as_bytes());
+        (0..3)
+            .find(|&i| {
+                let topo = c.nodes[i].state().cluster.as_ref().unwrap();
+                topo.owner(slot).map(|(n, _)| n) == Some(topo.me)
+            })
+            .expect("an owner")
+    };
+    let a = owner("a");
+    let mut r = c.raw(a).await;
+    // Two slots on one node: CROSSSLOT at EXEC, nothing written.
+    let other = ["b", "c", "d", "e", "f", "g", "h"]
+        .into_iter()
+        .find(|k| {
+            owner(k) == a
+                && turnstile::cluster::key_slot(k.as_bytes()) != turnstile::cluster::key_slot(b"a")
+        })
+        .expect("another slot on a's node");
+    assert_eq!(r.call(&["MULTI"]).await, "+OK\r\n");
+    assert_eq!(r.call(&["SET", "a", "1"]).await, "+QUEUED\r\n");
+    assert_eq!(r.call(&["SET", other, "1"]).await, "+QUEUED\r\n");
+    assert_eq!(r.call(&["EXEC"]).await, format!("-{CROSSSLOT}\r\n"));
+    assert_eq!(r.call(&["EXISTS", "a", "a"]).await, ":0\r\n");
+    assert_eq!(r.call(&["EXEC"]).await, "-ERR EXEC without MULTI\r\n");
+    // A key another node owns: MOVED as it is queued, then EXECABORT.
+    let elsewhere = ["b", "c", "d", "e", "f", "g", "h"]
+        .into_iter()
+        .find(|k| owner(k) != a)
+        .expect("a key elsewhere");
+    assert_eq!(r.call(&["MULTI"]).await, "+OK\r\n");
+    assert_eq!(r.call(&["SET", "a", "1"]).await, "+QUEUED\r\n");
+    assert!(r
+        .call(&["SET", elsewhere, "1"])
+        .await
+        .starts_with("-MOVED "));
+    assert_eq!(
+        r.call(&["EXEC"]).await,
+        "-EXECABORT Transaction discarded because of previous errors.\r\n"
+    );
+    // One slot (a hash tag): it runs; a watched key elsewhere in the
+    // node does not count against the slot.
+    let t = owner("{t}");
+    let watched = (0..)
+        .map(|i| format!("w{i}"))
+        .find(|k| {
+            owner(k) == t
+                && turnstile::cluster::key_slot(k.as_bytes())
+                    != turnstile::cluster::key_slot(b"{t}")
+        })
+        .expect("another slot on {t}'s node");
+    let mut r = c.raw(t).await;
+    assert_eq!(r.call(&["WATCH", &watched]).await, "+OK\r\n");
+    assert_eq!(r.call(&["MULTI"]).await, "+OK\r\n");
+    assert_eq!(r.call(&["SET", "{t}a", "1"]).await, "+QUEUED\r\n");
+    assert_eq!(r.call(&["INCR", "{t}b"]).await, "+QUEUED\r\n");
+    assert_eq!(r.call(&["EXEC"]).await, "*2\r\n+OK\r\n:1\r\n");
+    c.shutdown().await;
+}

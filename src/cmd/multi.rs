@@ -214,9 +214,14 @@ pub fn exec(ctx: &mut Ctx<'_>, _req: &Request<'_>) -> Result<(), CmdError> {
         .collect();
     if let Err(e) = admit(ctx, &requests) {
         stats.transaction(TxOutcome::ExecAbort);
-        return Err(CmdError::Prefixed(
-            format!("EXECABORT Transaction discarded because of: {e}").into(),
-        ));
+        // Redis answers a refused EXEC with the cluster error as is, and
+        // with EXECABORT naming any other reason.
+        return Err(match e {
+            CmdError::CrossSlot => e,
+            e => CmdError::Prefixed(
+                format!("EXECABORT Transaction discarded because of: {e}").into(),
+            ),
+        });
     }
     let store = &ctx.state.store;
     let mut lock = if requests
@@ -266,18 +271,14 @@ pub fn exec(ctx: &mut Ctx<'_>, _req: &Request<'_>) -> Result<(), CmdError> {
     Ok(())
 }
 
-/// The checks `EXEC` makes before it runs anything, as Redis does: room
-/// under `--maxmemory` if any command may grow the keyspace, and in
-/// cluster mode every key in one slot.
+/// The checks `EXEC` makes before it runs anything, as Redis does: in
+/// cluster mode every queued key in one slot (each command was routed as
+/// it was queued; the slot of the whole is checked here), then room under
+/// `--maxmemory` if any command may grow the keyspace.
 fn admit(
     ctx: &Ctx<'_>,
     requests: &[(Request<'_>, &CommandSpec, &CommandSpec)],
 ) -> Result<(), CmdError> {
-    for (req, _, spec) in requests {
-        if spec.flags.contains(Flags::DENYOOM) {
-            super::admit_write(ctx, spec, req)?;
-        }
-    }
     if ctx.state.cluster.is_some() {
         let mut slot = None;
         for (req, _, spec) in requests {
@@ -288,6 +289,11 @@ fn admit(
                     _ => Ok(()),
                 }
             })?;
+        }
+    }
+    for (req, _, spec) in requests {
+        if spec.flags.contains(Flags::DENYOOM) {
+            super::admit_write(ctx, spec, req)?;
         }
     }
     Ok(())
