@@ -17,13 +17,17 @@
 //!   (`reply.rs`).
 //! - [`cmd`]: the command table (`cmd/table.rs`: name, arity, flags, key
 //!   positions, handler) and one file per command family; a handler parses
-//!   its arguments, calls the store, writes its reply.
-//! - [`store`]: the sharded keyspace (`store/mod.rs`); one shard, a hash
-//!   index of handles over record arenas (`store/shard.rs`,
-//!   `store/index.rs`, `store/arena.rs`); the packed limiter records and their interned
-//!   parameters (`store/record.rs`, `store/params.rs`); what a key holds as
-//!   commands see it (`store/entry.rs`); inline short byte strings
-//!   (`store/bytes.rs`); the expiry sweeper (`store/sweeper.rs`);
+//!   its arguments, reaches keys through the context's `Keyspace`, writes
+//!   its reply. `cmd/mod.rs` checks and runs each request (or queues it in
+//!   `MULTI`); `cmd/multi.rs` runs transactions over the shards they lock.
+//! - [`store`]: the sharded keyspace (`store/mod.rs`), with the
+//!   `Keyspace` view every command reaches it through (the store, or the
+//!   shards a transaction holds) and `WATCH`'s write counters; one shard, a
+//!   hash index of handles over record arenas (`store/shard.rs`,
+//!   `store/index.rs`, `store/arena.rs`); the packed limiter records and
+//!   their interned parameters (`store/record.rs`, `store/params.rs`); what
+//!   a key holds as commands see it (`store/entry.rs`); inline short byte
+//!   strings (`store/bytes.rs`); the expiry sweeper (`store/sweeper.rs`);
 //!   snapshots (`store/snapshot.rs`).
 //! - [`limiter`]: the algorithms, one file each (`window.rs`, `log.rs`,
 //!   `gcra.rs`, `fixed.rs`): pure functions over (state, params, now, cost).

@@ -888,6 +888,45 @@ mod tests {
         assert!(store.is_empty());
     }
 
+    /// A write conflicts with a watch exactly when the two keys share a
+    /// shard and a bucket (so never missed), and that happens for about
+    /// one pair of keys in `shards * VERSION_BUCKETS`.
+    #[test]
+    fn watch_conflicts_are_the_bucket_collisions_and_they_are_rare() {
+        let store = Store::default();
+        let now = Nanos(1);
+        let key = |i: u64| format!("key:{i}").into_bytes();
+        let mut collisions = 0u64;
+        const PAIRS: u64 = 2_000_000;
+        for i in 0..PAIRS {
+            collisions +=
+                (store.watch_bucket(&key(2 * i)) == store.watch_bucket(&key(2 * i + 1))) as u64;
+        }
+        // Expected 2e6 / 16384 = 122; six standard deviations either side.
+        let expected = PAIRS as f64 / (DEFAULT_SHARDS * VERSION_BUCKETS) as f64;
+        let spread = 6.0 * expected.sqrt();
+        eprintln!(
+            "WATCH false conflicts: {collisions} in {PAIRS} writes to other keys (1 in {:.0})",
+            PAIRS as f64 / collisions.max(1) as f64
+        );
+        assert!(
+            (collisions as f64 - expected).abs() < spread,
+            "{collisions} collisions in {PAIRS} pairs, expected {expected:.0}"
+        );
+        // The mechanism: a write to a key of the same bucket aborts, to a
+        // key elsewhere does not; to the key itself always does.
+        let watched = key(0);
+        let b = store.watch_bucket(&watched);
+        let same = (1..).map(key).find(|k| store.watch_bucket(k) == b).unwrap();
+        let other = (1..).map(key).find(|k| store.watch_bucket(k) != b).unwrap();
+        for (write, conflict) in [(&other, false), (&same, true), (&watched, true)] {
+            let mark = store.watch(&watched, now);
+            store.update(write, now, |e| *e = Some(s("v")));
+            let lock = store.lock_many([&watched[..]]);
+            assert_eq!(lock.touched_since(&watched, &mark, now), conflict);
+        }
+    }
+
     #[test]
     fn lock_many_updates_keys_in_several_shards() {
         let store = Store::new(16);
