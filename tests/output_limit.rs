@@ -62,3 +62,83 @@ fn limits_parse_as_redis_conf_writes_them() {
     assert!(OutputLimit::parse("1mb 2mb").is_err());
     assert!(OutputLimit::parse("a b c").is_err());
 }
+
+/// A client that pipelines GETs of a 1 MB value and never reads: the
+/// server is soon blocked writing to it. Returns its local address.
+async fn stuck_reader(server: &Server) -> (std::net::SocketAddr, tokio::task::JoinHandle<()>) {
+    let mut other = server.client().await;
+    let value = "x".repeat(1024 * 1024);
+    let _: () = q(&mut other, &["SET", "big", &value]).await;
+    let mut greedy = Raw::connect(server.addr).await;
+    let addr = greedy.local_addr();
+    let request = common::encode_words(&["GET", "big"]);
+    let pipeline: Vec<u8> = request.repeat(64);
+    // Sending blocks once the server stops reading; the task holds the
+    // socket open and never reads.
+    let task = tokio::spawn(async move {
+        let _ = greedy.try_send(&pipeline).await;
+        std::future::pending::<()>().await;
+    });
+    // It has run a GET (and cannot have taken 64 MB of replies).
+    common::eventually("the greedy client ran a command", || {
+        client_line(server, addr).is_some_and(|l| l.contains("cmd=get"))
+    })
+    .await;
+    (addr, task)
+}
+
+fn client_line(server: &Server, addr: std::net::SocketAddr) -> Option<String> {
+    server
+        .state()
+        .clients
+        .all()
+        .into_iter()
+        .map(|c| c.describe())
+        .find(|l| l.contains(&format!("addr={addr} ")))
+}
+
+/// Before, a blocked write waited on the client alone: shutdown hung
+/// until the client closed its socket, and CLIENT KILL and --timeout had
+/// no effect on it.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn shutdown_does_not_wait_for_a_client_that_never_reads() {
+    let server = Server::start().await;
+    let (_, task) = stuck_reader(&server).await;
+    // Server::shutdown fails the test if draining takes over 10 s.
+    server.shutdown().await;
+    task.abort();
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn client_kill_closes_a_client_that_never_reads() {
+    let server = Server::start().await;
+    let (addr, task) = stuck_reader(&server).await;
+    let mut admin = server.client().await;
+    let killed: i64 = q(
+        &mut admin,
+        &["CLIENT", "KILL", "ADDR", &addr.to_string(), "SKIPME", "yes"],
+    )
+    .await;
+    assert_eq!(killed, 1);
+    common::eventually("the killed client is gone", || {
+        client_line(&server, addr).is_none()
+    })
+    .await;
+    assert_pong(&mut admin).await;
+    task.abort();
+    server.shutdown().await;
+}
+
+/// `--timeout` counts a write the client does not drain as silence, as
+/// Redis's last-interaction time does. Real time: about 1 s, bounded.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn timeout_closes_a_client_that_never_reads() {
+    let server = Server::start_with(|c| c.timeout = 1).await;
+    let (addr, task) = stuck_reader(&server).await;
+    common::eventually("the stuck client timed out", || {
+        client_line(&server, addr).is_none()
+    })
+    .await;
+    task.abort();
+    server.shutdown().await;
+}

@@ -76,10 +76,13 @@ async fn serve<S: AsyncRead + AsyncWrite + Unpin>(
     let mut buf = BytesMut::with_capacity(READ_CHUNK);
     let mut out = ReplyBuf::with_capacity(READ_CHUNK);
     let mut decoder = Decoder::new();
+    let mut stops = Stops {
+        shutdown,
+        info: &info,
+        state,
+        heard: tokio::time::Instant::now(),
+    };
     loop {
-        if *shutdown.borrow() {
-            return Close::Shutdown;
-        }
         // Every request read has been answered: read again from the start of
         // the buffer, so a connection keeps touching the same few cache
         // lines instead of walking its 16 KiB (with a thousand connections
@@ -90,24 +93,16 @@ async fn serve<S: AsyncRead + AsyncWrite + Unpin>(
         if buf.capacity() - buf.len() < READ_CHUNK / 4 {
             buf.reserve(READ_CHUNK);
         }
-        let timeout = state.settings.timeout_secs.load(Ordering::Relaxed);
-        let idle = async {
-            if timeout == 0 {
-                std::future::pending::<()>().await
-            } else {
-                tokio::time::sleep(Duration::from_secs(timeout)).await
-            }
-        };
-        let read = tokio::select! {
-            biased;
-            _ = shutdown.changed() => return Close::Shutdown,
-            _ = info.killed() => return Close::Killed,
-            _ = idle => return Close::Idle,
-            r = socket.read_buf(&mut buf) => r,
+        let read = match stops.around(socket.read_buf(&mut buf)).await {
+            Ok(r) => r,
+            Err(why) => return why,
         };
         match read {
             Ok(0) => return Close::Eof,
-            Ok(n) => Stats::add(&state.stats.net_input_bytes, n as u64),
+            Ok(n) => {
+                stops.heard = tokio::time::Instant::now();
+                Stats::add(&state.stats.net_input_bytes, n as u64)
+            }
             Err(e) => return Close::Io(e),
         }
 
@@ -153,7 +148,7 @@ async fn serve<S: AsyncRead + AsyncWrite + Unpin>(
                 break;
             }
             if out.len() >= FLUSH_AT {
-                if let Err(why) = flush(socket, &mut out, state).await {
+                if let Err(why) = flush(socket, &mut out, &mut stops).await {
                     return why;
                 }
             }
@@ -163,7 +158,7 @@ async fn serve<S: AsyncRead + AsyncWrite + Unpin>(
             session.stats.flush(&state.stats);
             info.touch();
         }
-        if let Err(why) = flush(socket, &mut out, state).await {
+        if let Err(why) = flush(socket, &mut out, &mut stops).await {
             return why;
         }
         if let Some(why) = close {
@@ -193,8 +188,9 @@ async fn serve<S: AsyncRead + AsyncWrite + Unpin>(
 async fn flush<S: AsyncWrite + Unpin>(
     socket: &mut S,
     out: &mut ReplyBuf,
-    state: &State,
+    stops: &mut Stops<'_>,
 ) -> Result<(), Close> {
+    let state = stops.state;
     if out.is_empty() {
         return Ok(());
     }
@@ -222,26 +218,73 @@ async fn flush<S: AsyncWrite + Unpin>(
             continue;
         }
         let n = match deadline {
-            Some(d) => tokio::time::timeout_at(d, socket.write(&buf[written..]))
-                .await
+            Some(d) => stops
+                .around(tokio::time::timeout_at(d, socket.write(&buf[written..])))
+                .await?
                 .map_err(|_| Close::OutputLimit)?
                 .map_err(Close::Io)?,
-            None => socket.write(&buf[written..]).await.map_err(Close::Io)?,
+            None => stops
+                .around(socket.write(&buf[written..]))
+                .await?
+                .map_err(Close::Io)?,
         };
         if n == 0 {
             return Err(Close::Io(std::io::ErrorKind::WriteZero.into()));
         }
+        // The client is reading: as alive as one that writes.
+        stops.heard = tokio::time::Instant::now();
         written += n;
     }
     // A no-op on TCP; TLS may still hold records the socket did not take.
     match deadline {
-        Some(d) => tokio::time::timeout_at(d, socket.flush())
-            .await
+        Some(d) => stops
+            .around(tokio::time::timeout_at(d, socket.flush()))
+            .await?
             .map_err(|_| Close::OutputLimit)?
             .map_err(Close::Io)?,
-        None => socket.flush().await.map_err(Close::Io)?,
+        None => stops.around(socket.flush()).await?.map_err(Close::Io)?,
     }
     Stats::add(&state.stats.net_output_bytes, total as u64);
     buf.clear();
     Ok(())
+}
+
+/// What ends a connection while it waits on its client, to read or to
+/// write: shutdown, `CLIENT KILL`, and `--timeout` seconds without a byte
+/// either way (Redis's last interaction). A write the client never drains
+/// waits on these too, so a client that never reads can hold neither a
+/// shutdown nor its connection slot for ever.
+struct Stops<'a> {
+    shutdown: &'a mut watch::Receiver<bool>,
+    info: &'a ClientInfo,
+    state: &'a State,
+    /// The last time a read or a write made progress.
+    heard: tokio::time::Instant,
+}
+
+impl Stops<'_> {
+    /// Runs `io` unless something ends the connection first.
+    async fn around<T>(&mut self, io: impl std::future::Future<Output = T>) -> Result<T, Close> {
+        if *self.shutdown.borrow() {
+            return Err(Close::Shutdown);
+        }
+        let timeout = self.state.settings.timeout_secs.load(Ordering::Relaxed);
+        // A timeout too far ahead to represent is no timeout.
+        let idle_at = (timeout > 0)
+            .then(|| self.heard.checked_add(Duration::from_secs(timeout)))
+            .flatten();
+        let idle = async {
+            match idle_at {
+                Some(at) => tokio::time::sleep_until(at).await,
+                None => std::future::pending().await,
+            }
+        };
+        tokio::select! {
+            biased;
+            _ = self.shutdown.changed() => Err(Close::Shutdown),
+            _ = self.info.killed() => Err(Close::Killed),
+            _ = idle => Err(Close::Idle),
+            r = io => Ok(r),
+        }
+    }
 }
