@@ -2132,3 +2132,44 @@ async fn allowmany_refuses_a_key_named_twice() {
     let exists: i64 = q(&mut c, &["EXISTS", "k"]).await;
     assert_eq!(exists, 0);
 }
+
+/// At most 1,024 LIMIT clauses: a request of 100,000 (3.9 MB) is refused
+/// as soon as it is read, where it used to hold a worker for 17 s checking
+/// each key against every earlier one. Up to the cap, every key is checked
+/// for repeats (the last against the first here) and the decision is
+/// all-or-nothing.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn allowmany_takes_at_most_1024_limits() {
+    fn words(a: &[String]) -> Vec<&str> {
+        a.iter().map(String::as_str).collect()
+    }
+    let srv = Server::start().await;
+    let mut c = srv.client().await;
+    let request = |n: usize, last: Option<&str>| {
+        let mut args = vec!["RL.ALLOWMANY".to_string()];
+        for i in 0..n {
+            let key = match (i + 1 == n, last) {
+                (true, Some(k)) => k.to_string(),
+                _ => format!("user:{i}"),
+            };
+            args.extend(["LIMIT".to_string(), key, "10".to_string(), "60".to_string()]);
+        }
+        args
+    };
+    for n in [1_025, 100_000] {
+        assert_eq!(
+            q_err(&mut c, &words(&request(n, None))).await,
+            "ERR RL.ALLOWMANY takes at most 1024 LIMIT clauses"
+        );
+    }
+    assert_eq!(
+        q_err(&mut c, &words(&request(1_024, Some("user:0")))).await,
+        "ERR key 'user:0' appears in more than one LIMIT"
+    );
+    let dbsize: i64 = q(&mut c, &["DBSIZE"]).await;
+    assert_eq!(dbsize, 0);
+    let reply: Vec<i64> = q(&mut c, &words(&request(1_024, None))).await;
+    assert_eq!(reply[0], 1);
+    let dbsize: i64 = q(&mut c, &["DBSIZE"]).await;
+    assert_eq!(dbsize, 1_024);
+}

@@ -94,18 +94,14 @@ pub fn allowmany(ctx: &mut Ctx<'_>, req: &Request<'_>) -> Result<(), CmdError> {
     let r = parse::many_request(req)?;
     let now = ctx.now;
     let mut lock = ctx.db.lock_many(r.limits.iter().map(|(k, _)| *k));
-    let mut work: Vec<(&[u8], Option<Entry>)> = Vec::with_capacity(r.limits.len());
+    // Each key is in one LIMIT (the parser checks), so each limit decides
+    // on its own working copy.
+    let mut work: Vec<Option<Entry>> = Vec::with_capacity(r.limits.len());
     let mut binding: Option<(usize, Decision)> = None;
     for (i, (key, spec)) in r.limits.iter().enumerate() {
-        let pos = match work.iter().position(|(k, _)| k == key) {
-            Some(p) => p,
-            None => {
-                let current = lock.update(key, now, |slot| slot.clone());
-                work.push((key, current));
-                work.len() - 1
-            }
-        };
-        let d = apply::allow(&mut work[pos].1, spec, now, r.cost)?;
+        let mut current = lock.update(key, now, |slot| slot.clone());
+        let d = apply::allow(&mut current, spec, now, r.cost)?;
+        work.push(current);
         let tighter = binding.is_none_or(|(_, b)| d.remaining < b.remaining);
         if !d.allowed || tighter {
             binding = Some((i, d));
@@ -116,7 +112,7 @@ pub fn allowmany(ctx: &mut Ctx<'_>, req: &Request<'_>) -> Result<(), CmdError> {
     }
     let (index, d) = binding.expect("at least one limit");
     if d.allowed {
-        for (key, entry) in work {
+        for ((key, _), entry) in r.limits.iter().zip(work) {
             lock.update(key, now, |slot| *slot = entry);
         }
     }

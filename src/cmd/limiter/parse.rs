@@ -213,9 +213,15 @@ pub fn allow_request<'a>(req: &'a Request<'_>) -> Result<AllowRequest<'a>, CmdEr
     })
 }
 
+/// Most `LIMIT` clauses one `RL.ALLOWMANY` takes: far more than any real
+/// request (a few per user, IP, route and period), few enough that one
+/// request cannot hold a worker and its shards for long.
+pub const MAX_LIMITS: usize = 1024;
+
 /// ```text
 /// RL.ALLOWMANY [COST n] LIMIT key limit period [ALGO a] [BURST b] [PRECISION d] [LIMIT ...]
 /// ```
+/// Checks in O(n log n): at most [`MAX_LIMITS`] clauses, each key once.
 pub fn many_request<'a>(req: &'a Request<'_>) -> Result<ManyRequest<'a>, CmdError> {
     let mut i = 1;
     let mut cost = 1;
@@ -234,21 +240,28 @@ pub fn many_request<'a>(req: &'a Request<'_>) -> Result<ManyRequest<'a>, CmdErro
                 show(req.arg(i))
             )));
         }
-        let (spec, _, next) = limit_at(req, i + 1, true, false)?;
-        check_cost(&spec, cost)?;
-        // A key holds one limiter state: two limits on it would charge it
-        // twice for one request.
-        if limits.iter().any(|(k, _)| *k == req.arg(i + 1)) {
+        if limits.len() == MAX_LIMITS {
             return Err(CmdError::err(format!(
-                "key '{}' appears in more than one LIMIT",
-                show(req.arg(i + 1))
+                "RL.ALLOWMANY takes at most {MAX_LIMITS} LIMIT clauses"
             )));
         }
+        let (spec, _, next) = limit_at(req, i + 1, true, false)?;
+        check_cost(&spec, cost)?;
         limits.push((req.arg(i + 1), spec));
         i = next;
     }
     if limits.is_empty() {
         return Err(CmdError::err("RL.ALLOWMANY needs at least one LIMIT"));
+    }
+    // A key holds one limiter state: two limits on it would charge it
+    // twice for one request.
+    let mut keys: Vec<&[u8]> = limits.iter().map(|(k, _)| *k).collect();
+    keys.sort_unstable();
+    if let Some(pair) = keys.windows(2).find(|p| p[0] == p[1]) {
+        return Err(CmdError::err(format!(
+            "key '{}' appears in more than one LIMIT",
+            show(pair[0])
+        )));
     }
     Ok(ManyRequest { limits, cost })
 }
