@@ -58,24 +58,50 @@ async fn serve(config: turnstile::Config) -> ExitCode {
     ExitCode::SUCCESS
 }
 
-/// SIGINT or SIGTERM.
+/// Waits for SIGINT or SIGTERM. SIGHUP (what logrotate and `systemctl
+/// reload` send) and SIGALRM would otherwise kill the process with no
+/// final snapshot: they are logged and ignored, as Redis ignores SIGHUP.
+/// Once shutting down, a second SIGINT or SIGTERM exits at once.
 async fn shutdown_signal() {
     use tokio::signal::unix::{signal, SignalKind};
-    match signal(SignalKind::terminate()) {
-        Ok(mut term) => {
-            tokio::select! {
-                _ = tokio::signal::ctrl_c() => {}
-                _ = term.recv() => {}
-            }
-        }
-        Err(_) => {
-            let _ = tokio::signal::ctrl_c().await;
+    for (name, kind) in [
+        ("SIGHUP", SignalKind::hangup()),
+        ("SIGALRM", SignalKind::alarm()),
+    ] {
+        // Registering replaces the default action for the process's life.
+        if let Ok(mut sig) = signal(kind) {
+            tokio::spawn(async move {
+                while sig.recv().await.is_some() {
+                    tracing::warn!(
+                        "{name} received and ignored (SIGTERM or SIGINT stops the server)"
+                    );
+                }
+            });
         }
     }
+    let stop = || async {
+        match signal(SignalKind::terminate()) {
+            Ok(mut term) => {
+                tokio::select! {
+                    _ = tokio::signal::ctrl_c() => {}
+                    _ = term.recv() => {}
+                }
+            }
+            Err(_) => {
+                let _ = tokio::signal::ctrl_c().await;
+            }
+        }
+    };
+    stop().await;
+    tokio::spawn(async move {
+        stop().await;
+        tracing::warn!(
+            "second stop signal: exiting now, without waiting for clients or a final snapshot"
+        );
+        std::process::exit(1);
+    });
 }
 
-/// `turnstile healthcheck`: PING the server, exit 0 on PONG. No shell or
-/// redis-cli is needed in the container.
 async fn healthcheck(host: &str, port: u16) -> ExitCode {
     use tokio::io::{AsyncReadExt, AsyncWriteExt};
     let attempt = async {

@@ -8,7 +8,7 @@
 
 mod common;
 
-use common::{q, Server, START_SECS};
+use common::{assert_pong, q, Server, START_SECS};
 use redis::aio::MultiplexedConnection;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
@@ -304,7 +304,7 @@ struct Process {
     child: Child,
     port: u16,
     /// Keeps the log pipes' reader threads' channel open.
-    _log: std::sync::mpsc::Receiver<String>,
+    log: std::sync::mpsc::Receiver<String>,
 }
 
 impl Process {
@@ -348,7 +348,7 @@ impl Process {
                         return Ok(Process {
                             child,
                             port,
-                            _log: rx,
+                            log: rx,
                         });
                     }
                     seen.push_str(&line);
@@ -438,5 +438,62 @@ async fn the_binary_refuses_a_corrupted_snapshot_naming_it() {
     );
     assert_eq!(status.and_then(|s| s.code()), Some(1), "{log}");
     assert_eq!(std::fs::read(&path).unwrap(), bytes);
+    std::fs::remove_dir_all(&dir).unwrap();
+}
+
+impl Process {
+    /// Waits (bounded) for a log line containing `text`.
+    fn wait_for_log(&self, text: &str) {
+        let deadline = Instant::now() + Duration::from_secs(10);
+        while let Some(left) = deadline.checked_duration_since(Instant::now()) {
+            match self.log.recv_timeout(left) {
+                Ok(line) if line.contains(text) => return,
+                Ok(_) => {}
+                Err(e) => panic!("no log line with {text:?}: {e}"),
+            }
+        }
+        panic!("no log line with {text:?} within 10 s");
+    }
+
+    fn signal(&self, sig: libc::c_int) {
+        let pid = self.child.id() as libc::pid_t;
+        // SAFETY: kill(2) on our own child's pid; no memory is involved.
+        assert_eq!(unsafe { libc::kill(pid, sig) }, 0);
+    }
+}
+
+/// SIGHUP (logrotate, `systemctl reload`) and SIGALRM used to kill the
+/// server on the spot, with no final snapshot: now both are logged and
+/// ignored, and SIGTERM still stops it with its snapshot written.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn sighup_and_sigalrm_are_ignored_and_sigterm_still_saves() {
+    let dir = temp_dir("snap-hup");
+    let path = dir.join("dump.tsnap");
+    let p = path.to_str().unwrap();
+    let mut server = Process::start(&["--snapshot", p, "--snapshot-interval", "1h"]).unwrap();
+    let mut c = server.client().await;
+    for _ in 0..3 {
+        let _: Vec<i64> = q(&mut c, &["RL.ALLOW", "k", "1000", "1h", "ALGO", "log"]).await;
+    }
+    for (sig, name) in [(libc::SIGHUP, "SIGHUP"), (libc::SIGALRM, "SIGALRM")] {
+        server.signal(sig);
+        server.wait_for_log(&format!("{name} received and ignored"));
+        assert_pong(&mut c).await;
+    }
+    drop(c);
+    server.signal(libc::SIGTERM);
+    let deadline = Instant::now() + Duration::from_secs(10);
+    let status = loop {
+        if let Some(status) = server.child.try_wait().unwrap() {
+            break status;
+        }
+        assert!(Instant::now() < deadline, "no exit within 10 s of SIGTERM");
+        std::thread::sleep(Duration::from_millis(20));
+    };
+    assert!(status.success(), "{status:?}");
+    let server = Process::start(&["--snapshot", p]).unwrap();
+    let mut c = server.client().await;
+    assert_eq!(used(&mut c, "k").await, 3);
+    drop(server);
     std::fs::remove_dir_all(&dir).unwrap();
 }
