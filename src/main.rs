@@ -53,9 +53,14 @@ async fn serve(config: turnstile::Config) -> ExitCode {
     };
     shutdown_signal().await;
     tracing::info!("shutting down: no new connections, finishing replies in flight");
-    server.shutdown().await;
-    tracing::info!("bye");
-    ExitCode::SUCCESS
+    match server.shutdown().await {
+        Ok(()) => {
+            tracing::info!("bye");
+            ExitCode::SUCCESS
+        }
+        // Logged where it failed; the exit status says it too.
+        Err(_) => ExitCode::FAILURE,
+    }
 }
 
 /// Waits for SIGINT or SIGTERM. SIGHUP (what logrotate and `systemctl

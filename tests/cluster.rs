@@ -90,7 +90,7 @@ impl Cluster {
                 };
             }
             for h in nodes {
-                h.shutdown().await;
+                h.shutdown().await.expect("no snapshot to fail");
             }
         }
         panic!("could not start a {n}-node cluster on free ports");
@@ -146,7 +146,8 @@ impl Cluster {
         for h in self.nodes {
             tokio::time::timeout(IO_TIMEOUT, h.shutdown())
                 .await
-                .expect("shutdown in time");
+                .expect("shutdown in time")
+                .expect("no snapshot to fail");
         }
     }
 }
@@ -980,7 +981,7 @@ async fn a_node_that_is_not_in_the_list_does_not_start() {
     let clock = ManualClock::new(Nanos(START_SECS * Nanos::PER_SEC));
     match turnstile::start(&config, Arc::new(clock)).await {
         Ok(h) => {
-            h.shutdown().await;
+            h.shutdown().await.expect("no snapshot to fail");
             panic!(
                 "started although 127.0.0.1:{} is not in the node list",
                 ports[0]

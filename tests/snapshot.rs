@@ -497,3 +497,28 @@ async fn sighup_and_sigalrm_are_ignored_and_sigterm_still_saves() {
     drop(server);
     std::fs::remove_dir_all(&dir).unwrap();
 }
+
+/// A final snapshot that cannot be written (its directory is gone) used
+/// to end in exit status 0: the last writes vanished quietly. Now the
+/// failure is logged and the exit status is 1.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_failed_final_snapshot_exits_non_zero() {
+    let dir = temp_dir("snap-final-fails");
+    let path = dir.join("dump.tsnap");
+    let mut server = Process::start(&["--snapshot", path.to_str().unwrap()]).unwrap();
+    let mut c = server.client().await;
+    let _: Vec<i64> = q(&mut c, &["RL.ALLOW", "k", "10", "1h"]).await;
+    drop(c);
+    std::fs::remove_dir_all(&dir).unwrap();
+    server.signal(libc::SIGTERM);
+    server.wait_for_log("final snapshot failed");
+    let deadline = Instant::now() + Duration::from_secs(10);
+    let status = loop {
+        if let Some(status) = server.child.try_wait().unwrap() {
+            break status;
+        }
+        assert!(Instant::now() < deadline, "no exit within 10 s of SIGTERM");
+        std::thread::sleep(Duration::from_millis(20));
+    };
+    assert_eq!(status.code(), Some(1), "{status:?}");
+}

@@ -73,15 +73,26 @@ impl ServerHandle {
     }
 
     /// Stops accepting, waits for every connection to finish what it has
-    /// decoded, and returns once all are closed.
-    pub async fn shutdown(self) {
+    /// decoded, and returns once all are closed and the final snapshot (with
+    /// `--snapshot`) is written; its error if that failed.
+    pub async fn shutdown(self) -> Result<(), crate::store::snapshot::SnapshotError> {
+        use crate::store::snapshot::SnapshotError;
         let _ = self.shutdown.send(true);
         let _ = self.task.await;
         // Every decoded command has been answered: the final snapshot holds
         // all of them.
-        if let Some(p) = self.persist {
-            let _ = tokio::task::spawn_blocking(move || p.finish()).await;
-        }
+        let Some(p) = self.persist else {
+            return Ok(());
+        };
+        let path = p.path().to_owned();
+        tokio::task::spawn_blocking(move || p.finish())
+            .await
+            .unwrap_or_else(|panicked| {
+                Err(SnapshotError {
+                    path,
+                    kind: std::io::Error::other(panicked.to_string()).into(),
+                })
+            })
     }
 
     /// Resolves when the server stops by itself (it only does on shutdown).

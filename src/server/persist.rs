@@ -137,8 +137,19 @@ pub struct PersistGuard {
 }
 
 impl PersistGuard {
-    /// Stops the thread and writes a last snapshot of everything served.
-    pub fn finish(mut self) {
+    /// Where the snapshot goes.
+    pub fn path(&self) -> &std::path::Path {
+        self.state
+            .persist
+            .as_ref()
+            .map_or(std::path::Path::new(""), |p| p.path())
+    }
+
+    /// Stops the thread and writes a last snapshot of everything served;
+    /// its error, if it failed (the process then exits non-zero: the
+    /// writes since the last snapshot are lost, and that must not pass
+    /// quietly).
+    pub fn finish(mut self) -> Result<(), SnapshotError> {
         self.stop();
         if let Some(p) = &self.state.persist {
             match p.save(&self.state) {
@@ -147,9 +158,13 @@ impl PersistGuard {
                     path = %p.path.display(),
                     "final snapshot written"
                 ),
-                Err(e) => tracing::error!("final snapshot failed: {e}"),
+                Err(e) => {
+                    tracing::error!("final snapshot failed: {e}");
+                    return Err(e);
+                }
             }
         }
+        Ok(())
     }
 
     fn stop(&mut self) {

@@ -111,7 +111,8 @@ impl Server {
         let handle = self.handle.take().expect("server still running");
         tokio::time::timeout(IO_TIMEOUT, handle.shutdown())
             .await
-            .expect("shutdown finished in time");
+            .expect("shutdown finished in time")
+            .expect("final snapshot written");
     }
 }
 
