@@ -41,7 +41,8 @@
 //! - [`harness`]: the server without sockets (bytes in, replies out, on a
 //!   manual clock), for fuzzing and network-free tests.
 //! - [`glob`], [`util`], [`alloc`]: Redis-style glob matching, integer
-//!   parsing, the counting allocator behind `INFO memory`.
+//!   parsing and the x87 `long double` of `INCRBYFLOAT`
+//!   (`util/long_double.rs`), the counting allocator behind `INFO memory`.
 
 pub mod alloc;
 pub mod clock;

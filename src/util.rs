@@ -1,4 +1,7 @@
-//! Number parsing shared by the decoder and the commands.
+//! Number parsing shared by the decoder and the commands, and
+//! [`long_double`], the x87 extended precision `INCRBYFLOAT` computes in.
+
+pub mod long_double;
 
 /// Parses an integer exactly as Redis's `string2ll` does: an optional `-`,
 /// then digits with no leading zero (but "0" itself), no `+`, no spaces,

@@ -522,3 +522,29 @@ async fn a_failed_final_snapshot_exits_non_zero() {
     };
     assert_eq!(status.code(), Some(1), "{status:?}");
 }
+
+/// The temporary file used to be `PATH.tmp`, opened following symlinks
+/// and truncating: a symlink planted there truncated an unrelated file at
+/// start and overwrote it with snapshot bytes at every save.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_symlink_beside_the_snapshot_is_never_followed() {
+    let dir = temp_dir("snap-symlink");
+    let path = dir.join("dump.tsnap");
+    let victim = dir.join("victim");
+    std::fs::write(&victim, b"precious").unwrap();
+    std::os::unix::fs::symlink(&victim, dir.join("dump.tsnap.tmp")).unwrap();
+    let s = Server::start_with(with_snapshot(&path)).await;
+    let mut c = s.client().await;
+    let _: Vec<i64> = q(&mut c, &["RL.ALLOW", "k", "10", "1h"]).await;
+    let _: () = q(&mut c, &["SAVE"]).await;
+    s.shutdown().await;
+    assert_eq!(std::fs::read(&victim).unwrap(), b"precious");
+    assert!(std::fs::metadata(&path).unwrap().len() > 0);
+    // No temporary file is left behind.
+    let names: Vec<String> = std::fs::read_dir(&dir)
+        .unwrap()
+        .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+        .collect();
+    assert_eq!(names.len(), 3, "{names:?}");
+    std::fs::remove_dir_all(&dir).unwrap();
+}

@@ -29,20 +29,9 @@ fn keys_in_distinct_shards(srv: &Server, prefix: &str, n: usize) -> Vec<String> 
     let mut seen = HashSet::new();
     (0..)
         .map(|i| format!("{prefix}{i}"))
-        .filter(|k| seen.insert(store.watch_bucket(k.as_bytes()).0))
+        .filter(|k| seen.insert(store.shard_of(k.as_bytes())))
         .take(n)
         .collect()
-}
-
-/// A key whose WATCH bucket differs from `key`'s: a write to it cannot
-/// abort a transaction watching `key`.
-fn key_in_another_bucket(srv: &Server, key: &str) -> String {
-    let store = &srv.state().store;
-    let b = store.watch_bucket(key.as_bytes());
-    (0..)
-        .map(|i| format!("other{i}"))
-        .find(|k| store.watch_bucket(k.as_bytes()) != b)
-        .expect("some key elsewhere")
 }
 
 fn info_field(info: &str, name: &str) -> u64 {
@@ -93,6 +82,16 @@ async fn queued_replies_and_exec_array_raw_bytes() {
     // Neither error dooms the transaction.
     assert_eq!(r.call(&["INCR", "n"]).await, "+QUEUED\r\n");
     assert_eq!(r.call(&["EXEC"]).await, "*1\r\n:2\r\n");
+    // EXEC refused as it arrives (given arguments) discards the
+    // transaction, naming why, as Redis's execCommandAbort does.
+    assert_eq!(r.call(&["MULTI"]).await, "+OK\r\n");
+    assert_eq!(r.call(&["INCR", "n"]).await, "+QUEUED\r\n");
+    assert_eq!(
+        r.call(&["EXEC", "now"]).await,
+        "-EXECABORT Transaction discarded because of: wrong number of arguments for 'exec' command\r\n"
+    );
+    assert_eq!(r.call(&["EXEC"]).await, "-ERR EXEC without MULTI\r\n");
+    assert_eq!(r.call(&["GET", "n"]).await, "$1\r\n2\r\n");
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -262,7 +261,7 @@ async fn watched_exec_runs(
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn watch_aborts_on_every_kind_of_change_and_only_then() {
     let srv = Server::start().await;
-    let elsewhere = key_in_another_bucket(&srv, "w");
+    let elsewhere = "elsewhere";
     // Written, deleted, expired (the clock moves past its TTL), charged
     // by a limiter decision.
     assert!(
@@ -304,9 +303,26 @@ async fn watch_aborts_on_every_kind_of_change_and_only_then() {
     // No change to the key: it runs, whatever else happens.
     assert!(
         watched_exec_runs(&srv, &["SET", "w", "1"], async |c| {
-            let _: () = q(c, &["SET", &elsewhere, "x"]).await;
+            let _: () = q(c, &["SET", elsewhere, "x"]).await;
             let _: Option<String> = q(c, &["GET", "w"]).await;
             let _: Value = q(c, &["RL.PEEK", "w2", "5", "60"]).await;
+        })
+        .await
+    );
+    // Writes that fail or leave the key as it was, as in Redis.
+    assert!(
+        watched_exec_runs(&srv, &["SET", "w", "text"], async |c| {
+            let _: String = q_err(c, &["INCR", "w"]).await;
+            let _: Option<String> = q(c, &["SET", "w", "other", "NX"]).await;
+            let _: bool = q(c, &["PERSIST", "w"]).await;
+        })
+        .await
+    );
+    // FLUSHALL aborts a watched key only if it existed, as in Redis 7.
+    assert!(
+        watched_exec_runs(&srv, &[], async |c| {
+            let _: () = q(c, &["SET", elsewhere, "x"]).await;
+            let _: () = q(c, &["FLUSHALL"]).await;
         })
         .await
     );

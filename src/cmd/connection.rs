@@ -178,7 +178,7 @@ pub fn reset(ctx: &mut Ctx<'_>, _req: &Request<'_>) -> Result<(), CmdError> {
             .stats
             .transaction(crate::stats::TxOutcome::Discarded);
     }
-    ctx.session.tx.clear();
+    ctx.session.tx.clear(&ctx.state.store);
     ctx.out.simple("RESET");
     Ok(())
 }

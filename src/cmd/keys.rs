@@ -1,11 +1,13 @@
-//! Keyspace commands: DEL, UNLINK, EXISTS, TYPE, TTL, PTTL, EXPIRE,
-//! PEXPIRE, EXPIREAT, PEXPIREAT, PERSIST, SCAN, KEYS.
+//! Keyspace commands: DEL, UNLINK, EXISTS, TYPE, RENAME, RENAMENX, TTL,
+//! PTTL, EXPIRETIME, PEXPIRETIME, EXPIRE, PEXPIRE, EXPIREAT, PEXPIREAT,
+//! PERSIST, SCAN, KEYS.
 
 use super::args::{int, is};
 use super::{error::show, CmdError, Ctx};
 use crate::clock::Nanos;
 use crate::glob;
 use crate::protocol::Request;
+use crate::store::Touch;
 
 /// ```text
 /// DEL key [key ...]
@@ -49,6 +51,52 @@ pub fn type_(ctx: &mut Ctx<'_>, req: &Request<'_>) -> Result<(), CmdError> {
     Ok(())
 }
 
+/// ```text
+/// RENAME key newkey
+/// ```
+pub fn rename(ctx: &mut Ctx<'_>, req: &Request<'_>) -> Result<(), CmdError> {
+    rename_generic(ctx, req, false)
+}
+
+/// ```text
+/// RENAMENX key newkey
+/// ```
+pub fn renamenx(ctx: &mut Ctx<'_>, req: &Request<'_>) -> Result<(), CmdError> {
+    rename_generic(ctx, req, true)
+}
+
+/// Moves the value and TTL of `key` to `newkey`, replacing what was there
+/// (unless `nx`), with both keys' shards locked together so no client
+/// sees both keys or neither. The entry moves whole: a limiter key keeps
+/// its state, and the TTL it carries, which for a packed record is the one
+/// derived from its state (`store/record.rs`), so the new key has the same
+/// TTL whichever way it is stored.
+fn rename_generic(ctx: &mut Ctx<'_>, req: &Request<'_>, nx: bool) -> Result<(), CmdError> {
+    let (from, to) = (req.arg(1), req.arg(2));
+    let now = ctx.now;
+    let mut lock = ctx.db.lock_many([from, to]);
+    if lock.get(from, now, |_| ()).is_none() {
+        return Err(CmdError::err("no such key"));
+    }
+    // Onto itself: nothing moves, but Redis still answers as for a rename
+    // (OK), or as for a taken name (0).
+    let moved = if from == to || (nx && lock.get(to, now, |_| ()).is_some()) {
+        false
+    } else {
+        let entry = lock.update(from, now, Option::take);
+        // The new name is written, for WATCH, whatever it held before.
+        lock.update_touching(to, now, Touch::Always, |slot| *slot = entry);
+        true
+    };
+    drop(lock);
+    if nx {
+        ctx.out.int(moved as i64);
+    } else {
+        ctx.out.ok();
+    }
+    Ok(())
+}
+
 /// -2 if the key is missing, -1 if it has no expiry, else milliseconds.
 fn pttl_of(ctx: &Ctx<'_>, key: &[u8]) -> i64 {
     ctx.db
@@ -71,6 +119,40 @@ pub fn ttl(ctx: &mut Ctx<'_>, req: &Request<'_>) -> Result<(), CmdError> {
 /// ```
 pub fn pttl(ctx: &mut Ctx<'_>, req: &Request<'_>) -> Result<(), CmdError> {
     let ms = pttl_of(ctx, req.arg(1));
+    ctx.out.int(ms);
+    Ok(())
+}
+
+/// -2 if the key is missing, -1 if it has no expiry, else its absolute
+/// expiry in milliseconds.
+fn expiry_of(ctx: &Ctx<'_>, key: &[u8]) -> i64 {
+    ctx.db
+        .get(key, ctx.now, |e| {
+            e.expiry_ms()
+                .map_or(-1, |ms| ms.min(i64::MAX as u64) as i64)
+        })
+        .unwrap_or(-2)
+}
+
+/// ```text
+/// EXPIRETIME key
+/// ```
+pub fn expiretime(ctx: &mut Ctx<'_>, req: &Request<'_>) -> Result<(), CmdError> {
+    let ms = expiry_of(ctx, req.arg(1));
+    // Redis rounds to the nearest second, as TTL does.
+    ctx.out.int(if ms < 0 {
+        ms
+    } else {
+        ((ms as u64 + 500) / 1000) as i64
+    });
+    Ok(())
+}
+
+/// ```text
+/// PEXPIRETIME key
+/// ```
+pub fn pexpiretime(ctx: &mut Ctx<'_>, req: &Request<'_>) -> Result<(), CmdError> {
+    let ms = expiry_of(ctx, req.arg(1));
     ctx.out.int(ms);
     Ok(())
 }

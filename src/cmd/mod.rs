@@ -80,8 +80,14 @@ pub fn execute(ctx: &mut Ctx<'_>, req: &Request<'_>) {
     let (cmd, spec) = match check(ctx, req) {
         Ok(found) => found,
         Err((cmd, e)) => {
-            // Refused before it ran: in MULTI, the transaction is doomed.
-            ctx.session.tx.flag();
+            // Refused before it ran: in MULTI, the transaction is doomed,
+            // and an EXEC refused (say, given arguments) discards it now.
+            let e = if ctx.session.tx.in_multi() && names_exec(ctx, req) {
+                multi::abort(ctx, e)
+            } else {
+                ctx.session.tx.flag();
+                e
+            };
             fail(ctx, &e);
             if let Some(cmd) = cmd {
                 ctx.session.stats.command(table::index_of(cmd), false);
@@ -103,6 +109,14 @@ pub fn execute(ctx: &mut Ctx<'_>, req: &Request<'_>) {
         return;
     }
     run(ctx, cmd, spec, req);
+}
+
+/// Whether `req` names EXEC (under its `--rename-command` name, if any).
+fn names_exec(ctx: &Ctx<'_>, req: &Request<'_>) -> bool {
+    ctx.state
+        .renames
+        .lookup(req.arg(0))
+        .is_some_and(|c| c.name == "exec")
 }
 
 /// Resolves a request to its command and the spec that runs it (the

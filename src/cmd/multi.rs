@@ -26,7 +26,7 @@ use super::table::{CommandSpec, Flags};
 use super::{CmdError, Ctx};
 use crate::protocol::Request;
 use crate::stats::TxOutcome;
-use crate::store::{Keyspace, WatchMark};
+use crate::store::{Keyspace, Store, WatchMark};
 
 /// Bytes a queued command costs beyond its frame: its entry and spans.
 const QUEUED_OVERHEAD: usize =
@@ -78,9 +78,10 @@ impl TxState {
         }
     }
 
-    /// Forgets the queue and the watched keys (`DISCARD`, `RESET`, and
-    /// every `EXEC`).
-    pub fn clear(&mut self) {
+    /// Forgets the queue and the watched keys (`DISCARD`, `RESET`, a
+    /// closed connection), giving the watches back to the store.
+    pub fn clear(&mut self, store: &Store) {
+        store.unwatch(self.watched.iter().map(|(_, m)| m));
         *self = TxState::default();
     }
 
@@ -141,7 +142,7 @@ pub fn discard(ctx: &mut Ctx<'_>, _req: &Request<'_>) -> Result<(), CmdError> {
     if !tx.in_multi() {
         return Err(CmdError::err("DISCARD without MULTI"));
     }
-    tx.clear();
+    tx.clear(&ctx.state.store);
     ctx.state.stats.transaction(TxOutcome::Discarded);
     ctx.out.ok();
     Ok(())
@@ -178,6 +179,7 @@ pub fn watch(ctx: &mut Ctx<'_>, req: &Request<'_>) -> Result<(), CmdError> {
 /// ```
 pub fn unwatch(ctx: &mut Ctx<'_>, _req: &Request<'_>) -> Result<(), CmdError> {
     let tx = &mut ctx.session.tx;
+    ctx.state.store.unwatch(tx.watched.iter().map(|(_, m)| m));
     tx.watched.clear();
     tx.watch_bytes = 0;
     ctx.out.ok();
@@ -198,7 +200,9 @@ pub fn exec(ctx: &mut Ctx<'_>, _req: &Request<'_>) -> Result<(), CmdError> {
         return Err(CmdError::err("EXEC without MULTI"));
     };
     let stats = &ctx.state.stats;
+    let store = &ctx.state.store;
     if tx.dirty {
+        state.clear(store);
         stats.transaction(TxOutcome::ExecAbort);
         return Err(CmdError::Prefixed(
             "EXECABORT Transaction discarded because of previous errors.".into(),
@@ -213,17 +217,9 @@ pub fn exec(ctx: &mut Ctx<'_>, _req: &Request<'_>) -> Result<(), CmdError> {
         })
         .collect();
     if let Err(e) = admit(ctx, &requests) {
-        stats.transaction(TxOutcome::ExecAbort);
-        // Redis answers a refused EXEC with the cluster error as is, and
-        // with EXECABORT naming any other reason.
-        return Err(match e {
-            CmdError::CrossSlot => e,
-            e => CmdError::Prefixed(
-                format!("EXECABORT Transaction discarded because of: {e}").into(),
-            ),
-        });
+        ctx.session.tx = state;
+        return Err(abort(ctx, e));
     }
-    let store = &ctx.state.store;
     let mut lock = if requests
         .iter()
         .any(|(_, _, spec)| spec.flags.contains(Flags::ALL_KEYS))
@@ -240,11 +236,13 @@ pub fn exec(ctx: &mut Ctx<'_>, _req: &Request<'_>) -> Result<(), CmdError> {
         store.lock_many(keys)
     };
     let now = ctx.now;
-    if state
+    let touched = state
         .watched
         .iter()
-        .any(|(key, mark)| lock.touched_since(key, mark, now))
-    {
+        .any(|(key, mark)| lock.touched_since(key, mark, now));
+    // EXEC unwatches whatever it does; the shards are held already.
+    lock.unwatch(state.watched.iter().map(|(_, m)| m));
+    if touched {
         drop(lock);
         stats.transaction(TxOutcome::WatchAborted);
         ctx.out.null_array();
@@ -269,6 +267,24 @@ pub fn exec(ctx: &mut Ctx<'_>, _req: &Request<'_>) -> Result<(), CmdError> {
     drop(lock);
     stats.transaction(TxOutcome::Executed);
     Ok(())
+}
+
+/// Discards the transaction of an `EXEC` refused as a whole, and the
+/// error to answer it with: a cluster error as it is (Redis 7.0 redirects
+/// before it looks at the transaction), any other reason named after
+/// `EXECABORT` without its `ERR` (as Redis's `execCommandAbort` does).
+pub fn abort(ctx: &mut Ctx<'_>, e: CmdError) -> CmdError {
+    ctx.session.tx.clear(&ctx.state.store);
+    ctx.state.stats.transaction(TxOutcome::ExecAbort);
+    if matches!(
+        e,
+        CmdError::CrossSlot | CmdError::Moved(..) | CmdError::SlotNotServed
+    ) {
+        return e;
+    }
+    let text = e.to_string();
+    let reason = text.strip_prefix("ERR ").unwrap_or(&text);
+    CmdError::Prefixed(format!("EXECABORT Transaction discarded because of: {reason}").into())
 }
 
 /// The checks `EXEC` makes before it runs anything, as Redis does: in

@@ -1,12 +1,14 @@
-//! String commands: GET, SET, MGET, MSET, INCR, INCRBY, DECR, DECRBY.
-//! Enough for fixed-window limiters written with plain commands
-//! (`INCR` + `EXPIRE`, or `MGET` of two bucket keys).
+//! String commands: GET, GETEX, GETDEL, SET, SETEX, PSETEX, SETNX, MGET,
+//! MSET, INCR, INCRBY, INCRBYFLOAT, DECR, DECRBY. Enough for limiters
+//! written with plain commands (`INCR` + `EXPIRE`, `SET ... NX EX` or
+//! `SETNX` locks, `MGET` of two bucket keys, `INCRBYFLOAT` token buckets).
 
 use super::args::{int, is};
 use super::keys::{deadline, Unit};
 use super::{CmdError, Ctx};
 use crate::protocol::{ReplyBuf, Request};
-use crate::store::{Entry, SmallBytes, Value};
+use crate::store::{Entry, SmallBytes, Touch, Value};
+use crate::util::long_double::LongDouble;
 use crate::util::parse_i64;
 
 /// ```text
@@ -23,6 +25,102 @@ pub fn get(ctx: &mut Ctx<'_>, req: &Request<'_>) -> Result<(), CmdError> {
         out.null();
         Ok(())
     })
+}
+
+/// The expiry options of `GETEX`.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum GetexTtl {
+    Persist,
+    Ex,
+    Px,
+    ExAt,
+    PxAt,
+}
+
+/// ```text
+/// GETEX key [EX seconds | PX milliseconds | EXAT unix-time-seconds |
+///   PXAT unix-time-milliseconds | PERSIST]
+/// ```
+/// Checked in Redis's order: the options (a syntax error), then the key
+/// (nil if missing, `WRONGTYPE` if not a string), then the time.
+pub fn getex(ctx: &mut Ctx<'_>, req: &Request<'_>) -> Result<(), CmdError> {
+    const OPTIONS: [(&str, GetexTtl); 5] = [
+        ("PERSIST", GetexTtl::Persist),
+        ("EX", GetexTtl::Ex),
+        ("PX", GetexTtl::Px),
+        ("EXAT", GetexTtl::ExAt),
+        ("PXAT", GetexTtl::PxAt),
+    ];
+    // The option and the index of its time argument. Redis accepts the
+    // same option again (the last one counts), never two different ones.
+    let mut chosen: Option<(GetexTtl, usize)> = None;
+    let mut i = 2;
+    while i < req.len() {
+        let opt = OPTIONS.iter().find(|(name, _)| is(req.arg(i), name));
+        let Some(&(_, ttl)) = opt else {
+            return Err(CmdError::Syntax);
+        };
+        let timed = ttl != GetexTtl::Persist;
+        if chosen.is_some_and(|(c, _)| c != ttl) || (timed && i + 1 >= req.len()) {
+            return Err(CmdError::Syntax);
+        }
+        chosen = Some((ttl, i + 1));
+        i += 1 + timed as usize;
+    }
+    let Some((ttl, at_arg)) = chosen else {
+        // No option: a plain read, as GET.
+        return get(ctx, req);
+    };
+    let now = ctx.now;
+    let found = ctx.db.update(req.arg(1), now, |slot| {
+        let Some(entry) = slot.as_mut() else {
+            return Ok(None);
+        };
+        let value = entry.value.as_str().ok_or(CmdError::WrongType)?.clone();
+        let (unit, absolute) = match ttl {
+            GetexTtl::Persist => {
+                entry.set_expiry_ms(None);
+                return Ok(Some(value));
+            }
+            GetexTtl::Ex => (Unit::Seconds, false),
+            GetexTtl::Px => (Unit::Millis, false),
+            GetexTtl::ExAt => (Unit::Seconds, true),
+            GetexTtl::PxAt => (Unit::Millis, true),
+        };
+        let n = int(req, at_arg)?;
+        if n <= 0 {
+            return Err(CmdError::InvalidExpire("getex"));
+        }
+        match deadline(now, n, unit, absolute, "getex")? {
+            Some(t) => entry.set_expiry_ms(Some(t)),
+            // An absolute time already past: the key goes, once read.
+            None => *slot = None,
+        }
+        Ok(Some(value))
+    })?;
+    match found {
+        Some(s) => ctx.out.bulk(&s),
+        None => ctx.out.null(),
+    }
+    Ok(())
+}
+
+/// ```text
+/// GETDEL key
+/// ```
+pub fn getdel(ctx: &mut Ctx<'_>, req: &Request<'_>) -> Result<(), CmdError> {
+    let taken = ctx.db.update(req.arg(1), ctx.now, |slot| {
+        match slot.as_ref().map(|e| e.value.as_str()) {
+            // Not a string: left as it is.
+            Some(None) => Err(CmdError::WrongType),
+            _ => Ok(slot.take()),
+        }
+    })?;
+    match taken.as_ref().and_then(|e| e.value.as_str()) {
+        Some(s) => ctx.out.bulk(s),
+        None => ctx.out.null(),
+    }
+    Ok(())
 }
 
 /// ```text
@@ -115,7 +213,14 @@ pub fn set(ctx: &mut Ctx<'_>, req: &Request<'_>) -> Result<(), CmdError> {
     };
     let value = req.arg(2);
     let out = &mut *ctx.out;
-    ctx.db.update(req.arg(1), now, |slot| {
+    // A plain SET always stores, so it always counts as a write for WATCH,
+    // as in Redis; with NX, XX or GET it may not (a refused or failed SET).
+    let touch = if cond == Cond::Always && !get {
+        Touch::Always
+    } else {
+        Touch::IfChanged
+    };
+    ctx.db.update_touching(req.arg(1), now, touch, |slot| {
         // SET replaces a value of any type, as in Redis; only SET ... GET
         // must read the old one as a string.
         let old = match slot.as_ref().map(|e| e.value.as_str()) {
@@ -162,6 +267,61 @@ pub fn set(ctx: &mut Ctx<'_>, req: &Request<'_>) -> Result<(), CmdError> {
 }
 
 /// ```text
+/// SETEX key seconds value
+/// ```
+pub fn setex(ctx: &mut Ctx<'_>, req: &Request<'_>) -> Result<(), CmdError> {
+    set_expiring(ctx, req, Unit::Seconds, "setex")
+}
+
+/// ```text
+/// PSETEX key milliseconds value
+/// ```
+pub fn psetex(ctx: &mut Ctx<'_>, req: &Request<'_>) -> Result<(), CmdError> {
+    set_expiring(ctx, req, Unit::Millis, "psetex")
+}
+
+/// `SET key value EX|PX n` as SETEX and PSETEX spell it: the time is
+/// checked first, and a value of any type is replaced, as SET does.
+fn set_expiring(
+    ctx: &mut Ctx<'_>,
+    req: &Request<'_>,
+    unit: Unit,
+    cmd: &'static str,
+) -> Result<(), CmdError> {
+    let n = int(req, 2)?;
+    if n <= 0 {
+        return Err(CmdError::InvalidExpire(cmd));
+    }
+    let at = deadline(ctx.now, n, unit, false, cmd)?;
+    let value = Value::Str(SmallBytes::new(req.arg(3)));
+    // It always stores: a write for WATCH, an equal value included.
+    ctx.db
+        .update_touching(req.arg(1), ctx.now, Touch::Always, |slot| {
+            // A positive relative time is always to come, so `at` is set.
+            *slot = at.map(|t| Entry::with_expiry_ms(value, Some(t)));
+        });
+    ctx.out.ok();
+    Ok(())
+}
+
+/// ```text
+/// SETNX key value
+/// ```
+/// 1 if the key was set; 0 if it holds anything, limiter state included.
+pub fn setnx(ctx: &mut Ctx<'_>, req: &Request<'_>) -> Result<(), CmdError> {
+    let value = req.arg(2);
+    let set = ctx.db.update(req.arg(1), ctx.now, |slot| {
+        if slot.is_some() {
+            return false;
+        }
+        *slot = Some(Entry::new(Value::Str(SmallBytes::new(value))));
+        true
+    });
+    ctx.out.int(set as i64);
+    Ok(())
+}
+
+/// ```text
 /// MSET key value [key value ...]
 /// ```
 /// Atomic: every key's shard is locked before any is written.
@@ -173,7 +333,7 @@ pub fn mset(ctx: &mut Ctx<'_>, req: &Request<'_>) -> Result<(), CmdError> {
     let mut lock = ctx.db.lock_many(keys);
     for i in (1..req.len()).step_by(2) {
         let value = req.arg(i + 1);
-        lock.update(req.arg(i), ctx.now, |slot| {
+        lock.update_touching(req.arg(i), ctx.now, Touch::Always, |slot| {
             *slot = Some(Entry::new(Value::Str(SmallBytes::new(value))));
         });
     }
@@ -235,5 +395,39 @@ fn incr_by(ctx: &mut Ctx<'_>, req: &Request<'_>, delta: i64) -> Result<(), CmdEr
         Ok(next)
     })?;
     ctx.out.int(result);
+    Ok(())
+}
+
+/// ```text
+/// INCRBYFLOAT key increment
+/// ```
+/// In x87 extended precision, printed as Redis prints it
+/// ([`LongDouble`]), so the bytes are Redis's own. Keeps the key's TTL.
+pub fn incrbyfloat(ctx: &mut Ctx<'_>, req: &Request<'_>) -> Result<(), CmdError> {
+    let not_float = || CmdError::err("value is not a valid float");
+    // Read before the lock; a bad increment is reported after the key's
+    // own errors, as in Redis.
+    let incr = LongDouble::parse(req.arg(2));
+    let text = ctx.db.update(req.arg(1), ctx.now, |slot| {
+        let current = match slot.as_ref() {
+            None => LongDouble::ZERO,
+            Some(e) => {
+                let s = e.value.as_str().ok_or(CmdError::WrongType)?;
+                LongDouble::parse(s).ok_or_else(not_float)?
+            }
+        };
+        let sum = current
+            .checked_add(incr.ok_or_else(not_float)?)
+            .filter(|v| v.is_finite())
+            .ok_or_else(|| CmdError::err("increment would produce NaN or Infinity"))?;
+        let text = sum.to_human();
+        let value = Value::Str(SmallBytes::new(text.as_bytes()));
+        match slot {
+            Some(e) => e.value = value,
+            None => *slot = Some(Entry::new(value)),
+        }
+        Ok(text)
+    })?;
+    ctx.out.bulk(text.as_bytes());
     Ok(())
 }

@@ -126,6 +126,12 @@ impl KeySpec {
         last: -1,
         step: 2,
     };
+    /// The first two arguments (`RENAME key newkey`).
+    pub const FIRST_TWO: KeySpec = KeySpec {
+        first: 1,
+        last: 2,
+        step: 1,
+    };
 
     /// Indexes of the keys in a request of `argc` arguments.
     pub fn positions(self, argc: usize) -> impl Iterator<Item = usize> {
@@ -579,12 +585,16 @@ pub static COMMANDS: &[CommandSpec] = &[
     cmd!("exists", -2, [READONLY | FAST], ALL, "generic", "1.0.0", "O(N) where N is the number of keys to check", "Determines whether one or more keys exist.", keys::exists),
     cmd!("expire", -3, [WRITE | FAST], FIRST, "generic", "1.0.0", "O(1)", "Sets the expiration time of a key in seconds.", keys::expire),
     cmd!("expireat", -3, [WRITE | FAST], FIRST, "generic", "1.2.0", "O(1)", "Sets the expiration time of a key to a Unix timestamp.", keys::expireat),
+    cmd!("expiretime", 2, [READONLY | FAST], FIRST, "generic", "7.0.0", "O(1)", "Returns the expiration time of a key as a Unix timestamp.", keys::expiretime),
     cmd!("flushall", -1, [WRITE | DANGEROUS | ALL_KEYS], NONE, "server", "1.0.0", "O(N) where N is the total number of keys in all databases", "Removes all keys from all databases.", server::flushall),
     cmd!("flushdb", -1, [WRITE | DANGEROUS | ALL_KEYS], NONE, "server", "1.0.0", "O(N) where N is the number of keys in the selected database", "Remove all keys from the current database.", server::flushall),
     cmd!("get", 2, [READONLY | FAST], FIRST, "string", "1.0.0", "O(1)", "Returns the string value of a key.", string::get),
+    cmd!("getdel", 2, [WRITE | FAST], FIRST, "string", "6.2.0", "O(1)", "Returns the string value of a key after deleting the key.", string::getdel),
+    cmd!("getex", -2, [WRITE | FAST], FIRST, "string", "6.2.0", "O(1)", "Returns the string value of a key after setting its expiration time.", string::getex),
     cmd!("hello", -1, [NOSCRIPT | LOADING | STALE | FAST | NO_AUTH], NONE, "connection", "6.0.0", "O(1)", "Handshakes with the Redis server.", connection::hello),
     cmd!("incr", 2, [WRITE | DENYOOM | FAST], FIRST, "string", "1.0.0", "O(1)", "Increments the integer value of a key by one.", string::incr),
     cmd!("incrby", 3, [WRITE | DENYOOM | FAST], FIRST, "string", "1.0.0", "O(1)", "Increments the integer value of a key by a number.", string::incrby),
+    cmd!("incrbyfloat", 3, [WRITE | DENYOOM | FAST], FIRST, "string", "2.6.0", "O(1)", "Increment the floating point value of a key by a number. Uses 0 as initial value if the key doesn't exist.", string::incrbyfloat),
     cmd!("info", -1, [LOADING | STALE | ALL_KEYS], NONE, "server", "1.0.0", "O(1)", "Returns information and statistics about the server.", server::info),
     cmd!("keys", 2, [READONLY | ALL_KEYS], NONE, "generic", "1.0.0", "O(N) with N being the number of keys in the database", "Returns all key names that match a pattern.", keys::keys),
     cmd!("lastsave", 1, [LOADING | STALE | FAST], NONE, "server", "1.0.0", "O(1)", "Returns the Unix timestamp of the last successful save to disk.", persist::lastsave),
@@ -594,11 +604,15 @@ pub static COMMANDS: &[CommandSpec] = &[
     cmd!("persist", 2, [WRITE | FAST], FIRST, "generic", "2.2.0", "O(1)", "Removes the expiration time of a key.", keys::persist),
     cmd!("pexpire", -3, [WRITE | FAST], FIRST, "generic", "2.6.0", "O(1)", "Sets the expiration time of a key in milliseconds.", keys::pexpire),
     cmd!("pexpireat", -3, [WRITE | FAST], FIRST, "generic", "2.6.0", "O(1)", "Sets the expiration time of a key to a Unix milliseconds timestamp.", keys::pexpireat),
+    cmd!("pexpiretime", 2, [READONLY | FAST], FIRST, "generic", "7.0.0", "O(1)", "Returns the expiration time of a key as a Unix milliseconds timestamp.", keys::pexpiretime),
     cmd!("ping", -1, [FAST], NONE, "connection", "1.0.0", "O(1)", "Returns the server's liveliness response.", connection::ping),
+    cmd!("psetex", 4, [WRITE | DENYOOM], FIRST, "string", "2.6.0", "O(1)", "Sets both string value and expiration time in milliseconds of a key. The key is created if it doesn't exist.", string::psetex),
     cmd!("pttl", 2, [READONLY | FAST], FIRST, "generic", "2.6.0", "O(1)", "Returns the expiration time in milliseconds of a key.", keys::pttl),
     cmd!("quit", -1, [NOSCRIPT | LOADING | STALE | FAST | NO_AUTH | NOT_QUEUED], NONE, "connection", "1.0.0", "O(1)", "Closes the connection.", connection::quit),
     cmd!("readonly", 1, [LOADING | STALE | FAST], NONE, "cluster", "3.0.0", "O(1)", "Enables read-only queries for a connection to a Redis Cluster replica node.", cluster::accept),
     cmd!("readwrite", 1, [LOADING | STALE | FAST], NONE, "cluster", "3.0.0", "O(1)", "Enables read-write queries for a connection to a Redis Cluster replica node.", cluster::accept),
+    cmd!("rename", 3, [WRITE], FIRST_TWO, "generic", "1.0.0", "O(1)", "Renames a key and overwrites the destination.", keys::rename),
+    cmd!("renamenx", 3, [WRITE | FAST], FIRST_TWO, "generic", "1.0.0", "O(1)", "Renames a key only when the target key name doesn't exist.", keys::renamenx),
     cmd!("reset", 1, [NOSCRIPT | LOADING | STALE | FAST | NO_AUTH | NOT_QUEUED], NONE, "connection", "6.2.0", "O(1)", "Resets the connection.", connection::reset),
     cmd!("rl.allow", -4, [WRITE | DENYOOM | FAST], FIRST, "limiter", "0.1.0", "O(1); ALGO log: O(slots expired)", "Admits or denies a request against a limit, atomically.", limiter::allow),
     CommandSpec {
@@ -613,6 +627,8 @@ pub static COMMANDS: &[CommandSpec] = &[
     cmd!("scan", -2, [READONLY | ALL_KEYS], NONE, "generic", "2.8.0", "O(1) for every call. O(N) for a complete iteration.", "Iterates over the key names in the database.", keys::scan),
     cmd!("select", 2, [LOADING | STALE | FAST], NONE, "connection", "1.0.0", "O(1)", "Changes the selected database.", connection::select),
     cmd!("set", -3, [WRITE | DENYOOM], FIRST, "string", "1.0.0", "O(1)", "Sets the string value of a key, ignoring its type. The key is created if it doesn't exist.", string::set),
+    cmd!("setex", 4, [WRITE | DENYOOM], FIRST, "string", "2.0.0", "O(1)", "Sets the string value and expiration time of a key. Creates the key if it doesn't exist.", string::setex),
+    cmd!("setnx", 3, [WRITE | DENYOOM | FAST], FIRST, "string", "1.0.0", "O(1)", "Set the string value of a key only when the key doesn't exist.", string::setnx),
     cmd!("time", 1, [LOADING | STALE | FAST], NONE, "server", "2.6.0", "O(1)", "Returns the server time.", server::time),
     cmd!("ttl", 2, [READONLY | FAST], FIRST, "generic", "1.0.0", "O(1)", "Returns the expiration time in seconds of a key.", keys::ttl),
     cmd!("type", 2, [READONLY | FAST], FIRST, "generic", "1.0.0", "O(1)", "Determines the type of value stored at a key.", keys::type_),
@@ -757,6 +773,10 @@ mod tests {
         assert_eq!(KeySpec::FIRST.positions(3).collect::<Vec<_>>(), vec![1]);
         assert_eq!(KeySpec::ALL.positions(4).collect::<Vec<_>>(), vec![1, 2, 3]);
         assert_eq!(KeySpec::PAIRS.positions(5).collect::<Vec<_>>(), vec![1, 3]);
+        assert_eq!(
+            KeySpec::FIRST_TWO.positions(3).collect::<Vec<_>>(),
+            vec![1, 2]
+        );
         assert_eq!(KeySpec::NONE.positions(5).count(), 0);
     }
 }

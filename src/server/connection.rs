@@ -52,6 +52,8 @@ pub async fn run<S: AsyncRead + AsyncWrite + Unpin>(
 ) {
     let mut session = Session::new(info.clone(), state.settings.password().is_some());
     let why = serve(&mut socket, state, &mut session, &mut shutdown).await;
+    // A queue dies with its connection; its watches go back to the store.
+    session.tx.clear(&state.store);
     match &why {
         Close::OutputLimit => tracing::warn!(
             client = info.id,
@@ -81,6 +83,7 @@ async fn serve<S: AsyncRead + AsyncWrite + Unpin>(
         info: &info,
         state,
         heard: tokio::time::Instant::now(),
+        stopping: None,
     };
     loop {
         // Every request read has been answered: read again from the start of
@@ -93,7 +96,7 @@ async fn serve<S: AsyncRead + AsyncWrite + Unpin>(
         if buf.capacity() - buf.len() < READ_CHUNK / 4 {
             buf.reserve(READ_CHUNK);
         }
-        let read = match stops.around(socket.read_buf(&mut buf)).await {
+        let read = match stops.around(Wait::Read, socket.read_buf(&mut buf)).await {
             Ok(r) => r,
             Err(why) => return why,
         };
@@ -219,12 +222,15 @@ async fn flush<S: AsyncWrite + Unpin>(
         }
         let n = match deadline {
             Some(d) => stops
-                .around(tokio::time::timeout_at(d, socket.write(&buf[written..])))
+                .around(
+                    Wait::Write,
+                    tokio::time::timeout_at(d, socket.write(&buf[written..])),
+                )
                 .await?
                 .map_err(|_| Close::OutputLimit)?
                 .map_err(Close::Io)?,
             None => stops
-                .around(socket.write(&buf[written..]))
+                .around(Wait::Write, socket.write(&buf[written..]))
                 .await?
                 .map_err(Close::Io)?,
         };
@@ -238,53 +244,102 @@ async fn flush<S: AsyncWrite + Unpin>(
     // A no-op on TCP; TLS may still hold records the socket did not take.
     match deadline {
         Some(d) => stops
-            .around(tokio::time::timeout_at(d, socket.flush()))
+            .around(Wait::Write, tokio::time::timeout_at(d, socket.flush()))
             .await?
             .map_err(|_| Close::OutputLimit)?
             .map_err(Close::Io)?,
-        None => stops.around(socket.flush()).await?.map_err(Close::Io)?,
+        None => stops
+            .around(Wait::Write, socket.flush())
+            .await?
+            .map_err(Close::Io)?,
     }
     Stats::add(&state.stats.net_output_bytes, total as u64);
     buf.clear();
     Ok(())
 }
 
-/// What ends a connection while it waits on its client, to read or to
-/// write: shutdown, `CLIENT KILL`, and `--timeout` seconds without a byte
-/// either way (Redis's last interaction). A write the client never drains
-/// waits on these too, so a client that never reads can hold neither a
-/// shutdown nor its connection slot for ever.
+/// What ends a connection while it waits on its client: shutdown,
+/// `CLIENT KILL`, and `--timeout` seconds without a byte either way
+/// (Redis's last interaction). A write the client never drains waits on
+/// these too, so a client that never reads can hold neither a shutdown nor
+/// its connection slot for ever. A shutdown stops reads at once, while
+/// replies already decoded are still written to a client that takes them:
+/// each write must then progress within [`WRITE_GRACE`], all within
+/// [`SHUTDOWN_GRACE`] of the shutdown.
 struct Stops<'a> {
     shutdown: &'a mut watch::Receiver<bool>,
     info: &'a ClientInfo,
     state: &'a State,
     /// The last time a read or a write made progress.
     heard: tokio::time::Instant,
+    /// When this connection saw the shutdown.
+    stopping: Option<tokio::time::Instant>,
+}
+
+/// After a shutdown, how long one write may wait on the client.
+const WRITE_GRACE: Duration = Duration::from_secs(1);
+/// After a shutdown, how long a connection may take to write out the
+/// replies it owes.
+const SHUTDOWN_GRACE: Duration = Duration::from_secs(5);
+
+/// What a connection waits for.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Wait {
+    Read,
+    Write,
 }
 
 impl Stops<'_> {
-    /// Runs `io` unless something ends the connection first.
-    async fn around<T>(&mut self, io: impl std::future::Future<Output = T>) -> Result<T, Close> {
-        if *self.shutdown.borrow() {
-            return Err(Close::Shutdown);
+    /// Whether the server is shutting down; notes when this connection
+    /// first saw it.
+    fn stopping(&mut self) -> bool {
+        if self.stopping.is_none() && *self.shutdown.borrow() {
+            self.stopping = Some(tokio::time::Instant::now());
         }
-        let timeout = self.state.settings.timeout_secs.load(Ordering::Relaxed);
-        // A timeout too far ahead to represent is no timeout.
-        let idle_at = (timeout > 0)
-            .then(|| self.heard.checked_add(Duration::from_secs(timeout)))
-            .flatten();
-        let idle = async {
-            match idle_at {
-                Some(at) => tokio::time::sleep_until(at).await,
-                None => std::future::pending().await,
+        self.stopping.is_some()
+    }
+
+    /// Runs `io` unless something ends the connection first. `io` comes
+    /// first: a reply that can be written is written (a client that kills
+    /// itself gets its `:1`).
+    async fn around<T>(
+        &mut self,
+        wait: Wait,
+        io: impl std::future::Future<Output = T>,
+    ) -> Result<T, Close> {
+        tokio::pin!(io);
+        loop {
+            let stopping = self.stopping();
+            if stopping && wait == Wait::Read {
+                return Err(Close::Shutdown);
             }
-        };
-        tokio::select! {
-            biased;
-            _ = self.shutdown.changed() => Err(Close::Shutdown),
-            _ = self.info.killed() => Err(Close::Killed),
-            _ = idle => Err(Close::Idle),
-            r = io => Ok(r),
+            let timeout = self.state.settings.timeout_secs.load(Ordering::Relaxed);
+            // A timeout too far ahead to represent is no timeout.
+            let idle_at = (timeout > 0)
+                .then(|| self.heard.checked_add(Duration::from_secs(timeout)))
+                .flatten();
+            let grace_at = self
+                .stopping
+                .map(|at| (tokio::time::Instant::now() + WRITE_GRACE).min(at + SHUTDOWN_GRACE));
+            let until = |at: Option<tokio::time::Instant>| async move {
+                match at {
+                    Some(at) => tokio::time::sleep_until(at).await,
+                    None => std::future::pending().await,
+                }
+            };
+            tokio::select! {
+                biased;
+                r = &mut io => return Ok(r),
+                changed = self.shutdown.changed(), if !stopping => {
+                    // The server dropped its end without a word: stop too.
+                    if changed.is_err() {
+                        self.stopping = Some(tokio::time::Instant::now());
+                    }
+                }
+                _ = self.info.killed() => return Err(Close::Killed),
+                _ = until(idle_at) => return Err(Close::Idle),
+                _ = until(grace_at) => return Err(Close::Shutdown),
+            }
         }
     }
 }

@@ -36,7 +36,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 pub use self::bytes::SmallBytes;
 pub use self::entry::{Entry, Value};
 use self::shard::Shard;
-pub use self::shard::VERSION_BUCKETS;
+pub use self::shard::Touch;
 use crate::clock::Nanos;
 
 /// Shards: few enough that their locks stay in cache (each `RL.ALLOW` takes
@@ -145,27 +145,37 @@ impl Store {
         match live {
             Some(Some(r)) => Some(r),
             Some(None) => {
-                shard.update(&self.hasher, &self.expired, hash, key, now, |_| ());
+                shard.update(self, hash, key, now, Touch::IfChanged, |_| ());
                 None
             }
             None => None,
         }
     }
 
-    /// The shard and `WATCH` bucket of `key`: two keys share a write
-    /// counter if both match (for tests, and to measure false conflicts).
-    pub fn watch_bucket(&self, key: &[u8]) -> (usize, usize) {
-        let hash = self.hash(key);
-        (self.shard_index(hash), shard::Versions::bucket(hash))
+    /// The shard `key` lives in (for tests that need keys in distinct
+    /// shards).
+    pub fn shard_of(&self, key: &[u8]) -> usize {
+        self.shard_index(self.hash(key))
     }
 
     /// Runs `f` on the key's live entry (`None` if absent or expired) under
     /// the shard's write lock: whatever `f` leaves is stored, and `None`
     /// deletes. Read-modify-write is atomic per key.
     pub fn update<R>(&self, key: &[u8], now: Nanos, f: impl FnOnce(&mut Option<Entry>) -> R) -> R {
+        self.update_touching(key, now, Touch::IfChanged, f)
+    }
+
+    /// [`Store::update`], counting for `WATCH` as `touch` says.
+    pub fn update_touching<R>(
+        &self,
+        key: &[u8],
+        now: Nanos,
+        touch: Touch,
+        f: impl FnOnce(&mut Option<Entry>) -> R,
+    ) -> R {
         let hash = self.hash(key);
         let mut shard = self.shards[self.shard_index(hash)].0.write();
-        shard.update(&self.hasher, &self.expired, hash, key, now, f)
+        shard.update(self, hash, key, now, touch, f)
     }
 
     /// Deletes a key; true if a live one was there.
@@ -204,15 +214,28 @@ impl Store {
         }
     }
 
-    /// What `WATCH` remembers of `key`: its bucket's write counter and
-    /// whether it is live now.
+    /// Starts watching `key` (`WATCH`): registers it in its shard, so its
+    /// writes are counted from now, and notes the count and whether the
+    /// key is live. Every mark must be given back with
+    /// [`Store::unwatch`] or [`MultiLock::unwatch`].
     pub fn watch(&self, key: &[u8], now: Nanos) -> WatchMark {
         let hash = self.hash(key);
-        let shard = self.shards[self.shard_index(hash)].0.read();
+        let mut shard = self.shards[self.shard_index(hash)].0.write();
         WatchMark {
             hash,
-            version: shard.versions.get(hash),
+            version: shard.watches.add(hash),
             live: shard.with(hash, key, |e| !e.is_expired(now)) == Some(true),
+        }
+    }
+
+    /// Stops watching: gives back marks taken by [`Store::watch`].
+    pub fn unwatch<'m>(&self, marks: impl IntoIterator<Item = &'m WatchMark>) {
+        for m in marks {
+            self.shards[self.shard_index(m.hash)]
+                .0
+                .write()
+                .watches
+                .remove(m.hash);
         }
     }
 
@@ -237,7 +260,7 @@ impl Store {
             .map(|s| {
                 let mut s = s.0.write();
                 let n = s.len();
-                s.clear();
+                s.clear(&self.hasher);
                 n
             })
             .sum()
@@ -410,11 +433,21 @@ impl MultiLock<'_> {
         now: Nanos,
         f: impl FnOnce(&mut Option<Entry>) -> R,
     ) -> R {
+        self.update_touching(key, now, Touch::IfChanged, f)
+    }
+
+    /// [`MultiLock::update`], counting for `WATCH` as `touch` says.
+    pub fn update_touching<R>(
+        &mut self,
+        key: &[u8],
+        now: Nanos,
+        touch: Touch,
+        f: impl FnOnce(&mut Option<Entry>) -> R,
+    ) -> R {
         let hash = self.store.hash(key);
         let pos = held_pos(self.store, &self.guards, hash);
-        self.guards[pos]
-            .1
-            .update(&self.store.hasher, &self.store.expired, hash, key, now, f)
+        let store = self.store;
+        self.guards[pos].1.update(store, hash, key, now, touch, f)
     }
 
     /// As [`Store::get`], for a key whose shard this guard holds.
@@ -426,11 +459,19 @@ impl MultiLock<'_> {
     }
 
     /// Whether `key` was written, deleted or expired since `mark` was
-    /// taken (or, rarely, another key of its bucket was written).
+    /// taken.
     pub fn touched_since(&self, key: &[u8], mark: &WatchMark, now: Nanos) -> bool {
         let shard = &self.guards[held_pos(self.store, &self.guards, mark.hash)].1;
-        shard.versions.get(mark.hash) != mark.version
+        shard.watches.get(mark.hash).map(|w| w.version) != Some(mark.version)
             || (mark.live && shard.with(mark.hash, key, |e| e.is_expired(now)) != Some(false))
+    }
+
+    /// [`Store::unwatch`], for marks whose shards this guard holds.
+    pub fn unwatch<'m>(&mut self, marks: impl IntoIterator<Item = &'m WatchMark>) {
+        for m in marks {
+            let pos = held_pos(self.store, &self.guards, m.hash);
+            self.guards[pos].1.watches.remove(m.hash);
+        }
     }
 
     /// Lends the locked shards to the commands of a transaction, one
@@ -461,11 +502,15 @@ impl HeldShards<'_> {
         f(&mut self.shards[pos].1.borrow_mut())
     }
 
-    fn update<R>(&self, key: &[u8], now: Nanos, f: impl FnOnce(&mut Option<Entry>) -> R) -> R {
+    fn update<R>(
+        &self,
+        key: &[u8],
+        now: Nanos,
+        touch: Touch,
+        f: impl FnOnce(&mut Option<Entry>) -> R,
+    ) -> R {
         let (store, hash) = (self.store, self.store.hash(key));
-        self.with_shard(hash, |shard| {
-            shard.update(&store.hasher, &store.expired, hash, key, now, f)
-        })
+        self.with_shard(hash, |shard| shard.update(store, hash, key, now, touch, f))
     }
 
     fn get<R>(&self, key: &[u8], now: Nanos, f: impl FnOnce(&Entry) -> R) -> Option<R> {
@@ -505,9 +550,20 @@ impl Locked<'_> {
         now: Nanos,
         f: impl FnOnce(&mut Option<Entry>) -> R,
     ) -> R {
+        self.update_touching(key, now, Touch::IfChanged, f)
+    }
+
+    /// [`Locked::update`], counting for `WATCH` as `touch` says.
+    pub fn update_touching<R>(
+        &mut self,
+        key: &[u8],
+        now: Nanos,
+        touch: Touch,
+        f: impl FnOnce(&mut Option<Entry>) -> R,
+    ) -> R {
         match self {
-            Locked::Own(l) => l.update(key, now, f),
-            Locked::Held(h) => h.update(key, now, f),
+            Locked::Own(l) => l.update_touching(key, now, touch, f),
+            Locked::Held(h) => h.update(key, now, touch, f),
         }
     }
 
@@ -533,9 +589,20 @@ impl<'a> Keyspace<'a> {
     }
 
     pub fn update<R>(self, key: &[u8], now: Nanos, f: impl FnOnce(&mut Option<Entry>) -> R) -> R {
+        self.update_touching(key, now, Touch::IfChanged, f)
+    }
+
+    /// [`Keyspace::update`], counting for `WATCH` as `touch` says.
+    pub fn update_touching<R>(
+        self,
+        key: &[u8],
+        now: Nanos,
+        touch: Touch,
+        f: impl FnOnce(&mut Option<Entry>) -> R,
+    ) -> R {
         match self {
-            Keyspace::Store(s) => s.update(key, now, f),
-            Keyspace::Held(l) => l.update(key, now, f),
+            Keyspace::Store(s) => s.update_touching(key, now, touch, f),
+            Keyspace::Held(h) => h.update(key, now, touch, f),
         }
     }
 
@@ -589,7 +656,7 @@ impl<'a> Keyspace<'a> {
             Keyspace::Held(h) => h.shards.iter().fold(0, |n, (_, s)| {
                 let mut s = s.borrow_mut();
                 let len = s.len();
-                s.clear();
+                s.clear(&h.store.hasher);
                 n + len
             }),
         }
@@ -888,43 +955,44 @@ mod tests {
         assert!(store.is_empty());
     }
 
-    /// A write conflicts with a watch exactly when the two keys share a
-    /// shard and a bucket (so never missed), and that happens for about
-    /// one pair of keys in `shards * VERSION_BUCKETS`.
+    /// A watched key aborts on a write that changes it, on its expiry and
+    /// on FLUSHALL if it existed; not on a write to another key, a write
+    /// that leaves it as it was, or a read.
     #[test]
-    fn watch_conflicts_are_the_bucket_collisions_and_they_are_rare() {
-        let store = Store::default();
-        let now = Nanos(1);
-        let key = |i: u64| format!("key:{i}").into_bytes();
-        let mut collisions = 0u64;
-        const PAIRS: u64 = 2_000_000;
-        for i in 0..PAIRS {
-            collisions +=
-                (store.watch_bucket(&key(2 * i)) == store.watch_bucket(&key(2 * i + 1))) as u64;
-        }
-        // Expected 2e6 / 16384 = 122; six standard deviations either side.
-        let expected = PAIRS as f64 / (DEFAULT_SHARDS * VERSION_BUCKETS) as f64;
-        let spread = 6.0 * expected.sqrt();
-        eprintln!(
-            "WATCH false conflicts: {collisions} in {PAIRS} writes to other keys (1 in {:.0})",
-            PAIRS as f64 / collisions.max(1) as f64
-        );
+    fn watch_sees_changes_to_its_key_only() {
+        let store = Store::new(1);
+        let t = Nanos(1_000_000);
+        let put = |k: &[u8], v: &str| store.update(k, t, |e| *e = Some(s(v)));
+        let touched = |key: &[u8], change: &dyn Fn()| {
+            let mark = store.watch(key, t);
+            change();
+            let mut lock = store.lock_many([key]);
+            let hit = lock.touched_since(key, &mark, t);
+            lock.unwatch([&mark]);
+            hit
+        };
+        put(b"w", "1");
+        assert!(touched(b"w", &|| put(b"w", "2")));
+        assert!(!touched(b"w", &|| put(b"other", "x")));
+        assert!(!touched(b"w", &|| put(b"w", "2")), "same value");
+        assert!(!touched(b"w", &|| {
+            store.get(b"w", t, |_| ());
+        }));
+        assert!(touched(b"w", &|| {
+            store.remove(b"w", t);
+        }));
         assert!(
-            (collisions as f64 - expected).abs() < spread,
-            "{collisions} collisions in {PAIRS} pairs, expected {expected:.0}"
+            !touched(b"w", &|| {
+                store.clear();
+            }),
+            "absent, and still absent"
         );
-        // The mechanism: a write to a key of the same bucket aborts, to a
-        // key elsewhere does not; to the key itself always does.
-        let watched = key(0);
-        let b = store.watch_bucket(&watched);
-        let same = (1..).map(key).find(|k| store.watch_bucket(k) == b).unwrap();
-        let other = (1..).map(key).find(|k| store.watch_bucket(k) != b).unwrap();
-        for (write, conflict) in [(&other, false), (&same, true), (&watched, true)] {
-            let mark = store.watch(&watched, now);
-            store.update(write, now, |e| *e = Some(s("v")));
-            let lock = store.lock_many([&watched[..]]);
-            assert_eq!(lock.touched_since(&watched, &mark, now), conflict);
-        }
+        put(b"w", "1");
+        assert!(touched(b"w", &|| {
+            store.clear();
+        }));
+        // Every mark was given back: nothing is tracked any more.
+        assert!(store.shards[0].0.read().watches.is_empty());
     }
 
     #[test]

@@ -12,7 +12,9 @@
 //! one (on the stack; a few nanoseconds), handed to the caller, and written
 //! back, moving between classes when the value no longer fits its own.
 
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::collections::HashMap;
+use std::hash::BuildHasherDefault;
+use std::sync::atomic::Ordering;
 
 use super::arena::Arena;
 use super::bytes::SmallBytes;
@@ -300,41 +302,93 @@ fn place<T: Default>(arena: &mut Arena<T>, i: Option<u32>, v: T) -> u32 {
     }
 }
 
-/// Buckets of `WATCH` write counters per shard: a write to one key aborts
-/// the transactions watching any key of its bucket, so a watcher sees a
-/// false conflict from about one write in `shards x VERSION_BUCKETS`
-/// (1 in 16,384 with the default 256 shards), never a missed one.
-pub const VERSION_BUCKETS: usize = 64;
+/// The keys of a shard that some connection `WATCH`es, by hash, each with
+/// a write counter: a write, delete or expiry of a watched key moves its
+/// counter, and `EXEC` compares. Only watched keys are tracked, so a write
+/// to a key no one watches costs one check of an empty map. Two keys whose
+/// 64-bit hashes are equal share a counter: a false conflict (which Redis
+/// allows) once in 2^64 pairs; a missed conflict cannot happen.
+/// How a write counts for `WATCH`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Touch {
+    /// If it changed the key: a refused `SET NX`, a failed `INCR` or a
+    /// `PERSIST` of a key with no TTL leaves it as it was, and does not
+    /// abort its watchers (Redis signals only writes that happen).
+    IfChanged,
+    /// Always: the command stored a value (`SET`, `MSET`, `SETEX`), an
+    /// equal one included, as Redis counts it.
+    Always,
+}
 
-/// The `WATCH` write counters of one shard, by bucket of key hash.
-#[derive(Debug, Clone)]
-pub(super) struct Versions([u64; VERSION_BUCKETS]);
+#[derive(Debug, Default)]
+pub(super) struct Watches(HashMap<u64, Watched, BuildHasherDefault<PassThrough>>);
 
-impl Default for Versions {
-    fn default() -> Self {
-        Versions([0; VERSION_BUCKETS])
+#[derive(Debug, Clone, Copy)]
+pub(super) struct Watched {
+    pub version: u64,
+    /// WATCH marks on this key, over all connections.
+    refs: u32,
+}
+
+/// The keys are already hashes: the map uses them as they are.
+#[derive(Debug, Default)]
+pub(super) struct PassThrough(u64);
+
+impl std::hash::Hasher for PassThrough {
+    fn finish(&self) -> u64 {
+        self.0
+    }
+    fn write(&mut self, _: &[u8]) {
+        unreachable!("only u64 keys are hashed")
+    }
+    fn write_u64(&mut self, n: u64) {
+        self.0 = n;
     }
 }
 
-impl Versions {
-    /// The bucket of a key's hash: bits 40.., which neither the shard
-    /// index (bits 32..) nor the index's groups and tags use.
-    pub fn bucket(hash: u64) -> usize {
-        (hash >> 40) as usize & (VERSION_BUCKETS - 1)
+impl Watches {
+    pub fn is_empty(&self) -> bool {
+        self.0.is_empty()
     }
 
-    pub fn get(&self, hash: u64) -> u64 {
-        self.0[Self::bucket(hash)]
+    /// The counter of a watched key's hash.
+    pub fn get(&self, hash: u64) -> Option<&Watched> {
+        if self.0.is_empty() {
+            return None;
+        }
+        self.0.get(&hash)
     }
 
-    fn bump(&mut self, hash: u64) {
-        let v = &mut self.0[Self::bucket(hash)];
-        *v = v.wrapping_add(1);
+    /// One more WATCH on `hash`; its counter now.
+    pub fn add(&mut self, hash: u64) -> u64 {
+        let w = self.0.entry(hash).or_insert(Watched {
+            version: 0,
+            refs: 0,
+        });
+        w.refs += 1;
+        w.version
     }
 
-    fn bump_all(&mut self) {
-        for v in &mut self.0 {
-            *v = v.wrapping_add(1);
+    /// One WATCH on `hash` fewer; the map's memory goes with the last.
+    pub fn remove(&mut self, hash: u64) {
+        if let Some(w) = self.0.get_mut(&hash) {
+            w.refs -= 1;
+            if w.refs == 0 {
+                self.0.remove(&hash);
+            }
+        }
+        if self.0.is_empty() {
+            self.0 = HashMap::default();
+        }
+    }
+
+    /// A watched key's value changed (or it went away).
+    pub fn touch(&mut self, hash: u64) {
+        if self.0.is_empty() {
+            return;
+        }
+        if let Some(w) = self.0.get_mut(&hash) {
+            w.version = w.version.wrapping_add(1);
         }
     }
 }
@@ -351,9 +405,8 @@ pub(super) struct Shard {
     /// walking every key every second (at 10M keys that walk alone cost
     /// 14% of a core).
     pub next_expiry_ms: u64,
-    /// Bumped by every write, delete and expiry of a key, for `WATCH`;
-    /// kept last, off the cache line a lookup reads.
-    pub versions: Versions,
+    /// The watched keys' write counters, for `WATCH`.
+    pub watches: Watches,
 }
 
 fn expired_at(ttl_ms: Option<u64>, now: Nanos) -> bool {
@@ -384,11 +437,11 @@ impl Shard {
     /// See [`super::Store::update`].
     pub fn update<R>(
         &mut self,
-        hasher: &ahash::RandomState,
-        expired: &AtomicU64,
+        store: &super::Store,
         hash: u64,
         key: &[u8],
         now: Nanos,
+        touch: Touch,
         f: impl FnOnce(&mut Option<Entry>) -> R,
     ) -> R {
         let Shard {
@@ -396,19 +449,28 @@ impl Shard {
             records,
             volatile,
             next_expiry_ms,
-            versions,
+            watches,
         } = self;
         match index.find(hash, |h| records.key(h) == key) {
             Some(pos) => {
                 let h = index.get(pos);
                 let mut cur = records.take(h);
                 let had_ttl = cur.as_ref().is_some_and(Entry::has_expiry);
+                let mut changed = false;
                 if cur.as_ref().is_some_and(|e| e.is_expired(now)) {
                     cur = None;
-                    expired.fetch_add(1, Ordering::Relaxed);
+                    changed = true;
+                    store.expired.fetch_add(1, Ordering::Relaxed);
                 }
+                // A watched key: a write that leaves it as it was (a refused
+                // SET NX, an INCR of a non-number) does not abort its
+                // watchers, as in Redis, so keep the value to compare.
+                let before = (!changed && touch == Touch::IfChanged && watches.get(hash).is_some())
+                    .then(|| cur.clone());
                 let r = f(&mut cur);
-                versions.bump(hash);
+                if before.is_none_or(|b| b != cur) {
+                    watches.touch(hash);
+                }
                 let ttl = cur.as_ref().and_then(Entry::expiry_ms);
                 *volatile = *volatile + ttl.is_some() as usize - had_ttl as usize;
                 if let Some(at) = ttl {
@@ -428,28 +490,34 @@ impl Shard {
             None => {
                 let mut cur = None;
                 let r = f(&mut cur);
+                if cur.is_some() || touch == Touch::Always {
+                    watches.touch(hash);
+                }
                 if let Some(e) = cur {
-                    versions.bump(hash);
                     if let Some(at) = e.expiry_ms() {
                         *volatile += 1;
                         *next_expiry_ms = (*next_expiry_ms).min(at);
                     }
                     let h = records.put(None, key, e);
                     let records = &*records;
-                    index.insert(hash, h, |h| hasher.hash_one(records.key(h)));
+                    index.insert(hash, h, |h| store.hasher.hash_one(records.key(h)));
                 }
                 r
             }
         }
     }
 
-    /// Forgets every key (`FLUSHALL`); the write counters move on, so a
-    /// transaction watching any key here aborts.
-    pub fn clear(&mut self) {
-        let mut versions = std::mem::take(&mut self.versions);
-        versions.bump_all();
+    /// Forgets every key (`FLUSHALL`). Watched keys that existed count as
+    /// written; a watched key that did not exist does not (as Redis 7).
+    pub fn clear(&mut self, hasher: &ahash::RandomState) {
+        let mut watches = std::mem::take(&mut self.watches);
+        if !watches.is_empty() {
+            for h in self.index.iter() {
+                watches.touch(hasher.hash_one(self.records.key(h)));
+            }
+        }
         *self = Shard {
-            versions,
+            watches,
             ..Shard::default()
         };
     }
@@ -488,7 +556,7 @@ impl Shard {
         let ttl = records.expiry_ms(h);
         records.free(h);
         self.volatile -= ttl.is_some() as usize;
-        self.versions.bump(hash);
+        self.watches.touch(hash);
         Some(ttl)
     }
 
@@ -510,7 +578,9 @@ impl Shard {
             |h| hasher.hash_one(records.key(h)),
         );
         for &h in &gone {
-            self.versions.bump(hasher.hash_one(self.records.key(h)));
+            if !self.watches.is_empty() {
+                self.watches.touch(hasher.hash_one(self.records.key(h)));
+            }
             self.records.free(h);
         }
         self.volatile -= gone.len();

@@ -98,9 +98,8 @@ pub fn save(store: &Store, path: &Path, now: Nanos) -> Result<u64, SnapshotError
         path: path.to_owned(),
         kind,
     };
-    let tmp = temp_path(path);
+    let (file, tmp) = create_temp(path).map_err(|e| err(ErrorKind::Io(e)))?;
     let written = (|| {
-        let file = File::create(&tmp)?;
         let mut w = BufWriter::with_capacity(1 << 20, file);
         let n = write(store, now, &mut w)?;
         let file = w.into_inner().map_err(|e| e.into_error())?;
@@ -129,19 +128,45 @@ pub fn save(store: &Store, path: &Path, now: Nanos) -> Result<u64, SnapshotError
 /// Checks that a snapshot can be written beside `path` (the directory
 /// exists and is writable), so a bad path fails at start, not a second in.
 pub fn check_writable(path: &Path) -> Result<(), SnapshotError> {
-    let tmp = temp_path(path);
-    File::create(&tmp)
-        .and_then(|_| fs::remove_file(&tmp))
+    create_temp(path)
+        .and_then(|(_, tmp)| fs::remove_file(&tmp))
         .map_err(|e| SnapshotError {
             path: path.to_owned(),
             kind: ErrorKind::Io(e),
         })
 }
 
-fn temp_path(path: &Path) -> PathBuf {
-    let mut name = path.file_name().unwrap_or_default().to_os_string();
-    name.push(".tmp");
-    path.with_file_name(name)
+/// A new temporary file beside `path`, for a snapshot to be renamed over
+/// it: a name no one can guess (`.NAME.tmp-PID-RANDOM`), created only if
+/// nothing is there (`O_EXCL`, which also refuses a symlink in its place,
+/// and `O_NOFOLLOW`), readable by the owner alone. A fixed name would let
+/// a symlink planted there make the server truncate and overwrite any
+/// file it can write.
+fn create_temp(path: &Path) -> io::Result<(File, PathBuf)> {
+    use std::hash::{BuildHasher, Hasher};
+    use std::os::unix::fs::OpenOptionsExt;
+    let name = path.file_name().unwrap_or_default().to_string_lossy();
+    let mut tries = 0;
+    loop {
+        let mut h = std::collections::hash_map::RandomState::new().build_hasher();
+        h.write_u32(tries);
+        let tmp = path.with_file_name(format!(
+            ".{name}.tmp-{}-{:016x}",
+            std::process::id(),
+            h.finish()
+        ));
+        match fs::OpenOptions::new()
+            .write(true)
+            .create_new(true)
+            .mode(0o600)
+            .custom_flags(libc::O_NOFOLLOW)
+            .open(&tmp)
+        {
+            Ok(file) => return Ok((file, tmp)),
+            Err(e) if e.kind() == io::ErrorKind::AlreadyExists && tries < 8 => tries += 1,
+            Err(e) => return Err(e),
+        }
+    }
 }
 
 /// Loads `path` into `store`, skipping keys expired by `now`. A missing
@@ -626,7 +651,8 @@ mod tests {
         check_writable(&path).unwrap();
         assert_eq!(save(&sample_store(), &path, NOW).unwrap(), 7);
         assert_eq!(save(&sample_store(), &path, NOW).unwrap(), 7);
-        assert!(!temp_path(&path).exists());
+        // Only the snapshot is left: no temporary file.
+        assert_eq!(fs::read_dir(&dir).unwrap().count(), 1);
         let back = Store::new(8);
         let loaded = load(&back, &path, NOW).unwrap().unwrap();
         assert_eq!(loaded.keys, 7);
