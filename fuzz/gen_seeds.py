@@ -8,7 +8,8 @@
   a few concatenated into pipelines; each behind the target's 3-byte prefix
   (split point, read size).
 - raw_commands: the command lines of tests/limiter_commands.rs,
-  tests/server_commands.rs and the docs/commands.md examples, grouped into
+  tests/server_commands.rs, tests/transactions.rs (MULTI ... EXEC in
+  order), tests/string_commands.rs and the docs/commands.md examples, grouped into
   short sessions, RESP-encoded (a few inline), behind the 1-byte prefix.
 - commands: the same sessions in the `commands` target's script format
   (every argument a literal, clock advances between commands), so the
@@ -69,7 +70,12 @@ def command_lines():
     """Argument lists of the tests' commands (`&["RL.ALLOW", "k", ...]`)."""
     names = set(re.findall(r'cmd!\(\s*"([a-z.]+)"', read("src/cmd/table.rs")))
     lines = []
-    for rel in ("tests/limiter_commands.rs", "tests/server_commands.rs"):
+    for rel in (
+        "tests/limiter_commands.rs",
+        "tests/server_commands.rs",
+        "tests/transactions.rs",
+        "tests/string_commands.rs",
+    ):
         for m in re.finditer(r'&\[\s*("(?:[^"\\]|\\.)*"(?:\s*,\s*"(?:[^"\\]|\\.)*")*)\s*,?\s*\]', read(rel)):
             args = [rust_bytes(a) for a in re.findall(r'"((?:[^"\\]|\\.)*)"', m.group(1))]
             if args[0].decode().lower() in names and args not in lines:

@@ -25,6 +25,15 @@
 //! one keyspace). Asserts: no panic, overflow included (cargo fuzz builds
 //! with debug assertions); every request gets a reply unless the
 //! connection was closed.
+//!
+//! Transactions are checked against a model: a second `Harness` gets every
+//! command the first runs outside `MULTI`, so both hold the same keyspace,
+//! but never `MULTI` itself; when the first's `EXEC` runs its queue, the
+//! model runs the same commands one by one, and `EXEC`'s reply must be
+//! exactly the array of the model's replies (when every queued command's
+//! reply is a function of the keyspace and the clock: not `KEYS`, `SCAN`,
+//! `INFO`, `CLIENT`, `HELLO`, whose order or content differ between two
+//! servers).
 
 #![no_main]
 
@@ -254,8 +263,24 @@ impl<'a> Arbitrary<'a> for Script {
     }
 }
 
+/// Commands whose replies two servers with the same keys may word
+/// differently (hash order, counters, connection facts).
+const NOT_COMPARED: [&str; 7] = ["keys", "scan", "info", "client", "hello", "lastsave", "command"];
+
+fn name_of(args: &[Vec<u8>]) -> String {
+    String::from_utf8_lossy(&args[0]).to_ascii_lowercase()
+}
+
+/// A null array in RESP2 or RESP3, or an error: EXEC ran nothing.
+fn ran_nothing(reply: &[u8]) -> bool {
+    reply == b"*-1\r\n" || reply == b"_\r\n" || reply.starts_with(b"-")
+}
+
 fuzz_target!(|script: Script| {
     let mut h = Harness::new(Nanos(START));
+    let mut model = Harness::new(Nanos(START));
+    // Commands `h` has queued since its MULTI, when it is in one.
+    let mut queue: Option<Vec<&Vec<Vec<u8>>>> = None;
     for op in &script.0 {
         match op {
             Op::Command(args) => {
@@ -267,13 +292,55 @@ fuzz_target!(|script: Script| {
                     !reply.is_empty() || h.is_closed(),
                     "no reply to {op:?}"
                 );
+                let name = name_of(args);
+                let Some(q) = &mut queue else {
+                    if name == "multi" && reply == b"+OK\r\n" {
+                        queue = Some(Vec::new());
+                    } else {
+                        model.feed(&encode_request(args));
+                    }
+                    continue;
+                };
+                match name.as_str() {
+                    "exec" => {
+                        let q = queue.take().expect("in MULTI");
+                        if ran_nothing(&reply) {
+                            continue;
+                        }
+                        let mut want = format!("*{}\r\n", q.len()).into_bytes();
+                        for queued in &q {
+                            want.extend(model.feed(&encode_request(queued)));
+                        }
+                        let compared = q
+                            .iter()
+                            .all(|c| !NOT_COMPARED.contains(&name_of(c).as_str()));
+                        if compared {
+                            assert_eq!(
+                                String::from_utf8_lossy(&reply),
+                                String::from_utf8_lossy(&want),
+                                "EXEC of {q:?} differs from running it alone"
+                            );
+                        }
+                    }
+                    "discard" => queue = None,
+                    "reset" => {
+                        queue = None;
+                        model.feed(&encode_request(args));
+                    }
+                    _ if reply == b"+QUEUED\r\n" => q.push(args),
+                    _ => {}
+                }
             }
             Op::Advance(d) => {
                 let now = h.clock.now().0;
                 let d = (*d).min(CLOCK_MAX - now.min(CLOCK_MAX));
                 h.clock.advance(Duration::from_nanos(d));
+                model.clock.advance(Duration::from_nanos(d));
             }
-            Op::Set(t) => h.clock.set(Nanos(*t)),
+            Op::Set(t) => {
+                h.clock.set(Nanos(*t));
+                model.clock.set(Nanos(*t));
+            }
         }
     }
 });
