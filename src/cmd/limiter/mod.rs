@@ -20,38 +20,21 @@ fn ms_ceil(ns: u64) -> i64 {
     ns.div_ceil(1_000_000) as i64
 }
 
-/// The five fields of a decision (plus `index` for `RL.ALLOWMANY`): an
-/// array of integers in RESP2, a map in RESP3.
+/// The five fields of a decision (plus the binding limit's index for
+/// `RL.ALLOWMANY`): a positional array of integers in RESP2 and RESP3
+/// alike, as `CL.THROTTLE` (and redis-cell) answer. Clients now negotiate
+/// RESP3 by default, and a limiter reply must never change shape under
+/// code written for it: a map there read as its keys (`allowed` =
+/// `b"allowed"`, always true) and turned limiting off without a word.
 fn write_decision(out: &mut ReplyBuf, d: &Decision, index: Option<usize>) {
-    let fields = [
-        ("allowed", d.allowed as i64),
-        ("limit", d.limit as i64),
-        ("remaining", d.remaining as i64),
-        ("retry_after_ms", d.retry_after.map_or(-1, ms_ceil)),
-        ("reset_after_ms", ms_ceil(d.reset_after)),
-    ];
-    let n = fields.len() + index.is_some() as usize;
-    match out.proto {
-        crate::protocol::Protocol::Resp2 => {
-            out.array(n);
-            for (_, v) in fields {
-                out.int(v);
-            }
-            if let Some(i) = index {
-                out.int(i as i64);
-            }
-        }
-        crate::protocol::Protocol::Resp3 => {
-            out.map(n);
-            for (k, v) in fields {
-                out.bulk_str(k);
-                out.int(v);
-            }
-            if let Some(i) = index {
-                out.bulk_str("index");
-                out.int(i as i64);
-            }
-        }
+    out.array(5 + index.is_some() as usize);
+    out.int(d.allowed as i64);
+    out.int(d.limit as i64);
+    out.int(d.remaining as i64);
+    out.int(d.retry_after.map_or(-1, ms_ceil));
+    out.int(ms_ceil(d.reset_after));
+    if let Some(i) = index {
+        out.int(i as i64);
     }
 }
 
