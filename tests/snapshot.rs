@@ -455,6 +455,18 @@ impl Process {
         panic!("no log line with {text:?} within 10 s");
     }
 
+    /// Waits (bounded) for the process to exit; its status.
+    fn wait_exit(&mut self) -> std::process::ExitStatus {
+        let deadline = Instant::now() + Duration::from_secs(10);
+        loop {
+            if let Some(status) = self.child.try_wait().unwrap() {
+                return status;
+            }
+            assert!(Instant::now() < deadline, "no exit within 10 s");
+            std::thread::sleep(Duration::from_millis(20));
+        }
+    }
+
     fn signal(&self, sig: libc::c_int) {
         let pid = self.child.id() as libc::pid_t;
         // SAFETY: kill(2) on our own child's pid; no memory is involved.
@@ -482,14 +494,7 @@ async fn sighup_and_sigalrm_are_ignored_and_sigterm_still_saves() {
     }
     drop(c);
     server.signal(libc::SIGTERM);
-    let deadline = Instant::now() + Duration::from_secs(10);
-    let status = loop {
-        if let Some(status) = server.child.try_wait().unwrap() {
-            break status;
-        }
-        assert!(Instant::now() < deadline, "no exit within 10 s of SIGTERM");
-        std::thread::sleep(Duration::from_millis(20));
-    };
+    let status = server.wait_exit();
     assert!(status.success(), "{status:?}");
     let server = Process::start(&["--snapshot", p]).unwrap();
     let mut c = server.client().await;
@@ -512,14 +517,7 @@ async fn a_failed_final_snapshot_exits_non_zero() {
     std::fs::remove_dir_all(&dir).unwrap();
     server.signal(libc::SIGTERM);
     server.wait_for_log("final snapshot failed");
-    let deadline = Instant::now() + Duration::from_secs(10);
-    let status = loop {
-        if let Some(status) = server.child.try_wait().unwrap() {
-            break status;
-        }
-        assert!(Instant::now() < deadline, "no exit within 10 s of SIGTERM");
-        std::thread::sleep(Duration::from_millis(20));
-    };
+    let status = server.wait_exit();
     assert_eq!(status.code(), Some(1), "{status:?}");
 }
 
