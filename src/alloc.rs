@@ -1,12 +1,45 @@
 //! A global allocator wrapper that counts live heap bytes, so `INFO memory`
-//! (and later `--maxmemory`) report what the process really holds rather
-//! than an estimate. The binary installs it; the counter reads 0 where it
-//! is not installed (library users, tests), and callers fall back to RSS.
+//! and `--maxmemory` see what the process really holds rather than an
+//! estimate. The binary installs it; the counter reads 0 where it is not
+//! installed (library users, tests), and callers fall back to RSS.
+//!
+//! Each thread counts into its own cell and adds to the shared counter
+//! once its tally passes [`BATCH`] either way: one shared atomic touched
+//! by every allocation of both worker threads was contended (8.6% of the
+//! server's CPU in a transaction benchmark). The shared figure is then off
+//! by less than `BATCH` per thread, a few hundred KiB in all.
 
 use std::alloc::{GlobalAlloc, Layout, System};
-use std::sync::atomic::{AtomicUsize, Ordering};
+use std::cell::Cell;
+use std::sync::atomic::{AtomicIsize, Ordering};
 
-static ALLOCATED: AtomicUsize = AtomicUsize::new(0);
+static ALLOCATED: AtomicIsize = AtomicIsize::new(0);
+
+/// Bytes a thread may count before adding them to [`ALLOCATED`].
+const BATCH: isize = 64 * 1024;
+
+thread_local! {
+    /// This thread's count not yet added to `ALLOCATED`. A const `Cell`:
+    /// no allocation and no destructor, so it is safe in an allocator.
+    static PENDING: Cell<isize> = const { Cell::new(0) };
+}
+
+/// Counts `n` bytes (negative: freed).
+fn count(n: isize) {
+    let batched = PENDING.try_with(|p| {
+        let v = p.get() + n;
+        if v.abs() >= BATCH {
+            ALLOCATED.fetch_add(v, Ordering::Relaxed);
+            p.set(0);
+        } else {
+            p.set(v);
+        }
+    });
+    // A thread past its thread-locals' teardown counts directly.
+    if batched.is_err() {
+        ALLOCATED.fetch_add(n, Ordering::Relaxed);
+    }
+}
 
 pub struct CountingAlloc;
 
@@ -16,20 +49,20 @@ unsafe impl GlobalAlloc for CountingAlloc {
     unsafe fn alloc(&self, layout: Layout) -> *mut u8 {
         let p = System.alloc(layout);
         if !p.is_null() {
-            ALLOCATED.fetch_add(layout.size(), Ordering::Relaxed);
+            count(layout.size() as isize);
         }
         p
     }
 
     unsafe fn dealloc(&self, ptr: *mut u8, layout: Layout) {
         System.dealloc(ptr, layout);
-        ALLOCATED.fetch_sub(layout.size(), Ordering::Relaxed);
+        count(-(layout.size() as isize));
     }
 
     unsafe fn alloc_zeroed(&self, layout: Layout) -> *mut u8 {
         let p = System.alloc_zeroed(layout);
         if !p.is_null() {
-            ALLOCATED.fetch_add(layout.size(), Ordering::Relaxed);
+            count(layout.size() as isize);
         }
         p
     }
@@ -37,16 +70,16 @@ unsafe impl GlobalAlloc for CountingAlloc {
     unsafe fn realloc(&self, ptr: *mut u8, layout: Layout, new_size: usize) -> *mut u8 {
         let p = System.realloc(ptr, layout, new_size);
         if !p.is_null() {
-            ALLOCATED.fetch_sub(layout.size(), Ordering::Relaxed);
-            ALLOCATED.fetch_add(new_size, Ordering::Relaxed);
+            count(new_size as isize - layout.size() as isize);
         }
         p
     }
 }
 
-/// Live heap bytes, or 0 if the counting allocator is not installed.
+/// Live heap bytes (within [`BATCH`] per thread), or 0 if the counting
+/// allocator is not installed.
 pub fn allocated() -> usize {
-    ALLOCATED.load(Ordering::Relaxed)
+    ALLOCATED.load(Ordering::Relaxed).max(0) as usize
 }
 
 /// Resident set size from `/proc/self/statm`, or 0 where unavailable.

@@ -64,6 +64,10 @@ pub struct TxState {
     watched: Vec<(Bytes, WatchMark)>,
     /// Bytes the watched keys hold.
     watch_bytes: usize,
+    /// The last transaction's buffers, emptied, for the next `MULTI`: a
+    /// connection that runs transactions in a loop allocates its queue
+    /// once.
+    spare: Transaction,
 }
 
 impl TxState {
@@ -82,7 +86,28 @@ impl TxState {
     /// closed connection), giving the watches back to the store.
     pub fn clear(&mut self, store: &Store) {
         store.unwatch(self.watched.iter().map(|(_, m)| m));
-        *self = TxState::default();
+        self.watched.clear();
+        self.watch_bytes = 0;
+        if let Some(tx) = self.multi.take() {
+            self.recycle(tx);
+        }
+    }
+
+    /// Starts a transaction (`MULTI`), in the spare buffers.
+    fn begin(&mut self) {
+        self.multi = Some(std::mem::take(&mut self.spare));
+    }
+
+    /// Keeps an ended transaction's buffers for the next one, unless they
+    /// grew large (a long queue's memory goes back).
+    fn recycle(&mut self, mut tx: Transaction) {
+        if tx.queue.capacity() <= 64 && tx.spans.capacity() <= 512 {
+            tx.queue.clear();
+            tx.spans.clear();
+            tx.dirty = false;
+            tx.bytes = 0;
+            self.spare = tx;
+        }
     }
 
     /// Bytes held by the queue and the watched keys, counted against
@@ -129,7 +154,7 @@ pub fn multi(ctx: &mut Ctx<'_>, _req: &Request<'_>) -> Result<(), CmdError> {
     if tx.in_multi() {
         return Err(CmdError::err("MULTI calls can not be nested"));
     }
-    tx.multi = Some(Transaction::default());
+    tx.begin();
     ctx.out.ok();
     Ok(())
 }
@@ -203,6 +228,8 @@ pub fn exec(ctx: &mut Ctx<'_>, _req: &Request<'_>) -> Result<(), CmdError> {
     let store = &ctx.state.store;
     if tx.dirty {
         state.clear(store);
+        state.recycle(tx);
+        ctx.session.tx = state;
         stats.transaction(TxOutcome::ExecAbort);
         return Err(CmdError::Prefixed(
             "EXECABORT Transaction discarded because of previous errors.".into(),
@@ -242,8 +269,13 @@ pub fn exec(ctx: &mut Ctx<'_>, _req: &Request<'_>) -> Result<(), CmdError> {
         .any(|(key, mark)| lock.touched_since(key, mark, now));
     // EXEC unwatches whatever it does; the shards are held already.
     lock.unwatch(state.watched.iter().map(|(_, m)| m));
+    state.watched.clear();
+    state.watch_bytes = 0;
     if touched {
         drop(lock);
+        drop(requests);
+        state.recycle(tx);
+        ctx.session.tx = state;
         stats.transaction(TxOutcome::WatchAborted);
         ctx.out.null_array();
         return Ok(());
@@ -265,6 +297,11 @@ pub fn exec(ctx: &mut Ctx<'_>, _req: &Request<'_>) -> Result<(), CmdError> {
         }
     }
     drop(lock);
+    drop(requests);
+    // Nothing a queued command does reaches the transaction state (the
+    // commands that would run at once instead), so it goes back whole.
+    state.recycle(tx);
+    ctx.session.tx = state;
     stats.transaction(TxOutcome::Executed);
     Ok(())
 }
