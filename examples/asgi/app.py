@@ -70,8 +70,10 @@ def create_app(*, redis, prefix="rl:", limit=10, period=60, ip_limit=20, user_li
 def _from_env() -> Starlette:
     # redis-py connects on first use, so the app starts (and fails open) even
     # while Turnstile is down, and reconnects by itself when it comes back.
+    protocol = os.environ.get("TURNSTILE_PROTOCOL")  # 2 or 3; unset: redis-py's default
     redis = create_client(os.environ.get("TURNSTILE_URL", "redis://127.0.0.1:6379"),
-                          timeout=float(os.environ.get("TURNSTILE_TIMEOUT_MS", "250")) / 1000)
+                          timeout=float(os.environ.get("TURNSTILE_TIMEOUT_MS", "250")) / 1000,
+                          protocol=int(protocol) if protocol else None)
 
     @contextlib.asynccontextmanager
     async def lifespan(app):

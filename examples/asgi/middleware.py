@@ -1,5 +1,5 @@
 """Pure-ASGI rate-limit middleware backed by Turnstile (RL.ALLOW / RL.ALLOWMANY
-over redis-py's asyncio client). Works with any ASGI app: Starlette, FastAPI,
+over redis-py's asyncio client, RESP2 or RESP3). Works with any ASGI app: Starlette, FastAPI,
 or a bare ASGI callable.
 
 On every limited HTTP request it asks Turnstile for a decision and maps it onto
@@ -32,17 +32,82 @@ UNIT_MS = {"ms": 1, "s": 1000, "m": 60_000, "h": 3_600_000, "d": 86_400_000}
 QUOTA_EXCEEDED = "https://iana.org/assignments/http-problem-types#quota-exceeded"
 
 
-def create_client(url: str = "redis://127.0.0.1:6379", timeout: float = 0.25) -> aioredis.Redis:
+def create_client(url: str = "redis://127.0.0.1:6379", timeout: float = 0.25,
+                  protocol: Optional[int] = None) -> aioredis.Redis:
     """A redis-py asyncio client suited to a limiter in the request path:
     connecting and every command are bounded by `timeout` seconds, and a
-    failed command is not retried (the middleware decides what to do)."""
+    failed command is not retried (the middleware decides what to do).
+
+    protocol: 2 or 3 (RESP2 / RESP3), or None for redis-py's default. The
+    limiter replies are the same array in both, so the middleware works
+    either way."""
+    if protocol not in (None, 2, 3):
+        raise ValueError(f"protocol must be 2 or 3, got {protocol!r}")
+    kw = {} if protocol is None else {"protocol": protocol}
     return aioredis.from_url(
         url,
         socket_timeout=timeout,
         socket_connect_timeout=timeout,
         retry_on_timeout=False,
         health_check_interval=0,
+        **kw,
     )
+
+
+class UnreadableReply(Exception):
+    """A limiter reply this middleware cannot read: a map (a dict), another
+    length, non-integers, `allowed` not 0 or 1. It is never guessed at: it is
+    counted, logged, and then handled like any other Turnstile failure (fail
+    open or fail closed)."""
+
+    def __init__(self, command: str, expected: str, reply):
+        text = repr(reply)
+        if len(text) > 200:
+            text = text[:200] + "..."
+        kind = type(reply).__name__
+        if isinstance(reply, dict):
+            kind += " (a RESP3 map?)"
+        super().__init__(f"unreadable {command} reply: expected {expected}, got {kind}: {text}")
+        self.command = command
+        self.reply = reply
+
+
+# Process-wide counters, readable by the app (e.g. for a metrics endpoint):
+# "unreadable_replies" counts replies rejected by read_reply in any middleware
+# of this module, "failures" every Turnstile failure (unreachable, timeout,
+# error reply, unreadable reply). Each middleware instance also has its own
+# `unreadable_replies` and `failures` attributes.
+stats = {"unreadable_replies": 0, "failures": 0}
+
+
+@dataclass(frozen=True)
+class Reply:
+    allowed: bool
+    limit: int
+    remaining: int
+    retry_after_ms: int
+    reset_after_ms: int
+    index: Optional[int] = None  # RL.ALLOWMANY: the binding limit, 0-based
+
+
+def read_reply(command: str, reply, length: Optional[int] = None) -> Reply:
+    """Reads a limiter reply positionally. Turnstile replies with the same list
+    of integers in RESP2 and RESP3:
+
+        RL.ALLOW / RL.PEEK: [allowed, limit, remaining, retry_after_ms, reset_after_ms]
+        RL.ALLOWMANY:       the same, then the binding limit's 0-based index
+
+    Anything else raises UnreadableReply: unpacking a dict would yield its
+    keys (allowed = b"allowed", truthy) and limit nothing."""
+    if length is None:
+        length = 6 if command.upper() == "RL.ALLOWMANY" else 5
+    expected = f"a list of {length} integers"
+    if (not isinstance(reply, (list, tuple)) or len(reply) != length
+            or not all(type(x) is int for x in reply)):  # not bool, not bytes, not float
+        raise UnreadableReply(command, expected, reply)
+    if reply[0] not in (0, 1):
+        raise UnreadableReply(command, expected + " with allowed 0 or 1", reply)
+    return Reply(reply[0] == 1, *reply[1:])
 
 
 def parse_period(period: Union[int, str]) -> int:
@@ -145,9 +210,11 @@ class _Base:
         self.redis = redis
         self.prefix = prefix
         self.cost = cost
-        self.fail_closed = fail_closed
+        self.fail_closed = bool(fail_closed)
         self.fail_closed_retry_after = _positive_int("fail_closed_retry_after", fail_closed_retry_after)
-        self.on_error = on_error or (lambda err, scope: log.warning("turnstile: %r", err))
+        self.on_error = on_error
+        self.unreadable_replies = 0
+        self.failures = 0
 
     def _cost_args(self, scope) -> list:
         if self.cost is None:
@@ -156,9 +223,30 @@ class _Base:
         return [] if c == 1 else ["COST", _positive_int("cost", c)]
 
     async def _decide(self, scope) -> Optional[tuple]:
-        """Returns (reply, RateLimit-Policy value, binding policy name), or None
-        when no limit applies to this request. Raises on Turnstile failures."""
+        """Returns (Reply, RateLimit-Policy value, binding policy name), or None
+        when no limit applies to this request. Raises on Turnstile failures,
+        UnreadableReply on a reply it cannot read."""
         raise NotImplementedError
+
+    def _failed(self, err: BaseException, scope) -> None:
+        """Counts and logs a failure, saying whether the request fails open or
+        closed. An unreadable reply is always logged (as an error) and counted,
+        even with a custom on_error: it means a client or server that does not
+        match this code, not a passing outage."""
+        action = "failing closed (503)" if self.fail_closed else "failing open (request served without a limit)"
+        stats["failures"] += 1
+        self.failures += 1
+        if isinstance(err, UnreadableReply):
+            stats["unreadable_replies"] += 1
+            self.unreadable_replies += 1
+            log.error("turnstile: %s; %s", err, action)
+        elif self.on_error is None:
+            log.warning("turnstile: %r; %s", err, action)
+        if self.on_error is not None:
+            try:
+                self.on_error(err, scope)
+            except Exception:  # a broken hook must not turn the failure into a 500
+                log.exception("turnstile: on_error raised; %s", action)
 
     async def __call__(self, scope, receive, send):
         if scope["type"] != "http":  # lifespan, websocket: not limited here
@@ -166,8 +254,8 @@ class _Base:
             return
         try:
             decision = await self._decide(scope)
-        except Exception as err:  # unreachable, timeout, error reply, key bug
-            self.on_error(err, scope)
+        except Exception as err:  # unreachable, timeout, error reply, unreadable reply, key bug
+            self._failed(err, scope)
             if not self.fail_closed:
                 await self.app(scope, receive, send)  # fail open, without headers
                 return
@@ -180,12 +268,11 @@ class _Base:
             return
 
         reply, policy_header, name = decision
-        allowed, _limit, remaining, retry_after_ms, reset_after_ms = (int(x) for x in reply[:5])
-        r = max(0, remaining)
+        r = max(0, reply.remaining)
         headers = [(b"ratelimit-policy", policy_header.encode())]
-        if allowed == 1:
+        if reply.allowed:
             # t: seconds until the key is back to full capacity.
-            t = max(0, math.ceil(reset_after_ms / 1000))
+            t = max(0, math.ceil(reply.reset_after_ms / 1000))
             headers.append((b"ratelimit", f"{sf_string(name)};r={r};t={t}".encode()))
 
             async def send_with_headers(message):
@@ -200,7 +287,7 @@ class _Base:
         # once; t is the same value: the draft (section 6) says Retry-After
         # SHOULD NOT point earlier than t, and it is when quota is next
         # available for this request, which is what t means in draft-10.
-        retry_after = max(1, math.ceil(retry_after_ms / 1000))
+        retry_after = max(1, math.ceil(reply.retry_after_ms / 1000))
         headers.append((b"ratelimit", f"{sf_string(name)};r={r};t={retry_after}".encode()))
         headers.append((b"retry-after", str(retry_after).encode()))
         headers.append((b"content-type", b"application/problem+json"))
@@ -234,7 +321,7 @@ class RateLimitMiddleware(_Base):
             return None
         reply = await self.redis.execute_command(
             "RL.ALLOW", self.prefix + k, *self.policy.args, *self._cost_args(scope))
-        return reply, self.policy.policy_item, self.policy.name
+        return read_reply("RL.ALLOW", reply), self.policy.policy_item, self.policy.name
 
 
 class RateLimitManyMiddleware(_Base):
@@ -261,6 +348,8 @@ class RateLimitManyMiddleware(_Base):
             args += ["LIMIT", self.prefix + k, *l.args]
         if not active:
             return None
-        reply = await self.redis.execute_command("RL.ALLOWMANY", *args)
-        binding = active[int(reply[5])]
-        return reply, ", ".join(l.policy_item for l in active), binding.name
+        raw = await self.redis.execute_command("RL.ALLOWMANY", *args)
+        reply = read_reply("RL.ALLOWMANY", raw)
+        if not 0 <= reply.index < len(active):
+            raise UnreadableReply("RL.ALLOWMANY", f"a binding index below {len(active)} (the limits sent)", raw)
+        return reply, ", ".join(l.policy_item for l in active), active[reply.index].name

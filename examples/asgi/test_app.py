@@ -3,7 +3,9 @@ middleware talks to a real Turnstile:
 
     python test_app.py PORT        (or TURNSTILE_PORT=PORT python test_app.py)
 
-Exits non-zero on the first failure. Every run uses its own key prefix, so
+TURNSTILE_PROTOCOL=2|3 makes every client connect with RESP2 or RESP3 (unset:
+redis-py's default), and the connection is checked to really speak it.
+Runs every test, then exits non-zero if any failed. Every run uses its own key prefix, so
 reruns against the same server start from empty limits.
 """
 
@@ -11,6 +13,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import logging
 import os
 import re
 import socket
@@ -21,10 +24,15 @@ import uuid
 
 import httpx
 
+import redis as redis_py
+from starlette.responses import JSONResponse
+
+import middleware
 from app import create_app
-from middleware import create_client
+from middleware import Limit, RateLimitManyMiddleware, RateLimitMiddleware, UnreadableReply, create_client, read_reply
 
 PERIOD = 60
+PROTOCOL = int(os.environ["TURNSTILE_PROTOCOL"]) if os.environ.get("TURNSTILE_PROTOCOL") else None
 RUN = f"test:{os.getpid()}:{uuid.uuid4().hex[:8]}:"
 RL_RE = re.compile(r'"([^"]+)";r=(\d+);t=(\d+)')
 
@@ -63,6 +71,23 @@ def check_denied(r, policy_name):
     assert problem["type"] == "https://iana.org/assignments/http-problem-types#quota-exceeded"
     assert problem["violated-policies"] == [policy_name]
     return int(ra)
+
+
+async def test_protocol_and_reply_shape(redis):
+    info = await redis.execute_command("CLIENT", "INFO")
+    info = info.decode() if isinstance(info, bytes) else str(info)
+    resp = int(re.search(r"\bresp=(\d)", info).group(1))
+    print(f"#    redis-py {redis_py.__version__}, connection resp={resp}")
+    if PROTOCOL:
+        assert resp == PROTOCOL, f"asked for RESP{PROTOCOL}, connection says: {info}"
+    key = RUN + "shape"
+    peek = read_reply("RL.PEEK", await redis.execute_command("RL.PEEK", key, 5, PERIOD))
+    assert (peek.allowed, peek.limit, peek.remaining) == (True, 5, 4), peek
+    allow = read_reply("RL.ALLOW", await redis.execute_command("RL.ALLOW", key, 5, PERIOD))
+    assert (allow.allowed, allow.remaining) == (True, 4), allow
+    many = read_reply("RL.ALLOWMANY", await redis.execute_command(
+        "RL.ALLOWMANY", "LIMIT", key, 5, PERIOD, "LIMIT", RUN + "shape2", 2, PERIOD))
+    assert many.allowed and many.index == 1, many  # the limit with the least remaining binds
 
 
 async def test_allow(redis):
@@ -143,7 +168,7 @@ def closed_port():
 
 
 async def test_unreachable(_redis):
-    dead = create_client(f"redis://127.0.0.1:{closed_port()}")
+    dead = create_client(f"redis://127.0.0.1:{closed_port()}", protocol=PROTOCOL)
     errors = []
     try:
         app = create_app(redis=dead, prefix=RUN, limit=1, period=PERIOD,
@@ -165,12 +190,106 @@ async def test_unreachable(_redis):
         await dead.aclose()
 
 
+class FakeRedis:
+    """Stands in for a redis.asyncio client: answers each command from `replies`."""
+
+    def __init__(self, replies):
+        self.replies = replies
+
+    async def execute_command(self, command, *args):
+        return self.replies[command]
+
+
+class CaptureLog(logging.Handler):
+    def __init__(self):
+        super().__init__(logging.DEBUG)
+        self.lines = []
+
+    def emit(self, record):
+        self.lines.append(f"{record.levelname} {record.getMessage()}")
+
+
+async def ok(scope, receive, send):  # a bare ASGI app behind the middleware
+    await JSONResponse({"ok": True})(scope, receive, send)
+
+
+# What a RESP3 map looks like to redis-py: a dict (keys as bytes, or str with
+# decode_responses). The rest: replies of the wrong shape.
+MAP = {b"allowed": 1, b"limit": 5, b"remaining": 4, b"retry_after_ms": 0, b"reset_after_ms": 60000}
+UNREADABLE = [
+    ("a map (dict)", MAP, {**MAP, b"index": 0}),
+    ("a map (dict, str keys)", {k.decode(): v for k, v in MAP.items()}, {"allowed": 1, "index": 0}),
+    ("a flat key/value list", [x for kv in MAP.items() for x in kv], [x for kv in MAP.items() for x in kv] + [b"index", 0]),
+    ("too short", [1, 5, 4, 0], [1, 5, 4, 0, 60000]),
+    ("too long", [1, 5, 4, 0, 60000, 0], [1, 5, 4, 0, 60000, 0, 0]),
+    ("bytes", [b"1", b"5", b"4", b"0", b"60000"], [b"1", b"5", b"4", b"0", b"60000", b"0"]),
+    ("booleans", [True, 5, 4, 0, 60000], [True, 5, 4, 0, 60000, 0]),
+    ("allowed not 0/1", [2, 5, 4, 0, 60000], [2, 5, 4, 0, 60000, 0]),
+    ("index out of range", None, [1, 5, 4, 0, 60000, 2]),
+]
+
+
+async def test_unreadable_reply(_redis):
+    """A reply of the wrong shape never escapes as a 500 nor is guessed at: it
+    is counted and logged, then fail-open serves (200, no headers) and
+    fail-closed answers 503 with Retry-After."""
+    logger = logging.getLogger("turnstile")
+    capture = CaptureLog()
+    logger.addHandler(capture)
+    try:
+        for what, allow_reply, many_reply in UNREADABLE:
+            for fail_closed in (False, True):
+                capture.lines.clear()
+                on_error_calls = []
+                fake = FakeRedis({"RL.ALLOW": allow_reply, "RL.ALLOWMANY": many_reply})
+                one = RateLimitMiddleware(ok, redis=fake, limit=5, period=PERIOD, fail_closed=fail_closed)
+                many = RateLimitManyMiddleware(ok, redis=fake, fail_closed=fail_closed, limits=[
+                    Limit(name="user", key=lambda s: "user:u", limit=5, period=PERIOD),
+                    Limit(name="ip", key=lambda s: "ip:i", limit=5, period=PERIOD),
+                ], on_error=lambda err, scope: on_error_calls.append(err))
+                apps = [("/many", many)] if allow_reply is None else [("/one", one), ("/many", many)]
+                before = middleware.stats["unreadable_replies"]
+                for path, mw in apps:
+                    label = f"{what}, {path}, {'fail-closed' if fail_closed else 'fail-open'}"
+                    async with client(mw) as c:
+                        r = await c.get(path)
+                    if fail_closed:
+                        assert r.status_code == 503 and r.headers["retry-after"] == "1", (label, r.status_code)
+                    else:
+                        assert r.status_code == 200 and r.json() == {"ok": True}, (label, r.status_code, r.text)
+                    assert "ratelimit" not in r.headers and "ratelimit-policy" not in r.headers, label
+                    assert mw.unreadable_replies == 1, (label, mw.unreadable_replies)
+                n = len(apps)
+                assert middleware.stats["unreadable_replies"] - before == n, what
+                assert len(capture.lines) == n, capture.lines
+                for line in capture.lines:
+                    assert re.match(r"ERROR turnstile: unreadable RL\.ALLOW(MANY)? reply: expected ", line), line
+                    assert line.endswith("failing closed (503)" if fail_closed
+                                         else "failing open (request served without a limit)"), line
+                # A custom on_error is still called, and does not silence the log line.
+                assert len(on_error_calls) == 1 and isinstance(on_error_calls[0], UnreadableReply), on_error_calls
+        # The example app (Starlette, per-route middleware) behaves the same.
+        fake = FakeRedis({"RL.ALLOW": MAP, "RL.ALLOWMANY": {**MAP, b"index": 0}})
+        for fail_closed, status in ((False, 200), (True, 503)):
+            capture.lines.clear()
+            app = create_app(redis=fake, prefix=RUN, fail_closed=fail_closed, on_error=lambda err, scope: None)
+            async with client(app) as c:
+                for path in ("/api/hello", "/api/report", "/api/many"):
+                    r = await c.get(path, headers={"x-user-id": "u"})
+                    assert r.status_code == status, (path, fail_closed, r.status_code, r.text)
+            assert len(capture.lines) == 3, capture.lines
+    finally:
+        logger.removeHandler(capture)
+
+
 async def main(port):
-    redis = create_client(f"redis://127.0.0.1:{port}", timeout=2)
+    redis = create_client(f"redis://127.0.0.1:{port}", timeout=2, protocol=PROTOCOL)
     await redis.ping()
     failed = 0
+    tests = (test_protocol_and_reply_shape, test_allow, test_api_key, test_gcra_cost, test_allowmany,
+             test_unreachable, test_unreadable_reply)
     try:
-        for test in (test_allow, test_api_key, test_gcra_cost, test_allowmany, test_unreachable):
+        for test in tests:
             t0 = time.monotonic()
             try:
                 await test(redis)
@@ -184,7 +303,7 @@ async def main(port):
         if keys:
             await redis.execute_command("RL.RESET", *keys)
         await redis.aclose()
-    print(f"{5 - failed} passed, {failed} failed")
+    print(f"{len(tests) - failed} passed, {failed} failed")
     return 1 if failed else 0
 
 

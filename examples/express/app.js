@@ -7,11 +7,24 @@ const express = require('express');
 const Redis = require('ioredis');
 const { rateLimit, rateLimitMany } = require('./middleware');
 
+const IOREDIS_MAJOR = Number(require('ioredis/package.json').version.split('.')[0]);
+
 // An ioredis client suited to a limiter in the request path: never queue
 // commands while disconnected (a request should get a decision or fail fast,
 // not wait for a reconnect), and bound every command's time.
-function createClient(url = process.env.TURNSTILE_URL || 'redis://127.0.0.1:6379') {
+//
+// protocol: 2 or 3 (RESP2 / RESP3), or undefined for the client's default
+// (ioredis 6: RESP3; ioredis 5: RESP2, the only one it speaks). The limiter
+// replies are the same array in both, so the middleware works either way.
+function createClient(url = process.env.TURNSTILE_URL || 'redis://127.0.0.1:6379',
+  { protocol = process.env.TURNSTILE_PROTOCOL ? Number(process.env.TURNSTILE_PROTOCOL) : undefined } = {}) {
+  if (protocol !== undefined && protocol !== 2 && protocol !== 3) throw new TypeError(`protocol must be 2 or 3, got ${protocol}`);
+  if (protocol === 3 && IOREDIS_MAJOR < 6) {
+    // ioredis 5 ignores an unknown `protocol` option and would quietly speak RESP2.
+    throw new Error(`ioredis ${require('ioredis/package.json').version} cannot speak RESP3 (ioredis 6 can)`);
+  }
   const client = new Redis(url, {
+    ...(protocol !== undefined && IOREDIS_MAJOR >= 6 ? { protocol } : {}),
     lazyConnect: true,           // connect() below, so startup can wait for "ready"
     enableOfflineQueue: false,   // while disconnected, commands fail at once
     maxRetriesPerRequest: 0,     // a command lost with its connection is not replayed
@@ -25,14 +38,14 @@ function createClient(url = process.env.TURNSTILE_URL || 'redis://127.0.0.1:6379
 }
 
 function createApp({ redis, prefix = 'rl:', limit = 10, period = 60, ipLimit = 20, userLimit = 100,
-  failClosed = false, onError } = {}) {
+  failClosed = false, onError, logger } = {}) {
   const app = express();
   // Behind one trusted proxy on loopback, req.ip is the X-Forwarded-For client.
   app.set('trust proxy', 'loopback');
 
   // Each route gets its own key space: two policies on the same Turnstile key
   // would share (and fight over) one counter.
-  const common = { redis, failClosed, onError };
+  const common = { redis, failClosed, onError, logger };
 
   // One limit per client: the (hashed) X-Api-Key, else the IP.
   app.get('/api/hello', rateLimit({ ...common, prefix: `${prefix}hello:`, limit, period }), (req, res) => {
@@ -81,4 +94,4 @@ async function main() {
 
 if (require.main === module) main();
 
-module.exports = { createApp, createClient };
+module.exports = { createApp, createClient, IOREDIS_MAJOR };

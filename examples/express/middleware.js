@@ -1,6 +1,6 @@
 'use strict';
-// Express middleware that asks Turnstile (RL.ALLOW / RL.ALLOWMANY, over any
-// ioredis client) whether a request may proceed, and maps the answer onto
+// Express middleware that asks Turnstile (RL.ALLOW / RL.ALLOWMANY, over an
+// ioredis client, RESP2 or RESP3) whether a request may proceed, and maps the answer onto
 // HTTP: 429 + Retry-After when denied, and the IETF RateLimit-Policy /
 // RateLimit header fields (draft-ietf-httpapi-ratelimit-headers-10,
 // structured-field form) on every limited response. See ../README.md.
@@ -58,12 +58,64 @@ function ceilSeconds(ms) {
   return Math.max(0, Math.ceil(ms / 1000));
 }
 
-// reply: [allowed, limit, remaining, retry_after_ms, reset_after_ms(, index)]
-function applyDecision(res, policyHeader, policyName, reply) {
-  const [allowed, , remaining, retryAfterMs, resetAfterMs] = reply.map(Number);
+// A reply this middleware cannot read (a map from a server or client that
+// names the fields, the wrong length, non-integers). It is never guessed at:
+// it is counted, logged, and then handled like any other Turnstile failure
+// (fail open or fail closed).
+class UnreadableReplyError extends Error {
+  constructor(command, expected, reply) {
+    super(`unreadable ${command} reply: expected ${expected}, got ${describe(reply)}`);
+    this.name = 'UnreadableReplyError';
+    this.command = command;
+    this.reply = reply;
+  }
+}
+
+function describe(v) {
+  let kind = Array.isArray(v) ? `an array of ${v.length}` : v === null ? 'null'
+    : v instanceof Map ? 'a Map' : typeof v === 'object' ? 'an object (a map reply?)' : `a ${typeof v}`;
+  let text;
+  try {
+    text = JSON.stringify(v instanceof Map ? Object.fromEntries(v) : v, (_k, x) => (typeof x === 'bigint' ? `${x}n` : x));
+  } catch {
+    text = String(v);
+  }
+  if (text && text.length > 200) text = text.slice(0, 200) + '...';
+  return `${kind}: ${text}`;
+}
+
+// Process-wide counters, readable by the app (e.g. for a metrics endpoint):
+// unreadableReplies counts replies rejected by readReply, over every
+// middleware built by this module. Each middleware also has its own `stats`.
+const stats = { unreadableReplies: 0, failures: 0 };
+
+/**
+ * Reads a limiter reply positionally. Turnstile replies with the same array of
+ * integers in RESP2 and RESP3:
+ *   RL.ALLOW / RL.PEEK: [allowed, limit, remaining, retry_after_ms, reset_after_ms]
+ *   RL.ALLOWMANY:       the same, then the binding limit's 0-based index
+ * Anything else (a map or object, another length, a non-integer, allowed not
+ * 0 or 1) throws UnreadableReplyError: reading a map as an array would take
+ * its keys for the values and, at best, limit nothing.
+ */
+function readReply(command, reply, length = command.toUpperCase() === 'RL.ALLOWMANY' ? 6 : 5) {
+  const expected = `an array of ${length} integers`;
+  if (!Array.isArray(reply) || reply.length !== length || !reply.every((x) => Number.isSafeInteger(x))) {
+    throw new UnreadableReplyError(command, expected, reply);
+  }
+  if (reply[0] !== 0 && reply[0] !== 1) throw new UnreadableReplyError(command, `${expected} with allowed 0 or 1`, reply);
+  const [allowed, limit, remaining, retryAfterMs, resetAfterMs, index] = reply;
+  const out = { allowed: allowed === 1, limit, remaining, retryAfterMs, resetAfterMs };
+  if (length === 6) out.index = index;
+  return out;
+}
+
+// decision: readReply's result.
+function applyDecision(res, policyHeader, policyName, decision) {
+  const { allowed, remaining, retryAfterMs, resetAfterMs } = decision;
   const r = Math.max(0, remaining);
   res.set('RateLimit-Policy', policyHeader);
-  if (allowed === 1) {
+  if (allowed) {
     // t: seconds until the key is back to full capacity.
     res.set('RateLimit', `${sfString(policyName)};r=${r};t=${ceilSeconds(resetAfterMs)}`);
     return true;
@@ -83,11 +135,31 @@ function applyDecision(res, policyHeader, policyName, reply) {
   return false;
 }
 
-// What to do when Turnstile cannot answer (connection refused, timeout, or an
-// error reply): fail open by default (serve the request, without RateLimit
-// headers, since there is no decision to report), or fail closed with 503.
-function onFailure(opts, req, res, next, err) {
-  opts.onError(err, req);
+// What to do when Turnstile gives no usable decision (connection refused,
+// timeout, an error reply, or a reply it cannot read): fail open by default
+// (serve the request, without RateLimit headers, since there is no decision
+// to report), or fail closed with 503. Either way it is logged, saying which.
+// An unreadable reply is always logged (as an error) and counted, even with
+// a custom onError: it means a client or server that does not match this code,
+// not a passing outage.
+function onFailure(opts, mwStats, req, res, next, err) {
+  const action = opts.failClosed ? 'failing closed (503)' : 'failing open (request served without a limit)';
+  stats.failures++;
+  mwStats.failures++;
+  if (err instanceof UnreadableReplyError) {
+    stats.unreadableReplies++;
+    mwStats.unreadableReplies++;
+    opts.logger.error(`turnstile: ${err.message}; ${action}`);
+  } else if (!opts.onError) {
+    opts.logger.warn(`turnstile: ${err.message}; ${action}`);
+  }
+  if (opts.onError) {
+    try {
+      opts.onError(err, req);
+    } catch (hookErr) { // a broken hook must not turn the failure into a 500
+      opts.logger.error(`turnstile: onError threw ${hookErr && hookErr.message}; ${action}`);
+    }
+  }
   if (!opts.failClosed) return next();
   res.set('Retry-After', String(opts.failClosedRetryAfter));
   res.status(503).type('text/plain').send('rate limiter unavailable\n');
@@ -97,13 +169,18 @@ function commonOptions(o) {
   if (!o || !o.redis) throw new TypeError('options.redis (an ioredis client) is required');
   const cost = o.cost === undefined ? undefined : o.cost;
   if (cost !== undefined && typeof cost !== 'function') positiveInt('cost', cost);
+  if (o.onError !== undefined && typeof o.onError !== 'function') throw new TypeError('onError must be a function');
+  if (o.logger !== undefined && (typeof o.logger.warn !== 'function' || typeof o.logger.error !== 'function')) {
+    throw new TypeError('logger must have warn() and error() methods');
+  }
   return {
     redis: o.redis,
     prefix: o.prefix === undefined ? 'rl:' : String(o.prefix),
     cost,
     failClosed: Boolean(o.failClosed),
     failClosedRetryAfter: o.failClosedRetryAfter === undefined ? 1 : positiveInt('failClosedRetryAfter', o.failClosedRetryAfter),
-    onError: o.onError || ((err) => console.warn(`turnstile: ${err.message}`)),
+    onError: o.onError,
+    logger: o.logger || console,
   };
 }
 
@@ -128,7 +205,7 @@ function defaultKey(req) {
 
 /**
  * rateLimit({ redis, limit, period, algo?, burst?, cost?, name?, key?, prefix?,
- *             failClosed?, failClosedRetryAfter?, onError? })
+ *             failClosed?, failClosedRetryAfter?, onError?, logger? })
  *
  * One limit per request key: RL.ALLOW <prefix+key> <limit> <period> [ALGO a]
  * [BURST b] [COST n]. `key(req)` returns the key (default: hashed X-Api-Key,
@@ -139,23 +216,27 @@ function rateLimit(options) {
   const opts = commonOptions(options);
   const policy = makePolicy(options);
   const keyOf = options.key || defaultKey;
-  return async function turnstileRateLimit(req, res, next) {
-    let reply;
+  const mwStats = { unreadableReplies: 0, failures: 0 };
+  async function turnstileRateLimit(req, res, next) {
+    let decision;
     try {
       const k = keyOf(req);
       if (k === null || k === undefined) return next();
-      reply = await opts.redis.call('RL.ALLOW', opts.prefix + k, String(policy.limit), policy.period,
+      const reply = await opts.redis.call('RL.ALLOW', opts.prefix + k, String(policy.limit), policy.period,
         ...policy.opts, ...costArgs(opts, req));
+      decision = readReply('RL.ALLOW', reply);
     } catch (err) {
-      return onFailure(opts, req, res, next, err);
+      return onFailure(opts, mwStats, req, res, next, err);
     }
-    if (applyDecision(res, policy.policyItem, policy.name, reply)) next();
-  };
+    if (applyDecision(res, policy.policyItem, policy.name, decision)) next();
+  }
+  turnstileRateLimit.stats = mwStats;
+  return turnstileRateLimit;
 }
 
 /**
  * rateLimitMany({ redis, limits: [{ name, key, limit, period, algo?, burst? }, ...],
- *                 cost?, prefix?, failClosed?, failClosedRetryAfter?, onError? })
+ *                 cost?, prefix?, failClosed?, failClosedRetryAfter?, onError?, logger? })
  *
  * Several limits at once with RL.ALLOWMANY (all-or-nothing: one denial charges
  * none). Each limit's `key(req)` returns its key (e.g. `user:${id}`), or
@@ -174,8 +255,9 @@ function rateLimitMany(options) {
   });
   const names = new Set(limits.map((l) => l.name));
   if (names.size !== limits.length) throw new TypeError('limits[].name must be unique');
-  return async function turnstileRateLimitMany(req, res, next) {
-    let active, reply;
+  const mwStats = { unreadableReplies: 0, failures: 0 };
+  async function turnstileRateLimitMany(req, res, next) {
+    let active, decision;
     try {
       active = [];
       const args = [...costArgs(opts, req)];
@@ -186,14 +268,20 @@ function rateLimitMany(options) {
         args.push('LIMIT', opts.prefix + k, String(l.limit), l.period, ...l.opts);
       }
       if (active.length === 0) return next();
-      reply = await opts.redis.call('RL.ALLOWMANY', ...args);
+      const reply = await opts.redis.call('RL.ALLOWMANY', ...args);
+      decision = readReply('RL.ALLOWMANY', reply);
+      if (decision.index < 0 || decision.index >= active.length) {
+        throw new UnreadableReplyError('RL.ALLOWMANY', `a binding index below ${active.length} (the limits sent)`, reply);
+      }
     } catch (err) {
-      return onFailure(opts, req, res, next, err);
+      return onFailure(opts, mwStats, req, res, next, err);
     }
-    const binding = active[Number(reply[5])];
+    const binding = active[decision.index];
     const policyHeader = active.map((l) => l.policyItem).join(', ');
-    if (applyDecision(res, policyHeader, binding.name, reply)) next();
-  };
+    if (applyDecision(res, policyHeader, binding.name, decision)) next();
+  }
+  turnstileRateLimitMany.stats = mwStats;
+  return turnstileRateLimitMany;
 }
 
-module.exports = { rateLimit, rateLimitMany, parsePeriod };
+module.exports = { rateLimit, rateLimitMany, parsePeriod, readReply, UnreadableReplyError, stats };

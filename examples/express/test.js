@@ -1,18 +1,31 @@
 'use strict';
 // Runs the example app against a real Turnstile:
-//   TURNSTILE_PORT=6379 node --test test.js
-// Every run uses its own key prefix, so reruns against the same server start
-// from empty limits.
+//   TURNSTILE_PORT=6379 [TURNSTILE_PROTOCOL=2|3] node --test test.js
+// TURNSTILE_PROTOCOL makes every client connect with RESP2 or RESP3 (RESP3
+// needs ioredis 6; unset: the client's default), and the connection is checked
+// to really speak it. Every run uses its own key prefix, so reruns against the
+// same server start from empty limits.
 
 const test = require('node:test');
 const assert = require('node:assert/strict');
 const net = require('node:net');
-const Redis = require('ioredis');
+const express = require('express');
 const { createApp, createClient } = require('./app');
+const { rateLimit, rateLimitMany, readReply, stats } = require('./middleware');
 
 const PORT = Number(process.env.TURNSTILE_PORT);
 if (!PORT) {
   console.error('set TURNSTILE_PORT to the port of a running Turnstile');
+  process.exit(2);
+}
+const PROTOCOL = process.env.TURNSTILE_PROTOCOL ? Number(process.env.TURNSTILE_PROTOCOL) : undefined;
+if (PROTOCOL !== undefined && PROTOCOL !== 2 && PROTOCOL !== 3) {
+  console.error(`TURNSTILE_PROTOCOL must be 2 or 3, got ${process.env.TURNSTILE_PROTOCOL}`);
+  process.exit(2);
+}
+const IOREDIS_VERSION = require('ioredis/package.json').version;
+if (PROTOCOL === 3 && Number(IOREDIS_VERSION.split('.')[0]) < 6) {
+  console.error(`TURNSTILE_PROTOCOL=3 needs ioredis 6 or later; this is ioredis ${IOREDIS_VERSION}, which speaks RESP2 only`);
   process.exit(2);
 }
 const RUN = `test:${process.pid}:${Date.now().toString(36)}:`;
@@ -49,6 +62,7 @@ test.before(async () => {
   await redis.connect();
 });
 test.after(async () => {
+  if (!redis) return;
   // Leave nothing behind: forget every key this run created.
   const keys = await redis.keys(`${RUN}*`);
   if (keys.length) await redis.call('RL.RESET', ...keys);
@@ -65,6 +79,24 @@ async function untilDenied(url, headers = {}, max = 50) {
   }
   assert.fail(`no 429 after ${max} requests to ${url}`);
 }
+
+test(`the client speaks RESP${PROTOCOL || '(default)'} and RL.PEEK / RL.ALLOW / RL.ALLOWMANY reply with positional arrays`, async () => {
+  const info = String(await redis.call('CLIENT', 'INFO'));
+  const resp = Number((/\bresp=(\d)/.exec(info) || [])[1]);
+  console.log(`# ioredis ${IOREDIS_VERSION}, connection resp=${resp}`);
+  if (PROTOCOL) assert.equal(resp, PROTOCOL, `asked for RESP${PROTOCOL}, connection says: ${info}`);
+  const key = `${RUN}shape`;
+  const peek = await redis.call('RL.PEEK', key, '5', String(PERIOD));
+  const p = readReply('RL.PEEK', peek);
+  assert.deepEqual([p.allowed, p.limit, p.remaining], [true, 5, 4], JSON.stringify(peek));
+  const allow = readReply('RL.ALLOW', await redis.call('RL.ALLOW', key, '5', String(PERIOD)));
+  assert.equal(allow.allowed, true);
+  assert.equal(allow.remaining, 4);
+  const many = readReply('RL.ALLOWMANY', await redis.call('RL.ALLOWMANY', 'LIMIT', key, '5', String(PERIOD),
+    'LIMIT', `${RUN}shape2`, '2', String(PERIOD)));
+  assert.equal(many.allowed, true);
+  assert.equal(many.index, 1, 'the limit with the least remaining binds');
+});
 
 function checkDenied(res, policyName) {
   assert.equal(res.status, 429);
@@ -192,4 +224,102 @@ test('Turnstile unreachable: fail open by default, 503 when failClosed', async (
   } finally {
     dead.disconnect();
   }
+});
+
+// A stand-in for an ioredis client that answers every call with `reply`.
+function fakeRedis(replies) {
+  return { call: async (cmd) => (typeof replies === 'function' ? replies(cmd) : replies[cmd]) };
+}
+
+function captureLogger() {
+  const lines = [];
+  return { lines, warn: (m) => lines.push(`WARN ${m}`), error: (m) => lines.push(`ERROR ${m}`) };
+}
+
+async function withExpress(mount, fn) {
+  const app = express();
+  mount(app);
+  app.use((req, res) => res.json({ ok: true }));
+  const server = await listen(app);
+  try {
+    await fn(`http://127.0.0.1:${server.address().port}`);
+  } finally {
+    server.closeAllConnections();
+    await new Promise((r) => server.close(r));
+  }
+}
+
+// What a map reply looks like to JavaScript: an object (node-redis, ioredis 6
+// with replyMapping "resp3") or a flat [key, value, ...] array (ioredis 6's
+// default "legacy" mapping).
+const MAP_OBJECT = { allowed: 1, limit: 5, remaining: 4, retry_after_ms: 0, reset_after_ms: 60000 };
+const MAP_FLAT = Object.entries(MAP_OBJECT).flat();
+const UNREADABLE = [
+  ['a map (object)', MAP_OBJECT, { ...MAP_OBJECT, index: 0 }],
+  ['a map (flat array)', MAP_FLAT, [...MAP_FLAT, 'index', 0]],
+  ['a Map', new Map(Object.entries(MAP_OBJECT)), new Map(Object.entries({ ...MAP_OBJECT, index: 0 }))],
+  ['too short', [1, 5, 4, 0], [1, 5, 4, 0, 60000]],
+  ['too long', [1, 5, 4, 0, 60000, 0], [1, 5, 4, 0, 60000, 0, 0]],
+  ['strings', ['1', '5', '4', '0', '60000'], ['1', '5', '4', '0', '60000', '0']],
+  ['allowed not 0/1', [2, 5, 4, 0, 60000], [2, 5, 4, 0, 60000, 0]],
+  ['index out of range', null, [1, 5, 4, 0, 60000, 2]],
+];
+
+test('an unreadable reply is counted and logged, then fail-open serves and fail-closed answers 503', async () => {
+  for (const [what, allowReply, manyReply] of UNREADABLE) {
+    const replies = { 'RL.ALLOW': allowReply, 'RL.ALLOWMANY': manyReply };
+    for (const failClosed of [false, true]) {
+      const logger = captureLogger();
+      const onErrorCalls = [];
+      const common = { redis: fakeRedis(replies), failClosed, logger, period: PERIOD };
+      const one = rateLimit({ ...common, limit: 5, key: () => 'k' });
+      const many = rateLimitMany({ ...common, limits: [
+        { name: 'user', key: () => 'user:u', limit: 5, period: PERIOD },
+        { name: 'ip', key: () => 'ip:i', limit: 5, period: PERIOD }],
+      onError: (err) => onErrorCalls.push(err) });
+      const before = stats.unreadableReplies;
+      await withExpress((app) => {
+        app.get('/one', one);
+        app.get('/many', many);
+      }, async (base) => {
+        const paths = allowReply === null ? ['/many'] : ['/one', '/many'];
+        for (const path of paths) {
+          const res = await fetch(base + path);
+          const body = await res.text();
+          const label = `${what}, ${path}, ${failClosed ? 'fail-closed' : 'fail-open'}`;
+          if (failClosed) {
+            assert.equal(res.status, 503, label);
+            assert.equal(res.headers.get('retry-after'), '1', label);
+          } else {
+            assert.equal(res.status, 200, `${label}: ${body}`);
+            assert.deepEqual(JSON.parse(body), { ok: true }, label);
+          }
+          assert.equal(res.headers.get('ratelimit'), null, label);
+          assert.equal(res.headers.get('ratelimit-policy'), null, label);
+        }
+        const n = paths.length;
+        assert.equal(stats.unreadableReplies - before, n, `${what}: module counter`);
+        assert.equal(one.stats.unreadableReplies + many.stats.unreadableReplies, n, `${what}: middleware counters`);
+        assert.equal(logger.lines.length, n, logger.lines.join('\n'));
+        for (const line of logger.lines) {
+          assert.match(line, /^ERROR turnstile: unreadable RL\.ALLOW(MANY)? reply: expected /, line);
+          assert.ok(line.endsWith(failClosed ? 'failing closed (503)' : 'failing open (request served without a limit)'), line);
+        }
+        // A custom onError is still called, and does not silence the log line.
+        assert.equal(onErrorCalls.length, 1, what);
+        assert.equal(onErrorCalls[0].name, 'UnreadableReplyError');
+      });
+    }
+  }
+});
+
+test('readReply accepts exactly the positional arrays', () => {
+  assert.deepEqual(readReply('RL.ALLOW', [0, 5, 0, 1500, 60000]),
+    { allowed: false, limit: 5, remaining: 0, retryAfterMs: 1500, resetAfterMs: 60000 });
+  assert.deepEqual(readReply('RL.ALLOWMANY', [1, 3, 2, 0, 60000, 1]),
+    { allowed: true, limit: 3, remaining: 2, retryAfterMs: 0, resetAfterMs: 60000, index: 1 });
+  assert.throws(() => readReply('RL.ALLOW', [1, 3, 2, 0, 60000, 1]), { name: 'UnreadableReplyError' });
+  assert.throws(() => readReply('RL.ALLOWMANY', [1, 3, 2, 0, 60000]), { name: 'UnreadableReplyError' });
+  assert.throws(() => readReply('RL.PEEK', [1, 3, 2, 0.5, 60000]), { name: 'UnreadableReplyError' });
+  assert.throws(() => readReply('RL.PEEK', null), { name: 'UnreadableReplyError' });
 });
