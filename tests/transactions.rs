@@ -496,6 +496,11 @@ async fn a_closed_connection_discards_its_queue() {
         assert_eq!(r.call(&["SET", "k", "v"]).await, "+QUEUED\r\n");
     }
     let mut r = srv.raw().await;
+    // DISCARD drops the queue unrun.
+    assert_eq!(r.call(&["MULTI"]).await, "+OK\r\n");
+    assert_eq!(r.call(&["SET", "k3", "v"]).await, "+QUEUED\r\n");
+    assert_eq!(r.call(&["DISCARD"]).await, "+OK\r\n");
+    assert_eq!(r.call(&["EXISTS", "k3"]).await, ":0\r\n");
     // QUIT inside MULTI runs at once and closes; nothing queued runs.
     assert_eq!(r.call(&["MULTI"]).await, "+OK\r\n");
     assert_eq!(r.call(&["SET", "k2", "v"]).await, "+QUEUED\r\n");
