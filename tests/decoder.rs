@@ -812,7 +812,8 @@ proptest! {
 }
 
 /// `connection.rs` passes `i64::MAX` when `proto-max-bulk-len` is set above
-/// it (`CONFIG SET proto-max-bulk-len 18446744073709551615` is accepted).
+/// it (the flag `--proto-max-bulk-len` takes any size; `CONFIG SET` stops
+/// at `i64::MAX`).
 /// A declared bulk that large must wait for bytes (or be refused), not
 /// panic while reserving room for it.
 #[test]

@@ -471,6 +471,51 @@ async fn config_get_and_set() {
         q_err(&mut c, &["CONFIG", "SET", "port", "1"]).await,
         "ERR CONFIG SET failed (possibly related to argument 'port') - can't set immutable config"
     );
+    // Values Redis refuses are refused with its words: a tiny
+    // proto-max-bulk-len or query buffer limit would lock every client out.
+    for (name, value, range) in [
+        ("proto-max-bulk-len", "0", "1048576 and 9223372036854775807"),
+        ("proto-max-bulk-len", "1", "1048576 and 9223372036854775807"),
+        (
+            "client-query-buffer-limit",
+            "0",
+            "1048576 and 9223372036854775807",
+        ),
+        ("maxclients", "0", "1 and 4294967295"),
+        ("timeout", "-1", "0 and 2147483647"),
+        ("timeout", "2147483648", "0 and 2147483647"),
+    ] {
+        assert_eq!(
+            q_err(&mut c, &["CONFIG", "SET", name, value]).await,
+            format!("ERR CONFIG SET failed (possibly related to argument '{name}') - argument must be between {range} inclusive")
+        );
+    }
+    assert_eq!(
+        q_err(&mut c, &["CONFIG", "SET", "timeout", "18446744073709551615"]).await,
+        "ERR CONFIG SET failed (possibly related to argument 'timeout') - argument couldn't be parsed into an integer"
+    );
+    for (name, value) in [
+        ("client-query-buffer-limit", "1048576"),
+        ("maxclients", "1"),
+        ("timeout", "2147483647"),
+    ] {
+        let ok: Value = q(&mut c, &["CONFIG", "SET", name, value]).await;
+        assert_eq!(ok, Value::Okay, "{name} {value}");
+    }
+    let _: Value = q(
+        &mut c,
+        &[
+            "CONFIG",
+            "SET",
+            "timeout",
+            "0",
+            "maxclients",
+            "10000",
+            "client-query-buffer-limit",
+            "1gb",
+        ],
+    )
+    .await;
     // All or nothing: a bad pair leaves the good one unapplied.
     q_err(
         &mut c,

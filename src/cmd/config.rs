@@ -11,8 +11,15 @@ use crate::protocol::Request;
 use crate::state::{Settings, State};
 
 enum Kind {
-    /// A number in a `Settings` atomic; sizes accept memory units.
-    Number(fn(&Settings) -> &AtomicU64, bool),
+    /// A number in a `Settings` atomic; sizes accept memory units. Values
+    /// outside Redis's range for it are refused as Redis refuses them (a
+    /// `proto-max-bulk-len` of 0 would lock every client out).
+    Number {
+        field: fn(&Settings) -> &AtomicU64,
+        memory: bool,
+        min: i64,
+        max: i64,
+    },
     Password,
     /// A yes/no setting.
     Flag(fn(&Settings) -> &AtomicBool),
@@ -37,7 +44,12 @@ const PARAMS: &[Param] = &[
     },
     Param {
         name: "client-query-buffer-limit",
-        kind: Kind::Number(|s| &s.client_query_buffer_limit, true),
+        kind: Kind::Number {
+            field: |s| &s.client_query_buffer_limit,
+            memory: true,
+            min: 1024 * 1024,
+            max: i64::MAX,
+        },
     },
     Param {
         name: "databases",
@@ -45,11 +57,21 @@ const PARAMS: &[Param] = &[
     },
     Param {
         name: "maxclients",
-        kind: Kind::Number(|s| &s.maxclients, false),
+        kind: Kind::Number {
+            field: |s| &s.maxclients,
+            memory: false,
+            min: 1,
+            max: u32::MAX as i64,
+        },
     },
     Param {
         name: "maxmemory",
-        kind: Kind::Number(|s| &s.maxmemory, true),
+        kind: Kind::Number {
+            field: |s| &s.maxmemory,
+            memory: true,
+            min: 0,
+            max: i64::MAX,
+        },
     },
     Param {
         name: "maxmemory-policy",
@@ -65,7 +87,12 @@ const PARAMS: &[Param] = &[
     },
     Param {
         name: "proto-max-bulk-len",
-        kind: Kind::Number(|s| &s.proto_max_bulk_len, true),
+        kind: Kind::Number {
+            field: |s| &s.proto_max_bulk_len,
+            memory: true,
+            min: 1024 * 1024,
+            max: i64::MAX,
+        },
     },
     Param {
         name: "requirepass",
@@ -87,13 +114,18 @@ const PARAMS: &[Param] = &[
     },
     Param {
         name: "timeout",
-        kind: Kind::Number(|s| &s.timeout_secs, false),
+        kind: Kind::Number {
+            field: |s| &s.timeout_secs,
+            memory: false,
+            min: 0,
+            max: i32::MAX as i64,
+        },
     },
 ];
 
 fn value_of(state: &State, p: &Param) -> String {
     match &p.kind {
-        Kind::Number(field, _) => field(&state.settings).load(Ordering::Relaxed).to_string(),
+        Kind::Number { field, .. } => field(&state.settings).load(Ordering::Relaxed).to_string(),
         Kind::Password => state
             .settings
             .password()
@@ -181,15 +213,27 @@ pub fn set(ctx: &mut Ctx<'_>, req: &Request<'_>) -> Result<(), CmdError> {
                 })?;
                 Change::Policy(p.index())
             }
-            Kind::Number(field, memory) => {
+            Kind::Number {
+                field,
+                memory,
+                min,
+                max,
+            } => {
                 let text = std::str::from_utf8(value).unwrap_or("");
-                let n = if *memory {
+                let n: i128 = if *memory {
                     parse_memory(text).map_err(|_| failed("argument must be a memory value"))?
+                        as i128
                 } else {
-                    text.parse::<u64>()
+                    text.parse::<i64>()
                         .map_err(|_| failed("argument couldn't be parsed into an integer"))?
+                        as i128
                 };
-                Change::Number(field(&ctx.state.settings), n)
+                if n < *min as i128 || n > *max as i128 {
+                    return Err(failed(&format!(
+                        "argument must be between {min} and {max} inclusive"
+                    )));
+                }
+                Change::Number(field(&ctx.state.settings), n as u64)
             }
         });
     }
