@@ -1,7 +1,6 @@
 //! Connection commands: PING, ECHO, HELLO, AUTH, SELECT, QUIT, RESET.
 
 use std::sync::atomic::Ordering;
-use subtle::ConstantTimeEq;
 
 use super::args::{int, is};
 use super::{CmdError, Ctx};
@@ -28,9 +27,10 @@ pub fn echo(ctx: &mut Ctx<'_>, req: &Request<'_>) -> Result<(), CmdError> {
 }
 
 /// Checks a password against `requirepass` in constant time, so the reply
-/// time says nothing about how much of a guess was right.
+/// time says nothing about how much of a guess was right, nor about the
+/// password's length.
 fn check_password(ctx: &mut Ctx<'_>, user: Option<&[u8]>, pass: &[u8]) -> Result<(), CmdError> {
-    let Some(expected) = ctx.state.settings.password() else {
+    let Some(pass_ok) = ctx.state.settings.password_matches(pass) else {
         if user.is_none() {
             return Err(CmdError::err(
                 "AUTH <password> called without any password configured for the default user. Are you sure your configuration is correct?",
@@ -44,7 +44,6 @@ fn check_password(ctx: &mut Ctx<'_>, user: Option<&[u8]>, pass: &[u8]) -> Result
         };
     };
     let user_ok = user.is_none_or(|u| u == b"default");
-    let pass_ok: bool = pass.ct_eq(&expected).into();
     if user_ok && pass_ok {
         ctx.session.authenticated = true;
         Ok(())
