@@ -44,6 +44,8 @@ async fn serve(config: turnstile::Config) -> ExitCode {
         .with_env_filter(filter)
         .with_ansi(ansi)
         .init();
+    let mut config = config;
+    config.maxclients = turnstile::server::fit_maxclients(config.maxclients);
     let server = match turnstile::start(&config, Arc::new(SystemClock::new())).await {
         Ok(s) => s,
         Err(e) => {

@@ -310,15 +310,40 @@ struct Process {
 impl Process {
     /// The process once it listens, or how it exited and what it logged.
     fn start(args: &[&str]) -> Result<Process, (Option<std::process::ExitStatus>, String)> {
+        Self::start_limited(args, None)
+    }
+
+    /// As [`Process::start`], with the open-file limit (soft and hard) set
+    /// to `nofile` first.
+    fn start_limited(
+        args: &[&str],
+        nofile: Option<u64>,
+    ) -> Result<Process, (Option<std::process::ExitStatus>, String)> {
         use std::io::BufRead;
-        let mut child = Command::new(env!("CARGO_BIN_EXE_turnstile"))
-            .args(["--port", "0", "--metrics-addr", "off"])
+        use std::os::unix::process::CommandExt;
+        let mut cmd = Command::new(env!("CARGO_BIN_EXE_turnstile"));
+        cmd.args(["--port", "0", "--metrics-addr", "off"])
             .args(args)
             .env("NO_COLOR", "1")
             .stdout(Stdio::piped())
-            .stderr(Stdio::piped())
-            .spawn()
-            .expect("spawn turnstile");
+            .stderr(Stdio::piped());
+        if let Some(n) = nofile {
+            let lim = libc::rlimit {
+                rlim_cur: n as libc::rlim_t,
+                rlim_max: n as libc::rlim_t,
+            };
+            // SAFETY: only setrlimit, async-signal-safe, between fork and exec.
+            unsafe {
+                cmd.pre_exec(move || {
+                    if libc::setrlimit(libc::RLIMIT_NOFILE, &lim) == 0 {
+                        Ok(())
+                    } else {
+                        Err(std::io::Error::last_os_error())
+                    }
+                });
+            }
+        }
+        let mut child = cmd.spawn().expect("spawn turnstile");
         let (tx, rx) = std::sync::mpsc::channel();
         for pipe in [
             Box::new(child.stdout.take().unwrap()) as Box<dyn std::io::Read + Send>,
@@ -545,4 +570,16 @@ async fn a_symlink_beside_the_snapshot_is_never_followed() {
         .collect();
     assert_eq!(names.len(), 3, "{names:?}");
     std::fs::remove_dir_all(&dir).unwrap();
+}
+
+/// Under `ulimit -n 128`, `--maxclients` (10,000 by default) is lowered to
+/// fit, keeping 32 descriptors for the server, as Redis does: the client
+/// past it is refused with Redis's error instead of hanging without a
+/// reply when no descriptor is left.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn maxclients_fits_the_open_file_limit() {
+    let server = Process::start_limited(&[], Some(128)).unwrap();
+    let mut c = server.client().await;
+    let got: Vec<String> = q(&mut c, &["CONFIG", "GET", "maxclients"]).await;
+    assert_eq!(got, ["maxclients", "96"]);
 }

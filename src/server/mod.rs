@@ -101,6 +101,59 @@ impl ServerHandle {
     }
 }
 
+/// Descriptors kept for everything but clients (listeners, the metrics
+/// endpoint and its scrapers, the snapshot file), as Redis keeps 32.
+const RESERVED_FDS: u64 = 32;
+
+/// `--maxclients`, fitted to the open-file limit as Redis fits it: the
+/// soft limit is raised towards `maxclients + 32` as far as the hard limit
+/// allows, and if that is still too few, `maxclients` is lowered (with a
+/// warning) so the next client is refused with `max number of clients
+/// reached` instead of finding no descriptor left (under `ulimit -n 512`
+/// new clients hung without a reply and snapshots failed with "Too many
+/// open files"). The binary calls it at start; an in-process server (the
+/// tests) keeps the limit it is given.
+// `rlim_t` is `u64` here but not on every platform: the casts stay.
+#[allow(clippy::unnecessary_cast)]
+pub fn fit_maxclients(maxclients: u64) -> u64 {
+    let want = maxclients.saturating_add(RESERVED_FDS);
+    let mut lim = libc::rlimit {
+        rlim_cur: 0,
+        rlim_max: 0,
+    };
+    // SAFETY: getrlimit writes the struct we pass and nothing else.
+    if unsafe { libc::getrlimit(libc::RLIMIT_NOFILE, &mut lim) } != 0 {
+        return maxclients;
+    }
+    if lim.rlim_cur != libc::RLIM_INFINITY && (lim.rlim_cur as u64) < want {
+        let raised = libc::rlimit {
+            rlim_cur: if lim.rlim_max == libc::RLIM_INFINITY {
+                want as libc::rlim_t
+            } else {
+                (want as libc::rlim_t).min(lim.rlim_max)
+            },
+            rlim_max: lim.rlim_max,
+        };
+        // SAFETY: setrlimit reads the struct we pass.
+        if unsafe { libc::setrlimit(libc::RLIMIT_NOFILE, &raised) } == 0 {
+            lim.rlim_cur = raised.rlim_cur;
+        }
+    }
+    let have = if lim.rlim_cur == libc::RLIM_INFINITY {
+        u64::MAX
+    } else {
+        lim.rlim_cur as u64
+    };
+    if have >= want {
+        return maxclients;
+    }
+    let fitted = have.saturating_sub(RESERVED_FDS).max(1);
+    tracing::warn!(
+        "maxclients lowered from {maxclients} to {fitted}: the open-file limit is {have} and {RESERVED_FDS} descriptors are kept for the server (raise it with ulimit -n or LimitNOFILE=)"
+    );
+    fitted
+}
+
 /// Binds and starts serving on the current tokio runtime.
 pub async fn start(config: &Config, clock: Arc<dyn Clock>) -> Result<ServerHandle, StartError> {
     let password = config.password()?;
@@ -161,6 +214,11 @@ pub async fn start(config: &Config, clock: Arc<dyn Clock>) -> Result<ServerHandl
     state.cluster = topology;
     state.renames = renames;
     state.tls_port = tls_listener.as_ref().map(|(_, a, _)| a.port());
+    let maxclients = fit_maxclients(config.maxclients);
+    state
+        .settings
+        .maxclients
+        .store(maxclients, Ordering::Relaxed);
     if let Some(p) = &state.persist {
         load_snapshot(&state, p.path())?;
     }
