@@ -85,12 +85,22 @@ impl TxState {
     /// Forgets the queue and the watched keys (`DISCARD`, `RESET`, a
     /// closed connection), giving the watches back to the store.
     pub fn clear(&mut self, store: &Store) {
-        store.unwatch(self.watched.iter().map(|(_, m)| m));
-        self.watched.clear();
-        self.watch_bytes = 0;
+        self.unwatch(store);
         if let Some(tx) = self.multi.take() {
             self.recycle(tx);
         }
+    }
+
+    /// Forgets the watched keys, giving their marks back to the store.
+    fn unwatch(&mut self, store: &Store) {
+        store.unwatch(self.watched.iter().map(|(_, m)| m));
+        self.forget_watches();
+    }
+
+    /// Forgets the watched keys whose marks were given back already.
+    fn forget_watches(&mut self) {
+        self.watched.clear();
+        self.watch_bytes = 0;
     }
 
     /// Starts a transaction (`MULTI`), in the spare buffers.
@@ -203,10 +213,7 @@ pub fn watch(ctx: &mut Ctx<'_>, req: &Request<'_>) -> Result<(), CmdError> {
 /// UNWATCH
 /// ```
 pub fn unwatch(ctx: &mut Ctx<'_>, _req: &Request<'_>) -> Result<(), CmdError> {
-    let tx = &mut ctx.session.tx;
-    ctx.state.store.unwatch(tx.watched.iter().map(|(_, m)| m));
-    tx.watched.clear();
-    tx.watch_bytes = 0;
+    ctx.session.tx.unwatch(&ctx.state.store);
     ctx.out.ok();
     Ok(())
 }
@@ -269,8 +276,7 @@ pub fn exec(ctx: &mut Ctx<'_>, _req: &Request<'_>) -> Result<(), CmdError> {
         .any(|(key, mark)| lock.touched_since(key, mark, now));
     // EXEC unwatches whatever it does; the shards are held already.
     lock.unwatch(state.watched.iter().map(|(_, m)| m));
-    state.watched.clear();
-    state.watch_bytes = 0;
+    state.forget_watches();
     if touched {
         drop(lock);
         drop(requests);
