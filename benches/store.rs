@@ -56,7 +56,9 @@ fn allow(c: &mut Criterion) {
             let spec = spec(algo);
             let mut now = Nanos(1_700_000_000 * S);
             for i in 0..keys {
-                store.update(&key(i), now, |e| apply::allow(e, &spec, now, 1).unwrap());
+                store.update(&key(i), now, |e| {
+                    apply::allow(e, &spec, now, 1, usize::MAX).unwrap()
+                });
             }
             let mut x = 0x9e37_79b9_7f4a_7c15u64;
             g.bench_function(BenchmarkId::new(algo.name(), keys), |b| {
@@ -64,7 +66,7 @@ fn allow(c: &mut Criterion) {
                     now.0 += 1_000;
                     let k = key(next(&mut x) % keys);
                     black_box(store.update(black_box(&k), now, |e| {
-                        apply::allow(e, &spec, now, 1).unwrap()
+                        apply::allow(e, &spec, now, 1, usize::MAX).unwrap()
                     }))
                 })
             });

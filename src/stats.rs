@@ -27,6 +27,10 @@ pub struct Stats {
     /// Wrong passwords given to AUTH or HELLO (Redis's
     /// `acl_access_denied_auth`).
     pub auth_failures: AtomicU64,
+    /// Bytes held by clients' read and write buffers (a gauge: Redis's
+    /// `mem_clients_normal`). `--maxmemory` never evicts a key to make room
+    /// that these took.
+    pub client_buffers: AtomicU64,
     /// Per command-table entry: calls, and calls answered with an error.
     calls: Box<[AtomicU64]>,
     failed: Box<[AtomicU64]>,
@@ -85,6 +89,7 @@ impl Default for Stats {
             protocol_errors: AtomicU64::new(0),
             error_replies: AtomicU64::new(0),
             auth_failures: AtomicU64::new(0),
+            client_buffers: AtomicU64::new(0),
             calls: per_command(),
             failed: per_command(),
             decisions: Default::default(),

@@ -1389,6 +1389,9 @@ async fn every_bad_argument_is_an_error_and_creates_nothing() {
         (&["10", "60", "ALGO", "log", "PRECISION", "0"], "ERR PRECISION must be positive"),
         (&["10", "60", "ALGO", "log", "PRECISION", "1.5s"], "ERR invalid PRECISION '1.5s': use whole seconds or a whole number with ms, s, m, h or d"),
         (&["10", "7d", "ALGO", "log"], "ERR period is too long for ALGO log (at most 6 days)"),
+        // One key's ring is capped; the error names the precision that fits.
+        (&["1000000000", "1d", "ALGO", "log"], "ERR log limit 1000000000 per 86400000ms could keep 1000000000 timestamps in one key, over the cap of 1048576: add PRECISION 83ms (or coarser), or use ALGO window"),
+        (&["1048577", "1h", "ALGO", "log", "PRECISION", "1ms"], "ERR log limit 1048577 per 3600000ms could keep 1048577 timestamps in one key, over the cap of 1048576: add PRECISION 4ms (or coarser), or use ALGO window"),
     ];
     for (extra, err) in more {
         cases.push((base(extra), err.to_string()));
@@ -1423,7 +1426,9 @@ async fn every_bad_argument_is_an_error_and_creates_nothing() {
                 "9223372036854775807",
                 "6d",
                 "ALGO",
-                "log"
+                "log",
+                "PRECISION",
+                "495ms"
             ]
         )
         .await[..3],
@@ -1471,6 +1476,10 @@ async fn bad_allowmany_arguments_charge_nothing() {
         (
             &["COST", "0", "LIMIT", "a", "10", "10"],
             "ERR COST must be a positive integer",
+        ),
+        (
+            &["LIMIT", "a", "5", "10", "LIMIT", "b", "2000000", "60", "ALGO", "log"],
+            "ERR log limit 2000000 per 60000ms could keep 2000000 timestamps in one key, over the cap of 1048576: add PRECISION 1ms (or coarser), or use ALGO window",
         ),
         (
             &["LIMIT", "a", "5", "10", "ALGO", "nope"],
@@ -2047,6 +2056,8 @@ async fn log_weighted_request_is_one_slot() {
             "60",
             "ALGO",
             "log",
+            "PRECISION",
+            "1ms",
             "COST",
             "1099511627776",
         ],

@@ -89,3 +89,70 @@ async fn http_get(addr: std::net::SocketAddr) -> String {
     s.read_to_end(&mut out).await.unwrap();
     String::from_utf8_lossy(&out).into_owned()
 }
+
+/// `INFO memory`'s field `name`, as a number.
+async fn info_field(c: &mut redis::aio::MultiplexedConnection, name: &str) -> u64 {
+    let info: String = q(c, &["INFO", "memory"]).await;
+    info.lines()
+        .find_map(|l| l.strip_prefix(&format!("{name}:")))
+        .unwrap_or_else(|| panic!("no {name} in {info}"))
+        .trim()
+        .parse()
+        .unwrap()
+}
+
+/// An upload that never finishes is a client's buffer, not the keyspace:
+/// while it is what passes the cap, `volatile-ttl` refuses writes instead
+/// of evicting limiter keys (which would re-open their limits).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn client_buffers_never_make_room_by_eviction() {
+    let server = Server::start().await;
+    let mut c = server.client().await;
+    for k in ["a", "b", "c"] {
+        let d: Vec<i64> = q(&mut c, &["RL.ALLOW", k, "1", "3600"]).await;
+        assert_eq!(d[0], 1);
+    }
+    let _: () = q(
+        &mut c,
+        &["CONFIG", "SET", "maxmemory-policy", "volatile-ttl"],
+    )
+    .await;
+    // 16 MB of a 100 MB value, never finished.
+    let mut upload = server.raw().await;
+    upload
+        .send(b"*3\r\n$3\r\nSET\r\n$3\r\nbig\r\n$100000000\r\n")
+        .await;
+    let chunk = vec![b'x'; 1 << 20];
+    for _ in 0..16 {
+        upload.send(&chunk).await;
+    }
+    let deadline = std::time::Instant::now() + common::IO_TIMEOUT;
+    let buffers = loop {
+        let b = info_field(&mut c, "mem_clients_normal").await;
+        if b >= 16 << 20 {
+            break b;
+        }
+        assert!(std::time::Instant::now() < deadline, "buffers at {b}");
+        tokio::task::yield_now().await;
+    };
+    // Over the cap with the upload, under it without.
+    let used = info_field(&mut c, "used_memory").await;
+    let cap = used - buffers / 2;
+    let _: () = q(&mut c, &["CONFIG", "SET", "maxmemory", &cap.to_string()]).await;
+    assert_eq!(q_err(&mut c, &["SET", "w", "v"]).await, OOM);
+    let kept: i64 = q(&mut c, &["EXISTS", "a", "b", "c"]).await;
+    assert_eq!(kept, 3, "no limiter key evicted for a client's buffer");
+    let d: Vec<i64> = q(&mut c, &["RL.PEEK", "a", "1", "3600"]).await;
+    assert_eq!(d[0], 0, "the limit still holds");
+    // The upload gone, its buffer is given back and writes go on.
+    drop(upload);
+    let deadline = std::time::Instant::now() + common::IO_TIMEOUT;
+    while info_field(&mut c, "mem_clients_normal").await >= buffers {
+        assert!(std::time::Instant::now() < deadline);
+        tokio::task::yield_now().await;
+    }
+    let _: () = q(&mut c, &["SET", "w", "v"]).await;
+    let info: String = q(&mut c, &["INFO", "stats"]).await;
+    assert!(info.contains("evicted_keys:0\r\n"), "{info}");
+    server.shutdown().await;
+}

@@ -421,7 +421,7 @@ fn apply_write(w: &Write, slot: &mut Option<Entry>, now: Nanos) -> Outcome {
                 algo: *algo,
                 params: *params,
             };
-            let want = apply::allow(&mut official, &spec, now, *cost);
+            let want = apply::allow(&mut official, &spec, now, *cost, usize::MAX);
             let got = allow(slot, *algo, params, now, *cost);
             assert_eq!(got, want, "mirror of apply::allow: decision");
             assert_eq!(

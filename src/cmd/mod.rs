@@ -20,6 +20,8 @@ pub mod table;
 pub use error::CmdError;
 pub use table::{lookup, CommandSpec, Flags, KeySpec, COMMANDS};
 
+use std::sync::atomic::Ordering;
+
 use crate::clock::Nanos;
 use crate::protocol::{ReplyBuf, Request};
 use crate::server::session::Session;
@@ -45,7 +47,8 @@ pub struct Ctx<'a> {
 /// `volatile-ttl` first evicts one key, the nearest its expiry in the shard
 /// the write lands in, which makes room in that table, so the table that
 /// would cross the cap is never allocated and the keyspace stops growing
-/// there. It refuses the write only if no key with a TTL is left to evict.
+/// there. It refuses the write only if no key with a TTL is left to evict,
+/// or if the keys alone would fit and clients' buffers fill the rest.
 pub(crate) fn admit_write(
     ctx: &Ctx<'_>,
     spec: &CommandSpec,
@@ -59,18 +62,37 @@ pub(crate) fn admit_write(
     let store = &ctx.state.store;
     // The command's first key is where the write lands.
     let key = spec.first_key(req).unwrap_or_default();
-    let needed = crate::alloc::used_memory().saturating_add(store.growth_for(key));
-    if needed as u64 <= max {
+    let used = crate::alloc::used_memory() as u64;
+    let growth = store.growth_for(key) as u64;
+    if used.saturating_add(growth) <= max {
         return Ok(());
     }
+    // Keys are evicted only to make room that keys took: evicting a
+    // limiter key re-opens someone's limit, so while clients' own buffers
+    // (an upload that never ends) are what pass the cap, writes are refused.
+    let buffers = ctx.state.stats.client_buffers.load(Ordering::Relaxed);
+    let keys_fit = used.saturating_sub(buffers).saturating_add(growth) <= max;
     match settings.policy() {
         crate::config::MaxmemoryPolicy::NoEviction => Err(CmdError::OutOfMemory),
+        crate::config::MaxmemoryPolicy::VolatileTtl if keys_fit => Err(CmdError::OutOfMemory),
         crate::config::MaxmemoryPolicy::VolatileTtl => {
             if !store.make_room(key, ctx.now) {
                 return Err(CmdError::OutOfMemory);
             }
             Ok(())
         }
+    }
+}
+
+/// Bytes a write may still allocate under `--maxmemory` (unbounded
+/// without one): what a log ring may grow by, checked before it grows.
+pub(crate) fn write_room(ctx: &Ctx<'_>) -> usize {
+    let settings = &ctx.state.settings;
+    match settings.get(&settings.maxmemory) {
+        0 => usize::MAX,
+        max => usize::try_from(max)
+            .unwrap_or(usize::MAX)
+            .saturating_sub(crate::alloc::used_memory()),
     }
 }
 

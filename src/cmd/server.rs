@@ -114,11 +114,12 @@ fn write_section(ctx: &Ctx<'_>, section: &str, t: &mut String) {
             let max = state.settings.get(&state.settings.maxmemory);
             write!(
                 t,
-                "# Memory\r\nused_memory:{used}\r\nused_memory_human:{}\r\nused_memory_rss:{rss}\r\nused_memory_rss_human:{}\r\nmaxmemory:{max}\r\nmaxmemory_human:{}\r\nmaxmemory_policy:{}\r\n",
+                "# Memory\r\nused_memory:{used}\r\nused_memory_human:{}\r\nused_memory_rss:{rss}\r\nused_memory_rss_human:{}\r\nmaxmemory:{max}\r\nmaxmemory_human:{}\r\nmaxmemory_policy:{}\r\nmem_clients_normal:{}\r\n",
                 human(used),
                 human(rss),
                 human(max as usize),
                 state.settings.policy().name(),
+                Stats::read(&stats.client_buffers),
             )
         }
         "stats" => write!(

@@ -8,6 +8,10 @@
 //!   mostly empty.
 //! - `PRECISION d` rounds timestamps up to a multiple of `d` (seed 004's
 //!   precision buckets), which bounds the ring at `period / d` slots.
+//! - A key holds at most [`MAX_SLOTS`] slots: parameters whose ring could
+//!   outgrow it are refused before anything is held ([`max_slots`]), so one
+//!   key can never take more than 8 MiB (16 MiB wide), and a read or a
+//!   snapshot of it costs a bounded time.
 //!
 //! A slot is one packed `u64`: a 40-bit offset in microseconds from the
 //! ring's base and a 24-bit count. That is 8 bytes per stored timestamp
@@ -26,6 +30,11 @@ const MAX_OFFSET: u64 = (1 << (64 - COUNT_BITS)) - 1;
 /// Longest period the log supports: live slots must fit in half the offset
 /// range so re-basing always succeeds (about 6.4 days).
 pub const MAX_PERIOD: u64 = (MAX_OFFSET / 2) * UNIT;
+
+/// Most slots one key's ring may hold: 8 MiB of narrow slots. Bounds what
+/// one key can make the server hold, and how long a decision, a peek or a
+/// snapshot spends on it.
+pub const MAX_SLOTS: u64 = 1 << 20;
 
 /// Words of the block's header: `base`, `total`, `newest`.
 const HEADER: usize = 3;
@@ -242,8 +251,38 @@ impl State {
     /// needs it, never pre-sized to `limit`.
     fn reserve_one(&mut self) {
         if self.slots() == self.capacity() {
-            self.rebuild(self.capacity().max(2) * 2, self.wide());
+            self.rebuild(self.grown_capacity(), self.wide());
         }
+    }
+
+    /// The capacity the ring grows to when full: doubled, within
+    /// [`MAX_SLOTS`] (but never below what it holds: a ring restored from
+    /// an older snapshot may be larger).
+    fn grown_capacity(&self) -> usize {
+        let doubled = self.capacity().max(2) * 2;
+        doubled.min(MAX_SLOTS as usize).max(self.slots() + 1)
+    }
+
+    /// Heap bytes the next new slot would allocate: the new block, while
+    /// the old one is still held (0 while the ring has room). The caller
+    /// checks it against `--maxmemory` before a decision that may record.
+    pub fn growth(&self) -> usize {
+        if self.slots() < self.capacity() {
+            return 0;
+        }
+        let header = if self.block.is_empty() { HEADER } else { 0 };
+        (header + self.grown_capacity() * self.width()) * 8
+    }
+
+    /// Whether a request stamped `ts` can be recorded: it joins the newest
+    /// slot, or the ring is below [`MAX_SLOTS`].
+    fn has_room(&self, ts: u64, count: u64) -> bool {
+        if (self.slots() as u64) < MAX_SLOTS {
+            return true;
+        }
+        let ts = self.back().map_or(ts, |(newest, _)| ts.max(newest));
+        self.back()
+            .is_some_and(|(t, c)| t == ts && c.checked_add(count).is_some_and(|n| self.fits(n)))
     }
 
     /// When the state stops mattering: the newest slot leaves the window.
@@ -359,6 +398,21 @@ fn stamp(now: u64, p: &Params) -> u64 {
     rounded.div_ceil(UNIT)
 }
 
+/// The most slots a ring can need under `p`: one per admission (so at
+/// most `limit`), and one per distinct stamp in a window, which are
+/// multiples of the precision in `(now - period, now + precision]`.
+pub fn max_slots(p: &Params) -> u64 {
+    let q = p.precision.get().max(UNIT);
+    p.limit().min(p.period().div_ceil(q).saturating_add(1))
+}
+
+/// The coarsest `PRECISION` (ns) under which `p`'s ring fits [`MAX_SLOTS`],
+/// rounded up to a millisecond: what an error suggests.
+pub fn precision_to_fit(p: &Params) -> u64 {
+    let q = p.period().div_ceil(MAX_SLOTS - 1);
+    q.div_ceil(1_000_000) * 1_000_000
+}
+
 /// Decides a request of `cost` at `now`; on admission, `state` records it.
 /// `state` is always pruned of expired slots.
 pub fn decide(state: &mut State, p: &Params, now: u64, cost: u64) -> Decision {
@@ -368,23 +422,13 @@ pub fn decide(state: &mut State, p: &Params, now: u64, cost: u64) -> Decision {
     let now = now.max(state.newest());
     state.expire(now, period);
     let used = state.total();
-    let allowed = used.saturating_add(cost) <= limit;
+    let ts = stamp(now, p);
+    let allowed = used.saturating_add(cost) <= limit && state.has_room(ts, cost);
     if allowed {
-        state.record(stamp(now, p), cost);
+        state.record(ts, cost);
         state.set_newest(now);
     }
-    let retry_after = (!allowed).then(|| {
-        // Wait until enough of the oldest slots leave the window.
-        let need = used + cost - limit;
-        let mut freed = 0;
-        for (t, c) in state.iter() {
-            freed += c;
-            if freed >= need {
-                return State::ns(t).saturating_add(period).saturating_sub(now);
-            }
-        }
-        0
-    });
+    let retry_after = (!allowed).then(|| retry_after(state.iter(), used, cost, p, now));
     Decision {
         allowed,
         limit,
@@ -401,10 +445,70 @@ pub fn decide(state: &mut State, p: &Params, now: u64, cost: u64) -> Decision {
     }
 }
 
-/// What `decide` would answer, without recording anything.
+/// How long a denied request of `cost` waits: until enough of the oldest
+/// live `slots` leave the window (or, with the ring full, the oldest one).
+fn retry_after(
+    slots: impl Iterator<Item = (u64, u64)>,
+    used: u64,
+    cost: u64,
+    p: &Params,
+    now: u64,
+) -> u64 {
+    let need = (used + cost).saturating_sub(p.limit()).max(1);
+    let mut freed = 0;
+    for (t, c) in slots {
+        freed += c;
+        if freed >= need {
+            return State::ns(t).saturating_add(p.period()).saturating_sub(now);
+        }
+    }
+    0
+}
+
+/// What `decide` would answer, without recording anything: reads the
+/// ring in place, never copies it (a peek at a full ring would otherwise
+/// allocate and copy 8 MiB).
 pub fn peek(state: &State, p: &Params, now: u64, cost: u64) -> Decision {
-    let mut copy = state.clone();
-    decide(&mut copy, p, now, cost)
+    let (limit, period) = (p.limit(), p.period());
+    let now = now.max(state.newest());
+    // The slots `decide` would expire, left in place.
+    let expired = state
+        .iter()
+        .take_while(|&(t, _)| State::ns(t).saturating_add(period) <= now)
+        .count();
+    let expired_units: u64 = state.iter().take(expired).map(|(_, c)| c).sum();
+    let live = || state.iter().skip(expired);
+    let used = state.total() - expired_units;
+    let live_slots = state.slots() - expired;
+    let ts = stamp(now, p);
+    let newest_slot = if live_slots > 0 { state.back() } else { None };
+    let joins = newest_slot
+        .is_some_and(|(t, c)| t == ts.max(t) && c.checked_add(cost).is_some_and(|n| state.fits(n)));
+    let allowed = used.saturating_add(cost) <= limit && ((live_slots as u64) < MAX_SLOTS || joins);
+    let total = if allowed { used + cost } else { used };
+    let reset_after = if allowed {
+        if p.precision.get() > UNIT {
+            let newest = newest_slot.map_or(ts, |(t, _)| ts.max(t));
+            State::ns(newest).saturating_add(period).saturating_sub(now)
+        } else {
+            period
+        }
+    } else if live_slots == 0 {
+        0
+    } else if p.precision.get() > UNIT {
+        newest_slot
+            .map_or(0, |(t, _)| State::ns(t).saturating_add(period))
+            .saturating_sub(now)
+    } else {
+        state.newest().saturating_add(period).saturating_sub(now)
+    };
+    Decision {
+        allowed,
+        limit,
+        remaining: limit.saturating_sub(total),
+        retry_after: (!allowed).then(|| retry_after(live(), used, cost, p, now)),
+        reset_after,
+    }
 }
 
 /// Gives back up to `n` units, newest first.
@@ -569,5 +673,104 @@ mod tests {
         assert_eq!(st.slots(), 1);
         refund(&mut st, &p, 2 * S, 100);
         assert_eq!(st.total(), 0);
+    }
+
+    #[test]
+    fn a_full_ring_denies_until_its_oldest_slot_leaves() {
+        // Mixed parameters can fill a ring that no single call's bound
+        // would: the cap still holds, as a denial.
+        let p = params(u64::MAX / 4, 6 * 86_400 * S);
+        let t0 = 1_000 * S;
+        let slots: Vec<(u64, u64)> = (0..MAX_SLOTS).map(|i| (t0 / UNIT + i, 1)).collect();
+        let mut st = State::restore(t0 + (MAX_SLOTS - 1) * UNIT, &slots).unwrap();
+        let now = t0 + MAX_SLOTS * UNIT + S;
+        let d = decide(&mut st, &p, now, 1);
+        assert!(!d.allowed);
+        assert_eq!(st.slots() as u64, MAX_SLOTS);
+        assert_eq!(d.retry_after, Some(t0 + p.period() - now));
+        assert_eq!(peek(&st, &p, now, 1), d);
+        // Joining the newest slot needs no room.
+        let last = st.newest();
+        let same = decide(&mut st, &p, last, 1);
+        assert!(same.allowed);
+        assert_eq!(st.slots() as u64, MAX_SLOTS);
+    }
+
+    #[test]
+    fn growth_is_what_the_next_slot_allocates() {
+        let p = params(100, 60 * S);
+        let mut st = State::default();
+        assert_eq!(st.growth(), (HEADER + 4) * 8);
+        decide(&mut st, &p, S, 1);
+        assert_eq!(st.growth(), 0);
+        for i in 1..4 {
+            decide(&mut st, &p, S + i * MS, 1);
+        }
+        assert_eq!(st.capacity(), 4);
+        let before = st.heap_size();
+        assert_eq!(st.growth(), 8 * 8);
+        decide(&mut st, &p, S + 5 * MS, 1);
+        assert_eq!(st.heap_size() - before, 4 * 8);
+    }
+
+    #[test]
+    fn max_slots_and_the_precision_that_fits() {
+        assert_eq!(max_slots(&params(10, 60 * S)), 10);
+        let day = 86_400 * S;
+        let p = params(1_000_000_000, day);
+        assert_eq!(max_slots(&p), 1_000_000_000);
+        let q = precision_to_fit(&p);
+        assert_eq!(q, 83 * MS);
+        let fits = Params {
+            precision: NonZeroU64::new(q).unwrap(),
+            ..p
+        };
+        assert!(max_slots(&fits) <= MAX_SLOTS);
+        let coarser = Params {
+            precision: NonZeroU64::new(q - MS).unwrap(),
+            ..p
+        };
+        assert!(max_slots(&coarser) > MAX_SLOTS);
+    }
+
+    mod props {
+        use super::*;
+        use proptest::prelude::*;
+
+        fn arb_params() -> impl Strategy<Value = Params> {
+            (
+                1u64..50,
+                1u64..20,
+                prop::sample::select(vec![1, MS, 250 * MS, S]),
+            )
+                .prop_map(|(limit, secs, q)| Params {
+                    precision: NonZeroU64::new(q.min(secs * S)).unwrap(),
+                    ..params(limit, secs * S)
+                })
+        }
+
+        proptest! {
+            /// `peek` answers what `decide` would, without the copy, and
+            /// no ring outgrows `max_slots` of the parameters it runs under.
+            #[test]
+            fn peek_matches_decide_and_rings_stay_bounded(
+                p in arb_params(),
+                steps in prop::collection::vec((0u64..3_000, 1u64..5, any::<bool>()), 1..200),
+            ) {
+                let mut st = State::default();
+                let mut now = 1_000 * S;
+                for (gap_ms, cost, refund_one) in steps {
+                    now += gap_ms * MS;
+                    let cost = cost.min(p.limit());
+                    let peeked = peek(&st, &p, now, cost);
+                    let decided = decide(&mut st, &p, now, cost);
+                    prop_assert_eq!(peeked, decided);
+                    prop_assert!(st.slots() as u64 <= max_slots(&p));
+                    if refund_one {
+                        refund(&mut st, &p, now, 1);
+                    }
+                }
+            }
+        }
     }
 }

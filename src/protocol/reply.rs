@@ -50,6 +50,11 @@ impl ReplyBuf {
         self.buf.len()
     }
 
+    /// Bytes the buffer holds, used or not.
+    pub fn capacity(&self) -> usize {
+        self.buf.capacity()
+    }
+
     pub fn is_empty(&self) -> bool {
         self.buf.is_empty()
     }

@@ -78,6 +78,10 @@ async fn serve<S: AsyncRead + AsyncWrite + Unpin>(
     let mut buf = BytesMut::with_capacity(READ_CHUNK);
     let mut out = ReplyBuf::with_capacity(READ_CHUNK);
     let mut decoder = Decoder::new();
+    let mut held = BufferGauge {
+        gauge: &state.stats.client_buffers,
+        bytes: 0,
+    };
     let mut stops = Stops {
         shutdown,
         info: &info,
@@ -104,7 +108,8 @@ async fn serve<S: AsyncRead + AsyncWrite + Unpin>(
             Ok(0) => return Close::Eof,
             Ok(n) => {
                 stops.heard = tokio::time::Instant::now();
-                Stats::add(&state.stats.net_input_bytes, n as u64)
+                Stats::add(&state.stats.net_input_bytes, n as u64);
+                held.set(buf.capacity() + out.capacity());
             }
             Err(e) => return Close::Io(e),
         }
@@ -164,6 +169,7 @@ async fn serve<S: AsyncRead + AsyncWrite + Unpin>(
         if let Err(why) = flush(socket, &mut out, &mut stops).await {
             return why;
         }
+        held.set(buf.capacity() + out.capacity());
         if let Some(why) = close {
             return why;
         }
@@ -256,6 +262,32 @@ async fn flush<S: AsyncWrite + Unpin>(
     Stats::add(&state.stats.net_output_bytes, total as u64);
     buf.clear();
     Ok(())
+}
+
+/// This connection's share of [`Stats::client_buffers`]: updated when its
+/// buffers' sizes change (rarely: they are reused), given back when it ends.
+struct BufferGauge<'a> {
+    gauge: &'a std::sync::atomic::AtomicU64,
+    bytes: usize,
+}
+
+impl BufferGauge<'_> {
+    fn set(&mut self, bytes: usize) {
+        if bytes > self.bytes {
+            self.gauge
+                .fetch_add((bytes - self.bytes) as u64, Ordering::Relaxed);
+        } else if bytes < self.bytes {
+            self.gauge
+                .fetch_sub((self.bytes - bytes) as u64, Ordering::Relaxed);
+        }
+        self.bytes = bytes;
+    }
+}
+
+impl Drop for BufferGauge<'_> {
+    fn drop(&mut self) {
+        self.set(0);
+    }
 }
 
 /// What ends a connection while it waits on its client: shutdown,

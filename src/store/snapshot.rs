@@ -26,7 +26,8 @@
 //! loaded at all.
 //!
 //! Writing walks one shard at a time under its read lock, so writes to
-//! other shards go on; the file is written beside the target, fsynced, and
+//! other shards go on (a long log ring is copied under the lock and encoded
+//! after it); the file is written beside the target, fsynced, and
 //! renamed over it, so a crash mid-write leaves the previous snapshot.
 
 use std::fs::{self, File};
@@ -187,6 +188,10 @@ pub fn load(store: &Store, path: &Path, now: Nanos) -> Result<Option<Loaded>, Sn
         .map_err(err)
 }
 
+/// Log rings longer than this are copied under the shard's lock and
+/// encoded after it is released.
+const ENCODE_UNDER_LOCK: usize = 1024;
+
 /// Serialises every live key, shard by shard.
 pub fn write(store: &Store, now: Nanos, w: &mut impl Write) -> io::Result<u64> {
     let mut w = Hashing {
@@ -202,13 +207,25 @@ pub fn write(store: &Store, now: Nanos, w: &mut impl Write) -> io::Result<u64> {
     let mut records = 0u64;
     // One shard's records are encoded under its read lock into `buf`, and
     // written out after the lock is released: file I/O never holds a lock.
+    // A long log ring is only copied under the lock (a memcpy of at most
+    // 8 MiB) and encoded after, so writers wait for the copy, not for the
+    // encoding at twice the size.
     let mut buf = Vec::new();
+    let mut long_logs: Vec<(Box<[u8]>, Entry)> = Vec::new();
     for i in 0..store.shard_count() {
         buf.clear();
         store.for_each_in_shard(i, now, |key, entry| {
-            encode(&mut buf, key, entry);
+            match &entry.value {
+                Value::Log(l) if l.state.slots() > ENCODE_UNDER_LOCK => {
+                    long_logs.push((key.into(), entry.clone()));
+                }
+                _ => encode(&mut buf, key, entry),
+            }
             records += 1;
         });
+        for (key, entry) in long_logs.drain(..) {
+            encode(&mut buf, &key, &entry);
+        }
         w.write_all(&buf)?;
     }
     w.write_all(&[TAG_END])?;

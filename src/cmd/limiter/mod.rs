@@ -10,7 +10,7 @@ pub mod throttle;
 use super::{CmdError, Ctx};
 use crate::limiter::Decision;
 use crate::protocol::{ReplyBuf, Request};
-use crate::store::{Entry, Value};
+use crate::store::Value;
 
 pub use throttle::throttle;
 
@@ -44,9 +44,10 @@ fn write_decision(out: &mut ReplyBuf, d: &Decision, index: Option<usize>) {
 pub fn allow(ctx: &mut Ctx<'_>, req: &Request<'_>) -> Result<(), CmdError> {
     let r = parse::allow_request(req)?;
     let now = ctx.now;
-    let d = ctx
-        .db
-        .update(r.key, now, |slot| apply::allow(slot, &r.spec, now, r.cost))?;
+    let room = super::write_room(ctx);
+    let d = ctx.db.update(r.key, now, |slot| {
+        apply::allow(slot, &r.spec, now, r.cost, room)
+    })?;
     let charged = if d.allowed { r.cost } else { 0 };
     ctx.session.stats.decision(r.spec.algo, &d, charged);
     write_decision(ctx.out, &d, None);
@@ -59,7 +60,7 @@ pub fn allow(ctx: &mut Ctx<'_>, req: &Request<'_>) -> Result<(), CmdError> {
 pub fn peek(ctx: &mut Ctx<'_>, req: &Request<'_>) -> Result<(), CmdError> {
     let r = parse::allow_request(req)?;
     let now = ctx.now;
-    let d = ctx
+    let (d, _) = ctx
         .db
         .get(r.key, now, |e| apply::peek(Some(e), &r.spec, now, r.cost))
         .unwrap_or_else(|| apply::peek(None, &r.spec, now, r.cost))?;
@@ -71,20 +72,22 @@ pub fn peek(ctx: &mut Ctx<'_>, req: &Request<'_>) -> Result<(), CmdError> {
 /// RL.ALLOWMANY [COST n] LIMIT key limit period [ALGO a] [BURST b] [PRECISION d] [LIMIT ...]
 /// ```
 /// All-or-nothing: every key's shard is locked (in a fixed order, so two
-/// requests can never deadlock), every limit is decided on a working copy,
-/// and the copies are written back only if all admit.
+/// requests can never deadlock), every limit is peeked at in place, and
+/// only if all admit (and what they would allocate fits `--maxmemory`)
+/// is each charged, under the same locks, so each charge decides as its
+/// peek did. Nothing is copied, however long a log ring is.
 pub fn allowmany(ctx: &mut Ctx<'_>, req: &Request<'_>) -> Result<(), CmdError> {
     let r = parse::many_request(req)?;
     let now = ctx.now;
+    let room = super::write_room(ctx);
     let mut lock = ctx.db.lock_many(r.limits.iter().map(|(k, _)| *k));
-    // Each key is in one LIMIT (the parser checks), so each limit decides
-    // on its own working copy.
-    let mut work: Vec<Option<Entry>> = Vec::with_capacity(r.limits.len());
     let mut binding: Option<(usize, Decision)> = None;
+    let mut growth = 0usize;
     for (i, (key, spec)) in r.limits.iter().enumerate() {
-        let mut current = lock.update(key, now, |slot| slot.clone());
-        let d = apply::allow(&mut current, spec, now, r.cost)?;
-        work.push(current);
+        let (d, grows) = lock
+            .get(key, now, |e| apply::peek(Some(e), spec, now, r.cost))
+            .unwrap_or_else(|| apply::peek(None, spec, now, r.cost))?;
+        growth = growth.saturating_add(grows);
         let tighter = binding.is_none_or(|(_, b)| d.remaining < b.remaining);
         if !d.allowed || tighter {
             binding = Some((i, d));
@@ -95,8 +98,13 @@ pub fn allowmany(ctx: &mut Ctx<'_>, req: &Request<'_>) -> Result<(), CmdError> {
     }
     let (index, d) = binding.expect("at least one limit");
     if d.allowed {
-        for ((key, _), entry) in r.limits.iter().zip(work) {
-            lock.update(key, now, |slot| *slot = entry);
+        if growth > room {
+            return Err(CmdError::OutOfMemory);
+        }
+        for (key, spec) in &r.limits {
+            lock.update(key, now, |slot| {
+                apply::allow(slot, spec, now, r.cost, usize::MAX)
+            })?;
         }
     }
     drop(lock);

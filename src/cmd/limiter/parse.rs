@@ -180,7 +180,23 @@ fn limit_at(
         burst: nz(o.burst.unwrap_or(limit)),
         precision: nz(o.precision.unwrap_or(1)),
     };
+    if algo == Algorithm::Log && log::max_slots(&params) > log::MAX_SLOTS {
+        return Err(log_limit_error(&params));
+    }
     Ok((LimitSpec { algo, params }, o.cost, next))
+}
+
+/// A `log` limit whose ring could outgrow what one key may hold is refused
+/// before anything is held, naming the remedy.
+fn log_limit_error(p: &Params) -> CmdError {
+    CmdError::err(format!(
+        "log limit {} per {}ms could keep {} timestamps in one key, over the cap of {}: add PRECISION {}ms (or coarser), or use ALGO window",
+        p.limit(),
+        p.period() / 1_000_000,
+        log::max_slots(p),
+        log::MAX_SLOTS,
+        log::precision_to_fit(p) / 1_000_000,
+    ))
 }
 
 /// A cost that can never fit is an error, not an eternal "retry later".
