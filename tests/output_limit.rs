@@ -3,6 +3,7 @@
 
 mod common;
 
+use std::sync::atomic::Ordering;
 use std::time::Duration;
 
 use common::{assert_pong, q, Raw, Server};
@@ -46,6 +47,50 @@ async fn a_client_that_never_reads_is_disconnected() {
     );
     assert_pong(&mut other).await;
     server.shutdown().await;
+}
+
+/// A client that never reads, sent small replies: each batch the server
+/// writes is under the limit, and used to be all it counted, so the client
+/// stayed for ever however much it left unread. Counted with what the
+/// kernel still queues for it, it is disconnected at the hard limit, and
+/// at a soft limit held for `soft_seconds` (0 here: at once).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn unread_bytes_in_the_kernel_count_against_the_limit() {
+    for limit in [
+        OutputLimit {
+            hard: 96 * 1024,
+            soft: 0,
+            soft_seconds: 0,
+        },
+        OutputLimit {
+            hard: 0,
+            soft: 96 * 1024,
+            soft_seconds: 0,
+        },
+    ] {
+        let server = Server::start_with(|c| c.client_output_buffer_limit = limit).await;
+        let mut other = server.client().await;
+        let _: () = q(&mut other, &["SET", "v", &"x".repeat(1024)]).await;
+        let mut greedy = Raw::connect(server.addr).await;
+        let addr = greedy.local_addr();
+        // 16,384 replies of 1 KiB (16 MB), never read.
+        let pipeline = common::encode_words(&["GET", "v"]).repeat(16 * 1024);
+        let task = tokio::spawn(async move {
+            let _ = greedy.try_send(&pipeline).await;
+            std::future::pending::<()>().await;
+        });
+        // Accepted (two connections so far), then gone (one left).
+        let state = server.state();
+        common::eventually("the client that never reads is disconnected", || {
+            state.stats.connections_received.load(Ordering::Relaxed) == 2
+                && state.clients.len() == 1
+                && client_line(&server, addr).is_none()
+        })
+        .await;
+        task.abort();
+        assert_pong(&mut other).await;
+        server.shutdown().await;
+    }
 }
 
 #[test]

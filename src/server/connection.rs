@@ -2,9 +2,9 @@
 //! collect every reply in one write buffer, write once per batch.
 
 use bytes::BytesMut;
+use std::os::fd::{AsRawFd, RawFd};
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
-use std::task::Poll;
 use std::time::Duration;
 use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt};
 use tokio::sync::watch;
@@ -44,7 +44,7 @@ enum Close {
 
 /// Serves one client over plain TCP or TLS: generic, so each stream type
 /// gets its own monomorphised loop.
-pub async fn run<S: AsyncRead + AsyncWrite + Unpin>(
+pub async fn run<S: AsyncRead + AsyncWrite + AsRawFd + Unpin>(
     mut socket: S,
     state: &State,
     info: Arc<ClientInfo>,
@@ -68,7 +68,7 @@ pub async fn run<S: AsyncRead + AsyncWrite + Unpin>(
     let _ = tokio::time::timeout(CLOSE_TIMEOUT, socket.shutdown()).await;
 }
 
-async fn serve<S: AsyncRead + AsyncWrite + Unpin>(
+async fn serve<S: AsyncRead + AsyncWrite + AsRawFd + Unpin>(
     socket: &mut S,
     state: &State,
     session: &mut Session,
@@ -88,6 +88,7 @@ async fn serve<S: AsyncRead + AsyncWrite + Unpin>(
         state,
         heard: tokio::time::Instant::now(),
         stopping: None,
+        over_soft: None,
     };
     loop {
         // Every request read has been answered: read again from the start of
@@ -190,11 +191,13 @@ async fn serve<S: AsyncRead + AsyncWrite + Unpin>(
 ///
 /// The connection stops reading while a write is blocked, so a client that
 /// sends and never reads holds at most one batch of replies in memory; the
-/// limit decides how long such a client may stay: more than `hard` bytes it
-/// will not take is a disconnection at once, and more than `soft` bytes it
-/// does not drain within `soft_seconds` is one too (Redis's semantics, over
-/// the bytes the client has not read).
-async fn flush<S: AsyncWrite + Unpin>(
+/// limit decides how long such a client may stay. It counts what the client
+/// has not read: the batch's bytes not yet written plus what the kernel
+/// still queues for the client (`SIOCOUTQ`), so the socket's send buffer
+/// (megabytes, once autotuned) is no blind spot. Past `hard` bytes the
+/// client is disconnected at once; past `soft` bytes for `soft_seconds`
+/// (across batches) too, as Redis does.
+async fn flush<S: AsyncWrite + AsRawFd + Unpin>(
     socket: &mut S,
     out: &mut ReplyBuf,
     stops: &mut Stops<'_>,
@@ -204,41 +207,38 @@ async fn flush<S: AsyncWrite + Unpin>(
         return Ok(());
     }
     let limit = state.settings.output_limit();
+    let limited = limit.hard > 0 || limit.soft > 0;
     let buf = out.buffer();
     let total = buf.len();
-    let deadline = (limit.soft > 0 && total as u64 > limit.soft)
-        .then(|| tokio::time::Instant::now() + Duration::from_secs(limit.soft_seconds));
     let mut written = 0;
     while written < total {
-        let left = (total - written) as u64;
-        if limit.hard > 0 && left > limit.hard {
-            // Over the hard limit: only what the stream takes right now. One
-            // poll of the write; Pending means it would block.
-            let polled = std::future::poll_fn(|cx| {
-                Poll::Ready(std::pin::Pin::new(&mut *socket).poll_write(cx, &buf[written..]))
-            })
-            .await;
-            match polled {
-                Poll::Ready(Ok(0)) => return Err(Close::Io(std::io::ErrorKind::WriteZero.into())),
-                Poll::Ready(Ok(n)) => written += n,
-                Poll::Ready(Err(e)) => return Err(Close::Io(e)),
-                Poll::Pending => return Err(Close::OutputLimit),
+        let mut deadline = None;
+        if limited {
+            let unread = (total - written) as u64 + unsent(socket.as_raw_fd());
+            if limit.hard > 0 && unread > limit.hard {
+                return Err(Close::OutputLimit);
             }
-            continue;
+            if limit.soft > 0 && unread > limit.soft {
+                let since = *stops
+                    .over_soft
+                    .get_or_insert_with(tokio::time::Instant::now);
+                let until = since + Duration::from_secs(limit.soft_seconds);
+                if tokio::time::Instant::now() >= until {
+                    return Err(Close::OutputLimit);
+                }
+                deadline = Some(until);
+            } else {
+                stops.over_soft = None;
+            }
         }
+        let write = socket.write(&buf[written..]);
         let n = match deadline {
             Some(d) => stops
-                .around(
-                    Wait::Write,
-                    tokio::time::timeout_at(d, socket.write(&buf[written..])),
-                )
+                .around(Wait::Write, tokio::time::timeout_at(d, write))
                 .await?
                 .map_err(|_| Close::OutputLimit)?
                 .map_err(Close::Io)?,
-            None => stops
-                .around(Wait::Write, socket.write(&buf[written..]))
-                .await?
-                .map_err(Close::Io)?,
+            None => stops.around(Wait::Write, write).await?.map_err(Close::Io)?,
         };
         if n == 0 {
             return Err(Close::Io(std::io::ErrorKind::WriteZero.into()));
@@ -248,20 +248,34 @@ async fn flush<S: AsyncWrite + Unpin>(
         written += n;
     }
     // A no-op on TCP; TLS may still hold records the socket did not take.
-    match deadline {
-        Some(d) => stops
-            .around(Wait::Write, tokio::time::timeout_at(d, socket.flush()))
-            .await?
-            .map_err(|_| Close::OutputLimit)?
-            .map_err(Close::Io)?,
-        None => stops
-            .around(Wait::Write, socket.flush())
-            .await?
-            .map_err(Close::Io)?,
-    }
+    stops
+        .around(Wait::Write, socket.flush())
+        .await?
+        .map_err(Close::Io)?;
     Stats::add(&state.stats.net_output_bytes, total as u64);
     buf.clear();
     Ok(())
+}
+
+/// Bytes the kernel still holds for the client (sent but not acknowledged,
+/// or not sent yet): `SIOCOUTQ`. Read only when an output limit is set.
+#[cfg(target_os = "linux")]
+fn unsent(fd: RawFd) -> u64 {
+    let mut n: libc::c_int = 0;
+    // SAFETY: TIOCOUTQ (SIOCOUTQ on a socket) writes one c_int through the
+    // pointer, which points at a local that outlives the call; `fd` is the
+    // open socket the caller borrows.
+    let ok = unsafe { libc::ioctl(fd, libc::TIOCOUTQ, &mut n) } == 0;
+    if ok {
+        n.max(0) as u64
+    } else {
+        0
+    }
+}
+
+#[cfg(not(target_os = "linux"))]
+fn unsent(_fd: RawFd) -> u64 {
+    0
 }
 
 /// This connection's share of [`Stats::client_buffers`]: updated when its
@@ -306,6 +320,9 @@ struct Stops<'a> {
     heard: tokio::time::Instant,
     /// When this connection saw the shutdown.
     stopping: Option<tokio::time::Instant>,
+    /// Since when the client's unread replies have been over the soft
+    /// output limit.
+    over_soft: Option<tokio::time::Instant>,
 }
 
 /// After a shutdown, how long one write may wait on the client.
