@@ -10,7 +10,9 @@
 - raw_commands: the command lines of tests/limiter_commands.rs,
   tests/server_commands.rs, tests/transactions.rs (MULTI ... EXEC in
   order), tests/string_commands.rs and the docs/commands.md examples, grouped into
-  short sessions, RESP-encoded (a few inline), behind the 1-byte prefix.
+  short sessions, RESP-encoded (a few inline), behind the 1-byte prefix;
+  and a few stress sessions: RL.ALLOWMANY with thousands of clauses, log
+  keys with huge limits.
 - commands: the same sessions in the `commands` target's script format
   (every argument a literal, clock advances between commands), so the
   fuzzer starts from real command lines and mutates them towards the
@@ -143,9 +145,44 @@ def main():
             data = b"".join(resp(a) for a in s)
         write("raw_commands", "session-%02d" % i, bytes([i % 4]) + data)
         write("commands", "session-%02d" % i, script(s))
+    # work one request can demand: RL.ALLOWMANY at and past its cap of
+    # 1,024 clauses, repeated keys among thousands, and log keys with huge
+    # limits (refused, or capped by PRECISION) read and refunded
+    stress = {
+        "allowmany-1024": [
+            ["RL.ALLOWMANY", "COST", "2"]
+            + sum(
+                (["LIMIT", "k%d" % i, str(i + 2), "%ds" % (i % 7 + 1), "ALGO", algo]
+                 for i, algo in zip(range(1024), ["window", "log", "gcra", "fixed"] * 256)),
+                [],
+            ),
+            ["RL.STATE", "k1"],
+        ],
+        "allowmany-over-cap": [
+            ["RL.ALLOWMANY"] + sum((["LIMIT", "k%d" % i, "5", "10"] for i in range(3000)), []),
+        ],
+        "allowmany-repeated": [
+            ["RL.ALLOWMANY"] + sum((["LIMIT", "k%d" % (i % 500), "5", "10"] for i in range(1000)), []),
+        ],
+        "log-huge-limits": [
+            ["RL.ALLOW", "l", "9223372036854775807", "6d", "ALGO", "log"],
+            ["RL.ALLOW", "l", "9223372036854775807", "6d", "ALGO", "log", "PRECISION", "495ms"],
+            ["RL.ALLOW", "l", "1048576", "1h", "ALGO", "log", "PRECISION", "4ms", "COST", "1048576"],
+            ["RL.PEEK", "l", "1048576", "1h", "ALGO", "log", "PRECISION", "4ms"],
+            ["RL.ALLOW", "l", "1048576", "1h", "ALGO", "log", "COST", "9223372036854775807"],
+            ["RL.REFUND", "l", "9223372036854775807"],
+            ["RL.ALLOWMANY", "LIMIT", "l", "1048576", "1h", "ALGO", "log", "PRECISION", "4ms",
+             "LIMIT", "m", "1000000000", "1d", "ALGO", "log"],
+            ["RL.STATE", "l"],
+        ],
+    }
+    for name, s in stress.items():
+        s = [[a.encode() for a in args] for args in s]
+        write("raw_commands", name, b"\x00" + b"".join(resp(a) for a in s))
+        write("commands", name, script(s))
     print(
         "decoder: %d, raw_commands: %d, commands: %d seeds from %d literals and %d command lines"
-        % (len(lits) + len(pipelines), len(sessions), len(sessions), len(lits), len(lines))
+        % (len(lits) + len(pipelines), len(sessions) + len(stress), len(sessions) + len(stress), len(lits), len(lines))
     )
 
 

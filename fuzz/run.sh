@@ -11,10 +11,12 @@
 # non-zero if any target crashed, hung (-timeout) or ran out of memory, and
 # says where the reproducing input is (fuzz/artifacts/<target>/).
 #
-# No sanitizer by default: Turnstile is safe Rust but for two small
-# `unsafe` blocks (a pointer load in src/server/clients.rs; a borrowed view
-# of a log's ring in src/store/record.rs, checked under valgrind and
-# FUZZ_SANITIZER=address), the bugs hunted here are panics,
+# No sanitizer by default: Turnstile is safe Rust but for a few small
+# `unsafe` blocks (the counting allocator; a pointer load in
+# src/server/clients.rs; a borrowed view of a log's ring in
+# src/store/record.rs, checked under valgrind and FUZZ_SANITIZER=address;
+# libc calls for the open-file limit and the socket's send queue, outside
+# the Harness), the bugs hunted here are panics,
 # overflow (debug assertions are on) and hangs, and AddressSanitizer makes
 # the Harness targets about 6x slower. FUZZ_SANITIZER=address turns it on.
 # FUZZ_WORK=DIR puts the grown corpora in DIR (default: a fresh temporary

@@ -6,7 +6,7 @@
 Python 3 standard library only (asyncio, raw RESP2 over TCP, no redis-py).
 
 1. Starts BIN --port 0 --metrics-addr off --snapshot TMP/soak.tsnap
-   --snapshot-interval 1s (log to TMP/turnstile.log; the port is read from its
+   --snapshot-interval 1s --client-output-buffer-limit "1mb 256kb 2" (log to TMP/turnstile.log; the port is read from its
    "turnstile listening local=127.0.0.1:PORT" line) and records INFO memory,
    INFO persistence and DBSIZE before any load.
 2. For --seconds, --connections asyncio tasks each loop: pick a random
@@ -20,7 +20,10 @@ Python 3 standard library only (asyncio, raw RESP2 over TCP, no redis-py).
    Every family of keys has its own prefix and a few thousand names, so no
    error reply is ever expected: any error reply, malformed reply or dropped
    connection is a failure. A separate connection polls INFO memory every
-   2 s for the peak.
+   2 s for the peak. Beside them, 8 clients send 200 GETs of a 64 KiB
+   value and never read: `--client-output-buffer-limit 1mb 256kb 2` must
+   drop them (only the control connection is left after the load); and a
+   SIGHUP halfway must change nothing (no connection dropped).
 3. The admission check: 200 `soak:log:{i}` keys take only
    `RL.ALLOW key 5 2s ALGO log` (never refunded, reset or deleted). Every
    admission's (send, receive) times are recorded, and no `limit + 1`
@@ -56,6 +59,9 @@ import threading
 import time
 
 HOST = "127.0.0.1"
+OUTPUT_LIMIT = "1mb 256kb 2"  # --client-output-buffer-limit for the run
+NONREADERS = 8             # clients that pipeline GETs and never read
+DROP_WAIT_S = 10           # they must be gone this long after the load
 HARD_EXTRA_S = 90          # whole run <= seconds + this
 EXPIRE_WAIT_S = 30         # DBSIZE must reach 0 within this after the load
 MEMORY_SETTLE_S = 5        # then used_memory may take this long to settle
@@ -545,7 +551,8 @@ def start_server(binary, tmp):
     try:
         proc = subprocess.Popen(
             [binary, "--port", "0", "--metrics-addr", "off", "--snapshot", snap,
-             "--snapshot-interval", "1s"],
+             "--snapshot-interval", "1s",
+             "--client-output-buffer-limit", OUTPUT_LIMIT],
             stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL)
     except OSError as e:
         raise Failure(f"cannot start {binary}: {e}")
@@ -576,7 +583,7 @@ def raise_nofile(connections):
         raise Failure(f"RLIMIT_NOFILE is {soft} (hard {hard}); {need} needed")
 
 
-async def soak(args, port):
+async def soak(args, port, pid):
     res = {}
     ctl = await Conn.open(port)
     if await ctl.call("PING") != "PONG":
@@ -599,6 +606,22 @@ async def soak(args, port):
 
     load_start = time.monotonic()
     stop_at = load_start + args.seconds
+    # Clients that never read: the output limit must drop them while the
+    # others are served (their value expires 5 s after the load).
+    big = "x" * 65536
+    if await ctl.call("SET", "soak:nonreader", big, "EX", int(args.seconds) + 5) != "OK":
+        raise Failure("SET soak:nonreader failed")
+    nonreaders = []
+    for _ in range(NONREADERS):
+        r, w = await asyncio.open_connection(HOST, port)
+        w.write(enc("GET", "soak:nonreader") * 200)
+        nonreaders.append(w)
+    # SIGHUP (logrotate, systemctl reload) halfway: ignored, nothing dropped.
+    async def hangup():
+        await asyncio.sleep(args.seconds / 2)
+        os.kill(pid, signal.SIGHUP)
+        say("SIGHUP sent")
+    hup = asyncio.create_task(hangup())
     opened = []
     tasks = []
     say(f"load: {args.connections} connections for {args.seconds} s")
@@ -621,6 +644,17 @@ async def soak(args, port):
         if t.exception() is not None:
             raise t.exception()
     await poller
+    await hup
+    # Only the control connection is left: the non-readers were dropped.
+    t_drop = time.monotonic()
+    while True:
+        clients = int(info_fields(await ctl.call("INFO", "clients"))["connected_clients"])
+        if clients == 1 or time.monotonic() - t_drop > DROP_WAIT_S:
+            break
+        await asyncio.sleep(0.2)
+    res["clients_left"] = clients
+    for w in nonreaders:
+        w.close()
     res["load_s"] = load_end - load_start
     res["tally"] = tally
     res["opened"] = len(opened)
@@ -699,7 +733,7 @@ def main():
         say(f"turnstile pid {proc.pid} on {HOST}:{port}; log {log_path}")
         remaining = hard_s - (time.monotonic() - T0) - TERM_WAIT_S - 5
         try:
-            res = asyncio.run(asyncio.wait_for(soak(args, port), remaining))
+            res = asyncio.run(asyncio.wait_for(soak(args, port, proc.pid), remaining))
         except asyncio.TimeoutError:
             raise Failure("the soak did not finish within its deadline")
         tally = res["tally"]
@@ -730,6 +764,12 @@ def main():
         if checked == 0 or tally.log_denied == 0:
             failures.append(f"the log family saw {checked} admissions and "
                             f"{tally.log_denied} denials: no contention, nothing checked")
+
+        # Clients that never read.
+        if res["clients_left"] != 1:
+            failures.append(f"{res['clients_left'] - 1} connections left {DROP_WAIT_S} s after "
+                            f"the load: the {NONREADERS} clients that never read were not "
+                            f"all dropped by --client-output-buffer-limit {OUTPUT_LIMIT}")
 
         # Expiry and memory.
         if res["keys_end"] != 0:
@@ -784,6 +824,9 @@ def main():
         print("  by command         " + ", ".join(
             f"{k} {v}" for k, v in sorted(tally.by_kind.items(), key=lambda kv: -kv[1])))
         print(f"  unexpected replies {tally.problem_count}")
+        print(f"  never reading      {NONREADERS} clients pipelining GETs of 64 KiB, "
+              f"{'all dropped' if res['clients_left'] == 1 else 'NOT all dropped'} "
+              f"(--client-output-buffer-limit {OUTPUT_LIMIT}); a SIGHUP halfway")
         print(f"  log check          {checked} admissions on {nkeys} keys checked "
               f"({tally.log_denied} denied), limit {LOG_LIMIT} per {LOG_PERIOD_S} s: "
               f"{len(viol)} definite violations")
