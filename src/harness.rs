@@ -1,6 +1,7 @@
 //! The server without sockets: bytes in, replies out, on a manual clock.
 //! For fuzzing (every command's parser and algorithm reached through the
-//! real decoder and dispatcher) and for tests that need no network.
+//! connection's own batch loop, `cmd/batch.rs`) and for tests that need no
+//! network.
 
 use std::net::SocketAddr;
 use std::sync::Arc;
@@ -8,12 +9,11 @@ use std::sync::Arc;
 use bytes::BytesMut;
 
 use crate::clock::{ManualClock, Nanos};
-use crate::cmd::{self, Ctx};
+use crate::cmd::batch::{self, Step};
 use crate::config::Config;
-use crate::protocol::{Decoder, Limits, ReplyBuf};
+use crate::protocol::{Decoder, ReplyBuf};
 use crate::server::session::Session;
 use crate::state::State;
-use crate::store::Keyspace;
 
 /// A request as a client sends it: a RESP array of bulk strings. The one
 /// request encoder of the fuzz targets and the tests.
@@ -69,35 +69,27 @@ impl Harness {
             return Vec::new();
         }
         self.input.extend_from_slice(bytes);
+        let mut commands = 0;
         loop {
-            let limits = Limits {
-                max_bulk_len: 512 * 1024 * 1024,
-                unauthenticated: !self.session.authenticated,
-            };
-            match self.decoder.decode(&mut self.input, limits) {
-                Ok(Some(req)) => {
-                    let mut ctx = Ctx {
-                        state: &self.state,
-                        session: &mut self.session,
-                        out: &mut self.out,
-                        db: Keyspace::Store(&self.state.store),
-                        now: self.state.clock.now(),
-                    };
-                    cmd::execute(&mut ctx, &req);
-                    if self.session.close_after_reply || self.session.query_limit_hit {
-                        self.closed = true;
-                        break;
-                    }
-                }
-                Ok(None) => break,
-                Err(e) => {
-                    self.out.error(&format!("ERR {e}"));
+            let step = batch::run(
+                &self.state,
+                &mut self.session,
+                &mut self.decoder,
+                &mut self.input,
+                &mut self.out,
+                &mut commands,
+            );
+            match step {
+                // Nothing to write to: the replies are returned whole.
+                Step::Flush => continue,
+                Step::Drained => break,
+                Step::End(_) => {
                     self.closed = true;
                     break;
                 }
             }
         }
-        self.session.stats.flush(&self.state.stats);
+        batch::finish(&self.state, &mut self.session, commands);
         let replies = self.out.buffer().to_vec();
         self.out.buffer().clear();
         replies

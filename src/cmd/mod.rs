@@ -2,6 +2,7 @@
 //! parses its arguments, calls the store, and writes its reply.
 
 pub mod args;
+pub mod batch;
 pub mod client;
 pub mod cluster;
 pub mod command;

@@ -11,16 +11,12 @@ use tokio::sync::watch;
 
 use super::clients::ClientInfo;
 use super::session::Session;
-use crate::cmd::{self, Ctx};
-use crate::protocol::{Decoder, Limits, ReplyBuf};
+use crate::cmd::batch::{self, End, Step};
+use crate::protocol::{Decoder, ReplyBuf};
 use crate::state::{State, Stats};
-use crate::store::Keyspace;
 
 /// Read buffer size to keep free before each read.
 const READ_CHUNK: usize = 16 * 1024;
-/// Replies beyond this are written mid-batch, so one huge pipeline cannot
-/// grow the write buffer without bound before its first byte leaves.
-const FLUSH_AT: usize = 64 * 1024;
 /// A TLS close_notify waits on the client; one that does not read must not
 /// hold its task (and a graceful shutdown) for ever.
 const CLOSE_TIMEOUT: Duration = Duration::from_secs(1);
@@ -116,57 +112,28 @@ async fn serve<S: AsyncRead + AsyncWrite + AsRawFd + Unpin>(
         }
 
         let mut commands = 0u64;
-        let mut close = None;
-        loop {
-            let limits = Limits {
-                max_bulk_len: i64::try_from(state.settings.get(&state.settings.proto_max_bulk_len))
-                    .unwrap_or(i64::MAX),
-                unauthenticated: !session.authenticated,
-            };
-            match decoder.decode(&mut buf, limits) {
-                Ok(Some(req)) => {
-                    commands += 1;
-                    let mut ctx = Ctx {
-                        state,
-                        session: &mut *session,
-                        out: &mut out,
-                        db: Keyspace::Store(&state.store),
-                        now: state.clock.now(),
-                    };
-                    cmd::execute(&mut ctx, &req);
+        let close = loop {
+            match batch::run(
+                state,
+                session,
+                &mut decoder,
+                &mut buf,
+                &mut out,
+                &mut commands,
+            ) {
+                Step::Drained => break None,
+                Step::Flush => {
+                    if let Err(why) = flush(socket, &mut out, &mut stops).await {
+                        return why;
+                    }
                 }
-                Ok(None) => break,
-                Err(e) => {
-                    Stats::add(&state.stats.protocol_errors, 1);
-                    tracing::debug!(client = info.id, error = %e, "protocol error");
-                    out.error(&format!("ERR {e}"));
-                    close = Some(Close::Protocol);
-                    break;
-                }
+                Step::End(End::QueryBufferLimit) => return Close::QueryBufferLimit,
+                Step::End(End::Quit) => break Some(Close::Quit),
+                Step::End(End::Killed) => break Some(Close::Killed),
+                Step::End(End::Protocol) => break Some(Close::Protocol),
             }
-            if session.close_after_reply {
-                close = Some(Close::Quit);
-                break;
-            }
-            if session.query_limit_hit {
-                tracing::warn!(client = info.id, addr = %info.addr, "closing client that reached max query buffer length (transaction queue or watched keys)");
-                return Close::QueryBufferLimit;
-            }
-            if info.is_killed() {
-                close = Some(Close::Killed);
-                break;
-            }
-            if out.len() >= FLUSH_AT {
-                if let Err(why) = flush(socket, &mut out, &mut stops).await {
-                    return why;
-                }
-            }
-        }
-        if commands > 0 {
-            Stats::add(&state.stats.commands_processed, commands);
-            session.stats.flush(&state.stats);
-            info.touch();
-        }
+        };
+        batch::finish(state, session, commands);
         if let Err(why) = flush(socket, &mut out, &mut stops).await {
             return why;
         }
