@@ -12,9 +12,8 @@ use std::time::Duration;
 
 use criterion::{criterion_group, criterion_main, BenchmarkId, Criterion};
 use turnstile::clock::Nanos;
-use turnstile::cmd::limiter::apply;
-use turnstile::cmd::limiter::parse::LimitSpec;
-use turnstile::limiter::{Algorithm, Params};
+use turnstile::limiter::{Algorithm, LimitSpec, Params};
+use turnstile::store::limit as apply;
 use turnstile::store::Store;
 
 const S: u64 = 1_000_000_000;

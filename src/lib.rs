@@ -18,24 +18,33 @@
 //! - [`cmd`]: the command table (`cmd/table.rs`: name, arity, flags, key
 //!   positions, handler) and one file per command family; a handler parses
 //!   its arguments, reaches keys through the context's `Keyspace`, writes
-//!   its reply. `cmd/mod.rs` checks and runs each request (or queues it in
-//!   `MULTI`); `cmd/multi.rs` runs transactions over the shards they lock.
+//!   its reply. `cmd/batch.rs` is a connection's decode-and-execute loop
+//!   (the server's and the fuzzing harness's); `cmd/mod.rs` checks and runs
+//!   each request (or queues it in `MULTI`); `cmd/multi.rs` runs
+//!   transactions over the shards they lock; `cmd/limiter/` parses the
+//!   limiter commands and shapes their replies.
 //! - [`store`]: the sharded keyspace (`store/mod.rs`), with the
 //!   `Keyspace` view every command reaches it through (the store, or the
 //!   shards a transaction holds) and `WATCH`'s write counters; one shard, a
 //!   hash index of handles over record arenas (`store/shard.rs`,
 //!   `store/index.rs`, `store/arena.rs`); the packed limiter records and
 //!   their interned parameters (`store/record.rs`, `store/params.rs`); what
-//!   a key holds as commands see it (`store/entry.rs`); inline short byte
+//!   a key holds as commands see it (`store/entry.rs`); limiter state in
+//!   the keyspace, applied through the `Limiter` contract with the TTL it
+//!   implies (`store/limit.rs`); inline short byte
 //!   strings (`store/bytes.rs`); the expiry sweeper (`store/sweeper.rs`);
 //!   snapshots (`store/snapshot.rs`).
 //! - [`limiter`]: the algorithms, one file each (`window.rs`, `log.rs`,
-//!   `gcra.rs`, `fixed.rs`): pure functions over (state, params, now, cost).
+//!   `gcra.rs`, `fixed.rs`): pure functions over (state, params, now, cost)
+//!   behind one contract, the `Limiter` trait (`limiter/mod.rs`); redis-cell's
+//!   `CL.THROTTLE` arithmetic over GCRA (`cell.rs`).
 //! - [`state`]: what every command can reach: store, clock, live settings,
 //!   counters, clients.
 //! - [`stats`]: the counters behind `INFO` and `/metrics`, tallied per
 //!   connection and flushed once per batch; [`metrics`]: the Prometheus
 //!   exporter and its HTTP endpoint (`/metrics`, `/healthz`).
+//! - [`cluster`]: Redis Cluster's key slots (`cluster/slot.rs`) and the
+//!   static topology `--cluster-nodes` describes (`cluster/topology.rs`).
 //! - [`clock`]: server time as `Nanos`; the system clock that never steps
 //!   back, and a manual clock for tests.
 //! - [`harness`]: the server without sockets (bytes in, replies out, on a

@@ -36,9 +36,9 @@ pub struct Stats {
     failed: Box<[AtomicU64]>,
     /// Per algorithm: decisions `[allowed, limited]`, units consumed, and
     /// admissions that left less than a tenth of the limit.
-    decisions: [[AtomicU64; 2]; 4],
-    units: [AtomicU64; 4],
-    near_limit: [AtomicU64; 4],
+    decisions: [[AtomicU64; 2]; Algorithm::COUNT],
+    units: [AtomicU64; Algorithm::COUNT],
+    near_limit: [AtomicU64; Algorithm::COUNT],
     /// Transactions ended, by [`TxOutcome`].
     transactions: [AtomicU64; TxOutcome::ALL.len()],
 }
@@ -102,12 +102,7 @@ impl Default for Stats {
 
 /// Index of an algorithm in the per-algorithm arrays.
 fn algo_index(a: Algorithm) -> usize {
-    match a {
-        Algorithm::Window => 0,
-        Algorithm::Log => 1,
-        Algorithm::Gcra => 2,
-        Algorithm::Fixed => 3,
-    }
+    a.index()
 }
 
 /// Decision counts of one algorithm.
@@ -199,9 +194,9 @@ pub struct Local {
     error_replies: u64,
     calls: Vec<u64>,
     failed: Vec<u64>,
-    decisions: [[u64; 2]; 4],
-    units: [u64; 4],
-    near_limit: [u64; 4],
+    decisions: [[u64; 2]; Algorithm::COUNT],
+    units: [u64; Algorithm::COUNT],
+    near_limit: [u64; Algorithm::COUNT],
     dirty: bool,
 }
 
@@ -211,9 +206,9 @@ impl Default for Local {
             error_replies: 0,
             calls: vec![0; COMMANDS.len()],
             failed: vec![0; COMMANDS.len()],
-            decisions: [[0; 2]; 4],
-            units: [0; 4],
-            near_limit: [0; 4],
+            decisions: [[0; 2]; Algorithm::COUNT],
+            units: [0; Algorithm::COUNT],
+            near_limit: [0; Algorithm::COUNT],
             dirty: false,
         }
     }

@@ -18,7 +18,7 @@
 //!   `for_each_in_shard`, so single-shard sweeps can be modelled exactly;
 //!   forgotten on `clear`).
 //!
-//! Limiter values are written the way `cmd/limiter/apply.rs` writes them
+//! Limiter values are written the way `store/limit.rs` writes them
 //! (decide on the stored state, store if admitted with the expiry at which
 //! the state stops mattering, delete if that moment is not after now); the
 //! mirror here is checked against `apply::allow` itself at every write.
@@ -27,11 +27,10 @@ use proptest::prelude::*;
 use std::collections::{BTreeMap, HashMap, HashSet};
 use std::num::NonZeroU64;
 use turnstile::clock::Nanos;
-use turnstile::cmd::limiter::apply;
-use turnstile::cmd::limiter::parse::LimitSpec;
-use turnstile::cmd::CmdError;
+use turnstile::limiter::LimitSpec;
 use turnstile::limiter::{fixed, gcra, log, window, Algorithm, Decision, Params};
 use turnstile::store::entry::Stored;
+use turnstile::store::limit::{self as apply, LimitError};
 use turnstile::store::{Entry, SmallBytes, Store, Value};
 
 const MS: u64 = Nanos::PER_MS;
@@ -44,11 +43,11 @@ const T0: u64 = 1_700_000_000 * SEC;
 const FULL_CHECK_EVERY: usize = 10;
 
 // ---------------------------------------------------------------------
-// The command layer's limiter write, mirrored from cmd/limiter/apply.rs.
+// The command layer's limiter write, mirrored from store/limit.rs.
 // ---------------------------------------------------------------------
 
 /// What the glue needs of each algorithm's state: the same functions
-/// `apply.rs` uses.
+/// `limit.rs` uses.
 trait Algo: Clone + Default {
     fn run(&mut self, p: &Params, now: u64, cost: u64) -> Decision;
     fn stops_mattering_at(&self, p: &Params) -> u64;
@@ -128,7 +127,7 @@ impl Algo for log::State {
     }
 }
 
-/// `apply.rs`'s `keep_until`: the TTL is `at`, or the key goes if `at` is
+/// `limit.rs`'s `keep_until`: the TTL is `at`, or the key goes if `at` is
 /// not after now.
 fn keep_until(slot: &mut Option<Entry>, at: u64, now: Nanos) {
     if at <= now.0 {
@@ -143,11 +142,11 @@ fn allow_with<S: Algo>(
     p: &Params,
     now: Nanos,
     cost: u64,
-) -> Result<Decision, CmdError> {
+) -> Result<Decision, LimitError> {
     match slot.as_mut() {
         Some(entry) => {
-            let stored = S::stored_mut(&mut entry.value).ok_or(CmdError::WrongType)?;
-            // In place, as apply.rs does: a denied log decision still
+            let stored = S::stored_mut(&mut entry.value).ok_or(LimitError::WrongType)?;
+            // In place, as limit.rs does: a denied log decision still
             // prunes the log's expired slots, and that is kept.
             let d = stored.state.run(p, now.0, cost);
             if d.allowed {
@@ -177,7 +176,7 @@ fn allow(
     p: &Params,
     now: Nanos,
     cost: u64,
-) -> Result<Decision, CmdError> {
+) -> Result<Decision, LimitError> {
     match algo {
         Algorithm::Window => allow_with::<window::State>(slot, p, now, cost),
         Algorithm::Fixed => allow_with::<fixed::State>(slot, p, now, cost),
@@ -393,7 +392,7 @@ enum Write {
 /// What a write reports, compared between store and model.
 #[derive(Debug, Clone, PartialEq)]
 enum Outcome {
-    Decision(Result<Decision, CmdError>),
+    Decision(Result<Decision, LimitError>),
     Existed(bool),
 }
 

@@ -52,3 +52,12 @@ impl CmdError {
 pub fn show(bytes: &[u8]) -> String {
     String::from_utf8_lossy(&bytes[..bytes.len().min(128)]).into_owned()
 }
+
+impl From<crate::store::limit::LimitError> for CmdError {
+    fn from(e: crate::store::limit::LimitError) -> Self {
+        match e {
+            crate::store::limit::LimitError::WrongType => CmdError::WrongType,
+            crate::store::limit::LimitError::OutOfMemory => CmdError::OutOfMemory,
+        }
+    }
+}

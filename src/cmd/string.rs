@@ -392,7 +392,7 @@ fn incr_by(ctx: &mut Ctx<'_>, req: &Request<'_>, delta: i64) -> Result<(), CmdEr
             Some(e) => e.value = value,
             None => *slot = Some(Entry::new(value)),
         }
-        Ok(next)
+        Ok::<_, CmdError>(next)
     })?;
     ctx.out.int(result);
     Ok(())
@@ -426,7 +426,7 @@ pub fn incrbyfloat(ctx: &mut Ctx<'_>, req: &Request<'_>) -> Result<(), CmdError>
             Some(e) => e.value = value,
             None => *slot = Some(Entry::new(value)),
         }
-        Ok(text)
+        Ok::<_, CmdError>(text)
     })?;
     ctx.out.bulk(text.as_bytes());
     Ok(())

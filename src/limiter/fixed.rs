@@ -3,6 +3,8 @@
 //! twice the limit across a window boundary: that is the price of its
 //! simplicity, and why `window` and `log` exist.
 
+use crate::clock::Nanos;
+
 use super::{Decision, Params};
 
 /// The count of the window that starts at `start`.
@@ -63,6 +65,19 @@ pub fn refund(state: &mut State, p: &Params, now: u64, n: u64) {
         start: cur.start,
         count: cur.count.saturating_sub(n),
     };
+}
+
+impl super::Limiter for State {
+    const ALGORITHM: super::Algorithm = super::Algorithm::Fixed;
+    fn decide(&mut self, p: &Params, now: Nanos, cost: u64) -> Decision {
+        decide(self, p, now.0, cost)
+    }
+    fn refund(&mut self, p: &Params, now: Nanos, n: u64) {
+        refund(self, p, now.0, n)
+    }
+    fn expires_at(&self, p: &Params) -> Nanos {
+        Nanos(State::expires_at(self, p))
+    }
 }
 
 #[cfg(test)]

@@ -7,6 +7,8 @@
 //! `burst * T`, a request of `cost` is admitted iff
 //! `max(tat, now) + cost * T - burst * T <= now`.
 
+use crate::clock::Nanos;
+
 use super::{Decision, Params};
 
 /// The theoretical arrival time; 0 = a full bucket.
@@ -54,6 +56,19 @@ pub fn decide(state: &mut State, p: &Params, now: u64, cost: u64) -> Decision {
 pub fn refund(state: &mut State, p: &Params, now: u64, n: u64) {
     let back = emission_interval(p).saturating_mul(n);
     state.tat = state.tat.saturating_sub(back).max(now.min(state.tat));
+}
+
+impl super::Limiter for State {
+    const ALGORITHM: super::Algorithm = super::Algorithm::Gcra;
+    fn decide(&mut self, p: &Params, now: Nanos, cost: u64) -> Decision {
+        decide(self, p, now.0, cost)
+    }
+    fn refund(&mut self, p: &Params, now: Nanos, n: u64) {
+        refund(self, p, now.0, n)
+    }
+    fn expires_at(&self, _: &Params) -> Nanos {
+        Nanos(State::expires_at(self))
+    }
 }
 
 #[cfg(test)]

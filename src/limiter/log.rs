@@ -1,4 +1,6 @@
-//! The exact sliding-window log (seeds 001 and 003), kept as a ring of
+//! The exact sliding-window log (the sorted-set log of "Distributed Rate
+//! Limiting with Redis and Lua: A Sliding Window Log Deep Dive" and
+//! "Building a Sliding Window Rate Limiter in Redis"), kept as a ring of
 //! (timestamp, count) slots rather than one sorted-set member per request.
 //!
 //! - Equal timestamps coalesce into one slot, and a weighted request is one
@@ -6,8 +8,9 @@
 //! - The ring grows only as traffic needs it (never pre-allocated to
 //!   `limit`); expired slots are dropped on access and the ring shrinks when
 //!   mostly empty.
-//! - `PRECISION d` rounds timestamps up to a multiple of `d` (seed 004's
-//!   precision buckets), which bounds the ring at `period / d` slots.
+//! - `PRECISION d` rounds timestamps up to a multiple of `d` (the precision
+//!   buckets of Josiah Carlson's "Introduction to rate limiting with Redis",
+//!   part 2), which bounds the ring at `period / d` slots.
 //! - A key holds at most [`MAX_SLOTS`] slots: parameters whose ring could
 //!   outgrow it are refused before anything is held ([`max_slots`]), so one
 //!   key can never take more than 8 MiB (16 MiB wide), and a read or a
@@ -19,6 +22,8 @@
 //! microsecond (or to `d`), so a request stays counted at least a full
 //! `period`: rounding can only deny early, never admit more than `limit` in
 //! any `period`-long interval.
+
+use crate::clock::Nanos;
 
 use super::{Decision, Params};
 
@@ -529,6 +534,25 @@ pub fn refund(state: &mut State, p: &Params, now: u64, mut n: u64) {
         None => 0,
     };
     state.set_newest(newest);
+}
+
+impl super::Limiter for State {
+    const ALGORITHM: super::Algorithm = super::Algorithm::Log;
+    fn decide(&mut self, p: &Params, now: Nanos, cost: u64) -> Decision {
+        decide(self, p, now.0, cost)
+    }
+    fn peek(&self, p: &Params, now: Nanos, cost: u64) -> Decision {
+        peek(self, p, now.0, cost)
+    }
+    fn refund(&mut self, p: &Params, now: Nanos, n: u64) {
+        refund(self, p, now.0, n)
+    }
+    fn expires_at(&self, p: &Params) -> Nanos {
+        Nanos(State::expires_at(self, p))
+    }
+    fn growth(&self) -> usize {
+        State::growth(self)
+    }
 }
 
 #[cfg(test)]

@@ -17,6 +17,8 @@ pub mod window;
 
 use std::num::NonZeroU64;
 
+use crate::clock::Nanos;
+
 /// Which algorithm a key uses; a key holds one kind of state.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 pub enum Algorithm {
@@ -28,12 +30,26 @@ pub enum Algorithm {
 }
 
 impl Algorithm {
-    pub const ALL: [Algorithm; 4] = [
+    /// How many algorithms there are: the size of per-algorithm tables.
+    pub const COUNT: usize = 4;
+
+    pub const ALL: [Algorithm; Self::COUNT] = [
         Algorithm::Window,
         Algorithm::Log,
         Algorithm::Gcra,
         Algorithm::Fixed,
     ];
+
+    /// Position in per-algorithm tables (`ALL[a.index()] == a`): a match,
+    /// so a new variant is pointed at here.
+    pub fn index(self) -> usize {
+        match self {
+            Algorithm::Window => 0,
+            Algorithm::Log => 1,
+            Algorithm::Gcra => 2,
+            Algorithm::Fixed => 3,
+        }
+    }
 
     /// The name used by `ALGO` and reported by `RL.STATE`.
     pub fn name(self) -> &'static str {
@@ -51,6 +67,38 @@ impl Algorithm {
             .into_iter()
             .find(|a| a.name().as_bytes().eq_ignore_ascii_case(name))
     }
+}
+
+/// One algorithm's state: what every algorithm offers the store and the
+/// commands. Pure: no I/O, no clock, no locks, integer maths. A denied
+/// request changes nothing that counts (the log may drop expired slots).
+/// Adding an algorithm is one file here implementing this, one
+/// [`Algorithm`] variant, and whatever the compiler then points at.
+pub trait Limiter: Clone + Default + PartialEq + std::fmt::Debug {
+    const ALGORITHM: Algorithm;
+    /// Decides a request of `cost` at `now`; on admission, charges it.
+    fn decide(&mut self, p: &Params, now: Nanos, cost: u64) -> Decision;
+    /// What `decide` would answer, changing nothing.
+    fn peek(&self, p: &Params, now: Nanos, cost: u64) -> Decision {
+        self.clone().decide(p, now, cost)
+    }
+    /// Gives back up to `n` units, never below empty.
+    fn refund(&mut self, p: &Params, now: Nanos, n: u64);
+    /// When the state stops mattering: the key's TTL. The one place this
+    /// rule is computed; the store stores it and the commands report it.
+    fn expires_at(&self, p: &Params) -> Nanos;
+    /// Heap bytes an admission may allocate, checked against
+    /// `--maxmemory` before it is held (only the log's ring grows).
+    fn growth(&self) -> usize {
+        0
+    }
+}
+
+/// One limit to check: which algorithm, with which parameters.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct LimitSpec {
+    pub algo: Algorithm,
+    pub params: Params,
 }
 
 /// Validated limiter parameters: every field is in range before an
@@ -138,5 +186,96 @@ pub(crate) fn check_moments(
             "at +{}ms cost {cost}",
             at / 1_000_000
         );
+    }
+}
+
+#[cfg(test)]
+mod algorithm_tests {
+    use super::*;
+    use proptest::prelude::*;
+
+    /// `ALL`, `COUNT` and `index` agree: a variant missing from `ALL`
+    /// would go uncounted in every per-algorithm table.
+    #[test]
+    fn every_algorithm_has_its_place() {
+        for (i, a) in Algorithm::ALL.into_iter().enumerate() {
+            assert_eq!(a.index(), i);
+            assert_eq!(Algorithm::parse(a.name().as_bytes()), Some(a));
+        }
+    }
+
+    /// The contract every algorithm keeps, checked through the trait
+    /// alone: peek answers what decide would; a denial charges nothing; a
+    /// refund never fills past capacity; and once the state's TTL has
+    /// passed, it answers as no state at all (so dropping the key then is
+    /// safe).
+    fn keeps_the_contract<S: Limiter>(
+        p: &Params,
+        steps: &[(u64, u64, u64)],
+    ) -> Result<(), TestCaseError> {
+        let mut st = S::default();
+        let mut now = Nanos(1_700_000_000 * Nanos::PER_SEC);
+        let capacity = p.limit().max(p.burst.get());
+        for &(gap_ms, cost, refund) in steps {
+            now = Nanos(now.0 + gap_ms * 1_000_000);
+            let cost = cost.min(p.limit()).max(1);
+            let peeked = st.peek(p, now, cost);
+            let before = st.clone();
+            let d = st.decide(p, now, cost);
+            prop_assert_eq!(peeked, d, "{:?} peek", S::ALGORITHM);
+            if !d.allowed {
+                prop_assert_eq!(
+                    before.peek(p, now, 1),
+                    st.peek(p, now, 1),
+                    "{:?}: a denial charged",
+                    S::ALGORITHM
+                );
+            } else {
+                prop_assert!(
+                    st.expires_at(p) > now,
+                    "{:?}: charged state already expired",
+                    S::ALGORITHM
+                );
+            }
+            if refund > 0 {
+                st.refund(p, now, refund);
+                prop_assert!(st.peek(p, now, 1).remaining <= capacity);
+            }
+            let end = st.expires_at(p);
+            for c in [1, cost] {
+                prop_assert_eq!(
+                    st.peek(p, end.max(now), c),
+                    S::default().peek(p, end.max(now), c),
+                    "{:?}: state still mattered at its TTL",
+                    S::ALGORITHM
+                );
+            }
+        }
+        Ok(())
+    }
+
+    proptest! {
+        #[test]
+        fn every_algorithm_keeps_the_contract(
+            limit in 1u64..20,
+            period_ms in 1u64..5_000,
+            burst in 1u64..30,
+            steps in prop::collection::vec((0u64..3_000, 1u64..6, prop_oneof![Just(0u64), 1u64..4, Just(u64::MAX)]), 1..60),
+        ) {
+            let p = Params::new(
+                NonZeroU64::new(limit).unwrap(),
+                NonZeroU64::new(period_ms * 1_000_000).unwrap(),
+            );
+            let g = Params { burst: NonZeroU64::new(burst).unwrap(), ..p };
+            // One line per algorithm: a new one is added here.
+            for a in Algorithm::ALL {
+                match a {
+                    Algorithm::Window => keeps_the_contract::<window::State>(&p, &steps)?,
+                    Algorithm::Log => keeps_the_contract::<log::State>(&p, &steps)?,
+                    Algorithm::Gcra => keeps_the_contract::<gcra::State>(&g, &steps)?,
+                    Algorithm::Fixed => keeps_the_contract::<fixed::State>(&p, &steps)?,
+                }
+            }
+        }
     }
 }

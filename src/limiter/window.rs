@@ -1,4 +1,6 @@
-//! The two-bucket sliding-window counter (seeds 000 and 002).
+//! The two-bucket sliding-window counter, as the articles "Sliding Window
+//! Counter" and "Sliding Window - Fixed Rate: Practical Rate Limiting for
+//! Web APIs" describe it.
 //!
 //! Buckets align to multiples of `period` on the server clock. The count in
 //! the last `period` is estimated as
@@ -15,6 +17,8 @@
 //! boundary, then, as its weight decays, up to `limit` more). The property
 //! tests check both bounds; `docs/algorithms.md` has the measured error on
 //! realistic traffic.
+
+use crate::clock::Nanos;
 
 use super::{mul_div_floor, Decision, Params};
 
@@ -119,6 +123,19 @@ pub fn refund(state: &mut State, p: &Params, now: u64, n: u64) {
     *state = cur;
 }
 
+impl super::Limiter for State {
+    const ALGORITHM: super::Algorithm = super::Algorithm::Window;
+    fn decide(&mut self, p: &Params, now: Nanos, cost: u64) -> Decision {
+        decide(self, p, now.0, cost)
+    }
+    fn refund(&mut self, p: &Params, now: Nanos, n: u64) {
+        refund(self, p, now.0, n)
+    }
+    fn expires_at(&self, p: &Params) -> Nanos {
+        Nanos(State::expires_at(self, p))
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -127,8 +144,9 @@ mod tests {
     const S: u64 = 1_000_000_000;
 
     #[test]
-    fn seed_example_blocks_at_five() {
-        // Seed 002: limit 5/min, previous bucket 8, current 3, 45 s in:
+    fn article_example_blocks_at_five() {
+        // The "Sliding Window Counter" article's example: limit 5/min,
+        // previous bucket 8, current 3, 45 s in:
         // estimate 8 * 15/60 + 3 = 5, so one more is denied.
         let p = params(5, 60);
         let t0 = 1_745_000_100 * S; // a multiple of 60 s

@@ -57,6 +57,14 @@ pub struct Stored<S> {
     pub state: S,
 }
 
+impl<S: crate::limiter::Limiter> Stored<S> {
+    /// When this state stops mattering, under the parameters it was last
+    /// charged with: the key's TTL.
+    pub fn expires_at(&self) -> Nanos {
+        self.state.expires_at(&self.params)
+    }
+}
+
 impl Value {
     /// The name `TYPE` reports.
     pub fn type_name(&self) -> &'static str {

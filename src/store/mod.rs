@@ -23,6 +23,7 @@ pub mod arena;
 pub mod bytes;
 pub mod entry;
 pub mod index;
+pub mod limit;
 pub mod params;
 pub mod record;
 mod shard;

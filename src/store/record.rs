@@ -26,7 +26,7 @@
 use std::mem::ManuallyDrop;
 
 use crate::clock::Nanos;
-use crate::limiter::{fixed, gcra, log, window, Params};
+use crate::limiter::{fixed, gcra, log, window, Limiter, Params};
 use crate::store::entry::{expiry_ms_at, Entry, Stored, Value};
 
 /// Longest key a compact record holds inline.
@@ -152,9 +152,10 @@ pub enum Packed {
     Log,
 }
 
-/// The TTL (ms) of a limiter state that stops mattering at `at` ns.
-fn ttl_ms(at: u64) -> u64 {
-    expiry_ms_at(Nanos(at))
+/// The TTL (ms) a limiter state implies: [`Limiter::expires_at`], the one
+/// rule, rounded as an `Entry` rounds it.
+fn ttl_of<S: Limiter>(state: &S, p: &Params) -> u64 {
+    expiry_ms_at(state.expires_at(p))
 }
 
 /// A limiter key's entry: its TTL is the moment its state stops mattering.
@@ -189,7 +190,7 @@ pub fn pack(key: &[u8], entry: &Entry) -> Option<(Packed, Params)> {
                 prev: u32_of(st.prev)?,
                 curr: u32_of(st.curr)?,
             };
-            (packed, p, st.expires_at(p))
+            (packed, p, s.expires_at())
         }
         Value::Fixed(s) => {
             let (st, p) = (&s.state, &s.params);
@@ -197,17 +198,13 @@ pub fn pack(key: &[u8], entry: &Entry) -> Option<(Packed, Params)> {
                 bucket: bucket(st.start, p.period())?,
                 count: u32_of(st.count)?,
             };
-            (packed, p, st.expires_at(p))
+            (packed, p, s.expires_at())
         }
-        Value::Gcra(s) => (
-            Packed::Gcra { tat: s.state.tat },
-            &s.params,
-            s.state.expires_at(),
-        ),
-        Value::Log(s) => (Packed::Log, &s.params, s.state.expires_at(&s.params)),
+        Value::Gcra(s) => (Packed::Gcra { tat: s.state.tat }, &s.params, s.expires_at()),
+        Value::Log(s) => (Packed::Log, &s.params, s.expires_at()),
         Value::Str(_) => return None,
     };
-    (ttl_ms(at) == ttl).then_some((packed, *p))
+    (expiry_ms_at(at) == ttl).then_some((packed, *p))
 }
 
 impl WindowRec {
@@ -285,7 +282,7 @@ pub fn with_log<R>(r: &LogRec, p: &Params, f: impl FnOnce(&Entry) -> R) -> R {
 }
 
 pub fn log_ttl(r: &LogRec, p: &Params) -> u64 {
-    ttl_ms(r.state.expires_at(p))
+    ttl_of(&r.state, p)
 }
 
 /// The entry a window record stands for.
@@ -315,15 +312,15 @@ pub fn gcra_entry(r: &GcraRec, p: &Params) -> Entry {
 
 /// TTLs (ms) of the records, without building an entry: for the sweeper.
 pub fn window_ttl(r: &WindowRec, p: &Params) -> u64 {
-    ttl_ms(decode_window(r, p).expires_at(p))
+    ttl_of(&decode_window(r, p), p)
 }
 
 pub fn fixed_ttl(r: &FixedRec, p: &Params) -> u64 {
-    ttl_ms(decode_fixed(r, p).expires_at(p))
+    ttl_of(&decode_fixed(r, p), p)
 }
 
-pub fn gcra_ttl(r: &GcraRec) -> u64 {
-    ttl_ms(decode_gcra(r).expires_at())
+pub fn gcra_ttl(r: &GcraRec, p: &Params) -> u64 {
+    ttl_of(&decode_gcra(r), p)
 }
 
 #[cfg(test)]
@@ -463,7 +460,7 @@ mod tests {
         let mut r = GcraRec::new(b"gk", 2);
         r.set_gcra(g.tat);
         assert_eq!(gcra_entry(&r, &p), e);
-        assert_eq!(Some(gcra_ttl(&r)), e.expiry_ms());
+        assert_eq!(Some(gcra_ttl(&r, &p)), e.expiry_ms());
         // A bucket number past 48 bits (a 1 ns period) is stored whole.
         let tiny = crate::limiter::Params::new(
             std::num::NonZeroU64::new(5).unwrap(),

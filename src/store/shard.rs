@@ -26,20 +26,34 @@ use crate::clock::Nanos;
 
 const CLASS_SHIFT: u32 = 29;
 const INDEX_MASK: u32 = (1 << CLASS_SHIFT) - 1;
-const GENERAL: u32 = 0;
-const WINDOW: u32 = 1;
-const FIXED: u32 = 2;
-const GCRA: u32 = 3;
-const LOG: u32 = 4;
-
-fn handle(class: u32, i: u32) -> u32 {
-    // 2^29 records of one class in one shard would be over 13 GiB.
-    assert!(i <= INDEX_MASK, "arena index out of range");
-    class << CLASS_SHIFT | i
+/// Which arena a record lives in: a handle's top bits. Matched
+/// exhaustively everywhere, so a new class is pointed at by the compiler.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Class {
+    General = 0,
+    Window = 1,
+    Fixed = 2,
+    Gcra = 3,
+    Log = 4,
 }
 
-fn split(h: u32) -> (u32, u32) {
-    (h >> CLASS_SHIFT, h & INDEX_MASK)
+fn handle(class: Class, i: u32) -> u32 {
+    // 2^29 records of one class in one shard would be over 13 GiB.
+    assert!(i <= INDEX_MASK, "arena index out of range");
+    (class as u32) << CLASS_SHIFT | i
+}
+
+fn split(h: u32) -> (Class, u32) {
+    let class = match h >> CLASS_SHIFT {
+        0 => Class::General,
+        1 => Class::Window,
+        2 => Class::Fixed,
+        3 => Class::Gcra,
+        4 => Class::Log,
+        // Handles are made only by `handle`.
+        _ => unreachable!("handle {h:#x} has no record class"),
+    };
+    (class, h & INDEX_MASK)
 }
 
 /// What the compact classes cannot hold: strings, logs, long keys, TTLs
@@ -67,30 +81,32 @@ impl Records {
     fn key(&self, h: u32) -> &[u8] {
         let (class, i) = split(h);
         match class {
-            GENERAL => &self.general.get(i).key,
-            WINDOW => self.window.get(i).key(),
-            FIXED => self.fixed.get(i).key(),
-            GCRA => self.gcra.get(i).key(),
-            _ => self.log.get(i).key(),
+            Class::General => &self.general.get(i).key,
+            Class::Window => self.window.get(i).key(),
+            Class::Fixed => self.fixed.get(i).key(),
+            Class::Gcra => self.gcra.get(i).key(),
+            Class::Log => self.log.get(i).key(),
         }
     }
 
     /// The entry a compact record of constant size stands for, decoded.
-    fn decode(&self, class: u32, i: u32) -> Entry {
+    fn decode(&self, class: Class, i: u32) -> Entry {
         let params = &self.params;
         match class {
-            WINDOW => {
+            Class::Window => {
                 let r = self.window.get(i);
                 record::window_entry(r, params.get(r.pid()))
             }
-            FIXED => {
+            Class::Fixed => {
                 let r = self.fixed.get(i);
                 record::fixed_entry(r, params.get(r.pid()))
             }
-            _ => {
+            Class::Gcra => {
                 let r = self.gcra.get(i);
                 record::gcra_entry(r, params.get(r.pid()))
             }
+            // Callers match these first.
+            Class::General | Class::Log => unreachable!("{class:?} records are not decoded"),
         }
     }
 
@@ -98,8 +114,8 @@ impl Records {
     /// record). `None` only for a general record that is out.
     fn with<R>(&self, h: u32, f: impl FnOnce(Option<&Entry>) -> R) -> R {
         match split(h) {
-            (GENERAL, i) => f(self.general.get(i).entry.as_ref()),
-            (LOG, i) => {
+            (Class::General, i) => f(self.general.get(i).entry.as_ref()),
+            (Class::Log, i) => {
                 let r = self.log.get(i);
                 record::with_log(r, self.params.get(r.pid()), |e| f(Some(e)))
             }
@@ -112,8 +128,8 @@ impl Records {
     /// probe it); a compact record is decoded and stays as it was.
     fn take(&mut self, h: u32) -> Option<Entry> {
         match split(h) {
-            (GENERAL, i) => self.general.get_mut(i).entry.take(),
-            (LOG, i) => {
+            (Class::General, i) => self.general.get_mut(i).entry.take(),
+            (Class::Log, i) => {
                 let r = self.log.get_mut(i);
                 Some(record::take_log(r, self.params.get(r.pid())))
             }
@@ -127,22 +143,25 @@ impl Records {
         let (class, i) = split(h);
         let params = &self.params;
         match class {
-            GENERAL => self
+            Class::General => self
                 .general
                 .get(i)
                 .entry
                 .as_ref()
                 .map_or(Some(0), Entry::expiry_ms),
-            WINDOW => {
+            Class::Window => {
                 let r = self.window.get(i);
                 Some(record::window_ttl(r, params.get(r.pid())))
             }
-            FIXED => {
+            Class::Fixed => {
                 let r = self.fixed.get(i);
                 Some(record::fixed_ttl(r, params.get(r.pid())))
             }
-            GCRA => Some(record::gcra_ttl(self.gcra.get(i))),
-            _ => {
+            Class::Gcra => {
+                let r = self.gcra.get(i);
+                Some(record::gcra_ttl(r, params.get(r.pid())))
+            }
+            Class::Log => {
                 let r = self.log.get(i);
                 Some(record::log_ttl(r, params.get(r.pid())))
             }
@@ -152,11 +171,11 @@ impl Records {
     fn pid(&self, h: u32) -> Option<u16> {
         let (class, i) = split(h);
         match class {
-            GENERAL => None,
-            WINDOW => Some(self.window.get(i).pid()),
-            FIXED => Some(self.fixed.get(i).pid()),
-            GCRA => Some(self.gcra.get(i).pid()),
-            _ => Some(self.log.get(i).pid()),
+            Class::General => None,
+            Class::Window => Some(self.window.get(i).pid()),
+            Class::Fixed => Some(self.fixed.get(i).pid()),
+            Class::Gcra => Some(self.gcra.get(i).pid()),
+            Class::Log => Some(self.log.get(i).pid()),
         }
     }
 
@@ -167,11 +186,11 @@ impl Records {
         }
         let (class, i) = split(h);
         match class {
-            GENERAL => self.general.free(i),
-            WINDOW => self.window.free(i),
-            FIXED => self.fixed.free(i),
-            GCRA => self.gcra.free(i),
-            _ => self.log.free(i),
+            Class::General => self.general.free(i),
+            Class::Window => self.window.free(i),
+            Class::Fixed => self.fixed.free(i),
+            Class::Gcra => self.gcra.free(i),
+            Class::Log => self.log.free(i),
         }
     }
 
@@ -181,10 +200,10 @@ impl Records {
     fn put(&mut self, old: Option<u32>, key: &[u8], entry: Entry) -> u32 {
         if let Some((packed, p)) = record::pack(key, &entry) {
             let class = match packed {
-                Packed::Window { .. } => WINDOW,
-                Packed::Fixed { .. } => FIXED,
-                Packed::Gcra { .. } => GCRA,
-                Packed::Log => LOG,
+                Packed::Window { .. } => Class::Window,
+                Packed::Fixed { .. } => Class::Fixed,
+                Packed::Gcra { .. } => Class::Gcra,
+                Packed::Log => Class::Log,
             };
             // The same class: the record is rewritten in place (its key
             // stays; its parameter id changes only with the parameters).
@@ -233,7 +252,7 @@ impl Records {
 
     fn put_general(&mut self, old: Option<u32>, key: &[u8], entry: Entry) -> u32 {
         if let Some(h) = old {
-            if split(h).0 == GENERAL {
+            if split(h).0 == Class::General {
                 self.general.get_mut(split(h).1).entry = Some(entry);
                 return h;
             }
@@ -243,7 +262,7 @@ impl Records {
             key: SmallBytes::new(key),
             entry: Some(entry),
         });
-        handle(GENERAL, i)
+        handle(Class::General, i)
     }
 
     /// Bytes a new record could allocate: the largest chunk of a class
@@ -607,11 +626,11 @@ impl Shard {
                 }
             };
         }
-        compact!(general, GENERAL);
-        compact!(window, WINDOW);
-        compact!(fixed, FIXED);
-        compact!(gcra, GCRA);
-        compact!(log, LOG);
+        compact!(general, Class::General);
+        compact!(window, Class::Window);
+        compact!(fixed, Class::Fixed);
+        compact!(gcra, Class::Gcra);
+        compact!(log, Class::Log);
         for (from, to) in moves {
             let hash = hasher.hash_one(self.records.key(to));
             let pos = self
@@ -667,12 +686,12 @@ impl Shard {
         self.index
             .iter()
             .map(|h| match split(h) {
-                (GENERAL, i) => {
+                (Class::General, i) => {
                     let g = records.general.get(i);
                     g.key.heap_size() + g.entry.as_ref().map_or(0, Entry::heap_size)
                 }
-                (LOG, i) => records.log.get(i).heap_size(),
-                _ => 0,
+                (Class::Log, i) => records.log.get(i).heap_size(),
+                (Class::Window | Class::Fixed | Class::Gcra, _) => 0,
             })
             .sum()
     }

@@ -3,14 +3,13 @@
 //! Each parses into a validated request (`parse.rs`), runs the algorithm
 //! on the key's state (`apply.rs`), then shapes the reply here.
 
-pub mod apply;
 pub mod parse;
 pub mod throttle;
 
 use super::{CmdError, Ctx};
 use crate::limiter::Decision;
 use crate::protocol::{ReplyBuf, Request};
-use crate::store::Value;
+use crate::store::{limit, Value};
 
 pub use throttle::throttle;
 
@@ -46,7 +45,7 @@ pub fn allow(ctx: &mut Ctx<'_>, req: &Request<'_>) -> Result<(), CmdError> {
     let now = ctx.now;
     let room = super::write_room(ctx);
     let d = ctx.db.update(r.key, now, |slot| {
-        apply::allow(slot, &r.spec, now, r.cost, room)
+        limit::allow(slot, &r.spec, now, r.cost, room)
     })?;
     let charged = if d.allowed { r.cost } else { 0 };
     ctx.session.stats.decision(r.spec.algo, &d, charged);
@@ -62,8 +61,8 @@ pub fn peek(ctx: &mut Ctx<'_>, req: &Request<'_>) -> Result<(), CmdError> {
     let now = ctx.now;
     let (d, _) = ctx
         .db
-        .get(r.key, now, |e| apply::peek(Some(e), &r.spec, now, r.cost))
-        .unwrap_or_else(|| apply::peek(None, &r.spec, now, r.cost))?;
+        .get(r.key, now, |e| limit::peek(Some(e), &r.spec, now, r.cost))
+        .unwrap_or_else(|| limit::peek(None, &r.spec, now, r.cost))?;
     write_decision(ctx.out, &d, None);
     Ok(())
 }
@@ -85,8 +84,8 @@ pub fn allowmany(ctx: &mut Ctx<'_>, req: &Request<'_>) -> Result<(), CmdError> {
     let mut growth = 0usize;
     for (i, (key, spec)) in r.limits.iter().enumerate() {
         let (d, grows) = lock
-            .get(key, now, |e| apply::peek(Some(e), spec, now, r.cost))
-            .unwrap_or_else(|| apply::peek(None, spec, now, r.cost))?;
+            .get(key, now, |e| limit::peek(Some(e), spec, now, r.cost))
+            .unwrap_or_else(|| limit::peek(None, spec, now, r.cost))?;
         growth = growth.saturating_add(grows);
         let tighter = binding.is_none_or(|(_, b)| d.remaining < b.remaining);
         if !d.allowed || tighter {
@@ -103,7 +102,7 @@ pub fn allowmany(ctx: &mut Ctx<'_>, req: &Request<'_>) -> Result<(), CmdError> {
         }
         for (key, spec) in &r.limits {
             lock.update(key, now, |slot| {
-                apply::allow(slot, spec, now, r.cost, usize::MAX)
+                limit::allow(slot, spec, now, r.cost, usize::MAX)
             })?;
         }
     }
@@ -131,7 +130,7 @@ pub fn refund(ctx: &mut Ctx<'_>, req: &Request<'_>) -> Result<(), CmdError> {
     let now = ctx.now;
     let done = ctx
         .db
-        .update(req.arg(1), now, |slot| apply::refund(slot, now, n))?;
+        .update(req.arg(1), now, |slot| limit::refund(slot, now, n))?;
     ctx.out.int(done as i64);
     Ok(())
 }

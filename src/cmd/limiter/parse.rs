@@ -5,16 +5,10 @@ use std::num::NonZeroU64;
 
 use super::super::args::is;
 use super::super::{error::show, CmdError};
+pub use crate::limiter::LimitSpec;
 use crate::limiter::{log, Algorithm, Params};
 use crate::protocol::Request;
 use crate::util::parse_i64;
-
-/// One limit to check: which algorithm, with which parameters.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct LimitSpec {
-    pub algo: Algorithm,
-    pub params: Params,
-}
 
 /// `RL.ALLOW` / `RL.PEEK`: one key, one limit, one cost.
 #[derive(Debug, Clone, Copy)]

@@ -1,48 +1,35 @@
-//! Glue between the keyspace and the pure algorithms: find a key's state
-//! (or start a fresh one), run the algorithm, write back what changed with
-//! the TTL at which the state stops mattering.
+//! Limiter state in the keyspace: find a key's state (or start a fresh
+//! one), run its algorithm through the [`Limiter`] contract, write back
+//! what changed with the TTL the state implies. Each algorithm's state is
+//! one [`Value`] variant, so another algorithm (or a string command) on
+//! the key is `WRONGTYPE`.
 
-use super::super::CmdError;
-use super::parse::LimitSpec;
 use crate::clock::Nanos;
-use crate::limiter::{fixed, gcra, log, window, Algorithm, Decision, Params};
+use crate::limiter::{fixed, gcra, log, window, Algorithm, Decision, LimitSpec, Limiter, Params};
 use crate::store::entry::Stored;
 use crate::store::{Entry, Value};
 
-/// What every algorithm's state offers the glue.
-pub trait AlgoState: Clone + Default {
-    fn decide(&mut self, p: &Params, now: u64, cost: u64) -> Decision;
-    /// What `decide` would answer, changing nothing. A copy and a decision
-    /// for the fixed-size states; the log reads its ring in place.
-    fn peek(&self, p: &Params, now: u64, cost: u64) -> Decision {
-        self.clone().decide(p, now, cost)
-    }
-    /// Heap bytes an admission may allocate (the log's ring growing).
-    fn growth(&self) -> usize {
-        0
-    }
-    fn refund(&mut self, p: &Params, now: u64, n: u64);
-    /// Absolute time (ns) when the state stops mattering.
-    fn expires_at(&self, p: &Params) -> u64;
+/// Why a limiter operation on a key was refused.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, thiserror::Error)]
+pub enum LimitError {
+    /// The key holds another kind of value.
+    #[error("the key holds another kind of value")]
+    WrongType,
+    /// Admitting would allocate more than `--maxmemory` leaves.
+    #[error("over maxmemory")]
+    OutOfMemory,
+}
+
+/// A limiter whose state the keyspace holds: its [`Value`] variant.
+pub trait Held: Limiter {
     fn get(v: &Value) -> Option<&Stored<Self>>;
     fn get_mut(v: &mut Value) -> Option<&mut Stored<Self>>;
     fn into_value(s: Stored<Self>) -> Value;
 }
 
-macro_rules! algo_state {
-    ($module:ident, $variant:ident, $wrap:expr, $expires:expr $(, $extra:item)*) => {
-        impl AlgoState for $module::State {
-            fn decide(&mut self, p: &Params, now: u64, cost: u64) -> Decision {
-                $module::decide(self, p, now, cost)
-            }
-            $($extra)*
-            fn refund(&mut self, p: &Params, now: u64, n: u64) {
-                $module::refund(self, p, now, n)
-            }
-            fn expires_at(&self, p: &Params) -> u64 {
-                #[allow(clippy::redundant_closure_call)]
-                ($expires)(self, p)
-            }
+macro_rules! held {
+    ($module:ident, $variant:ident) => {
+        impl Held for $module::State {
             fn get(v: &Value) -> Option<&Stored<Self>> {
                 match v {
                     Value::$variant(s) => Some(s),
@@ -56,88 +43,84 @@ macro_rules! algo_state {
                 }
             }
             fn into_value(s: Stored<Self>) -> Value {
-                #[allow(clippy::redundant_closure_call)]
-                Value::$variant(($wrap)(s))
+                Value::$variant(s)
             }
         }
     };
 }
 
-algo_state!(window, Window, |s| s, |s: &window::State, p| s
-    .expires_at(p));
-algo_state!(fixed, Fixed, |s| s, |s: &fixed::State, p| s.expires_at(p));
-algo_state!(gcra, Gcra, |s| s, |s: &gcra::State, _| s.expires_at());
-algo_state!(
-    log,
-    Log,
-    |s| s,
-    |s: &log::State, p| s.expires_at(p),
-    fn peek(&self, p: &Params, now: u64, cost: u64) -> Decision {
-        log::peek(self, p, now, cost)
-    },
-    fn growth(&self) -> usize {
-        self.growth()
-    }
-);
+held!(window, Window);
+held!(fixed, Fixed);
+held!(gcra, Gcra);
+held!(log, Log);
 
-/// Sets `entry`'s TTL to `at`, or removes the key if `at` is not after now.
-fn keep_until(slot: &mut Option<Entry>, at: u64, now: Nanos) {
-    if at <= now.0 {
+/// Runs `$f::<S>` for the state type of `$algo`: the one match on the
+/// algorithm, so a new one is pointed at here by the compiler.
+macro_rules! with_state {
+    ($algo:expr, $f:ident ( $($arg:expr),* )) => {
+        match $algo {
+            Algorithm::Window => $f::<window::State>($($arg),*),
+            Algorithm::Fixed => $f::<fixed::State>($($arg),*),
+            Algorithm::Gcra => $f::<gcra::State>($($arg),*),
+            Algorithm::Log => $f::<log::State>($($arg),*),
+        }
+    };
+}
+
+/// Sets the entry's TTL to when its state stops mattering, or removes the
+/// key if that is not after now.
+fn keep_until(slot: &mut Option<Entry>, at: Nanos, now: Nanos) {
+    if at <= now {
         *slot = None;
     } else if let Some(e) = slot.as_mut() {
-        e.set_expiry(Some(Nanos(at)));
+        e.set_expiry(Some(at));
     }
 }
 
 /// Runs one limit against the entry in `slot`, charging it if admitted.
 /// A denied request writes nothing (the log may drop expired slots). An
 /// admission that would allocate more than `room` bytes (`--maxmemory`'s
-/// headroom) is refused with `OOM` before anything is held.
+/// headroom) is refused before anything is held.
 pub fn allow(
     slot: &mut Option<Entry>,
     spec: &LimitSpec,
     now: Nanos,
     cost: u64,
     room: usize,
-) -> Result<Decision, CmdError> {
-    let p = &spec.params;
-    match spec.algo {
-        Algorithm::Window => allow_with::<window::State>(slot, p, now, cost, room),
-        Algorithm::Fixed => allow_with::<fixed::State>(slot, p, now, cost, room),
-        Algorithm::Gcra => allow_with::<gcra::State>(slot, p, now, cost, room),
-        Algorithm::Log => allow_with::<log::State>(slot, p, now, cost, room),
-    }
+) -> Result<Decision, LimitError> {
+    with_state!(spec.algo, allow_with(slot, &spec.params, now, cost, room))
 }
 
-fn allow_with<S: AlgoState>(
+fn allow_with<S: Held>(
     slot: &mut Option<Entry>,
     p: &Params,
     now: Nanos,
     cost: u64,
     room: usize,
-) -> Result<Decision, CmdError> {
+) -> Result<Decision, LimitError> {
     match slot.as_mut() {
         Some(entry) => {
-            let stored = S::get_mut(&mut entry.value).ok_or(CmdError::WrongType)?;
-            if stored.state.growth() > room && stored.state.peek(p, now.0, cost).allowed {
-                return Err(CmdError::OutOfMemory);
+            let stored = S::get_mut(&mut entry.value).ok_or(LimitError::WrongType)?;
+            if stored.state.growth() > room && stored.state.peek(p, now, cost).allowed {
+                return Err(LimitError::OutOfMemory);
             }
-            let d = stored.state.decide(p, now.0, cost);
+            let d = stored.state.decide(p, now, cost);
             if d.allowed {
                 // New limit or period take effect at once, and are what
                 // REFUND and STATE use from now on.
                 stored.params = *p;
-                let at = stored.state.expires_at(p);
+                let at = stored.expires_at();
                 keep_until(slot, at, now);
             }
             Ok(d)
         }
         None => {
             let mut state = S::default();
-            let d = state.decide(p, now.0, cost);
+            let d = state.decide(p, now, cost);
             if d.allowed {
-                let at = state.expires_at(p);
-                *slot = Some(Entry::new(S::into_value(Stored { params: *p, state })));
+                let stored = Stored { params: *p, state };
+                let at = stored.expires_at();
+                *slot = Some(Entry::new(S::into_value(stored)));
                 keep_until(slot, at, now);
             }
             Ok(d)
@@ -152,43 +135,37 @@ pub fn peek(
     spec: &LimitSpec,
     now: Nanos,
     cost: u64,
-) -> Result<(Decision, usize), CmdError> {
-    let p = &spec.params;
-    match spec.algo {
-        Algorithm::Window => peek_with::<window::State>(entry, p, now, cost),
-        Algorithm::Fixed => peek_with::<fixed::State>(entry, p, now, cost),
-        Algorithm::Gcra => peek_with::<gcra::State>(entry, p, now, cost),
-        Algorithm::Log => peek_with::<log::State>(entry, p, now, cost),
-    }
+) -> Result<(Decision, usize), LimitError> {
+    with_state!(spec.algo, peek_with(entry, &spec.params, now, cost))
 }
 
-fn peek_with<S: AlgoState>(
+fn peek_with<S: Held>(
     entry: Option<&Entry>,
     p: &Params,
     now: Nanos,
     cost: u64,
-) -> Result<(Decision, usize), CmdError> {
+) -> Result<(Decision, usize), LimitError> {
     let fresh;
     let state = match entry {
-        Some(e) => &S::get(&e.value).ok_or(CmdError::WrongType)?.state,
+        Some(e) => &S::get(&e.value).ok_or(LimitError::WrongType)?.state,
         None => {
             fresh = S::default();
             &fresh
         }
     };
-    let d = state.peek(p, now.0, cost);
+    let d = state.peek(p, now, cost);
     let growth = if d.allowed { state.growth() } else { 0 };
     Ok((d, growth))
 }
 
 /// Gives back `n` units to whatever limiter the key holds, with the
 /// parameters it was last charged with. False if the key does not exist.
-pub fn refund(slot: &mut Option<Entry>, now: Nanos, n: u64) -> Result<bool, CmdError> {
+pub fn refund(slot: &mut Option<Entry>, now: Nanos, n: u64) -> Result<bool, LimitError> {
     let Some(entry) = slot.as_mut() else {
         return Ok(false);
     };
     let at = match &mut entry.value {
-        Value::Str(_) => return Err(CmdError::WrongType),
+        Value::Str(_) => return Err(LimitError::WrongType),
         Value::Window(s) => refund_with(s, now, n),
         Value::Fixed(s) => refund_with(s, now, n),
         Value::Gcra(s) => refund_with(s, now, n),
@@ -198,9 +175,9 @@ pub fn refund(slot: &mut Option<Entry>, now: Nanos, n: u64) -> Result<bool, CmdE
     Ok(true)
 }
 
-fn refund_with<S: AlgoState>(s: &mut Stored<S>, now: Nanos, n: u64) -> u64 {
-    s.state.refund(&s.params, now.0, n);
-    s.state.expires_at(&s.params)
+fn refund_with<S: Limiter>(s: &mut Stored<S>, now: Nanos, n: u64) -> Nanos {
+    s.state.refund(&s.params, now, n);
+    s.expires_at()
 }
 
 #[cfg(test)]
@@ -248,7 +225,7 @@ mod tests {
         let now = Nanos(1_000 * S + 10_000);
         assert_eq!(
             allow(&mut slot, &spec, now, 1, growth - 1),
-            Err(CmdError::OutOfMemory)
+            Err(LimitError::OutOfMemory)
         );
         assert_eq!(ring(&slot).0, 4, "nothing recorded");
         // A request that would be denied anyway is answered.
