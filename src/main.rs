@@ -46,6 +46,10 @@ async fn serve(config: turnstile::Config) -> ExitCode {
         .init();
     let mut config = config;
     config.maxclients = turnstile::server::fit_maxclients(config.maxclients);
+    // Signals are taken over before the server listens: a SIGTERM (or
+    // SIGHUP) just after "listening" would otherwise still have its default
+    // action and kill the process with no final snapshot.
+    let signals = Signals::install();
     let server = match turnstile::start(&config, Arc::new(SystemClock::new())).await {
         Ok(s) => s,
         Err(e) => {
@@ -53,7 +57,7 @@ async fn serve(config: turnstile::Config) -> ExitCode {
             return ExitCode::FAILURE;
         }
     };
-    shutdown_signal().await;
+    signals.stopped().await;
     tracing::info!("shutting down: no new connections, finishing replies in flight");
     match server.shutdown().await {
         Ok(()) => {
@@ -65,48 +69,69 @@ async fn serve(config: turnstile::Config) -> ExitCode {
     }
 }
 
-/// Waits for SIGINT or SIGTERM. SIGHUP (what logrotate and `systemctl
-/// reload` send) and SIGALRM would otherwise kill the process with no
-/// final snapshot: they are logged and ignored, as Redis ignores SIGHUP.
-/// Once shutting down, a second SIGINT or SIGTERM exits at once.
-async fn shutdown_signal() {
-    use tokio::signal::unix::{signal, SignalKind};
-    for (name, kind) in [
-        ("SIGHUP", SignalKind::hangup()),
-        ("SIGALRM", SignalKind::alarm()),
-    ] {
-        // Registering replaces the default action for the process's life.
-        if let Ok(mut sig) = signal(kind) {
-            tokio::spawn(async move {
-                while sig.recv().await.is_some() {
-                    tracing::warn!(
-                        "{name} received and ignored (SIGTERM or SIGINT stops the server)"
-                    );
-                }
-            });
+/// SIGINT and SIGTERM stop the server. SIGHUP (what logrotate and
+/// `systemctl reload` send) and SIGALRM would otherwise kill the process
+/// with no final snapshot: they are logged and ignored, as Redis ignores
+/// SIGHUP. Once shutting down, a second SIGINT or SIGTERM exits at once.
+struct Signals {
+    term: Option<tokio::signal::unix::Signal>,
+    int: Option<tokio::signal::unix::Signal>,
+}
+
+impl Signals {
+    /// Registers every handler now (registering replaces the default
+    /// action for the process's life).
+    fn install() -> Signals {
+        use tokio::signal::unix::{signal, SignalKind};
+        for (name, kind) in [
+            ("SIGHUP", SignalKind::hangup()),
+            ("SIGALRM", SignalKind::alarm()),
+        ] {
+            if let Ok(mut sig) = signal(kind) {
+                tokio::spawn(async move {
+                    while sig.recv().await.is_some() {
+                        tracing::warn!(
+                            "{name} received and ignored (SIGTERM or SIGINT stops the server)"
+                        );
+                    }
+                });
+            }
+        }
+        Signals {
+            term: signal(SignalKind::terminate()).ok(),
+            int: signal(SignalKind::interrupt()).ok(),
         }
     }
-    let stop = || async {
-        match signal(SignalKind::terminate()) {
-            Ok(mut term) => {
-                tokio::select! {
-                    _ = tokio::signal::ctrl_c() => {}
-                    _ = term.recv() => {}
-                }
-            }
-            Err(_) => {
-                let _ = tokio::signal::ctrl_c().await;
-            }
+
+    /// Waits for the first SIGINT or SIGTERM, and arms the second to exit
+    /// at once.
+    async fn stopped(mut self) {
+        self.next().await;
+        tokio::spawn(async move {
+            self.next().await;
+            tracing::warn!(
+                "second stop signal: exiting now, without waiting for clients or a final snapshot"
+            );
+            std::process::exit(1);
+        });
+    }
+
+    async fn next(&mut self) {
+        tokio::select! {
+            _ = recv(&mut self.term) => {}
+            _ = recv(&mut self.int) => {}
         }
-    };
-    stop().await;
-    tokio::spawn(async move {
-        stop().await;
-        tracing::warn!(
-            "second stop signal: exiting now, without waiting for clients or a final snapshot"
-        );
-        std::process::exit(1);
-    });
+    }
+}
+
+/// The next delivery of a signal, or never if it could not be registered.
+async fn recv(s: &mut Option<tokio::signal::unix::Signal>) {
+    match s {
+        Some(s) => {
+            s.recv().await;
+        }
+        None => std::future::pending().await,
+    }
 }
 
 async fn healthcheck(host: &str, port: u16) -> ExitCode {

@@ -546,6 +546,24 @@ async fn a_failed_final_snapshot_exits_non_zero() {
     assert_eq!(status.code(), Some(1), "{status:?}");
 }
 
+/// Signals are taken over before the server listens: a SIGTERM sent the
+/// moment it logs "listening" is a clean stop with a final snapshot. (The
+/// handlers used to be registered after start-up returned, so a SIGTERM
+/// in that window killed the process with no final snapshot.)
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn sigterm_right_after_listening_is_a_clean_stop() {
+    let dir = temp_dir("snap-early-term");
+    let path = dir.join("dump.tsnap");
+    for _ in 0..5 {
+        let mut server = Process::start(&["--snapshot", path.to_str().unwrap()]).unwrap();
+        server.signal(libc::SIGTERM);
+        server.wait_for_log("final snapshot written");
+        let status = server.wait_exit();
+        assert!(status.success(), "{status:?}");
+    }
+    std::fs::remove_dir_all(&dir).unwrap();
+}
+
 /// The temporary file used to be `PATH.tmp`, opened following symlinks
 /// and truncating: a symlink planted there truncated an unrelated file at
 /// start and overwrote it with snapshot bytes at every save.
