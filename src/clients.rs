@@ -4,12 +4,10 @@
 use dashmap::DashMap;
 use parking_lot::Mutex;
 use std::net::SocketAddr;
-use std::sync::atomic::{AtomicBool, AtomicPtr, AtomicU64, AtomicU8, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, AtomicU8, Ordering};
 use std::sync::Arc;
 use std::time::Instant;
 use tokio::sync::Notify;
-
-use crate::cmd::CommandSpec;
 
 /// What other connections may see or change about one client. The
 /// connection keeps its hot state to itself; this is touched once per batch.
@@ -25,11 +23,11 @@ pub struct ClientInfo {
     pub resp: AtomicU8,
     /// Milliseconds since `created` at the last batch of commands.
     pub last_active_ms: AtomicU64,
-    /// The command being run or last run, and its subcommand: set before
-    /// each command with two relaxed stores, so `CLIENT LIST` can name it
-    /// without a lock on the hot path. Null, or a `&'static CommandSpec`.
-    last_cmd: AtomicPtr<CommandSpec>,
-    last_sub: AtomicPtr<CommandSpec>,
+    /// The command being run or last run, and its subcommand, as their
+    /// positions in the command table (each plus one, the subcommand's in
+    /// the high half; 0 = none): set before each command with one relaxed
+    /// store, so `CLIENT LIST` can name it without a lock on the hot path.
+    last_cmd: AtomicU32,
     killed: AtomicBool,
     kill: Notify,
 }
@@ -55,34 +53,25 @@ impl ClientInfo {
             .store(self.created.elapsed().as_millis() as u64, Ordering::Relaxed);
     }
 
-    /// Records the command about to run.
-    pub fn set_command(&self, cmd: &'static CommandSpec, sub: Option<&'static CommandSpec>) {
-        let ptr = |c: &'static CommandSpec| c as *const CommandSpec as *mut CommandSpec;
-        self.last_cmd.store(ptr(cmd), Ordering::Relaxed);
-        self.last_sub
-            .store(sub.map_or(std::ptr::null_mut(), ptr), Ordering::Relaxed);
+    /// Records the command about to run: its index in the command table,
+    /// and its subcommand's among the command's subcommands.
+    pub fn set_command(&self, cmd: usize, sub: Option<usize>) {
+        let part = |i: usize| u32::try_from(i + 1).unwrap_or(0) & 0xFFFF;
+        let packed = part(cmd) | sub.map_or(0, |s| part(s) << 16);
+        self.last_cmd.store(packed, Ordering::Relaxed);
     }
 
-    /// `client|info`-style full name of the last command, or `NULL`.
-    fn command_name(&self) -> String {
-        // SAFETY: the pointers are null or were made from `&'static
-        // CommandSpec` references in `set_command`, so they are valid for
-        // the whole program and never written through.
-        let (cmd, sub) = unsafe {
-            (
-                self.last_cmd.load(Ordering::Relaxed).as_ref(),
-                self.last_sub.load(Ordering::Relaxed).as_ref(),
-            )
-        };
-        match (cmd, sub) {
-            (Some(c), Some(s)) => format!("{}|{}", c.name, s.name),
-            (Some(c), None) => c.name.to_string(),
-            _ => "NULL".to_string(),
-        }
+    /// The command being run or last run, as `set_command` recorded it.
+    pub fn last_command(&self) -> Option<(usize, Option<usize>)> {
+        let packed = self.last_cmd.load(Ordering::Relaxed);
+        let cmd = (packed & 0xFFFF).checked_sub(1)? as usize;
+        let sub = (packed >> 16).checked_sub(1).map(|s| s as usize);
+        Some((cmd, sub))
     }
 
-    /// One `CLIENT LIST` / `CLIENT INFO` line, fields as Redis 7 prints them.
-    pub fn describe(&self) -> String {
+    /// One `CLIENT LIST` / `CLIENT INFO` line, fields as Redis 7 prints
+    /// them; `cmd` names the last command (the command layer knows names).
+    pub fn describe(&self, cmd: &str) -> String {
         let text = |m: &Mutex<Option<Box<[u8]>>>| {
             m.lock()
                 .as_deref()
@@ -99,7 +88,7 @@ impl ClientInfo {
             text(&self.name),
             age,
             idle,
-            self.command_name(),
+            cmd,
             self.resp.load(Ordering::Relaxed),
             text(&self.lib_name),
             text(&self.lib_ver),
@@ -126,8 +115,7 @@ impl Clients {
             lib_ver: Mutex::new(None),
             resp: AtomicU8::new(2),
             last_active_ms: AtomicU64::new(0),
-            last_cmd: AtomicPtr::new(std::ptr::null_mut()),
-            last_sub: AtomicPtr::new(std::ptr::null_mut()),
+            last_cmd: AtomicU32::new(0),
             killed: AtomicBool::new(false),
             kill: Notify::new(),
         });

@@ -10,9 +10,9 @@ use bytes::BytesMut;
 
 use crate::clock::{ManualClock, Nanos};
 use crate::cmd::batch::{self, Step};
+use crate::cmd::session::Session;
 use crate::config::Config;
 use crate::protocol::{Decoder, ReplyBuf};
-use crate::server::session::Session;
 use crate::state::State;
 
 /// A request as a client sends it: a RESP array of bulk strings. The one

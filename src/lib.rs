@@ -8,9 +8,9 @@
 //! - [`config`]: flags, `TURNSTILE_*` environment variables, the optional
 //!   TOML file, defaults.
 //! - [`server`]: the listener and accept loop (`server/mod.rs`), one
-//!   client's read/decode/execute/write loop (`server/connection.rs`), the
-//!   client registry (`server/clients.rs`), per-connection state
-//!   (`server/session.rs`), `--tls-port`'s rustls config and handshake
+//!   client's socket loop (`server/connection.rs`: read, run the batch,
+//!   write under the output limit), the snapshot thread
+//!   (`server/snapshots.rs`), `--tls-port`'s rustls config and handshake
 //!   (`server/tls.rs`).
 //! - [`protocol`]: the hardened request decoder (`decode.rs`, `inline.rs`),
 //!   the request view (`request.rs`), and the RESP2/RESP3 reply encoder
@@ -18,7 +18,8 @@
 //! - [`cmd`]: the command table (`cmd/table.rs`: name, arity, flags, key
 //!   positions, handler) and one file per command family; a handler parses
 //!   its arguments, reaches keys through the context's `Keyspace`, writes
-//!   its reply. `cmd/batch.rs` is a connection's decode-and-execute loop
+//!   its reply. `cmd/session.rs` is one connection's state (auth, the
+//!   transaction, tallies); `cmd/batch.rs` its decode-and-execute loop
 //!   (the server's and the fuzzing harness's); `cmd/mod.rs` checks and runs
 //!   each request (or queues it in `MULTI`); `cmd/multi.rs` runs
 //!   transactions over the shards they lock; `cmd/limiter/` parses the
@@ -39,7 +40,10 @@
 //!   behind one contract, the `Limiter` trait (`limiter/mod.rs`); redis-cell's
 //!   `CL.THROTTLE` arithmetic over GCRA (`cell.rs`).
 //! - [`state`]: what every command can reach: store, clock, live settings,
-//!   counters, clients.
+//!   counters, clients, snapshots.
+//! - [`clients`]: the registry of connected clients (`CLIENT LIST/KILL`,
+//!   `INFO clients`); [`persist`]: what `SAVE`, `BGSAVE`, `INFO` and the
+//!   snapshot thread share (settings, one writer, the last outcomes).
 //! - [`stats`]: the counters behind `INFO` and `/metrics`, tallied per
 //!   connection and flushed once per batch; [`metrics`]: the Prometheus
 //!   exporter and its HTTP endpoint (`/metrics`, `/healthz`).
@@ -54,6 +58,7 @@
 //!   (`util/long_double.rs`), the counting allocator behind `INFO memory`.
 
 pub mod alloc;
+pub mod clients;
 pub mod clock;
 pub mod cluster;
 pub mod cmd;
@@ -62,6 +67,7 @@ pub mod glob;
 pub mod harness;
 pub mod limiter;
 pub mod metrics;
+pub mod persist;
 pub mod protocol;
 pub mod server;
 pub mod state;

@@ -423,7 +423,7 @@ impl Metrics {
             self.snapshot_duration
                 .set(Stats::read(&p.last_duration_us) as f64 / 1e6);
             self.snapshot_pending
-                .set(p.changes_since_save(state) as f64);
+                .set(p.changes_since_save(state.stats.writes()) as f64);
         }
         // Keep the recorder alive and in use for the handles above.
         let _ = &self.recorder;

@@ -9,12 +9,11 @@ pub use crate::stats::Stats;
 use std::sync::Arc;
 use std::time::Instant;
 
+use crate::clients::Clients;
 use crate::clock::Clock;
 use crate::cluster::Topology;
-use crate::cmd::rename::Renames;
 use crate::config::{Config, MaxmemoryPolicy, OutputLimit};
 use crate::metrics::Metrics;
-use crate::server::clients::Clients;
 use crate::store::Store;
 
 /// Server-wide state, shared by every connection.
@@ -40,7 +39,7 @@ pub struct State {
     /// The TLS port actually bound, with `--tls-port`.
     pub tls_port: Option<u16>,
     /// `--snapshot`: where and how often, and how the last one went.
-    pub persist: Option<crate::server::persist::Persist>,
+    pub persist: Option<crate::persist::Persist>,
 }
 
 impl State {
@@ -67,7 +66,7 @@ impl State {
             persist: config
                 .snapshot
                 .clone()
-                .map(|path| crate::server::persist::Persist::new(path, config.snapshot_interval)),
+                .map(|path| crate::persist::Persist::new(path, config.snapshot_interval)),
         }
     }
 }
@@ -200,5 +199,20 @@ mod tests {
         settings.set_password(Some(b"new"));
         assert_eq!(settings.password_matches(b"new"), Some(true));
         assert_eq!(settings.password().as_deref(), Some(&b"new"[..]));
+    }
+}
+
+/// `--rename-command`'s table, built and read by the command layer
+/// (`cmd/rename.rs`): the lower-case name a client sends -> the position of
+/// the command it runs in the command table, or `None` for an original name
+/// renamed away or disabled. Empty: every command under its own name.
+#[derive(Debug, Default)]
+pub struct Renames {
+    pub by_name: std::collections::HashMap<Vec<u8>, Option<usize>>,
+}
+
+impl Renames {
+    pub fn is_empty(&self) -> bool {
+        self.by_name.is_empty()
     }
 }

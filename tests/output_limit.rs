@@ -138,7 +138,7 @@ fn client_line(server: &Server, addr: std::net::SocketAddr) -> Option<String> {
         .clients
         .all()
         .into_iter()
-        .map(|c| c.describe())
+        .map(|c| turnstile::cmd::client::describe(&c))
         .find(|l| l.contains(&format!("addr={addr} ")))
 }
 

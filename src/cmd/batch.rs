@@ -6,8 +6,8 @@
 use bytes::BytesMut;
 
 use super::{execute, Ctx};
+use crate::cmd::session::Session;
 use crate::protocol::{Decoder, Limits, ReplyBuf};
-use crate::server::session::Session;
 use crate::state::{State, Stats};
 use crate::store::Keyspace;
 

@@ -76,7 +76,7 @@ pub fn id(ctx: &mut Ctx<'_>, _req: &Request<'_>) -> Result<(), CmdError> {
 /// CLIENT INFO
 /// ```
 pub fn info(ctx: &mut Ctx<'_>, _req: &Request<'_>) -> Result<(), CmdError> {
-    let mut line = ctx.session.info.describe();
+    let mut line = describe(&ctx.session.info);
     line.push('\n');
     ctx.out.verbatim(line.as_bytes());
     Ok(())
@@ -118,7 +118,7 @@ pub fn list(ctx: &mut Ctx<'_>, req: &Request<'_>) -> Result<(), CmdError> {
     if only_normal {
         for c in ctx.state.clients.all() {
             if ids.as_ref().is_none_or(|ids| ids.contains(&c.id)) {
-                text.push_str(&c.describe());
+                text.push_str(&describe(&c));
                 text.push('\n');
             }
         }
@@ -233,4 +233,9 @@ pub fn write_help(ctx: &mut Ctx<'_>, container: &str, lines: &[&str]) {
     }
     ctx.out.simple("HELP");
     ctx.out.simple("    Print this help.");
+}
+
+/// One `CLIENT LIST` line for `info`, its last command named from the table.
+pub fn describe(info: &crate::clients::ClientInfo) -> String {
+    info.describe(&super::table::full_name(info.last_command()))
 }

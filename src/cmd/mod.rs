@@ -12,9 +12,10 @@ pub mod error;
 pub mod keys;
 pub mod limiter;
 pub mod multi;
-pub mod persist;
 pub mod rename;
 pub mod server;
+pub mod session;
+pub mod snapshot;
 pub mod string;
 pub mod table;
 
@@ -23,9 +24,10 @@ pub use table::{lookup, CommandSpec, Flags, KeySpec, COMMANDS};
 
 use std::sync::atomic::Ordering;
 
+use self::rename::Lookup;
+use self::session::Session;
 use crate::clock::Nanos;
 use crate::protocol::{ReplyBuf, Request};
-use crate::server::session::Session;
 use crate::state::State;
 use crate::store::Keyspace;
 
@@ -155,7 +157,10 @@ fn check(
     let (cmd, sub) =
         table::resolve_with(req, |name| ctx.state.renames.lookup(name)).map_err(|e| (None, e))?;
     let spec = sub.unwrap_or(cmd);
-    ctx.session.info.set_command(cmd, sub);
+    ctx.session.info.set_command(
+        table::index_of(cmd),
+        sub.map(|s| table::sub_index_of(cmd, s)),
+    );
     let refuse = |e| (Some(cmd), e);
     if !ctx.session.authenticated && !spec.flags.contains(Flags::NO_AUTH) {
         return Err(refuse(CmdError::NoAuth));

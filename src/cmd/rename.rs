@@ -4,15 +4,8 @@
 
 use std::collections::HashMap;
 
-use super::table::{lookup, CommandSpec};
-
-/// The renames in force; empty means every command under its own name.
-#[derive(Debug, Default)]
-pub struct Renames {
-    /// Lower-case name a client sends -> the command it runs, or `None` for
-    /// an original name that was renamed away or disabled.
-    by_name: HashMap<Vec<u8>, Option<&'static CommandSpec>>,
-}
+use super::table::{index_of, lookup, CommandSpec, COMMANDS};
+pub use crate::state::Renames;
 
 #[derive(Debug, thiserror::Error, PartialEq, Eq)]
 pub enum RenameError {
@@ -24,41 +17,41 @@ pub enum RenameError {
     Twice(String),
 }
 
-impl Renames {
-    /// Builds the table from (name, new name) pairs; an empty new name
-    /// disables the command.
-    pub fn new(pairs: &[(String, String)]) -> Result<Renames, RenameError> {
-        let mut by_name: HashMap<Vec<u8>, Option<&'static CommandSpec>> = HashMap::new();
-        for (name, _) in pairs {
-            let lower = name.to_ascii_lowercase();
-            if lookup(lower.as_bytes()).is_none() {
-                return Err(RenameError::Unknown(name.clone()));
-            }
-            if by_name.insert(lower.into_bytes(), None).is_some() {
-                return Err(RenameError::Twice(name.clone()));
-            }
+/// Builds the table from (name, new name) pairs; an empty new name
+/// disables the command.
+pub fn build(pairs: &[(String, String)]) -> Result<Renames, RenameError> {
+    let mut by_name: HashMap<Vec<u8>, Option<usize>> = HashMap::new();
+    for (name, _) in pairs {
+        let lower = name.to_ascii_lowercase();
+        if lookup(lower.as_bytes()).is_none() {
+            return Err(RenameError::Unknown(name.clone()));
         }
-        for (name, new) in pairs {
-            if new.is_empty() {
-                continue;
-            }
-            let spec = lookup(name.to_ascii_lowercase().as_bytes()).expect("checked above");
-            let new_lower = new.to_ascii_lowercase().into_bytes();
-            let taken_by_table = lookup(&new_lower).is_some() && !by_name.contains_key(&new_lower);
-            if taken_by_table || matches!(by_name.get(&new_lower), Some(Some(_))) {
-                return Err(RenameError::Taken(new.clone()));
-            }
-            by_name.insert(new_lower, Some(spec));
+        if by_name.insert(lower.into_bytes(), None).is_some() {
+            return Err(RenameError::Twice(name.clone()));
         }
-        Ok(Renames { by_name })
     }
-
-    pub fn is_empty(&self) -> bool {
-        self.by_name.is_empty()
+    for (name, new) in pairs {
+        if new.is_empty() {
+            continue;
+        }
+        let spec = lookup(name.to_ascii_lowercase().as_bytes()).expect("checked above");
+        let new_lower = new.to_ascii_lowercase().into_bytes();
+        let taken_by_table = lookup(&new_lower).is_some() && !by_name.contains_key(&new_lower);
+        if taken_by_table || matches!(by_name.get(&new_lower), Some(Some(_))) {
+            return Err(RenameError::Taken(new.clone()));
+        }
+        by_name.insert(new_lower, Some(index_of(spec)));
     }
+    Ok(Renames { by_name })
+}
 
-    /// The command a client's name runs, renames applied.
-    pub fn lookup(&self, name: &[u8]) -> Option<&'static CommandSpec> {
+/// The command a client's name runs, renames applied.
+pub trait Lookup {
+    fn lookup(&self, name: &[u8]) -> Option<&'static CommandSpec>;
+}
+
+impl Lookup for Renames {
+    fn lookup(&self, name: &[u8]) -> Option<&'static CommandSpec> {
         if self.by_name.is_empty() {
             return lookup(name);
         }
@@ -68,7 +61,7 @@ impl Renames {
         lower.copy_from_slice(name);
         lower.make_ascii_lowercase();
         match self.by_name.get(&*lower) {
-            Some(renamed) => *renamed,
+            Some(renamed) => renamed.and_then(|i| COMMANDS.get(i)),
             None => lookup(name),
         }
     }
@@ -86,28 +79,28 @@ mod tests {
 
     #[test]
     fn rename_and_disable() {
-        let r = Renames::new(&pairs(&[("FLUSHALL", "wipe-7f3a"), ("config", "")])).unwrap();
+        let r = build(&pairs(&[("FLUSHALL", "wipe-7f3a"), ("config", "")])).unwrap();
         assert!(r.lookup(b"flushall").is_none());
         assert_eq!(r.lookup(b"WIPE-7F3A").unwrap().name, "flushall");
         assert!(r.lookup(b"CONFIG").is_none());
         assert_eq!(r.lookup(b"get").unwrap().name, "get");
         // Swapping two names is allowed.
-        let r = Renames::new(&pairs(&[("get", "set"), ("set", "get")])).unwrap();
+        let r = build(&pairs(&[("get", "set"), ("set", "get")])).unwrap();
         assert_eq!(r.lookup(b"set").unwrap().name, "get");
     }
 
     #[test]
     fn errors() {
         assert_eq!(
-            Renames::new(&pairs(&[("nope", "x")])).unwrap_err(),
+            build(&pairs(&[("nope", "x")])).unwrap_err(),
             RenameError::Unknown("nope".into())
         );
         assert_eq!(
-            Renames::new(&pairs(&[("flushall", "get")])).unwrap_err(),
+            build(&pairs(&[("flushall", "get")])).unwrap_err(),
             RenameError::Taken("get".into())
         );
         assert_eq!(
-            Renames::new(&pairs(&[("flushall", "a"), ("FLUSHALL", "b")])).unwrap_err(),
+            build(&pairs(&[("flushall", "a"), ("FLUSHALL", "b")])).unwrap_err(),
             RenameError::Twice("FLUSHALL".into())
         );
     }

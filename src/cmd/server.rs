@@ -181,7 +181,7 @@ fn write_section(ctx: &Ctx<'_>, section: &str, t: &mut String) {
                 t,
                 "# Persistence\r\nloading:0\r\nsnapshot_enabled:1\r\nsnapshot_path:{}\r\nrdb_changes_since_last_save:{}\r\nrdb_bgsave_in_progress:{}\r\nrdb_last_save_time:{}\r\nrdb_last_bgsave_status:{}\r\nrdb_last_bgsave_time_usec:{}\r\nrdb_saves:{}\r\nsnapshot_failures:{}\r\nsnapshot_last_keys:{}\r\n",
                 p.path().display(),
-                p.changes_since_save(state),
+                p.changes_since_save(state.stats.writes()),
                 u8::from(p.in_progress()),
                 Stats::read(&p.last_save),
                 if p.last_ok.load(Ordering::Relaxed) { "ok" } else { "err" },

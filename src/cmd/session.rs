@@ -2,7 +2,7 @@
 
 use std::sync::Arc;
 
-use super::clients::ClientInfo;
+use crate::clients::ClientInfo;
 use crate::cmd::multi::TxState;
 use crate::stats::Local;
 

@@ -1,9 +1,9 @@
-//! Snapshot commands: SAVE, BGSAVE, LASTSAVE (the file and the thread are
-//! `server::persist`'s).
+//! Snapshot commands: SAVE, BGSAVE, LASTSAVE (what they share with the
+//! snapshot thread is `crate::persist`'s).
 
 use super::{CmdError, Ctx};
+use crate::persist::Persist;
 use crate::protocol::Request;
-use crate::server::persist::Persist;
 use std::sync::atomic::Ordering;
 
 fn persist<'a>(ctx: &Ctx<'a>) -> Result<&'a Persist, CmdError> {
@@ -20,7 +20,8 @@ fn persist<'a>(ctx: &Ctx<'a>) -> Result<&'a Persist, CmdError> {
 /// (and others scheduled on the same worker thread) wait for the file.
 pub fn save(ctx: &mut Ctx<'_>, _req: &Request<'_>) -> Result<(), CmdError> {
     let p = persist(ctx)?;
-    p.save(ctx.state)
+    let state = ctx.state;
+    p.save(&state.store, state.clock.now(), state.stats.writes())
         .map_err(|e| CmdError::err(format!("{e}")))?;
     ctx.out.ok();
     Ok(())

@@ -7,7 +7,7 @@ use std::sync::LazyLock;
 
 use super::CmdError;
 use super::{
-    client, cluster, command, config, connection, keys, limiter, multi, persist, server, string,
+    client, cluster, command, config, connection, keys, limiter, multi, server, snapshot, string,
     Ctx,
 };
 use crate::protocol::Request;
@@ -569,7 +569,7 @@ static CONFIG_SUBCOMMANDS: [CommandSpec; 4] = [
 pub static COMMANDS: &[CommandSpec] = &[
     cmd!("asking", 1, [FAST], NONE, "cluster", "3.0.0", "O(1)", "Signals that a cluster client is following an -ASK redirect.", cluster::accept),
     cmd!("auth", -2, [NOSCRIPT | LOADING | STALE | FAST | NO_AUTH], NONE, "connection", "1.0.0", "O(N) where N is the number of passwords defined for the user", "Authenticates the connection.", connection::auth),
-    cmd!("bgsave", -1, [ADMIN | NOSCRIPT], NONE, "server", "1.0.0", "O(1)", "Asynchronously saves the database(s) to disk.", persist::bgsave),
+    cmd!("bgsave", -1, [ADMIN | NOSCRIPT], NONE, "server", "1.0.0", "O(1)", "Asynchronously saves the database(s) to disk.", snapshot::bgsave),
     cmd!("cl.throttle", -5, [WRITE | DENYOOM | FAST], FIRST, "limiter", "0.1.0", "O(1)", "Admits or denies a request as redis-cell's GCRA does.", limiter::throttle),
     cmd!("client", -2, [], NONE, "connection", "2.4.0", "Depends on subcommand.", "A container for client connection commands.", container_without_subcommand, &CLIENT_SUBCOMMANDS),
     cmd!("cluster", -2, [], NONE, "cluster", "3.0.0", "Depends on subcommand.", "A container for Redis Cluster commands.", container_without_subcommand, &CLUSTER_SUBCOMMANDS),
@@ -597,7 +597,7 @@ pub static COMMANDS: &[CommandSpec] = &[
     cmd!("incrbyfloat", 3, [WRITE | DENYOOM | FAST], FIRST, "string", "2.6.0", "O(1)", "Increment the floating point value of a key by a number. Uses 0 as initial value if the key doesn't exist.", string::incrbyfloat),
     cmd!("info", -1, [LOADING | STALE | ALL_KEYS], NONE, "server", "1.0.0", "O(1)", "Returns information and statistics about the server.", server::info),
     cmd!("keys", 2, [READONLY | ALL_KEYS], NONE, "generic", "1.0.0", "O(N) with N being the number of keys in the database", "Returns all key names that match a pattern.", keys::keys),
-    cmd!("lastsave", 1, [LOADING | STALE | FAST], NONE, "server", "1.0.0", "O(1)", "Returns the Unix timestamp of the last successful save to disk.", persist::lastsave),
+    cmd!("lastsave", 1, [LOADING | STALE | FAST], NONE, "server", "1.0.0", "O(1)", "Returns the Unix timestamp of the last successful save to disk.", snapshot::lastsave),
     cmd!("mget", -2, [READONLY | FAST], ALL, "string", "1.0.0", "O(N) where N is the number of keys to retrieve.", "Atomically returns the string values of one or more keys.", string::mget),
     cmd!("mset", -3, [WRITE | DENYOOM], PAIRS, "string", "1.0.1", "O(N) where N is the number of keys to set.", "Atomically creates or modifies the string values of one or more keys.", string::mset),
     cmd!("multi", 1, [NOSCRIPT | LOADING | STALE | FAST | NOT_QUEUED], NONE, "transactions", "1.2.0", "O(1)", "Starts a transaction.", multi::multi),
@@ -623,7 +623,7 @@ pub static COMMANDS: &[CommandSpec] = &[
     cmd!("rl.refund", 3, [WRITE | FAST], FIRST, "limiter", "0.1.0", "O(1); ALGO log: O(slots refunded)", "Gives back units charged earlier.", limiter::refund),
     cmd!("rl.reset", -2, [WRITE], ALL, "limiter", "0.1.0", "O(N) where N is the number of keys", "Forgets the limiter state of keys.", limiter::reset),
     cmd!("rl.state", 2, [READONLY | FAST], FIRST, "limiter", "0.1.0", "O(1)", "Describes a limiter key's state.", limiter::state),
-    cmd!("save", 1, [ADMIN | NOSCRIPT | NO_MULTI], NONE, "server", "1.0.0", "O(N) where N is the total number of keys in all databases", "Synchronously saves the database(s) to disk.", persist::save),
+    cmd!("save", 1, [ADMIN | NOSCRIPT | NO_MULTI], NONE, "server", "1.0.0", "O(N) where N is the total number of keys in all databases", "Synchronously saves the database(s) to disk.", snapshot::save),
     cmd!("scan", -2, [READONLY | ALL_KEYS], NONE, "generic", "2.8.0", "O(1) for every call. O(N) for a complete iteration.", "Iterates over the key names in the database.", keys::scan),
     cmd!("select", 2, [LOADING | STALE | FAST], NONE, "connection", "1.0.0", "O(1)", "Changes the selected database.", connection::select),
     cmd!("set", -3, [WRITE | DENYOOM], FIRST, "string", "1.0.0", "O(1)", "Sets the string value of a key, ignoring its type. The key is created if it doesn't exist.", string::set),
@@ -647,6 +647,33 @@ pub fn index_of(cmd: &'static CommandSpec) -> usize {
     let i = (cmd as *const CommandSpec as usize - base) / std::mem::size_of::<CommandSpec>();
     assert!(std::ptr::eq(&COMMANDS[i], cmd), "not a top-level command");
     i
+}
+
+/// Position of `sub` among `cmd`'s subcommands.
+pub fn sub_index_of(cmd: &'static CommandSpec, sub: &'static CommandSpec) -> usize {
+    let base = cmd.subcommands.as_ptr() as usize;
+    let i = (sub as *const CommandSpec as usize - base) / std::mem::size_of::<CommandSpec>();
+    assert!(
+        std::ptr::eq(&cmd.subcommands[i], sub),
+        "not a subcommand of {}",
+        cmd.name
+    );
+    i
+}
+
+/// The name `CLIENT LIST` shows for a command and subcommand given by
+/// their positions (`client|info`), or `NULL`.
+pub fn full_name(last: Option<(usize, Option<usize>)>) -> String {
+    let Some(cmd) = last.and_then(|(c, _)| COMMANDS.get(c)) else {
+        return "NULL".to_string();
+    };
+    match last
+        .and_then(|(_, s)| s)
+        .and_then(|s| cmd.subcommands.get(s))
+    {
+        Some(sub) => format!("{}|{}", cmd.name, sub.name),
+        None => cmd.name.to_string(),
+    }
 }
 
 /// Longest command name; anything longer is unknown without a lookup.

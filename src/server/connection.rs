@@ -9,9 +9,9 @@ use std::time::Duration;
 use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt};
 use tokio::sync::watch;
 
-use super::clients::ClientInfo;
-use super::session::Session;
+use crate::clients::ClientInfo;
 use crate::cmd::batch::{self, End, Step};
+use crate::cmd::session::Session;
 use crate::protocol::{Decoder, ReplyBuf};
 use crate::state::{State, Stats};
 

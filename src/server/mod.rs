@@ -2,10 +2,8 @@
 //! task, and shuts down gracefully: stop accepting, let every connection
 //! finish the replies it has decoded, then return.
 
-pub mod clients;
 pub mod connection;
-pub mod persist;
-pub mod session;
+pub mod snapshots;
 pub mod tls;
 
 use std::io;
@@ -33,7 +31,7 @@ pub struct ServerHandle {
     shutdown: watch::Sender<bool>,
     task: JoinHandle<()>,
     _sweeper: SweeperGuard,
-    persist: Option<persist::PersistGuard>,
+    persist: Option<snapshots::PersistGuard>,
 }
 
 #[derive(Debug, thiserror::Error)]
@@ -209,7 +207,7 @@ pub async fn start(config: &Config, clock: Arc<dyn Clock>) -> Result<ServerHandl
                 .sum::<usize>()
         );
     }
-    let renames = crate::cmd::rename::Renames::new(&config.renames())?;
+    let renames = crate::cmd::rename::build(&config.renames())?;
     let mut state = State::new(config, password, clock.clone(), local);
     state.cluster = topology;
     state.renames = renames;
@@ -223,7 +221,7 @@ pub async fn start(config: &Config, clock: Arc<dyn Clock>) -> Result<ServerHandl
         load_snapshot(&state, p.path())?;
     }
     let state = Arc::new(state);
-    let persist = persist::spawn(state.clone());
+    let persist = snapshots::spawn(state.clone());
     let sweeper = sweeper::spawn(state.store.clone(), clock);
     let (shutdown_tx, shutdown_rx) = watch::channel(false);
     let metrics_addr = metrics_listener.map(|(l, a)| {
