@@ -12,8 +12,7 @@
 # says where the reproducing input is (fuzz/artifacts/<target>/).
 #
 # No sanitizer by default: Turnstile is safe Rust but for a few small
-# `unsafe` blocks (the counting allocator; a pointer load in
-# src/server/clients.rs; a borrowed view of a log's ring in
+# `unsafe` blocks (the counting allocator; a borrowed view of a log's ring in
 # src/store/record.rs, checked under valgrind and FUZZ_SANITIZER=address;
 # libc calls for the open-file limit and the socket's send queue, outside
 # the Harness), the bugs hunted here are panics,

@@ -1,7 +1,7 @@
 //! The limiter commands: `RL.ALLOW`, `RL.PEEK`, `RL.ALLOWMANY`,
 //! `RL.REFUND`, `RL.RESET`, `RL.STATE`, and redis-cell's `CL.THROTTLE`.
 //! Each parses into a validated request (`parse.rs`), runs the algorithm
-//! on the key's state (`apply.rs`), then shapes the reply here.
+//! on the key's state (`store/limit.rs`), then shapes the reply here.
 
 pub mod parse;
 pub mod throttle;
