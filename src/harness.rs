@@ -48,7 +48,13 @@ impl Harness {
         };
         let clock = ManualClock::new(start);
         let addr: SocketAddr = ([127, 0, 0, 1], 6379).into();
-        let state = Arc::new(State::new(&config, None, Arc::new(clock.clone()), addr));
+        let state = Arc::new(State::new(
+            &config,
+            None,
+            Arc::new(clock.clone()),
+            addr,
+            &crate::cmd::table::catalog(),
+        ));
         let info = state.clients.register(([127, 0, 0, 1], 50000).into(), addr);
         Harness {
             session: Session::new(info, false),

@@ -28,7 +28,6 @@ use metrics_exporter_prometheus::{
 use tokio::net::TcpListener;
 use tokio::sync::watch;
 
-use crate::cmd::COMMANDS;
 use crate::limiter::Algorithm;
 use crate::state::{State, Stats};
 use crate::stats::TxOutcome;
@@ -89,14 +88,9 @@ pub struct Metrics {
     snapshot_pending: Gauge,
 }
 
-impl Default for Metrics {
-    fn default() -> Self {
-        Self::new()
-    }
-}
-
 impl Metrics {
-    pub fn new() -> Metrics {
+    /// The exporter for a server whose command table `catalog` describes.
+    pub fn new(catalog: &crate::stats::Catalog) -> Metrics {
         let recorder = PrometheusBuilder::new()
             .set_buckets_for_metric(Matcher::Full(LATENCY.into()), &LATENCY_BUCKETS)
             .expect("buckets are non-empty")
@@ -263,22 +257,24 @@ impl Metrics {
             ],
         )
         .set(1.0);
-        let latency = COMMANDS
+        let latency = catalog
+            .names
             .iter()
-            .map(|c| {
+            .map(|&name| {
                 r.register_histogram(
-                    &Key::from_parts(LATENCY, vec![Label::new("command", c.name)]),
+                    &Key::from_parts(LATENCY, vec![Label::new("command", name)]),
                     &meta,
                 )
             })
             .collect();
-        let commands = COMMANDS
+        let commands = catalog
+            .names
             .iter()
-            .map(|c| {
+            .map(|&name| {
                 let status = |s: &'static str| {
                     counter(
                         "turnstile_commands_total",
-                        vec![Label::new("command", c.name), Label::new("status", s)],
+                        vec![Label::new("command", name), Label::new("status", s)],
                     )
                 };
                 (status("ok"), status("error"))

@@ -43,19 +43,21 @@ pub struct State {
 }
 
 impl State {
+    /// The state of a server whose command table `catalog` describes.
     pub fn new(
         config: &Config,
         password: Option<Vec<u8>>,
         clock: Arc<dyn Clock>,
         addr: SocketAddr,
+        catalog: &crate::stats::Catalog,
     ) -> Self {
         State {
             store: Arc::new(Store::default()),
             clock,
             settings: Settings::new(config, password),
-            stats: Stats::default(),
+            stats: Stats::new(catalog),
             clients: Clients::default(),
-            metrics: config.metrics_enabled().then(Metrics::new),
+            metrics: config.metrics_enabled().then(|| Metrics::new(catalog)),
             cluster: None,
             renames: Renames::default(),
             time_commands: config.metrics_enabled(),

@@ -7,7 +7,6 @@
 
 use std::sync::atomic::{AtomicU64, Ordering};
 
-use crate::cmd::COMMANDS;
 use crate::limiter::{Algorithm, Decision};
 
 /// Server-wide counters.
@@ -34,6 +33,8 @@ pub struct Stats {
     /// Per command-table entry: calls, and calls answered with an error.
     calls: Box<[AtomicU64]>,
     failed: Box<[AtomicU64]>,
+    /// Per command-table entry: whether it writes (for [`Stats::writes`]).
+    writes: Box<[bool]>,
     /// Per algorithm: decisions `[allowed, limited]`, units consumed, and
     /// admissions that left less than a tenth of the limit.
     decisions: [[AtomicU64; 2]; Algorithm::COUNT],
@@ -76,9 +77,24 @@ impl TxOutcome {
     }
 }
 
-impl Default for Stats {
-    fn default() -> Self {
-        let per_command = || (0..COMMANDS.len()).map(|_| AtomicU64::new(0)).collect();
+/// What the counters know of the command table, which the command layer
+/// provides (`cmd::table::catalog`): each command's name, its position
+/// being its index in every per-command table, and whether it writes.
+/// Counters never import the table itself.
+#[derive(Debug, Clone, Default)]
+pub struct Catalog {
+    pub names: Vec<&'static str>,
+    pub writes: Vec<bool>,
+}
+
+impl Stats {
+    /// Counters for the commands of `catalog`.
+    pub fn new(catalog: &Catalog) -> Self {
+        let per_command = || {
+            (0..catalog.names.len())
+                .map(|_| AtomicU64::new(0))
+                .collect()
+        };
         Stats {
             connections_received: AtomicU64::new(0),
             rejected_connections: AtomicU64::new(0),
@@ -92,6 +108,7 @@ impl Default for Stats {
             client_buffers: AtomicU64::new(0),
             calls: per_command(),
             failed: per_command(),
+            writes: catalog.writes.clone().into_boxed_slice(),
             decisions: Default::default(),
             units: Default::default(),
             near_limit: Default::default(),
@@ -132,10 +149,10 @@ impl Stats {
     /// since the last one. Summed when asked (once a second), so the
     /// request path pays nothing for it.
     pub fn writes(&self) -> u64 {
-        COMMANDS
+        self.writes
             .iter()
             .zip(self.calls.iter())
-            .filter(|(spec, _)| spec.flags.contains(crate::cmd::Flags::WRITE))
+            .filter(|(writes, _)| **writes)
             .map(|(_, calls)| Self::read(calls))
             .sum()
     }
@@ -200,12 +217,13 @@ pub struct Local {
     dirty: bool,
 }
 
-impl Default for Local {
-    fn default() -> Self {
+impl Local {
+    /// A tally for a table of `commands` commands.
+    pub fn new(commands: usize) -> Self {
         Local {
             error_replies: 0,
-            calls: vec![0; COMMANDS.len()],
-            failed: vec![0; COMMANDS.len()],
+            calls: vec![0; commands],
+            failed: vec![0; commands],
             decisions: [[0; 2]; Algorithm::COUNT],
             units: [0; Algorithm::COUNT],
             near_limit: [0; Algorithm::COUNT],

@@ -33,7 +33,7 @@ impl Session {
             info,
             authenticated: !password_set,
             close_after_reply: false,
-            stats: Local::default(),
+            stats: Local::new(super::COMMANDS.len()),
             tx: TxState::default(),
             query_limit_hit: false,
             commands_seen: 0,

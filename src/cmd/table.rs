@@ -649,6 +649,18 @@ pub fn index_of(cmd: &'static CommandSpec) -> usize {
     i
 }
 
+/// What the counters and metrics need of the table: names by position and
+/// which commands write.
+pub fn catalog() -> crate::stats::Catalog {
+    crate::stats::Catalog {
+        names: COMMANDS.iter().map(|c| c.name).collect(),
+        writes: COMMANDS
+            .iter()
+            .map(|c| c.flags.contains(Flags::WRITE))
+            .collect(),
+    }
+}
+
 /// Position of `sub` among `cmd`'s subcommands.
 pub fn sub_index_of(cmd: &'static CommandSpec, sub: &'static CommandSpec) -> usize {
     let base = cmd.subcommands.as_ptr() as usize;

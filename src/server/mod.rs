@@ -208,7 +208,8 @@ pub async fn start(config: &Config, clock: Arc<dyn Clock>) -> Result<ServerHandl
         );
     }
     let renames = crate::cmd::rename::build(&config.renames())?;
-    let mut state = State::new(config, password, clock.clone(), local);
+    let catalog = crate::cmd::table::catalog();
+    let mut state = State::new(config, password, clock.clone(), local, &catalog);
     state.cluster = topology;
     state.renames = renames;
     state.tls_port = tls_listener.as_ref().map(|(_, a, _)| a.port());
