@@ -3,7 +3,7 @@
 
 use std::num::NonZeroU64;
 
-use super::super::args::is;
+use super::super::args::{is, ArgList, Cursor};
 use super::super::{error::show, CmdError};
 pub use crate::limiter::LimitSpec;
 use crate::limiter::{log, Algorithm, Params};
@@ -81,17 +81,25 @@ struct Options {
     precision: Option<u64>,
 }
 
-/// Reads `NAME value` options from `i` until the end or (when `stop_at_limit`)
-/// the next `LIMIT`. Returns the options and the index where it stopped.
-fn options(
-    req: &Request<'_>,
-    mut i: usize,
+/// How much of the grammar a walk checks: everything (the parser), or
+/// only its structure (the key finder, which must report keys wherever
+/// they are, whatever the values say).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Check {
+    Values,
+    Structure,
+}
+
+/// Reads `NAME value` options until the end or (when `stop_at_limit`) the
+/// next `LIMIT`.
+fn options<A: ArgList + ?Sized>(
+    c: &mut Cursor<'_, A>,
     stop_at_limit: bool,
     allow_cost: bool,
-) -> Result<(Options, usize), CmdError> {
+    check: Check,
+) -> Result<Options, CmdError> {
     let mut o = Options::default();
-    while i < req.len() {
-        let name = req.arg(i);
+    while let Some(name) = c.peek() {
         if stop_at_limit && is(name, "LIMIT") {
             break;
         }
@@ -101,10 +109,11 @@ fn options(
         let Some(known) = known else {
             return Err(CmdError::err(format!("unknown option '{}'", show(name))));
         };
-        if i + 1 >= req.len() {
-            return Err(CmdError::err(format!("option {known} needs a value")));
+        c.next();
+        let value = c.value_for(known)?;
+        if check == Check::Structure {
+            continue;
         }
-        let value = req.arg(i + 1);
         let twice = || CmdError::err(format!("option {known} given twice"));
         match known {
             "ALGO" => {
@@ -134,24 +143,29 @@ fn options(
                 }
             }
         }
-        i += 2;
     }
-    Ok((o, i))
+    Ok(o)
 }
 
-/// `key limit period` at `i`, then options: a validated limit.
-fn limit_at(
-    req: &Request<'_>,
-    i: usize,
+/// `key limit period` then options, at the cursor: the key, and (checking
+/// values) a validated limit and its `COST`. The walk's one grammar.
+#[allow(clippy::type_complexity)]
+fn limit<'a, A: ArgList + ?Sized>(
+    c: &mut Cursor<'a, A>,
     stop_at_limit: bool,
     allow_cost: bool,
-) -> Result<(LimitSpec, Option<u64>, usize), CmdError> {
-    if i + 2 >= req.len() {
+    check: Check,
+) -> Result<(&'a [u8], Option<(LimitSpec, Option<u64>)>), CmdError> {
+    let (Some(key), Some(limit), Some(period)) = (c.next(), c.next(), c.next()) else {
         return Err(CmdError::Syntax);
+    };
+    if check == Check::Structure {
+        options(c, stop_at_limit, allow_cost, check)?;
+        return Ok((key, None));
     }
-    let limit = positive(req.arg(i + 1), "limit")?;
-    let period = duration(req.arg(i + 2), "period")?;
-    let (o, next) = options(req, i + 3, stop_at_limit, allow_cost)?;
+    let limit = positive(limit, "limit")?;
+    let period = duration(period, "period")?;
+    let o = options(c, stop_at_limit, allow_cost, check)?;
     let algo = o.algo.unwrap_or_default();
     if o.burst.is_some() && algo != Algorithm::Gcra {
         return Err(CmdError::err("BURST is only valid with ALGO gcra"));
@@ -177,7 +191,7 @@ fn limit_at(
     if algo == Algorithm::Log && log::max_slots(&params) > log::MAX_SLOTS {
         return Err(log_limit_error(&params));
     }
-    Ok((LimitSpec { algo, params }, o.cost, next))
+    Ok((key, Some((LimitSpec { algo, params }, o.cost))))
 }
 
 /// A `log` limit whose ring could outgrow what one key may hold is refused
@@ -213,14 +227,12 @@ pub fn check_cost(spec: &LimitSpec, cost: u64) -> Result<(), CmdError> {
 /// RL.ALLOW key limit period [ALGO window|log|gcra|fixed] [COST n] [BURST b] [PRECISION d]
 /// ```
 pub fn allow_request<'a>(req: &'a Request<'_>) -> Result<AllowRequest<'a>, CmdError> {
-    let (spec, cost, _) = limit_at(req, 1, false, true)?;
+    let mut c = Cursor::new(req, 1);
+    let (key, checked) = limit(&mut c, false, true, Check::Values)?;
+    let (spec, cost) = checked.expect("values checked");
     let cost = cost.unwrap_or(1);
     check_cost(&spec, cost)?;
-    Ok(AllowRequest {
-        key: req.arg(1),
-        spec,
-        cost,
-    })
+    Ok(AllowRequest { key, spec, cost })
 }
 
 /// Most `LIMIT` clauses one `RL.ALLOWMANY` takes: far more than any real
@@ -233,33 +245,13 @@ pub const MAX_LIMITS: usize = 1024;
 /// ```
 /// Checks in O(n log n): at most [`MAX_LIMITS`] clauses, each key once.
 pub fn many_request<'a>(req: &'a Request<'_>) -> Result<ManyRequest<'a>, CmdError> {
-    let mut i = 1;
-    let mut cost = 1;
-    if i < req.len() && is(req.arg(i), "COST") {
-        if i + 1 >= req.len() {
-            return Err(CmdError::err("option COST needs a value"));
-        }
-        cost = positive(req.arg(i + 1), "COST")?;
-        i += 2;
-    }
     let mut limits = Vec::new();
-    while i < req.len() {
-        if !is(req.arg(i), "LIMIT") {
-            return Err(CmdError::err(format!(
-                "expected LIMIT, got '{}'",
-                show(req.arg(i))
-            )));
-        }
-        if limits.len() == MAX_LIMITS {
-            return Err(CmdError::err(format!(
-                "RL.ALLOWMANY takes at most {MAX_LIMITS} LIMIT clauses"
-            )));
-        }
-        let (spec, _, next) = limit_at(req, i + 1, true, false)?;
+    let cost = walk_many(req, Check::Values, |key, _, checked, cost| {
+        let spec = checked.expect("values checked").0;
         check_cost(&spec, cost)?;
-        limits.push((req.arg(i + 1), spec));
-        i = next;
-    }
+        limits.push((key, spec));
+        Ok(())
+    })?;
     if limits.is_empty() {
         return Err(CmdError::err("RL.ALLOWMANY needs at least one LIMIT"));
     }
@@ -276,26 +268,60 @@ pub fn many_request<'a>(req: &'a Request<'_>) -> Result<ManyRequest<'a>, CmdErro
     Ok(ManyRequest { limits, cost })
 }
 
-/// Key positions of an `RL.ALLOWMANY` request: the argument after each
-/// `LIMIT` (for `COMMAND GETKEYS` and cluster routing). Mirrors the parser's
-/// structure without validating values.
-pub fn many_keys(args: &[&[u8]]) -> Vec<usize> {
-    let mut keys = Vec::new();
-    let mut i = 1;
-    if args.get(i).is_some_and(|a| is(a, "COST")) {
-        i += 2;
-    }
-    while i + 1 < args.len() {
-        if is(args[i], "LIMIT") {
-            keys.push(i + 1);
-            i += 4;
-            while i < args.len() && !is(args[i], "LIMIT") {
-                i += 2;
-            }
-        } else {
-            break;
+/// `RL.ALLOWMANY`'s grammar, walked once for the parser and once for the
+/// key finder: `on_limit` gets each clause's key, its position, (when
+/// checking values) its validated limit, and the request's `COST`; its
+/// error ends the walk. Returns the `COST`.
+#[allow(clippy::type_complexity)]
+fn walk_many<'a, A: ArgList + ?Sized>(
+    args: &'a A,
+    check: Check,
+    mut on_limit: impl FnMut(
+        &'a [u8],
+        usize,
+        Option<(LimitSpec, Option<u64>)>,
+        u64,
+    ) -> Result<(), CmdError>,
+) -> Result<u64, CmdError> {
+    let mut c = Cursor::new(args, 1);
+    let mut cost = 1;
+    if c.keyword("COST") {
+        let value = c.value_for("COST")?;
+        if check == Check::Values {
+            cost = positive(value, "COST")?;
         }
     }
+    let mut clauses = 0;
+    while let Some(arg) = c.next() {
+        if !is(arg, "LIMIT") {
+            return Err(CmdError::err(format!(
+                "expected LIMIT, got '{}'",
+                show(arg)
+            )));
+        }
+        if clauses == MAX_LIMITS {
+            return Err(CmdError::err(format!(
+                "RL.ALLOWMANY takes at most {MAX_LIMITS} LIMIT clauses"
+            )));
+        }
+        clauses += 1;
+        let at = c.position();
+        let (key, checked) = limit(&mut c, true, false, check)?;
+        on_limit(key, at, checked, cost)?;
+    }
+    Ok(cost)
+}
+
+/// Key positions of an `RL.ALLOWMANY` request: the argument after each
+/// `LIMIT` (for `COMMAND GETKEYS` and cluster routing), found by walking
+/// the parser's grammar without checking values; a request malformed
+/// past some clause yields the keys before it.
+pub fn many_keys(args: &[&[u8]]) -> Vec<usize> {
+    let mut keys = Vec::new();
+    let _ = walk_many(args, Check::Structure, |_, at, _, _| {
+        keys.push(at);
+        Ok(())
+    });
     keys
 }
 
