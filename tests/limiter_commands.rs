@@ -2070,8 +2070,8 @@ async fn log_weighted_request_is_one_slot() {
 }
 
 /// `CL.THROTTLE k 9223372036854775807 1 1`: limit = max_burst + 1 = 2^63
-/// does not fit the signed reply (redis-cell overflows here; SPEC: answer
-/// an error where redis-cell misbehaves).
+/// does not fit the signed reply (redis-cell overflows here: answer an
+/// error where redis-cell misbehaves).
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn throttle_max_burst_at_i64_max() {
     let srv = Server::start().await;
@@ -2084,12 +2084,26 @@ async fn throttle_max_burst_at_i64_max() {
         .await,
         "ERR max_burst is out of range"
     );
+    // One under: the reply fits, but a capacity of 2^63 - 1 seconds does
+    // not fit the clock; it used to be enforced at 18,446,744,073 units
+    // while the reply said 2^63 - 1. Refused instead.
+    assert_eq!(
+        q_err(
+            &mut c,
+            &["CL.THROTTLE", "k", "9223372036854775806", "1", "1"]
+        )
+        .await,
+        "ERR max_burst is out of range: max_burst + 1 times period / count must be under 292 years"
+    );
+    // The largest accepted burst at 1 per second is enforced as reported.
+    let reply: Vec<i64> = q(&mut c, &["CL.THROTTLE", "k", "9223372035", "1", "1"]).await;
+    assert_eq!(reply[..3], [0, 9_223_372_036, 9_223_372_035]);
     let reply: Vec<i64> = q(
         &mut c,
-        &["CL.THROTTLE", "k", "9223372036854775806", "1", "1"],
+        &["CL.THROTTLE", "k", "9223372035", "1", "1", "9223372035"],
     )
     .await;
-    assert_eq!(reply[1], i64::MAX);
+    assert_eq!(reply[..3], [0, 9_223_372_036, 0]);
 }
 
 /// SPEC: "Time only moves forward for a key: a wall-clock step backwards

@@ -17,16 +17,34 @@ pub struct Quota {
     pub limit: u64,
 }
 
+/// Why a quota cannot be enforced as given.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum QuotaError {
+    /// A zero count or period (redis-cell: "Zero rates are not supported").
+    ZeroRate,
+    /// `max_burst + 1` emission intervals do not fit 2^63 ns (292 years):
+    /// the bucket's capacity in time could not be represented, and the
+    /// capacity enforced would silently be less than the one reported.
+    BurstTooLarge,
+}
+
 impl Quota {
-    /// `None` for a zero rate (redis-cell: "Zero rates are not supported").
-    pub fn new(max_burst: u64, count: u64, period_ns: u64) -> Option<Quota> {
-        let interval = period_ns.checked_div(count)?;
-        let limit = max_burst.checked_add(1)?;
-        (interval > 0).then_some(Quota { interval, limit })
+    pub fn new(max_burst: u64, count: u64, period_ns: u64) -> Result<Quota, QuotaError> {
+        let interval = period_ns
+            .checked_div(count)
+            .filter(|&i| i > 0)
+            .ok_or(QuotaError::ZeroRate)?;
+        let limit = max_burst.checked_add(1).ok_or(QuotaError::BurstTooLarge)?;
+        interval
+            .checked_mul(limit)
+            .filter(|&t| t <= i64::MAX as u64)
+            .ok_or(QuotaError::BurstTooLarge)?;
+        Ok(Quota { interval, limit })
     }
 
+    /// The bucket's capacity in time: `limit` intervals (checked to fit).
     fn tolerance(&self) -> u64 {
-        self.interval.saturating_mul(self.limit)
+        self.interval * self.limit
     }
 }
 
@@ -159,7 +177,45 @@ mod tests {
 
     #[test]
     fn zero_rates_are_refused() {
-        assert!(Quota::new(1, 0, S).is_none());
-        assert!(Quota::new(1, 10, 5).is_none());
+        assert_eq!(Quota::new(1, 0, S), Err(QuotaError::ZeroRate));
+        assert_eq!(Quota::new(1, 10, 5), Err(QuotaError::ZeroRate));
+        // A capacity whose refill time does not fit 2^63 ns used to be
+        // capped silently: `limit` said 2^63 - 1, 18,446,744,073 enforced.
+        assert_eq!(
+            Quota::new(9_223_372_036_854_775_806, 1, S),
+            Err(QuotaError::BurstTooLarge)
+        );
+        assert!(Quota::new(9_223_372_035, 1, S).is_ok());
+    }
+
+    mod props {
+        use super::*;
+        use proptest::prelude::*;
+
+        proptest! {
+            /// Every quota accepted is enforced as reported: a fresh key
+            /// admits `limit` units (remaining counts down to 0 within a
+            /// microsecond's rounding), never more, and nothing overflows.
+            #[test]
+            fn an_accepted_quota_is_the_capacity_enforced(
+                max_burst in prop_oneof![0u64..1_000, 0u64..=u64::MAX / 2],
+                count in 1u64..1_000_000,
+                period_s in 1u64..1_000_000,
+                now in 0u64..=(u64::MAX / 4),
+            ) {
+                let Ok(q) = Quota::new(max_burst, count, period_s * S) else {
+                    return Ok(());
+                };
+                let mut st = State::default();
+                let first = throttle(&mut st, &q, now, 1);
+                prop_assert!(!first.limited);
+                prop_assert!(first.remaining < q.limit);
+                prop_assert!(first.remaining + 2 >= q.limit, "{first:?} for {q:?}");
+                let all = throttle(&mut st, &q, now, q.limit - 1);
+                prop_assert!(!all.limited, "the rest of the capacity fits: {all:?}");
+                prop_assert_eq!(all.remaining, 0);
+                prop_assert!(throttle(&mut st, &q, now, 1).limited);
+            }
+        }
     }
 }

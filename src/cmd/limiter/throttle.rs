@@ -7,7 +7,7 @@ use std::num::NonZeroU64;
 
 use super::super::{CmdError, Ctx};
 use crate::clock::Nanos;
-use crate::limiter::cell::{self, Quota};
+use crate::limiter::cell::{self, Quota, QuotaError};
 use crate::limiter::{gcra, Params};
 use crate::protocol::Request;
 use crate::store::entry::Stored;
@@ -47,8 +47,12 @@ pub fn throttle(ctx: &mut Ctx<'_>, req: &Request<'_>) -> Result<(), CmdError> {
         .checked_mul(1_000_000_000)
         .filter(|&p| p <= i64::MAX as u64)
         .ok_or_else(|| CmdError::err("period is out of range"))?;
-    let quota = Quota::new(max_burst, count, period)
-        .ok_or_else(|| CmdError::err("Zero rates are not supported"))?;
+    let quota = Quota::new(max_burst, count, period).map_err(|e| match e {
+        QuotaError::ZeroRate => CmdError::err("Zero rates are not supported"),
+        QuotaError::BurstTooLarge => CmdError::err(
+            "max_burst is out of range: max_burst + 1 times period / count must be under 292 years",
+        ),
+    })?;
     // What RL.STATE and RL.REFUND see: the same GCRA state, with the rate
     // as given and redis-cell's capacity as the burst.
     let params = Params {
