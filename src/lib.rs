@@ -9,7 +9,8 @@
 //!   TOML file, defaults.
 //! - [`server`]: the listener and accept loop (`server/mod.rs`), one
 //!   client's socket loop (`server/connection.rs`: read, run the batch,
-//!   write under the output limit), the snapshot thread
+//!   write under the output limit), the metrics HTTP endpoint
+//!   (`server/http.rs`), the snapshot thread
 //!   (`server/snapshots.rs`), `--tls-port`'s rustls config and handshake
 //!   (`server/tls.rs`).
 //! - [`protocol`]: the hardened request decoder (`decode.rs`, `inline.rs`),

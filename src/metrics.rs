@@ -1,5 +1,5 @@
 //! Prometheus metrics, served by the process itself on `--metrics-addr`
-//! (`GET /metrics`, `GET /healthz`).
+//! (`GET /metrics`, `GET /healthz`; the endpoint is `server/http.rs`).
 //!
 //! Names follow Prometheus conventions, after redis_exporter: prefix
 //! `turnstile_`, units in names, counters end in `_total`. A limited key is
@@ -12,25 +12,17 @@
 //! Only the latency histogram is recorded on the request path, through a
 //! handle registered once per command.
 
-use std::convert::Infallible;
-use std::sync::Arc;
 use std::time::Duration;
 
-use bytes::Bytes;
-use http_body_util::Full;
-use hyper::{Method, Request, Response, StatusCode};
+use crate::limiter::Algorithm;
+use crate::state::{State, Stats};
+use crate::stats::TxOutcome;
 use metrics::{
     Counter, Gauge, Histogram, Key, KeyName, Label, Metadata, Recorder, SharedString, Unit,
 };
 use metrics_exporter_prometheus::{
     Matcher, PrometheusBuilder, PrometheusHandle, PrometheusRecorder,
 };
-use tokio::net::TcpListener;
-use tokio::sync::watch;
-
-use crate::limiter::Algorithm;
-use crate::state::{State, Stats};
-use crate::stats::TxOutcome;
 
 /// Upper bounds of the latency buckets, in seconds: 0.5 us to 100 ms.
 pub const LATENCY_BUCKETS: [f64; 17] = [
@@ -65,6 +57,7 @@ pub struct Metrics {
     connections_received: Counter,
     rejected_maxclients: Counter,
     rejected_protected: Counter,
+    rejected_metrics: Counter,
     protocol_errors: Counter,
     error_replies: Counter,
     auth_failures: Counter,
@@ -311,6 +304,10 @@ impl Metrics {
                 "turnstile_connections_rejected_total",
                 vec![Label::new("reason", "protected_mode")],
             ),
+            rejected_metrics: counter(
+                "turnstile_connections_rejected_total",
+                vec![Label::new("reason", "metrics_endpoint")],
+            ),
             protocol_errors: counter("turnstile_protocol_errors_total", vec![]),
             error_replies: counter("turnstile_error_replies_total", vec![]),
             auth_failures: counter("turnstile_auth_failures_total", vec![]),
@@ -385,6 +382,8 @@ impl Metrics {
             .absolute(Stats::read(&stats.rejected_connections));
         self.rejected_protected
             .absolute(Stats::read(&stats.rejected_protected));
+        self.rejected_metrics
+            .absolute(Stats::read(&stats.rejected_metrics));
         self.protocol_errors
             .absolute(Stats::read(&stats.protocol_errors));
         self.error_replies
@@ -424,70 +423,5 @@ impl Metrics {
         // Keep the recorder alive and in use for the handles above.
         let _ = &self.recorder;
         self.handle.render()
-    }
-}
-
-/// Serves `/metrics` and `/healthz` until `shutdown` fires; also folds
-/// histogram samples every few seconds.
-pub async fn serve(listener: TcpListener, state: Arc<State>, mut shutdown: watch::Receiver<bool>) {
-    let mut upkeep = tokio::time::interval(Duration::from_secs(5));
-    loop {
-        let accepted = tokio::select! {
-            r = listener.accept() => r,
-            _ = upkeep.tick() => {
-                if let Some(m) = &state.metrics {
-                    m.upkeep();
-                }
-                continue;
-            }
-            _ = shutdown.changed() => return,
-        };
-        let Ok((stream, _)) = accepted else {
-            tokio::time::sleep(Duration::from_millis(10)).await;
-            continue;
-        };
-        let state = state.clone();
-        tokio::spawn(async move {
-            let service = hyper::service::service_fn(move |req: Request<hyper::body::Incoming>| {
-                let state = state.clone();
-                async move { Ok::<_, Infallible>(respond(&state, &req)) }
-            });
-            let io = hyper_util::rt::TokioIo::new(stream);
-            let _ = hyper::server::conn::http1::Builder::new()
-                .serve_connection(io, service)
-                .await;
-        });
-    }
-}
-
-fn respond<B>(state: &State, req: &Request<B>) -> Response<Full<Bytes>> {
-    let reply = |status: StatusCode, content_type: &str, body: String| {
-        Response::builder()
-            .status(status)
-            .header("content-type", content_type)
-            .body(Full::new(Bytes::from(body)))
-            .expect("static response parts are valid")
-    };
-    match (req.method(), req.uri().path()) {
-        (&Method::GET, "/metrics") => reply(
-            StatusCode::OK,
-            "text/plain; version=0.0.4; charset=utf-8",
-            state
-                .metrics
-                .as_ref()
-                .map(|m| m.render(state))
-                .unwrap_or_default(),
-        ),
-        (&Method::GET, "/healthz") => reply(StatusCode::OK, "text/plain", "ok\n".into()),
-        (_, "/metrics" | "/healthz") => reply(
-            StatusCode::METHOD_NOT_ALLOWED,
-            "text/plain",
-            "method not allowed\n".into(),
-        ),
-        _ => reply(
-            StatusCode::NOT_FOUND,
-            "text/plain",
-            "not found: try /metrics or /healthz\n".into(),
-        ),
     }
 }

@@ -16,6 +16,8 @@ pub struct Stats {
     pub rejected_connections: AtomicU64,
     /// Refused by protected mode (non-loopback, no password set).
     pub rejected_protected: AtomicU64,
+    /// Metrics endpoint connections closed over its cap.
+    pub rejected_metrics: AtomicU64,
     pub commands_processed: AtomicU64,
     pub net_input_bytes: AtomicU64,
     pub net_output_bytes: AtomicU64,
@@ -99,6 +101,7 @@ impl Stats {
             connections_received: AtomicU64::new(0),
             rejected_connections: AtomicU64::new(0),
             rejected_protected: AtomicU64::new(0),
+            rejected_metrics: AtomicU64::new(0),
             commands_processed: AtomicU64::new(0),
             net_input_bytes: AtomicU64::new(0),
             net_output_bytes: AtomicU64::new(0),

@@ -208,3 +208,92 @@ async fn wrong_passwords_and_clock_steps_are_counted() {
     assert_eq!(sample(&body, "turnstile_clock_backward_steps_total"), 2.0);
     server.shutdown().await;
 }
+
+/// Reads until the server closes; how long that took (bounded).
+async fn closed_within(
+    stream: &mut tokio::net::TcpStream,
+    bound: std::time::Duration,
+) -> std::time::Duration {
+    use tokio::io::AsyncReadExt;
+    let started = std::time::Instant::now();
+    let mut buf = [0u8; 4096];
+    loop {
+        match tokio::time::timeout(bound, stream.read(&mut buf)).await {
+            Ok(Ok(0)) | Ok(Err(_)) => return started.elapsed(),
+            Ok(Ok(_)) => {}
+            Err(_) => panic!("still open after {bound:?}"),
+        }
+    }
+}
+
+/// A client trickling its headers is closed after the header timeout (it
+/// used to be kept as long as it kept sending: 40 s and more).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_slow_headers_client_is_closed() {
+    use tokio::io::AsyncWriteExt;
+    use turnstile::server::http::HEADER_TIMEOUT;
+    let server = Server::start_with(|c| c.metrics_addr = "127.0.0.1:0".into()).await;
+    let addr = server.handle().metrics_addr().unwrap();
+    let mut slow = tokio::net::TcpStream::connect(addr).await.unwrap();
+    slow.write_all(b"GET /metrics HTTP/1.1\r\nHost: x\r\n")
+        .await
+        .unwrap();
+    let took = closed_within(&mut slow, HEADER_TIMEOUT * 3).await;
+    assert!(took >= HEADER_TIMEOUT / 2, "closed too soon: {took:?}");
+    assert_eq!(http_get(addr, "/healthz").await.0, 200);
+    server.shutdown().await;
+}
+
+/// Past the connection cap, a new connection is closed at once and
+/// counted; once the others go, the endpoint answers again.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn connections_past_the_cap_are_closed() {
+    use turnstile::server::http::{HEADER_TIMEOUT, MAX_CONNECTIONS};
+    let server = Server::start_with(|c| c.metrics_addr = "127.0.0.1:0".into()).await;
+    let addr = server.handle().metrics_addr().unwrap();
+    let mut held = Vec::new();
+    for _ in 0..MAX_CONNECTIONS {
+        held.push(tokio::net::TcpStream::connect(addr).await.unwrap());
+    }
+    let mut extra = tokio::net::TcpStream::connect(addr).await.unwrap();
+    let took = closed_within(&mut extra, HEADER_TIMEOUT).await;
+    assert!(took < HEADER_TIMEOUT / 2, "not refused at once: {took:?}");
+    drop(held);
+    let deadline = std::time::Instant::now() + common::IO_TIMEOUT;
+    let body = loop {
+        // The held connections' permits come back as their tasks see EOF.
+        if let Some(body) = try_get_metrics(addr).await {
+            break body;
+        }
+        assert!(
+            std::time::Instant::now() < deadline,
+            "the endpoint did not come back"
+        );
+    };
+    assert_eq!(
+        sample(
+            &body,
+            "turnstile_connections_rejected_total{reason=\"metrics_endpoint\"}"
+        ),
+        1.0
+    );
+    server.shutdown().await;
+}
+
+/// `GET /metrics`, or `None` if the connection was closed without a reply.
+async fn try_get_metrics(addr: SocketAddr) -> Option<String> {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    let mut s = tokio::net::TcpStream::connect(addr).await.ok()?;
+    s.write_all(b"GET /metrics HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n")
+        .await
+        .ok()?;
+    let mut out = Vec::new();
+    tokio::time::timeout(common::IO_TIMEOUT, s.read_to_end(&mut out))
+        .await
+        .ok()?
+        .ok()?;
+    let text = String::from_utf8_lossy(&out).into_owned();
+    text.starts_with("HTTP/1.1 200")
+        .then(|| text.split_once("\r\n\r\n").map(|(_, b)| b.to_string()))
+        .flatten()
+}

@@ -3,6 +3,7 @@
 //! finish the replies it has decoded, then return.
 
 pub mod connection;
+pub mod http;
 pub mod snapshots;
 pub mod tls;
 
@@ -226,7 +227,7 @@ pub async fn start(config: &Config, clock: Arc<dyn Clock>) -> Result<ServerHandl
     let sweeper = sweeper::spawn(state.store.clone(), clock);
     let (shutdown_tx, shutdown_rx) = watch::channel(false);
     let metrics_addr = metrics_listener.map(|(l, a)| {
-        tokio::spawn(crate::metrics::serve(l, state.clone(), shutdown_rx.clone()));
+        tokio::spawn(http::serve(l, state.clone(), shutdown_rx.clone()));
         tracing::info!("metrics listening on http://{a}/metrics");
         a
     });

@@ -1,0 +1,102 @@
+//! The HTTP endpoint on `--metrics-addr`: `/metrics` (Prometheus text) and
+//! `/healthz`. Bounded like the Redis port: at most
+//! [`MAX_CONNECTIONS`] at once (more are closed on accept), request
+//! headers within [`HEADER_TIMEOUT`], and any connection closed after
+//! [`CONNECTION_LIMIT`], so idle or trickling clients cannot hold
+//! descriptors the Redis port needs.
+
+use std::convert::Infallible;
+use std::sync::atomic::Ordering;
+use std::sync::Arc;
+use std::time::Duration;
+
+use bytes::Bytes;
+use http_body_util::Full;
+use hyper::{Method, Request, Response, StatusCode};
+use tokio::net::TcpListener;
+use tokio::sync::{watch, Semaphore};
+
+use crate::state::State;
+
+/// Scrapers and health checks need a handful; a cap keeps a flood of them
+/// from taking the descriptors Redis clients need.
+pub const MAX_CONNECTIONS: usize = 64;
+/// A request's headers must arrive within this (a slow-headers client is
+/// closed, as is one idle between requests).
+pub const HEADER_TIMEOUT: Duration = Duration::from_secs(5);
+/// No connection lasts longer than this; a keep-alive scraper reconnects.
+pub const CONNECTION_LIMIT: Duration = Duration::from_secs(60);
+
+/// Serves `/metrics` and `/healthz` until `shutdown` fires; also folds
+/// histogram samples every few seconds.
+pub async fn serve(listener: TcpListener, state: Arc<State>, mut shutdown: watch::Receiver<bool>) {
+    let mut upkeep = tokio::time::interval(Duration::from_secs(5));
+    let slots = Arc::new(Semaphore::new(MAX_CONNECTIONS));
+    loop {
+        let accepted = tokio::select! {
+            r = listener.accept() => r,
+            _ = upkeep.tick() => {
+                if let Some(m) = &state.metrics {
+                    m.upkeep();
+                }
+                continue;
+            }
+            _ = shutdown.changed() => return,
+        };
+        let Ok((stream, _)) = accepted else {
+            tokio::time::sleep(Duration::from_millis(10)).await;
+            continue;
+        };
+        // Over the cap: closed at once (dropping the stream).
+        let Ok(permit) = slots.clone().try_acquire_owned() else {
+            state.stats.rejected_metrics.fetch_add(1, Ordering::Relaxed);
+            continue;
+        };
+        let state = state.clone();
+        tokio::spawn(async move {
+            let service = hyper::service::service_fn(move |req: Request<hyper::body::Incoming>| {
+                let state = state.clone();
+                async move { Ok::<_, Infallible>(respond(&state, &req)) }
+            });
+            let io = hyper_util::rt::TokioIo::new(stream);
+            let conn = hyper::server::conn::http1::Builder::new()
+                .timer(hyper_util::rt::TokioTimer::new())
+                .header_read_timeout(HEADER_TIMEOUT)
+                .serve_connection(io, service);
+            let _ = tokio::time::timeout(CONNECTION_LIMIT, conn).await;
+            drop(permit);
+        });
+    }
+}
+
+fn respond<B>(state: &State, req: &Request<B>) -> Response<Full<Bytes>> {
+    let reply = |status: StatusCode, content_type: &str, body: String| {
+        Response::builder()
+            .status(status)
+            .header("content-type", content_type)
+            .body(Full::new(Bytes::from(body)))
+            .expect("static response parts are valid")
+    };
+    match (req.method(), req.uri().path()) {
+        (&Method::GET, "/metrics") => reply(
+            StatusCode::OK,
+            "text/plain; version=0.0.4; charset=utf-8",
+            state
+                .metrics
+                .as_ref()
+                .map(|m| m.render(state))
+                .unwrap_or_default(),
+        ),
+        (&Method::GET, "/healthz") => reply(StatusCode::OK, "text/plain", "ok\n".into()),
+        (_, "/metrics" | "/healthz") => reply(
+            StatusCode::METHOD_NOT_ALLOWED,
+            "text/plain",
+            "method not allowed\n".into(),
+        ),
+        _ => reply(
+            StatusCode::NOT_FOUND,
+            "text/plain",
+            "not found: try /metrics or /healthz\n".into(),
+        ),
+    }
+}
