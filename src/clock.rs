@@ -55,11 +55,38 @@ pub trait Clock: Send + Sync + 'static {
         0
     }
 
+    /// Forward steps of the wall clock larger than [`MAX_SLEW`]: those
+    /// believed (they lasted [`STEP_CONFIRM`]) and those ignored (they
+    /// reverted before).
+    fn forward_steps(&self) -> ForwardSteps {
+        ForwardSteps::default()
+    }
+
     /// Moves server time up to `t` if it is behind: a loaded snapshot was
     /// written at `t`, and limiter state must never see time run backwards
     /// across a restart (a fixed window would re-open).
     fn not_before(&self, t: Nanos);
 }
+
+/// Counts of the wall clock's forward steps, for `INFO` and `/metrics`.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct ForwardSteps {
+    pub adopted: u64,
+    pub ignored: u64,
+}
+
+/// A wall clock ahead of server time by up to this is followed at once:
+/// NTP's slewing and small corrections, which keep fixed windows aligned
+/// to UTC.
+pub const MAX_SLEW: u64 = Nanos::PER_SEC;
+
+/// A larger forward step is believed only once the wall clock has stayed
+/// that far ahead for this long, measured on the monotonic clock. A step
+/// that reverts sooner (a fake clock for a moment, a bad NTP answer) never
+/// reaches server time, so it can never be carried into a snapshot and
+/// made permanent by the restart's floor. A real correction (a host that
+/// booted with a wrong clock, a resume from suspend) is adopted 10 s late.
+pub const STEP_CONFIRM: u64 = 10 * Nanos::PER_SEC;
 
 fn wall_now() -> u64 {
     SystemTime::now()
@@ -86,6 +113,11 @@ pub struct SystemClock {
     /// read at most once per [`WALL_CHECK`], so most calls cost one clock
     /// read instead of two.
     last_wall: AtomicU64,
+    /// Monotonic time (plus one; 0 = none) since which the wall clock has
+    /// been more than [`MAX_SLEW`] ahead: a forward step not yet believed.
+    step_since: AtomicU64,
+    steps_adopted: AtomicU64,
+    steps_ignored: AtomicU64,
 }
 
 /// How often `now` compares with the wall clock: a forward step is
@@ -100,6 +132,9 @@ impl SystemClock {
             backward_steps: AtomicU64::new(0),
             lag: AtomicU64::new(0),
             last_wall: AtomicU64::new(0),
+            step_since: AtomicU64::new(0),
+            steps_adopted: AtomicU64::new(0),
+            steps_ignored: AtomicU64::new(0),
         }
     }
 
@@ -110,10 +145,27 @@ impl SystemClock {
         let offset = self.offset.load(Ordering::Relaxed);
         let now = mono.saturating_add(offset);
         if wall > now {
+            if wall - now > MAX_SLEW {
+                // A step: believed only once it has lasted STEP_CONFIRM.
+                let since = self.step_since.load(Ordering::Relaxed);
+                if since == 0 {
+                    self.step_since.store(mono + 1, Ordering::Relaxed);
+                    return Nanos(now);
+                }
+                if mono.saturating_sub(since - 1) < STEP_CONFIRM {
+                    return Nanos(now);
+                }
+                self.steps_adopted.fetch_add(1, Ordering::Relaxed);
+            }
+            self.step_since.store(0, Ordering::Relaxed);
             let wanted = wall - mono;
             let prev = self.offset.fetch_max(wanted, Ordering::Relaxed);
             self.lag.store(0, Ordering::Relaxed);
             return Nanos(mono.saturating_add(prev.max(wanted)));
+        }
+        if self.step_since.swap(0, Ordering::Relaxed) != 0 {
+            // The step reverted before it was believed.
+            self.steps_ignored.fetch_add(1, Ordering::Relaxed);
         }
         let lag = now - wall;
         let before = self.lag.swap(lag, Ordering::Relaxed);
@@ -143,6 +195,13 @@ impl Clock for SystemClock {
 
     fn backward_steps(&self) -> u64 {
         self.backward_steps.load(Ordering::Relaxed)
+    }
+
+    fn forward_steps(&self) -> ForwardSteps {
+        ForwardSteps {
+            adopted: self.steps_adopted.load(Ordering::Relaxed),
+            ignored: self.steps_ignored.load(Ordering::Relaxed),
+        }
     }
 
     fn not_before(&self, t: Nanos) {
@@ -206,27 +265,78 @@ mod tests {
 
     const S: u64 = Nanos::PER_SEC;
 
+    fn clock_at(offset: u64) -> SystemClock {
+        SystemClock {
+            offset: AtomicU64::new(offset),
+            ..SystemClock::new()
+        }
+    }
+
     #[test]
     fn follows_wall_forward_and_ignores_backwards() {
-        let c = SystemClock {
-            start: Instant::now(),
-            offset: AtomicU64::new(1000 * S),
-            backward_steps: AtomicU64::new(0),
-            lag: AtomicU64::new(0),
-            last_wall: AtomicU64::new(0),
-        };
+        let c = clock_at(1000 * S);
         assert_eq!(c.observe(0, 1000 * S), Nanos(1000 * S));
         assert_eq!(c.observe(S, 1001 * S), Nanos(1001 * S));
-        // Wall clock jumps a day ahead: server time follows.
-        assert_eq!(c.observe(2 * S, 87_402 * S), Nanos(87_402 * S));
+        // Small corrections (NTP) are followed at once.
+        assert_eq!(
+            c.observe(2 * S, 1002 * S + MAX_SLEW),
+            Nanos(1002 * S + MAX_SLEW)
+        );
+        // Wall clock jumps a day ahead: believed once it has lasted.
+        let day = 86_400 * S;
+        assert_eq!(c.observe(3 * S, 1004 * S + day), Nanos(1004 * S));
+        assert_eq!(
+            c.observe(3 * S + STEP_CONFIRM - 1, 1004 * S + day + STEP_CONFIRM - 1),
+            Nanos(1004 * S + STEP_CONFIRM - 1)
+        );
+        let t = 3 * S + STEP_CONFIRM;
+        assert_eq!(
+            c.observe(t, 1004 * S + day + STEP_CONFIRM),
+            Nanos(1004 * S + day + STEP_CONFIRM)
+        );
+        assert_eq!(
+            c.forward_steps(),
+            ForwardSteps {
+                adopted: 1,
+                ignored: 0
+            }
+        );
         // Wall clock steps back an hour: server time keeps flowing, and the
         // step is counted once, not at every reading after it.
-        assert_eq!(c.observe(3 * S, 83_803 * S), Nanos(87_403 * S));
-        assert_eq!(c.observe(4 * S, 83_804 * S), Nanos(87_404 * S));
+        let now = 1004 * S + day + STEP_CONFIRM;
+        assert_eq!(c.observe(t + S, now + S - 3_600 * S), Nanos(now + S));
+        assert_eq!(
+            c.observe(t + 2 * S, now + 2 * S - 3_600 * S),
+            Nanos(now + 2 * S)
+        );
         assert_eq!(c.backward_steps(), 1);
         // A second step back is a second count.
-        assert_eq!(c.observe(5 * S, 80_000 * S), Nanos(87_405 * S));
+        assert_eq!(c.observe(t + 3 * S, now - 7_200 * S), Nanos(now + 3 * S));
         assert_eq!(c.backward_steps(), 2);
+    }
+
+    /// A fake clock 50 years ahead for two seconds (libfaketime) used to
+    /// move server time 50 years ahead for good; it is now ignored.
+    #[test]
+    fn a_step_that_reverts_is_never_believed() {
+        let c = clock_at(1000 * S);
+        let years = 50 * 365 * 86_400 * S;
+        assert_eq!(c.observe(0, 1000 * S), Nanos(1000 * S));
+        assert_eq!(c.observe(S, 1001 * S + years), Nanos(1001 * S));
+        assert_eq!(c.observe(3 * S, 1003 * S + years), Nanos(1003 * S));
+        assert_eq!(c.observe(4 * S, 1004 * S), Nanos(1004 * S));
+        assert_eq!(
+            c.observe(4 * S + STEP_CONFIRM, 1004 * S + STEP_CONFIRM),
+            Nanos(1004 * S + STEP_CONFIRM)
+        );
+        assert_eq!(
+            c.forward_steps(),
+            ForwardSteps {
+                adopted: 0,
+                ignored: 1
+            }
+        );
+        assert_eq!(c.backward_steps(), 0, "the revert is not a step back");
     }
 
     #[test]

@@ -63,6 +63,8 @@ pub struct Metrics {
     auth_failures: Counter,
     transactions: Vec<(TxOutcome, Counter)>,
     clock_backward_steps: Counter,
+    clock_forward_steps: Counter,
+    clock_forward_steps_ignored: Counter,
     expired: Counter,
     evicted: Counter,
     net_input: Counter,
@@ -130,6 +132,16 @@ impl Metrics {
             "turnstile_clock_backward_steps_total",
             Unit::Count,
             "Steps backwards seen in the wall clock (server time never follows them).",
+        );
+        describe(
+            "turnstile_clock_forward_steps_total",
+            Unit::Count,
+            "Forward steps of the wall clock over 1 s that lasted 10 s and were followed.",
+        );
+        describe(
+            "turnstile_clock_forward_steps_ignored_total",
+            Unit::Count,
+            "Forward steps of the wall clock over 1 s that reverted within 10 s and were ignored.",
         );
         describe(
             "turnstile_error_replies_total",
@@ -319,6 +331,11 @@ impl Metrics {
                 })
                 .collect(),
             clock_backward_steps: counter("turnstile_clock_backward_steps_total", vec![]),
+            clock_forward_steps: counter("turnstile_clock_forward_steps_total", vec![]),
+            clock_forward_steps_ignored: counter(
+                "turnstile_clock_forward_steps_ignored_total",
+                vec![],
+            ),
             expired: counter("turnstile_keys_expired_total", vec![]),
             evicted: counter("turnstile_keys_evicted_total", vec![]),
             net_input: counter("turnstile_net_input_bytes_total", vec![]),
@@ -395,6 +412,9 @@ impl Metrics {
         }
         self.clock_backward_steps
             .absolute(state.clock.backward_steps());
+        let forward = state.clock.forward_steps();
+        self.clock_forward_steps.absolute(forward.adopted);
+        self.clock_forward_steps_ignored.absolute(forward.ignored);
         self.net_input.absolute(Stats::read(&stats.net_input_bytes));
         self.net_output
             .absolute(Stats::read(&stats.net_output_bytes));

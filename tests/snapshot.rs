@@ -182,6 +182,32 @@ async fn a_clock_behind_the_snapshot_does_not_reopen_windows() {
     std::fs::remove_dir_all(&dir).unwrap();
 }
 
+/// A snapshot written under a clock 50 years ahead (a fake clock that was
+/// believed) used to set the restarted server's time 50 years ahead for
+/// good; past a day ahead it now sets no floor, and `SET ... EXAT` an hour
+/// from the real now lives its hour.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_snapshot_far_ahead_does_not_drag_the_clock() {
+    let dir = temp_dir("snap-clock-ahead");
+    let path = dir.join("dump.tsnap");
+    let years = 50 * 365 * 86_400;
+    let a = Server::start_at(Nanos((START_SECS + years) * SEC), with_snapshot(&path)).await;
+    let mut c = a.client().await;
+    let _: Vec<i64> = q(&mut c, &["RL.ALLOW", "f", "3", "60", "ALGO", "fixed"]).await;
+    drop(c);
+    a.shutdown().await;
+    let b = Server::start_with(with_snapshot(&path)).await;
+    assert_eq!(b.clock.now(), Nanos(START_SECS * SEC), "server time moved");
+    let mut c = b.client().await;
+    let at = (START_SECS + 3600).to_string();
+    let _: () = q(&mut c, &["SET", "k", "v", "EXAT", &at]).await;
+    let ttl: i64 = q(&mut c, &["TTL", "k"]).await;
+    assert_eq!(ttl, 3600);
+    drop(c);
+    b.shutdown().await;
+    std::fs::remove_dir_all(&dir).unwrap();
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn save_bgsave_lastsave_and_info() {
     let dir = temp_dir("snap-cmds");

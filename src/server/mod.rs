@@ -251,6 +251,11 @@ pub async fn start(config: &Config, clock: Arc<dyn Clock>) -> Result<ServerHandl
     })
 }
 
+/// How far ahead of the clock a snapshot's time may be and still set a
+/// floor under server time at start (a clock set back across a restart
+/// must not re-open windows; one a day or more behind is another story).
+const MAX_FLOOR_AHEAD: u64 = 86_400 * crate::clock::Nanos::PER_SEC;
+
 /// Loads `--snapshot` before the first client: a missing file is a first
 /// start; a damaged one stops the server, untouched, rather than serve
 /// with limits forgotten.
@@ -261,7 +266,21 @@ fn load_snapshot(state: &State, path: &std::path::Path) -> Result<(), StartError
     match snapshot::load(&state.store, path, state.clock.now())? {
         None => tracing::info!(path = %path.display(), "no snapshot yet; starting empty"),
         Some(loaded) => {
-            state.clock.not_before(loaded.written_at);
+            // A snapshot written under a clock far ahead of this one (a
+            // wrong clock then, or now) must not drag server time there
+            // for good: past the bound it sets no floor.
+            let now = state.clock.now();
+            if loaded.written_at.0 > now.0.saturating_add(MAX_FLOOR_AHEAD) {
+                tracing::warn!(
+                    path = %path.display(),
+                    written_at_ms = loaded.written_at.as_millis(),
+                    now_ms = now.as_millis(),
+                    "snapshot was written more than a day ahead of this clock; \
+                     not moving server time to it (its keys keep their expiries)"
+                );
+            } else {
+                state.clock.not_before(loaded.written_at);
+            }
             tracing::info!(
                 path = %path.display(),
                 keys = loaded.keys,
