@@ -71,6 +71,24 @@ impl ParamTable {
         Some(new)
     }
 
+    /// Bytes a new parameter set may allocate: the id vector and the map
+    /// double when full. Counted by `--maxmemory`'s check before a write
+    /// (which cannot know yet whether its parameters are new), so a
+    /// stream of distinct parameters never grows the table past the cap.
+    pub fn growth(&self) -> usize {
+        let mut bytes = 0;
+        if self.free.is_empty()
+            && self.slots.len() == self.slots.capacity()
+            && self.slots.len() < MAX_IDS
+        {
+            bytes += self.slots.capacity().max(4) * std::mem::size_of::<(Params, u32)>();
+        }
+        if self.ids.len() == self.ids.capacity() && self.ids.len() < MAX_IDS {
+            bytes += (self.ids.capacity().max(3) * 2) * (std::mem::size_of::<(Params, u16)>() + 1);
+        }
+        bytes
+    }
+
     pub fn allocation_size(&self) -> usize {
         self.slots.capacity() * std::mem::size_of::<(Params, u32)>()
             + self.ids.capacity() * (std::mem::size_of::<(Params, u16)>() + 1)
@@ -104,6 +122,20 @@ mod tests {
         t.release(ib);
         t.release(ib);
         assert_eq!(t.allocation_size(), 0, "an empty table is given back");
+    }
+
+    /// What `growth` announces covers what the next new parameter set
+    /// allocates, all the way to the id cap.
+    #[test]
+    fn growth_covers_the_next_new_parameters() {
+        let mut t = ParamTable::default();
+        for i in 1..=MAX_IDS as u64 {
+            let (before, announced) = (t.allocation_size(), t.growth());
+            t.acquire(&params_secs(i, 1)).unwrap();
+            let grew = t.allocation_size().saturating_sub(before);
+            assert!(grew <= announced, "id {i}: grew {grew}, announced {announced}");
+        }
+        assert_eq!(t.growth(), 0, "full of ids: new ones go elsewhere");
     }
 
     #[test]

@@ -278,6 +278,7 @@ impl Records {
         .into_iter()
         .max()
         .unwrap_or(0)
+            + self.params.growth()
     }
 
     fn allocation_size(&self) -> usize {
