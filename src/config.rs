@@ -191,6 +191,19 @@ pub enum ConfigError {
     },
     #[error("{path}: {message}")]
     Invalid { path: PathBuf, message: String },
+    #[error("--requirepass-file: cannot read {path}: {source}")]
+    PasswordFile {
+        path: PathBuf,
+        source: std::io::Error,
+    },
+    /// A bad value that came from a `TURNSTILE_*` variable, not a flag:
+    /// clap's message names only the flag.
+    #[error("invalid value in the environment variable {var} (for {flag}): {message}")]
+    Env {
+        var: String,
+        flag: String,
+        message: String,
+    },
     #[error("{0}")]
     Cli(#[from] clap::Error),
 }
@@ -282,7 +295,7 @@ impl Config {
         let Some(path) = &self.requirepass_file else {
             return Ok(None);
         };
-        let text = std::fs::read(path).map_err(|source| ConfigError::Read {
+        let text = std::fs::read(path).map_err(|source| ConfigError::PasswordFile {
             path: path.clone(),
             source,
         })?;
@@ -389,12 +402,65 @@ impl Cli {
         I: IntoIterator<Item = T>,
         T: Into<std::ffi::OsString> + Clone,
     {
-        let matches = Cli::command().try_get_matches_from(args)?;
+        let args: Vec<std::ffi::OsString> = args.into_iter().map(Into::into).collect();
+        let matches = Cli::command()
+            .try_get_matches_from(args.clone())
+            .map_err(|e| name_the_variable(e, &args))?;
         let mut cli = Cli::from_arg_matches(&matches)?;
         if let Some(path) = cli.config.config.clone() {
             cli.config.apply_file(&matches, &path)?;
         }
         Ok(cli)
+    }
+}
+
+/// A value clap refused that came from a `TURNSTILE_*` variable (its flag
+/// absent from the command line) is reported naming the variable; any
+/// other error is clap's own.
+fn name_the_variable(e: clap::Error, args: &[std::ffi::OsString]) -> ConfigError {
+    use clap::error::{ContextKind, ContextValue, ErrorKind};
+    if !matches!(
+        e.kind(),
+        ErrorKind::InvalidValue | ErrorKind::ValueValidation
+    ) {
+        return e.into();
+    }
+    let Some(ContextValue::String(shown)) = e.get(ContextKind::InvalidArg) else {
+        return e.into();
+    };
+    let long = shown
+        .trim_start_matches("--")
+        .split([' ', '='])
+        .next()
+        .unwrap_or_default()
+        .to_string();
+    let given = args.iter().any(|a| {
+        a.to_str()
+            .is_some_and(|a| a == format!("--{long}") || a.starts_with(&format!("--{long}=")))
+    });
+    let command = Cli::command();
+    let var = command
+        .get_arguments()
+        .find(|a| a.get_long() == Some(long.as_str()))
+        .and_then(|a| a.get_env())
+        .and_then(|v| v.to_str())
+        .map(str::to_string);
+    match var {
+        Some(var) if !given && std::env::var_os(&var).is_some() => {
+            let message = e
+                .to_string()
+                .lines()
+                .next()
+                .unwrap_or_default()
+                .trim_start_matches("error: ")
+                .to_string();
+            ConfigError::Env {
+                var,
+                flag: format!("--{long}"),
+                message,
+            }
+        }
+        _ => e.into(),
     }
 }
 
@@ -505,7 +571,12 @@ pub fn parse_memory(s: &str) -> Result<u64, String> {
         ("g", 1000 * 1000 * 1000),
         ("gb", 1024 * 1024 * 1024),
     ];
-    scaled(s, "size", &units, "")
+    scaled(
+        s,
+        "size",
+        &units,
+        ": use bytes, or a whole number with k, kb, m, mb, g or gb (k = 1000, kb = 1024)",
+    )
 }
 
 /// A whole number followed by one of `units` (case-insensitive), times

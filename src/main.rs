@@ -137,14 +137,33 @@ async fn recv(s: &mut Option<tokio::signal::unix::Signal>) {
 async fn healthcheck(host: &str, port: u16) -> ExitCode {
     use tokio::io::{AsyncReadExt, AsyncWriteExt};
     let attempt = async {
-        let mut s = tokio::net::TcpStream::connect((host, port)).await?;
-        s.write_all(b"*1\r\n$4\r\nPING\r\n").await?;
-        let mut reply = [0u8; 64];
-        let n = s.read(&mut reply).await?;
-        std::io::Result::Ok(reply[..n].starts_with(b"+PONG") || reply[..n].starts_with(b"-NOAUTH"))
+        let mut s = tokio::net::TcpStream::connect((host, port))
+            .await
+            .map_err(|e| format!("cannot connect to {host}:{port}: {e}"))?;
+        s.write_all(b"*1\r\n$4\r\nPING\r\n")
+            .await
+            .map_err(|e| format!("cannot send PING to {host}:{port}: {e}"))?;
+        let mut reply = [0u8; 256];
+        let n = s
+            .read(&mut reply)
+            .await
+            .map_err(|e| format!("no reply from {host}:{port}: {e}"))?;
+        let reply = &reply[..n];
+        // NOAUTH: up and answering, only a password is set.
+        if reply.starts_with(b"+PONG") || reply.starts_with(b"-NOAUTH") {
+            return Ok(());
+        }
+        let text = String::from_utf8_lossy(reply);
+        Err(match text.trim_end() {
+            "" => format!("{host}:{port} closed the connection without answering PING"),
+            t => format!("{host}:{port} answered PING with {t:?}"),
+        })
     };
-    match tokio::time::timeout(std::time::Duration::from_secs(3), attempt).await {
-        Ok(Ok(true)) => ExitCode::SUCCESS,
-        _ => ExitCode::FAILURE,
-    }
+    let why = match tokio::time::timeout(std::time::Duration::from_secs(3), attempt).await {
+        Ok(Ok(())) => return ExitCode::SUCCESS,
+        Ok(Err(why)) => why,
+        Err(_) => format!("{host}:{port} did not answer PING within 3 s"),
+    };
+    eprintln!("turnstile healthcheck: {why}");
+    ExitCode::FAILURE
 }

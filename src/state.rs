@@ -145,6 +145,21 @@ impl Settings {
         }
     }
 
+    /// Why the server is open to the network without protection, if it
+    /// is: it listens beyond loopback with protected mode off and no
+    /// password. Computed live (`CONFIG SET` changes both), for the
+    /// start-up warning and `INFO`'s `security_warning`.
+    pub fn exposure(&self, listening: std::net::IpAddr) -> Option<String> {
+        let open = !listening.is_loopback()
+            && !self.protected_mode.load(Ordering::Relaxed)
+            && self.password().is_none();
+        open.then(|| {
+            format!(
+                "listening on {listening} with protected mode off and no password: anyone who can reach the port can lift every limit (set --requirepass-file, or bind to 127.0.0.1)"
+            )
+        })
+    }
+
     pub fn password(&self) -> Option<Arc<[u8]>> {
         self.requirepass.read().as_ref().map(|p| p.text.clone())
     }

@@ -102,3 +102,43 @@ async fn reqwest_free_get(addr: SocketAddr, path: &str) -> String {
     s.read_to_end(&mut out).await.unwrap();
     String::from_utf8_lossy(&out).into_owned()
 }
+
+/// Listening beyond loopback with protected mode off and no password is
+/// reported in `INFO` (and logged at start, `tests/first_hour.rs`), and the
+/// report follows `CONFIG SET` live.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn info_warns_of_an_unprotected_listener() {
+    let field = |info: &str| {
+        info.lines()
+            .find_map(|l| l.strip_prefix("security_warning:"))
+            .map(str::to_string)
+            .unwrap_or_else(|| panic!("no security_warning in {info}"))
+    };
+    let local = Server::start().await;
+    let mut c = local.client().await;
+    let _: () = common::q(&mut c, &["CONFIG", "SET", "protected-mode", "no"]).await;
+    let info: String = common::q(&mut c, &["INFO", "server"]).await;
+    assert_eq!(field(&info), "none", "loopback only");
+    local.shutdown().await;
+
+    let open = Server::start_with(|c| {
+        c.bind = "0.0.0.0".into();
+        c.protected_mode = false;
+    })
+    .await;
+    let mut c = open.client().await;
+    let info: String = common::q(&mut c, &["INFO", "server"]).await;
+    assert!(
+        field(&info).starts_with("listening on 0.0.0.0 with protected mode off and no password"),
+        "{info}"
+    );
+    let _: () = common::q(&mut c, &["CONFIG", "SET", "protected-mode", "yes"]).await;
+    let info: String = common::q(&mut c, &["INFO", "server"]).await;
+    assert_eq!(field(&info), "none");
+    let _: () = common::q(&mut c, &["CONFIG", "SET", "protected-mode", "no"]).await;
+    let _: () = common::q(&mut c, &["CONFIG", "SET", "requirepass", "s3cret"]).await;
+    let _: () = common::q(&mut c, &["AUTH", "s3cret"]).await;
+    let info: String = common::q(&mut c, &["INFO", "server"]).await;
+    assert_eq!(field(&info), "none", "a password protects it");
+    open.shutdown().await;
+}

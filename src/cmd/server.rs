@@ -87,7 +87,7 @@ fn write_section(ctx: &Ctx<'_>, section: &str, t: &mut String) {
             let forward = state.clock.forward_steps();
             write!(
                 t,
-                "# Server\r\nredis_version:{}\r\nturnstile_version:{}\r\nredis_mode:standalone\r\nos:{} {}\r\narch_bits:{}\r\nmultiplexing_api:epoll\r\nprocess_id:{}\r\nrun_id:{}\r\ntcp_port:{}\r\ntls_port:{}\r\nserver_time_usec:{}\r\nclock_backward_steps:{}\r\nclock_forward_steps:{}\r\nclock_forward_steps_ignored:{}\r\nuptime_in_seconds:{}\r\nuptime_in_days:{}\r\nexecutable:turnstile\r\n",
+                "# Server\r\nredis_version:{}\r\nturnstile_version:{}\r\nredis_mode:standalone\r\nos:{} {}\r\narch_bits:{}\r\nmultiplexing_api:epoll\r\nprocess_id:{}\r\nrun_id:{}\r\ntcp_port:{}\r\ntls_port:{}\r\nserver_time_usec:{}\r\nclock_backward_steps:{}\r\nclock_forward_steps:{}\r\nclock_forward_steps_ignored:{}\r\nuptime_in_seconds:{}\r\nuptime_in_days:{}\r\nexecutable:turnstile\r\nsecurity_warning:{}\r\n",
                 crate::REDIS_VERSION,
                 env!("CARGO_PKG_VERSION"),
                 std::env::consts::OS,
@@ -103,6 +103,10 @@ fn write_section(ctx: &Ctx<'_>, section: &str, t: &mut String) {
                 forward.ignored,
                 uptime,
                 uptime / 86_400,
+                state
+                    .settings
+                    .exposure(state.addr.ip())
+                    .unwrap_or_else(|| "none".into()),
             )
         }
         "clients" => write!(

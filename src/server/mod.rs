@@ -39,6 +39,8 @@ pub struct ServerHandle {
 pub enum StartError {
     #[error("cannot listen on {addr}: {source}")]
     Bind { addr: String, source: io::Error },
+    #[error("cannot listen on {addr} for the metrics endpoint: {source}; choose another with --metrics-addr HOST:PORT (TURNSTILE_METRICS_ADDR), or turn it off with --metrics-addr off")]
+    MetricsBind { addr: String, source: io::Error },
     #[error(transparent)]
     Config(#[from] ConfigError),
     #[error("cluster: {0}")]
@@ -183,7 +185,7 @@ pub async fn start(config: &Config, clock: Arc<dyn Clock>) -> Result<ServerHandl
     let metrics_listener = match config.metrics_enabled() {
         false => None,
         true => {
-            let bind = |source| StartError::Bind {
+            let bind = |source| StartError::MetricsBind {
                 addr: config.metrics_addr.clone(),
                 source,
             };
@@ -238,6 +240,9 @@ pub async fn start(config: &Config, clock: Arc<dyn Clock>) -> Result<ServerHandl
     tracing::info!(%local, "turnstile listening");
     if let Some(local) = tls_addr {
         tracing::info!(%local, "turnstile listening (tls)");
+    }
+    if let Some(why) = state.settings.exposure(local.ip()) {
+        tracing::warn!("{why}");
     }
     Ok(ServerHandle {
         addr: local,

@@ -174,19 +174,46 @@ fn read_key(path: &Path) -> Result<PrivateKeyDer<'static>, TlsError> {
 }
 
 /// Runs the server side of the handshake, bounded by
-/// [`HANDSHAKE_TIMEOUT`]; None if it failed or timed out (logged at debug:
-/// scanners and health checks do this all day).
+/// [`HANDSHAKE_TIMEOUT`]; None if it failed or timed out. Refusals are
+/// logged at `info` with their reason (an expired or v1 certificate, a
+/// client without one under `--tls-ca-cert-file`), at most one line a
+/// second with a count of the ones not shown, so a scanner cannot flood
+/// the log.
 pub async fn handshake(acceptor: &TlsAcceptor, socket: TcpStream) -> Option<TlsStream<TcpStream>> {
     let peer = socket.peer_addr().ok();
     match tokio::time::timeout(HANDSHAKE_TIMEOUT, acceptor.accept(socket)).await {
         Ok(Ok(stream)) => Some(stream),
         Ok(Err(e)) => {
-            tracing::debug!(addr = ?peer, error = %e, "TLS handshake failed");
+            refused(peer, &e.to_string());
             None
         }
         Err(_) => {
-            tracing::debug!(addr = ?peer, "TLS handshake timed out");
+            refused(peer, "handshake timed out");
             None
         }
     }
+}
+
+/// Logs a refused handshake, rate-limited to one line per second.
+fn refused(peer: Option<std::net::SocketAddr>, reason: &str) {
+    use std::sync::atomic::{AtomicU64, Ordering};
+    static START: std::sync::OnceLock<std::time::Instant> = std::sync::OnceLock::new();
+    static LAST_MS: AtomicU64 = AtomicU64::new(0);
+    static NOT_SHOWN: AtomicU64 = AtomicU64::new(0);
+    let now_ms = START
+        .get_or_init(std::time::Instant::now)
+        .elapsed()
+        .as_millis() as u64
+        + 1_000;
+    let last = LAST_MS.load(Ordering::Relaxed);
+    if now_ms < last + 1_000
+        || LAST_MS
+            .compare_exchange(last, now_ms, Ordering::Relaxed, Ordering::Relaxed)
+            .is_err()
+    {
+        NOT_SHOWN.fetch_add(1, Ordering::Relaxed);
+        return;
+    }
+    let not_shown = NOT_SHOWN.swap(0, Ordering::Relaxed);
+    tracing::info!(addr = ?peer, reason, refused_not_shown = not_shown, "TLS handshake refused");
 }

@@ -133,7 +133,10 @@ mod tests {
             let (before, announced) = (t.allocation_size(), t.growth());
             t.acquire(&params_secs(i, 1)).unwrap();
             let grew = t.allocation_size().saturating_sub(before);
-            assert!(grew <= announced, "id {i}: grew {grew}, announced {announced}");
+            assert!(
+                grew <= announced,
+                "id {i}: grew {grew}, announced {announced}"
+            );
         }
         assert_eq!(t.growth(), 0, "full of ids: new ones go elsewhere");
     }
