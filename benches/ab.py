@@ -32,6 +32,7 @@ def main():
     ap.add_argument("-r", dest="randomkeys", type=int, default=100_000)
     ap.add_argument("--algos", default="window,gcra,fixed,log")
     opts = ap.parse_args()
+    benchlib.require("redis-benchmark")
     servers = {"A": benchlib.start_turnstile(binary=opts.a),
                "B": benchlib.start_turnstile(binary=opts.b)}
     tests = [(f"RL.ALLOW {a}", ["RL.ALLOW", f"{a}:__rand_int__", "100", "60", "ALGO", a])

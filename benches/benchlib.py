@@ -36,6 +36,22 @@ TURNSTILE = ROOT / "target/release/turnstile"
 DOC = ROOT / "docs/performance.md"
 
 
+INSTALL_HINT = ("Debian/Ubuntu: sudo apt-get install redis-server redis-tools; "
+                "macOS: brew install redis")
+
+
+def require(*tools):
+    """Stops before anything starts if a command the harness needs is not
+    on PATH, saying how to install it."""
+    missing = [t for t in tools if shutil.which(t) is None]
+    if missing:
+        hint = INSTALL_HINT if any(t.startswith("redis") for t in missing) else ""
+        if "cargo" in missing:
+            hint += ("; " if hint else "") + "cargo: install Rust with rustup"
+        sys.exit(f"{Path(sys.argv[0]).name}: {', '.join(missing)} not found on PATH; "
+                 f"install first ({hint})")
+
+
 def free_port():
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
@@ -147,12 +163,24 @@ signal.signal(signal.SIGTERM, _on_term)
 signal.signal(signal.SIGHUP, _on_term)
 
 
+def die_with_parent():
+    """In the child before exec: SIGKILL when the harness dies, however it
+    dies (even SIGKILL, which no cleanup handler sees), so no server is
+    ever left running (Linux's PR_SET_PDEATHSIG; elsewhere a no-op)."""
+    try:
+        import ctypes
+        ctypes.CDLL(None, use_errno=True).prctl(1, signal.SIGKILL)  # PR_SET_PDEATHSIG
+    except (OSError, AttributeError):
+        pass
+
+
 class Server:
     """A server process on a free loopback port, stopped at exit."""
 
     def __init__(self, kind, argv, port):
         self.kind, self.port = kind, port
-        self.proc = subprocess.Popen(argv, stdout=subprocess.DEVNULL, stdin=subprocess.DEVNULL)
+        self.proc = subprocess.Popen(argv, stdout=subprocess.DEVNULL, stdin=subprocess.DEVNULL,
+                                     preexec_fn=die_with_parent)
         self.pid = self.proc.pid
         _live.append(self)
         try:

@@ -27,7 +27,7 @@ import subprocess
 import sys
 from datetime import datetime, timezone
 
-from benchlib import ROOT, free_port, redis_benchmark, wait_ping
+from benchlib import require, die_with_parent, ROOT, free_port, redis_benchmark, wait_ping
 
 # Seed 002: the two-bucket sliding-window counter, two string keys per
 # limiter (current and previous window), estimate interpolated.
@@ -81,6 +81,7 @@ def main():
     ap.add_argument("--pipelined-n", type=int, default=1_000_000, help="requests per run with -P 16")
     ap.add_argument("--no-build", action="store_true")
     opts = ap.parse_args()
+    require("cargo", "redis-server", "redis-benchmark")
     if opts.quick:
         opts.reps, opts.n, opts.pipelined_n = 1, 2_000, 20_000
 
@@ -90,16 +91,19 @@ def main():
     turnstile = subprocess.Popen(
         [str(ROOT / "target/release/turnstile"), "--port", str(tport), "--metrics-addr", "127.0.0.1:0", "--log-level", "warn"],
         stdout=subprocess.DEVNULL,
+        preexec_fn=die_with_parent,  # never left running, however this ends
     )
     # The same binary on one worker thread: one core, as Redis uses.
     turnstile1 = subprocess.Popen(
         [str(ROOT / "target/release/turnstile"), "--port", str(t1port), "--metrics-addr", "127.0.0.1:0",
          "--log-level", "warn", "--threads", "1"],
         stdout=subprocess.DEVNULL,
+        preexec_fn=die_with_parent,  # never left running, however this ends
     )
     redis = subprocess.Popen(
         ["redis-server", "--port", str(rport), "--save", "", "--appendonly", "no", "--bind", "127.0.0.1"],
         stdout=subprocess.DEVNULL,
+        preexec_fn=die_with_parent,  # never left running, however this ends
     )
     try:
         wait_ping(tport, turnstile, "turnstile")

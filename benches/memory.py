@@ -43,7 +43,7 @@ import argparse
 import sys
 import time
 
-from benchlib import (build_line, build_release, keyed_batches, machine_line, pin_turnstile, pipeline,
+from benchlib import (require, build_line, build_release, keyed_batches, machine_line, pin_turnstile, pipeline,
                       redis_version, start_redis, start_turnstile, template, write_section)
 
 KEY = b"k:%014d"
@@ -261,6 +261,7 @@ def main():
     ap.add_argument("--no-build", action="store_true")
     ap.add_argument("--only", choices=["turnstile", "redis"], help="measure one server only (no table)")
     opts = ap.parse_args()
+    require("cargo", "redis-server")
     if opts.quick:
         opts.keys = 20_000
         if opts.write:

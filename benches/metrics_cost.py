@@ -14,6 +14,8 @@ import subprocess
 import time
 from pathlib import Path
 
+import benchlib
+
 ROOT = Path(__file__).resolve().parent.parent
 
 
@@ -36,12 +38,14 @@ def main():
     ap.add_argument("--reps", type=int, default=6)
     ap.add_argument("-n", type=int, default=1_000_000)
     opts = ap.parse_args()
+    benchlib.require("redis-benchmark")
     subprocess.run(["cargo", "build", "--release", "--quiet"], cwd=ROOT, check=True)
     servers = {}
     for name, metrics in ORDER:
         port = free_port()
         proc = subprocess.Popen([str(ROOT / "target/release/turnstile"), "--port", str(port), "--metrics-addr", metrics,
-                                 "--log-level", "warn"], stdout=subprocess.DEVNULL)
+                                 "--log-level", "warn"], stdout=subprocess.DEVNULL,
+                                preexec_fn=benchlib.die_with_parent)
         servers[name] = (port, proc)
     try:
         time.sleep(0.5)

@@ -46,7 +46,7 @@ import statistics
 import sys
 import time
 
-from benchlib import (Client, build_line, build_release, keyed_batches, machine_line, pin_turnstile, pipeline,
+from benchlib import (require, Client, build_line, build_release, keyed_batches, machine_line, pin_turnstile, pipeline,
                       raise_nofile, redis_benchmark, start_turnstile, template, thread_cpu_ns, write_section)
 
 SWEEPER = "turnstile-sweeper"
@@ -306,6 +306,7 @@ def main():
     ap.add_argument("--note", help="a sentence to print above the table in docs/performance.md")
     ap.add_argument("--no-build", action="store_true")
     opts = ap.parse_args()
+    require("cargo", "redis-benchmark")
     many = 1000
     if opts.quick:
         if opts.write:

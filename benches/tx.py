@@ -353,6 +353,7 @@ def main():
     ap.add_argument("--retry-wait", type=float, default=5.0, help="seconds to wait before repeating a noisy run")
     ap.add_argument("--doc", action="store_true", help="rewrite the transactions section of docs/performance.md")
     opts = ap.parse_args()
+    benchlib.require("cargo", "redis-server", "redis-benchmark")
     if opts.quick:
         opts.runs, opts.n, opts.pipelined_n, opts.retries = 1, 5_000, 40_000, 0
         opts.doc = False

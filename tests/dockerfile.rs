@@ -130,3 +130,45 @@ async fn healthcheck_subcommand_reports_the_server() {
         "unhealthy once stopped"
     );
 }
+
+/// The compose files publish every port on the host's loopback only: they
+/// run with protected mode off and no password, which on every interface
+/// would let any machine that reaches the host lift every limit.
+#[test]
+fn compose_files_publish_on_loopback_only() {
+    for file in ["docker-compose.yml", "docker-compose.cluster.yml"] {
+        let text =
+            std::fs::read_to_string(std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join(file))
+                .unwrap();
+        let mut published = 0;
+        for line in text.lines().map(str::trim) {
+            let ports: Vec<&str> = if let Some(list) = line.strip_prefix("ports: [") {
+                list.trim_end_matches(']')
+                    .split(',')
+                    .map(|p| p.trim().trim_matches('"'))
+                    .collect()
+            } else if let Some(p) = line.strip_prefix("- \"") {
+                if line.contains(':')
+                    && p.trim_end_matches('"')
+                        .chars()
+                        .next()
+                        .is_some_and(|c| c.is_ascii_digit())
+                {
+                    vec![p.trim_end_matches('"')]
+                } else {
+                    vec![]
+                }
+            } else {
+                vec![]
+            };
+            for port in ports {
+                published += 1;
+                assert!(
+                    port.starts_with("127.0.0.1:"),
+                    "{file}: {port} is published on every interface"
+                );
+            }
+        }
+        assert!(published > 0, "{file}: no published ports found");
+    }
+}
