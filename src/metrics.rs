@@ -14,9 +14,28 @@
 
 use std::time::Duration;
 
+use crate::clock::ForwardSteps;
 use crate::limiter::Algorithm;
-use crate::state::{State, Stats};
-use crate::stats::TxOutcome;
+use crate::persist::Persist;
+use crate::stats::{Stats, TxOutcome};
+use crate::store::Counts;
+
+/// What a scrape reads beyond the exporter's own handles, gathered by the
+/// endpoint (`server/http.rs`) from the server's state, so the exporter
+/// depends on the counters it renders and not on `State`.
+pub struct Readings<'a> {
+    pub stats: &'a Stats,
+    pub backward_steps: u64,
+    pub forward_steps: ForwardSteps,
+    pub expired: u64,
+    pub evicted: u64,
+    pub keys: Counts,
+    pub clients: usize,
+    pub maxclients: u64,
+    pub maxmemory: u64,
+    pub uptime: Duration,
+    pub persist: Option<&'a Persist>,
+}
 use metrics::{
     Counter, Gauge, Histogram, Key, KeyName, Label, Metadata, Recorder, SharedString, Unit,
 };
@@ -379,8 +398,9 @@ impl Metrics {
 
     /// The text exposition, with every counter and gauge brought up to date
     /// from the server's state first.
-    pub fn render(&self, state: &State) -> String {
-        let stats = &state.stats;
+    /// The exposition, with every counter and gauge set from `r`.
+    pub fn render(&self, r: &Readings<'_>) -> String {
+        let stats = r.stats;
         for (i, (ok, err)) in self.commands.iter().enumerate() {
             let (calls, failed) = stats.command(i);
             ok.absolute(calls - failed.min(calls));
@@ -410,27 +430,23 @@ impl Metrics {
         for (outcome, counter) in &self.transactions {
             counter.absolute(stats.transactions(*outcome));
         }
-        self.clock_backward_steps
-            .absolute(state.clock.backward_steps());
-        let forward = state.clock.forward_steps();
-        self.clock_forward_steps.absolute(forward.adopted);
-        self.clock_forward_steps_ignored.absolute(forward.ignored);
+        self.clock_backward_steps.absolute(r.backward_steps);
+        self.clock_forward_steps.absolute(r.forward_steps.adopted);
+        self.clock_forward_steps_ignored
+            .absolute(r.forward_steps.ignored);
         self.net_input.absolute(Stats::read(&stats.net_input_bytes));
         self.net_output
             .absolute(Stats::read(&stats.net_output_bytes));
-        self.expired.absolute(state.store.expired_count());
-        self.evicted.absolute(state.store.evicted_count());
-        let counts = state.store.counts();
-        self.keys.set(counts.keys as f64);
-        self.keys_volatile.set(counts.volatile as f64);
-        self.clients.set(state.clients.len() as f64);
-        self.maxclients
-            .set(state.settings.get(&state.settings.maxclients) as f64);
+        self.expired.absolute(r.expired);
+        self.evicted.absolute(r.evicted);
+        self.keys.set(r.keys.keys as f64);
+        self.keys_volatile.set(r.keys.volatile as f64);
+        self.clients.set(r.clients as f64);
+        self.maxclients.set(r.maxclients as f64);
         self.memory_used.set(crate::alloc::used_memory() as f64);
-        self.memory_max
-            .set(state.settings.get(&state.settings.maxmemory) as f64);
-        self.uptime.set(state.started.elapsed().as_secs_f64());
-        if let Some(p) = &state.persist {
+        self.memory_max.set(r.maxmemory as f64);
+        self.uptime.set(r.uptime.as_secs_f64());
+        if let Some(p) = r.persist {
             self.snapshots_ok.absolute(Stats::read(&p.saves));
             self.snapshots_failed.absolute(Stats::read(&p.failures));
             self.snapshot_last_success
@@ -438,7 +454,7 @@ impl Metrics {
             self.snapshot_duration
                 .set(Stats::read(&p.last_duration_us) as f64 / 1e6);
             self.snapshot_pending
-                .set(p.changes_since_save(state.stats.writes()) as f64);
+                .set(p.changes_since_save(stats.writes()) as f64);
         }
         // Keep the recorder alive and in use for the handles above.
         let _ = &self.recorder;

@@ -84,7 +84,7 @@ fn respond<B>(state: &State, req: &Request<B>) -> Response<Full<Bytes>> {
             state
                 .metrics
                 .as_ref()
-                .map(|m| m.render(state))
+                .map(|m| m.render(&readings(state)))
                 .unwrap_or_default(),
         ),
         (&Method::GET, "/healthz") => reply(StatusCode::OK, "text/plain", "ok\n".into()),
@@ -98,5 +98,22 @@ fn respond<B>(state: &State, req: &Request<B>) -> Response<Full<Bytes>> {
             "text/plain",
             "not found: try /metrics or /healthz\n".into(),
         ),
+    }
+}
+
+/// What a scrape reads from the server's state.
+pub fn readings(state: &State) -> crate::metrics::Readings<'_> {
+    crate::metrics::Readings {
+        stats: &state.stats,
+        backward_steps: state.clock.backward_steps(),
+        forward_steps: state.clock.forward_steps(),
+        expired: state.store.expired_count(),
+        evicted: state.store.evicted_count(),
+        keys: state.store.counts(),
+        clients: state.clients.len(),
+        maxclients: state.settings.get(&state.settings.maxclients),
+        maxmemory: state.settings.get(&state.settings.maxmemory),
+        uptime: state.started.elapsed(),
+        persist: state.persist.as_ref(),
     }
 }
