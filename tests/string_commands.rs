@@ -809,3 +809,54 @@ async fn in_multi_exec() {
         Some("rl-window")
     );
 }
+
+/// SET reads its options as Redis does: the same option again is allowed
+/// (the last expiry counts), two different expiries or one with KEEPTTL
+/// are a syntax error, and the expiry is parsed only after every option,
+/// so a syntax error anywhere wins over a bad number (it used to refuse
+/// `EX 10 EX 20` and `NX NX`; `tests/compat/diff_cases/strings.txt`
+/// compares all of it with redis-server byte for byte).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn set_options_repeated_and_conflicting() {
+    let srv = Server::start().await;
+    let mut c = srv.client().await;
+    assert_eq!(
+        opt(&mut c, &["SET", "k", "v", "EX", "10", "EX", "20"])
+            .await
+            .as_deref(),
+        Some("OK")
+    );
+    assert_eq!(int(&mut c, &["TTL", "k"]).await, 20);
+    assert_eq!(
+        opt(&mut c, &["SET", "k", "v", "EX", "abc", "EX", "30"])
+            .await
+            .as_deref(),
+        Some("OK")
+    );
+    assert_eq!(int(&mut c, &["TTL", "k"]).await, 30);
+    assert_eq!(
+        opt(&mut c, &["SET", "k", "w", "NX", "NX"]).await,
+        None,
+        "exists: NX sets nothing"
+    );
+    for (args, err) in [
+        (
+            &["SET", "k", "v", "EX", "30", "EX", "abc"][..],
+            "ERR value is not an integer or out of range",
+        ),
+        (
+            &["SET", "k", "v", "EX", "10", "PX", "20"],
+            "ERR syntax error",
+        ),
+        (
+            &["SET", "k", "v", "KEEPTTL", "EX", "10"],
+            "ERR syntax error",
+        ),
+        (&["SET", "k", "v", "NX", "XX"], "ERR syntax error"),
+        (&["SET", "k", "v", "EX", "abc", "FOO"], "ERR syntax error"),
+    ] {
+        assert_eq!(q_err(&mut c, args).await, err, "{args:?}");
+    }
+    assert_eq!(opt(&mut c, &["GET", "k"]).await.as_deref(), Some("v"));
+    srv.shutdown().await;
+}

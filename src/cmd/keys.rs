@@ -158,7 +158,7 @@ pub fn pexpiretime(ctx: &mut Ctx<'_>, req: &Request<'_>) -> Result<(), CmdError>
 }
 
 /// The unit of an expiry argument.
-#[derive(Clone, Copy)]
+#[derive(Clone, Copy, PartialEq, Eq)]
 pub enum Unit {
     Seconds,
     Millis,

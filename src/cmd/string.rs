@@ -3,7 +3,7 @@
 //! written with plain commands (`INCR` + `EXPIRE`, `SET ... NX EX` or
 //! `SETNX` locks, `MGET` of two bucket keys, `INCRBYFLOAT` token buckets).
 
-use super::args::{int, is};
+use super::args::{int, is, Cursor};
 use super::keys::{deadline, Unit};
 use super::{CmdError, Ctx};
 use crate::protocol::{ReplyBuf, Request};
@@ -170,42 +170,48 @@ pub fn set(ctx: &mut Ctx<'_>, req: &Request<'_>) -> Result<(), CmdError> {
     let mut cond = Cond::Always;
     let mut get = false;
     let mut keep_ttl = false;
-    let mut expiry: Option<(i64, Unit, bool)> = None;
-    let mut i = 3;
-    while i < req.len() {
-        let opt = req.arg(i);
-        let has_value = i + 1 < req.len();
-        if is(opt, "NX") && cond == Cond::Always {
+    // The expiry option and its time argument, as Redis reads them: the
+    // same option may come again (the last one counts), two different ones
+    // or one with KEEPTTL are a syntax error, and the time is parsed only
+    // after every option was read, so a syntax error anywhere wins.
+    let mut expiry: Option<((Unit, bool), &[u8])> = None;
+    let mut c = Cursor::new(req, 3);
+    while let Some(opt) = c.next() {
+        let kind = [
+            ("EX", (Unit::Seconds, false)),
+            ("PX", (Unit::Millis, false)),
+            ("EXAT", (Unit::Seconds, true)),
+            ("PXAT", (Unit::Millis, true)),
+        ]
+        .into_iter()
+        .find(|(name, _)| is(opt, name))
+        .map(|(_, k)| k);
+        if is(opt, "NX") && cond != Cond::Xx {
             cond = Cond::Nx;
-        } else if is(opt, "XX") && cond == Cond::Always {
+        } else if is(opt, "XX") && cond != Cond::Nx {
             cond = Cond::Xx;
-        } else if is(opt, "GET") && !get {
+        } else if is(opt, "GET") {
             get = true;
-        } else if is(opt, "KEEPTTL") && !keep_ttl && expiry.is_none() {
+        } else if is(opt, "KEEPTTL") && expiry.is_none() {
             keep_ttl = true;
-        } else if expiry.is_none() && !keep_ttl && has_value {
-            let unit = if is(opt, "EX") {
-                (Unit::Seconds, false)
-            } else if is(opt, "PX") {
-                (Unit::Millis, false)
-            } else if is(opt, "EXAT") {
-                (Unit::Seconds, true)
-            } else if is(opt, "PXAT") {
-                (Unit::Millis, true)
-            } else {
-                return Err(CmdError::Syntax);
-            };
-            let n = int(req, i + 1)?;
-            if n <= 0 {
-                return Err(CmdError::InvalidExpire("set"));
-            }
-            expiry = Some((n, unit.0, unit.1));
-            i += 1;
+        } else if let Some(kind) =
+            kind.filter(|k| !keep_ttl && expiry.is_none_or(|(e, _)| e == *k) && c.peek().is_some())
+        {
+            expiry = Some((kind, c.next_required()?));
         } else {
             return Err(CmdError::Syntax);
         }
-        i += 1;
     }
+    let expiry = match expiry {
+        Some(((unit, absolute), arg)) => {
+            let n = parse_i64(arg).ok_or(CmdError::NotInteger)?;
+            if n <= 0 {
+                return Err(CmdError::InvalidExpire("set"));
+            }
+            Some((n, unit, absolute))
+        }
+        None => None,
+    };
     let now = ctx.now;
     let at = match expiry {
         Some((n, unit, absolute)) => Some(deadline(now, n, unit, absolute, "set")?),
