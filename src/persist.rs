@@ -122,12 +122,12 @@ impl Persist {
         self.cond.notify_one();
     }
 
-    /// For the snapshot thread: waits up to the interval for a request or
-    /// a stop. `None` once stopped, else whether a snapshot was asked for.
-    pub fn wait(&self) -> Option<bool> {
+    /// For the snapshot thread: waits up to `timeout` for a request or a
+    /// stop. `None` once stopped, else whether a snapshot was asked for.
+    pub fn wait(&self, timeout: Duration) -> Option<bool> {
         let mut wake = self.wake.lock();
         if !wake.stop && !wake.requested {
-            self.cond.wait_for(&mut wake, self.interval);
+            self.cond.wait_for(&mut wake, timeout);
         }
         if wake.stop {
             return None;

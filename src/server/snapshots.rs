@@ -77,12 +77,20 @@ pub fn spawn(state: Arc<State>) -> Option<PersistGuard> {
     })
 }
 
+/// Snapshots start every interval measured from the previous one's start,
+/// not its end: a write is in a snapshot that completes at most one
+/// interval plus one snapshot's duration after it (it used to be up to two
+/// durations more, about twice the interval when a snapshot takes it).
 fn run(state: &State) {
     let Some(p) = &state.persist else { return };
-    while let Some(requested) = p.wait() {
+    let mut started = std::time::Instant::now();
+    while let Some(requested) = p.wait(p.interval().saturating_sub(started.elapsed())) {
         if requested || p.changes_since_save(state.stats.writes()) > 0 {
+            started = std::time::Instant::now();
             // Failures are logged and counted inside; the next tick retries.
             let _ = save(state);
+        } else {
+            started = std::time::Instant::now();
         }
     }
 }
