@@ -43,6 +43,240 @@ use metrics_exporter_prometheus::{
     Matcher, PrometheusBuilder, PrometheusHandle, PrometheusRecorder,
 };
 
+/// One metric, declared once: its name, unit and help; every series of it
+/// (one per label set) is registered from this, and `ALL` describes each
+/// to the recorder. `docs/operations.md`'s table lists them.
+pub struct Def {
+    pub name: &'static str,
+    pub unit: Unit,
+    pub help: &'static str,
+}
+
+pub const BUILD_INFO: Def = Def {
+    name: "turnstile_build_info",
+    unit: Unit::Count,
+    help: "Always 1; the labels say which build is running.",
+};
+
+pub const DECISIONS_TOTAL: Def = Def {
+    name: "turnstile_decisions_total",
+    unit: Unit::Count,
+    help: "Limiter decisions, by algorithm and result (allowed or limited).",
+};
+
+pub const UNITS_CONSUMED_TOTAL: Def = Def {
+    name: "turnstile_units_consumed_total",
+    unit: Unit::Count,
+    help: "Units charged by admitted requests, by algorithm.",
+};
+
+pub const TRANSACTIONS_TOTAL: Def = Def {
+    name: "turnstile_transactions_total",
+    unit: Unit::Count,
+    help: "Transactions ended, by result: executed, watch_aborted (a WATCHed key changed), discarded, execabort (refused at EXEC).",
+};
+
+pub const AUTH_FAILURES_TOTAL: Def = Def {
+    name: "turnstile_auth_failures_total",
+    unit: Unit::Count,
+    help: "Wrong passwords given to AUTH or HELLO.",
+};
+
+pub const CLOCK_BACKWARD_STEPS_TOTAL: Def = Def {
+    name: "turnstile_clock_backward_steps_total",
+    unit: Unit::Count,
+    help: "Steps backwards seen in the wall clock (server time never follows them).",
+};
+
+pub const CLOCK_FORWARD_STEPS_TOTAL: Def = Def {
+    name: "turnstile_clock_forward_steps_total",
+    unit: Unit::Count,
+    help: "Forward steps of the wall clock over 1 s that lasted 10 s and were followed.",
+};
+
+pub const CLOCK_FORWARD_STEPS_IGNORED_TOTAL: Def = Def {
+    name: "turnstile_clock_forward_steps_ignored_total",
+    unit: Unit::Count,
+    help: "Forward steps of the wall clock over 1 s that reverted within 10 s and were ignored.",
+};
+
+pub const ERROR_REPLIES_TOTAL: Def = Def {
+    name: "turnstile_error_replies_total",
+    unit: Unit::Count,
+    help: "Error replies of every kind, rejected commands (unknown, wrong arity, NOAUTH, MOVED) included.",
+};
+
+pub const NEAR_LIMIT_DECISIONS_TOTAL: Def = Def {
+    name: "turnstile_near_limit_decisions_total",
+    unit: Unit::Count,
+    help: "Admissions that left less than a tenth of the limit.",
+};
+
+pub const COMMANDS_TOTAL: Def = Def {
+    name: "turnstile_commands_total",
+    unit: Unit::Count,
+    help: "Commands run, by command and status (ok or error).",
+};
+
+pub const CONNECTED_CLIENTS: Def = Def {
+    name: "turnstile_connected_clients",
+    unit: Unit::Count,
+    help: "Clients connected now.",
+};
+
+pub const MAX_CLIENTS: Def = Def {
+    name: "turnstile_max_clients",
+    unit: Unit::Count,
+    help: "The --maxclients limit.",
+};
+
+pub const CONNECTIONS_RECEIVED_TOTAL: Def = Def {
+    name: "turnstile_connections_received_total",
+    unit: Unit::Count,
+    help: "Connections accepted.",
+};
+
+pub const CONNECTIONS_REJECTED_TOTAL: Def = Def {
+    name: "turnstile_connections_rejected_total",
+    unit: Unit::Count,
+    help: "Connections refused, by reason.",
+};
+
+pub const PROTOCOL_ERRORS_TOTAL: Def = Def {
+    name: "turnstile_protocol_errors_total",
+    unit: Unit::Count,
+    help: "Malformed requests (each closed its connection).",
+};
+
+pub const KEYS: Def = Def {
+    name: "turnstile_keys",
+    unit: Unit::Count,
+    help: "Keys in the keyspace (expired ones not yet swept included).",
+};
+
+pub const KEYS_WITH_EXPIRY: Def = Def {
+    name: "turnstile_keys_with_expiry",
+    unit: Unit::Count,
+    help: "Keys with a TTL.",
+};
+
+pub const KEYS_EXPIRED_TOTAL: Def = Def {
+    name: "turnstile_keys_expired_total",
+    unit: Unit::Count,
+    help: "Keys removed because their TTL passed.",
+};
+
+pub const KEYS_EVICTED_TOTAL: Def = Def {
+    name: "turnstile_keys_evicted_total",
+    unit: Unit::Count,
+    help: "Keys evicted to stay under --maxmemory.",
+};
+
+pub const MEMORY_USED_BYTES: Def = Def {
+    name: "turnstile_memory_used_bytes",
+    unit: Unit::Bytes,
+    help: "Heap bytes in use (RSS where the counting allocator is absent).",
+};
+
+pub const MEMORY_MAX_BYTES: Def = Def {
+    name: "turnstile_memory_max_bytes",
+    unit: Unit::Bytes,
+    help: "The --maxmemory limit; 0 = none.",
+};
+
+pub const NET_INPUT_BYTES_TOTAL: Def = Def {
+    name: "turnstile_net_input_bytes_total",
+    unit: Unit::Bytes,
+    help: "Bytes read from clients.",
+};
+
+pub const NET_OUTPUT_BYTES_TOTAL: Def = Def {
+    name: "turnstile_net_output_bytes_total",
+    unit: Unit::Bytes,
+    help: "Bytes written to clients.",
+};
+
+pub const SNAPSHOTS_TOTAL: Def = Def {
+    name: "turnstile_snapshots_total",
+    unit: Unit::Count,
+    help: "Snapshots written (result=ok) and failed (result=error).",
+};
+
+pub const SNAPSHOT_LAST_SUCCESS_TIMESTAMP_SECONDS: Def = Def {
+    name: "turnstile_snapshot_last_success_timestamp_seconds",
+    unit: Unit::Seconds,
+    help: "Unix time of the last snapshot written (of the start, before one).",
+};
+
+pub const SNAPSHOT_DURATION_SECONDS: Def = Def {
+    name: "turnstile_snapshot_duration_seconds",
+    unit: Unit::Seconds,
+    help: "How long the last snapshot took to write.",
+};
+
+pub const SNAPSHOT_CHANGES_PENDING: Def = Def {
+    name: "turnstile_snapshot_changes_pending",
+    unit: Unit::Count,
+    help: "Write commands since the last snapshot: what a crash now would lose.",
+};
+
+pub const UPTIME_SECONDS: Def = Def {
+    name: "turnstile_uptime_seconds",
+    unit: Unit::Seconds,
+    help: "Seconds since the server started.",
+};
+
+pub const COMMAND_DURATION_SECONDS: Def = Def {
+    name: LATENCY,
+    unit: Unit::Seconds,
+    help: "Time to run a command and encode its reply.",
+};
+
+/// Every metric.
+pub const ALL: &[&Def] = &[
+    &COMMAND_DURATION_SECONDS,
+    &BUILD_INFO,
+    &DECISIONS_TOTAL,
+    &UNITS_CONSUMED_TOTAL,
+    &TRANSACTIONS_TOTAL,
+    &AUTH_FAILURES_TOTAL,
+    &CLOCK_BACKWARD_STEPS_TOTAL,
+    &CLOCK_FORWARD_STEPS_TOTAL,
+    &CLOCK_FORWARD_STEPS_IGNORED_TOTAL,
+    &ERROR_REPLIES_TOTAL,
+    &NEAR_LIMIT_DECISIONS_TOTAL,
+    &COMMANDS_TOTAL,
+    &CONNECTED_CLIENTS,
+    &MAX_CLIENTS,
+    &CONNECTIONS_RECEIVED_TOTAL,
+    &CONNECTIONS_REJECTED_TOTAL,
+    &PROTOCOL_ERRORS_TOTAL,
+    &KEYS,
+    &KEYS_WITH_EXPIRY,
+    &KEYS_EXPIRED_TOTAL,
+    &KEYS_EVICTED_TOTAL,
+    &MEMORY_USED_BYTES,
+    &MEMORY_MAX_BYTES,
+    &NET_INPUT_BYTES_TOTAL,
+    &NET_OUTPUT_BYTES_TOTAL,
+    &SNAPSHOTS_TOTAL,
+    &SNAPSHOT_LAST_SUCCESS_TIMESTAMP_SECONDS,
+    &SNAPSHOT_DURATION_SECONDS,
+    &SNAPSHOT_CHANGES_PENDING,
+    &UPTIME_SECONDS,
+];
+
+/// The label names series carry.
+pub mod label {
+    pub const ALGORITHM: &str = "algorithm";
+    pub const COMMAND: &str = "command";
+    pub const REASON: &str = "reason";
+    pub const REDIS_VERSION: &str = "redis_version";
+    pub const RESULT: &str = "result";
+    pub const STATUS: &str = "status";
+    pub const VERSION: &str = "version";
+}
+
 /// Upper bounds of the latency buckets, in seconds: 0.5 us to 100 ms.
 pub const LATENCY_BUCKETS: [f64; 17] = [
     0.000_000_5,
@@ -112,172 +346,26 @@ impl Metrics {
         let handle = recorder.handle();
         let r = &recorder;
         let meta = Metadata::new(module_path!(), metrics::Level::INFO, Some(module_path!()));
-        let describe = |name: &'static str, unit: Unit, help: &'static str| {
-            r.describe_counter(KeyName::from(name), Some(unit), SharedString::from(help));
+        let counter = |def: &Def, labels: Vec<Label>| {
+            r.register_counter(&Key::from_parts(def.name, labels), &meta)
         };
-        let counter = |name: &'static str, labels: Vec<Label>| {
-            r.register_counter(&Key::from_parts(name, labels), &meta)
-        };
-        let gauge = |name: &'static str, labels: Vec<Label>| {
-            r.register_gauge(&Key::from_parts(name, labels), &meta)
+        let gauge = |def: &Def, labels: Vec<Label>| {
+            r.register_gauge(&Key::from_parts(def.name, labels), &meta)
         };
 
-        describe(
-            "turnstile_build_info",
-            Unit::Count,
-            "Always 1; the labels say which build is running.",
-        );
-        describe(
-            "turnstile_decisions_total",
-            Unit::Count,
-            "Limiter decisions, by algorithm and result (allowed or limited).",
-        );
-        describe(
-            "turnstile_units_consumed_total",
-            Unit::Count,
-            "Units charged by admitted requests, by algorithm.",
-        );
-        describe(
-            "turnstile_transactions_total",
-            Unit::Count,
-            "Transactions ended, by result: executed, watch_aborted (a WATCHed key changed), discarded, execabort (refused at EXEC).",
-        );
-        describe(
-            "turnstile_auth_failures_total",
-            Unit::Count,
-            "Wrong passwords given to AUTH or HELLO.",
-        );
-        describe(
-            "turnstile_clock_backward_steps_total",
-            Unit::Count,
-            "Steps backwards seen in the wall clock (server time never follows them).",
-        );
-        describe(
-            "turnstile_clock_forward_steps_total",
-            Unit::Count,
-            "Forward steps of the wall clock over 1 s that lasted 10 s and were followed.",
-        );
-        describe(
-            "turnstile_clock_forward_steps_ignored_total",
-            Unit::Count,
-            "Forward steps of the wall clock over 1 s that reverted within 10 s and were ignored.",
-        );
-        describe(
-            "turnstile_error_replies_total",
-            Unit::Count,
-            "Error replies of every kind, rejected commands (unknown, wrong arity, NOAUTH, MOVED) included.",
-        );
-        describe(
-            "turnstile_near_limit_decisions_total",
-            Unit::Count,
-            "Admissions that left less than a tenth of the limit.",
-        );
-        describe(
-            "turnstile_commands_total",
-            Unit::Count,
-            "Commands run, by command and status (ok or error).",
-        );
-        describe(
-            LATENCY,
-            Unit::Seconds,
-            "Time to run a command and encode its reply.",
-        );
-        describe(
-            "turnstile_connected_clients",
-            Unit::Count,
-            "Clients connected now.",
-        );
-        describe(
-            "turnstile_max_clients",
-            Unit::Count,
-            "The --maxclients limit.",
-        );
-        describe(
-            "turnstile_connections_received_total",
-            Unit::Count,
-            "Connections accepted.",
-        );
-        describe(
-            "turnstile_connections_rejected_total",
-            Unit::Count,
-            "Connections refused, by reason.",
-        );
-        describe(
-            "turnstile_protocol_errors_total",
-            Unit::Count,
-            "Malformed requests (each closed its connection).",
-        );
-        describe(
-            "turnstile_keys",
-            Unit::Count,
-            "Keys in the keyspace (expired ones not yet swept included).",
-        );
-        describe(
-            "turnstile_keys_with_expiry",
-            Unit::Count,
-            "Keys with a TTL.",
-        );
-        describe(
-            "turnstile_keys_expired_total",
-            Unit::Count,
-            "Keys removed because their TTL passed.",
-        );
-        describe(
-            "turnstile_keys_evicted_total",
-            Unit::Count,
-            "Keys evicted to stay under --maxmemory.",
-        );
-        describe(
-            "turnstile_memory_used_bytes",
-            Unit::Bytes,
-            "Heap bytes in use (RSS where the counting allocator is absent).",
-        );
-        describe(
-            "turnstile_memory_max_bytes",
-            Unit::Bytes,
-            "The --maxmemory limit; 0 = none.",
-        );
-        describe(
-            "turnstile_net_input_bytes_total",
-            Unit::Bytes,
-            "Bytes read from clients.",
-        );
-        describe(
-            "turnstile_net_output_bytes_total",
-            Unit::Bytes,
-            "Bytes written to clients.",
-        );
-        describe(
-            "turnstile_snapshots_total",
-            Unit::Count,
-            "Snapshots written (result=ok) and failed (result=error).",
-        );
-        describe(
-            "turnstile_snapshot_last_success_timestamp_seconds",
-            Unit::Seconds,
-            "Unix time of the last snapshot written (of the start, before one).",
-        );
-        describe(
-            "turnstile_snapshot_duration_seconds",
-            Unit::Seconds,
-            "How long the last snapshot took to write.",
-        );
-        describe(
-            "turnstile_snapshot_changes_pending",
-            Unit::Count,
-            "Write commands since the last snapshot: what a crash now would lose.",
-        );
-        describe(
-            "turnstile_uptime_seconds",
-            Unit::Seconds,
-            "Seconds since the server started.",
-        );
+        for d in ALL {
+            r.describe_counter(
+                KeyName::from(d.name),
+                Some(d.unit),
+                SharedString::from(d.help),
+            );
+        }
 
         gauge(
-            "turnstile_build_info",
+            &BUILD_INFO,
             vec![
-                Label::new("version", env!("CARGO_PKG_VERSION")),
-                Label::new("redis_version", crate::REDIS_VERSION),
+                Label::new(label::VERSION, env!("CARGO_PKG_VERSION")),
+                Label::new(label::REDIS_VERSION, crate::REDIS_VERSION),
             ],
         )
         .set(1.0);
@@ -286,7 +374,7 @@ impl Metrics {
             .iter()
             .map(|&name| {
                 r.register_histogram(
-                    &Key::from_parts(LATENCY, vec![Label::new("command", name)]),
+                    &Key::from_parts(LATENCY, vec![Label::new(label::COMMAND, name)]),
                     &meta,
                 )
             })
@@ -297,8 +385,11 @@ impl Metrics {
             .map(|&name| {
                 let status = |s: &'static str| {
                     counter(
-                        "turnstile_commands_total",
-                        vec![Label::new("command", name), Label::new("status", s)],
+                        &COMMANDS_TOTAL,
+                        vec![
+                            Label::new(label::COMMAND, name),
+                            Label::new(label::STATUS, s),
+                        ],
                     )
                 };
                 (status("ok"), status("error"))
@@ -309,16 +400,19 @@ impl Metrics {
             .map(|a| {
                 let result = |res: &'static str| {
                     counter(
-                        "turnstile_decisions_total",
-                        vec![Label::new("algorithm", a.name()), Label::new("result", res)],
+                        &DECISIONS_TOTAL,
+                        vec![
+                            Label::new(label::ALGORITHM, a.name()),
+                            Label::new(label::RESULT, res),
+                        ],
                     )
                 };
-                let algo = vec![Label::new("algorithm", a.name())];
+                let algo = vec![Label::new(label::ALGORITHM, a.name())];
                 (
                     a,
                     [result("allowed"), result("limited")],
-                    counter("turnstile_units_consumed_total", algo.clone()),
-                    counter("turnstile_near_limit_decisions_total", algo),
+                    counter(&UNITS_CONSUMED_TOTAL, algo.clone()),
+                    counter(&NEAR_LIMIT_DECISIONS_TOTAL, algo),
                 )
             })
             .collect();
@@ -326,60 +420,48 @@ impl Metrics {
             latency,
             commands,
             decisions,
-            connections_received: counter("turnstile_connections_received_total", vec![]),
+            connections_received: counter(&CONNECTIONS_RECEIVED_TOTAL, vec![]),
             rejected_maxclients: counter(
-                "turnstile_connections_rejected_total",
-                vec![Label::new("reason", "maxclients")],
+                &CONNECTIONS_REJECTED_TOTAL,
+                vec![Label::new(label::REASON, "maxclients")],
             ),
             rejected_protected: counter(
-                "turnstile_connections_rejected_total",
-                vec![Label::new("reason", "protected_mode")],
+                &CONNECTIONS_REJECTED_TOTAL,
+                vec![Label::new(label::REASON, "protected_mode")],
             ),
             rejected_metrics: counter(
-                "turnstile_connections_rejected_total",
-                vec![Label::new("reason", "metrics_endpoint")],
+                &CONNECTIONS_REJECTED_TOTAL,
+                vec![Label::new(label::REASON, "metrics_endpoint")],
             ),
-            protocol_errors: counter("turnstile_protocol_errors_total", vec![]),
-            error_replies: counter("turnstile_error_replies_total", vec![]),
-            auth_failures: counter("turnstile_auth_failures_total", vec![]),
+            protocol_errors: counter(&PROTOCOL_ERRORS_TOTAL, vec![]),
+            error_replies: counter(&ERROR_REPLIES_TOTAL, vec![]),
+            auth_failures: counter(&AUTH_FAILURES_TOTAL, vec![]),
             transactions: TxOutcome::ALL
                 .into_iter()
                 .map(|o| {
-                    let labels = vec![Label::new("result", o.name())];
-                    (o, counter("turnstile_transactions_total", labels))
+                    let labels = vec![Label::new(label::RESULT, o.name())];
+                    (o, counter(&TRANSACTIONS_TOTAL, labels))
                 })
                 .collect(),
-            clock_backward_steps: counter("turnstile_clock_backward_steps_total", vec![]),
-            clock_forward_steps: counter("turnstile_clock_forward_steps_total", vec![]),
-            clock_forward_steps_ignored: counter(
-                "turnstile_clock_forward_steps_ignored_total",
-                vec![],
-            ),
-            expired: counter("turnstile_keys_expired_total", vec![]),
-            evicted: counter("turnstile_keys_evicted_total", vec![]),
-            net_input: counter("turnstile_net_input_bytes_total", vec![]),
-            net_output: counter("turnstile_net_output_bytes_total", vec![]),
-            clients: gauge("turnstile_connected_clients", vec![]),
-            maxclients: gauge("turnstile_max_clients", vec![]),
-            keys: gauge("turnstile_keys", vec![]),
-            keys_volatile: gauge("turnstile_keys_with_expiry", vec![]),
-            memory_used: gauge("turnstile_memory_used_bytes", vec![]),
-            memory_max: gauge("turnstile_memory_max_bytes", vec![]),
-            uptime: gauge("turnstile_uptime_seconds", vec![]),
-            snapshots_ok: counter(
-                "turnstile_snapshots_total",
-                vec![Label::new("result", "ok")],
-            ),
-            snapshots_failed: counter(
-                "turnstile_snapshots_total",
-                vec![Label::new("result", "error")],
-            ),
-            snapshot_last_success: gauge(
-                "turnstile_snapshot_last_success_timestamp_seconds",
-                vec![],
-            ),
-            snapshot_duration: gauge("turnstile_snapshot_duration_seconds", vec![]),
-            snapshot_pending: gauge("turnstile_snapshot_changes_pending", vec![]),
+            clock_backward_steps: counter(&CLOCK_BACKWARD_STEPS_TOTAL, vec![]),
+            clock_forward_steps: counter(&CLOCK_FORWARD_STEPS_TOTAL, vec![]),
+            clock_forward_steps_ignored: counter(&CLOCK_FORWARD_STEPS_IGNORED_TOTAL, vec![]),
+            expired: counter(&KEYS_EXPIRED_TOTAL, vec![]),
+            evicted: counter(&KEYS_EVICTED_TOTAL, vec![]),
+            net_input: counter(&NET_INPUT_BYTES_TOTAL, vec![]),
+            net_output: counter(&NET_OUTPUT_BYTES_TOTAL, vec![]),
+            clients: gauge(&CONNECTED_CLIENTS, vec![]),
+            maxclients: gauge(&MAX_CLIENTS, vec![]),
+            keys: gauge(&KEYS, vec![]),
+            keys_volatile: gauge(&KEYS_WITH_EXPIRY, vec![]),
+            memory_used: gauge(&MEMORY_USED_BYTES, vec![]),
+            memory_max: gauge(&MEMORY_MAX_BYTES, vec![]),
+            uptime: gauge(&UPTIME_SECONDS, vec![]),
+            snapshots_ok: counter(&SNAPSHOTS_TOTAL, vec![Label::new(label::RESULT, "ok")]),
+            snapshots_failed: counter(&SNAPSHOTS_TOTAL, vec![Label::new(label::RESULT, "error")]),
+            snapshot_last_success: gauge(&SNAPSHOT_LAST_SUCCESS_TIMESTAMP_SECONDS, vec![]),
+            snapshot_duration: gauge(&SNAPSHOT_DURATION_SECONDS, vec![]),
+            snapshot_pending: gauge(&SNAPSHOT_CHANGES_PENDING, vec![]),
             recorder,
             handle,
         }
