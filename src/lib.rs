@@ -17,7 +17,9 @@
 //!   the request view (`request.rs`), and the RESP2/RESP3 reply encoder
 //!   (`reply.rs`).
 //! - [`cmd`]: the command table (`cmd/table.rs`: name, arity, flags, key
-//!   positions, handler) and one file per command family; a handler parses
+//!   positions, handler, one named-field entry per command; the types in
+//!   `cmd/spec.rs`), argument reading (`cmd/args.rs`) and one file per
+//!   command family; a handler parses
 //!   its arguments, reaches keys through the context's `Keyspace`, writes
 //!   its reply. `cmd/session.rs` is one connection's state (auth, the
 //!   transaction, tallies); `cmd/batch.rs` its decode-and-execute loop

@@ -16,6 +16,7 @@ pub mod rename;
 pub mod server;
 pub mod session;
 pub mod snapshot;
+pub mod spec;
 pub mod string;
 pub mod table;
 

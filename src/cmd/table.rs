@@ -1,6 +1,8 @@
 //! The command table: the one place that says which commands exist, their
-//! arity, flags and key positions, and which function runs them. Dispatch,
-//! arity errors, `COMMAND` and (later) cluster routing all read it.
+//! arity, flags and key positions, and which function runs them, one
+//! `cmd!` entry each with its fields named (the types are `spec.rs`).
+//! Dispatch, arity errors, `COMMAND`, cluster routing, transactions and the
+//! counters' catalogue all read it.
 
 use std::collections::HashMap;
 use std::sync::LazyLock;
@@ -12,228 +14,21 @@ use super::{
 };
 use crate::protocol::Request;
 
-pub type Handler = fn(&mut Ctx<'_>, &Request<'_>) -> Result<(), CmdError>;
-
-/// Finds the key indexes of a request, for commands whose keys the
-/// first/last/step triple cannot describe.
-pub type KeyFinder = fn(&[&[u8]]) -> Vec<usize>;
-
-/// Command flags, named as `COMMAND INFO` reports them.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct Flags(u16);
-
-impl Flags {
-    pub const WRITE: Flags = Flags(1);
-    pub const READONLY: Flags = Flags(1 << 1);
-    pub const DENYOOM: Flags = Flags(1 << 2);
-    pub const ADMIN: Flags = Flags(1 << 3);
-    pub const NOSCRIPT: Flags = Flags(1 << 4);
-    pub const LOADING: Flags = Flags(1 << 5);
-    pub const STALE: Flags = Flags(1 << 6);
-    pub const FAST: Flags = Flags(1 << 7);
-    /// Runs before AUTH (Redis's `no_auth`).
-    pub const NO_AUTH: Flags = Flags(1 << 8);
-    pub const MOVABLEKEYS: Flags = Flags(1 << 9);
-    pub const DANGEROUS: Flags = Flags(1 << 10);
-    /// Refused inside `MULTI` (Redis's `no_multi`).
-    pub const NO_MULTI: Flags = Flags(1 << 11);
-    /// Runs at once inside `MULTI` instead of being queued: `EXEC`,
-    /// `DISCARD`, `MULTI`, `WATCH`, `QUIT`, `RESET` (Redis lists them in
-    /// `processCommand`; not a `COMMAND INFO` flag).
-    pub const NOT_QUEUED: Flags = Flags(1 << 12);
-    /// Reaches keys beyond its arguments (`DBSIZE`, `KEYS`, `SCAN`,
-    /// `FLUSHALL`, `INFO`'s keyspace): a transaction with one locks every
-    /// shard. Not a `COMMAND INFO` flag.
-    pub const ALL_KEYS: Flags = Flags(1 << 13);
-
-    const NAMES: [(Flags, &'static str); 11] = [
-        (Flags::WRITE, "write"),
-        (Flags::READONLY, "readonly"),
-        (Flags::DENYOOM, "denyoom"),
-        (Flags::ADMIN, "admin"),
-        (Flags::NOSCRIPT, "noscript"),
-        (Flags::LOADING, "loading"),
-        (Flags::STALE, "stale"),
-        (Flags::FAST, "fast"),
-        (Flags::NO_AUTH, "no_auth"),
-        (Flags::MOVABLEKEYS, "movablekeys"),
-        (Flags::NO_MULTI, "no_multi"),
-    ];
-
-    pub const fn empty() -> Flags {
-        Flags(0)
-    }
-
-    pub const fn with(self, other: Flags) -> Flags {
-        Flags(self.0 | other.0)
-    }
-
-    pub const fn contains(self, other: Flags) -> bool {
-        self.0 & other.0 == other.0
-    }
-
-    /// The flag names `COMMAND INFO` lists.
-    pub fn names(self) -> impl Iterator<Item = &'static str> {
-        Self::NAMES
-            .into_iter()
-            .filter(move |(f, _)| self.contains(*f))
-            .map(|(_, n)| n)
-    }
-
-    /// ACL categories implied by the flags, as Redis derives them.
-    pub fn implied_categories(self) -> impl Iterator<Item = &'static str> {
-        [
-            (Flags::WRITE, "@write"),
-            (Flags::READONLY, "@read"),
-            (Flags::ADMIN, "@admin"),
-            (Flags::FAST, "@fast"),
-            (Flags::DANGEROUS, "@dangerous"),
-        ]
-        .into_iter()
-        .filter(move |(f, _)| self.contains(*f))
-        .map(|(_, n)| n)
-        .chain((!self.contains(Flags::FAST)).then_some("@slow"))
-    }
-}
-
-/// Where a command's keys are: Redis's first/last/step triple (last < 0
-/// counts from the end). A command without keys has `first == 0`.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct KeySpec {
-    pub first: i32,
-    pub last: i32,
-    pub step: i32,
-}
-
-impl KeySpec {
-    pub const NONE: KeySpec = KeySpec {
-        first: 0,
-        last: 0,
-        step: 0,
-    };
-    pub const FIRST: KeySpec = KeySpec {
-        first: 1,
-        last: 1,
-        step: 1,
-    };
-    pub const ALL: KeySpec = KeySpec {
-        first: 1,
-        last: -1,
-        step: 1,
-    };
-    pub const PAIRS: KeySpec = KeySpec {
-        first: 1,
-        last: -1,
-        step: 2,
-    };
-    /// The first two arguments (`RENAME key newkey`).
-    pub const FIRST_TWO: KeySpec = KeySpec {
-        first: 1,
-        last: 2,
-        step: 1,
-    };
-
-    /// Indexes of the keys in a request of `argc` arguments.
-    pub fn positions(self, argc: usize) -> impl Iterator<Item = usize> {
-        let argc = argc as i64;
-        let first = self.first as i64;
-        let last = if self.last < 0 {
-            argc + self.last as i64
-        } else {
-            self.last as i64
-        };
-        let step = self.step.max(1) as usize;
-        let range = if first == 0 || first >= argc {
-            1..1
-        } else {
-            first..(last.min(argc - 1) + 1)
-        };
-        range.step_by(step).map(|i| i as usize)
-    }
-}
-
-#[derive(Debug)]
-pub struct CommandSpec {
-    /// Lower-case name; a subcommand's is its own word (`setname`).
-    pub name: &'static str,
-    /// Exact argument count, or at least `-arity` when negative; the name
-    /// (and a subcommand's container name) included.
-    pub arity: i32,
-    pub flags: Flags,
-    pub keys: KeySpec,
-    pub group: &'static str,
-    pub summary: &'static str,
-    pub since: &'static str,
-    pub complexity: &'static str,
-    pub handler: Handler,
-    pub subcommands: &'static [CommandSpec],
-    /// For `movablekeys` commands, whose keys the triple cannot describe:
-    /// the key indexes of a request.
-    pub key_finder: Option<KeyFinder>,
-}
-
-impl CommandSpec {
-    pub fn arity_ok(&self, argc: usize) -> bool {
-        let argc = argc as i64;
-        let arity = self.arity as i64;
-        if arity >= 0 {
-            argc == arity
-        } else {
-            argc >= -arity
-        }
-    }
-
-    pub fn find_subcommand(&self, name: &[u8]) -> Option<&'static CommandSpec> {
-        self.subcommands
-            .iter()
-            .find(|s| s.name.as_bytes().eq_ignore_ascii_case(name))
-    }
-
-    /// Calls `f` with each key of `req`, in order, where the table says
-    /// they are (fixed positions, or the command's key finder), stopping
-    /// at the first error: how cluster routing and `--maxmemory` find keys.
-    pub fn try_for_each_key<'r, E>(
-        &self,
-        req: &'r Request<'_>,
-        mut f: impl FnMut(&'r [u8]) -> Result<(), E>,
-    ) -> Result<(), E> {
-        match self.key_finder {
-            Some(find) => {
-                let args: Vec<&[u8]> = req.args().collect();
-                for i in find(&args) {
-                    f(req.arg(i))?;
-                }
-            }
-            None => {
-                for i in self.keys.positions(req.len()) {
-                    f(req.arg(i))?;
-                }
-            }
-        }
-        Ok(())
-    }
-
-    /// The first key of `req`, if it has any.
-    pub fn first_key<'r>(&self, req: &'r Request<'_>) -> Option<&'r [u8]> {
-        let mut first = None;
-        let _ = self.try_for_each_key(req, |k| {
-            first = Some(k);
-            Err(())
-        });
-        first
-    }
-}
+pub use super::spec::{CommandSpec, Flags, Handler, KeyFinder, KeySpec};
 
 macro_rules! flags {
     () => { Flags::empty() };
     ($first:ident $(| $rest:ident)*) => { Flags::$first$(.with(Flags::$rest))* };
 }
 
+/// One command, its fields named: `flags` as `[A | B]` of [`Flags`]
+/// constants, `keys` a [`KeySpec`] constant, `subcommands` optional.
 macro_rules! cmd {
-    ($name:literal, $arity:expr, [$($flag:ident)|*], $keys:ident, $group:literal, $since:literal, $complexity:literal, $summary:literal, $handler:expr) => {
-        cmd!($name, $arity, [$($flag)|*], $keys, $group, $since, $complexity, $summary, $handler, &[])
-    };
-    ($name:literal, $arity:expr, [$($flag:ident)|*], $keys:ident, $group:literal, $since:literal, $complexity:literal, $summary:literal, $handler:expr, $subs:expr) => {
+    {
+        name: $name:literal, arity: $arity:expr, flags: [$($flag:ident)|*], keys: $keys:ident,
+        group: $group:literal, since: $since:literal, complexity: $complexity:literal,
+        summary: $summary:literal, handler: $handler:expr $(, subcommands: $subs:expr)? $(,)?
+    } => {
         CommandSpec {
             name: $name,
             arity: $arity,
@@ -244,10 +39,12 @@ macro_rules! cmd {
             complexity: $complexity,
             summary: $summary,
             handler: $handler,
-            subcommands: $subs,
+            subcommands: cmd!(@subs $($subs)?),
             key_finder: None,
         }
     };
+    (@subs) => { &[] };
+    (@subs $subs:expr) => { $subs };
 }
 
 /// Runs the subcommand chosen by the dispatcher; a container's own handler
@@ -257,384 +54,114 @@ fn container_without_subcommand(_: &mut Ctx<'_>, _: &Request<'_>) -> Result<(), 
 }
 
 static CLIENT_SUBCOMMANDS: [CommandSpec; 8] = [
-    cmd!(
-        "getname",
-        2,
-        [NOSCRIPT | LOADING | STALE],
-        NONE,
-        "connection",
-        "2.6.9",
-        "O(1)",
-        "Returns the name of the connection.",
-        client::getname
-    ),
-    cmd!(
-        "help",
-        2,
-        [LOADING | STALE],
-        NONE,
-        "connection",
-        "5.0.0",
-        "O(1)",
-        "Returns helpful text about the different subcommands.",
-        client::help
-    ),
-    cmd!(
-        "id",
-        2,
-        [NOSCRIPT | LOADING | STALE],
-        NONE,
-        "connection",
-        "5.0.0",
-        "O(1)",
-        "Returns the unique client ID of the connection.",
-        client::id
-    ),
-    cmd!(
-        "info",
-        2,
-        [NOSCRIPT | LOADING | STALE],
-        NONE,
-        "connection",
-        "6.2.0",
-        "O(1)",
-        "Returns information about the connection.",
-        client::info
-    ),
-    cmd!(
-        "kill",
-        -3,
-        [ADMIN | NOSCRIPT | LOADING | STALE | DANGEROUS],
-        NONE,
-        "connection",
-        "2.4.0",
-        "O(N) where N is the number of client connections",
-        "Terminates open connections.",
-        client::kill
-    ),
-    cmd!(
-        "list",
-        -2,
-        [ADMIN | NOSCRIPT | LOADING | STALE | DANGEROUS],
-        NONE,
-        "connection",
-        "2.4.0",
-        "O(N) where N is the number of client connections",
-        "Lists open connections.",
-        client::list
-    ),
-    cmd!(
-        "setinfo",
-        4,
-        [NOSCRIPT | LOADING | STALE],
-        NONE,
-        "connection",
-        "7.2.0",
-        "O(1)",
-        "Sets information specific to the client or connection.",
-        client::setinfo
-    ),
-    cmd!(
-        "setname",
-        3,
-        [NOSCRIPT | LOADING | STALE],
-        NONE,
-        "connection",
-        "2.6.9",
-        "O(1)",
-        "Sets the connection name.",
-        client::setname
-    ),
+    cmd! { name: "getname", arity: 2, flags: [NOSCRIPT | LOADING | STALE], keys: NONE, group: "connection", since: "2.6.9", complexity: "O(1)", summary: "Returns the name of the connection.", handler: client::getname },
+    cmd! { name: "help", arity: 2, flags: [LOADING | STALE], keys: NONE, group: "connection", since: "5.0.0", complexity: "O(1)", summary: "Returns helpful text about the different subcommands.", handler: client::help },
+    cmd! { name: "id", arity: 2, flags: [NOSCRIPT | LOADING | STALE], keys: NONE, group: "connection", since: "5.0.0", complexity: "O(1)", summary: "Returns the unique client ID of the connection.", handler: client::id },
+    cmd! { name: "info", arity: 2, flags: [NOSCRIPT | LOADING | STALE], keys: NONE, group: "connection", since: "6.2.0", complexity: "O(1)", summary: "Returns information about the connection.", handler: client::info },
+    cmd! { name: "kill", arity: -3, flags: [ADMIN | NOSCRIPT | LOADING | STALE | DANGEROUS], keys: NONE, group: "connection", since: "2.4.0", complexity: "O(N) where N is the number of client connections", summary: "Terminates open connections.", handler: client::kill },
+    cmd! { name: "list", arity: -2, flags: [ADMIN | NOSCRIPT | LOADING | STALE | DANGEROUS], keys: NONE, group: "connection", since: "2.4.0", complexity: "O(N) where N is the number of client connections", summary: "Lists open connections.", handler: client::list },
+    cmd! { name: "setinfo", arity: 4, flags: [NOSCRIPT | LOADING | STALE], keys: NONE, group: "connection", since: "7.2.0", complexity: "O(1)", summary: "Sets information specific to the client or connection.", handler: client::setinfo },
+    cmd! { name: "setname", arity: 3, flags: [NOSCRIPT | LOADING | STALE], keys: NONE, group: "connection", since: "2.6.9", complexity: "O(1)", summary: "Sets the connection name.", handler: client::setname },
 ];
 
 static CLUSTER_SUBCOMMANDS: [CommandSpec; 9] = [
-    cmd!(
-        "countkeysinslot",
-        3,
-        [STALE | ALL_KEYS],
-        NONE,
-        "cluster",
-        "3.0.0",
-        "O(1)",
-        "Returns the number of keys in a hash slot.",
-        cluster::countkeysinslot
-    ),
-    cmd!(
-        "getkeysinslot",
-        4,
-        [STALE | ALL_KEYS],
-        NONE,
-        "cluster",
-        "3.0.0",
-        "O(N) where N is the number of requested keys",
-        "Returns the key names in a hash slot.",
-        cluster::getkeysinslot
-    ),
-    cmd!(
-        "help",
-        2,
-        [LOADING | STALE],
-        NONE,
-        "cluster",
-        "5.0.0",
-        "O(1)",
-        "Returns helpful text about the different subcommands.",
-        cluster::help
-    ),
-    cmd!(
-        "info",
-        2,
-        [STALE],
-        NONE,
-        "cluster",
-        "3.0.0",
-        "O(1)",
-        "Returns information about the state of a node.",
-        cluster::info
-    ),
-    cmd!(
-        "keyslot",
-        3,
-        [STALE],
-        NONE,
-        "cluster",
-        "3.0.0",
-        "O(N) where N is the number of bytes in the key",
-        "Returns the hash slot for a key.",
-        cluster::keyslot
-    ),
-    cmd!(
-        "myid",
-        2,
-        [STALE],
-        NONE,
-        "cluster",
-        "3.0.0",
-        "O(1)",
-        "Returns the ID of a node.",
-        cluster::myid
-    ),
-    cmd!(
-        "nodes",
-        2,
-        [STALE],
-        NONE,
-        "cluster",
-        "3.0.0",
-        "O(N) where N is the total number of Cluster nodes",
-        "Returns the cluster configuration for a node.",
-        cluster::nodes
-    ),
-    cmd!(
-        "shards",
-        2,
-        [LOADING | STALE],
-        NONE,
-        "cluster",
-        "7.0.0",
-        "O(N) where N is the total number of cluster nodes",
-        "Returns the mapping of cluster slots to shards.",
-        cluster::shards
-    ),
-    cmd!(
-        "slots",
-        2,
-        [LOADING | STALE],
-        NONE,
-        "cluster",
-        "3.0.0",
-        "O(N) where N is the total number of Cluster nodes",
-        "Returns the mapping of cluster slots to nodes.",
-        cluster::slots
-    ),
+    cmd! { name: "countkeysinslot", arity: 3, flags: [STALE | ALL_KEYS], keys: NONE, group: "cluster", since: "3.0.0", complexity: "O(1)", summary: "Returns the number of keys in a hash slot.", handler: cluster::countkeysinslot },
+    cmd! { name: "getkeysinslot", arity: 4, flags: [STALE | ALL_KEYS], keys: NONE, group: "cluster", since: "3.0.0", complexity: "O(N) where N is the number of requested keys", summary: "Returns the key names in a hash slot.", handler: cluster::getkeysinslot },
+    cmd! { name: "help", arity: 2, flags: [LOADING | STALE], keys: NONE, group: "cluster", since: "5.0.0", complexity: "O(1)", summary: "Returns helpful text about the different subcommands.", handler: cluster::help },
+    cmd! { name: "info", arity: 2, flags: [STALE], keys: NONE, group: "cluster", since: "3.0.0", complexity: "O(1)", summary: "Returns information about the state of a node.", handler: cluster::info },
+    cmd! { name: "keyslot", arity: 3, flags: [STALE], keys: NONE, group: "cluster", since: "3.0.0", complexity: "O(N) where N is the number of bytes in the key", summary: "Returns the hash slot for a key.", handler: cluster::keyslot },
+    cmd! { name: "myid", arity: 2, flags: [STALE], keys: NONE, group: "cluster", since: "3.0.0", complexity: "O(1)", summary: "Returns the ID of a node.", handler: cluster::myid },
+    cmd! { name: "nodes", arity: 2, flags: [STALE], keys: NONE, group: "cluster", since: "3.0.0", complexity: "O(N) where N is the total number of Cluster nodes", summary: "Returns the cluster configuration for a node.", handler: cluster::nodes },
+    cmd! { name: "shards", arity: 2, flags: [LOADING | STALE], keys: NONE, group: "cluster", since: "7.0.0", complexity: "O(N) where N is the total number of cluster nodes", summary: "Returns the mapping of cluster slots to shards.", handler: cluster::shards },
+    cmd! { name: "slots", arity: 2, flags: [LOADING | STALE], keys: NONE, group: "cluster", since: "3.0.0", complexity: "O(N) where N is the total number of Cluster nodes", summary: "Returns the mapping of cluster slots to nodes.", handler: cluster::slots },
 ];
 
 static COMMAND_SUBCOMMANDS: [CommandSpec; 6] = [
-    cmd!(
-        "count",
-        2,
-        [LOADING | STALE],
-        NONE,
-        "server",
-        "2.8.13",
-        "O(1)",
-        "Returns a count of commands.",
-        command::count
-    ),
-    cmd!(
-        "docs",
-        -2,
-        [LOADING | STALE],
-        NONE,
-        "server",
-        "7.0.0",
-        "O(N) where N is the number of commands to look up",
-        "Returns documentary information about one, multiple or all commands.",
-        command::docs
-    ),
-    cmd!(
-        "getkeys",
-        -3,
-        [LOADING | STALE],
-        NONE,
-        "server",
-        "2.8.13",
-        "O(N) where N is the number of arguments to the command",
-        "Extracts the key names from an arbitrary command.",
-        command::getkeys
-    ),
-    cmd!(
-        "help",
-        2,
-        [LOADING | STALE],
-        NONE,
-        "server",
-        "5.0.0",
-        "O(1)",
-        "Returns helpful text about the different subcommands.",
-        command::help
-    ),
-    cmd!(
-        "info",
-        -2,
-        [LOADING | STALE],
-        NONE,
-        "server",
-        "2.8.13",
-        "O(N) where N is the number of commands to look up",
-        "Returns information about one, multiple or all commands.",
-        command::info
-    ),
-    cmd!(
-        "list",
-        -2,
-        [LOADING | STALE],
-        NONE,
-        "server",
-        "7.0.0",
-        "O(N) where N is the total number of commands",
-        "Returns a list of command names.",
-        command::list
-    ),
+    cmd! { name: "count", arity: 2, flags: [LOADING | STALE], keys: NONE, group: "server", since: "2.8.13", complexity: "O(1)", summary: "Returns a count of commands.", handler: command::count },
+    cmd! { name: "docs", arity: -2, flags: [LOADING | STALE], keys: NONE, group: "server", since: "7.0.0", complexity: "O(N) where N is the number of commands to look up", summary: "Returns documentary information about one, multiple or all commands.", handler: command::docs },
+    cmd! { name: "getkeys", arity: -3, flags: [LOADING | STALE], keys: NONE, group: "server", since: "2.8.13", complexity: "O(N) where N is the number of arguments to the command", summary: "Extracts the key names from an arbitrary command.", handler: command::getkeys },
+    cmd! { name: "help", arity: 2, flags: [LOADING | STALE], keys: NONE, group: "server", since: "5.0.0", complexity: "O(1)", summary: "Returns helpful text about the different subcommands.", handler: command::help },
+    cmd! { name: "info", arity: -2, flags: [LOADING | STALE], keys: NONE, group: "server", since: "2.8.13", complexity: "O(N) where N is the number of commands to look up", summary: "Returns information about one, multiple or all commands.", handler: command::info },
+    cmd! { name: "list", arity: -2, flags: [LOADING | STALE], keys: NONE, group: "server", since: "7.0.0", complexity: "O(N) where N is the total number of commands", summary: "Returns a list of command names.", handler: command::list },
 ];
 
 static CONFIG_SUBCOMMANDS: [CommandSpec; 4] = [
-    cmd!(
-        "get",
-        -3,
-        [ADMIN | NOSCRIPT | LOADING | STALE],
-        NONE,
-        "server",
-        "2.0.0",
-        "O(N) when N is the number of configuration parameters provided",
-        "Returns the effective values of configuration parameters.",
-        config::get
-    ),
-    cmd!(
-        "help",
-        2,
-        [LOADING | STALE],
-        NONE,
-        "server",
-        "5.0.0",
-        "O(1)",
-        "Returns helpful text about the different subcommands.",
-        config::help
-    ),
-    cmd!(
-        "resetstat",
-        2,
-        [ADMIN | NOSCRIPT | LOADING | STALE],
-        NONE,
-        "server",
-        "2.0.0",
-        "O(1)",
-        "Resets the server's statistics.",
-        config::resetstat
-    ),
-    cmd!(
-        "set",
-        -4,
-        [ADMIN | NOSCRIPT | LOADING | STALE],
-        NONE,
-        "server",
-        "2.0.0",
-        "O(N) when N is the number of configuration parameters provided",
-        "Sets configuration parameters in-flight.",
-        config::set
-    ),
+    cmd! { name: "get", arity: -3, flags: [ADMIN | NOSCRIPT | LOADING | STALE], keys: NONE, group: "server", since: "2.0.0", complexity: "O(N) when N is the number of configuration parameters provided", summary: "Returns the effective values of configuration parameters.", handler: config::get },
+    cmd! { name: "help", arity: 2, flags: [LOADING | STALE], keys: NONE, group: "server", since: "5.0.0", complexity: "O(1)", summary: "Returns helpful text about the different subcommands.", handler: config::help },
+    cmd! { name: "resetstat", arity: 2, flags: [ADMIN | NOSCRIPT | LOADING | STALE], keys: NONE, group: "server", since: "2.0.0", complexity: "O(1)", summary: "Resets the server's statistics.", handler: config::resetstat },
+    cmd! { name: "set", arity: -4, flags: [ADMIN | NOSCRIPT | LOADING | STALE], keys: NONE, group: "server", since: "2.0.0", complexity: "O(N) when N is the number of configuration parameters provided", summary: "Sets configuration parameters in-flight.", handler: config::set },
 ];
 
 /// Every command, in alphabetical order.
 pub static COMMANDS: &[CommandSpec] = &[
-    cmd!("asking", 1, [FAST], NONE, "cluster", "3.0.0", "O(1)", "Signals that a cluster client is following an -ASK redirect.", cluster::accept),
-    cmd!("auth", -2, [NOSCRIPT | LOADING | STALE | FAST | NO_AUTH], NONE, "connection", "1.0.0", "O(N) where N is the number of passwords defined for the user", "Authenticates the connection.", connection::auth),
-    cmd!("bgsave", -1, [ADMIN | NOSCRIPT], NONE, "server", "1.0.0", "O(1)", "Asynchronously saves the database(s) to disk.", snapshot::bgsave),
-    cmd!("cl.throttle", -5, [WRITE | DENYOOM | FAST], FIRST, "limiter", "0.1.0", "O(1)", "Admits or denies a request as redis-cell's GCRA does.", limiter::throttle),
-    cmd!("client", -2, [], NONE, "connection", "2.4.0", "Depends on subcommand.", "A container for client connection commands.", container_without_subcommand, &CLIENT_SUBCOMMANDS),
-    cmd!("cluster", -2, [], NONE, "cluster", "3.0.0", "Depends on subcommand.", "A container for Redis Cluster commands.", container_without_subcommand, &CLUSTER_SUBCOMMANDS),
-    cmd!("command", -1, [LOADING | STALE], NONE, "server", "2.8.13", "O(N) where N is the total number of Redis commands", "Returns detailed information about all commands.", command::all, &COMMAND_SUBCOMMANDS),
-    cmd!("config", -2, [], NONE, "server", "2.0.0", "Depends on subcommand.", "A container for server configuration commands.", container_without_subcommand, &CONFIG_SUBCOMMANDS),
-    cmd!("dbsize", 1, [READONLY | FAST | ALL_KEYS], NONE, "server", "1.0.0", "O(1)", "Returns the number of keys in the database.", server::dbsize),
-    cmd!("decr", 2, [WRITE | DENYOOM | FAST], FIRST, "string", "1.0.0", "O(1)", "Decrements the integer value of a key by one.", string::decr),
-    cmd!("decrby", 3, [WRITE | DENYOOM | FAST], FIRST, "string", "1.0.0", "O(1)", "Decrements a number from the integer value of a key.", string::decrby),
-    cmd!("del", -2, [WRITE], ALL, "generic", "1.0.0", "O(N) where N is the number of keys that will be removed", "Deletes one or more keys.", keys::del),
-    cmd!("discard", 1, [NOSCRIPT | LOADING | STALE | FAST | NOT_QUEUED], NONE, "transactions", "2.0.0", "O(N), when N is the number of queued commands", "Discards a transaction.", multi::discard),
-    cmd!("echo", 2, [FAST], NONE, "connection", "1.0.0", "O(1)", "Returns the given string.", connection::echo),
-    cmd!("exec", 1, [NOSCRIPT | LOADING | STALE | NOT_QUEUED], NONE, "transactions", "1.2.0", "Depends on commands in the transaction", "Executes all commands in a transaction.", multi::exec),
-    cmd!("exists", -2, [READONLY | FAST], ALL, "generic", "1.0.0", "O(N) where N is the number of keys to check", "Determines whether one or more keys exist.", keys::exists),
-    cmd!("expire", -3, [WRITE | FAST], FIRST, "generic", "1.0.0", "O(1)", "Sets the expiration time of a key in seconds.", keys::expire),
-    cmd!("expireat", -3, [WRITE | FAST], FIRST, "generic", "1.2.0", "O(1)", "Sets the expiration time of a key to a Unix timestamp.", keys::expireat),
-    cmd!("expiretime", 2, [READONLY | FAST], FIRST, "generic", "7.0.0", "O(1)", "Returns the expiration time of a key as a Unix timestamp.", keys::expiretime),
-    cmd!("flushall", -1, [WRITE | DANGEROUS | ALL_KEYS], NONE, "server", "1.0.0", "O(N) where N is the total number of keys in all databases", "Removes all keys from all databases.", server::flushall),
-    cmd!("flushdb", -1, [WRITE | DANGEROUS | ALL_KEYS], NONE, "server", "1.0.0", "O(N) where N is the number of keys in the selected database", "Remove all keys from the current database.", server::flushall),
-    cmd!("get", 2, [READONLY | FAST], FIRST, "string", "1.0.0", "O(1)", "Returns the string value of a key.", string::get),
-    cmd!("getdel", 2, [WRITE | FAST], FIRST, "string", "6.2.0", "O(1)", "Returns the string value of a key after deleting the key.", string::getdel),
-    cmd!("getex", -2, [WRITE | FAST], FIRST, "string", "6.2.0", "O(1)", "Returns the string value of a key after setting its expiration time.", string::getex),
-    cmd!("hello", -1, [NOSCRIPT | LOADING | STALE | FAST | NO_AUTH], NONE, "connection", "6.0.0", "O(1)", "Handshakes with the Redis server.", connection::hello),
-    cmd!("incr", 2, [WRITE | DENYOOM | FAST], FIRST, "string", "1.0.0", "O(1)", "Increments the integer value of a key by one.", string::incr),
-    cmd!("incrby", 3, [WRITE | DENYOOM | FAST], FIRST, "string", "1.0.0", "O(1)", "Increments the integer value of a key by a number.", string::incrby),
-    cmd!("incrbyfloat", 3, [WRITE | DENYOOM | FAST], FIRST, "string", "2.6.0", "O(1)", "Increment the floating point value of a key by a number. Uses 0 as initial value if the key doesn't exist.", string::incrbyfloat),
-    cmd!("info", -1, [LOADING | STALE | ALL_KEYS], NONE, "server", "1.0.0", "O(1)", "Returns information and statistics about the server.", server::info),
-    cmd!("keys", 2, [READONLY | ALL_KEYS], NONE, "generic", "1.0.0", "O(N) with N being the number of keys in the database", "Returns all key names that match a pattern.", keys::keys),
-    cmd!("lastsave", 1, [LOADING | STALE | FAST], NONE, "server", "1.0.0", "O(1)", "Returns the Unix timestamp of the last successful save to disk.", snapshot::lastsave),
-    cmd!("mget", -2, [READONLY | FAST], ALL, "string", "1.0.0", "O(N) where N is the number of keys to retrieve.", "Atomically returns the string values of one or more keys.", string::mget),
-    cmd!("mset", -3, [WRITE | DENYOOM], PAIRS, "string", "1.0.1", "O(N) where N is the number of keys to set.", "Atomically creates or modifies the string values of one or more keys.", string::mset),
-    cmd!("multi", 1, [NOSCRIPT | LOADING | STALE | FAST | NOT_QUEUED], NONE, "transactions", "1.2.0", "O(1)", "Starts a transaction.", multi::multi),
-    cmd!("persist", 2, [WRITE | FAST], FIRST, "generic", "2.2.0", "O(1)", "Removes the expiration time of a key.", keys::persist),
-    cmd!("pexpire", -3, [WRITE | FAST], FIRST, "generic", "2.6.0", "O(1)", "Sets the expiration time of a key in milliseconds.", keys::pexpire),
-    cmd!("pexpireat", -3, [WRITE | FAST], FIRST, "generic", "2.6.0", "O(1)", "Sets the expiration time of a key to a Unix milliseconds timestamp.", keys::pexpireat),
-    cmd!("pexpiretime", 2, [READONLY | FAST], FIRST, "generic", "7.0.0", "O(1)", "Returns the expiration time of a key as a Unix milliseconds timestamp.", keys::pexpiretime),
-    cmd!("ping", -1, [FAST], NONE, "connection", "1.0.0", "O(1)", "Returns the server's liveliness response.", connection::ping),
-    cmd!("psetex", 4, [WRITE | DENYOOM], FIRST, "string", "2.6.0", "O(1)", "Sets both string value and expiration time in milliseconds of a key. The key is created if it doesn't exist.", string::psetex),
-    cmd!("pttl", 2, [READONLY | FAST], FIRST, "generic", "2.6.0", "O(1)", "Returns the expiration time in milliseconds of a key.", keys::pttl),
-    cmd!("quit", -1, [NOSCRIPT | LOADING | STALE | FAST | NO_AUTH | NOT_QUEUED], NONE, "connection", "1.0.0", "O(1)", "Closes the connection.", connection::quit),
-    cmd!("readonly", 1, [LOADING | STALE | FAST], NONE, "cluster", "3.0.0", "O(1)", "Enables read-only queries for a connection to a Redis Cluster replica node.", cluster::accept),
-    cmd!("readwrite", 1, [LOADING | STALE | FAST], NONE, "cluster", "3.0.0", "O(1)", "Enables read-write queries for a connection to a Redis Cluster replica node.", cluster::accept),
-    cmd!("rename", 3, [WRITE], FIRST_TWO, "generic", "1.0.0", "O(1)", "Renames a key and overwrites the destination.", keys::rename),
-    cmd!("renamenx", 3, [WRITE | FAST], FIRST_TWO, "generic", "1.0.0", "O(1)", "Renames a key only when the target key name doesn't exist.", keys::renamenx),
-    cmd!("reset", 1, [NOSCRIPT | LOADING | STALE | FAST | NO_AUTH | NOT_QUEUED], NONE, "connection", "6.2.0", "O(1)", "Resets the connection.", connection::reset),
-    cmd!("rl.allow", -4, [WRITE | DENYOOM | FAST], FIRST, "limiter", "0.1.0", "O(1); ALGO log: O(slots expired)", "Admits or denies a request against a limit, atomically.", limiter::allow),
+    cmd! { name: "asking", arity: 1, flags: [FAST], keys: NONE, group: "cluster", since: "3.0.0", complexity: "O(1)", summary: "Signals that a cluster client is following an -ASK redirect.", handler: cluster::accept },
+    cmd! { name: "auth", arity: -2, flags: [NOSCRIPT | LOADING | STALE | FAST | NO_AUTH], keys: NONE, group: "connection", since: "1.0.0", complexity: "O(N) where N is the number of passwords defined for the user", summary: "Authenticates the connection.", handler: connection::auth },
+    cmd! { name: "bgsave", arity: -1, flags: [ADMIN | NOSCRIPT], keys: NONE, group: "server", since: "1.0.0", complexity: "O(1)", summary: "Asynchronously saves the database(s) to disk.", handler: snapshot::bgsave },
+    cmd! { name: "cl.throttle", arity: -5, flags: [WRITE | DENYOOM | FAST], keys: FIRST, group: "limiter", since: "0.1.0", complexity: "O(1)", summary: "Admits or denies a request as redis-cell's GCRA does.", handler: limiter::throttle },
+    cmd! { name: "client", arity: -2, flags: [], keys: NONE, group: "connection", since: "2.4.0", complexity: "Depends on subcommand.", summary: "A container for client connection commands.", handler: container_without_subcommand, subcommands: &CLIENT_SUBCOMMANDS },
+    cmd! { name: "cluster", arity: -2, flags: [], keys: NONE, group: "cluster", since: "3.0.0", complexity: "Depends on subcommand.", summary: "A container for Redis Cluster commands.", handler: container_without_subcommand, subcommands: &CLUSTER_SUBCOMMANDS },
+    cmd! { name: "command", arity: -1, flags: [LOADING | STALE], keys: NONE, group: "server", since: "2.8.13", complexity: "O(N) where N is the total number of Redis commands", summary: "Returns detailed information about all commands.", handler: command::all, subcommands: &COMMAND_SUBCOMMANDS },
+    cmd! { name: "config", arity: -2, flags: [], keys: NONE, group: "server", since: "2.0.0", complexity: "Depends on subcommand.", summary: "A container for server configuration commands.", handler: container_without_subcommand, subcommands: &CONFIG_SUBCOMMANDS },
+    cmd! { name: "dbsize", arity: 1, flags: [READONLY | FAST | ALL_KEYS], keys: NONE, group: "server", since: "1.0.0", complexity: "O(1)", summary: "Returns the number of keys in the database.", handler: server::dbsize },
+    cmd! { name: "decr", arity: 2, flags: [WRITE | DENYOOM | FAST], keys: FIRST, group: "string", since: "1.0.0", complexity: "O(1)", summary: "Decrements the integer value of a key by one.", handler: string::decr },
+    cmd! { name: "decrby", arity: 3, flags: [WRITE | DENYOOM | FAST], keys: FIRST, group: "string", since: "1.0.0", complexity: "O(1)", summary: "Decrements a number from the integer value of a key.", handler: string::decrby },
+    cmd! { name: "del", arity: -2, flags: [WRITE], keys: ALL, group: "generic", since: "1.0.0", complexity: "O(N) where N is the number of keys that will be removed", summary: "Deletes one or more keys.", handler: keys::del },
+    cmd! { name: "discard", arity: 1, flags: [NOSCRIPT | LOADING | STALE | FAST | NOT_QUEUED], keys: NONE, group: "transactions", since: "2.0.0", complexity: "O(N), when N is the number of queued commands", summary: "Discards a transaction.", handler: multi::discard },
+    cmd! { name: "echo", arity: 2, flags: [FAST], keys: NONE, group: "connection", since: "1.0.0", complexity: "O(1)", summary: "Returns the given string.", handler: connection::echo },
+    cmd! { name: "exec", arity: 1, flags: [NOSCRIPT | LOADING | STALE | NOT_QUEUED], keys: NONE, group: "transactions", since: "1.2.0", complexity: "Depends on commands in the transaction", summary: "Executes all commands in a transaction.", handler: multi::exec },
+    cmd! { name: "exists", arity: -2, flags: [READONLY | FAST], keys: ALL, group: "generic", since: "1.0.0", complexity: "O(N) where N is the number of keys to check", summary: "Determines whether one or more keys exist.", handler: keys::exists },
+    cmd! { name: "expire", arity: -3, flags: [WRITE | FAST], keys: FIRST, group: "generic", since: "1.0.0", complexity: "O(1)", summary: "Sets the expiration time of a key in seconds.", handler: keys::expire },
+    cmd! { name: "expireat", arity: -3, flags: [WRITE | FAST], keys: FIRST, group: "generic", since: "1.2.0", complexity: "O(1)", summary: "Sets the expiration time of a key to a Unix timestamp.", handler: keys::expireat },
+    cmd! { name: "expiretime", arity: 2, flags: [READONLY | FAST], keys: FIRST, group: "generic", since: "7.0.0", complexity: "O(1)", summary: "Returns the expiration time of a key as a Unix timestamp.", handler: keys::expiretime },
+    cmd! { name: "flushall", arity: -1, flags: [WRITE | DANGEROUS | ALL_KEYS], keys: NONE, group: "server", since: "1.0.0", complexity: "O(N) where N is the total number of keys in all databases", summary: "Removes all keys from all databases.", handler: server::flushall },
+    cmd! { name: "flushdb", arity: -1, flags: [WRITE | DANGEROUS | ALL_KEYS], keys: NONE, group: "server", since: "1.0.0", complexity: "O(N) where N is the number of keys in the selected database", summary: "Remove all keys from the current database.", handler: server::flushall },
+    cmd! { name: "get", arity: 2, flags: [READONLY | FAST], keys: FIRST, group: "string", since: "1.0.0", complexity: "O(1)", summary: "Returns the string value of a key.", handler: string::get },
+    cmd! { name: "getdel", arity: 2, flags: [WRITE | FAST], keys: FIRST, group: "string", since: "6.2.0", complexity: "O(1)", summary: "Returns the string value of a key after deleting the key.", handler: string::getdel },
+    cmd! { name: "getex", arity: -2, flags: [WRITE | FAST], keys: FIRST, group: "string", since: "6.2.0", complexity: "O(1)", summary: "Returns the string value of a key after setting its expiration time.", handler: string::getex },
+    cmd! { name: "hello", arity: -1, flags: [NOSCRIPT | LOADING | STALE | FAST | NO_AUTH], keys: NONE, group: "connection", since: "6.0.0", complexity: "O(1)", summary: "Handshakes with the Redis server.", handler: connection::hello },
+    cmd! { name: "incr", arity: 2, flags: [WRITE | DENYOOM | FAST], keys: FIRST, group: "string", since: "1.0.0", complexity: "O(1)", summary: "Increments the integer value of a key by one.", handler: string::incr },
+    cmd! { name: "incrby", arity: 3, flags: [WRITE | DENYOOM | FAST], keys: FIRST, group: "string", since: "1.0.0", complexity: "O(1)", summary: "Increments the integer value of a key by a number.", handler: string::incrby },
+    cmd! { name: "incrbyfloat", arity: 3, flags: [WRITE | DENYOOM | FAST], keys: FIRST, group: "string", since: "2.6.0", complexity: "O(1)", summary: "Increment the floating point value of a key by a number. Uses 0 as initial value if the key doesn't exist.", handler: string::incrbyfloat },
+    cmd! { name: "info", arity: -1, flags: [LOADING | STALE | ALL_KEYS], keys: NONE, group: "server", since: "1.0.0", complexity: "O(1)", summary: "Returns information and statistics about the server.", handler: server::info },
+    cmd! { name: "keys", arity: 2, flags: [READONLY | ALL_KEYS], keys: NONE, group: "generic", since: "1.0.0", complexity: "O(N) with N being the number of keys in the database", summary: "Returns all key names that match a pattern.", handler: keys::keys },
+    cmd! { name: "lastsave", arity: 1, flags: [LOADING | STALE | FAST], keys: NONE, group: "server", since: "1.0.0", complexity: "O(1)", summary: "Returns the Unix timestamp of the last successful save to disk.", handler: snapshot::lastsave },
+    cmd! { name: "mget", arity: -2, flags: [READONLY | FAST], keys: ALL, group: "string", since: "1.0.0", complexity: "O(N) where N is the number of keys to retrieve.", summary: "Atomically returns the string values of one or more keys.", handler: string::mget },
+    cmd! { name: "mset", arity: -3, flags: [WRITE | DENYOOM], keys: PAIRS, group: "string", since: "1.0.1", complexity: "O(N) where N is the number of keys to set.", summary: "Atomically creates or modifies the string values of one or more keys.", handler: string::mset },
+    cmd! { name: "multi", arity: 1, flags: [NOSCRIPT | LOADING | STALE | FAST | NOT_QUEUED], keys: NONE, group: "transactions", since: "1.2.0", complexity: "O(1)", summary: "Starts a transaction.", handler: multi::multi },
+    cmd! { name: "persist", arity: 2, flags: [WRITE | FAST], keys: FIRST, group: "generic", since: "2.2.0", complexity: "O(1)", summary: "Removes the expiration time of a key.", handler: keys::persist },
+    cmd! { name: "pexpire", arity: -3, flags: [WRITE | FAST], keys: FIRST, group: "generic", since: "2.6.0", complexity: "O(1)", summary: "Sets the expiration time of a key in milliseconds.", handler: keys::pexpire },
+    cmd! { name: "pexpireat", arity: -3, flags: [WRITE | FAST], keys: FIRST, group: "generic", since: "2.6.0", complexity: "O(1)", summary: "Sets the expiration time of a key to a Unix milliseconds timestamp.", handler: keys::pexpireat },
+    cmd! { name: "pexpiretime", arity: 2, flags: [READONLY | FAST], keys: FIRST, group: "generic", since: "7.0.0", complexity: "O(1)", summary: "Returns the expiration time of a key as a Unix milliseconds timestamp.", handler: keys::pexpiretime },
+    cmd! { name: "ping", arity: -1, flags: [FAST], keys: NONE, group: "connection", since: "1.0.0", complexity: "O(1)", summary: "Returns the server's liveliness response.", handler: connection::ping },
+    cmd! { name: "psetex", arity: 4, flags: [WRITE | DENYOOM], keys: FIRST, group: "string", since: "2.6.0", complexity: "O(1)", summary: "Sets both string value and expiration time in milliseconds of a key. The key is created if it doesn't exist.", handler: string::psetex },
+    cmd! { name: "pttl", arity: 2, flags: [READONLY | FAST], keys: FIRST, group: "generic", since: "2.6.0", complexity: "O(1)", summary: "Returns the expiration time in milliseconds of a key.", handler: keys::pttl },
+    cmd! { name: "quit", arity: -1, flags: [NOSCRIPT | LOADING | STALE | FAST | NO_AUTH | NOT_QUEUED], keys: NONE, group: "connection", since: "1.0.0", complexity: "O(1)", summary: "Closes the connection.", handler: connection::quit },
+    cmd! { name: "readonly", arity: 1, flags: [LOADING | STALE | FAST], keys: NONE, group: "cluster", since: "3.0.0", complexity: "O(1)", summary: "Enables read-only queries for a connection to a Redis Cluster replica node.", handler: cluster::accept },
+    cmd! { name: "readwrite", arity: 1, flags: [LOADING | STALE | FAST], keys: NONE, group: "cluster", since: "3.0.0", complexity: "O(1)", summary: "Enables read-write queries for a connection to a Redis Cluster replica node.", handler: cluster::accept },
+    cmd! { name: "rename", arity: 3, flags: [WRITE], keys: FIRST_TWO, group: "generic", since: "1.0.0", complexity: "O(1)", summary: "Renames a key and overwrites the destination.", handler: keys::rename },
+    cmd! { name: "renamenx", arity: 3, flags: [WRITE | FAST], keys: FIRST_TWO, group: "generic", since: "1.0.0", complexity: "O(1)", summary: "Renames a key only when the target key name doesn't exist.", handler: keys::renamenx },
+    cmd! { name: "reset", arity: 1, flags: [NOSCRIPT | LOADING | STALE | FAST | NO_AUTH | NOT_QUEUED], keys: NONE, group: "connection", since: "6.2.0", complexity: "O(1)", summary: "Resets the connection.", handler: connection::reset },
+    cmd! { name: "rl.allow", arity: -4, flags: [WRITE | DENYOOM | FAST], keys: FIRST, group: "limiter", since: "0.1.0", complexity: "O(1); ALGO log: O(slots expired)", summary: "Admits or denies a request against a limit, atomically.", handler: limiter::allow },
     CommandSpec {
         key_finder: Some(limiter::parse::many_keys),
-        ..cmd!("rl.allowmany", -5, [WRITE | DENYOOM | MOVABLEKEYS], NONE, "limiter", "0.1.0", "O(N) where N is the number of limits", "Admits a request only if every one of several limits admits it.", limiter::allowmany)
+        ..cmd! { name: "rl.allowmany", arity: -5, flags: [WRITE | DENYOOM | MOVABLEKEYS], keys: NONE, group: "limiter", since: "0.1.0", complexity: "O(N) where N is the number of limits", summary: "Admits a request only if every one of several limits admits it.", handler: limiter::allowmany }
     },
-    cmd!("rl.peek", -4, [READONLY | FAST], FIRST, "limiter", "0.1.0", "O(1); ALGO log: O(slots)", "Returns what RL.ALLOW would answer, consuming nothing.", limiter::peek),
-    cmd!("rl.refund", 3, [WRITE | FAST], FIRST, "limiter", "0.1.0", "O(1); ALGO log: O(slots refunded)", "Gives back units charged earlier.", limiter::refund),
-    cmd!("rl.reset", -2, [WRITE], ALL, "limiter", "0.1.0", "O(N) where N is the number of keys", "Forgets the limiter state of keys.", limiter::reset),
-    cmd!("rl.state", 2, [READONLY | FAST], FIRST, "limiter", "0.1.0", "O(1)", "Describes a limiter key's state.", limiter::state),
-    cmd!("save", 1, [ADMIN | NOSCRIPT | NO_MULTI], NONE, "server", "1.0.0", "O(N) where N is the total number of keys in all databases", "Synchronously saves the database(s) to disk.", snapshot::save),
-    cmd!("scan", -2, [READONLY | ALL_KEYS], NONE, "generic", "2.8.0", "O(1) for every call. O(N) for a complete iteration.", "Iterates over the key names in the database.", keys::scan),
-    cmd!("select", 2, [LOADING | STALE | FAST], NONE, "connection", "1.0.0", "O(1)", "Changes the selected database.", connection::select),
-    cmd!("set", -3, [WRITE | DENYOOM], FIRST, "string", "1.0.0", "O(1)", "Sets the string value of a key, ignoring its type. The key is created if it doesn't exist.", string::set),
-    cmd!("setex", 4, [WRITE | DENYOOM], FIRST, "string", "2.0.0", "O(1)", "Sets the string value and expiration time of a key. Creates the key if it doesn't exist.", string::setex),
-    cmd!("setnx", 3, [WRITE | DENYOOM | FAST], FIRST, "string", "1.0.0", "O(1)", "Set the string value of a key only when the key doesn't exist.", string::setnx),
-    cmd!("time", 1, [LOADING | STALE | FAST], NONE, "server", "2.6.0", "O(1)", "Returns the server time.", server::time),
-    cmd!("ttl", 2, [READONLY | FAST], FIRST, "generic", "1.0.0", "O(1)", "Returns the expiration time in seconds of a key.", keys::ttl),
-    cmd!("type", 2, [READONLY | FAST], FIRST, "generic", "1.0.0", "O(1)", "Determines the type of value stored at a key.", keys::type_),
-    cmd!("unlink", -2, [WRITE | FAST], ALL, "generic", "4.0.0", "O(1) for each key removed regardless of its size.", "Asynchronously deletes one or more keys.", keys::del),
-    cmd!("unwatch", 1, [NOSCRIPT | LOADING | STALE | FAST], NONE, "transactions", "2.2.0", "O(1)", "Forgets about watched keys of a transaction.", multi::unwatch),
-    cmd!("watch", -2, [NOSCRIPT | LOADING | STALE | FAST | NOT_QUEUED], ALL, "transactions", "2.2.0", "O(1) for every key.", "Monitors changes to keys to determine the execution of a transaction.", multi::watch),
+    cmd! { name: "rl.peek", arity: -4, flags: [READONLY | FAST], keys: FIRST, group: "limiter", since: "0.1.0", complexity: "O(1); ALGO log: O(slots expired)", summary: "Returns what RL.ALLOW would answer, consuming nothing.", handler: limiter::peek },
+    cmd! { name: "rl.refund", arity: 3, flags: [WRITE | FAST], keys: FIRST, group: "limiter", since: "0.1.0", complexity: "O(1); ALGO log: O(slots refunded)", summary: "Gives back units charged earlier.", handler: limiter::refund },
+    cmd! { name: "rl.reset", arity: -2, flags: [WRITE], keys: ALL, group: "limiter", since: "0.1.0", complexity: "O(N) where N is the number of keys", summary: "Forgets the limiter state of keys.", handler: limiter::reset },
+    cmd! { name: "rl.state", arity: 2, flags: [READONLY | FAST], keys: FIRST, group: "limiter", since: "0.1.0", complexity: "O(1)", summary: "Describes a limiter key's state.", handler: limiter::state },
+    cmd! { name: "save", arity: 1, flags: [ADMIN | NOSCRIPT | NO_MULTI], keys: NONE, group: "server", since: "1.0.0", complexity: "O(N) where N is the total number of keys in all databases", summary: "Synchronously saves the database(s) to disk.", handler: snapshot::save },
+    cmd! { name: "scan", arity: -2, flags: [READONLY | ALL_KEYS], keys: NONE, group: "generic", since: "2.8.0", complexity: "O(1) for every call. O(N) for a complete iteration.", summary: "Iterates over the key names in the database.", handler: keys::scan },
+    cmd! { name: "select", arity: 2, flags: [LOADING | STALE | FAST], keys: NONE, group: "connection", since: "1.0.0", complexity: "O(1)", summary: "Changes the selected database.", handler: connection::select },
+    cmd! { name: "set", arity: -3, flags: [WRITE | DENYOOM], keys: FIRST, group: "string", since: "1.0.0", complexity: "O(1)", summary: "Sets the string value of a key, ignoring its type. The key is created if it doesn't exist.", handler: string::set },
+    cmd! { name: "setex", arity: 4, flags: [WRITE | DENYOOM], keys: FIRST, group: "string", since: "2.0.0", complexity: "O(1)", summary: "Sets the string value and expiration time of a key. Creates the key if it doesn't exist.", handler: string::setex },
+    cmd! { name: "setnx", arity: 3, flags: [WRITE | DENYOOM | FAST], keys: FIRST, group: "string", since: "1.0.0", complexity: "O(1)", summary: "Set the string value of a key only when the key doesn't exist.", handler: string::setnx },
+    cmd! { name: "time", arity: 1, flags: [LOADING | STALE | FAST], keys: NONE, group: "server", since: "2.6.0", complexity: "O(1)", summary: "Returns the server time.", handler: server::time },
+    cmd! { name: "ttl", arity: 2, flags: [READONLY | FAST], keys: FIRST, group: "generic", since: "1.0.0", complexity: "O(1)", summary: "Returns the expiration time in seconds of a key.", handler: keys::ttl },
+    cmd! { name: "type", arity: 2, flags: [READONLY | FAST], keys: FIRST, group: "generic", since: "1.0.0", complexity: "O(1)", summary: "Determines the type of value stored at a key.", handler: keys::type_ },
+    cmd! { name: "unlink", arity: -2, flags: [WRITE | FAST], keys: ALL, group: "generic", since: "4.0.0", complexity: "O(1) for each key removed regardless of its size.", summary: "Asynchronously deletes one or more keys.", handler: keys::del },
+    cmd! { name: "unwatch", arity: 1, flags: [NOSCRIPT | LOADING | STALE | FAST], keys: NONE, group: "transactions", since: "2.2.0", complexity: "O(1)", summary: "Forgets about watched keys of a transaction.", handler: multi::unwatch },
+    cmd! { name: "watch", arity: -2, flags: [NOSCRIPT | LOADING | STALE | FAST | NOT_QUEUED], keys: ALL, group: "transactions", since: "2.2.0", complexity: "O(1) for every key.", summary: "Monitors changes to keys to determine the execution of a transaction.", handler: multi::watch },
 ];
 
 /// Position of a top-level command in [`COMMANDS`], for per-command
