@@ -2,7 +2,7 @@
 
 use std::sync::atomic::Ordering;
 
-use super::args::{int, is};
+use super::args::{int, is, Cursor};
 use super::{CmdError, Ctx};
 use crate::protocol::{Protocol, Request};
 
@@ -88,20 +88,20 @@ pub fn hello(ctx: &mut Ctx<'_>, req: &Request<'_>) -> Result<(), CmdError> {
         };
     }
     let mut name = None;
-    let mut i = 2;
-    while i < req.len() {
-        let more = req.len() - i - 1;
-        if is(req.arg(i), "AUTH") && more >= 2 {
-            check_password(ctx, Some(req.arg(i + 1)), req.arg(i + 2))?;
-            i += 3;
-        } else if is(req.arg(i), "SETNAME") && more >= 1 {
-            super::client::validate_name(req.arg(i + 1))?;
-            name = Some(req.arg(i + 1));
-            i += 2;
+    let mut c = Cursor::new(req, 2);
+    while let Some(opt) = c.next() {
+        let more = req.len() - c.position();
+        if is(opt, "AUTH") && more >= 2 {
+            let (user, pass) = (c.next_required()?, c.next_required()?);
+            check_password(ctx, Some(user), pass)?;
+        } else if is(opt, "SETNAME") && more >= 1 {
+            let given = c.next_required()?;
+            super::client::validate_name(given)?;
+            name = Some(given);
         } else {
             return Err(CmdError::err(format!(
                 "Syntax error in HELLO option '{}'",
-                super::error::show(req.arg(i))
+                super::error::show(opt)
             )));
         }
     }

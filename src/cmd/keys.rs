@@ -2,12 +2,13 @@
 //! PTTL, EXPIRETIME, PEXPIRETIME, EXPIRE, PEXPIRE, EXPIREAT, PEXPIREAT,
 //! PERSIST, SCAN, KEYS.
 
-use super::args::{int, is};
+use super::args::{int, is, Cursor};
 use super::{error::show, CmdError, Ctx};
 use crate::clock::Nanos;
 use crate::glob;
 use crate::protocol::Request;
 use crate::store::Touch;
+use crate::util::parse_i64;
 
 /// ```text
 /// DEL key [key ...]
@@ -305,16 +306,13 @@ pub fn scan(ctx: &mut Ctx<'_>, req: &Request<'_>) -> Result<(), CmdError> {
         .and_then(|s| s.parse::<u64>().ok())
         .ok_or_else(|| CmdError::err("invalid cursor"))?;
     let (mut pattern, mut count, mut type_filter) = (None, 10usize, None);
-    let mut i = 2;
-    while i < req.len() {
-        if i + 1 >= req.len() {
-            return Err(CmdError::Syntax);
-        }
-        let (opt, val) = (req.arg(i), req.arg(i + 1));
+    let mut c = Cursor::new(req, 2);
+    while let Some(opt) = c.next() {
+        let val = c.next_required()?;
         if is(opt, "MATCH") {
             pattern = Some(val);
         } else if is(opt, "COUNT") {
-            count = match int(req, i + 1)? {
+            count = match parse_i64(val).ok_or(CmdError::NotInteger)? {
                 n if n >= 1 => n as usize,
                 _ => return Err(CmdError::Syntax),
             };
@@ -323,7 +321,6 @@ pub fn scan(ctx: &mut Ctx<'_>, req: &Request<'_>) -> Result<(), CmdError> {
         } else {
             return Err(CmdError::Syntax);
         }
-        i += 2;
     }
     let store = ctx.db;
     let shards = store.shard_count() as u64;

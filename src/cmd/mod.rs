@@ -52,7 +52,7 @@ pub struct Ctx<'a> {
 /// the write lands in, which makes room in that table, so the table that
 /// would cross the cap is never allocated and the keyspace stops growing
 /// there. It refuses the write only if no key with a TTL is left to evict,
-/// or if the keys alone would fit and clients' buffers fill the rest.
+/// or if clients' buffers are most of the memory in use.
 pub(crate) fn admit_write(
     ctx: &Ctx<'_>,
     spec: &CommandSpec,
@@ -73,12 +73,15 @@ pub(crate) fn admit_write(
     }
     // Keys are evicted only to make room that keys took: evicting a
     // limiter key re-opens someone's limit, so while clients' own buffers
-    // (an upload that never ends) are what pass the cap, writes are refused.
+    // (an upload that never ends) are what fills the cap, the larger part
+    // of the memory in use, writes are refused instead.
     let buffers = ctx.state.stats.client_buffers.load(Ordering::Relaxed);
-    let keys_fit = used.saturating_sub(buffers).saturating_add(growth) <= max;
+    let buffers_fill_it = buffers >= used.saturating_sub(buffers);
     match settings.policy() {
         crate::config::MaxmemoryPolicy::NoEviction => Err(CmdError::OutOfMemory),
-        crate::config::MaxmemoryPolicy::VolatileTtl if keys_fit => Err(CmdError::OutOfMemory),
+        crate::config::MaxmemoryPolicy::VolatileTtl if buffers_fill_it => {
+            Err(CmdError::OutOfMemory)
+        }
         crate::config::MaxmemoryPolicy::VolatileTtl => {
             if !store.make_room(key, ctx.now) {
                 return Err(CmdError::OutOfMemory);

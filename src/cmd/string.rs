@@ -53,21 +53,21 @@ pub fn getex(ctx: &mut Ctx<'_>, req: &Request<'_>) -> Result<(), CmdError> {
     ];
     // The option and the index of its time argument. Redis accepts the
     // same option again (the last one counts), never two different ones.
-    let mut chosen: Option<(GetexTtl, usize)> = None;
-    let mut i = 2;
-    while i < req.len() {
-        let opt = OPTIONS.iter().find(|(name, _)| is(req.arg(i), name));
+    let mut chosen: Option<(GetexTtl, &[u8])> = None;
+    let mut c = Cursor::new(req, 2);
+    while let Some(arg) = c.next() {
+        let opt = OPTIONS.iter().find(|(name, _)| is(arg, name));
         let Some(&(_, ttl)) = opt else {
             return Err(CmdError::Syntax);
         };
         let timed = ttl != GetexTtl::Persist;
-        if chosen.is_some_and(|(c, _)| c != ttl) || (timed && i + 1 >= req.len()) {
+        if chosen.is_some_and(|(c, _)| c != ttl) || (timed && c.peek().is_none()) {
             return Err(CmdError::Syntax);
         }
-        chosen = Some((ttl, i + 1));
-        i += 1 + timed as usize;
+        let time = if timed { c.next_required()? } else { &[][..] };
+        chosen = Some((ttl, time));
     }
-    let Some((ttl, at_arg)) = chosen else {
+    let Some((ttl, time)) = chosen else {
         // No option: a plain read, as GET.
         return get(ctx, req);
     };
@@ -87,7 +87,7 @@ pub fn getex(ctx: &mut Ctx<'_>, req: &Request<'_>) -> Result<(), CmdError> {
             GetexTtl::ExAt => (Unit::Seconds, true),
             GetexTtl::PxAt => (Unit::Millis, true),
         };
-        let n = int(req, at_arg)?;
+        let n = parse_i64(time).ok_or(CmdError::NotInteger)?;
         if n <= 0 {
             return Err(CmdError::InvalidExpire("getex"));
         }

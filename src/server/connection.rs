@@ -71,13 +71,15 @@ async fn serve<S: AsyncRead + AsyncWrite + AsRawFd + Unpin>(
     shutdown: &mut watch::Receiver<bool>,
 ) -> Close {
     let info = session.info.clone();
-    let mut buf = BytesMut::with_capacity(READ_CHUNK);
-    let mut out = ReplyBuf::with_capacity(READ_CHUNK);
-    let mut decoder = Decoder::new();
+    // Declared before the buffers, so dropped after them: the gauge comes
+    // down once their memory is given back, never before.
     let mut held = BufferGauge {
         gauge: &state.stats.client_buffers,
         bytes: 0,
     };
+    let mut buf = BytesMut::with_capacity(READ_CHUNK);
+    let mut out = ReplyBuf::with_capacity(READ_CHUNK);
+    let mut decoder = Decoder::new();
     let mut stops = Stops {
         shutdown,
         info: &info,
