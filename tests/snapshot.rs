@@ -276,9 +276,19 @@ async fn a_damaged_snapshot_refuses_to_start_and_is_left_untouched() {
     let dir = temp_dir("snap-damaged");
     let path = dir.join("dump.tsnap");
     let good = good_snapshot(&path).await;
+    let mid = good.len() / 2;
+    // A bit flipped inside a key's name: the record still decodes, so the
+    // checksum is what catches it. (A bit flipped at a fixed offset landed
+    // in a length or a count about once in a hundred runs, as the records'
+    // order follows the store's random hashing, and was reported as a
+    // truncated or corrupted record instead: also refused, but not the
+    // reason this case checks.)
     let mut flipped = good.clone();
-    let mid = flipped.len() / 2;
-    flipped[mid] ^= 0x01;
+    let in_key = good
+        .windows(3)
+        .position(|w| w == b"k25")
+        .expect("key k25 in the snapshot");
+    flipped[in_key + 1] ^= 0x01;
     let mut magic = good.clone();
     magic[..8].copy_from_slice(b"REDIS001");
     let mut version = good.clone();
