@@ -1,8 +1,9 @@
 //! CLIENT subcommands.
 
-use super::args::{int, is};
+use super::args::{is, Cursor};
 use super::{error::show, CmdError, Ctx};
 use crate::protocol::Request;
+use crate::util::parse_i64;
 
 /// Redis refuses names with spaces or newlines (they would break
 /// `CLIENT LIST` lines).
@@ -88,10 +89,10 @@ pub fn info(ctx: &mut Ctx<'_>, _req: &Request<'_>) -> Result<(), CmdError> {
 pub fn list(ctx: &mut Ctx<'_>, req: &Request<'_>) -> Result<(), CmdError> {
     let mut ids: Option<Vec<u64>> = None;
     let mut only_normal = true;
-    let mut i = 2;
-    while i < req.len() {
-        if is(req.arg(i), "TYPE") && i + 1 < req.len() {
-            let t = req.arg(i + 1);
+    let mut c = Cursor::new(req, 2);
+    while let Some(opt) = c.next() {
+        if is(opt, "TYPE") && c.peek().is_some() {
+            let t = c.next_required()?;
             if is(t, "normal") {
                 only_normal = true;
             } else if is(t, "master") || is(t, "replica") || is(t, "slave") || is(t, "pubsub") {
@@ -99,17 +100,18 @@ pub fn list(ctx: &mut Ctx<'_>, req: &Request<'_>) -> Result<(), CmdError> {
             } else {
                 return Err(CmdError::err(format!("Unknown client type '{}'", show(t))));
             }
-            i += 2;
-        } else if is(req.arg(i), "ID") && i + 1 < req.len() {
+        } else if is(opt, "ID") && c.peek().is_some() {
+            // Every argument left is an id; one that is not an integer is
+            // an error, one no client can have (0, negative) matches none,
+            // as in Redis.
             let mut v = Vec::new();
-            for j in i + 1..req.len() {
-                match int(req, j) {
-                    Ok(n) if n > 0 => v.push(n as u64),
-                    _ => return Err(CmdError::err("Invalid client ID")),
+            for arg in c.by_ref() {
+                let n = parse_i64(arg).ok_or_else(|| CmdError::err("Invalid client ID"))?;
+                if let Ok(id) = u64::try_from(n) {
+                    v.push(id);
                 }
             }
             ids = Some(v);
-            i = req.len();
         } else {
             return Err(CmdError::Syntax);
         }
@@ -147,12 +149,13 @@ pub fn kill(ctx: &mut Ctx<'_>, req: &Request<'_>) -> Result<(), CmdError> {
         return Ok(());
     }
     let (mut id, mut addr, mut laddr, mut skipme) = (None, None, None, true);
-    let mut i = 2;
-    while i + 1 < req.len() {
-        let (opt, val) = (req.arg(i), req.arg(i + 1));
+    let mut c = Cursor::new(req, 2);
+    while let Some(opt) = c.next() {
+        // Filters come in pairs; a lone word at the end is a syntax error.
+        let val = c.next_required()?;
         if is(opt, "ID") {
-            id = Some(match int(req, i + 1) {
-                Ok(n) if n > 0 => n as u64,
+            id = Some(match parse_i64(val) {
+                Some(n) if n > 0 => n as u64,
                 _ => return Err(CmdError::err("client-id should be greater than 0")),
             });
         } else if is(opt, "ADDR") {
@@ -172,10 +175,6 @@ pub fn kill(ctx: &mut Ctx<'_>, req: &Request<'_>) -> Result<(), CmdError> {
         } else {
             return Err(CmdError::Syntax);
         }
-        i += 2;
-    }
-    if i != req.len() {
-        return Err(CmdError::Syntax);
     }
     let me = ctx.session.info.id;
     let mut killed = 0;
