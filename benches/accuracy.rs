@@ -57,7 +57,7 @@ fn poisson(load: f64, n: usize, seed: u64) -> Vec<Req> {
 }
 
 /// Bursts of `LIMIT` requests just before and just after bucket
-/// boundaries (seed 001's experiment), repeated, with quiet in between.
+/// boundaries (the classic boundary-burst experiment), repeated, with quiet in between.
 fn boundary_bursts(rounds: usize) -> Vec<Req> {
     let mut out = Vec::new();
     for r in 0..rounds as u64 {

@@ -29,10 +29,10 @@ Turnstile (`target/release/turnstile --metrics-addr off`), keys of exactly
 
 Redis (Debian's redis-server, --save '' --appendonly no), same key names:
 
-- seed 002's two-bucket limiter: two string keys per limiter
+- the two-bucket limiter: two string keys per limiter
   (`k:%014d:cur`, `k:%014d:prev`), each a small integer with an expiry
   (`SET ... EX`, as the seed's INCR + EXPIRE leaves it); bytes per limiter.
-- seed 003's sorted-set log: `ZADD k ts ts` (microsecond timestamps, member
+- the sorted-set log: `ZADD k ts ts` (microsecond timestamps, member
   = score, as the seed writes them) plus `EXPIRE`, with 1 and with 100
   timestamps per key, in the default listpack encoding
   (zset-max-listpack-entries 128) and again as a skiplist
@@ -229,12 +229,12 @@ def table(t, r):
     row("Turnstile", f"`ALGO log`, {TIMESTAMPS} timestamps per key", t["log100"],
         f"≤ {LOG_PER_TS} B/timestamp, ≤ {LOG_PER_KEY + LOG_PER_TS * TIMESTAMPS} B/key",
         yes(ts_rss <= LOG_PER_TS and total_rss <= LOG_PER_KEY + LOG_PER_TS * TIMESTAMPS), (ts_rss, ts_used))
-    row("Redis", "two-bucket (seed 002): 2 strings + expiry per limiter", r["two-bucket"])
+    row("Redis", "two-bucket: 2 strings + expiry per limiter", r["two-bucket"])
     for enc in ["listpack", "skiplist"]:
-        row("Redis", f"zset log (seed 003), {enc}, 1 timestamp per key", r[f"zset-{enc}-1"])
+        row("Redis", f"zset log, {enc}, 1 timestamp per key", r[f"zset-{enc}-1"])
         ts_rss, _ = per_ts(r[f"zset-{enc}-{TIMESTAMPS}"], r[f"zset-{enc}-1"], "rss_delta")
         ts_used, _ = per_ts(r[f"zset-{enc}-{TIMESTAMPS}"], r[f"zset-{enc}-1"], "used_delta")
-        row("Redis", f"zset log (seed 003), {enc}, {TIMESTAMPS} timestamps per key",
+        row("Redis", f"zset log, {enc}, {TIMESTAMPS} timestamps per key",
             r[f"zset-{enc}-{TIMESTAMPS}"], ts=(ts_rss, ts_used))
     return "\n".join(rows) + "\n"
 

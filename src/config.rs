@@ -7,7 +7,6 @@
 
 use clap::parser::ValueSource;
 use clap::{ArgMatches, Args, CommandFactory, FromArgMatches, Parser, Subcommand};
-use serde::Deserialize;
 use std::path::{Path, PathBuf};
 
 #[derive(Parser, Debug, Clone)]
@@ -132,54 +131,15 @@ pub struct Config {
     /// Require TLS clients to present a certificate signed by these CAs.
     #[arg(long, env = "TURNSTILE_TLS_CA_CERT_FILE", value_name = "PEM")]
     pub tls_ca_cert_file: Option<PathBuf>,
-}
-
-/// The config file: every setting optional.
-#[derive(Deserialize, Debug, Default)]
-#[serde(deny_unknown_fields, rename_all = "kebab-case")]
-struct FileConfig {
-    bind: Option<String>,
-    port: Option<u16>,
-    requirepass: Option<String>,
-    requirepass_file: Option<PathBuf>,
-    maxclients: Option<u64>,
-    timeout: Option<u64>,
-    proto_max_bulk_len: Option<MemoryValue>,
-    client_query_buffer_limit: Option<MemoryValue>,
-    log_level: Option<String>,
-    metrics_addr: Option<String>,
-    protected_mode: Option<YesNo>,
-    maxmemory: Option<MemoryValue>,
-    maxmemory_policy: Option<String>,
-    client_output_buffer_limit: Option<String>,
-    rename_command: Option<std::collections::BTreeMap<String, String>>,
-    cluster_nodes: Option<String>,
-    cluster_announce: Option<String>,
-    cluster_config: Option<PathBuf>,
-    snapshot: Option<PathBuf>,
-    snapshot_interval: Option<String>,
-    threads: Option<usize>,
-    tls_port: Option<u16>,
-    tls_cert_file: Option<PathBuf>,
-    tls_key_file: Option<PathBuf>,
-    tls_ca_cert_file: Option<PathBuf>,
-}
-
-/// `protected-mode` in a config file: `"yes"`/`"no"` as in redis.conf, or
-/// a TOML boolean.
-#[derive(Deserialize, Debug)]
-#[serde(untagged)]
-enum YesNo {
-    Bool(bool),
-    Text(String),
-}
-
-/// A size in a config file: a number of bytes or a string with a unit.
-#[derive(Deserialize, Debug)]
-#[serde(untagged)]
-enum MemoryValue {
-    Bytes(u64),
-    Text(String),
+    /// Milliseconds a Lua script may run before other clients are answered
+    /// BUSY and SCRIPT KILL may stop it (Redis's `busy-reply-threshold`).
+    #[arg(
+        long,
+        env = "TURNSTILE_LUA_TIME_LIMIT",
+        default_value_t = 5_000,
+        value_name = "MS"
+    )]
+    pub lua_time_limit: u64,
 }
 
 #[derive(Debug, thiserror::Error)]
@@ -303,96 +263,6 @@ impl Config {
         let trimmed = trimmed.strip_suffix(b"\r").unwrap_or(trimmed);
         Ok((!trimmed.is_empty()).then(|| trimmed.to_vec()))
     }
-
-    fn apply_file(&mut self, m: &ArgMatches, path: &Path) -> Result<(), ConfigError> {
-        let text = std::fs::read_to_string(path).map_err(|source| ConfigError::Read {
-            path: path.to_owned(),
-            source,
-        })?;
-        let invalid = |message: String| ConfigError::Invalid {
-            path: path.to_owned(),
-            message,
-        };
-        let file: FileConfig = toml::from_str(&text).map_err(|e| invalid(e.to_string()))?;
-        let defaulted =
-            |id: &str| matches!(m.value_source(id), None | Some(ValueSource::DefaultValue));
-        let memory = |v: MemoryValue| match v {
-            MemoryValue::Bytes(n) => Ok(n),
-            MemoryValue::Text(t) => parse_memory(&t).map_err(invalid),
-        };
-        macro_rules! take {
-            ($field:ident) => {
-                if let Some(v) = file.$field {
-                    if defaulted(stringify!($field)) {
-                        self.$field = v;
-                    }
-                }
-            };
-            ($field:ident, opt) => {
-                if let Some(v) = file.$field {
-                    if defaulted(stringify!($field)) {
-                        self.$field = Some(v);
-                    }
-                }
-            };
-            ($field:ident, memory) => {
-                if let Some(v) = file.$field {
-                    if defaulted(stringify!($field)) {
-                        self.$field = memory(v)?;
-                    }
-                }
-            };
-        }
-        take!(bind);
-        take!(port);
-        take!(requirepass, opt);
-        take!(requirepass_file, opt);
-        take!(maxclients);
-        take!(timeout);
-        take!(proto_max_bulk_len, memory);
-        take!(client_query_buffer_limit, memory);
-        take!(log_level);
-        take!(metrics_addr);
-        take!(maxmemory, memory);
-        if let Some(v) = file.client_output_buffer_limit {
-            if defaulted("client_output_buffer_limit") {
-                self.client_output_buffer_limit = OutputLimit::parse(&v).map_err(invalid)?;
-            }
-        }
-        if let Some(map) = file.rename_command {
-            if self.rename_command.is_empty() {
-                self.rename_command = map.into_iter().flat_map(|(a, b)| [a, b]).collect();
-            }
-        }
-        if let Some(p) = file.maxmemory_policy {
-            if defaulted("maxmemory_policy") {
-                self.maxmemory_policy = MaxmemoryPolicy::parse(&p).map_err(invalid)?;
-            }
-        }
-        take!(cluster_nodes, opt);
-        take!(cluster_announce, opt);
-        take!(cluster_config, opt);
-        take!(snapshot, opt);
-        take!(threads);
-        if let Some(v) = file.snapshot_interval {
-            if defaulted("snapshot_interval") {
-                self.snapshot_interval = parse_duration(&v).map_err(invalid)?;
-            }
-        }
-        take!(tls_port, opt);
-        take!(tls_cert_file, opt);
-        take!(tls_key_file, opt);
-        take!(tls_ca_cert_file, opt);
-        if let Some(v) = file.protected_mode {
-            if defaulted("protected_mode") {
-                self.protected_mode = match v {
-                    YesNo::Bool(b) => b,
-                    YesNo::Text(t) => parse_yes_no(&t).map_err(invalid)?,
-                };
-            }
-        }
-        Ok(())
-    }
 }
 
 impl Cli {
@@ -402,16 +272,104 @@ impl Cli {
         I: IntoIterator<Item = T>,
         T: Into<std::ffi::OsString> + Clone,
     {
-        let args: Vec<std::ffi::OsString> = args.into_iter().map(Into::into).collect();
+        let mut args: Vec<std::ffi::OsString> = args.into_iter().map(Into::into).collect();
         let matches = Cli::command()
             .try_get_matches_from(args.clone())
             .map_err(|e| name_the_variable(e, &args))?;
-        let mut cli = Cli::from_arg_matches(&matches)?;
-        if let Some(path) = cli.config.config.clone() {
-            cli.config.apply_file(&matches, &path)?;
+        if let Some(path) = matches.get_one::<PathBuf>("config") {
+            // The file's settings become arguments of the lowest rank:
+            // only those neither a flag nor a variable gave are added, and
+            // clap parses them as it parses flags.
+            let from_file = file_arguments(&matches, path)?;
+            args.splice(1..1, from_file);
         }
-        Ok(cli)
+        let matches = Cli::command()
+            .try_get_matches_from(args.clone())
+            .map_err(|e| name_the_variable(e, &args))?;
+        Ok(Cli::from_arg_matches(&matches)?)
     }
+}
+
+/// The settings of a `--config` file as command-line arguments, for those
+/// settings `matches` has only by default.
+///
+/// The file's keys are the flags' long names (kebab-case), so every
+/// setting is declared once, by its flag: its name, default, help and
+/// value parser are the flag's, and a file value is checked by the same
+/// parser, here, so a wrong one is reported with the file's path and key.
+/// Values are TOML strings, integers or booleans (`yes`/`no`);
+/// `rename-command` is a table of `NAME = "NEWNAME"`.
+fn file_arguments(
+    matches: &ArgMatches,
+    path: &Path,
+) -> Result<Vec<std::ffi::OsString>, ConfigError> {
+    let text = std::fs::read_to_string(path).map_err(|source| ConfigError::Read {
+        path: path.to_owned(),
+        source,
+    })?;
+    let invalid = |message: String| ConfigError::Invalid {
+        path: path.to_owned(),
+        message,
+    };
+    let table: toml::Table = toml::from_str(&text).map_err(|e| invalid(e.to_string()))?;
+    let command = Cli::command();
+    let mut out = Vec::new();
+    for (key, value) in table {
+        let arg = command
+            .get_arguments()
+            .find(|a| a.get_long() == Some(key.as_str()) && a.get_id() != "config")
+            .ok_or_else(|| invalid(format!("unknown setting '{key}'")))?;
+        let id = arg.get_id().as_str();
+        if !matches!(
+            matches.value_source(id),
+            None | Some(ValueSource::DefaultValue)
+        ) {
+            continue;
+        }
+        let words: Vec<String> = match value {
+            toml::Value::Table(pairs) if id == "rename_command" => pairs
+                .into_iter()
+                .map(|(name, new)| match new {
+                    toml::Value::String(new) => Ok([name, new]),
+                    other => Err(invalid(format!(
+                        "rename-command: '{name}' must name a string, not {}",
+                        other.type_str()
+                    ))),
+                })
+                .collect::<Result<Vec<_>, _>>()?
+                .into_iter()
+                .flatten()
+                .collect(),
+            toml::Value::String(s) => vec![s],
+            toml::Value::Integer(n) => vec![n.to_string()],
+            toml::Value::Boolean(b) => vec![if b { "yes" } else { "no" }.to_string()],
+            other => {
+                return Err(invalid(format!(
+                    "{key}: expected a string, a number or a boolean, not {}",
+                    other.type_str()
+                )))
+            }
+        };
+        let per_use = arg.get_num_args().map_or(1, |n| n.min_values().max(1));
+        for group in words.chunks(per_use) {
+            let mut one = vec![
+                std::ffi::OsString::from("turnstile"),
+                format!("--{key}").into(),
+            ];
+            one.extend(group.iter().map(Into::into));
+            // The flag alone, to check the value with its own parser.
+            clap::Command::new("turnstile")
+                .arg(arg.clone())
+                .try_get_matches_from(&one)
+                .map_err(|e| {
+                    let msg = e.to_string();
+                    let first = msg.lines().next().unwrap_or_default();
+                    invalid(format!("{key}: {}", first.trim_start_matches("error: ")))
+                })?;
+            out.extend(one.into_iter().skip(1));
+        }
+    }
+    Ok(out)
 }
 
 /// A value clap refused that came from a `TURNSTILE_*` variable (its flag
@@ -624,6 +582,54 @@ mod tests {
         assert_eq!(c.port, 7001);
         assert_eq!(c.maxclients, 5);
         assert_eq!(c.proto_max_bulk_len, 1024 * 1024);
+        std::fs::remove_file(&f.0).unwrap();
+    }
+
+    #[test]
+    fn file_values_go_through_the_flags_parsers() {
+        let mut f = tempfile();
+        writeln!(
+            f.1,
+            "protected-mode = false\nmaxmemory = 1048576\nsnapshot-interval = \"250ms\"\nlua-time-limit = 70\n[rename-command]\nFLUSHALL = \"\"\nCONFIG = \"cfg-x\""
+        )
+        .unwrap();
+        let path = f.0.to_str().unwrap().to_string();
+        let c = Config::parse_from(["turnstile", "--config", &path]).unwrap();
+        assert!(!c.protected_mode);
+        assert_eq!(c.maxmemory, 1 << 20);
+        assert_eq!(c.snapshot_interval, std::time::Duration::from_millis(250));
+        assert_eq!(c.lua_time_limit, 70);
+        assert_eq!(
+            c.renames(),
+            vec![
+                ("CONFIG".to_string(), "cfg-x".to_string()),
+                ("FLUSHALL".to_string(), String::new()),
+            ]
+        );
+        std::fs::remove_file(&f.0).unwrap();
+
+        let mut f = tempfile();
+        writeln!(f.1, "maxmemory = \"12tb\"").unwrap();
+        let path = f.0.to_str().unwrap().to_string();
+        let err = Config::parse_from(["turnstile", "--config", &path])
+            .unwrap_err()
+            .to_string();
+        assert!(
+            err.starts_with(&format!("{path}: maxmemory: invalid value '12tb'")),
+            "{err}"
+        );
+        std::fs::remove_file(&f.0).unwrap();
+
+        let mut f = tempfile();
+        writeln!(f.1, "port = [1, 2]").unwrap();
+        let path = f.0.to_str().unwrap().to_string();
+        let err = Config::parse_from(["turnstile", "--config", &path])
+            .unwrap_err()
+            .to_string();
+        assert_eq!(
+            err,
+            format!("{path}: port: expected a string, a number or a boolean, not array")
+        );
         std::fs::remove_file(&f.0).unwrap();
     }
 

@@ -350,7 +350,7 @@ async fn docs_allow_example_actual_values() {
 }
 
 // ---------------------------------------------------------------------------
-// 2. Seed 001's boundary experiment
+// 2. The boundary-burst experiment
 // ---------------------------------------------------------------------------
 
 /// Sends `n` single-unit requests; returns how many were admitted.
