@@ -5,7 +5,6 @@
 
 mod common;
 
-use std::collections::HashSet;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 
@@ -20,18 +19,6 @@ async fn val(con: &mut Con, args: &[&str]) -> Value {
 
 async fn get(con: &mut Con, key: &str) -> Option<String> {
     q(con, &["GET", key]).await
-}
-
-/// Keys, as `prefix0`, `prefix1`, ..., each in a shard none of the others
-/// is in.
-fn keys_in_distinct_shards(srv: &Server, prefix: &str, n: usize) -> Vec<String> {
-    let store = &srv.state().store;
-    let mut seen = HashSet::new();
-    (0..)
-        .map(|i| format!("{prefix}{i}"))
-        .filter(|k| seen.insert(store.shard_of(k.as_bytes())))
-        .take(n)
-        .collect()
 }
 
 fn info_field(info: &str, name: &str) -> u64 {

@@ -25,6 +25,18 @@ use turnstile::{Config, ManualClock, Nanos, ServerHandle};
 pub const START_SECS: u64 = 1_700_000_000;
 pub const START_MS: u64 = START_SECS * 1000;
 
+/// Keys, as `prefix0`, `prefix1`, ..., each in a shard none of the others
+/// is in.
+pub fn keys_in_distinct_shards(srv: &Server, prefix: &str, n: usize) -> Vec<String> {
+    let store = &srv.state().store;
+    let mut seen = std::collections::HashSet::new();
+    (0..)
+        .map(|i| format!("{prefix}{i}"))
+        .filter(|k| seen.insert(store.shard_of(k.as_bytes())))
+        .take(n)
+        .collect()
+}
+
 /// Upper bound for any single network wait in a test.
 pub const IO_TIMEOUT: Duration = Duration::from_secs(10);
 
