@@ -42,6 +42,13 @@
 //!   `gcra.rs`, `fixed.rs`): pure functions over (state, params, now, cost)
 //!   behind one contract, the `Limiter` trait (`limiter/mod.rs`); redis-cell's
 //!   `CL.THROTTLE` arithmetic over GCRA (`cell.rs`).
+//! - [`script`]: the Lua engine behind `EVAL` (`script/mod.rs`): Lua 5.1
+//!   sandboxed as Redis 7.0 sandboxes it (`prelude.lua`), replies into Lua
+//!   and Lua values into replies (`convert.rs`), and the libraries Redis
+//!   loads, `bit`, `struct`, `cjson`, `cmsgpack` (`libs.rs`); `redis.call`
+//!   reaches the command table through the `Host` the command layer
+//!   provides (`cmd/script.rs`: EVAL, EVALSHA, SCRIPT, and the shard locks
+//!   that make a script atomic).
 //! - [`state`]: what every command can reach: store, clock, live settings,
 //!   counters, clients, snapshots.
 //! - [`clients`]: the registry of connected clients (`CLIENT LIST/KILL`,
@@ -72,6 +79,7 @@ pub mod limiter;
 pub mod metrics;
 pub mod persist;
 pub mod protocol;
+pub mod script;
 pub mod server;
 pub mod state;
 pub mod stats;

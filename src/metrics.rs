@@ -17,7 +17,7 @@ use std::time::Duration;
 use crate::clock::ForwardSteps;
 use crate::limiter::Algorithm;
 use crate::persist::Persist;
-use crate::stats::{Stats, TxOutcome};
+use crate::stats::{ScriptOutcome, Stats, TxOutcome};
 use crate::store::Counts;
 
 /// What a scrape reads beyond the exporter's own handles, gathered by the
@@ -35,6 +35,9 @@ pub struct Readings<'a> {
     pub maxmemory: u64,
     pub uptime: Duration,
     pub persist: Option<&'a Persist>,
+    /// Scripts in the cache, and the Lua heap's bytes.
+    pub scripts_cached: usize,
+    pub lua_memory: usize,
 }
 use metrics::{
     Counter, Gauge, Histogram, Key, KeyName, Label, Metadata, Recorder, SharedString, Unit,
@@ -74,6 +77,30 @@ pub const TRANSACTIONS_TOTAL: Def = Def {
     name: "turnstile_transactions_total",
     unit: Unit::Count,
     help: "Transactions ended, by result: executed, watch_aborted (a WATCHed key changed), discarded, execabort (refused at EXEC).",
+};
+
+pub const SCRIPTS_TOTAL: Def = Def {
+    name: "turnstile_scripts_total",
+    unit: Unit::Count,
+    help: "Script runs (EVAL, EVALSHA and their _RO forms) ended, by result: ok, error (raised, did not compile, out of memory), killed (SCRIPT KILL).",
+};
+
+pub const SCRIPT_DURATION_SECONDS: Def = Def {
+    name: SCRIPT_LATENCY,
+    unit: Unit::Seconds,
+    help: "Time to run a script, its commands included.",
+};
+
+pub const SCRIPTS_CACHED: Def = Def {
+    name: "turnstile_scripts_cached",
+    unit: Unit::Count,
+    help: "Scripts in the cache (SCRIPT LOAD, EVAL), shared by every connection.",
+};
+
+pub const LUA_MEMORY_BYTES: Def = Def {
+    name: "turnstile_lua_memory_bytes",
+    unit: Unit::Bytes,
+    help: "Bytes the Lua heap holds (INFO used_memory_lua).",
 };
 
 pub const AUTH_FAILURES_TOTAL: Def = Def {
@@ -239,6 +266,10 @@ pub const ALL: &[&Def] = &[
     &DECISIONS_TOTAL,
     &UNITS_CONSUMED_TOTAL,
     &TRANSACTIONS_TOTAL,
+    &SCRIPTS_TOTAL,
+    &SCRIPT_DURATION_SECONDS,
+    &SCRIPTS_CACHED,
+    &LUA_MEMORY_BYTES,
     &AUTH_FAILURES_TOTAL,
     &CLOCK_BACKWARD_STEPS_TOTAL,
     &CLOCK_FORWARD_STEPS_TOTAL,
@@ -299,6 +330,7 @@ pub const LATENCY_BUCKETS: [f64; 17] = [
 ];
 
 const LATENCY: &str = "turnstile_command_duration_seconds";
+const SCRIPT_LATENCY: &str = "turnstile_script_duration_seconds";
 
 /// Every metric, registered once at start.
 pub struct Metrics {
@@ -315,6 +347,10 @@ pub struct Metrics {
     error_replies: Counter,
     auth_failures: Counter,
     transactions: Vec<(TxOutcome, Counter)>,
+    scripts: Vec<(ScriptOutcome, Counter)>,
+    script_latency: Histogram,
+    scripts_cached: Gauge,
+    lua_memory: Gauge,
     clock_backward_steps: Counter,
     clock_forward_steps: Counter,
     clock_forward_steps_ignored: Counter,
@@ -341,6 +377,8 @@ impl Metrics {
     pub fn new(catalog: &crate::stats::Catalog) -> Metrics {
         let recorder = PrometheusBuilder::new()
             .set_buckets_for_metric(Matcher::Full(LATENCY.into()), &LATENCY_BUCKETS)
+            .expect("buckets are non-empty")
+            .set_buckets_for_metric(Matcher::Full(SCRIPT_LATENCY.into()), &LATENCY_BUCKETS)
             .expect("buckets are non-empty")
             .build_recorder();
         let handle = recorder.handle();
@@ -443,6 +481,16 @@ impl Metrics {
                     (o, counter(&TRANSACTIONS_TOTAL, labels))
                 })
                 .collect(),
+            scripts: ScriptOutcome::ALL
+                .into_iter()
+                .map(|o| {
+                    let labels = vec![Label::new(label::RESULT, o.name())];
+                    (o, counter(&SCRIPTS_TOTAL, labels))
+                })
+                .collect(),
+            script_latency: r.register_histogram(&Key::from_name(SCRIPT_LATENCY), &meta),
+            scripts_cached: gauge(&SCRIPTS_CACHED, vec![]),
+            lua_memory: gauge(&LUA_MEMORY_BYTES, vec![]),
             clock_backward_steps: counter(&CLOCK_BACKWARD_STEPS_TOTAL, vec![]),
             clock_forward_steps: counter(&CLOCK_FORWARD_STEPS_TOTAL, vec![]),
             clock_forward_steps_ignored: counter(&CLOCK_FORWARD_STEPS_IGNORED_TOTAL, vec![]),
@@ -470,6 +518,11 @@ impl Metrics {
     /// Records one command's latency (command-table index `i`).
     pub fn observe(&self, i: usize, elapsed: Duration) {
         self.latency[i].record(elapsed.as_secs_f64());
+    }
+
+    /// Records how long one script ran.
+    pub fn observe_script(&self, elapsed: Duration) {
+        self.script_latency.record(elapsed.as_secs_f64());
     }
 
     /// Folds recorded histogram samples into their buckets, so memory stays
@@ -512,6 +565,11 @@ impl Metrics {
         for (outcome, counter) in &self.transactions {
             counter.absolute(stats.transactions(*outcome));
         }
+        for (outcome, counter) in &self.scripts {
+            counter.absolute(stats.scripts(*outcome));
+        }
+        self.scripts_cached.set(r.scripts_cached as f64);
+        self.lua_memory.set(r.lua_memory as f64);
         self.clock_backward_steps.absolute(r.backward_steps);
         self.clock_forward_steps.absolute(r.forward_steps.adopted);
         self.clock_forward_steps_ignored

@@ -40,6 +40,8 @@ pub struct State {
     pub tls_port: Option<u16>,
     /// `--snapshot`: where and how often, and how the last one went.
     pub persist: Option<crate::persist::Persist>,
+    /// The Lua engine and its script cache, shared by every connection.
+    pub scripts: crate::script::Engine,
 }
 
 impl State {
@@ -69,6 +71,10 @@ impl State {
                 .snapshot
                 .clone()
                 .map(|path| crate::persist::Persist::new(path, config.snapshot_interval)),
+            scripts: crate::script::Engine::new(crate::script::EngineConfig {
+                busy_threshold: std::time::Duration::from_millis(config.lua_time_limit),
+                ..Default::default()
+            }),
         }
     }
 }
@@ -123,6 +129,8 @@ pub struct Settings {
     pub output_soft_seconds: AtomicU64,
     /// `MaxmemoryPolicy::index()`.
     pub maxmemory_policy: AtomicU8,
+    /// `--lua-time-limit`, in milliseconds.
+    pub lua_time_limit_ms: AtomicU64,
     requirepass: RwLock<Option<Password>>,
     pub bind: String,
 }
@@ -140,6 +148,7 @@ impl Settings {
             output_soft: AtomicU64::new(config.client_output_buffer_limit.soft),
             output_soft_seconds: AtomicU64::new(config.client_output_buffer_limit.soft_seconds),
             maxmemory_policy: AtomicU8::new(config.maxmemory_policy.index()),
+            lua_time_limit_ms: AtomicU64::new(config.lua_time_limit),
             requirepass: RwLock::new(password.as_deref().and_then(Password::new)),
             bind: config.bind.clone(),
         }

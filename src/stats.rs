@@ -44,6 +44,8 @@ pub struct Stats {
     near_limit: [AtomicU64; Algorithm::COUNT],
     /// Transactions ended, by [`TxOutcome`].
     transactions: [AtomicU64; TxOutcome::ALL.len()],
+    /// Script runs ended, by [`ScriptOutcome`].
+    scripts: [AtomicU64; ScriptOutcome::ALL.len()],
 }
 
 /// How a transaction ended.
@@ -75,6 +77,34 @@ impl TxOutcome {
             TxOutcome::WatchAborted => "watch_aborted",
             TxOutcome::Discarded => "discarded",
             TxOutcome::ExecAbort => "execabort",
+        }
+    }
+}
+
+/// How a script run (`EVAL`, `EVALSHA` and their `_RO` forms) ended.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ScriptOutcome {
+    /// It returned a reply (an error reply it returned on purpose, too).
+    Ok,
+    /// It raised an error, or did not compile, or ran out of memory.
+    Error,
+    /// `SCRIPT KILL` stopped it.
+    Killed,
+}
+
+impl ScriptOutcome {
+    pub const ALL: [ScriptOutcome; 3] = [
+        ScriptOutcome::Ok,
+        ScriptOutcome::Error,
+        ScriptOutcome::Killed,
+    ];
+
+    /// The `INFO` field suffix and the metric's `result` label.
+    pub fn name(self) -> &'static str {
+        match self {
+            ScriptOutcome::Ok => "ok",
+            ScriptOutcome::Error => "error",
+            ScriptOutcome::Killed => "killed",
         }
     }
 }
@@ -116,6 +146,7 @@ impl Stats {
             units: Default::default(),
             near_limit: Default::default(),
             transactions: Default::default(),
+            scripts: Default::default(),
         }
     }
 }
@@ -181,6 +212,15 @@ impl Stats {
         Self::read(&self.transactions[outcome as usize])
     }
 
+    pub fn script(&self, outcome: ScriptOutcome) {
+        Self::add(&self.scripts[outcome as usize], 1);
+    }
+
+    /// Script runs that ended with `outcome`.
+    pub fn scripts(&self, outcome: ScriptOutcome) -> u64 {
+        Self::read(&self.scripts[outcome as usize])
+    }
+
     /// `CONFIG RESETSTAT`.
     pub fn reset(&self) {
         let scalars = [
@@ -201,7 +241,8 @@ impl Stats {
             .chain(self.decisions.iter().flatten())
             .chain(self.units.iter())
             .chain(self.near_limit.iter())
-            .chain(self.transactions.iter());
+            .chain(self.transactions.iter())
+            .chain(self.scripts.iter());
         for c in all {
             c.store(0, Ordering::Relaxed);
         }

@@ -43,6 +43,15 @@ const PARAMS: &[Param] = &[
         kind: Kind::ReadOnly(|s| s.settings.bind.clone()),
     },
     Param {
+        name: "busy-reply-threshold",
+        kind: Kind::Number {
+            field: |s| &s.lua_time_limit_ms,
+            memory: false,
+            min: 0,
+            max: i64::MAX,
+        },
+    },
+    Param {
         name: "client-query-buffer-limit",
         kind: Kind::Number {
             field: |s| &s.client_query_buffer_limit,
@@ -54,6 +63,15 @@ const PARAMS: &[Param] = &[
     Param {
         name: "databases",
         kind: Kind::ReadOnly(|_| "1".into()),
+    },
+    Param {
+        name: "lua-time-limit",
+        kind: Kind::Number {
+            field: |s| &s.lua_time_limit_ms,
+            memory: false,
+            min: 0,
+            max: i64::MAX,
+        },
     },
     Param {
         name: "maxclients",
@@ -279,4 +297,44 @@ pub fn help(ctx: &mut Ctx<'_>, _req: &Request<'_>) -> Result<(), CmdError> {
         ],
     );
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use clap::CommandFactory;
+
+    /// Parameters Redis clients read that are not Turnstile flags:
+    /// redis.conf names with a fixed answer, and Redis 7's new name for
+    /// `lua-time-limit`.
+    const NOT_FLAGS: &[&str] = &["appendonly", "databases", "save", "busy-reply-threshold"];
+
+    /// A `CONFIG` parameter is the flag of the same name (and the config
+    /// file's key): one name per setting, wherever it is set.
+    #[test]
+    fn every_parameter_is_named_as_its_flag() {
+        let cli = crate::config::Cli::command();
+        let flags: Vec<&str> = cli.get_arguments().filter_map(|a| a.get_long()).collect();
+        for p in PARAMS {
+            if NOT_FLAGS.contains(&p.name) {
+                assert!(
+                    !flags.contains(&p.name),
+                    "{} is a flag now: take it off NOT_FLAGS",
+                    p.name
+                );
+                continue;
+            }
+            assert!(
+                flags.contains(&p.name),
+                "CONFIG {} has no --{0} flag",
+                p.name
+            );
+        }
+        let mut names: Vec<&str> = PARAMS.iter().map(|p| p.name).collect();
+        names.sort_unstable();
+        assert!(
+            names.windows(2).all(|w| w[0] < w[1]),
+            "CONFIG parameters are listed once each, in order: {names:?}"
+        );
+    }
 }

@@ -13,6 +13,7 @@ pub mod keys;
 pub mod limiter;
 pub mod multi;
 pub mod rename;
+pub mod script;
 pub mod server;
 pub mod session;
 pub mod snapshot;
@@ -174,6 +175,14 @@ fn check(
     }
     if spec.flags.contains(Flags::DENYOOM) {
         admit_write(ctx, spec, req).map_err(refuse)?;
+    }
+    // Another client's script has run past --lua-time-limit: Redis is
+    // blocked then, and answers BUSY to all but a few commands.
+    if !spec.flags.contains(Flags::ALLOW_BUSY) && ctx.state.scripts.busy() {
+        return Err(refuse(CmdError::Prefixed(
+            "BUSY Redis is busy running a script. You can only call SCRIPT KILL or SHUTDOWN NOSAVE."
+                .into(),
+        )));
     }
     if ctx.session.tx.in_multi() && spec.flags.contains(Flags::NO_MULTI) {
         return Err(refuse(CmdError::err(

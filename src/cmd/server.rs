@@ -119,14 +119,17 @@ fn write_section(ctx: &Ctx<'_>, section: &str, t: &mut String) {
             let rss = crate::alloc::rss();
             let used = crate::alloc::used_memory();
             let max = state.settings.get(&state.settings.maxmemory);
+            let lua = state.scripts.used_memory();
             write!(
                 t,
-                "# Memory\r\nused_memory:{used}\r\nused_memory_human:{}\r\nused_memory_rss:{rss}\r\nused_memory_rss_human:{}\r\nmaxmemory:{max}\r\nmaxmemory_human:{}\r\nmaxmemory_policy:{}\r\nmem_clients_normal:{}\r\n",
+                "# Memory\r\nused_memory:{used}\r\nused_memory_human:{}\r\nused_memory_rss:{rss}\r\nused_memory_rss_human:{}\r\nmaxmemory:{max}\r\nmaxmemory_human:{}\r\nmaxmemory_policy:{}\r\nmem_clients_normal:{}\r\nused_memory_lua:{lua}\r\nused_memory_lua_human:{}\r\nnumber_of_cached_scripts:{}\r\n",
                 human(used),
                 human(rss),
                 human(max as usize),
                 state.settings.policy().name(),
                 Stats::read(&stats.client_buffers),
+                human(lua),
+                state.scripts.len(),
             )
         }
         "stats" => write!(
@@ -150,6 +153,14 @@ fn write_section(ctx: &Ctx<'_>, section: &str, t: &mut String) {
                     "transactions_{}:{}\r\n",
                     outcome.name(),
                     stats.transactions(outcome)
+                )?;
+            }
+            for outcome in crate::stats::ScriptOutcome::ALL {
+                write!(
+                    t,
+                    "scripts_{}:{}\r\n",
+                    outcome.name(),
+                    stats.scripts(outcome)
                 )?;
             }
             // Limiter decisions, as /metrics reports them.

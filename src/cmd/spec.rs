@@ -39,8 +39,11 @@ impl Flags {
     /// `FLUSHALL`, `INFO`'s keyspace): a transaction with one locks every
     /// shard. Not a `COMMAND INFO` flag.
     pub const ALL_KEYS: Flags = Flags(1 << 13);
+    /// Runs while a script is past the busy threshold, when every other
+    /// command is answered `BUSY` (Redis's `allow_busy`).
+    pub const ALLOW_BUSY: Flags = Flags(1 << 14);
 
-    const NAMES: [(Flags, &'static str); 11] = [
+    const NAMES: [(Flags, &'static str); 12] = [
         (Flags::WRITE, "write"),
         (Flags::READONLY, "readonly"),
         (Flags::DENYOOM, "denyoom"),
@@ -52,6 +55,7 @@ impl Flags {
         (Flags::NO_AUTH, "no_auth"),
         (Flags::MOVABLEKEYS, "movablekeys"),
         (Flags::NO_MULTI, "no_multi"),
+        (Flags::ALLOW_BUSY, "allow_busy"),
     ];
 
     pub const fn empty() -> Flags {

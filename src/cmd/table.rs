@@ -9,8 +9,8 @@ use std::sync::LazyLock;
 
 use super::CmdError;
 use super::{
-    client, cluster, command, config, connection, keys, limiter, multi, server, snapshot, string,
-    Ctx,
+    client, cluster, command, config, connection, keys, limiter, multi, script, server, snapshot,
+    string, Ctx,
 };
 use crate::protocol::Request;
 
@@ -92,10 +92,18 @@ static CONFIG_SUBCOMMANDS: [CommandSpec; 4] = [
     cmd! { name: "set", arity: -4, flags: [ADMIN | NOSCRIPT | LOADING | STALE], keys: NONE, group: "server", since: "2.0.0", complexity: "O(N) when N is the number of configuration parameters provided", summary: "Sets configuration parameters in-flight.", handler: config::set },
 ];
 
+static SCRIPT_SUBCOMMANDS: [CommandSpec; 5] = [
+    cmd! { name: "exists", arity: -3, flags: [NOSCRIPT], keys: NONE, group: "scripting", since: "2.6.0", complexity: "O(N) with N being the number of scripts to check (so checking a single script is an O(1) operation).", summary: "Determines whether server-side Lua scripts exist in the script cache.", handler: script::exists },
+    cmd! { name: "flush", arity: -2, flags: [NOSCRIPT], keys: NONE, group: "scripting", since: "2.6.0", complexity: "O(N) with N being the number of scripts in cache", summary: "Removes all server-side Lua scripts from the script cache.", handler: script::flush },
+    cmd! { name: "help", arity: 2, flags: [LOADING | STALE], keys: NONE, group: "scripting", since: "5.0.0", complexity: "O(1)", summary: "Returns helpful text about the different subcommands.", handler: script::help },
+    cmd! { name: "kill", arity: 2, flags: [NOSCRIPT | ALLOW_BUSY], keys: NONE, group: "scripting", since: "2.6.0", complexity: "O(1)", summary: "Terminates a server-side Lua script during execution.", handler: script::kill },
+    cmd! { name: "load", arity: 3, flags: [NOSCRIPT | STALE], keys: NONE, group: "scripting", since: "2.6.0", complexity: "O(N) with N being the length in bytes of the script body.", summary: "Loads a server-side Lua script to the script cache.", handler: script::load },
+];
+
 /// Every command, in alphabetical order.
 pub static COMMANDS: &[CommandSpec] = &[
     cmd! { name: "asking", arity: 1, flags: [FAST], keys: NONE, group: "cluster", since: "3.0.0", complexity: "O(1)", summary: "Signals that a cluster client is following an -ASK redirect.", handler: cluster::accept },
-    cmd! { name: "auth", arity: -2, flags: [NOSCRIPT | LOADING | STALE | FAST | NO_AUTH], keys: NONE, group: "connection", since: "1.0.0", complexity: "O(N) where N is the number of passwords defined for the user", summary: "Authenticates the connection.", handler: connection::auth },
+    cmd! { name: "auth", arity: -2, flags: [NOSCRIPT | LOADING | STALE | FAST | NO_AUTH | ALLOW_BUSY], keys: NONE, group: "connection", since: "1.0.0", complexity: "O(N) where N is the number of passwords defined for the user", summary: "Authenticates the connection.", handler: connection::auth },
     cmd! { name: "bgsave", arity: -1, flags: [ADMIN | NOSCRIPT], keys: NONE, group: "server", since: "1.0.0", complexity: "O(1)", summary: "Asynchronously saves the database(s) to disk.", handler: snapshot::bgsave },
     cmd! { name: "cl.throttle", arity: -5, flags: [WRITE | DENYOOM | FAST], keys: FIRST, group: "limiter", since: "0.1.0", complexity: "O(1)", summary: "Admits or denies a request as redis-cell's GCRA does.", handler: limiter::throttle },
     cmd! { name: "client", arity: -2, flags: [], keys: NONE, group: "connection", since: "2.4.0", complexity: "Depends on subcommand.", summary: "A container for client connection commands.", handler: container_without_subcommand, subcommands: &CLIENT_SUBCOMMANDS },
@@ -106,8 +114,24 @@ pub static COMMANDS: &[CommandSpec] = &[
     cmd! { name: "decr", arity: 2, flags: [WRITE | DENYOOM | FAST], keys: FIRST, group: "string", since: "1.0.0", complexity: "O(1)", summary: "Decrements the integer value of a key by one.", handler: string::decr },
     cmd! { name: "decrby", arity: 3, flags: [WRITE | DENYOOM | FAST], keys: FIRST, group: "string", since: "1.0.0", complexity: "O(1)", summary: "Decrements a number from the integer value of a key.", handler: string::decrby },
     cmd! { name: "del", arity: -2, flags: [WRITE], keys: ALL, group: "generic", since: "1.0.0", complexity: "O(N) where N is the number of keys that will be removed", summary: "Deletes one or more keys.", handler: keys::del },
-    cmd! { name: "discard", arity: 1, flags: [NOSCRIPT | LOADING | STALE | FAST | NOT_QUEUED], keys: NONE, group: "transactions", since: "2.0.0", complexity: "O(N), when N is the number of queued commands", summary: "Discards a transaction.", handler: multi::discard },
+    cmd! { name: "discard", arity: 1, flags: [NOSCRIPT | LOADING | STALE | FAST | NOT_QUEUED | ALLOW_BUSY], keys: NONE, group: "transactions", since: "2.0.0", complexity: "O(N), when N is the number of queued commands", summary: "Discards a transaction.", handler: multi::discard },
     cmd! { name: "echo", arity: 2, flags: [FAST], keys: NONE, group: "connection", since: "1.0.0", complexity: "O(1)", summary: "Returns the given string.", handler: connection::echo },
+    CommandSpec {
+        key_finder: Some(script::eval_keys),
+        ..cmd! { name: "eval", arity: -3, flags: [NOSCRIPT | STALE | MOVABLEKEYS | ALL_KEYS], keys: NONE, group: "scripting", since: "2.6.0", complexity: "Depends on the script that is executed.", summary: "Executes a server-side Lua script.", handler: script::eval }
+    },
+    CommandSpec {
+        key_finder: Some(script::eval_keys),
+        ..cmd! { name: "eval_ro", arity: -3, flags: [READONLY | NOSCRIPT | STALE | MOVABLEKEYS | ALL_KEYS], keys: NONE, group: "scripting", since: "7.0.0", complexity: "Depends on the script that is executed.", summary: "Executes a read-only server-side Lua script.", handler: script::eval_ro }
+    },
+    CommandSpec {
+        key_finder: Some(script::eval_keys),
+        ..cmd! { name: "evalsha", arity: -3, flags: [NOSCRIPT | STALE | MOVABLEKEYS | ALL_KEYS], keys: NONE, group: "scripting", since: "2.6.0", complexity: "Depends on the script that is executed.", summary: "Executes a server-side Lua script by SHA1 digest.", handler: script::evalsha }
+    },
+    CommandSpec {
+        key_finder: Some(script::eval_keys),
+        ..cmd! { name: "evalsha_ro", arity: -3, flags: [READONLY | NOSCRIPT | STALE | MOVABLEKEYS | ALL_KEYS], keys: NONE, group: "scripting", since: "7.0.0", complexity: "Depends on the script that is executed.", summary: "Executes a read-only server-side Lua script by SHA1 digest.", handler: script::evalsha_ro }
+    },
     cmd! { name: "exec", arity: 1, flags: [NOSCRIPT | LOADING | STALE | NOT_QUEUED], keys: NONE, group: "transactions", since: "1.2.0", complexity: "Depends on commands in the transaction", summary: "Executes all commands in a transaction.", handler: multi::exec },
     cmd! { name: "exists", arity: -2, flags: [READONLY | FAST], keys: ALL, group: "generic", since: "1.0.0", complexity: "O(N) where N is the number of keys to check", summary: "Determines whether one or more keys exist.", handler: keys::exists },
     cmd! { name: "expire", arity: -3, flags: [WRITE | FAST], keys: FIRST, group: "generic", since: "1.0.0", complexity: "O(1)", summary: "Sets the expiration time of a key in seconds.", handler: keys::expire },
@@ -118,7 +142,7 @@ pub static COMMANDS: &[CommandSpec] = &[
     cmd! { name: "get", arity: 2, flags: [READONLY | FAST], keys: FIRST, group: "string", since: "1.0.0", complexity: "O(1)", summary: "Returns the string value of a key.", handler: string::get },
     cmd! { name: "getdel", arity: 2, flags: [WRITE | FAST], keys: FIRST, group: "string", since: "6.2.0", complexity: "O(1)", summary: "Returns the string value of a key after deleting the key.", handler: string::getdel },
     cmd! { name: "getex", arity: -2, flags: [WRITE | FAST], keys: FIRST, group: "string", since: "6.2.0", complexity: "O(1)", summary: "Returns the string value of a key after setting its expiration time.", handler: string::getex },
-    cmd! { name: "hello", arity: -1, flags: [NOSCRIPT | LOADING | STALE | FAST | NO_AUTH], keys: NONE, group: "connection", since: "6.0.0", complexity: "O(1)", summary: "Handshakes with the Redis server.", handler: connection::hello },
+    cmd! { name: "hello", arity: -1, flags: [NOSCRIPT | LOADING | STALE | FAST | NO_AUTH | ALLOW_BUSY], keys: NONE, group: "connection", since: "6.0.0", complexity: "O(1)", summary: "Handshakes with the Redis server.", handler: connection::hello },
     cmd! { name: "incr", arity: 2, flags: [WRITE | DENYOOM | FAST], keys: FIRST, group: "string", since: "1.0.0", complexity: "O(1)", summary: "Increments the integer value of a key by one.", handler: string::incr },
     cmd! { name: "incrby", arity: 3, flags: [WRITE | DENYOOM | FAST], keys: FIRST, group: "string", since: "1.0.0", complexity: "O(1)", summary: "Increments the integer value of a key by a number.", handler: string::incrby },
     cmd! { name: "incrbyfloat", arity: 3, flags: [WRITE | DENYOOM | FAST], keys: FIRST, group: "string", since: "2.6.0", complexity: "O(1)", summary: "Increment the floating point value of a key by a number. Uses 0 as initial value if the key doesn't exist.", handler: string::incrbyfloat },
@@ -127,7 +151,7 @@ pub static COMMANDS: &[CommandSpec] = &[
     cmd! { name: "lastsave", arity: 1, flags: [LOADING | STALE | FAST], keys: NONE, group: "server", since: "1.0.0", complexity: "O(1)", summary: "Returns the Unix timestamp of the last successful save to disk.", handler: snapshot::lastsave },
     cmd! { name: "mget", arity: -2, flags: [READONLY | FAST], keys: ALL, group: "string", since: "1.0.0", complexity: "O(N) where N is the number of keys to retrieve.", summary: "Atomically returns the string values of one or more keys.", handler: string::mget },
     cmd! { name: "mset", arity: -3, flags: [WRITE | DENYOOM], keys: PAIRS, group: "string", since: "1.0.1", complexity: "O(N) where N is the number of keys to set.", summary: "Atomically creates or modifies the string values of one or more keys.", handler: string::mset },
-    cmd! { name: "multi", arity: 1, flags: [NOSCRIPT | LOADING | STALE | FAST | NOT_QUEUED], keys: NONE, group: "transactions", since: "1.2.0", complexity: "O(1)", summary: "Starts a transaction.", handler: multi::multi },
+    cmd! { name: "multi", arity: 1, flags: [NOSCRIPT | LOADING | STALE | FAST | NOT_QUEUED | ALLOW_BUSY], keys: NONE, group: "transactions", since: "1.2.0", complexity: "O(1)", summary: "Starts a transaction.", handler: multi::multi },
     cmd! { name: "persist", arity: 2, flags: [WRITE | FAST], keys: FIRST, group: "generic", since: "2.2.0", complexity: "O(1)", summary: "Removes the expiration time of a key.", handler: keys::persist },
     cmd! { name: "pexpire", arity: -3, flags: [WRITE | FAST], keys: FIRST, group: "generic", since: "2.6.0", complexity: "O(1)", summary: "Sets the expiration time of a key in milliseconds.", handler: keys::pexpire },
     cmd! { name: "pexpireat", arity: -3, flags: [WRITE | FAST], keys: FIRST, group: "generic", since: "2.6.0", complexity: "O(1)", summary: "Sets the expiration time of a key to a Unix milliseconds timestamp.", handler: keys::pexpireat },
@@ -135,12 +159,12 @@ pub static COMMANDS: &[CommandSpec] = &[
     cmd! { name: "ping", arity: -1, flags: [FAST], keys: NONE, group: "connection", since: "1.0.0", complexity: "O(1)", summary: "Returns the server's liveliness response.", handler: connection::ping },
     cmd! { name: "psetex", arity: 4, flags: [WRITE | DENYOOM], keys: FIRST, group: "string", since: "2.6.0", complexity: "O(1)", summary: "Sets both string value and expiration time in milliseconds of a key. The key is created if it doesn't exist.", handler: string::psetex },
     cmd! { name: "pttl", arity: 2, flags: [READONLY | FAST], keys: FIRST, group: "generic", since: "2.6.0", complexity: "O(1)", summary: "Returns the expiration time in milliseconds of a key.", handler: keys::pttl },
-    cmd! { name: "quit", arity: -1, flags: [NOSCRIPT | LOADING | STALE | FAST | NO_AUTH | NOT_QUEUED], keys: NONE, group: "connection", since: "1.0.0", complexity: "O(1)", summary: "Closes the connection.", handler: connection::quit },
+    cmd! { name: "quit", arity: -1, flags: [NOSCRIPT | LOADING | STALE | FAST | NO_AUTH | NOT_QUEUED | ALLOW_BUSY], keys: NONE, group: "connection", since: "1.0.0", complexity: "O(1)", summary: "Closes the connection.", handler: connection::quit },
     cmd! { name: "readonly", arity: 1, flags: [LOADING | STALE | FAST], keys: NONE, group: "cluster", since: "3.0.0", complexity: "O(1)", summary: "Enables read-only queries for a connection to a Redis Cluster replica node.", handler: cluster::accept },
     cmd! { name: "readwrite", arity: 1, flags: [LOADING | STALE | FAST], keys: NONE, group: "cluster", since: "3.0.0", complexity: "O(1)", summary: "Enables read-write queries for a connection to a Redis Cluster replica node.", handler: cluster::accept },
     cmd! { name: "rename", arity: 3, flags: [WRITE], keys: FIRST_TWO, group: "generic", since: "1.0.0", complexity: "O(1)", summary: "Renames a key and overwrites the destination.", handler: keys::rename },
     cmd! { name: "renamenx", arity: 3, flags: [WRITE | FAST], keys: FIRST_TWO, group: "generic", since: "1.0.0", complexity: "O(1)", summary: "Renames a key only when the target key name doesn't exist.", handler: keys::renamenx },
-    cmd! { name: "reset", arity: 1, flags: [NOSCRIPT | LOADING | STALE | FAST | NO_AUTH | NOT_QUEUED], keys: NONE, group: "connection", since: "6.2.0", complexity: "O(1)", summary: "Resets the connection.", handler: connection::reset },
+    cmd! { name: "reset", arity: 1, flags: [NOSCRIPT | LOADING | STALE | FAST | NO_AUTH | NOT_QUEUED | ALLOW_BUSY], keys: NONE, group: "connection", since: "6.2.0", complexity: "O(1)", summary: "Resets the connection.", handler: connection::reset },
     cmd! { name: "rl.allow", arity: -4, flags: [WRITE | DENYOOM | FAST], keys: FIRST, group: "limiter", since: "0.1.0", complexity: "O(1); ALGO log: O(slots expired)", summary: "Admits or denies a request against a limit, atomically.", handler: limiter::allow },
     CommandSpec {
         key_finder: Some(limiter::parse::many_keys),
@@ -152,6 +176,7 @@ pub static COMMANDS: &[CommandSpec] = &[
     cmd! { name: "rl.state", arity: 2, flags: [READONLY | FAST], keys: FIRST, group: "limiter", since: "0.1.0", complexity: "O(1)", summary: "Describes a limiter key's state.", handler: limiter::state },
     cmd! { name: "save", arity: 1, flags: [ADMIN | NOSCRIPT | NO_MULTI], keys: NONE, group: "server", since: "1.0.0", complexity: "O(N) where N is the total number of keys in all databases", summary: "Synchronously saves the database(s) to disk.", handler: snapshot::save },
     cmd! { name: "scan", arity: -2, flags: [READONLY | ALL_KEYS], keys: NONE, group: "generic", since: "2.8.0", complexity: "O(1) for every call. O(N) for a complete iteration.", summary: "Iterates over the key names in the database.", handler: keys::scan },
+    cmd! { name: "script", arity: -2, flags: [], keys: NONE, group: "scripting", since: "2.6.0", complexity: "Depends on subcommand.", summary: "A container for Lua scripts management commands.", handler: container_without_subcommand, subcommands: &SCRIPT_SUBCOMMANDS },
     cmd! { name: "select", arity: 2, flags: [LOADING | STALE | FAST], keys: NONE, group: "connection", since: "1.0.0", complexity: "O(1)", summary: "Changes the selected database.", handler: connection::select },
     cmd! { name: "set", arity: -3, flags: [WRITE | DENYOOM], keys: FIRST, group: "string", since: "1.0.0", complexity: "O(1)", summary: "Sets the string value of a key, ignoring its type. The key is created if it doesn't exist.", handler: string::set },
     cmd! { name: "setex", arity: 4, flags: [WRITE | DENYOOM], keys: FIRST, group: "string", since: "2.0.0", complexity: "O(1)", summary: "Sets the string value and expiration time of a key. Creates the key if it doesn't exist.", handler: string::setex },
@@ -160,8 +185,8 @@ pub static COMMANDS: &[CommandSpec] = &[
     cmd! { name: "ttl", arity: 2, flags: [READONLY | FAST], keys: FIRST, group: "generic", since: "1.0.0", complexity: "O(1)", summary: "Returns the expiration time in seconds of a key.", handler: keys::ttl },
     cmd! { name: "type", arity: 2, flags: [READONLY | FAST], keys: FIRST, group: "generic", since: "1.0.0", complexity: "O(1)", summary: "Determines the type of value stored at a key.", handler: keys::type_ },
     cmd! { name: "unlink", arity: -2, flags: [WRITE | FAST], keys: ALL, group: "generic", since: "4.0.0", complexity: "O(1) for each key removed regardless of its size.", summary: "Asynchronously deletes one or more keys.", handler: keys::del },
-    cmd! { name: "unwatch", arity: 1, flags: [NOSCRIPT | LOADING | STALE | FAST], keys: NONE, group: "transactions", since: "2.2.0", complexity: "O(1)", summary: "Forgets about watched keys of a transaction.", handler: multi::unwatch },
-    cmd! { name: "watch", arity: -2, flags: [NOSCRIPT | LOADING | STALE | FAST | NOT_QUEUED], keys: ALL, group: "transactions", since: "2.2.0", complexity: "O(1) for every key.", summary: "Monitors changes to keys to determine the execution of a transaction.", handler: multi::watch },
+    cmd! { name: "unwatch", arity: 1, flags: [NOSCRIPT | LOADING | STALE | FAST | ALLOW_BUSY], keys: NONE, group: "transactions", since: "2.2.0", complexity: "O(1)", summary: "Forgets about watched keys of a transaction.", handler: multi::unwatch },
+    cmd! { name: "watch", arity: -2, flags: [NOSCRIPT | LOADING | STALE | FAST | NOT_QUEUED | ALLOW_BUSY], keys: ALL, group: "transactions", since: "2.2.0", complexity: "O(1) for every key.", summary: "Monitors changes to keys to determine the execution of a transaction.", handler: multi::watch },
 ];
 
 /// Position of a top-level command in [`COMMANDS`], for per-command

@@ -65,6 +65,12 @@ impl ReplyBuf {
         self.buf.truncate(mark);
     }
 
+    /// The bytes written after `mark` (a length from `len()`): a script
+    /// reads the reply a command gave it.
+    pub fn written_since(&self, mark: usize) -> &[u8] {
+        &self.buf[mark.min(self.buf.len())..]
+    }
+
     fn line(&mut self, prefix: u8, body: &[u8]) {
         self.buf.reserve(body.len() + 3);
         self.buf.put_u8(prefix);

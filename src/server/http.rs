@@ -115,5 +115,7 @@ pub fn readings(state: &State) -> crate::metrics::Readings<'_> {
         maxmemory: state.settings.get(&state.settings.maxmemory),
         uptime: state.started.elapsed(),
         persist: state.persist.as_ref(),
+        scripts_cached: state.scripts.len(),
+        lua_memory: state.scripts.used_memory(),
     }
 }

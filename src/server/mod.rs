@@ -216,6 +216,8 @@ pub async fn start(config: &Config, clock: Arc<dyn Clock>) -> Result<ServerHandl
     state.cluster = topology;
     state.renames = renames;
     state.tls_port = tls_listener.as_ref().map(|(_, a, _)| a.port());
+    state.store.set_blocking(off_the_worker);
+    state.scripts.set_blocking(off_the_worker);
     let maxclients = fit_maxclients(config.maxclients);
     state
         .settings
@@ -434,6 +436,20 @@ pub fn protected_mode_refuses(protected: bool, password_set: bool, peer: std::ne
         }
     };
     protected && !password_set && !loopback
+}
+
+/// Runs a long wait for a shard lock (a script holds it) off the async
+/// worker, when called on one: the runtime hands the worker's other tasks
+/// to another thread meanwhile, so clients keep being served (and `SCRIPT
+/// KILL` reaches the script). Elsewhere (the snapshot and sweeper threads,
+/// a current-thread runtime in tests) the wait runs where it is.
+fn off_the_worker(wait: &mut dyn FnMut()) {
+    match tokio::runtime::Handle::try_current() {
+        Ok(h) if h.runtime_flavor() == tokio::runtime::RuntimeFlavor::MultiThread => {
+            tokio::task::block_in_place(wait)
+        }
+        _ => wait(),
+    }
 }
 
 #[cfg(test)]

@@ -30,9 +30,11 @@ mod shard;
 pub mod snapshot;
 pub mod sweeper;
 
-use parking_lot::{RwLock, RwLockWriteGuard};
+use parking_lot::{RwLock, RwLockReadGuard, RwLockWriteGuard};
 use std::cell::RefCell;
 use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::OnceLock;
+use std::time::Duration;
 
 pub use self::bytes::SmallBytes;
 pub use self::entry::{Entry, Value};
@@ -54,9 +56,51 @@ pub const DEFAULT_SHARDS: usize = 256;
 #[derive(Debug, Default)]
 struct Padded(RwLock<Shard>);
 
+/// How a thread waits for a shard another holds for long: the server
+/// moves such a wait off its async worker (`tokio::task::block_in_place`),
+/// so that one long holder (a script) cannot take every worker with it,
+/// and `SCRIPT KILL` still finds one free. The store itself does no I/O
+/// and knows no runtime: it calls this with the wait to run.
+pub type Blocking = fn(&mut dyn FnMut());
+
+/// A wait for a shard lock shorter than this stays on its thread: a
+/// command holds a shard for well under it.
+const SHORT_WAIT: Duration = Duration::from_micros(50);
+
+impl Padded {
+    fn write(&self, blocking: Option<&Blocking>) -> RwLockWriteGuard<'_, Shard> {
+        if let Some(g) = self.0.try_write_for(SHORT_WAIT) {
+            return g;
+        }
+        match blocking {
+            Some(wait) => {
+                let mut got = None;
+                wait(&mut || got = Some(self.0.write()));
+                got.unwrap_or_else(|| self.0.write())
+            }
+            None => self.0.write(),
+        }
+    }
+
+    fn read(&self, blocking: Option<&Blocking>) -> RwLockReadGuard<'_, Shard> {
+        if let Some(g) = self.0.try_read_for(SHORT_WAIT) {
+            return g;
+        }
+        match blocking {
+            Some(wait) => {
+                let mut got = None;
+                wait(&mut || got = Some(self.0.read()));
+                got.unwrap_or_else(|| self.0.read())
+            }
+            None => self.0.read(),
+        }
+    }
+}
+
 #[derive(Debug)]
 pub struct Store {
     shards: Box<[Padded]>,
+    blocking: OnceLock<Blocking>,
     hasher: ahash::RandomState,
     mask: usize,
     expired: AtomicU64,
@@ -82,11 +126,25 @@ impl Store {
         let n = shards.max(1).next_power_of_two();
         Store {
             shards: (0..n).map(|_| Padded::default()).collect(),
+            blocking: OnceLock::new(),
             hasher: ahash::RandomState::new(),
             mask: n - 1,
             expired: AtomicU64::new(0),
             evicted: AtomicU64::new(0),
         }
+    }
+
+    /// Sets how long lock waits are made (see [`Blocking`]); once.
+    pub fn set_blocking(&self, wait: Blocking) {
+        let _ = self.blocking.set(wait);
+    }
+
+    fn write_shard(&self, i: usize) -> RwLockWriteGuard<'_, Shard> {
+        self.shards[i].write(self.blocking.get())
+    }
+
+    fn read_shard(&self, i: usize) -> RwLockReadGuard<'_, Shard> {
+        self.shards[i].read(self.blocking.get())
     }
 
     fn hash(&self, key: &[u8]) -> u64 {
@@ -114,7 +172,7 @@ impl Store {
     /// taken only on that rare path).
     pub fn get<R>(&self, key: &[u8], now: Nanos, f: impl FnOnce(&Entry) -> R) -> Option<R> {
         let hash = self.hash(key);
-        let shard = self.shards[self.shard_index(hash)].0.read();
+        let shard = self.read_shard(self.shard_index(hash));
         let r = shard.with(hash, key, |e| (!e.is_expired(now)).then(|| f(e)))?;
         if r.is_some() {
             return r;
@@ -175,7 +233,7 @@ impl Store {
         f: impl FnOnce(&mut Option<Entry>) -> R,
     ) -> R {
         let hash = self.hash(key);
-        let mut shard = self.shards[self.shard_index(hash)].0.write();
+        let mut shard = self.write_shard(self.shard_index(hash));
         shard.update(self, hash, key, now, touch, f)
     }
 
@@ -207,7 +265,7 @@ impl Store {
     fn lock_shards(&self, sorted: Vec<usize>) -> MultiLock<'_> {
         let guards = sorted
             .into_iter()
-            .map(|i| (i, self.shards[i].0.write()))
+            .map(|i| (i, self.write_shard(i)))
             .collect();
         MultiLock {
             store: self,
@@ -221,7 +279,7 @@ impl Store {
     /// [`Store::unwatch`] or [`MultiLock::unwatch`].
     pub fn watch(&self, key: &[u8], now: Nanos) -> WatchMark {
         let hash = self.hash(key);
-        let mut shard = self.shards[self.shard_index(hash)].0.write();
+        let mut shard = self.write_shard(self.shard_index(hash));
         WatchMark {
             hash,
             version: shard.watches.add(hash),
@@ -232,9 +290,7 @@ impl Store {
     /// Stops watching: gives back marks taken by [`Store::watch`].
     pub fn unwatch<'m>(&self, marks: impl IntoIterator<Item = &'m WatchMark>) {
         for m in marks {
-            self.shards[self.shard_index(m.hash)]
-                .0
-                .write()
+            self.write_shard(self.shard_index(m.hash))
                 .watches
                 .remove(m.hash);
         }
@@ -256,10 +312,9 @@ impl Store {
 
     /// Removes every key; returns how many there were.
     pub fn clear(&self) -> usize {
-        self.shards
-            .iter()
-            .map(|s| {
-                let mut s = s.0.write();
+        (0..self.shards.len())
+            .map(|i| {
+                let mut s = self.write_shard(i);
                 let n = s.len();
                 s.clear(&self.hasher);
                 n
@@ -270,7 +325,7 @@ impl Store {
     /// Calls `f` for every live key of shard `i` (SCAN walks shard by shard,
     /// so its cursor is a shard index and stays valid across resizes).
     pub fn for_each_in_shard(&self, i: usize, now: Nanos, f: impl FnMut(&[u8], &Entry)) {
-        self.shards[i].0.read().for_each_live(now, f);
+        self.read_shard(i).for_each_live(now, f);
     }
 
     /// Bytes a write of `key` could allocate: 0 if the key is there, else
@@ -280,7 +335,7 @@ impl Store {
     /// allocated.
     pub fn growth_for(&self, key: &[u8]) -> usize {
         let hash = self.hash(key);
-        let shard = self.shards[self.shard_index(hash)].0.read();
+        let shard = self.read_shard(self.shard_index(hash));
         if shard.contains(hash, key) {
             return 0;
         }
@@ -296,7 +351,7 @@ impl Store {
     pub fn make_room(&self, key: &[u8], now: Nanos) -> bool {
         let hash = self.hash(key);
         {
-            let mut shard = self.shards[self.shard_index(hash)].0.write();
+            let mut shard = self.write_shard(self.shard_index(hash));
             if shard.index_full() && !shard.contains(hash, key) {
                 let batch = (shard.index_capacity() / 16).max(1);
                 if self.evict_nearest(&mut shard, key, now, batch) > 0 {
@@ -352,7 +407,7 @@ impl Store {
         let n = self.shards.len();
         let start = self.shard_index(self.hash(key));
         for probe in 0..n {
-            let mut shard = self.shards[(start + probe) % n].0.write();
+            let mut shard = self.write_shard((start + probe) % n);
             if shard.volatile == 0 {
                 continue;
             }
@@ -374,7 +429,7 @@ impl Store {
     /// keys have gone, however they went (expiry, `DEL`, eviction).
     /// Returns how many were removed.
     pub fn sweep_shard(&self, i: usize, now: Nanos) -> usize {
-        let mut shard = self.shards[i].0.write();
+        let mut shard = self.write_shard(i);
         let removed = if shard.volatile == 0 || !entry::passed(shard.next_expiry_ms, now) {
             0
         } else {
@@ -388,10 +443,9 @@ impl Store {
     /// Approximate bytes held by the keyspace: indexes, records, and heap
     /// bytes of long keys and values.
     pub fn memory_estimate(&self) -> usize {
-        self.shards
-            .iter()
-            .map(|s| {
-                let s = s.0.read();
+        (0..self.shards.len())
+            .map(|i| {
+                let s = self.read_shard(i);
                 s.allocation_size() + s.heap_size()
             })
             .sum()
@@ -475,6 +529,38 @@ impl MultiLock<'_> {
         }
     }
 
+    /// Whether the shard `key` maps to is held.
+    pub fn holds(&self, key: &[u8]) -> bool {
+        let index = self.store.shard_index(self.store.hash(key));
+        self.guards
+            .binary_search_by_key(&index, |(i, _)| *i)
+            .is_ok()
+    }
+
+    /// Whether every shard is held.
+    pub fn holds_all(&self) -> bool {
+        self.guards.len() == self.store.shards.len()
+    }
+
+    /// Takes the lock of `key`'s shard too, if it can within `patience`:
+    /// for a script that reaches a key it did not declare after it has
+    /// written. Waiting without a bound could deadlock (another holder may
+    /// be waiting, in ascending order, for a shard this guard holds), so
+    /// the wait is bounded and a `false` is the caller's to handle.
+    pub fn try_lock_more(&mut self, key: &[u8], patience: std::time::Duration) -> bool {
+        let index = self.store.shard_index(self.store.hash(key));
+        let Err(pos) = self.guards.binary_search_by_key(&index, |(i, _)| *i) else {
+            return true;
+        };
+        match self.store.shards[index].0.try_write_for(patience) {
+            Some(guard) => {
+                self.guards.insert(pos, (index, guard));
+                true
+            }
+            None => false,
+        }
+    }
+
     /// Lends the locked shards to the commands of a transaction, one
     /// after another, through [`Keyspace::Held`].
     pub fn held(&mut self) -> HeldShards<'_> {
@@ -519,8 +605,37 @@ impl HeldShards<'_> {
         self.with_shard(hash, |shard| self.store.get_in(shard, hash, key, now, f))
     }
 
+    /// Lends the same shards again, for the length of `f`: a script that
+    /// runs inside a transaction hands them on to its commands. The second
+    /// argument only bounds the loan by `'env` (what `f` borrows outlives
+    /// it), as `std::thread::scope` does.
+    pub fn relend<'env, R>(
+        &self,
+        f: impl for<'x> FnOnce(&'x HeldShards<'x>, std::marker::PhantomData<&'x &'env ()>) -> R,
+    ) -> R {
+        let mut guards: Vec<_> = self.shards.iter().map(|(_, s)| s.borrow_mut()).collect();
+        let inner = HeldShards {
+            store: self.store,
+            shards: self
+                .shards
+                .iter()
+                .zip(guards.iter_mut())
+                .map(|((i, _), g)| (*i, RefCell::new(&mut ***g)))
+                .collect(),
+        };
+        f(&inner, std::marker::PhantomData)
+    }
+
+    /// Whether the shard `key` maps to is held.
+    pub fn holds(&self, key: &[u8]) -> bool {
+        let index = self.store.shard_index(self.store.hash(key));
+        self.shards
+            .binary_search_by_key(&index, |(i, _)| *i)
+            .is_ok()
+    }
+
     /// Whether every shard is held, so whole-keyspace reads are exact.
-    fn holds_all(&self) -> bool {
+    pub fn holds_all(&self) -> bool {
         self.shards.len() == self.store.shards.len()
     }
 }
@@ -623,7 +738,7 @@ impl<'a> Keyspace<'a> {
     /// Runs `f` on every shard, each read-locked in turn or held.
     fn fold_shards<T>(self, init: T, mut f: impl FnMut(T, &Shard) -> T) -> T {
         match self {
-            Keyspace::Store(s) => s.shards.iter().fold(init, |acc, p| f(acc, &p.0.read())),
+            Keyspace::Store(s) => (0..s.shards.len()).fold(init, |acc, i| f(acc, &s.read_shard(i))),
             Keyspace::Held(h) => {
                 debug_assert!(h.holds_all(), "a whole-keyspace read in a partial lock");
                 h.shards

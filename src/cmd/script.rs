@@ -1,0 +1,565 @@
+//! Scripting: EVAL, EVALSHA, EVAL_RO, EVALSHA_RO and SCRIPT, as Redis 7
+//! runs them, over the Lua engine of `crate::script`.
+//!
+//! This file is the engine's [`Host`]: `redis.call` from a script comes
+//! here, is checked as Redis's `scriptCall` checks it (known command, arity,
+//! `noscript`, writes in a read-only script, `--maxmemory`, cluster slot)
+//! with Redis's words, and runs through the same `run` as a client's
+//! command, on the shards the script holds.
+//!
+//! Atomicity without a global lock: a script locks the shards of the keys
+//! it declares (`KEYS`), in ascending order as `EXEC` does, before it runs,
+//! and holds them to the end. A script may also build key names itself
+//! (Redis standalone allows it). When it reaches a key whose shard it does
+//! not hold:
+//! - if it has not written yet, it is stopped (its reads had no effect),
+//!   its SHA remembered, and it runs again from the start holding every
+//!   shard, as it will on every later run (Dragonfly's answer to undeclared
+//!   keys);
+//! - if it has written already, it cannot start again, so it takes that
+//!   shard too, waiting at most [`UNDECLARED_PATIENCE`]: an unbounded wait
+//!   could deadlock with a transaction that holds that shard and waits, in
+//!   ascending order, for one of the script's. Past that the call fails
+//!   with an error the script sees (and may catch with `redis.pcall`), and
+//!   the SHA is remembered as above, so it happens at most once per script.
+
+use std::time::Duration;
+
+use bytes::BytesMut;
+
+use super::table::{self, CommandSpec, Flags};
+use super::{CmdError, Ctx};
+use crate::protocol::{Protocol, ReplyBuf, Request};
+use crate::script::{Call, Host, KillError, Script, ScriptError};
+use crate::state::State;
+use crate::stats::ScriptOutcome;
+use crate::store::{HeldShards, Keyspace, MultiLock};
+
+/// How long a script that has written waits for the shard of a key it did
+/// not declare (see the module docs).
+pub const UNDECLARED_PATIENCE: Duration = Duration::from_millis(100);
+
+/// `EVAL`'s keys for the command table (routing, transactions, `COMMAND
+/// GETKEYS`): `numkeys` keys after the script. None if `numkeys` is not a
+/// count that fits: the command then refuses it when it runs.
+pub fn eval_keys(args: &[&[u8]]) -> Vec<usize> {
+    match args.get(2).map(|n| crate::util::parse_i64(n)) {
+        Some(Some(n)) if n >= 0 && (n as u64) <= (args.len() - 3) as u64 => {
+            (3..3 + n as usize).collect()
+        }
+        _ => Vec::new(),
+    }
+}
+
+/// `numkeys`, checked as Redis's `evalGenericCommand` checks it.
+fn numkeys(req: &Request<'_>) -> Result<usize, CmdError> {
+    let n = crate::util::parse_i64(req.arg(2)).ok_or(CmdError::NotInteger)?;
+    if n > (req.len() - 3) as i64 {
+        return Err(CmdError::err(
+            "Number of keys can't be greater than number of args",
+        ));
+    }
+    if n < 0 {
+        return Err(CmdError::err("Number of keys can't be negative"));
+    }
+    Ok(n as usize)
+}
+
+/// ```text
+/// EVAL script numkeys [key ...] [arg ...]
+/// ```
+pub fn eval(ctx: &mut Ctx<'_>, req: &Request<'_>) -> Result<(), CmdError> {
+    let n = numkeys(req)?;
+    let script = prepare(ctx, req.arg(1))?;
+    run(ctx, &script, req, n, false)
+}
+
+/// ```text
+/// EVAL_RO script numkeys [key ...] [arg ...]
+/// ```
+pub fn eval_ro(ctx: &mut Ctx<'_>, req: &Request<'_>) -> Result<(), CmdError> {
+    let n = numkeys(req)?;
+    let script = prepare(ctx, req.arg(1))?;
+    run(ctx, &script, req, n, true)
+}
+
+/// ```text
+/// EVALSHA sha1 numkeys [key ...] [arg ...]
+/// ```
+pub fn evalsha(ctx: &mut Ctx<'_>, req: &Request<'_>) -> Result<(), CmdError> {
+    let n = numkeys(req)?;
+    let script = cached(ctx, req.arg(1))?;
+    run(ctx, &script, req, n, false)
+}
+
+/// ```text
+/// EVALSHA_RO sha1 numkeys [key ...] [arg ...]
+/// ```
+pub fn evalsha_ro(ctx: &mut Ctx<'_>, req: &Request<'_>) -> Result<(), CmdError> {
+    let n = numkeys(req)?;
+    let script = cached(ctx, req.arg(1))?;
+    run(ctx, &script, req, n, true)
+}
+
+/// The script of `EVAL`'s body, compiled and cached; one that does not
+/// compile counts as a run that failed.
+fn prepare(ctx: &Ctx<'_>, body: &[u8]) -> Result<Script, CmdError> {
+    ctx.state.scripts.prepare(body).map_err(|e| {
+        ctx.state.stats.script(ScriptOutcome::Error);
+        script_error(e)
+    })
+}
+
+fn cached(ctx: &Ctx<'_>, sha: &[u8]) -> Result<Script, CmdError> {
+    ctx.state
+        .scripts
+        .get(sha)
+        .ok_or_else(|| script_error(ScriptError::NoScript))
+}
+
+/// An engine error as the client sees it: the engine's text is Redis's
+/// whole error line.
+fn script_error(e: ScriptError) -> CmdError {
+    CmdError::Prefixed(e.to_string().into())
+}
+
+/// Runs `script` with the keys and arguments of `req` (`n` keys), holding
+/// the shards it needs (see the module docs), and writes its reply.
+fn run(
+    ctx: &mut Ctx<'_>,
+    script: &Script,
+    req: &Request<'_>,
+    n: usize,
+    read_only: bool,
+) -> Result<(), CmdError> {
+    let flags = script.flags();
+    if flags.shebang {
+        if flags.no_cluster && ctx.state.cluster.is_some() {
+            return Err(CmdError::err(
+                "Can not run script on cluster, 'no-cluster' flag is set.",
+            ));
+        }
+        // A script that says what it does is refused up front under
+        // --maxmemory, as Redis does, unless it only reads or allows it.
+        if !flags.no_writes && !flags.allow_oom && over_maxmemory(ctx.state) {
+            return Err(CmdError::OutOfMemory);
+        }
+    }
+    let settings = &ctx.state.settings;
+    ctx.state.scripts.set_busy_threshold(Duration::from_millis(
+        settings.get(&settings.lua_time_limit_ms),
+    ));
+    let keys: Vec<&[u8]> = (3..3 + n).map(|i| req.arg(i)).collect();
+    let args: Vec<&[u8]> = (3 + n..req.len()).map(|i| req.arg(i)).collect();
+    let declared_slot = keys.first().map(|k| crate::cluster::key_slot(k));
+    let Ctx {
+        state,
+        session,
+        out,
+        db,
+        now,
+    } = ctx;
+    let state: &State = state;
+    let mut rerun = false;
+    loop {
+        let shards = match *db {
+            Keyspace::Store(store) if rerun || script.undeclared() => Shards::Own(store.lock_all()),
+            Keyspace::Store(store) => Shards::Own(store.lock_many(keys.iter().copied())),
+            Keyspace::Held(held) => Shards::Tx(held),
+        };
+        let mut host = ScriptHost {
+            state,
+            session,
+            now: *now,
+            shards,
+            script,
+            read_only: read_only || flags.no_writes,
+            allow_oom: flags.allow_oom,
+            slot: declared_slot,
+            wrote: false,
+            aborted: false,
+            frame: BytesMut::new(),
+            spans: Vec::new(),
+        };
+        let mark = out.len();
+        let resp = out.proto;
+        let started = std::time::Instant::now();
+        let result = state
+            .scripts
+            .run(script, &keys, &args, resp, &mut host, out);
+        drop(host);
+        if !matches!(result, Err(ScriptError::Aborted)) {
+            if let Some(m) = &state.metrics {
+                m.observe_script(started.elapsed());
+            }
+            state.stats.script(match result {
+                Ok(()) => ScriptOutcome::Ok,
+                Err(ScriptError::Killed(_)) => ScriptOutcome::Killed,
+                Err(_) => ScriptOutcome::Error,
+            });
+        }
+        match result {
+            Ok(()) => return Ok(()),
+            Err(ScriptError::Aborted) if !rerun && matches!(*db, Keyspace::Store(_)) => {
+                out.truncate(mark);
+                script.mark_undeclared();
+                rerun = true;
+            }
+            Err(e) => {
+                out.truncate(mark);
+                return Err(script_error(e));
+            }
+        }
+    }
+}
+
+/// Whether memory in use is past `--maxmemory` (none set: never).
+fn over_maxmemory(state: &State) -> bool {
+    let max = state.settings.get(&state.settings.maxmemory);
+    max != 0 && crate::alloc::used_memory() as u64 > max
+}
+
+/// The shards a running script holds: its own lock, or those of the
+/// transaction it runs in (`EXEC` holds every shard for a script).
+enum Shards<'a> {
+    Own(MultiLock<'a>),
+    Tx(&'a HeldShards<'a>),
+}
+
+impl Shards<'_> {
+    fn holds(&self, key: &[u8]) -> bool {
+        match self {
+            Shards::Own(l) => l.holds(key),
+            Shards::Tx(h) => h.holds(key),
+        }
+    }
+
+    fn holds_all(&self) -> bool {
+        match self {
+            Shards::Own(l) => l.holds_all(),
+            Shards::Tx(h) => h.holds_all(),
+        }
+    }
+}
+
+/// What `redis.call` runs through: the command table and the shards the
+/// script holds.
+struct ScriptHost<'s, 'a> {
+    state: &'a State,
+    session: &'s mut super::session::Session,
+    now: crate::clock::Nanos,
+    shards: Shards<'a>,
+    script: &'s Script,
+    /// `EVAL_RO`, `EVALSHA_RO`, or a `no-writes` shebang.
+    read_only: bool,
+    allow_oom: bool,
+    /// In cluster mode, the slot of the script's keys (the first key
+    /// declared or reached); every key it reaches must be in it.
+    slot: Option<u16>,
+    /// A command of this run has written: it can no longer start again.
+    wrote: bool,
+    /// This run was stopped to start again over every shard.
+    aborted: bool,
+    /// The request being built for `redis.call`, reused across calls.
+    frame: BytesMut,
+    spans: Vec<std::ops::Range<usize>>,
+}
+
+/// Why `redis.call` refuses a command before it runs, in Redis's words.
+enum Refusal {
+    Error(CmdError),
+    /// Stop the script: it reached an undeclared key before writing.
+    Abort,
+}
+
+impl From<CmdError> for Refusal {
+    fn from(e: CmdError) -> Self {
+        Refusal::Error(e)
+    }
+}
+
+impl ScriptHost<'_, '_> {
+    /// The checks Redis's `scriptCall` makes, in its order and words.
+    fn check(
+        &mut self,
+        req: &Request<'_>,
+    ) -> Result<(&'static CommandSpec, &'static CommandSpec), Refusal> {
+        let (cmd, sub) = table::resolve_with(req, |name| {
+            use super::rename::Lookup;
+            self.state.renames.lookup(name)
+        })
+        .map_err(|e| match e {
+            CmdError::UnknownCommand { .. } => {
+                CmdError::err("Unknown Redis command called from script")
+            }
+            CmdError::WrongArity(_) => {
+                CmdError::err("Wrong number of args calling Redis command from script")
+            }
+            e => e,
+        })?;
+        let spec = sub.unwrap_or(cmd);
+        if spec.flags.contains(Flags::NOSCRIPT) {
+            return Err(CmdError::err("This Redis command is not allowed from script").into());
+        }
+        if spec.flags.contains(Flags::WRITE) && self.read_only {
+            return Err(
+                CmdError::err("Write commands are not allowed from read-only scripts.").into(),
+            );
+        }
+        if spec.flags.contains(Flags::DENYOOM) && !self.allow_oom && over_maxmemory(self.state) {
+            return Err(CmdError::OutOfMemory.into());
+        }
+        if let Some(topology) = &self.state.cluster {
+            let mut slot = self.slot;
+            spec.try_for_each_key(req, |key| {
+                let s = crate::cluster::key_slot(key);
+                if topology.owner(s).is_none_or(|(i, _)| i != topology.me) {
+                    return Err(CmdError::err(
+                        "Script attempted to access a non local key in a cluster node script",
+                    ));
+                }
+                match slot.replace(s) {
+                    Some(first) if first != s => Err(CmdError::err(
+                        "Script attempted to access keys that do not hash to the same slot",
+                    )),
+                    _ => Ok(()),
+                }
+            })?;
+            self.slot = slot;
+        }
+        self.reach(spec, req)?;
+        Ok((cmd, spec))
+    }
+
+    /// Makes sure the script holds the shards of every key `spec` reaches
+    /// (see the module docs).
+    fn reach(&mut self, spec: &CommandSpec, req: &Request<'_>) -> Result<(), Refusal> {
+        let all = spec.flags.contains(Flags::ALL_KEYS);
+        let mut missing = all && !self.shards.holds_all();
+        if !missing {
+            let shards = &self.shards;
+            missing = spec
+                .try_for_each_key(req, |k| if shards.holds(k) { Ok(()) } else { Err(()) })
+                .is_err();
+        }
+        if !missing {
+            return Ok(());
+        }
+        if !self.wrote && matches!(self.shards, Shards::Own(_)) {
+            return Err(Refusal::Abort);
+        }
+        self.script.mark_undeclared();
+        let taken = match &mut self.shards {
+            Shards::Own(lock) if !all => spec
+                .try_for_each_key(req, |k| {
+                    if lock.try_lock_more(k, UNDECLARED_PATIENCE) {
+                        Ok(())
+                    } else {
+                        Err(())
+                    }
+                })
+                .is_ok(),
+            _ => false,
+        };
+        if taken {
+            Ok(())
+        } else {
+            Err(CmdError::err(
+                "Script reached a key it did not declare, after writing, while another client held it; declare the script's keys in KEYS",
+            )
+            .into())
+        }
+    }
+}
+
+impl Host for ScriptHost<'_, '_> {
+    fn known(&mut self, name: &[u8]) -> bool {
+        use super::rename::Lookup;
+        self.state.renames.lookup(name).is_some()
+    }
+
+    fn call(&mut self, argv: &[&[u8]], resp: Protocol, reply: &mut ReplyBuf) -> Call {
+        reply.proto = resp;
+        if self.aborted || argv.is_empty() {
+            return Call {
+                wrote: false,
+                abort: self.aborted,
+            };
+        }
+        // The request is built in buffers kept across calls: the spans are
+        // lent out for the call and taken back after it.
+        let mut spans = std::mem::take(&mut self.spans);
+        spans.clear();
+        self.frame.reserve(argv.iter().map(|a| a.len()).sum());
+        for a in argv {
+            let start = self.frame.len();
+            self.frame.extend_from_slice(a);
+            spans.push(start..self.frame.len());
+        }
+        let req = Request::new(self.frame.split().freeze(), &spans);
+        let call = self.call_request(&req, reply);
+        drop(req);
+        self.spans = spans;
+        call
+    }
+}
+
+impl ScriptHost<'_, '_> {
+    fn call_request(&mut self, req: &Request<'_>, reply: &mut ReplyBuf) -> Call {
+        let (cmd, spec) = match self.check(req) {
+            Ok(found) => found,
+            Err(Refusal::Abort) => {
+                self.aborted = true;
+                return Call {
+                    wrote: false,
+                    abort: true,
+                };
+            }
+            Err(Refusal::Error(e)) => {
+                reply.error(&e.to_string());
+                return Call::default();
+            }
+        };
+        let mark = reply.len();
+        let (state, now) = (self.state, self.now);
+        let session = &mut *self.session;
+        match &mut self.shards {
+            Shards::Own(lock) => {
+                let held = lock.held();
+                run_held(
+                    state,
+                    session,
+                    reply,
+                    Keyspace::Held(&held),
+                    now,
+                    (cmd, spec),
+                    req,
+                );
+            }
+            Shards::Tx(h) => h.relend(|held, _| {
+                run_held(
+                    state,
+                    session,
+                    reply,
+                    Keyspace::Held(held),
+                    now,
+                    (cmd, spec),
+                    req,
+                )
+            }),
+        }
+        let failed = reply.written_since(mark).first() == Some(&b'-');
+        let wrote = spec.flags.contains(Flags::WRITE) && !failed;
+        self.wrote |= wrote;
+        Call {
+            wrote,
+            abort: false,
+        }
+    }
+}
+
+/// Runs a command of a script on the shards it holds.
+fn run_held<'x>(
+    state: &'x State,
+    session: &'x mut super::session::Session,
+    out: &'x mut ReplyBuf,
+    db: Keyspace<'x>,
+    now: crate::clock::Nanos,
+    (cmd, spec): (&'static CommandSpec, &'static CommandSpec),
+    req: &Request<'_>,
+) {
+    let mut inner = Ctx {
+        state,
+        session,
+        out,
+        db,
+        now,
+    };
+    super::run(&mut inner, cmd, spec, req);
+}
+
+/// ```text
+/// SCRIPT LOAD script
+/// ```
+pub fn load(ctx: &mut Ctx<'_>, req: &Request<'_>) -> Result<(), CmdError> {
+    let script = ctx
+        .state
+        .scripts
+        .prepare(req.arg(2))
+        .map_err(script_error)?;
+    ctx.out.bulk(script.sha().as_bytes());
+    Ok(())
+}
+
+/// ```text
+/// SCRIPT EXISTS sha1 [sha1 ...]
+/// ```
+pub fn exists(ctx: &mut Ctx<'_>, req: &Request<'_>) -> Result<(), CmdError> {
+    ctx.out.array(req.len() - 2);
+    for sha in req.args().skip(2) {
+        ctx.out.int(ctx.state.scripts.exists(sha) as i64);
+    }
+    Ok(())
+}
+
+/// ```text
+/// SCRIPT FLUSH [ASYNC | SYNC]
+/// ```
+/// Both modes drop the cache at once: it is small, and nothing else waits
+/// on it.
+pub fn flush(ctx: &mut Ctx<'_>, req: &Request<'_>) -> Result<(), CmdError> {
+    match req.len() {
+        2 => {}
+        3 if super::args::is(req.arg(2), "SYNC") || super::args::is(req.arg(2), "ASYNC") => {}
+        _ => return Err(CmdError::err("SCRIPT FLUSH only support SYNC|ASYNC option")),
+    }
+    ctx.state.scripts.flush();
+    ctx.out.ok();
+    Ok(())
+}
+
+/// ```text
+/// SCRIPT KILL
+/// ```
+pub fn kill(ctx: &mut Ctx<'_>, _req: &Request<'_>) -> Result<(), CmdError> {
+    match ctx.state.scripts.kill() {
+        Ok(()) => {
+            ctx.out.ok();
+            Ok(())
+        }
+        Err(KillError::NotBusy) => Err(CmdError::Prefixed(
+            "NOTBUSY No scripts in execution right now.".into(),
+        )),
+        Err(KillError::Unkillable) => Err(CmdError::Prefixed(
+            "UNKILLABLE Sorry the script already executed write commands against the dataset. You can either wait the script termination or kill the server in a hard way using the SHUTDOWN NOSAVE command.".into(),
+        )),
+    }
+}
+
+/// ```text
+/// SCRIPT HELP
+/// ```
+pub fn help(ctx: &mut Ctx<'_>, _req: &Request<'_>) -> Result<(), CmdError> {
+    const LINES: &[&str] = &[
+        "SCRIPT <subcommand> [<arg> [value] [opt] ...]. Subcommands are:",
+        "EXISTS <sha1> [<sha1> ...]",
+        "    Return information about the existence of the scripts in the script cache.",
+        "FLUSH [ASYNC|SYNC]",
+        "    Flush the Lua scripts cache. Very dangerous on replicas.",
+        "    When called without the optional mode argument, the behavior is determined by the",
+        "    lazyfree-lazy-user-flush configuration directive. Valid modes are:",
+        "    * ASYNC: Asynchronously flush the scripts cache.",
+        "    * SYNC: Synchronously flush the scripts cache.",
+        "KILL",
+        "    Kill the currently executing Lua script.",
+        "LOAD <script>",
+        "    Load a script into the scripts cache without executing it.",
+        "HELP",
+        "    Prints this help.",
+    ];
+    ctx.out.array(LINES.len());
+    for line in LINES {
+        ctx.out.simple(line);
+    }
+    Ok(())
+}

@@ -1,0 +1,300 @@
+//! Replies into Lua and Lua values into replies, by the rules Redis 7
+//! documents ("Conversion between Lua and Redis data types").
+//!
+//! Replies come from a command as the RESP bytes it wrote; reading them
+//! back is the one way in, whatever the command, and it is the same text
+//! a client would get, so nothing can differ between the two.
+
+use bytes::BufMut;
+use mlua::{Lua, Table, Value};
+
+use crate::protocol::{Protocol, ReplyBuf};
+
+/// A reply read into Lua: a value, or the error reply's text.
+pub enum Read {
+    Value(Value),
+    Error(String),
+}
+
+/// Reads the one reply in `bytes` into a Lua value.
+pub fn read_reply(lua: &Lua, bytes: &[u8]) -> mlua::Result<Read> {
+    if let Some(rest) = bytes.strip_prefix(b"-") {
+        let line = rest.strip_suffix(b"\r\n").unwrap_or(rest);
+        return Ok(Read::Error(String::from_utf8_lossy(line).into_owned()));
+    }
+    let mut pos = 0;
+    let v = read(lua, bytes, &mut pos, 0)?;
+    Ok(Read::Value(v))
+}
+
+fn bad() -> mlua::Error {
+    mlua::Error::RuntimeError("a command's reply could not be read".into())
+}
+
+/// One line from `*pos`, without its CRLF.
+fn line<'b>(bytes: &'b [u8], pos: &mut usize) -> mlua::Result<&'b [u8]> {
+    let rest = bytes.get(*pos..).ok_or_else(bad)?;
+    let end = memchr::memmem::find(rest, b"\r\n").ok_or_else(bad)?;
+    *pos += end + 2;
+    Ok(&rest[..end])
+}
+
+fn number(text: &[u8]) -> mlua::Result<i64> {
+    crate::util::parse_i64(text).ok_or_else(bad)
+}
+
+fn read(lua: &Lua, bytes: &[u8], pos: &mut usize, depth: usize) -> mlua::Result<Value> {
+    if depth > 64 {
+        return Err(bad());
+    }
+    let kind = *bytes.get(*pos).ok_or_else(bad)?;
+    *pos += 1;
+    let head = line(bytes, pos)?;
+    let table = |key: &str, v: Value| -> mlua::Result<Value> {
+        let t = lua.create_table()?;
+        t.raw_set(key, v)?;
+        Ok(Value::Table(t))
+    };
+    Ok(match kind {
+        b'+' => table("ok", Value::String(lua.create_string(head)?))?,
+        b'-' => table("err", Value::String(lua.create_string(head)?))?,
+        b':' => Value::Integer(number(head)?),
+        b'$' | b'=' => {
+            let n = number(head)?;
+            if n < 0 {
+                return Ok(Value::Boolean(false));
+            }
+            let n = n as usize;
+            let body = bytes.get(*pos..*pos + n).ok_or_else(bad)?;
+            *pos += n + 2;
+            if kind == b'$' {
+                Value::String(lua.create_string(body)?)
+            } else {
+                let (format, text) = body.split_at(body.len().min(3));
+                let text = text.strip_prefix(b":").unwrap_or(text);
+                let t = lua.create_table()?;
+                t.raw_set("format", lua.create_string(format)?)?;
+                t.raw_set("string", lua.create_string(text)?)?;
+                table("verbatim_string", Value::Table(t))?
+            }
+        }
+        b'*' | b'~' | b'>' | b'%' | b'|' => {
+            let n = number(head)?;
+            if n < 0 {
+                return Ok(Value::Boolean(false));
+            }
+            let t = lua.create_table()?;
+            match kind {
+                b'%' | b'|' => {
+                    for _ in 0..n {
+                        let k = read(lua, bytes, pos, depth + 1)?;
+                        let v = read(lua, bytes, pos, depth + 1)?;
+                        t.raw_set(k, v)?;
+                    }
+                    if kind == b'|' {
+                        // An attribute describes the reply after it,
+                        // which is what the script gets.
+                        return read(lua, bytes, pos, depth + 1);
+                    }
+                    table("map", Value::Table(t))?
+                }
+                b'~' => {
+                    for _ in 0..n {
+                        let k = read(lua, bytes, pos, depth + 1)?;
+                        t.raw_set(k, true)?;
+                    }
+                    table("set", Value::Table(t))?
+                }
+                _ => {
+                    for i in 1..=n {
+                        t.raw_set(i, read(lua, bytes, pos, depth + 1)?)?;
+                    }
+                    Value::Table(t)
+                }
+            }
+        }
+        b'_' => Value::Nil,
+        b'#' => Value::Boolean(head == b"t"),
+        b',' => {
+            let text = std::str::from_utf8(head).map_err(|_| bad())?;
+            let d = match text {
+                "inf" => f64::INFINITY,
+                "-inf" => f64::NEG_INFINITY,
+                t => t.parse().map_err(|_| bad())?,
+            };
+            table("double", Value::Number(d))?
+        }
+        b'(' => table("big_number", Value::String(lua.create_string(head)?))?,
+        _ => return Err(bad()),
+    })
+}
+
+/// An error's text as a reply line: CR and LF become spaces, as Redis
+/// makes them.
+pub fn error_line(text: &str) -> String {
+    text.replace(['\r', '\n'], " ")
+}
+
+/// `%.17g`, as Redis 7.0 writes doubles.
+fn g17(d: f64) -> String {
+    if d.is_infinite() {
+        return if d > 0.0 { "inf" } else { "-inf" }.into();
+    }
+    let mut buf = [0u8; 64];
+    // SAFETY: the buffer is 64 bytes, `%.17g` of a double writes at most
+    // 24, and snprintf is told the buffer's size and NUL-terminates.
+    let n = unsafe { libc::snprintf(buf.as_mut_ptr().cast(), buf.len(), c"%.17g".as_ptr(), d) };
+    String::from_utf8_lossy(&buf[..(n.max(0) as usize).min(buf.len() - 1)]).into_owned()
+}
+
+fn raw_line(out: &mut ReplyBuf, prefix: u8, body: &[u8]) {
+    let b = out.buffer();
+    b.reserve(body.len() + 3);
+    b.put_u8(prefix);
+    b.put_slice(body);
+    b.put_slice(b"\r\n");
+}
+
+/// Writes a script's value as the reply for a client speaking `resp`;
+/// `script_resp` is what the script chose with `redis.setresp` (booleans
+/// follow it, as in Redis).
+pub fn write_value(v: &Value, resp: Protocol, script_resp: Protocol, out: &mut ReplyBuf) {
+    let saved = out.proto;
+    out.proto = resp;
+    write(v, script_resp, out, 0);
+    out.proto = saved;
+}
+
+fn field(t: &Table, name: &str) -> Value {
+    t.raw_get(name).unwrap_or(Value::Nil)
+}
+
+fn write(v: &Value, script_resp: Protocol, out: &mut ReplyBuf, depth: usize) {
+    if depth > 1000 {
+        out.error("ERR reached lua stack limit");
+        return;
+    }
+    match v {
+        Value::Nil => out.null(),
+        Value::Boolean(b) => match script_resp {
+            Protocol::Resp3 => out.bool(*b),
+            Protocol::Resp2 if *b => out.int(1),
+            Protocol::Resp2 => out.null(),
+        },
+        Value::Integer(i) => out.int(*i),
+        Value::Number(n) => out.int(*n as i64),
+        Value::String(s) => out.bulk(&s.as_bytes()),
+        Value::Table(t) => write_table(t, script_resp, out, depth),
+        _ => out.null(),
+    }
+}
+
+fn text_of(v: &Value) -> Option<Vec<u8>> {
+    match v {
+        Value::String(s) => Some(s.as_bytes().to_vec()),
+        Value::Integer(i) => Some(i.to_string().into_bytes()),
+        Value::Number(n) => Some(g17(*n).into_bytes()),
+        _ => None,
+    }
+}
+
+fn write_table(t: &Table, script_resp: Protocol, out: &mut ReplyBuf, depth: usize) {
+    if let Some(err) = text_of(&field(t, "err")) {
+        out.error(&String::from_utf8_lossy(&err));
+        return;
+    }
+    if let Value::String(ok) = field(t, "ok") {
+        let text: Vec<u8> = ok
+            .as_bytes()
+            .iter()
+            .map(|&b| if b == b'\r' || b == b'\n' { b' ' } else { b })
+            .collect();
+        raw_line(out, b'+', &text);
+        return;
+    }
+    match field(t, "double") {
+        Value::Integer(i) => return write_double(i as f64, out),
+        Value::Number(d) => return write_double(d, out),
+        _ => {}
+    }
+    if let Value::String(big) = field(t, "big_number") {
+        match out.proto {
+            Protocol::Resp3 => raw_line(out, b'(', &big.as_bytes()),
+            Protocol::Resp2 => out.bulk(&big.as_bytes()),
+        }
+        return;
+    }
+    if let Value::Table(map) = field(t, "map") {
+        let pairs: Vec<(Value, Value)> = map.pairs::<Value, Value>().flatten().collect();
+        out.map(pairs.len());
+        for (k, v) in &pairs {
+            write(k, script_resp, out, depth + 1);
+            write(v, script_resp, out, depth + 1);
+        }
+        return;
+    }
+    if let Value::Table(set) = field(t, "set") {
+        let keys: Vec<Value> = set
+            .pairs::<Value, Value>()
+            .flatten()
+            .map(|(k, _)| k)
+            .collect();
+        out.set(keys.len());
+        for k in &keys {
+            write(k, script_resp, out, depth + 1);
+        }
+        return;
+    }
+    if let Value::Table(v) = field(t, "verbatim_string") {
+        if let (Value::String(format), Value::String(text)) =
+            (field(&v, "format"), field(&v, "string"))
+        {
+            match out.proto {
+                Protocol::Resp3 => {
+                    let mut body = format.as_bytes().to_vec();
+                    body.push(b':');
+                    body.extend_from_slice(&text.as_bytes());
+                    let b = out.buffer();
+                    b.put_slice(format!("={}\r\n", body.len()).as_bytes());
+                    b.put_slice(&body);
+                    b.put_slice(b"\r\n");
+                }
+                Protocol::Resp2 => out.bulk(&text.as_bytes()),
+            }
+            return;
+        }
+    }
+    let mut items = Vec::new();
+    for i in 1.. {
+        match t.raw_get::<Value>(i) {
+            Ok(Value::Nil) | Err(_) => break,
+            Ok(v) => items.push(v),
+        }
+    }
+    out.array(items.len());
+    for v in &items {
+        write(v, script_resp, out, depth + 1);
+    }
+}
+
+fn write_double(d: f64, out: &mut ReplyBuf) {
+    let text = g17(d);
+    match out.proto {
+        Protocol::Resp3 => raw_line(out, b',', text.as_bytes()),
+        Protocol::Resp2 => out.bulk(text.as_bytes()),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn doubles_as_redis_7_0_writes_them() {
+        assert_eq!(g17(0.1), "0.10000000000000001");
+        assert_eq!(g17(1.5), "1.5");
+        assert_eq!(g17(3.0), "3");
+        assert_eq!(g17(1e100), "1e+100");
+        assert_eq!(g17(f64::NEG_INFINITY), "-inf");
+    }
+}

@@ -1,0 +1,958 @@
+//! The Lua engine behind `EVAL`: Lua 5.1 as Redis embeds it (the `mlua`
+//! crate, Lua compiled in), sandboxed as Redis 7.0 sandboxes it, with the
+//! `redis` library and the four libraries Redis loads (`cjson`, `cmsgpack`,
+//! `struct`, `bit`; `libs.rs`, in Rust, each refusing bad input with an
+//! error, never a crash).
+//!
+//! The engine knows nothing of commands or keys: `redis.call` goes to a
+//! [`Host`] the command layer provides (`cmd/script.rs`), which runs the
+//! command and writes its reply as RESP; the engine reads that reply back
+//! into Lua (`convert.rs`), and writes the script's result for the client.
+//!
+//! One Lua state serves every connection, behind a mutex, as Redis's one
+//! thread does: scripts are cached by SHA1 and shared. A hook every
+//! [`HOOK_EVERY`] instructions notices a script past the busy threshold
+//! (other clients then get `BUSY`) and stops one that `SCRIPT KILL` asked
+//! to stop, or that its host wants to run again over every shard.
+
+mod convert;
+mod libs;
+
+use std::cell::{Cell, RefCell};
+use std::collections::HashMap;
+use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
+use std::sync::{Arc, OnceLock};
+use std::time::{Duration, Instant};
+
+use mlua::{Function, HookTriggers, Lua, LuaOptions, MultiValue, StdLib, Table, Value, VmState};
+use parking_lot::{Mutex, MutexGuard, RwLock};
+
+use crate::protocol::{Protocol, ReplyBuf};
+
+/// Instructions between two looks at the clock and the kill flag: about a
+/// millisecond of Lua, and no measurable cost.
+pub const HOOK_EVERY: u32 = 100_000;
+
+/// What `SCRIPT KILL` makes a script raise (Redis's words).
+const KILLED: &str = "Script killed by user with SCRIPT KILL...";
+
+/// A script that has run this long hands its worker's other tasks to
+/// another thread (see [`Running::hand_off`]): no rate-limiter script runs
+/// anywhere near this long, so only runaway ones pay for it.
+const HANDOFF_AFTER: Duration = Duration::from_millis(10);
+
+/// How long a hand-off waits for another thread to take the worker's
+/// tasks.
+const HANDOFF_WAIT: Duration = Duration::from_millis(2);
+
+/// A wait for the Lua state shorter than this stays on its thread.
+const SHORT_WAIT: Duration = Duration::from_micros(50);
+
+/// How the engine waits for the Lua state while another script holds it
+/// long (see `store::Blocking`).
+pub type Blocking = fn(&mut dyn FnMut());
+
+#[derive(Debug, Clone)]
+pub struct EngineConfig {
+    /// Run time past which a script is busy (Redis's
+    /// `busy-reply-threshold`).
+    pub busy_threshold: Duration,
+    /// Cap on the Lua heap, in bytes.
+    pub memory_limit: usize,
+}
+
+impl Default for EngineConfig {
+    fn default() -> Self {
+        EngineConfig {
+            busy_threshold: Duration::from_secs(5),
+            memory_limit: 256 << 20,
+        }
+    }
+}
+
+/// What a script's shebang line (`#!lua flags=...`) declares.
+#[derive(Clone, Copy, Default, Debug, PartialEq, Eq)]
+pub struct ScriptFlags {
+    /// The script has a shebang line (Redis then checks its flags up
+    /// front; without one, every command it calls is checked).
+    pub shebang: bool,
+    pub no_writes: bool,
+    pub allow_oom: bool,
+    pub allow_stale: bool,
+    pub no_cluster: bool,
+    pub allow_cross_slot_keys: bool,
+}
+
+/// A compiled script in the cache.
+#[derive(Clone, Debug)]
+pub struct Script(Arc<ScriptInner>);
+
+#[derive(Debug)]
+struct ScriptInner {
+    sha: [u8; 40],
+    flags: ScriptFlags,
+    /// It reached a key it did not declare: run it holding every shard.
+    undeclared: AtomicBool,
+}
+
+impl Script {
+    /// The SHA1 of its text, 40 lower-case hex digits.
+    pub fn sha(&self) -> &str {
+        std::str::from_utf8(&self.0.sha).unwrap_or_default()
+    }
+
+    pub fn flags(&self) -> ScriptFlags {
+        self.0.flags
+    }
+
+    /// Whether a run of it reached a key it did not declare.
+    pub fn undeclared(&self) -> bool {
+        self.0.undeclared.load(Ordering::Relaxed)
+    }
+
+    /// Remembers that a run of it reached a key it did not declare.
+    pub fn mark_undeclared(&self) {
+        self.0.undeclared.store(true, Ordering::Relaxed);
+    }
+}
+
+/// Why a script did not give a reply. `Display` is the whole Redis error
+/// line, without the leading `-`.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum ScriptError {
+    #[error("NOSCRIPT No matching script. Please use EVAL.")]
+    NoScript,
+    #[error("ERR Error compiling script (new function): {0}")]
+    Compile(String),
+    /// A shebang Redis would refuse; the text is Redis's whole line.
+    #[error("{0}")]
+    Shebang(String),
+    /// The script raised; the text is the whole error line.
+    #[error("{0}")]
+    Runtime(String),
+    /// `SCRIPT KILL` stopped it; the text is the whole error line.
+    #[error("{0}")]
+    Killed(String),
+    #[error("ERR The script used more than the Lua heap's limit of memory, and was stopped")]
+    OutOfMemory,
+    /// The host stopped it to run it again (it wrote nothing).
+    #[error("ERR script stopped to run again")]
+    Aborted,
+}
+
+/// Why `SCRIPT KILL` could not stop a script.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum KillError {
+    NotBusy,
+    /// It has written: stopping it would leave half its writes.
+    Unkillable,
+}
+
+/// What a command run for `redis.call` did.
+#[derive(Clone, Copy, Debug, Default)]
+pub struct Call {
+    /// It changed the keyspace (the script can no longer be killed).
+    pub wrote: bool,
+    /// The host cannot let the script go on: stop it now, with no further
+    /// call (`run` then answers [`ScriptError::Aborted`]).
+    pub abort: bool,
+}
+
+/// Where `redis.call` goes: the command layer.
+pub trait Host {
+    /// Runs `argv` (`argv[0]` is the command name, in any case) and writes
+    /// its reply, in protocol `resp`, to `reply`: a refusal or a command's
+    /// error as an error reply.
+    fn call(&mut self, argv: &[&[u8]], resp: Protocol, reply: &mut ReplyBuf) -> Call;
+
+    /// Whether `name` is a command (`redis.acl_check_cmd`).
+    fn known(&mut self, name: &[u8]) -> bool;
+}
+
+/// The SHA1 of `body` as 40 lower-case hex digits.
+pub fn sha1hex(body: &[u8]) -> [u8; 40] {
+    let digest = ring::digest::digest(&ring::digest::SHA1_FOR_LEGACY_USE_ONLY, body);
+    let mut out = [0u8; 40];
+    for (i, b) in digest.as_ref().iter().enumerate() {
+        out[2 * i] = b"0123456789abcdef"[(b >> 4) as usize];
+        out[2 * i + 1] = b"0123456789abcdef"[(b & 15) as usize];
+    }
+    out
+}
+
+/// A SHA1 as a client wrote it, lower-cased, if it has the length of one.
+fn sha_key(sha: &[u8]) -> Option<[u8; 40]> {
+    let mut key: [u8; 40] = sha.try_into().ok()?;
+    key.make_ascii_lowercase();
+    Some(key)
+}
+
+/// State the hook and `SCRIPT KILL` share with the running script.
+#[derive(Debug)]
+struct Running {
+    base: Instant,
+    /// Nanoseconds after `base` the running script started.
+    started: AtomicU64,
+    running: AtomicBool,
+    busy: AtomicBool,
+    kill: AtomicBool,
+    /// The host asked to stop (to run again over every shard).
+    abort: AtomicBool,
+    wrote: AtomicBool,
+    threshold_ms: AtomicU64,
+    /// How a long wait is moved off the async worker (see [`Blocking`]).
+    blocking: OnceLock<Blocking>,
+    /// This run has handed its worker's other tasks to another thread.
+    handed_off: AtomicBool,
+}
+
+impl Running {
+    fn stopping(&self) -> bool {
+        self.kill.load(Ordering::Relaxed) || self.abort.load(Ordering::Relaxed)
+    }
+
+    /// A script this long keeps its thread a while: the tasks queued on
+    /// that async worker (other clients, the socket poller) are handed to
+    /// another thread instead of waiting for the script to end. The
+    /// runtime moves them while this thread waits inside the blocking
+    /// section; [`HANDOFF_WAIT`] gives the new thread time to take them,
+    /// after which the script goes on without them.
+    fn hand_off(&self) {
+        if let Some(wait) = self.blocking.get() {
+            wait(&mut || std::thread::sleep(HANDOFF_WAIT));
+        }
+    }
+
+    /// The hook: notes a script past the threshold, stops a killed one.
+    fn check(&self) -> mlua::Result<VmState> {
+        if !self.running.load(Ordering::Relaxed) {
+            return Ok(VmState::Continue);
+        }
+        let ran = self.base.elapsed().as_nanos() as u64 - self.started.load(Ordering::Relaxed);
+        if ran >= HANDOFF_AFTER.as_nanos() as u64 && !self.handed_off.swap(true, Ordering::Relaxed)
+        {
+            self.hand_off();
+        }
+        let threshold = self
+            .threshold_ms
+            .load(Ordering::Relaxed)
+            .saturating_mul(1_000_000);
+        // Other clients must now be answered BUSY: make sure this thread's
+        // worker role has moved on (a second try).
+        if ran >= threshold && !self.busy.swap(true, Ordering::Relaxed) {
+            self.hand_off();
+        }
+        if self.stopping() {
+            return Err(mlua::Error::RuntimeError(KILLED.into()));
+        }
+        Ok(VmState::Continue)
+    }
+}
+
+/// The Lua state and what lives in it.
+struct Vm {
+    lua: Lua,
+    /// The Rust half of the prelude's functions and its hooks (`T`).
+    t: Table,
+    functions: HashMap<[u8; 40], Function>,
+}
+
+/// The script engine: one Lua state, the script cache.
+pub struct Engine {
+    vm: Mutex<Vm>,
+    cache: RwLock<HashMap<[u8; 40], Script>>,
+    run: Arc<Running>,
+    lua_memory: AtomicUsize,
+    blocking: OnceLock<Blocking>,
+}
+
+impl std::fmt::Debug for Engine {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Engine")
+            .field("scripts", &self.len())
+            .finish()
+    }
+}
+
+impl Engine {
+    pub fn new(cfg: EngineConfig) -> Engine {
+        let run = Arc::new(Running {
+            base: Instant::now(),
+            started: AtomicU64::new(0),
+            running: AtomicBool::new(false),
+            busy: AtomicBool::new(false),
+            kill: AtomicBool::new(false),
+            abort: AtomicBool::new(false),
+            wrote: AtomicBool::new(false),
+            threshold_ms: AtomicU64::new(cfg.busy_threshold.as_millis() as u64),
+            blocking: OnceLock::new(),
+            handed_off: AtomicBool::new(false),
+        });
+        let vm = Vm::new(&cfg, run.clone()).expect("the Lua prelude loads");
+        let lua_memory = AtomicUsize::new(vm.lua.used_memory());
+        Engine {
+            vm: Mutex::new(vm),
+            cache: RwLock::new(HashMap::new()),
+            run,
+            lua_memory,
+            blocking: OnceLock::new(),
+        }
+    }
+
+    /// Sets how long waits for the Lua state are made; once.
+    pub fn set_blocking(&self, wait: Blocking) {
+        let _ = self.blocking.set(wait);
+        let _ = self.run.blocking.set(wait);
+    }
+
+    /// `--lua-time-limit` as it is now.
+    pub fn set_busy_threshold(&self, d: Duration) {
+        self.run
+            .threshold_ms
+            .store(d.as_millis() as u64, Ordering::Relaxed);
+    }
+
+    fn lock_vm(&self) -> MutexGuard<'_, Vm> {
+        if let Some(g) = self.vm.try_lock_for(SHORT_WAIT) {
+            return g;
+        }
+        match self.blocking.get() {
+            Some(wait) => {
+                let mut got = None;
+                wait(&mut || got = Some(self.vm.lock()));
+                got.unwrap_or_else(|| self.vm.lock())
+            }
+            None => self.vm.lock(),
+        }
+    }
+
+    /// Compiles and caches `body` (`EVAL`, `SCRIPT LOAD`); a body cached
+    /// already is not compiled again.
+    pub fn prepare(&self, body: &[u8]) -> Result<Script, ScriptError> {
+        let sha = sha1hex(body);
+        if let Some(s) = self.cache.read().get(&sha) {
+            return Ok(s.clone());
+        }
+        let flags = parse_shebang(body)?;
+        let mut vm = self.lock_vm();
+        if let Some(s) = self.cache.read().get(&sha) {
+            return Ok(s.clone());
+        }
+        let f = vm.compile(body, flags.shebang)?;
+        vm.functions.insert(sha, f);
+        self.lua_memory
+            .store(vm.lua.used_memory(), Ordering::Relaxed);
+        let script = Script(Arc::new(ScriptInner {
+            sha,
+            flags,
+            undeclared: AtomicBool::new(false),
+        }));
+        self.cache.write().insert(sha, script.clone());
+        Ok(script)
+    }
+
+    /// The cached script of `sha` (any case), if there is one.
+    pub fn get(&self, sha: &[u8]) -> Option<Script> {
+        self.cache.read().get(&sha_key(sha)?).cloned()
+    }
+
+    pub fn exists(&self, sha: &[u8]) -> bool {
+        sha_key(sha).is_some_and(|k| self.cache.read().contains_key(&k))
+    }
+
+    /// `SCRIPT FLUSH`: forgets every script and gives their memory back.
+    pub fn flush(&self) {
+        let mut vm = self.lock_vm();
+        self.cache.write().clear();
+        vm.functions.clear();
+        let _ = vm.lua.gc_collect();
+        let _ = vm.lua.gc_collect();
+        self.lua_memory
+            .store(vm.lua.used_memory(), Ordering::Relaxed);
+    }
+
+    pub fn len(&self) -> usize {
+        self.cache.read().len()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+
+    /// Bytes the Lua heap held after the last script.
+    pub fn used_memory(&self) -> usize {
+        self.lua_memory.load(Ordering::Relaxed)
+    }
+
+    /// Whether a script has run past the busy threshold and still runs.
+    pub fn busy(&self) -> bool {
+        self.run.busy.load(Ordering::Relaxed)
+    }
+
+    pub fn running(&self) -> bool {
+        self.run.running.load(Ordering::Relaxed)
+    }
+
+    /// `SCRIPT KILL`.
+    pub fn kill(&self) -> Result<(), KillError> {
+        if !self.busy() {
+            return Err(KillError::NotBusy);
+        }
+        if self.run.wrote.load(Ordering::Relaxed) {
+            return Err(KillError::Unkillable);
+        }
+        self.run.kill.store(true, Ordering::Relaxed);
+        Ok(())
+    }
+
+    /// Runs `script` with `keys` and `args` and writes its result to `out`
+    /// for a client speaking `resp`.
+    pub fn run(
+        &self,
+        script: &Script,
+        keys: &[&[u8]],
+        args: &[&[u8]],
+        resp: Protocol,
+        host: &mut dyn Host,
+        out: &mut ReplyBuf,
+    ) -> Result<(), ScriptError> {
+        let vm = self.lock_vm();
+        let Some(f) = vm.functions.get(&script.0.sha).cloned() else {
+            return Err(ScriptError::NoScript);
+        };
+        let run = &*self.run;
+        run.started
+            .store(run.base.elapsed().as_nanos() as u64, Ordering::Relaxed);
+        for flag in [
+            &run.busy,
+            &run.kill,
+            &run.abort,
+            &run.wrote,
+            &run.handed_off,
+        ] {
+            flag.store(false, Ordering::Relaxed);
+        }
+        run.running.store(true, Ordering::Relaxed);
+        let result = vm.run(&f, keys, args, resp, host, run, out);
+        run.running.store(false, Ordering::Relaxed);
+        run.busy.store(false, Ordering::Relaxed);
+        self.lua_memory
+            .store(vm.lua.used_memory(), Ordering::Relaxed);
+        let sha = script.sha();
+        match result {
+            Ok(Outcome::Reply) => Ok(()),
+            Ok(Outcome::Raised { err, source, line }) => {
+                if run.abort.load(Ordering::Relaxed) {
+                    return Err(ScriptError::Aborted);
+                }
+                let text = format!("{err} script: {sha}, on {source}:{line}.");
+                if run.kill.load(Ordering::Relaxed) {
+                    return Err(ScriptError::Killed(text));
+                }
+                Err(ScriptError::Runtime(text))
+            }
+            Err(mlua::Error::MemoryError(_)) | Ok(Outcome::OutOfMemory) => {
+                if run.abort.load(Ordering::Relaxed) {
+                    return Err(ScriptError::Aborted);
+                }
+                Err(ScriptError::OutOfMemory)
+            }
+            Err(e) => {
+                if run.abort.load(Ordering::Relaxed) {
+                    return Err(ScriptError::Aborted);
+                }
+                let text = errtext(&e);
+                Err(ScriptError::Runtime(format!(
+                    "ERR Error running script {text} script: {sha}"
+                )))
+            }
+        }
+    }
+}
+
+/// How a run ended, short of an engine failure.
+enum Outcome {
+    /// The result was written.
+    Reply,
+    /// The script raised: the error's text and where.
+    Raised {
+        err: String,
+        source: String,
+        line: i64,
+    },
+    OutOfMemory,
+}
+
+/// The text of an error raised in Rust (a library function, the hook).
+fn errtext(e: &mlua::Error) -> String {
+    match e {
+        mlua::Error::RuntimeError(m) => m.clone(),
+        mlua::Error::CallbackError { cause, .. } => errtext(cause),
+        mlua::Error::MemoryError(_) => "not enough memory".into(),
+        e => e.to_string(),
+    }
+}
+
+/// The first line's flags, as Redis 7 reads `#!lua flags=a,b`.
+fn parse_shebang(body: &[u8]) -> Result<ScriptFlags, ScriptError> {
+    let mut flags = ScriptFlags::default();
+    if !body.starts_with(b"#!") {
+        return Ok(flags);
+    }
+    flags.shebang = true;
+    let Some(end) = body.iter().position(|&b| b == b'\n') else {
+        return Err(ScriptError::Shebang("ERR Invalid script shebang".into()));
+    };
+    let line = String::from_utf8_lossy(&body[..end]);
+    let mut words = line.split(' ').filter(|w| !w.is_empty());
+    let engine = words.next().unwrap_or_default();
+    if engine != "#!lua" {
+        return Err(ScriptError::Shebang(format!(
+            "ERR Unexpected engine in script shebang: {engine}"
+        )));
+    }
+    for word in words {
+        let Some(list) = word.strip_prefix("flags=") else {
+            return Err(ScriptError::Shebang(format!(
+                "ERR Unknown lua shebang option: {word}"
+            )));
+        };
+        for flag in list.split(',').filter(|f| !f.is_empty()) {
+            match flag {
+                "no-writes" => flags.no_writes = true,
+                "allow-oom" => flags.allow_oom = true,
+                "allow-stale" => flags.allow_stale = true,
+                "no-cluster" => flags.no_cluster = true,
+                "allow-cross-slot-keys" => flags.allow_cross_slot_keys = true,
+                other => {
+                    return Err(ScriptError::Shebang(format!(
+                        "ERR Unexpected flag in script shebang: {other}"
+                    )))
+                }
+            }
+        }
+    }
+    Ok(flags)
+}
+
+impl Vm {
+    fn new(cfg: &EngineConfig, run: Arc<Running>) -> mlua::Result<Vm> {
+        // SAFETY: `debug` is what mlua calls unsafe; the prelude keeps
+        // only `debug.getinfo`, for its error handler, and removes the
+        // library from the globals before any script runs, as Redis does.
+        let lua = unsafe {
+            Lua::unsafe_new_with(
+                StdLib::TABLE | StdLib::STRING | StdLib::MATH | StdLib::DEBUG,
+                LuaOptions::default(),
+            )
+        };
+        let t = lua.create_table()?;
+        libs::install(&lua)?;
+        {
+            let run = run.clone();
+            t.set(
+                "stopping",
+                lua.create_function(move |_, ()| Ok(run.stopping()))?,
+            )?;
+        }
+        t.set(
+            "errtext",
+            lua.create_function(|lua, v: Value| {
+                let text = match v {
+                    Value::Error(e) => {
+                        if let Some(CallError(reply)) = call_error(&e) {
+                            // A command's error reply: the table Redis
+                            // raises, its code kept.
+                            let t = lua.create_table()?;
+                            t.raw_set("err", reply.as_str())?;
+                            return Ok(Value::Table(t));
+                        }
+                        errtext(&e)
+                    }
+                    Value::String(s) => s.to_string_lossy(),
+                    other => format!("{other:?}"),
+                };
+                Ok(Value::String(lua.create_string(text)?))
+            })?,
+        )?;
+        {
+            let tt = t.clone();
+            t.set(
+                "rawset",
+                lua.create_function(move |_, (target, k, v): (Table, Value, Value)| {
+                    let protected: Table = tt.raw_get("protected")?;
+                    if protected.raw_get::<bool>(&target).unwrap_or(false) {
+                        return Err(mlua::Error::RuntimeError(
+                            "Attempt to modify a readonly table".into(),
+                        ));
+                    }
+                    target.raw_set(k, v)?;
+                    Ok(target)
+                })?,
+            )?;
+        }
+        t.set("version", crate::REDIS_VERSION)?;
+        t.set("version_num", version_num(crate::REDIS_VERSION))?;
+        lua.load(include_str!("prelude.lua"))
+            .set_name("=turnstile")
+            .call::<()>(t.clone())?;
+        let redis: Table = t.raw_get("redis")?;
+        redis.raw_set(
+            "sha1hex",
+            lua.create_function(|lua, args: mlua::Variadic<Value>| {
+                if args.len() != 1 {
+                    return Err(plain("wrong number of arguments"));
+                }
+                let bytes = match &args[0] {
+                    Value::String(s) => s.as_bytes().to_vec(),
+                    v => lua
+                        .coerce_string(v.clone())?
+                        .map(|s| s.as_bytes().to_vec())
+                        .unwrap_or_default(),
+                };
+                lua.create_string(sha1hex(&bytes))
+            })?,
+        )?;
+        redis.raw_set(
+            "log",
+            lua.create_function(|lua, args: mlua::Variadic<Value>| {
+                if args.len() < 2 {
+                    return Err(plain("redis.log() requires two arguments or more."));
+                }
+                let level = match &args[0] {
+                    Value::Integer(i) => *i as f64,
+                    Value::Number(n) => *n,
+                    _ => return Err(plain("First argument must be a number (log level).")),
+                };
+                if !(0.0..=3.0).contains(&level) {
+                    return Err(plain("Invalid debug level."));
+                }
+                let mut text = Vec::new();
+                for v in args.iter().skip(1) {
+                    if let Some(s) = lua.coerce_string(v.clone())? {
+                        if !text.is_empty() {
+                            text.push(b' ');
+                        }
+                        text.extend_from_slice(&s.as_bytes());
+                    }
+                }
+                let text = String::from_utf8_lossy(&text);
+                match level as i64 {
+                    0 => tracing::debug!(target: "turnstile::script", "{text}"),
+                    1 | 2 => tracing::info!(target: "turnstile::script", "{text}"),
+                    _ => tracing::warn!(target: "turnstile::script", "{text}"),
+                }
+                Ok(())
+            })?,
+        )?;
+        redis.raw_set(
+            "set_repl",
+            lua.create_function(|_, args: mlua::Variadic<Value>| {
+                if args.len() != 1 {
+                    return Err(plain("redis.set_repl() requires one argument."));
+                }
+                match &args[0] {
+                    Value::Integer(0..=3) => Ok(()),
+                    _ => Err(plain(
+                        "Invalid replication flags. Use REPL_AOF, REPL_REPLICA, REPL_ALL or REPL_NONE.",
+                    )),
+                }
+            })?,
+        )?;
+        lua.set_memory_limit(cfg.memory_limit)?;
+        lua.set_hook(
+            HookTriggers::new().every_nth_instruction(HOOK_EVERY),
+            move |_, _| run.check(),
+        )?;
+        Ok(Vm {
+            lua,
+            t,
+            functions: HashMap::new(),
+        })
+    }
+
+    /// Compiles a script's body as Redis does: one function, chunk name
+    /// `@user_script`, the shebang line kept as a comment so line numbers
+    /// stay the script's.
+    fn compile(&self, body: &[u8], shebang: bool) -> Result<Function, ScriptError> {
+        let mut text = body.to_vec();
+        if shebang {
+            text[0] = b'-';
+            text[1] = b'-';
+        }
+        self.lua
+            .load(text)
+            .set_name("@user_script")
+            .into_function()
+            .map_err(|e| match e {
+                mlua::Error::SyntaxError { message, .. } => ScriptError::Compile(message),
+                mlua::Error::MemoryError(_) => ScriptError::OutOfMemory,
+                e => ScriptError::Compile(errtext(&e)),
+            })
+    }
+
+    #[allow(clippy::too_many_arguments)]
+    fn run(
+        &self,
+        f: &Function,
+        keys: &[&[u8]],
+        args: &[&[u8]],
+        resp: Protocol,
+        host: &mut dyn Host,
+        run: &Running,
+        out: &mut ReplyBuf,
+    ) -> mlua::Result<Outcome> {
+        let lua = &self.lua;
+        let script_resp = Cell::new(Protocol::Resp2);
+        let host = RefCell::new(host);
+        let (mut reply, mut reply2) = (ReplyBuf::default(), ReplyBuf::default());
+        let (mut argv, mut argv2): (Vec<Vec<u8>>, Vec<Vec<u8>>) = (Vec::new(), Vec::new());
+        lua.scope(|scope| {
+            let redis: Table = self.t.raw_get("redis")?;
+            let call = scope.create_function_mut(|lua, args: MultiValue| {
+                match call_host(
+                    lua,
+                    args,
+                    &mut **host.borrow_mut(),
+                    &script_resp,
+                    run,
+                    &mut reply,
+                    &mut argv,
+                )? {
+                    Called::Reply(v) => Ok(v),
+                    Called::Error(text) => Err(mlua::Error::external(CallError(text))),
+                    Called::Stop => Err(mlua::Error::RuntimeError(KILLED.into())),
+                }
+            })?;
+            redis.raw_set("call", call)?;
+            let pcall = scope.create_function_mut(|lua, args: MultiValue| {
+                match call_host(
+                    lua,
+                    args,
+                    &mut **host.borrow_mut(),
+                    &script_resp,
+                    run,
+                    &mut reply2,
+                    &mut argv2,
+                )? {
+                    Called::Reply(v) => Ok(v),
+                    Called::Error(text) => {
+                        let t = lua.create_table()?;
+                        t.raw_set("err", text)?;
+                        Ok(Value::Table(t))
+                    }
+                    Called::Stop => Err(mlua::Error::RuntimeError(KILLED.into())),
+                }
+            })?;
+            redis.raw_set("pcall", pcall)?;
+            let setresp = scope.create_function(|_, args: mlua::Variadic<Value>| {
+                if args.len() != 1 {
+                    return Err(plain("redis.setresp() requires one argument."));
+                }
+                match &args[0] {
+                    Value::Integer(2) => script_resp.set(Protocol::Resp2),
+                    Value::Integer(3) => script_resp.set(Protocol::Resp3),
+                    _ => return Err(plain("RESP version must be 2 or 3.")),
+                }
+                Ok(())
+            })?;
+            redis.raw_set("setresp", setresp)?;
+            let acl_check =
+                scope.create_function(|_, args: mlua::Variadic<Value>| match args.first() {
+                    Some(Value::String(name)) if host.borrow_mut().known(&name.as_bytes()) => {
+                        Ok(true)
+                    }
+                    _ => Err(plain("Invalid command passed to redis.acl_check_cmd()")),
+                })?;
+            redis.raw_set("acl_check_cmd", acl_check)?;
+            let keys = lua.create_sequence_from(
+                keys.iter()
+                    .map(|k| lua.create_string(k))
+                    .collect::<mlua::Result<Vec<_>>>()?,
+            )?;
+            let argv = lua.create_sequence_from(
+                args.iter()
+                    .map(|a| lua.create_string(a))
+                    .collect::<mlua::Result<Vec<_>>>()?,
+            )?;
+            let globals: Table = self.t.raw_get("B")?;
+            globals.raw_set("KEYS", keys)?;
+            globals.raw_set("ARGV", argv)?;
+            let results: MultiValue = self.t.get::<Function>("run")?.call(f.clone())?;
+            let mut results = results.into_iter();
+            let ok = matches!(results.next(), Some(Value::Boolean(true)));
+            let value = results.next().unwrap_or(Value::Nil);
+            if ok {
+                convert::write_value(&value, resp, script_resp.get(), out);
+                return Ok(Outcome::Reply);
+            }
+            Ok(match value {
+                Value::Table(t) => {
+                    let err: Value = t.raw_get("err")?;
+                    let err = match err {
+                        Value::String(s) => s.to_string_lossy(),
+                        other => lua
+                            .coerce_string(other)?
+                            .map(|s| s.to_string_lossy())
+                            .unwrap_or_else(|| "ERR unknown error".into()),
+                    };
+                    let source: Option<String> = t.raw_get("source")?;
+                    let line: Option<i64> = t.raw_get("line")?;
+                    Outcome::Raised {
+                        err: convert::error_line(&err),
+                        source: source.unwrap_or_else(|| "?".into()),
+                        line: line.unwrap_or(0),
+                    }
+                }
+                // A memory error skips the handler: its value is Lua's
+                // own message.
+                _ => Outcome::OutOfMemory,
+            })
+        })
+    }
+}
+
+/// An error raised as a plain message, with no `source:line:` (as Redis's
+/// C functions raise theirs with `lua_error`).
+fn plain(msg: &str) -> mlua::Error {
+    mlua::Error::RuntimeError(msg.into())
+}
+
+/// A command's error reply, raised by `redis.call` (the error handler
+/// turns it into Redis's `{err = ...}` table).
+#[derive(Debug)]
+struct CallError(String);
+
+impl std::fmt::Display for CallError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(&self.0)
+    }
+}
+
+impl std::error::Error for CallError {}
+
+/// The command error inside `e`, if that is what it is.
+fn call_error(e: &mlua::Error) -> Option<&CallError> {
+    match e {
+        mlua::Error::ExternalError(inner) => inner.downcast_ref::<CallError>(),
+        mlua::Error::CallbackError { cause, .. } => call_error(cause),
+        mlua::Error::WithContext { cause, .. } => call_error(cause),
+        _ => None,
+    }
+}
+
+/// What `redis.call`/`redis.pcall` got.
+enum Called {
+    Reply(Value),
+    /// An error reply, or a refusal before the command ran.
+    Error(String),
+    /// The script must stop (killed, or to run again).
+    Stop,
+}
+
+/// Runs one `redis.call`: checks the arguments as Redis does, lets the
+/// host run the command, reads its reply into Lua.
+fn call_host(
+    lua: &Lua,
+    args: MultiValue,
+    host: &mut dyn Host,
+    script_resp: &Cell<Protocol>,
+    run: &Running,
+    reply: &mut ReplyBuf,
+    argv: &mut Vec<Vec<u8>>,
+) -> mlua::Result<Called> {
+    if run.stopping() {
+        return Ok(Called::Stop);
+    }
+    if args.is_empty() {
+        return Ok(Called::Error(
+            "ERR Please specify at least one argument for this redis lib call".into(),
+        ));
+    }
+    argv.clear();
+    for v in args {
+        let bytes = match v {
+            Value::String(s) => s.as_bytes().to_vec(),
+            v @ (Value::Integer(_) | Value::Number(_)) => match lua.coerce_string(v)? {
+                Some(s) => s.as_bytes().to_vec(),
+                None => Vec::new(),
+            },
+            _ => {
+                return Ok(Called::Error(
+                    "ERR Lua redis lib command arguments must be strings or integers".into(),
+                ))
+            }
+        };
+        argv.push(bytes);
+    }
+    let refs: Vec<&[u8]> = argv.iter().map(Vec::as_slice).collect();
+    reply.buffer().clear();
+    let done = host.call(&refs, script_resp.get(), reply);
+    if done.wrote {
+        run.wrote.store(true, Ordering::Relaxed);
+    }
+    if done.abort {
+        run.abort.store(true, Ordering::Relaxed);
+        return Ok(Called::Stop);
+    }
+    Ok(match convert::read_reply(lua, reply.written_since(0))? {
+        convert::Read::Value(v) => Called::Reply(v),
+        convert::Read::Error(text) => Called::Error(text),
+    })
+}
+
+/// `7.2.0` as Redis's `REDIS_VERSION_NUM`: `0x00MMmmpp`.
+fn version_num(v: &str) -> i64 {
+    let mut parts = v.split('.').map(|p| p.parse::<i64>().unwrap_or(0));
+    let (a, b, c) = (
+        parts.next().unwrap_or(0),
+        parts.next().unwrap_or(0),
+        parts.next().unwrap_or(0),
+    );
+    (a << 16) | (b << 8) | c
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn shebangs_as_redis_reads_them() {
+        assert_eq!(parse_shebang(b"return 1"), Ok(ScriptFlags::default()));
+        let f = parse_shebang(b"#!lua flags=no-writes,allow-oom\nreturn 1").unwrap();
+        assert!(f.shebang && f.no_writes && f.allow_oom && !f.no_cluster);
+        assert_eq!(
+            parse_shebang(b"#!lua\nreturn 1"),
+            Ok(ScriptFlags {
+                shebang: true,
+                ..Default::default()
+            })
+        );
+        for (body, err) in [
+            (
+                &b"#!python\nreturn 1"[..],
+                "ERR Unexpected engine in script shebang: #!python",
+            ),
+            (
+                b"#!lua flags=bogus\nreturn 1",
+                "ERR Unexpected flag in script shebang: bogus",
+            ),
+            (
+                b"#!lua x=1\nreturn 1",
+                "ERR Unknown lua shebang option: x=1",
+            ),
+            (b"#!lua", "ERR Invalid script shebang"),
+        ] {
+            assert_eq!(parse_shebang(body).unwrap_err().to_string(), err);
+        }
+    }
+
+    #[test]
+    fn sha1_of_a_script() {
+        assert_eq!(
+            &sha1hex(b"return 1"),
+            b"e0e1f9fabfc9d4800c877a703b823ac0578ff8db"
+        );
+        assert_eq!(version_num("7.2.0"), 0x070200);
+    }
+}

@@ -1,0 +1,178 @@
+-- The sandbox and the Lua half of the `redis` library, run once when the
+-- engine starts (chunk name `=turnstile`, which the error handler skips
+-- when it looks for the script's line). `T` holds the Rust functions.
+local T = ...
+local G = _G
+local rawpcall, rawxpcall, cresume = pcall, xpcall, coroutine.resume
+local type, tostring, error, select, unpack = type, tostring, error, select, unpack
+local setmetatable, rawget, rawset, getinfo = setmetatable, rawget, rawset, debug.getinfo
+
+local function pack(...)
+    return { n = select('#', ...), ... }
+end
+
+-- Redis 7.0's error handler (`__redis__err__handler`): the error as a
+-- table with `err`, and where in the script it happened. Frames of C
+-- functions and of this file are skipped, so the line is the script's.
+local function handler(err)
+    if type(err) == 'userdata' then
+        err = T.errtext(err)
+    end
+    local where
+    local level = 2
+    while true do
+        local info = getinfo(level, 'nSl')
+        if not info then
+            break
+        end
+        if info.what ~= 'C' and info.source ~= '=turnstile' then
+            where = info
+            break
+        end
+        level = level + 1
+    end
+    if type(err) ~= 'table' then
+        err = { err = 'ERR ' .. tostring(err) }
+    end
+    if where then
+        err.source = where.source
+        err.line = where.currentline
+    end
+    return err
+end
+T.handler = handler
+
+-- Runs a script's function under the handler.
+T.run = function(f)
+    return rawxpcall(f, handler)
+end
+
+-- Redis's own `pcall`: an error table caught is handed back as its `err`
+-- string. While the script is being stopped (SCRIPT KILL, or a restart
+-- over every shard), nothing may catch the error that stops it.
+G.pcall = function(f, ...)
+    local r = pack(rawpcall(f, ...))
+    if not r[1] then
+        if T.stopping() then
+            error(r[2], 0)
+        end
+        local e = r[2]
+        if type(e) == 'table' then
+            local s = rawget(e, 'err')
+            if type(s) == 'string' or type(s) == 'number' then
+                r[2] = s
+            end
+        elseif type(e) == 'userdata' then
+            local x = T.errtext(e)
+            if type(x) == 'table' then
+                x = x.err
+            end
+            r[2] = x
+        end
+    end
+    return unpack(r, 1, r.n)
+end
+G.xpcall = function(f, h)
+    local r = pack(rawxpcall(f, h))
+    if not r[1] and T.stopping() then
+        error(r[2], 0)
+    end
+    return unpack(r, 1, r.n)
+end
+coroutine.resume = function(co, ...)
+    local r = pack(cresume(co, ...))
+    if not r[1] and T.stopping() then
+        error(r[2], 0)
+    end
+    return unpack(r, 1, r.n)
+end
+
+-- `redis.call` and `redis.pcall` are Rust functions, set on this table
+-- for each run (they reach the run's host).
+local redis = {}
+T.redis = redis
+redis.error_reply = function(e)
+    if type(e) ~= 'string' then
+        error('wrong number or type of arguments', 0)
+    end
+    if e:sub(1, 1) == '-' then
+        e = e:sub(2)
+    end
+    return { err = e }
+end
+redis.status_reply = function(s)
+    if type(s) ~= 'string' then
+        error('wrong number or type of arguments', 0)
+    end
+    return { ok = s }
+end
+redis.LOG_DEBUG, redis.LOG_VERBOSE, redis.LOG_NOTICE, redis.LOG_WARNING = 0, 1, 2, 3
+redis.REPL_NONE, redis.REPL_AOF, redis.REPL_SLAVE, redis.REPL_REPLICA, redis.REPL_ALL = 0, 1, 2, 2, 3
+redis.replicate_commands = function()
+    return true
+end
+redis.breakpoint = function()
+    return false
+end
+redis.debug = function() end
+redis.REDIS_VERSION = T.version
+redis.REDIS_VERSION_NUM = T.version_num
+G.redis = redis
+
+-- What Redis 7.0 removes from the global table.
+for _, name in ipairs({ 'print', 'setfenv', 'getfenv', 'newproxy', 'dofile', 'loadfile',
+    'module', 'require', 'package', 'debug', 'os', 'io' }) do
+    G[name] = nil
+end
+
+-- Globals are read-only, as in Redis 7.0: the global table is emptied
+-- into a backing table and reads through to it, refusing names that do
+-- not exist; every assignment is refused (a chunk from `loadstring` gets
+-- the same table), `rawset` refuses the protected tables, and the
+-- libraries are read-only views, so no script can change what the next
+-- one finds.
+local protected = {}
+local function readonly(t)
+    local view = setmetatable({}, {
+        __index = t,
+        __newindex = function()
+            error('Attempt to modify a readonly table', 2)
+        end,
+        __metatable = false,
+    })
+    protected[view] = true
+    return view
+end
+for _, name in ipairs({ 'string', 'table', 'math', 'coroutine', 'bit', 'cjson', 'struct',
+    'cmsgpack', 'redis' }) do
+    G[name] = readonly(G[name])
+end
+local string_mt = getmetatable('')
+string_mt.__index = G.string
+string_mt.__metatable = false
+T.protected = protected
+protected[G] = true
+G.rawset = T.rawset
+
+local B = {}
+for k, v in pairs(G) do
+    B[k] = v
+end
+for k in pairs(B) do
+    G[k] = nil
+end
+B._G = G
+T.B = B
+setmetatable(G, {
+    __index = function(_, k)
+        local v = B[k]
+        if v == nil then
+            error("Script attempted to access nonexistent global variable '" .. tostring(k) .. "'", 2)
+        end
+        return v
+    end,
+    __newindex = function()
+        error('Attempt to modify a readonly table', 2)
+    end,
+    __metatable = false,
+})
