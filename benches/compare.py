@@ -8,8 +8,8 @@ limiters, with redis-benchmark, on this machine, in one run.
 Starts `target/release/turnstile` twice (as shipped, a worker thread per
 core; and with `--threads 1`, one core as Redis uses) and Debian's
 `redis-server` (--save '' --appendonly no) on free loopback ports, loads the two Lua limiters into
-Redis (seed 002's two-bucket counter and seed 003's sorted-set log, called
-with EVALSHA), and runs `redis-benchmark -c 50 -r 100000` against both,
+both (the two-bucket sliding-window counter, the sorted-set log and the
+`limits` library's fixed window, called with EVALSHA), and runs `redis-benchmark -c 50 -r 100000` against both,
 alternating servers, each test `--reps` times, without and with `-P 16`.
 For every run it records ops/s, p50 and p99 (redis-benchmark's CSV), and the
 server's CPU time per operation (the sum over its threads of
@@ -29,7 +29,7 @@ from datetime import datetime, timezone
 
 from benchlib import require, die_with_parent, ROOT, free_port, redis_benchmark, wait_ping
 
-# Seed 002: the two-bucket sliding-window counter, two string keys per
+# The classic two-bucket sliding-window counter, two string keys per
 # limiter (current and previous window), estimate interpolated.
 TWO_BUCKET_LUA = """
 local now = redis.call('TIME')
@@ -51,7 +51,7 @@ end
 return {0, 0}
 """
 
-# Seed 003: the sorted-set sliding-window log, verbatim in substance.
+# The classic sorted-set sliding-window log (one member per request).
 ZSET_LOG_LUA = """
 local now = redis.call('TIME')
 local current_timestamp_us = (tonumber(now[1]) * 1000000) + tonumber(now[2])
@@ -67,6 +67,28 @@ end
 redis.call('EXPIRE', KEYS[1], ARGV[2] + 5)
 return {allowed, current_count}
 """
+
+# The Python `limits` library's fixed-window script (limits 5.x,
+# resources/redis/lua_scripts/incr_expire.lua), the one Flask-Limiter runs
+# on every request by default.
+LIMITS_FIXED_LUA = """
+local current
+local amount = tonumber(ARGV[2])
+current = redis.call("incrby", KEYS[1], amount)
+
+if tonumber(current) == amount then
+    redis.call("expire", KEYS[1], ARGV[1])
+end
+
+return current
+"""
+
+# name, script, EVALSHA arguments after the SHA (numkeys, key, args).
+SCRIPTS = [
+    ("two-bucket", TWO_BUCKET_LUA, ["1", "tb:__rand_int__", "100", "60"]),
+    ("zset log", ZSET_LOG_LUA, ["1", "zl:__rand_int__", "100", "60"]),
+    ("limits fixed window", LIMITS_FIXED_LUA, ["1", "lf:__rand_int__", "60", "1"]),
+]
 
 
 def bench(port, pid, args, n, pipeline):
@@ -110,9 +132,13 @@ def main():
         wait_ping(t1port, turnstile1, "turnstile --threads 1")
         wait_ping(rport, redis, "redis-server")
         sha = {}
-        for name, script in [("two-bucket", TWO_BUCKET_LUA), ("zset-log", ZSET_LOG_LUA)]:
-            r = subprocess.run(["redis-cli", "-p", str(rport), "SCRIPT", "LOAD", script], capture_output=True, text=True, check=True)
-            sha[name] = r.stdout.strip()
+        for name, script, _ in SCRIPTS:
+            for port in (rport, tport):
+                r = subprocess.run(["redis-cli", "-p", str(port), "SCRIPT", "LOAD", script],
+                                   capture_output=True, text=True, check=True)
+                got = r.stdout.strip()
+                if len(got) != 40 or sha.setdefault(name, got) != got:
+                    sys.exit(f"SCRIPT LOAD of {name} on port {port} answered {got!r}")
         version_text = subprocess.run(["redis-server", "--version"], capture_output=True, text=True).stdout
         redis_version = next((w[2:] for w in version_text.split() if w.startswith("v=")), version_text.strip())
 
@@ -130,9 +156,10 @@ def main():
             ("Turnstile", tport, turnstile.pid, "CL.THROTTLE", ["CL.THROTTLE", "cell:__rand_int__", "99", "100", "60"]),
             ("Turnstile", tport, turnstile.pid, "RL.ALLOWMANY (2 limits)",
              ["RL.ALLOWMANY", "LIMIT", "ip:__rand_int__", "100", "60", "LIMIT", "user:__rand_int__", "1000", "1h", "ALGO", "fixed"]),
-            ("Redis", rport, redis.pid, "Lua two-bucket (EVALSHA)", ["EVALSHA", sha["two-bucket"], "1", "tb:__rand_int__", "100", "60"]),
-            ("Redis", rport, redis.pid, "Lua zset log (EVALSHA)", ["EVALSHA", sha["zset-log"], "1", "zl:__rand_int__", "100", "60"]),
         ]
+        for name, _, args in SCRIPTS:
+            for server, port, pid in (("Redis", rport, redis.pid), ("Turnstile", tport, turnstile.pid)):
+                tests.append((server, port, pid, f"Lua {name} (EVALSHA)", ["EVALSHA", sha[name], *args]))
         one = "Turnstile 1 thread"
         tests += [
             (one, t1port, turnstile1.pid, "PING_MBULK", ["-t", "ping_mbulk"]),
@@ -164,6 +191,8 @@ def main():
     for pipeline in (1, 16):
         incr = med[(pipeline, "Redis", "INCR")]
         lua = [med[(pipeline, "Redis", t)]["ops"] for t in ("Lua two-bucket (EVALSHA)", "Lua zset log (EVALSHA)")]
+        scripts = [(n, med[(pipeline, "Turnstile", f"Lua {n} (EVALSHA)")], med[(pipeline, "Redis", f"Lua {n} (EVALSHA)")])
+                   for n, _, _ in SCRIPTS]
         ping = {s: med[(pipeline, s, "PING_MBULK")]["ops"] for s in ("Turnstile", one)}
         title = "no pipelining" if pipeline == 1 else "-P 16"
         lines += [
@@ -180,6 +209,16 @@ def main():
                 f"{m['ops'] / incr['ops']:.2f}x | "
                 + (f"{m['ops'] / max(lua):.2f}x | {m['ops'] / ping[server]:.2f}x | {m['cpu_us'] / incr['cpu_us']:.2f}x |" if limiter else "| | |")
             )
+        lines += [
+            "",
+            "The same Lua scripts, Turnstile against Redis:",
+            "",
+            "| script | Turnstile ops/s | Redis ops/s | ops/s ratio | Turnstile CPU us/op | Redis CPU us/op | CPU ratio |",
+            "|---|---|---|---|---|---|---|",
+        ]
+        for n, t, r in scripts:
+            lines.append(f"| {n} | {t['ops']:,.0f} | {r['ops']:,.0f} | {t['ops'] / r['ops']:.2f}x | "
+                         f"{t['cpu_us']:.2f} | {r['cpu_us']:.2f} | {t['cpu_us'] / r['cpu_us']:.2f}x |")
         lines.append("")
     table = "\n".join(lines)
     print(table)

@@ -19,7 +19,9 @@
 //! - [`cmd`]: the command table (`cmd/table.rs`: name, arity, flags, key
 //!   positions, handler, one named-field entry per command; the types in
 //!   `cmd/spec.rs`), argument reading (`cmd/args.rs`) and one file per
-//!   command family; a handler parses
+//!   command family (`list.rs`, `zset.rs`, `hash.rs` over the shared
+//!   collection access of `collection.rs`; `script.rs` for EVAL and
+//!   SCRIPT); a handler parses
 //!   its arguments, reaches keys through the context's `Keyspace`, writes
 //!   its reply. `cmd/session.rs` is one connection's state (auth, the
 //!   transaction, tallies); `cmd/batch.rs` its decode-and-execute loop
@@ -32,7 +34,8 @@
 //!   shards a transaction holds) and `WATCH`'s write counters; one shard, a
 //!   hash index of handles over record arenas (`store/shard.rs`,
 //!   `store/index.rs`, `store/arena.rs`); the packed limiter records and
-//!   their interned parameters (`store/record.rs`, `store/params.rs`); what
+//!   their interned parameters (`store/record.rs`, `store/params.rs`); the
+//!   lists, sorted sets and hashes scripts use (`store/collections.rs`); what
 //!   a key holds as commands see it (`store/entry.rs`); limiter state in
 //!   the keyspace, applied through the `Limiter` contract with the TTL it
 //!   implies (`store/limit.rs`); inline short byte

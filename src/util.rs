@@ -49,6 +49,39 @@ pub fn parse_f64(s: &[u8]) -> Option<f64> {
     (!v.is_nan()).then_some(v)
 }
 
+/// `%.17g`, as Redis 7.0 writes a double in a reply (`inf`/`-inf` for
+/// the infinities).
+pub fn format_g17(d: f64) -> String {
+    if d.is_infinite() {
+        return if d > 0.0 { "inf" } else { "-inf" }.into();
+    }
+    let mut buf = [0u8; 64];
+    // SAFETY: a 64-byte buffer whose size snprintf is given; `%.17g` of a
+    // double writes at most 24 bytes and a NUL.
+    let n = unsafe { libc::snprintf(buf.as_mut_ptr().cast(), buf.len(), c"%.17g".as_ptr(), d) };
+    String::from_utf8_lossy(&buf[..(n.max(0) as usize).min(buf.len() - 1)]).into_owned()
+}
+
+/// C's `strtod` over `s`: the value and whether it used every byte (a NUL
+/// inside `s` ends it early, as it ends a C string). Redis parses scores
+/// with it, so hex floats, `inf` and over- and underflow read as they do
+/// there.
+pub fn strtod(s: &[u8]) -> (f64, bool, bool) {
+    let Ok(c) = std::ffi::CString::new(s) else {
+        return (0.0, false, false);
+    };
+    let mut end: *mut libc::c_char = std::ptr::null_mut();
+    // SAFETY: `c` is NUL-terminated and outlives the call; `end` points
+    // into it afterwards. errno is this thread's.
+    let (v, range) = unsafe {
+        *libc::__errno_location() = 0;
+        let v = libc::strtod(c.as_ptr(), &mut end);
+        (v, *libc::__errno_location() == libc::ERANGE)
+    };
+    let used = end as usize - c.as_ptr() as usize;
+    (v, used == s.len(), range)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

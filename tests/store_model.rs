@@ -189,7 +189,8 @@ fn allow(
 /// for a string.
 fn derived_expiry(v: &Value) -> Option<u64> {
     match v {
-        Value::Str(_) => None,
+        // The model makes no collections; they keep a TTL set by hand.
+        Value::Str(_) | Value::List(_) | Value::ZSet(_) | Value::Hash(_) => None,
         Value::Window(s) => Some(s.state.expires_at(&s.params)),
         Value::Fixed(s) => Some(s.state.expires_at(&s.params)),
         Value::Gcra(s) => Some(s.state.expires_at()),
@@ -217,11 +218,16 @@ enum CanonValue {
         newest: u64,
         slots: Vec<(u64, u64)>,
     },
+    /// A collection (the model makes none), as its debug form.
+    Collection(String),
 }
 
 fn canon(e: &Entry) -> Canon {
     let value = match &e.value {
         Value::Str(s) => CanonValue::Str(s.as_slice().to_vec()),
+        v @ (Value::List(_) | Value::ZSet(_) | Value::Hash(_)) => {
+            CanonValue::Collection(format!("{v:?}"))
+        }
         Value::Window(s) => {
             CanonValue::Window(s.params, [s.state.start, s.state.prev, s.state.curr])
         }

@@ -84,6 +84,12 @@ pub fn throttle(state: &mut State, q: &Quota, now: u64, quantity: u64) -> Thrott
     } else {
         0
     };
+    // redis-cell's microsecond arithmetic can count more than the burst
+    // left when the interval is a few microseconds (found by the property
+    // test below: 121,213 per second, burst 45, answered 46 remaining
+    // after one unit); what is left can never exceed what was not used.
+    let used = if !limited { quantity } else { 0 };
+    let remaining = remaining.min(q.limit.saturating_sub(used));
     Throttle {
         limited,
         limit: q.limit,

@@ -169,6 +169,16 @@ impl ReplyBuf {
         }
     }
 
+    /// A sorted set's score as Redis 7.0 writes it (`%.17g`): a bulk
+    /// string in RESP2, a double in RESP3.
+    pub fn score(&mut self, d: f64) {
+        let text = crate::util::format_g17(d);
+        match self.proto {
+            Protocol::Resp2 => self.bulk(text.as_bytes()),
+            Protocol::Resp3 => self.line(b',', text.as_bytes()),
+        }
+    }
+
     /// A boolean; RESP2 sends 1 or 0.
     pub fn bool(&mut self, b: bool) {
         match self.proto {

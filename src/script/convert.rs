@@ -135,17 +135,7 @@ pub fn error_line(text: &str) -> String {
     text.replace(['\r', '\n'], " ")
 }
 
-/// `%.17g`, as Redis 7.0 writes doubles.
-fn g17(d: f64) -> String {
-    if d.is_infinite() {
-        return if d > 0.0 { "inf" } else { "-inf" }.into();
-    }
-    let mut buf = [0u8; 64];
-    // SAFETY: the buffer is 64 bytes, `%.17g` of a double writes at most
-    // 24, and snprintf is told the buffer's size and NUL-terminates.
-    let n = unsafe { libc::snprintf(buf.as_mut_ptr().cast(), buf.len(), c"%.17g".as_ptr(), d) };
-    String::from_utf8_lossy(&buf[..(n.max(0) as usize).min(buf.len() - 1)]).into_owned()
-}
+use crate::util::format_g17 as g17;
 
 fn raw_line(out: &mut ReplyBuf, prefix: u8, body: &[u8]) {
     let b = out.buffer();

@@ -7,6 +7,7 @@
 //! a short key with a small value needs no heap block.
 
 use super::bytes::SmallBytes;
+use super::collections;
 use crate::clock::Nanos;
 use crate::limiter::{fixed, gcra, log, window, Algorithm, Params};
 
@@ -31,6 +32,11 @@ pub enum Value {
     Fixed(Stored<fixed::State>),
     Gcra(Stored<gcra::State>),
     Log(Stored<log::State>),
+    /// The collections limiter scripts use (`collections.rs`), boxed so
+    /// every variant stays within a record's 64 bytes.
+    List(Box<collections::List>),
+    ZSet(Box<collections::ZSet>),
+    Hash(Box<collections::Hash>),
 }
 
 // Every variant, the log's included, fits 64 bytes: the size of a general
@@ -74,6 +80,9 @@ impl Value {
             Value::Fixed(_) => "rl-fixed",
             Value::Gcra(_) => "rl-gcra",
             Value::Log(_) => "rl-log",
+            Value::List(_) => "list",
+            Value::ZSet(_) => "zset",
+            Value::Hash(_) => "hash",
         }
     }
 
@@ -88,7 +97,7 @@ impl Value {
     /// The limiter algorithm of this value, if it is limiter state.
     pub fn algorithm(&self) -> Option<Algorithm> {
         match self {
-            Value::Str(_) => None,
+            Value::Str(_) | Value::List(_) | Value::ZSet(_) | Value::Hash(_) => None,
             Value::Window(_) => Some(Algorithm::Window),
             Value::Fixed(_) => Some(Algorithm::Fixed),
             Value::Gcra(_) => Some(Algorithm::Gcra),
@@ -157,6 +166,11 @@ impl Entry {
         match &self.value {
             Value::Str(s) => s.heap_size(),
             Value::Log(l) => l.state.heap_size(),
+            Value::List(l) => {
+                std::mem::size_of::<collections::List>() + collections::list_heap_size(l)
+            }
+            Value::ZSet(z) => std::mem::size_of::<collections::ZSet>() + z.heap_size(),
+            Value::Hash(h) => std::mem::size_of::<collections::Hash>() + h.heap_size(),
             Value::Window(_) | Value::Fixed(_) | Value::Gcra(_) => 0,
         }
     }

@@ -165,7 +165,9 @@ pub fn refund(slot: &mut Option<Entry>, now: Nanos, n: u64) -> Result<bool, Limi
         return Ok(false);
     };
     let at = match &mut entry.value {
-        Value::Str(_) => return Err(LimitError::WrongType),
+        Value::Str(_) | Value::List(_) | Value::ZSet(_) | Value::Hash(_) => {
+            return Err(LimitError::WrongType)
+        }
         Value::Window(s) => refund_with(s, now, n),
         Value::Fixed(s) => refund_with(s, now, n),
         Value::Gcra(s) => refund_with(s, now, n),

@@ -21,6 +21,7 @@
 
 pub mod arena;
 pub mod bytes;
+pub mod collections;
 pub mod entry;
 pub mod index;
 pub mod limit;

@@ -14,6 +14,11 @@
 //!            3 fixed   params, start, count
 //!            4 gcra    params, tat
 //!            5 log     params, newest, slots: u32, (timestamp in µs, count) * slots
+//!            6 list    items: u32, (len: u32, bytes) * items       (version 2)
+//!            7 zset    members: u32, (score: f64 bits, len: u32, bytes) * members,
+//!                      lowest score first                          (version 2)
+//!            8 hash    fields: u32, (len: u32, field, len: u32, value) * fields,
+//!                      in insertion order                          (version 2)
 //!          params = limit, period, burst, precision
 //! trailer  0xFF  records: u64  crc32: u32 (CRC-32/IEEE of every byte before it)
 //! ```
@@ -42,7 +47,9 @@ use crate::limiter::{fixed, gcra, log, window, Params};
 
 pub const MAGIC: &[u8; 8] = b"TURNSNAP";
 /// The format written; a loader reads every version up to its own.
-pub const VERSION: u16 = 1;
+/// Version 2 added lists, sorted sets and hashes; version 1 files load
+/// unchanged (they hold none).
+pub const VERSION: u16 = 2;
 const HEADER_LEN: u64 = 8 + 2 + 2 + 8;
 
 const TAG_STR: u8 = 1;
@@ -50,6 +57,9 @@ const TAG_WINDOW: u8 = 2;
 const TAG_FIXED: u8 = 3;
 const TAG_GCRA: u8 = 4;
 const TAG_LOG: u8 = 5;
+const TAG_LIST: u8 = 6;
+const TAG_ZSET: u8 = 7;
+const TAG_HASH: u8 = 8;
 const TAG_END: u8 = 0xFF;
 
 // The checksum is crc32fast's CRC-32 (IEEE): hardware-accelerated
@@ -248,6 +258,9 @@ fn encode(buf: &mut Vec<u8>, key: &[u8], entry: &Entry) {
         Value::Fixed(_) => TAG_FIXED,
         Value::Gcra(_) => TAG_GCRA,
         Value::Log(_) => TAG_LOG,
+        Value::List(_) => TAG_LIST,
+        Value::ZSet(_) => TAG_ZSET,
+        Value::Hash(_) => TAG_HASH,
     };
     buf.push(tag);
     buf.extend_from_slice(&len32(key.len()).to_le_bytes());
@@ -282,7 +295,33 @@ fn encode(buf: &mut Vec<u8>, key: &[u8], entry: &Entry) {
                 put(buf, c);
             }
         }
+        Value::List(l) => {
+            buf.extend_from_slice(&len32(l.len()).to_le_bytes());
+            for item in l.iter() {
+                bytes(buf, item);
+            }
+        }
+        Value::ZSet(z) => {
+            buf.extend_from_slice(&len32(z.len()).to_le_bytes());
+            for (m, score) in z.iter() {
+                put(buf, score.to_bits());
+                bytes(buf, m);
+            }
+        }
+        Value::Hash(h) => {
+            buf.extend_from_slice(&len32(h.len()).to_le_bytes());
+            for (f, v) in h.iter() {
+                bytes(buf, f);
+                bytes(buf, v);
+            }
+        }
     }
+}
+
+/// A length-prefixed byte string.
+fn bytes(buf: &mut Vec<u8>, b: &[u8]) {
+    buf.extend_from_slice(&len32(b.len()).to_le_bytes());
+    buf.extend_from_slice(b);
 }
 
 /// Lengths are u32 in the file. Nothing in the store can be longer (a bulk
@@ -399,6 +438,35 @@ fn decode_value(r: &mut Reader<impl Read>, tag: u8, at: u64) -> Result<Value, Er
             }
             let state = log::State::restore(newest, &slots).ok_or(corrupt("bad log slots"))?;
             Value::Log(Stored { params, state })
+        }
+        TAG_LIST => {
+            let n = r.u32()?;
+            let mut l = super::collections::List::new();
+            for _ in 0..n {
+                l.push_back(r.bytes()?.into());
+            }
+            Value::List(Box::new(l))
+        }
+        TAG_ZSET => {
+            let n = r.u32()?;
+            let mut z = super::collections::ZSet::default();
+            for _ in 0..n {
+                let score = f64::from_bits(r.u64()?);
+                if score.is_nan() {
+                    return Err(corrupt("a NaN score"));
+                }
+                z.insert(&r.bytes()?, score);
+            }
+            Value::ZSet(Box::new(z))
+        }
+        TAG_HASH => {
+            let n = r.u32()?;
+            let mut h = super::collections::Hash::default();
+            for _ in 0..n {
+                let f = r.bytes()?;
+                h.set(&f, &r.bytes()?);
+            }
+            Value::Hash(Box::new(h))
         }
         _ => return Err(corrupt("unknown record type")),
     })
@@ -588,7 +656,13 @@ mod tests {
         let mut all = Vec::new();
         for i in 0..store.shard_count() {
             store.for_each_in_shard(i, now, |k, e| {
-                all.push((k.to_vec(), format!("{:?}", e.value), e.expiry_ms()))
+                // A sorted set's map has no stable order: its members in
+                // score order stand for it.
+                let text = match &e.value {
+                    Value::ZSet(z) => format!("zset {:?}", z.iter().collect::<Vec<_>>()),
+                    v => format!("{v:?}"),
+                };
+                all.push((k.to_vec(), text, e.expiry_ms()))
             });
         }
         all.sort();
@@ -668,13 +742,52 @@ mod tests {
         }
     }
 
+    /// Rewrites the version field and the checksum after it.
+    fn with_version(mut bytes: Vec<u8>, version: u16) -> Vec<u8> {
+        bytes[8..10].copy_from_slice(&version.to_le_bytes());
+        let n = bytes.len() - 4;
+        let crc = crc32fast::hash(&bytes[..n]);
+        bytes[n..].copy_from_slice(&crc.to_le_bytes());
+        bytes
+    }
+
+    #[test]
+    fn version_1_files_still_load() {
+        let store = sample_store();
+        let old = with_version(to_bytes(&store, NOW), 1);
+        let loaded = Store::new(4);
+        read(&loaded, &old[..], NOW).expect("a version 1 file loads");
+        assert_eq!(dump(&loaded, NOW), dump(&store, NOW));
+    }
+
+    #[test]
+    fn collections_round_trip() {
+        use super::super::collections::{Hash, List, ZSet};
+        let store = Store::new(4);
+        let put = |k: &[u8], v: Value| store.update(k, NOW, |s| *s = Some(Entry::new(v)));
+        let mut l = List::new();
+        l.push_back(bytes::Bytes::from_static(b"a"));
+        l.push_back(bytes::Bytes::new());
+        put(b"l", Value::List(Box::new(l)));
+        let mut z = ZSet::default();
+        z.insert(b"m", 0.1);
+        z.insert(b"n", f64::NEG_INFINITY);
+        put(b"z", Value::ZSet(Box::new(z)));
+        let mut h = Hash::default();
+        h.set(b"f", b"1");
+        h.set(b"", b"");
+        put(b"h", Value::Hash(Box::new(h)));
+        let loaded = Store::new(4);
+        read(&loaded, &to_bytes(&store, NOW)[..], NOW).unwrap();
+        assert_eq!(dump(&loaded, NOW), dump(&store, NOW));
+    }
+
     #[test]
     fn newer_versions_and_other_files_are_refused() {
-        let mut bytes = to_bytes(&sample_store(), NOW);
-        bytes[8] = 2;
+        let bytes = with_version(to_bytes(&sample_store(), NOW), VERSION + 1);
         assert!(matches!(
             read(&Store::new(1), &bytes[..], NOW),
-            Err(ErrorKind::UnsupportedVersion(2))
+            Err(ErrorKind::UnsupportedVersion(v)) if v == VERSION + 1
         ));
         assert!(matches!(
             read(&Store::new(1), &b"REDIS0011xxxxxxxxxxxxxxx"[..], NOW),

@@ -174,7 +174,9 @@ pub fn state(ctx: &mut Ctx<'_>, req: &Request<'_>) -> Result<(), CmdError> {
         let mut fields: Vec<(&str, i64)> = Vec::with_capacity(6);
         let ms = |ns: u64| (ns / 1_000_000) as i64;
         let params = match &e.value {
-            Value::Str(_) => return Err(CmdError::WrongType),
+            Value::Str(_) | Value::List(_) | Value::ZSet(_) | Value::Hash(_) => {
+                return Err(CmdError::WrongType)
+            }
             Value::Window(s) => {
                 fields.push(("bucket_start_ms", ms(s.state.start)));
                 fields.push(("previous", s.state.prev as i64));
