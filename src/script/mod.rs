@@ -434,6 +434,15 @@ impl Engine {
         }
         run.running.store(true, Ordering::Relaxed);
         let result = vm.run(&f, keys, args, resp, host, run, out);
+        if matches!(
+            result,
+            Err(mlua::Error::MemoryError(_)) | Ok(Outcome::OutOfMemory)
+        ) {
+            // What the failed script built is garbage now: collect it, so
+            // the next script starts under the cap.
+            let _ = vm.lua.gc_collect();
+            let _ = vm.lua.gc_collect();
+        }
         run.running.store(false, Ordering::Relaxed);
         run.busy.store(false, Ordering::Relaxed);
         self.lua_memory
@@ -945,6 +954,46 @@ mod tests {
         ] {
             assert_eq!(parse_shebang(body).unwrap_err().to_string(), err);
         }
+    }
+
+    /// A host with no commands: every call is an unknown command.
+    struct NoCommands;
+
+    impl Host for NoCommands {
+        fn call(&mut self, _: &[&[u8]], _: Protocol, reply: &mut ReplyBuf) -> Call {
+            reply.error("ERR Unknown Redis command called from script");
+            Call::default()
+        }
+        fn known(&mut self, _: &[u8]) -> bool {
+            false
+        }
+    }
+
+    fn eval(engine: &Engine, body: &str) -> Result<Vec<u8>, ScriptError> {
+        let script = engine.prepare(body.as_bytes())?;
+        let mut out = ReplyBuf::default();
+        engine.run(
+            &script,
+            &[],
+            &[],
+            Protocol::Resp2,
+            &mut NoCommands,
+            &mut out,
+        )?;
+        Ok(out.written_since(0).to_vec())
+    }
+
+    #[test]
+    fn a_script_past_the_heap_cap_fails_and_the_engine_goes_on() {
+        let engine = Engine::new(EngineConfig {
+            memory_limit: 16 << 20,
+            ..Default::default()
+        });
+        let hog = "local t = {} for i = 1, 1e8 do t[i] = string.rep('x', 64) .. i end return #t";
+        assert_eq!(eval(&engine, hog), Err(ScriptError::OutOfMemory));
+        assert!(!engine.running() && !engine.busy());
+        assert_eq!(eval(&engine, "return 1 + 1").unwrap(), b":2\r\n");
+        assert!(engine.used_memory() < 16 << 20, "{}", engine.used_memory());
     }
 
     #[test]
