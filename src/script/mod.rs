@@ -18,8 +18,8 @@
 mod convert;
 mod libs;
 
-use std::cell::{Cell, RefCell};
 use std::collections::HashMap;
+use std::ptr::NonNull;
 use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, OnceLock};
 use std::time::{Duration, Instant};
@@ -252,10 +252,34 @@ impl Running {
 /// The Lua state and what lives in it.
 struct Vm {
     lua: Lua,
-    /// The Rust half of the prelude's functions and its hooks (`T`).
-    t: Table,
+    /// The sandbox's backing table of globals (`T.B`), where each run's
+    /// `KEYS` and `ARGV` go.
+    globals: Table,
+    /// The prelude's `T.run`: calls a script under Redis's error handler.
+    runner: Function,
     functions: HashMap<[u8; 40], Function>,
 }
+
+/// What `redis.call`, `redis.pcall`, `redis.setresp` and
+/// `redis.acl_check_cmd` reach during one run, kept in the Lua state's app
+/// data: the functions are created once with the state, not per run (a
+/// scope's closures cost more than a short script itself), and the host is
+/// lent for the run's length only.
+#[derive(Default)]
+struct CallCtx {
+    /// The command layer's host, lent by [`Vm::run`] and taken back before
+    /// it returns; `None` between runs.
+    host: Option<NonNull<dyn Host + 'static>>,
+    script_resp: Protocol,
+    reply: ReplyBuf,
+    /// Argument buffers, reused from call to call.
+    argv: Vec<Vec<u8>>,
+}
+
+// SAFETY: `host` is set only while `Vm::run` holds the state (and with it
+// the engine's lock on it) on one thread, and is cleared before it
+// returns; no other thread can reach the pointer.
+unsafe impl Send for CallCtx {}
 
 /// The script engine: one Lua state, the script cache.
 pub struct Engine {
@@ -668,6 +692,10 @@ impl Vm {
                 }
             })?,
         )?;
+        install_calls(&lua, &redis, run.clone())?;
+        lua.set_app_data(CallCtx::default());
+        let globals: Table = t.raw_get("B")?;
+        let runner: Function = t.get("run")?;
         lua.set_memory_limit(cfg.memory_limit)?;
         lua.set_hook(
             HookTriggers::new().every_nth_instruction(HOOK_EVERY),
@@ -675,7 +703,8 @@ impl Vm {
         )?;
         Ok(Vm {
             lua,
-            t,
+            globals,
+            runner,
             functions: HashMap::new(),
         })
     }
@@ -712,68 +741,30 @@ impl Vm {
         out: &mut ReplyBuf,
     ) -> mlua::Result<Outcome> {
         let lua = &self.lua;
-        let script_resp = Cell::new(Protocol::Resp2);
-        let host = RefCell::new(host);
-        let (mut reply, mut reply2) = (ReplyBuf::default(), ReplyBuf::default());
-        let (mut argv, mut argv2): (Vec<Vec<u8>>, Vec<Vec<u8>>) = (Vec::new(), Vec::new());
-        lua.scope(|scope| {
-            let redis: Table = self.t.raw_get("redis")?;
-            let call = scope.create_function_mut(|lua, args: MultiValue| {
-                match call_host(
-                    lua,
-                    args,
-                    &mut **host.borrow_mut(),
-                    &script_resp,
-                    run,
-                    &mut reply,
-                    &mut argv,
-                )? {
-                    Called::Reply(v) => Ok(v),
-                    Called::Error(text) => Err(mlua::Error::external(CallError(text))),
-                    Called::Stop => Err(mlua::Error::RuntimeError(KILLED.into())),
+        {
+            let mut ctx = lua
+                .app_data_mut::<CallCtx>()
+                .expect("installed with the state");
+            // SAFETY: the lifetime is erased only for the span of this
+            // call: `Lend` below takes the pointer back before `host`'s
+            // borrow ends, on every path out.
+            let host: NonNull<dyn Host + '_> = NonNull::from(host);
+            ctx.host = Some(unsafe {
+                std::mem::transmute::<NonNull<dyn Host + '_>, NonNull<dyn Host + 'static>>(host)
+            });
+            ctx.script_resp = Protocol::Resp2;
+        }
+        struct Lend<'l>(&'l Lua);
+        impl Drop for Lend<'_> {
+            fn drop(&mut self) {
+                if let Some(mut ctx) = self.0.app_data_mut::<CallCtx>() {
+                    ctx.host = None;
                 }
-            })?;
-            redis.raw_set("call", call)?;
-            let pcall = scope.create_function_mut(|lua, args: MultiValue| {
-                match call_host(
-                    lua,
-                    args,
-                    &mut **host.borrow_mut(),
-                    &script_resp,
-                    run,
-                    &mut reply2,
-                    &mut argv2,
-                )? {
-                    Called::Reply(v) => Ok(v),
-                    Called::Error(text) => {
-                        let t = lua.create_table()?;
-                        t.raw_set("err", text)?;
-                        Ok(Value::Table(t))
-                    }
-                    Called::Stop => Err(mlua::Error::RuntimeError(KILLED.into())),
-                }
-            })?;
-            redis.raw_set("pcall", pcall)?;
-            let setresp = scope.create_function(|_, args: mlua::Variadic<Value>| {
-                if args.len() != 1 {
-                    return Err(plain("redis.setresp() requires one argument."));
-                }
-                match &args[0] {
-                    Value::Integer(2) => script_resp.set(Protocol::Resp2),
-                    Value::Integer(3) => script_resp.set(Protocol::Resp3),
-                    _ => return Err(plain("RESP version must be 2 or 3.")),
-                }
-                Ok(())
-            })?;
-            redis.raw_set("setresp", setresp)?;
-            let acl_check =
-                scope.create_function(|_, args: mlua::Variadic<Value>| match args.first() {
-                    Some(Value::String(name)) if host.borrow_mut().known(&name.as_bytes()) => {
-                        Ok(true)
-                    }
-                    _ => Err(plain("Invalid command passed to redis.acl_check_cmd()")),
-                })?;
-            redis.raw_set("acl_check_cmd", acl_check)?;
+            }
+        }
+        let _lend = Lend(lua);
+        let _ = run;
+        {
             let keys = lua.create_sequence_from(
                 keys.iter()
                     .map(|k| lua.create_string(k))
@@ -784,15 +775,17 @@ impl Vm {
                     .map(|a| lua.create_string(a))
                     .collect::<mlua::Result<Vec<_>>>()?,
             )?;
-            let globals: Table = self.t.raw_get("B")?;
-            globals.raw_set("KEYS", keys)?;
-            globals.raw_set("ARGV", argv)?;
-            let results: MultiValue = self.t.get::<Function>("run")?.call(f.clone())?;
+            self.globals.raw_set("KEYS", keys)?;
+            self.globals.raw_set("ARGV", argv)?;
+            let results: MultiValue = self.runner.call(f.clone())?;
             let mut results = results.into_iter();
             let ok = matches!(results.next(), Some(Value::Boolean(true)));
             let value = results.next().unwrap_or(Value::Nil);
             if ok {
-                convert::write_value(&value, resp, script_resp.get(), out);
+                let script_resp = lua
+                    .app_data_ref::<CallCtx>()
+                    .map_or(Protocol::Resp2, |c| c.script_resp);
+                convert::write_value(&value, resp, script_resp, out);
                 return Ok(Outcome::Reply);
             }
             Ok(match value {
@@ -817,7 +810,7 @@ impl Vm {
                 // own message.
                 _ => Outcome::OutOfMemory,
             })
-        })
+        }
     }
 }
 
@@ -859,17 +852,63 @@ enum Called {
     Stop,
 }
 
-/// Runs one `redis.call`: checks the arguments as Redis does, lets the
-/// host run the command, reads its reply into Lua.
-fn call_host(
-    lua: &Lua,
-    args: MultiValue,
-    host: &mut dyn Host,
-    script_resp: &Cell<Protocol>,
-    run: &Running,
-    reply: &mut ReplyBuf,
-    argv: &mut Vec<Vec<u8>>,
-) -> mlua::Result<Called> {
+/// Creates `redis.call`, `redis.pcall`, `redis.setresp` and
+/// `redis.acl_check_cmd`, once per Lua state; each reaches the run's
+/// [`CallCtx`].
+fn install_calls(lua: &Lua, redis: &Table, run: Arc<Running>) -> mlua::Result<()> {
+    for protected in [false, true] {
+        let run = run.clone();
+        let f =
+            lua.create_function(
+                move |lua, args: MultiValue| match call_host(lua, args, &run)? {
+                    Called::Reply(v) => Ok(v),
+                    Called::Error(text) if protected => {
+                        let t = lua.create_table()?;
+                        t.raw_set("err", text)?;
+                        Ok(Value::Table(t))
+                    }
+                    Called::Error(text) => Err(mlua::Error::external(CallError(text))),
+                    Called::Stop => Err(mlua::Error::RuntimeError(KILLED.into())),
+                },
+            )?;
+        redis.raw_set(if protected { "pcall" } else { "call" }, f)?;
+    }
+    let setresp = lua.create_function(|lua, args: mlua::Variadic<Value>| {
+        if args.len() != 1 {
+            return Err(plain("redis.setresp() requires one argument."));
+        }
+        let resp = match &args[0] {
+            Value::Integer(2) => Protocol::Resp2,
+            Value::Integer(3) => Protocol::Resp3,
+            _ => return Err(plain("RESP version must be 2 or 3.")),
+        };
+        if let Some(mut ctx) = lua.app_data_mut::<CallCtx>() {
+            ctx.script_resp = resp;
+        }
+        Ok(())
+    })?;
+    redis.raw_set("setresp", setresp)?;
+    let acl_check = lua.create_function(|lua, args: mlua::Variadic<Value>| {
+        let known = match args.first() {
+            Some(Value::String(name)) => lua
+                .app_data_mut::<CallCtx>()
+                .and_then(|ctx| ctx.host)
+                // SAFETY: set by `Vm::run` for this run, on this thread.
+                .is_some_and(|mut h| unsafe { h.as_mut() }.known(&name.as_bytes())),
+            _ => false,
+        };
+        if known {
+            Ok(true)
+        } else {
+            Err(plain("Invalid command passed to redis.acl_check_cmd()"))
+        }
+    })?;
+    redis.raw_set("acl_check_cmd", acl_check)
+}
+
+/// One `redis.call`/`redis.pcall`: the arguments as bytes, the command
+/// run through the host, its reply read back into Lua.
+fn call_host(lua: &Lua, args: MultiValue, run: &Running) -> mlua::Result<Called> {
     if run.stopping() {
         return Ok(Called::Stop);
     }
@@ -878,25 +917,39 @@ fn call_host(
             "ERR Please specify at least one argument for this redis lib call".into(),
         ));
     }
-    argv.clear();
-    for v in args {
-        let bytes = match v {
-            Value::String(s) => s.as_bytes().to_vec(),
-            v @ (Value::Integer(_) | Value::Number(_)) => match lua.coerce_string(v)? {
-                Some(s) => s.as_bytes().to_vec(),
-                None => Vec::new(),
-            },
+    let mut guard = lua
+        .app_data_mut::<CallCtx>()
+        .ok_or_else(|| plain("redis.call is only available while a script runs"))?;
+    let ctx = &mut *guard;
+    let Some(mut host) = ctx.host else {
+        return Err(plain("redis.call is only available while a script runs"));
+    };
+    let n = args.len();
+    for (i, v) in args.into_iter().enumerate() {
+        if i == ctx.argv.len() {
+            ctx.argv.push(Vec::new());
+        }
+        let buf = &mut ctx.argv[i];
+        buf.clear();
+        match v {
+            Value::String(s) => buf.extend_from_slice(&s.as_bytes()),
+            v @ (Value::Integer(_) | Value::Number(_)) => {
+                if let Some(s) = lua.coerce_string(v)? {
+                    buf.extend_from_slice(&s.as_bytes());
+                }
+            }
             _ => {
                 return Ok(Called::Error(
                     "ERR Lua redis lib command arguments must be strings or integers".into(),
                 ))
             }
-        };
-        argv.push(bytes);
+        }
     }
-    let refs: Vec<&[u8]> = argv.iter().map(Vec::as_slice).collect();
-    reply.buffer().clear();
-    let done = host.call(&refs, script_resp.get(), reply);
+    let refs: Vec<&[u8]> = ctx.argv[..n].iter().map(Vec::as_slice).collect();
+    ctx.reply.buffer().clear();
+    // SAFETY: set by `Vm::run` for this run, on this thread, and the host
+    // never calls back into Lua.
+    let done = unsafe { host.as_mut() }.call(&refs, ctx.script_resp, &mut ctx.reply);
     if done.wrote {
         run.wrote.store(true, Ordering::Relaxed);
     }
@@ -904,10 +957,12 @@ fn call_host(
         run.abort.store(true, Ordering::Relaxed);
         return Ok(Called::Stop);
     }
-    Ok(match convert::read_reply(lua, reply.written_since(0))? {
-        convert::Read::Value(v) => Called::Reply(v),
-        convert::Read::Error(text) => Called::Error(text),
-    })
+    Ok(
+        match convert::read_reply(lua, ctx.reply.written_since(0))? {
+            convert::Read::Value(v) => Called::Reply(v),
+            convert::Read::Error(text) => Called::Error(text),
+        },
+    )
 }
 
 /// `7.2.0` as Redis's `REDIS_VERSION_NUM`: `0x00MMmmpp`.
