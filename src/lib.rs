@@ -81,6 +81,7 @@ pub mod harness;
 pub mod limiter;
 pub mod metrics;
 pub mod persist;
+pub mod policy;
 pub mod protocol;
 pub mod script;
 pub mod server;

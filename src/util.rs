@@ -105,3 +105,44 @@ mod tests {
         assert_eq!(parse_i64(b"12a"), None);
     }
 }
+
+/// Why [`parse_duration`] refused its input.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum DurationError {
+    Invalid,
+    Zero,
+    OutOfRange,
+}
+
+/// A duration as limits are written (`RL.ALLOW`'s period, a policy file's
+/// `period`): whole seconds, or a whole number with `ms`, `s`, `m`, `h` or
+/// `d`. Returns nanoseconds, positive and at most `i64::MAX`.
+pub fn parse_duration(arg: &[u8]) -> Result<u64, DurationError> {
+    let split = arg
+        .iter()
+        .position(|b| !b.is_ascii_digit())
+        .unwrap_or(arg.len());
+    let (digits, unit) = arg.split_at(split);
+    if digits.is_empty() || digits.len() > 1 && digits[0] == b'0' {
+        return Err(DurationError::Invalid);
+    }
+    let unit_ns: u64 = match unit {
+        b"" => 1_000_000_000,
+        u if u.eq_ignore_ascii_case(b"s") => 1_000_000_000,
+        u if u.eq_ignore_ascii_case(b"ms") => 1_000_000,
+        u if u.eq_ignore_ascii_case(b"m") => 60 * 1_000_000_000,
+        u if u.eq_ignore_ascii_case(b"h") => 3_600 * 1_000_000_000,
+        u if u.eq_ignore_ascii_case(b"d") => 86_400 * 1_000_000_000,
+        _ => return Err(DurationError::Invalid),
+    };
+    let n: u64 = std::str::from_utf8(digits)
+        .ok()
+        .and_then(|d| d.parse().ok())
+        .ok_or(DurationError::OutOfRange)?;
+    if n == 0 {
+        return Err(DurationError::Zero);
+    }
+    n.checked_mul(unit_ns)
+        .filter(|&ns| ns <= i64::MAX as u64)
+        .ok_or(DurationError::OutOfRange)
+}

@@ -101,6 +101,79 @@ pub struct LimitSpec {
     pub params: Params,
 }
 
+/// Why a limit's parameters were refused, in words a client or a policy
+/// file's author can act on. The command layer and the policy loader both
+/// validate through [`LimitSpec::new`], so the rules are stated once.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum SpecError {
+    #[error("BURST is only valid with ALGO gcra")]
+    BurstWithoutGcra,
+    #[error("PRECISION is only valid with ALGO log")]
+    PrecisionWithoutLog,
+    #[error("PRECISION must not exceed the period")]
+    PrecisionOverPeriod,
+    #[error("period is too long for ALGO log (at most 6 days)")]
+    LogPeriodTooLong,
+    #[error("log limit {limit} per {period_ms}ms could keep {slots} timestamps in one key, over the cap of {cap}: add PRECISION {fit_ms}ms (or coarser), or use ALGO window")]
+    LogTooLarge {
+        limit: u64,
+        period_ms: u64,
+        slots: u64,
+        cap: u64,
+        fit_ms: u64,
+    },
+}
+
+impl LimitSpec {
+    /// A validated limit: `limit` and `period` (ns) positive, `burst` only
+    /// for GCRA, `precision` (ns) only for the log and within the period,
+    /// and a log ring that stays under its cap.
+    pub fn new(
+        algo: Algorithm,
+        limit: NonZeroU64,
+        period: NonZeroU64,
+        burst: Option<NonZeroU64>,
+        precision: Option<NonZeroU64>,
+    ) -> Result<LimitSpec, SpecError> {
+        if burst.is_some() && algo != Algorithm::Gcra {
+            return Err(SpecError::BurstWithoutGcra);
+        }
+        if precision.is_some() && algo != Algorithm::Log {
+            return Err(SpecError::PrecisionWithoutLog);
+        }
+        if precision.is_some_and(|d| d > period) {
+            return Err(SpecError::PrecisionOverPeriod);
+        }
+        if algo == Algorithm::Log && period.get() > log::MAX_PERIOD {
+            return Err(SpecError::LogPeriodTooLong);
+        }
+        let params = Params {
+            limit,
+            period,
+            burst: burst.unwrap_or(limit),
+            precision: precision.unwrap_or(NonZeroU64::MIN),
+        };
+        if algo == Algorithm::Log && log::max_slots(&params) > log::MAX_SLOTS {
+            return Err(SpecError::LogTooLarge {
+                limit: params.limit(),
+                period_ms: params.period() / 1_000_000,
+                slots: log::max_slots(&params),
+                cap: log::MAX_SLOTS,
+                fit_ms: log::precision_to_fit(&params) / 1_000_000,
+            });
+        }
+        Ok(LimitSpec { algo, params })
+    }
+
+    /// The most one request may cost: `burst` under GCRA, else `limit`.
+    pub fn capacity(&self) -> u64 {
+        match self.algo {
+            Algorithm::Gcra => self.params.burst.get(),
+            _ => self.params.limit(),
+        }
+    }
+}
+
 /// Validated limiter parameters: every field is in range before an
 /// algorithm sees it, so the algorithms need no error paths.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]

@@ -5,8 +5,8 @@ use std::num::NonZeroU64;
 
 use super::super::args::{is, ArgList, Cursor};
 use super::super::{error::show, CmdError};
+use crate::limiter::Algorithm;
 pub use crate::limiter::LimitSpec;
-use crate::limiter::{log, Algorithm, Params};
 use crate::protocol::Request;
 use crate::util::parse_i64;
 
@@ -37,39 +37,15 @@ pub fn positive(arg: &[u8], what: &str) -> Result<u64, CmdError> {
 /// (`250ms`, `10s`, `15m`, `1h`, `1d`). Returns nanoseconds, positive and
 /// checked against overflow.
 pub fn duration(arg: &[u8], what: &str) -> Result<u64, CmdError> {
-    let invalid = || {
-        CmdError::err(format!(
+    use crate::util::DurationError;
+    crate::util::parse_duration(arg).map_err(|e| match e {
+        DurationError::Invalid => CmdError::err(format!(
             "invalid {what} '{}': use whole seconds or a whole number with ms, s, m, h or d",
             show(arg)
-        ))
-    };
-    let split = arg
-        .iter()
-        .position(|b| !b.is_ascii_digit())
-        .unwrap_or(arg.len());
-    let (digits, unit) = arg.split_at(split);
-    if digits.is_empty() || digits.len() > 1 && digits[0] == b'0' {
-        return Err(invalid());
-    }
-    let unit_ns: u64 = match unit {
-        b"" => 1_000_000_000,
-        u if u.eq_ignore_ascii_case(b"s") => 1_000_000_000,
-        u if u.eq_ignore_ascii_case(b"ms") => 1_000_000,
-        u if u.eq_ignore_ascii_case(b"m") => 60 * 1_000_000_000,
-        u if u.eq_ignore_ascii_case(b"h") => 3_600 * 1_000_000_000,
-        u if u.eq_ignore_ascii_case(b"d") => 86_400 * 1_000_000_000,
-        _ => return Err(invalid()),
-    };
-    let n: u64 = std::str::from_utf8(digits)
-        .ok()
-        .and_then(|d| d.parse().ok())
-        .ok_or_else(|| CmdError::err(format!("{what} is out of range")))?;
-    if n == 0 {
-        return Err(CmdError::err(format!("{what} must be positive")));
-    }
-    n.checked_mul(unit_ns)
-        .filter(|&ns| ns <= i64::MAX as u64)
-        .ok_or_else(|| CmdError::err(format!("{what} is out of range")))
+        )),
+        DurationError::Zero => CmdError::err(format!("{what} must be positive")),
+        DurationError::OutOfRange => CmdError::err(format!("{what} is out of range")),
+    })
 }
 
 /// Options that may follow a limit, each at most once.
@@ -166,53 +142,21 @@ fn limit<'a, A: ArgList + ?Sized>(
     let limit = positive(limit, "limit")?;
     let period = duration(period, "period")?;
     let o = options(c, stop_at_limit, allow_cost, check)?;
-    let algo = o.algo.unwrap_or_default();
-    if o.burst.is_some() && algo != Algorithm::Gcra {
-        return Err(CmdError::err("BURST is only valid with ALGO gcra"));
-    }
-    if o.precision.is_some() && algo != Algorithm::Log {
-        return Err(CmdError::err("PRECISION is only valid with ALGO log"));
-    }
-    if o.precision.is_some_and(|d| d > period) {
-        return Err(CmdError::err("PRECISION must not exceed the period"));
-    }
-    if algo == Algorithm::Log && period > log::MAX_PERIOD {
-        return Err(CmdError::err(
-            "period is too long for ALGO log (at most 6 days)",
-        ));
-    }
     let nz = |n: u64| NonZeroU64::new(n).expect("validated positive");
-    let params = Params {
-        limit: nz(limit),
-        period: nz(period),
-        burst: nz(o.burst.unwrap_or(limit)),
-        precision: nz(o.precision.unwrap_or(1)),
-    };
-    if algo == Algorithm::Log && log::max_slots(&params) > log::MAX_SLOTS {
-        return Err(log_limit_error(&params));
-    }
-    Ok((key, Some((LimitSpec { algo, params }, o.cost))))
-}
-
-/// A `log` limit whose ring could outgrow what one key may hold is refused
-/// before anything is held, naming the remedy.
-fn log_limit_error(p: &Params) -> CmdError {
-    CmdError::err(format!(
-        "log limit {} per {}ms could keep {} timestamps in one key, over the cap of {}: add PRECISION {}ms (or coarser), or use ALGO window",
-        p.limit(),
-        p.period() / 1_000_000,
-        log::max_slots(p),
-        log::MAX_SLOTS,
-        log::precision_to_fit(p) / 1_000_000,
-    ))
+    let spec = LimitSpec::new(
+        o.algo.unwrap_or_default(),
+        nz(limit),
+        nz(period),
+        o.burst.map(nz),
+        o.precision.map(nz),
+    )
+    .map_err(|e| CmdError::err(e.to_string()))?;
+    Ok((key, Some((spec, o.cost))))
 }
 
 /// A cost that can never fit is an error, not an eternal "retry later".
 pub fn check_cost(spec: &LimitSpec, cost: u64) -> Result<(), CmdError> {
-    let capacity = match spec.algo {
-        Algorithm::Gcra => spec.params.burst.get(),
-        _ => spec.params.limit(),
-    };
+    let capacity = spec.capacity();
     if cost > capacity {
         return Err(CmdError::err(if spec.algo == Algorithm::Gcra {
             "cost exceeds burst"

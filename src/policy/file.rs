@@ -1,0 +1,424 @@
+//! One policy file, as envoyproxy/ratelimit writes it, read into plain
+//! types; every check a single descriptor allows is made here, while the
+//! YAML parser still knows where the descriptor is, so an error names its
+//! line. Rules that span descriptors (duplicates, `replaces`, names) are
+//! checked when the tree is built (`mod.rs`).
+
+use std::num::NonZeroU64;
+
+use serde::Deserialize;
+
+use crate::limiter::{Algorithm, LimitSpec};
+
+/// A file's root: one domain and its descriptors.
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields, try_from = "WrittenFile")]
+pub struct RawFile {
+    pub domain: String,
+    pub descriptors: Vec<RawDescriptor>,
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct WrittenFile {
+    #[serde(default)]
+    domain: Option<Scalar>,
+    #[serde(default)]
+    descriptors: Vec<RawDescriptor>,
+}
+
+impl TryFrom<WrittenFile> for RawFile {
+    type Error = String;
+
+    fn try_from(w: WrittenFile) -> Result<RawFile, String> {
+        let domain = w.domain.map(Scalar::text).unwrap_or_default();
+        if domain.is_empty() {
+            return Err("config file cannot have empty domain".into());
+        }
+        // The domain is the hash tag of every counter key it derives
+        // (`rl:{domain}...`), which braces would cut short.
+        if domain.contains(['{', '}']) {
+            return Err(format!("domain '{domain}' must not contain '{{' or '}}'"));
+        }
+        no_duplicates(&w.descriptors)?;
+        Ok(RawFile {
+            domain,
+            descriptors: w.descriptors,
+        })
+    }
+}
+
+/// Two descriptors at one level with the same key and value would each
+/// claim the same requests.
+fn no_duplicates(list: &[RawDescriptor]) -> Result<(), String> {
+    for (i, d) in list.iter().enumerate() {
+        if list[..i]
+            .iter()
+            .any(|e| e.key == d.key && e.value == d.value)
+        {
+            let composite = match &d.value {
+                Some(v) => format!("{}_{v}", d.key),
+                None => d.key.clone(),
+            };
+            return Err(format!("duplicate descriptor composite key '{composite}'"));
+        }
+    }
+    Ok(())
+}
+
+/// One descriptor as written.
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields, try_from = "Written")]
+pub struct RawDescriptor {
+    pub key: String,
+    /// Absent: the descriptor matches every value, each counted apart.
+    pub value: Option<String>,
+    pub limit: Option<RawLimit>,
+    pub descriptors: Vec<RawDescriptor>,
+    pub shadow_mode: bool,
+    pub detailed_metric: bool,
+    pub share_threshold: bool,
+}
+
+/// What a matched descriptor does.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Action {
+    /// Count and limit with this algorithm.
+    Limit(LimitSpec),
+    /// Always allowed, never counted (`unlimited: true`).
+    Unlimited,
+    /// Always over the limit (`requests_per_unit: 0`, as envoyproxy/ratelimit
+    /// reads it).
+    DenyAll,
+}
+
+/// A validated `rate_limit`.
+#[derive(Debug, Clone, PartialEq, Eq, Deserialize)]
+#[serde(try_from = "WrittenLimit")]
+pub struct RawLimit {
+    pub action: Action,
+    pub name: Option<String>,
+    pub replaces: Vec<String>,
+    /// The envoyproxy/ratelimit unit the window equals, if it equals one:
+    /// what Envoy is told in `current_limit`.
+    pub unit: Option<Unit>,
+    pub requests_per_unit: u32,
+}
+
+/// envoyproxy/ratelimit's units (its `RateLimitResponse.RateLimit.Unit`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Unit {
+    Second = 1,
+    Minute = 2,
+    Hour = 3,
+    Day = 4,
+    Month = 5,
+    Year = 6,
+    Week = 7,
+}
+
+impl Unit {
+    const ALL: [Unit; 7] = [
+        Unit::Second,
+        Unit::Minute,
+        Unit::Hour,
+        Unit::Day,
+        Unit::Week,
+        Unit::Month,
+        Unit::Year,
+    ];
+
+    /// The unit's length in seconds, as envoyproxy/ratelimit counts it (a
+    /// month is 30 days, a year 365).
+    pub fn seconds(self) -> u64 {
+        match self {
+            Unit::Second => 1,
+            Unit::Minute => 60,
+            Unit::Hour => 3_600,
+            Unit::Day => 86_400,
+            Unit::Week => 7 * 86_400,
+            Unit::Month => 30 * 86_400,
+            Unit::Year => 365 * 86_400,
+        }
+    }
+
+    pub fn name(self) -> &'static str {
+        match self {
+            Unit::Second => "second",
+            Unit::Minute => "minute",
+            Unit::Hour => "hour",
+            Unit::Day => "day",
+            Unit::Week => "week",
+            Unit::Month => "month",
+            Unit::Year => "year",
+        }
+    }
+
+    /// Any case, as envoyproxy/ratelimit accepts it.
+    fn parse(s: &str) -> Option<Unit> {
+        Unit::ALL
+            .into_iter()
+            .find(|u| u.name().eq_ignore_ascii_case(s))
+    }
+
+    /// The unit a period of `ns` nanoseconds is exactly, if any.
+    pub fn of_period(ns: u64) -> Option<Unit> {
+        Unit::ALL
+            .into_iter()
+            .find(|u| u.seconds() * 1_000_000_000 == ns)
+    }
+}
+
+/// The descriptor's fields as written, before the checks.
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields, expecting = "a descriptor mapping")]
+struct Written {
+    #[serde(default)]
+    key: Option<String>,
+    #[serde(default)]
+    value: Option<Scalar>,
+    #[serde(default)]
+    rate_limit: Option<RawLimit>,
+    #[serde(default)]
+    descriptors: Vec<RawDescriptor>,
+    #[serde(default)]
+    shadow_mode: bool,
+    #[serde(default)]
+    detailed_metric: bool,
+    #[serde(default)]
+    share_threshold: bool,
+    /// Accepted and ignored: envoyproxy/ratelimit's metric-naming and
+    /// quota options, which have no effect here (see docs/policies.md).
+    #[serde(default)]
+    #[allow(dead_code)]
+    quota_mode: bool,
+    #[serde(default)]
+    #[allow(dead_code)]
+    value_to_metric: bool,
+    #[serde(default)]
+    #[allow(dead_code)]
+    metadata: Option<serde_yaml_ng::Value>,
+}
+
+/// A value written as a string or as a number (`value: 200` is `"200"`).
+#[derive(Deserialize)]
+#[serde(untagged)]
+enum Scalar {
+    Str(String),
+    Int(i64),
+    Float(f64),
+    Bool(bool),
+}
+
+impl Scalar {
+    fn text(self) -> String {
+        match self {
+            Scalar::Str(s) => s,
+            Scalar::Int(i) => i.to_string(),
+            Scalar::Float(f) => f.to_string(),
+            Scalar::Bool(b) => b.to_string(),
+        }
+    }
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct WrittenLimit {
+    #[serde(default)]
+    requests_per_unit: Option<u32>,
+    #[serde(default)]
+    unit: Option<String>,
+    #[serde(default)]
+    unlimited: bool,
+    #[serde(default)]
+    name: Option<String>,
+    #[serde(default)]
+    replaces: Vec<Replaces>,
+    // Turnstile's own fields.
+    #[serde(default)]
+    algorithm: Option<String>,
+    #[serde(default)]
+    period: Option<Scalar>,
+    #[serde(default)]
+    burst: Option<u64>,
+    #[serde(default)]
+    precision: Option<Scalar>,
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct Replaces {
+    #[serde(default)]
+    name: String,
+}
+
+/// A duration as a policy file writes it: whole seconds, or a whole number
+/// with `ms`, `s`, `m`, `h` or `d` (as `RL.ALLOW` takes it).
+fn duration(v: Scalar, what: &str) -> Result<NonZeroU64, String> {
+    let text = v.text();
+    crate::util::parse_duration(text.as_bytes())
+        .ok()
+        .and_then(NonZeroU64::new)
+        .ok_or_else(|| {
+            format!("invalid {what} '{text}': use whole seconds or a whole number with ms, s, m, h or d")
+        })
+}
+
+impl TryFrom<Written> for RawDescriptor {
+    type Error = String;
+
+    fn try_from(w: Written) -> Result<RawDescriptor, String> {
+        let key = w.key.unwrap_or_default();
+        if key.is_empty() {
+            return Err("descriptor has empty key".into());
+        }
+        let value = w.value.map(Scalar::text).filter(|v| !v.is_empty());
+        if w.share_threshold && !value.as_deref().is_some_and(|v| v.contains('*')) {
+            return Err(format!(
+                "share_threshold can only be used with wildcard values (containing '*'), but found key '{key}'"
+            ));
+        }
+        let limit = w.rate_limit;
+        no_duplicates(&w.descriptors)?;
+        Ok(RawDescriptor {
+            key,
+            value,
+            limit,
+            descriptors: w.descriptors,
+            shadow_mode: w.shadow_mode,
+            detailed_metric: w.detailed_metric,
+            share_threshold: w.share_threshold,
+        })
+    }
+}
+
+impl TryFrom<WrittenLimit> for RawLimit {
+    type Error = String;
+
+    fn try_from(w: WrittenLimit) -> Result<RawLimit, String> {
+        limit(w)
+    }
+}
+
+fn limit(w: WrittenLimit) -> Result<RawLimit, String> {
+    let mut replaces = Vec::with_capacity(w.replaces.len());
+    for r in w.replaces {
+        if r.name.is_empty() {
+            return Err("should not have an empty replaces entry".into());
+        }
+        if w.name.as_deref() == Some(r.name.as_str()) {
+            return Err("replaces should not contain name of same descriptor".into());
+        }
+        replaces.push(r.name);
+    }
+    let name = w.name.filter(|n| !n.is_empty());
+    let unit = match w.unit.as_deref() {
+        None | Some("") => None,
+        Some(u) => Some(Unit::parse(u).ok_or_else(|| format!("invalid rate limit unit '{u}'"))?),
+    };
+    let ours =
+        w.algorithm.is_some() || w.period.is_some() || w.burst.is_some() || w.precision.is_some();
+    if w.unlimited {
+        if unit.is_some() {
+            return Err("should not specify rate limit unit when unlimited".into());
+        }
+        if ours {
+            return Err(
+                "an unlimited rate_limit takes no algorithm, period, burst or precision".into(),
+            );
+        }
+        return Ok(RawLimit {
+            action: Action::Unlimited,
+            name,
+            replaces,
+            unit: None,
+            requests_per_unit: 0,
+        });
+    }
+    let period = match (unit, w.period) {
+        (Some(_), Some(_)) => return Err("give unit or period, not both".into()),
+        (None, None) => return Err(match w.unit.as_deref() {
+            Some(u) => format!("invalid rate limit unit '{u}'"),
+            None => "invalid rate limit unit '': give unit (second, minute, hour, day, week, month, year) or period".into(),
+        }),
+        (Some(u), None) => NonZeroU64::new(u.seconds() * 1_000_000_000).expect("positive"),
+        (None, Some(p)) => duration(p, "period")?,
+    };
+    let requests = w.requests_per_unit.unwrap_or(0);
+    let algo = match w.algorithm.as_deref() {
+        None => Algorithm::Fixed,
+        Some(a) => Algorithm::parse(a.as_bytes())
+            .ok_or_else(|| format!("unknown algorithm '{a}': use window, log, gcra or fixed"))?,
+    };
+    let Some(limit) = NonZeroU64::new(requests.into()) else {
+        if ours {
+            return Err(
+                "requests_per_unit must be positive with algorithm, burst or precision".into(),
+            );
+        }
+        return Ok(RawLimit {
+            action: Action::DenyAll,
+            name,
+            replaces,
+            unit: Unit::of_period(period.get()),
+            requests_per_unit: 0,
+        });
+    };
+    let burst = w
+        .burst
+        .map(|b| NonZeroU64::new(b).ok_or("burst must be positive"))
+        .transpose()?;
+    let precision = w.precision.map(|p| duration(p, "precision")).transpose()?;
+    let spec = LimitSpec::new(algo, limit, period, burst, precision).map_err(|e| {
+        // The command's words name its options in capitals; a file's
+        // fields are lower case.
+        e.to_string()
+            .replace("BURST", "burst")
+            .replace("PRECISION", "precision")
+            .replace("ALGO ", "algorithm ")
+    })?;
+    Ok(RawLimit {
+        action: Action::Limit(spec),
+        name,
+        replaces,
+        unit: Unit::of_period(period.get()),
+        requests_per_unit: requests,
+    })
+}
+
+/// Where a parse failed: 1-based line and column, when the parser knows.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Failure {
+    pub line: Option<usize>,
+    pub column: Option<usize>,
+    pub reason: String,
+}
+
+/// Parses one file's text. serde_yaml_ng places every error, including
+/// those the checks above raise, at the line and column of the node being
+/// read, with its path (`descriptors[1].rate_limit: ...`).
+pub fn parse(text: &str) -> Result<RawFile, Failure> {
+    serde_yaml_ng::from_str::<RawFile>(text).map_err(|e| {
+        let loc = e.location();
+        Failure {
+            line: loc.as_ref().map(|l| l.line()),
+            column: loc.as_ref().map(|l| l.column()),
+            reason: split_location(&e.to_string()).2,
+        }
+    })
+}
+
+/// Splits serde_yaml's "reason at line L column C" into its parts.
+fn split_location(msg: &str) -> (Option<usize>, Option<usize>, String) {
+    if let Some(at) = msg.rfind(" at line ") {
+        let rest = &msg[at + " at line ".len()..];
+        let mut words = rest.split(' ');
+        let line = words.next().and_then(|l| l.parse().ok());
+        let column = match (words.next(), words.next()) {
+            (Some("column"), Some(c)) => c.parse().ok(),
+            _ => None,
+        };
+        return (line, column, msg[..at].to_string());
+    }
+    (None, None, msg.to_string())
+}

@@ -1,0 +1,581 @@
+//! Named policies: limits kept in server-side files, in
+//! envoyproxy/ratelimit's configuration format, reloaded while the server
+//! runs. `file.rs` reads one file; this module builds the match tree of
+//! every file under `--policies`, resolves a descriptor to its most
+//! specific policy, derives the counter key, and swaps a reloaded set in
+//! atomically (`RL.CHECK`, `RL.ALLOW ... POLICY` and the rate limit
+//! service read the set in force through one atomic pointer).
+//! `watch.rs` reloads on file changes.
+
+pub mod file;
+pub mod watch;
+
+use std::collections::HashMap;
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::Arc;
+
+use arc_swap::ArcSwap;
+use parking_lot::Mutex;
+
+pub use file::{Action, Unit};
+use file::{RawDescriptor, RawFile};
+
+/// The prefix of every counter key a policy derives: `rl:{domain}.k_v...`.
+pub const KEY_PREFIX: &[u8] = b"rl:";
+
+/// One limit from a file, with what it has counted.
+#[derive(Debug)]
+pub struct Policy {
+    /// `rate_limit.name`, or else the descriptor's path
+    /// (`domain.key_value.key`), as envoyproxy/ratelimit names its stats.
+    pub name: String,
+    pub domain: String,
+    /// The descriptor's path, `domain.key_value.key`.
+    pub path: String,
+    pub def: Def,
+    /// The file and line it came from.
+    pub source: String,
+    /// Unix milliseconds since which this definition has been in force.
+    pub since_ms: u64,
+    pub stats: Arc<PolicyStats>,
+}
+
+/// What a policy says, compared across reloads: an unchanged definition
+/// keeps its `since`, and its counters (which live in the keyspace) keep
+/// counting either way.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Def {
+    pub action: Action,
+    pub shadow: bool,
+    pub detailed_metric: bool,
+    pub replaces: Vec<String>,
+    pub unit: Option<Unit>,
+    pub requests_per_unit: u32,
+}
+
+/// envoyproxy/ratelimit's per-limit stats, in request units (hits).
+#[derive(Debug, Default)]
+pub struct PolicyStats {
+    pub total_hits: AtomicU64,
+    pub over_limit: AtomicU64,
+    pub near_limit: AtomicU64,
+    pub within_limit: AtomicU64,
+    pub shadow_mode: AtomicU64,
+}
+
+impl PolicyStats {
+    /// The stat names, in the order [`PolicyStats::read`] gives them.
+    pub const NAMES: [&'static str; 5] = [
+        "total_hits",
+        "over_limit",
+        "near_limit",
+        "within_limit",
+        "shadow_mode",
+    ];
+
+    pub fn read(&self) -> [u64; 5] {
+        [
+            &self.total_hits,
+            &self.over_limit,
+            &self.near_limit,
+            &self.within_limit,
+            &self.shadow_mode,
+        ]
+        .map(|c| c.load(Ordering::Relaxed))
+    }
+
+    /// Counts one decision of `hits` units: `over` when it was denied (in
+    /// shadow mode too, as envoyproxy/ratelimit counts it), `used` the
+    /// units taken after it, `limit` the limit; near-limit hits are those
+    /// past 80% of it.
+    pub fn record(&self, hits: u64, over: bool, shadow: bool, used: u64, limit: u64) {
+        let add = |c: &AtomicU64, n: u64| {
+            if n > 0 {
+                c.fetch_add(n, Ordering::Relaxed);
+            }
+        };
+        add(&self.total_hits, hits);
+        if over {
+            add(&self.over_limit, hits);
+            if shadow {
+                add(&self.shadow_mode, hits);
+            }
+            return;
+        }
+        add(&self.within_limit, hits);
+        let near = limit * 4 / 5;
+        if used > near {
+            add(&self.near_limit, hits.min(used - near));
+        }
+    }
+}
+
+/// The descriptors under one key at one level of a domain's tree.
+#[derive(Debug, Default)]
+struct Keyed {
+    by_value: HashMap<Box<[u8]>, Node>,
+    /// Values with `*`, in file order, each split at its stars.
+    wildcards: Vec<(Vec<Box<[u8]>>, Node)>,
+    /// The descriptor with no value: every value, each counted apart.
+    any: Option<Box<Node>>,
+}
+
+#[derive(Debug, Default)]
+struct Node {
+    policy: Option<Arc<Policy>>,
+    /// `share_threshold`: every value this wildcard matches shares one
+    /// counter, keyed by the pattern.
+    shared: Option<Box<[u8]>>,
+    children: HashMap<Box<[u8]>, Keyed>,
+}
+
+/// Whether `value` matches a wildcard split at its stars (each star
+/// matches any run of bytes, as envoyproxy/ratelimit's `wildcardMatch`).
+fn wildcard_match(parts: &[Box<[u8]>], value: &[u8]) -> bool {
+    let (first, last) = (&parts[0], &parts[parts.len() - 1]);
+    if parts.len() == 1 {
+        return **first == *value;
+    }
+    if !value.starts_with(first) || !value.ends_with(last) {
+        return false;
+    }
+    if value.len() < parts.iter().map(|p| p.len()).sum() {
+        return false;
+    }
+    let mut rest = &value[first.len()..value.len() - last.len()];
+    for part in &parts[1..parts.len() - 1] {
+        match memchr::memmem::find(rest, part) {
+            Some(i) => rest = &rest[i + part.len()..],
+            None => return false,
+        }
+    }
+    true
+}
+
+/// A descriptor resolved: the policy that applies and the counter key.
+#[derive(Debug)]
+pub struct Match<'a> {
+    pub policy: &'a Arc<Policy>,
+}
+
+/// Every policy in force, built from every file at once.
+#[derive(Debug, Default)]
+pub struct PolicySet {
+    domains: HashMap<Box<[u8]>, Node>,
+    by_name: HashMap<String, Option<Arc<Policy>>>,
+    /// Sorted by domain, then path.
+    list: Vec<Arc<Policy>>,
+    pub files: Vec<PathBuf>,
+}
+
+impl PolicySet {
+    pub fn is_empty(&self) -> bool {
+        self.list.is_empty()
+    }
+
+    pub fn len(&self) -> usize {
+        self.list.len()
+    }
+
+    pub fn domains(&self) -> usize {
+        self.domains.len()
+    }
+
+    pub fn iter(&self) -> impl Iterator<Item = &Arc<Policy>> {
+        self.list.iter()
+    }
+
+    /// A policy by name (`rate_limit.name`, or the descriptor's path).
+    pub fn get(&self, name: &str) -> Result<&Arc<Policy>, NameError> {
+        match self.by_name.get(name) {
+            Some(Some(p)) => Ok(p),
+            Some(None) => Err(NameError::Ambiguous),
+            None => Err(NameError::Unknown),
+        }
+    }
+
+    /// The most specific policy for a descriptor's entries in `domain`, as
+    /// envoyproxy/ratelimit resolves it: at each level the exact value,
+    /// then the first wildcard that matches, then the key with no value;
+    /// a limit applies only at the level of the descriptor's last entry.
+    /// When one applies, `key` is set to its counter key.
+    pub fn resolve<'a>(
+        &'a self,
+        domain: &[u8],
+        entries: &[(&[u8], &[u8])],
+        key: &mut Vec<u8>,
+    ) -> Option<Match<'a>> {
+        let mut node = self.domains.get(domain)?;
+        key.clear();
+        key.extend_from_slice(KEY_PREFIX);
+        key.push(b'{');
+        key.extend_from_slice(domain);
+        key.push(b'}');
+        let mut found = None;
+        for (i, (k, v)) in entries.iter().enumerate() {
+            let keyed = node.children.get(*k)?;
+            let next = keyed
+                .by_value
+                .get(*v)
+                .or_else(|| {
+                    keyed
+                        .wildcards
+                        .iter()
+                        .find(|(parts, _)| wildcard_match(parts, v))
+                        .map(|(_, n)| n)
+                })
+                .or(keyed.any.as_deref())?;
+            key.push(b'.');
+            key.extend_from_slice(k);
+            key.push(b'_');
+            key.extend_from_slice(next.shared.as_deref().unwrap_or(v));
+            if i == entries.len() - 1 {
+                found = next.policy.as_ref();
+            }
+            if next.children.is_empty() {
+                break;
+            }
+            node = next;
+        }
+        found.map(|policy| Match { policy })
+    }
+
+    /// Builds the set from parsed files (`(path, file)`), carrying over
+    /// from `previous` the `since` of unchanged definitions and the stats
+    /// of every policy that keeps its domain and name.
+    fn build(
+        files: Vec<(PathBuf, RawFile)>,
+        previous: &PolicySet,
+        now_ms: u64,
+    ) -> Result<PolicySet, LoadError> {
+        let mut set = PolicySet {
+            files: files.iter().map(|(p, _)| p.clone()).collect(),
+            ..PolicySet::default()
+        };
+        let mut seen: HashMap<String, PathBuf> = HashMap::new();
+        for (path, f) in files {
+            if let Some(other) = seen.insert(f.domain.clone(), path.clone()) {
+                return Err(LoadError::at(
+                    &path,
+                    None,
+                    format!(
+                        "duplicate domain '{}' in config file (also in {})",
+                        f.domain,
+                        other.display()
+                    ),
+                ));
+            }
+            let mut root = Node::default();
+            let mut names: HashMap<String, String> = HashMap::new();
+            let cx = BuildCx {
+                path: &path,
+                domain: &f.domain,
+                previous,
+                now_ms,
+            };
+            for d in f.descriptors {
+                cx.add(&mut root, d, &f.domain, &mut set.list, &mut names)?;
+            }
+            set.domains.insert(f.domain.as_bytes().into(), root);
+        }
+        set.list
+            .sort_by(|a, b| (&a.domain, &a.path).cmp(&(&b.domain, &b.path)));
+        for p in &set.list {
+            set.by_name
+                .entry(p.name.clone())
+                .and_modify(|e| *e = None)
+                .or_insert_with(|| Some(p.clone()));
+            if p.name != p.path {
+                set.by_name
+                    .entry(p.path.clone())
+                    .or_insert_with(|| Some(p.clone()));
+            }
+        }
+        Ok(set)
+    }
+}
+
+struct BuildCx<'a> {
+    path: &'a Path,
+    domain: &'a str,
+    previous: &'a PolicySet,
+    now_ms: u64,
+}
+
+impl BuildCx<'_> {
+    fn add(
+        &self,
+        parent: &mut Node,
+        d: RawDescriptor,
+        parent_path: &str,
+        list: &mut Vec<Arc<Policy>>,
+        names: &mut HashMap<String, String>,
+    ) -> Result<(), LoadError> {
+        let composite = match &d.value {
+            Some(v) => format!("{}_{v}", d.key),
+            None => d.key.clone(),
+        };
+        let path = format!("{parent_path}.{composite}");
+        let mut node = Node::default();
+        if let Some(limit) = d.limit {
+            let def = Def {
+                action: limit.action,
+                shadow: d.shadow_mode,
+                detailed_metric: d.detailed_metric,
+                replaces: limit.replaces,
+                unit: limit.unit,
+                requests_per_unit: limit.requests_per_unit,
+            };
+            let name = limit.name.unwrap_or_else(|| path.clone());
+            if let Some(first) = names.insert(name.clone(), path.clone()) {
+                return Err(LoadError::at(
+                    self.path,
+                    None,
+                    format!("rate limit name '{name}' is used by both '{first}' and '{path}'"),
+                ));
+            }
+            let old = self
+                .previous
+                .list
+                .iter()
+                .find(|p| p.domain == self.domain && p.name == name);
+            let since_ms = match old {
+                Some(p) if p.def == def && p.path == path => p.since_ms,
+                _ => self.now_ms,
+            };
+            let policy = Arc::new(Policy {
+                name,
+                domain: self.domain.to_string(),
+                path: path.clone(),
+                def,
+                source: self.path.display().to_string(),
+                since_ms,
+                stats: old.map(|p| p.stats.clone()).unwrap_or_default(),
+            });
+            list.push(policy.clone());
+            node.policy = Some(policy);
+        }
+        if d.share_threshold {
+            node.shared = d.value.as_deref().map(|v| v.as_bytes().into());
+        }
+        for child in d.descriptors {
+            self.add(&mut node, child, &path, list, names)?;
+        }
+        let keyed = parent.children.entry(d.key.as_bytes().into()).or_default();
+        match d.value {
+            None => keyed.any = Some(Box::new(node)),
+            Some(v) if v.contains('*') => {
+                let parts = v.as_bytes().split(|&b| b == b'*').map(Into::into).collect();
+                keyed.wildcards.push((parts, node));
+            }
+            Some(v) => {
+                keyed.by_value.insert(v.as_bytes().into(), node);
+            }
+        }
+        Ok(())
+    }
+}
+
+/// Why `RL.ALLOW ... POLICY name` found no policy.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum NameError {
+    Unknown,
+    /// Two domains use the name: the descriptor path names either.
+    Ambiguous,
+}
+
+/// A policy file refused: its path, where in it (when known), and why.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("{}", self.text())]
+pub struct LoadError {
+    pub path: PathBuf,
+    pub line: Option<usize>,
+    pub column: Option<usize>,
+    pub reason: String,
+}
+
+impl LoadError {
+    fn at(path: &Path, line: Option<usize>, reason: String) -> LoadError {
+        LoadError {
+            path: path.to_path_buf(),
+            line,
+            column: None,
+            reason,
+        }
+    }
+
+    fn text(&self) -> String {
+        match (self.line, self.column) {
+            (Some(l), Some(c)) => format!("{}:{l}:{c}: {}", self.path.display(), self.reason),
+            (Some(l), None) => format!("{}:{l}: {}", self.path.display(), self.reason),
+            _ => format!("{}: {}", self.path.display(), self.reason),
+        }
+    }
+}
+
+/// The YAML files `path` names: itself, or a directory's `*.yaml` and
+/// `*.yml` (not recursive; names starting with `.` skipped, as editors'
+/// swap files and Kubernetes' `..data` links are), in name order.
+pub fn files_of(path: &Path) -> Result<Vec<PathBuf>, LoadError> {
+    let meta = std::fs::metadata(path).map_err(|e| LoadError::at(path, None, e.to_string()))?;
+    if !meta.is_dir() {
+        return Ok(vec![path.to_path_buf()]);
+    }
+    let rd = std::fs::read_dir(path).map_err(|e| LoadError::at(path, None, e.to_string()))?;
+    let mut out = Vec::new();
+    for entry in rd {
+        let entry = entry.map_err(|e| LoadError::at(path, None, e.to_string()))?;
+        let p = entry.path();
+        let name = entry.file_name();
+        let name = name.to_string_lossy();
+        let yaml = name.ends_with(".yaml") || name.ends_with(".yml");
+        if yaml && !name.starts_with('.') && p.is_file() {
+            out.push(p);
+        }
+    }
+    out.sort();
+    Ok(out)
+}
+
+/// Reads and checks every file under `path` into a set; nothing is
+/// returned unless all of it is valid.
+pub fn load(path: &Path, previous: &PolicySet, now_ms: u64) -> Result<PolicySet, LoadError> {
+    let mut files = Vec::new();
+    for p in files_of(path)? {
+        let text =
+            std::fs::read_to_string(&p).map_err(|e| LoadError::at(&p, None, e.to_string()))?;
+        let f = file::parse(&text).map_err(|f| LoadError {
+            path: p.clone(),
+            line: f.line,
+            column: f.column,
+            reason: f.reason,
+        })?;
+        files.push((p, f));
+    }
+    PolicySet::build(files, previous, now_ms)
+}
+
+/// Parses policies from text (tests, and `RL.POLICY` never: files only).
+pub fn from_texts(
+    texts: &[(&str, &str)],
+    previous: &PolicySet,
+    now_ms: u64,
+) -> Result<PolicySet, LoadError> {
+    let mut files = Vec::new();
+    for (name, text) in texts {
+        let p = PathBuf::from(name);
+        let f = file::parse(text).map_err(|f| LoadError {
+            path: p.clone(),
+            line: f.line,
+            column: f.column,
+            reason: f.reason,
+        })?;
+        files.push((p, f));
+    }
+    PolicySet::build(files, previous, now_ms)
+}
+
+/// How the last reload went, for `INFO` and `/metrics`.
+#[derive(Debug, Clone, Default)]
+pub struct ReloadStatus {
+    /// Unix ms of the last successful load (0: never).
+    pub last_ok_ms: u64,
+    /// The last attempt's error, cleared by a success.
+    pub last_error: Option<String>,
+}
+
+/// The policies in force and their reloading: the service the command
+/// layer, the rate limit service and the watcher share.
+#[derive(Debug)]
+pub struct Policies {
+    path: Option<PathBuf>,
+    current: ArcSwap<PolicySet>,
+    /// One reload at a time, so two cannot both build from the same
+    /// previous set and the later lose the earlier's carried-over stats.
+    reloading: Mutex<()>,
+    /// `--policies-shadow`: every policy reports but never denies.
+    pub shadow_all: AtomicBool,
+    status: Mutex<ReloadStatus>,
+    pub reloads_ok: AtomicU64,
+    pub reloads_failed: AtomicU64,
+}
+
+impl Policies {
+    /// Loads `path` (if any) at start; a bad file is an error then.
+    pub fn new(
+        path: Option<PathBuf>,
+        shadow_all: bool,
+        now_ms: u64,
+    ) -> Result<Policies, LoadError> {
+        let set = match &path {
+            Some(p) => load(p, &PolicySet::default(), now_ms)?,
+            None => PolicySet::default(),
+        };
+        let ok = path.is_some();
+        Ok(Policies {
+            path,
+            current: ArcSwap::from_pointee(set),
+            reloading: Mutex::new(()),
+            shadow_all: AtomicBool::new(shadow_all),
+            status: Mutex::new(ReloadStatus {
+                last_ok_ms: if ok { now_ms } else { 0 },
+                last_error: None,
+            }),
+            reloads_ok: AtomicU64::new(ok as u64),
+            reloads_failed: AtomicU64::new(0),
+        })
+    }
+
+    pub fn path(&self) -> Option<&Path> {
+        self.path.as_deref()
+    }
+
+    /// The set in force, for one request.
+    pub fn current(&self) -> arc_swap::Guard<Arc<PolicySet>> {
+        self.current.load()
+    }
+
+    pub fn shadow_all(&self) -> bool {
+        self.shadow_all.load(Ordering::Relaxed)
+    }
+
+    pub fn status(&self) -> ReloadStatus {
+        self.status.lock().clone()
+    }
+
+    /// Reads every file again and swaps the new set in whole, or keeps the
+    /// set in force and reports why not. Returns the policies now loaded.
+    pub fn reload(&self, now_ms: u64) -> Result<usize, ReloadError> {
+        let path = self.path.as_deref().ok_or(ReloadError::NoPath)?;
+        let _one = self.reloading.lock();
+        let previous = self.current.load_full();
+        match load(path, &previous, now_ms) {
+            Ok(set) => {
+                let n = set.len();
+                self.current.store(Arc::new(set));
+                self.reloads_ok.fetch_add(1, Ordering::Relaxed);
+                *self.status.lock() = ReloadStatus {
+                    last_ok_ms: now_ms,
+                    last_error: None,
+                };
+                tracing::info!(path = %path.display(), policies = n, "policies reloaded");
+                Ok(n)
+            }
+            Err(e) => {
+                self.reloads_failed.fetch_add(1, Ordering::Relaxed);
+                self.status.lock().last_error = Some(e.to_string());
+                tracing::warn!(error = %e, "policy reload refused; the policies in force stay");
+                Err(ReloadError::Invalid(e))
+            }
+        }
+    }
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum ReloadError {
+    #[error("no policy path is set (start with --policies PATH)")]
+    NoPath,
+    #[error("{0}")]
+    Invalid(LoadError),
+}

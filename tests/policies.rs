@@ -1,0 +1,369 @@
+//! Policy files: envoyproxy/ratelimit's own configuration fixtures
+//! (`tests/policies/envoy/`, copied unchanged) read and matched as its
+//! `config_test.go` expects, Turnstile's added fields, and reloads that
+//! keep what did not change.
+
+use std::path::{Path, PathBuf};
+
+use turnstile::limiter::Algorithm;
+use turnstile::policy::{self, Action, PolicySet, Unit};
+
+fn fixture(name: &str) -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("tests/policies/envoy")
+        .join(name)
+}
+
+fn load(name: &str) -> PolicySet {
+    policy::load(&fixture(name), &PolicySet::default(), 1_000).unwrap_or_else(|e| panic!("{e}"))
+}
+
+fn load_err(name: &str) -> String {
+    policy::load(&fixture(name), &PolicySet::default(), 1_000)
+        .expect_err(name)
+        .to_string()
+}
+
+/// The policy a descriptor resolves to: (requests per unit, unit, name),
+/// and its counter key.
+fn get(
+    set: &PolicySet,
+    domain: &str,
+    entries: &[(&str, &str)],
+) -> Option<(u32, Option<Unit>, String, String)> {
+    let entries: Vec<(&[u8], &[u8])> = entries
+        .iter()
+        .map(|(k, v)| (k.as_bytes(), v.as_bytes()))
+        .collect();
+    let mut key = Vec::new();
+    let m = set.resolve(domain.as_bytes(), &entries, &mut key)?;
+    let p = m.policy;
+    Some((
+        p.def.requests_per_unit,
+        p.def.unit,
+        p.name.clone(),
+        String::from_utf8(key).unwrap(),
+    ))
+}
+
+fn limit_of(
+    set: &PolicySet,
+    domain: &str,
+    entries: &[(&str, &str)],
+) -> Option<(u32, Option<Unit>)> {
+    get(set, domain, entries).map(|(n, u, _, _)| (n, u))
+}
+
+#[test]
+fn basic_config_matches_as_envoy_ratelimit_does() {
+    let set = load("basic_config.yaml");
+    let d = "test-domain";
+    assert!(get(&set, "foo_domain", &[]).is_none());
+    assert!(get(&set, d, &[]).is_none());
+    assert!(get(&set, d, &[("key1", "something")]).is_none());
+    // A level with no limit of its own.
+    assert!(get(&set, d, &[("key1", "value1")]).is_none());
+    // More entries than the config's depth: no limit.
+    assert!(get(&set, d, &[("key2", "value2"), ("subkey", "subvalue")]).is_none());
+    assert!(get(&set, d, &[("key5", "value5"), ("subkey5", "subvalue")]).is_none());
+    assert_eq!(
+        limit_of(&set, d, &[("key1", "value1"), ("subkey1", "something")]),
+        Some((5, Some(Unit::Second)))
+    );
+    assert_eq!(
+        limit_of(&set, d, &[("key1", "value1"), ("subkey1", "subvalue1")]),
+        Some((10, Some(Unit::Second)))
+    );
+    assert_eq!(
+        limit_of(&set, d, &[("key2", "something")]),
+        Some((20, Some(Unit::Minute)))
+    );
+    assert_eq!(
+        limit_of(&set, d, &[("key2", "value2")]),
+        Some((30, Some(Unit::Minute)))
+    );
+    // A value listed with no rate_limit: let through.
+    assert!(get(&set, d, &[("key2", "value3")]).is_none());
+    let (_, unit, name, _) = get(&set, d, &[("key3", "foo")]).unwrap();
+    assert_eq!(
+        (unit, name.as_str()),
+        (Some(Unit::Hour), "test-domain.key3")
+    );
+    let (_, unit, name, _) = get(&set, d, &[("key4", "foo")]).unwrap();
+    assert_eq!((unit, name.as_str()), (Some(Unit::Day), "key4_rate_limit"));
+    let key6 = set.get("test-domain.key6").unwrap();
+    assert_eq!(key6.def.action, Action::Unlimited);
+    assert_eq!(
+        limit_of(&set, d, &[("key7", "unspecified_value")]),
+        Some((70, Some(Unit::Minute)))
+    );
+    assert_eq!(
+        limit_of(&set, d, &[("key7", "another_value")]),
+        Some((70, Some(Unit::Minute)))
+    );
+    // envoyproxy/ratelimit's default: fixed windows of the unit.
+    match set.get("key4_rate_limit").unwrap().def.action {
+        Action::Limit(spec) => {
+            assert_eq!(spec.algo, Algorithm::Fixed);
+            assert_eq!(spec.params.period(), 86_400_000_000_000);
+            assert_eq!(spec.params.limit(), 1);
+        }
+        other => panic!("{other:?}"),
+    }
+}
+
+#[test]
+fn a_descriptor_without_value_counts_each_value_apart() {
+    let set = load("basic_config.yaml");
+    let a = get(&set, "test-domain", &[("key2", "a")]).unwrap().3;
+    let b = get(&set, "test-domain", &[("key2", "b")]).unwrap().3;
+    assert_eq!(a, "rl:{test-domain}.key2_a");
+    assert_eq!(b, "rl:{test-domain}.key2_b");
+    let nested = get(&set, "test-domain", &[("key1", "value1"), ("subkey1", "x")])
+        .unwrap()
+        .3;
+    assert_eq!(nested, "rl:{test-domain}.key1_value1.subkey1_x");
+}
+
+#[test]
+fn wildcards_match_as_envoy_ratelimit_does() {
+    let set = load("wildcard.yaml");
+    let d = "test-domain";
+    let hit = |e: &[(&str, &str)]| get(&set, d, e).is_some();
+    assert!(hit(&[("noVal", "foo1")]) && hit(&[("noVal", "foo2")]));
+    assert!(hit(&[("wild", "foo1")]) && hit(&[("wild", "foo2")]));
+    assert!(hit(&[("nestedWild", "val1"), ("wild", "goo2")]));
+    assert!(!hit(&[("wild", "bar")]));
+    assert!(!hit(&[("noWild", "foo1")]));
+    assert!(hit(&[("midWild", "barab")]) && hit(&[("midWild", "bar123b")]));
+    assert!(hit(&[("midWild", "barb")]), "* matches the empty string");
+    assert!(!hit(&[("midWild", "bara")]) && !hit(&[("midWild", "xbarb")]));
+    assert!(hit(&[("multiWild", "foo123bar456baz")]) && hit(&[("multiWild", "foobarbaz")]));
+    assert!(!hit(&[("multiWild", "foo123baz")]) && !hit(&[("multiWild", "bar456baz")]));
+    // Without share_threshold, each value matched by a wildcard counts
+    // apart.
+    assert_eq!(
+        get(&set, d, &[("wild", "foo1")]).unwrap().3,
+        "rl:{test-domain}.wild_foo1"
+    );
+}
+
+#[test]
+fn share_threshold_shares_one_counter_per_wildcard() {
+    let set = load("share_threshold.yaml");
+    let d = "test-domain";
+    let a = get(&set, d, &[("files", "files/a.txt")]).unwrap();
+    let b = get(&set, d, &[("files", "files/b.txt")]).unwrap();
+    assert_eq!(a.0, 100);
+    assert_eq!(a.3, "rl:{test-domain}.files_files/*");
+    assert_eq!(a.3, b.3);
+    let nested = get(&set, d, &[("nested", "parent"), ("files", "nested/x")]).unwrap();
+    assert_eq!(nested.0, 200);
+    assert_eq!(nested.3, "rl:{test-domain}.nested_parent.files_nested/*");
+}
+
+#[test]
+fn shadow_mode_is_per_descriptor() {
+    let set = load("shadowmode_config.yaml");
+    let shadow = |name: &str| set.get(name).unwrap().def.shadow;
+    assert!(shadow("test-domain.key1_value1.subkey1_subvalue1"));
+    assert!(!shadow("test-domain.key1_value1.subkey1"));
+    assert!(shadow("test-domain.key2"));
+    assert!(!shadow("test-domain.key2_value2"));
+}
+
+#[test]
+fn bad_files_are_refused_with_path_line_and_reason() {
+    for (file, reason, line) in [
+        (
+            "bad_limit_unit.yaml",
+            "invalid rate limit unit 'foo'",
+            Some(3),
+        ),
+        ("bad_yaml.yaml", "found unexpected end of stream", Some(2)),
+        (
+            "duplicate_key.yaml",
+            "duplicate descriptor composite key 'key1_value1'",
+            None,
+        ),
+        (
+            "empty_domain.yaml",
+            "config file cannot have empty domain",
+            None,
+        ),
+        ("empty_key.yaml", "descriptor has empty key", Some(3)),
+        ("misspelled_key.yaml", "unknown field `ratelimit`", Some(5)),
+        (
+            "misspelled_key2.yaml",
+            "unknown field `requestsperunit`",
+            Some(7),
+        ),
+        (
+            "non_map_list.yaml",
+            "invalid type: string \"a\", expected a descriptor mapping",
+            Some(3),
+        ),
+        ("non_string_key.yaml", "unknown field `0.25`", Some(1)),
+        (
+            "replaces_empty.yaml",
+            "should not have an empty replaces entry",
+            Some(6),
+        ),
+        (
+            "replaces_self.yaml",
+            "replaces should not contain name of same descriptor",
+            Some(6),
+        ),
+        (
+            "unlimited_with_unit.yaml",
+            "should not specify rate limit unit when unlimited",
+            Some(3),
+        ),
+    ] {
+        let err = load_err(file);
+        let path = fixture(file).display().to_string();
+        assert!(err.starts_with(&path), "{file}: {err}");
+        assert!(err.contains(reason), "{file}: {err}");
+        if let Some(line) = line {
+            assert!(err.starts_with(&format!("{path}:{line}:")), "{file}: {err}");
+        }
+    }
+}
+
+#[test]
+fn two_files_with_one_domain_are_refused() {
+    let dir = tempdir("dup-domain");
+    for name in ["merge_domain_key1.yaml", "merge_domain_key2.yaml"] {
+        std::fs::copy(fixture(name), dir.join(name)).unwrap();
+    }
+    let err = policy::load(&dir, &PolicySet::default(), 0)
+        .unwrap_err()
+        .to_string();
+    assert!(err.contains("duplicate domain 'test-domain'"), "{err}");
+}
+
+fn tempdir(name: &str) -> PathBuf {
+    let dir =
+        std::env::temp_dir().join(format!("turnstile-policies-{name}-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(&dir).unwrap();
+    dir
+}
+
+#[test]
+fn turnstile_fields_choose_the_algorithm() {
+    let text = r#"
+domain: api
+descriptors:
+  - key: user
+    rate_limit: {requests_per_unit: 100, period: 10s, algorithm: window}
+  - key: ip
+    rate_limit: {requests_per_unit: 10, unit: second, algorithm: gcra, burst: 20}
+  - key: login
+    rate_limit: {requests_per_unit: 5, period: 15m, algorithm: log, precision: 1s, name: logins}
+  - key: blocked
+    rate_limit: {requests_per_unit: 0, unit: minute}
+"#;
+    let set = policy::from_texts(&[("api.yaml", text)], &PolicySet::default(), 0).unwrap();
+    let spec = |name: &str| match set.get(name).unwrap().def.action {
+        Action::Limit(s) => s,
+        other => panic!("{other:?}"),
+    };
+    let user = spec("api.user");
+    assert_eq!(
+        (user.algo, user.params.period()),
+        (Algorithm::Window, 10_000_000_000)
+    );
+    assert_eq!(set.get("api.user").unwrap().def.unit, None);
+    let ip = spec("api.ip");
+    assert_eq!((ip.algo, ip.params.burst.get()), (Algorithm::Gcra, 20));
+    let login = spec("logins");
+    assert_eq!(
+        (login.algo, login.params.precision.get()),
+        (Algorithm::Log, 1_000_000_000)
+    );
+    assert_eq!(set.get("api.blocked").unwrap().def.action, Action::DenyAll);
+
+    for (bad, reason) in [
+        (
+            "{requests_per_unit: 5, unit: second, period: 1s}",
+            "give unit or period, not both",
+        ),
+        (
+            "{requests_per_unit: 5, unit: second, burst: 2}",
+            "burst is only valid with algorithm gcra",
+        ),
+        (
+            "{requests_per_unit: 5, period: 1s, algorithm: nope}",
+            "unknown algorithm 'nope'",
+        ),
+        ("{requests_per_unit: 5, period: 1x}", "invalid period '1x'"),
+        (
+            "{requests_per_unit: 5, period: 1s, algorithm: log, precision: 2s}",
+            "precision must not exceed the period",
+        ),
+        (
+            "{requests_per_unit: 1000000000, period: 6d, algorithm: log}",
+            "over the cap",
+        ),
+        (
+            "{unlimited: true, algorithm: gcra}",
+            "an unlimited rate_limit takes no algorithm",
+        ),
+    ] {
+        let text = format!("domain: d\ndescriptors:\n  - key: k\n    rate_limit: {bad}\n");
+        let err = policy::from_texts(&[("f.yaml", &text)], &PolicySet::default(), 0)
+            .unwrap_err()
+            .to_string();
+        // Placed at the descriptor, with its path.
+        assert!(
+            err.starts_with("f.yaml:3:5: descriptors[0]: "),
+            "{bad}: {err}"
+        );
+        assert!(err.contains(reason), "{bad}: {err}");
+    }
+    let dup = "domain: d\ndescriptors:\n  - key: a\n    rate_limit: {requests_per_unit: 1, unit: second, name: n}\n  - key: b\n    rate_limit: {requests_per_unit: 1, unit: second, name: n}\n";
+    let err = policy::from_texts(&[("f.yaml", dup)], &PolicySet::default(), 0)
+        .unwrap_err()
+        .to_string();
+    assert!(err.contains("rate limit name 'n' is used by both"), "{err}");
+    let braces = "domain: 'a{b}'\ndescriptors: []\n";
+    let err = policy::from_texts(&[("f.yaml", braces)], &PolicySet::default(), 0)
+        .unwrap_err()
+        .to_string();
+    assert!(err.contains("must not contain"), "{err}");
+}
+
+#[test]
+fn a_reload_keeps_since_and_stats_of_what_did_not_change() {
+    let v1 = "domain: d\ndescriptors:\n  - key: a\n    rate_limit: {requests_per_unit: 5, unit: second}\n  - key: b\n    rate_limit: {requests_per_unit: 5, unit: second}\n";
+    let v2 = "domain: d\ndescriptors:\n  - key: a\n    rate_limit: {requests_per_unit: 5, unit: second}\n  - key: b\n    rate_limit: {requests_per_unit: 7, unit: second}\n";
+    let first = policy::from_texts(&[("f.yaml", v1)], &PolicySet::default(), 100).unwrap();
+    first
+        .get("d.a")
+        .unwrap()
+        .stats
+        .record(3, false, false, 3, 5);
+    first.get("d.b").unwrap().stats.record(1, true, false, 5, 5);
+    let second = policy::from_texts(&[("f.yaml", v2)], &first, 200).unwrap();
+    let (a, b) = (second.get("d.a").unwrap(), second.get("d.b").unwrap());
+    assert_eq!(a.since_ms, 100, "unchanged");
+    assert_eq!(b.since_ms, 200, "changed");
+    assert_eq!(a.stats.read()[0], 3);
+    assert_eq!(
+        b.stats.read()[1],
+        1,
+        "a changed limit keeps its stats' series"
+    );
+}
+
+#[test]
+fn near_limit_counts_hits_past_eighty_percent() {
+    let s = policy::PolicyStats::default();
+    // Limit 10: near threshold 8. Used 7, 8: not near; 9, 10: near.
+    for used in 7..=10 {
+        s.record(1, false, false, used, 10);
+    }
+    s.record(1, true, true, 10, 10);
+    assert_eq!(s.read(), [5, 1, 2, 4, 1]);
+}
