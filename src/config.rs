@@ -140,6 +140,16 @@ pub struct Config {
         value_name = "MS"
     )]
     pub lua_time_limit: u64,
+    /// Named limits: a YAML file, or a directory of them, in
+    /// envoyproxy/ratelimit's format (plus algorithm, period, burst,
+    /// precision); reloaded when a file changes, on SIGHUP and on
+    /// RL.POLICY RELOAD. A bad file is refused whole.
+    #[arg(long, env = "TURNSTILE_POLICIES", value_name = "PATH")]
+    pub policies: Option<PathBuf>,
+    /// Every policy in shadow mode: decisions are taken, counted and
+    /// reported, and every request is allowed: yes or no.
+    #[arg(long, env = "TURNSTILE_POLICIES_SHADOW", default_value = "no", value_parser = parse_yes_no, action = clap::ArgAction::Set, value_name = "yes|no")]
+    pub policies_shadow: bool,
 }
 
 #[derive(Debug, thiserror::Error)]

@@ -49,7 +49,7 @@ async fn serve(config: turnstile::Config) -> ExitCode {
     // Signals are taken over before the server listens: a SIGTERM (or
     // SIGHUP) just after "listening" would otherwise still have its default
     // action and kill the process with no final snapshot.
-    let signals = Signals::install();
+    let mut signals = Signals::install();
     let server = match turnstile::start(&config, Arc::new(SystemClock::new())).await {
         Ok(s) => s,
         Err(e) => {
@@ -57,6 +57,7 @@ async fn serve(config: turnstile::Config) -> ExitCode {
             return ExitCode::FAILURE;
         }
     };
+    signals.reload_on_hangup(server.state().clone());
     signals.stopped().await;
     tracing::info!("shutting down: no new connections, finishing replies in flight");
     match server.shutdown().await {
@@ -69,13 +70,15 @@ async fn serve(config: turnstile::Config) -> ExitCode {
     }
 }
 
-/// SIGINT and SIGTERM stop the server. SIGHUP (what logrotate and
-/// `systemctl reload` send) and SIGALRM would otherwise kill the process
-/// with no final snapshot: they are logged and ignored, as Redis ignores
-/// SIGHUP. Once shutting down, a second SIGINT or SIGTERM exits at once.
+/// SIGINT and SIGTERM stop the server. SIGHUP (what `systemctl reload`
+/// and `kill -HUP` send) reloads the policy files with `--policies`, and
+/// is otherwise logged and ignored, as Redis ignores it; SIGALRM likewise:
+/// their default action would kill the process with no final snapshot.
+/// Once shutting down, a second SIGINT or SIGTERM exits at once.
 struct Signals {
     term: Option<tokio::signal::unix::Signal>,
     int: Option<tokio::signal::unix::Signal>,
+    hup: Option<tokio::signal::unix::Signal>,
 }
 
 impl Signals {
@@ -83,10 +86,7 @@ impl Signals {
     /// action for the process's life).
     fn install() -> Signals {
         use tokio::signal::unix::{signal, SignalKind};
-        for (name, kind) in [
-            ("SIGHUP", SignalKind::hangup()),
-            ("SIGALRM", SignalKind::alarm()),
-        ] {
+        for (name, kind) in [("SIGALRM", SignalKind::alarm())] {
             if let Ok(mut sig) = signal(kind) {
                 tokio::spawn(async move {
                     while sig.recv().await.is_some() {
@@ -100,7 +100,26 @@ impl Signals {
         Signals {
             term: signal(SignalKind::terminate()).ok(),
             int: signal(SignalKind::interrupt()).ok(),
+            hup: signal(SignalKind::hangup()).ok(),
         }
+    }
+
+    /// From now on, SIGHUP reloads the policies (one received before
+    /// the server started is delivered now).
+    fn reload_on_hangup(&mut self, state: Arc<turnstile::state::State>) {
+        let Some(mut hup) = self.hup.take() else {
+            return;
+        };
+        tokio::spawn(async move {
+            while hup.recv().await.is_some() {
+                if state.policies.path().is_none() {
+                    tracing::warn!("SIGHUP received and ignored: no --policies to reload (SIGTERM or SIGINT stops the server)");
+                    continue;
+                }
+                // The outcome is logged by the reload itself.
+                let _ = state.reload_policies();
+            }
+        });
     }
 
     /// Waits for the first SIGINT or SIGTERM, and arms the second to exit

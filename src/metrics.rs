@@ -38,6 +38,7 @@ pub struct Readings<'a> {
     /// Scripts in the cache, and the Lua heap's bytes.
     pub scripts_cached: usize,
     pub lua_memory: usize,
+    pub policies: &'a crate::policy::Policies,
 }
 use metrics::{
     Counter, Gauge, Histogram, Key, KeyName, Label, Metadata, Recorder, SharedString, Unit,
@@ -260,7 +261,29 @@ pub const COMMAND_DURATION_SECONDS: Def = Def {
 };
 
 /// Every metric.
+pub const POLICIES_LOADED: Def = Def {
+    name: "turnstile_policies_loaded",
+    unit: Unit::Count,
+    help: "Policies in force (from --policies).",
+};
+
+pub const POLICY_RELOADS_TOTAL: Def = Def {
+    name: "turnstile_policy_reloads_total",
+    unit: Unit::Count,
+    help:
+        "Policy loads, by result: ok, or error (a bad file refused; the policies in force stayed).",
+};
+
+pub const POLICY_HITS_TOTAL: Def = Def {
+    name: "turnstile_policy_hits_total",
+    unit: Unit::Count,
+    help: "Request units checked against each policy, by domain, policy name and stat, as envoyproxy/ratelimit keeps them: total_hits, over_limit, near_limit (past 80% of the limit), within_limit, shadow_mode (over the limit but let through).",
+};
+
 pub const ALL: &[&Def] = &[
+    &POLICIES_LOADED,
+    &POLICY_RELOADS_TOTAL,
+    &POLICY_HITS_TOTAL,
     &COMMAND_DURATION_SECONDS,
     &BUILD_INFO,
     &DECISIONS_TOTAL,
@@ -301,6 +324,9 @@ pub const ALL: &[&Def] = &[
 pub mod label {
     pub const ALGORITHM: &str = "algorithm";
     pub const COMMAND: &str = "command";
+    pub const DOMAIN: &str = "domain";
+    pub const POLICY: &str = "policy";
+    pub const STAT: &str = "stat";
     pub const REASON: &str = "reason";
     pub const REDIS_VERSION: &str = "redis_version";
     pub const RESULT: &str = "result";
@@ -370,6 +396,8 @@ pub struct Metrics {
     snapshot_last_success: Gauge,
     snapshot_duration: Gauge,
     snapshot_pending: Gauge,
+    policies_loaded: Gauge,
+    policy_reloads: [Counter; 2],
 }
 
 impl Metrics {
@@ -510,6 +538,9 @@ impl Metrics {
             snapshot_last_success: gauge(&SNAPSHOT_LAST_SUCCESS_TIMESTAMP_SECONDS, vec![]),
             snapshot_duration: gauge(&SNAPSHOT_DURATION_SECONDS, vec![]),
             snapshot_pending: gauge(&SNAPSHOT_CHANGES_PENDING, vec![]),
+            policies_loaded: gauge(&POLICIES_LOADED, vec![]),
+            policy_reloads: ["ok", "error"]
+                .map(|r| counter(&POLICY_RELOADS_TOTAL, vec![Label::new(label::RESULT, r)])),
             recorder,
             handle,
         }
@@ -595,6 +626,27 @@ impl Metrics {
                 .set(Stats::read(&p.last_duration_us) as f64 / 1e6);
             self.snapshot_pending
                 .set(p.changes_since_save(stats.writes()) as f64);
+        }
+        let policies = r.policies;
+        let set = policies.current();
+        self.policies_loaded.set(set.len() as f64);
+        self.policy_reloads[0].absolute(Stats::read(&policies.reloads_ok));
+        self.policy_reloads[1].absolute(Stats::read(&policies.reloads_failed));
+        // One series per policy and stat: names come from the files, never
+        // from request values, so the count is bounded by the files.
+        let meta = Metadata::new(module_path!(), metrics::Level::INFO, Some(module_path!()));
+        for p in set.iter() {
+            for (stat, n) in crate::policy::PolicyStats::NAMES.iter().zip(p.stats.read()) {
+                let key = Key::from_parts(
+                    POLICY_HITS_TOTAL.name,
+                    vec![
+                        Label::new(label::DOMAIN, p.domain.clone()),
+                        Label::new(label::POLICY, p.name.clone()),
+                        Label::new(label::STAT, *stat),
+                    ],
+                );
+                self.recorder.register_counter(&key, &meta).absolute(n);
+            }
         }
         // Keep the recorder alive and in use for the handles above.
         let _ = &self.recorder;

@@ -42,6 +42,8 @@ pub struct State {
     pub persist: Option<crate::persist::Persist>,
     /// The Lua engine and its script cache, shared by every connection.
     pub scripts: crate::script::Engine,
+    /// `--policies`: the named limits in force, and their reloading.
+    pub policies: Arc<crate::policy::Policies>,
 }
 
 impl State {
@@ -75,7 +77,14 @@ impl State {
                 busy_threshold: std::time::Duration::from_millis(config.lua_time_limit),
                 ..Default::default()
             }),
+            policies: Arc::new(crate::policy::Policies::empty(config.policies_shadow)),
         }
+    }
+
+    /// Reads the policy files again (`RL.POLICY RELOAD`, SIGHUP, the
+    /// watcher), stamping the reload with server time.
+    pub fn reload_policies(&self) -> Result<usize, crate::policy::ReloadError> {
+        self.policies.reload(self.clock.now().as_millis())
     }
 }
 

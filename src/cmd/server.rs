@@ -43,11 +43,12 @@ pub fn time(ctx: &mut Ctx<'_>, _req: &Request<'_>) -> Result<(), CmdError> {
     Ok(())
 }
 
-const SECTIONS: [&str; 8] = [
+const SECTIONS: [&str; 9] = [
     "server",
     "clients",
     "memory",
     "persistence",
+    "policies",
     "stats",
     "commandstats",
     "cluster",
@@ -209,6 +210,25 @@ fn write_section(ctx: &Ctx<'_>, section: &str, t: &mut String) {
                 Stats::read(&p.last_keys),
             ),
         },
+        "policies" => {
+            let p = &state.policies;
+            let set = p.current();
+            let status = p.status();
+            write!(
+                t,
+                "# Policies\r\npolicies_path:{}\r\npolicies_loaded:{}\r\npolicies_domains:{}\r\npolicies_shadow:{}\r\npolicies_reloads_ok:{}\r\npolicies_reloads_failed:{}\r\npolicies_last_reload_ok_ms:{}\r\npolicies_last_reload_status:{}\r\npolicies_last_error:{}\r\n",
+                p.path().map(|p| p.display().to_string()).unwrap_or_default(),
+                set.len(),
+                set.domains(),
+                p.shadow_all() as u8,
+                Stats::read(&p.reloads_ok),
+                Stats::read(&p.reloads_failed),
+                status.last_ok_ms,
+                if status.last_error.is_some() { "err" } else { "ok" },
+                // One line: the error's own newlines would end the field.
+                status.last_error.unwrap_or_default().replace(['\r', '\n'], " "),
+            )
+        }
         "keyspace" => {
             let counts = ctx.db.counts();
             let _ = t.write_str("# Keyspace\r\n");

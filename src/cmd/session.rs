@@ -23,6 +23,9 @@ pub struct Session {
     /// The transaction queue or the watched keys passed
     /// `--client-query-buffer-limit`: close the connection.
     pub query_limit_hit: bool,
+    /// A buffer commands reuse for keys they derive (`RL.CHECK`'s counter
+    /// key), so the hot path allocates nothing once it has grown.
+    pub scratch: Vec<u8>,
     /// Commands seen, for sampling latency.
     commands_seen: u32,
 }
@@ -36,6 +39,7 @@ impl Session {
             stats: Local::new(super::COMMANDS.len()),
             tx: TxState::default(),
             query_limit_hit: false,
+            scratch: Vec::new(),
             commands_seen: 0,
         }
     }

@@ -9,8 +9,8 @@ use std::sync::LazyLock;
 
 use super::CmdError;
 use super::{
-    client, cluster, command, config, connection, hash, keys, limiter, list, multi, script, server,
-    snapshot, string, zset, Ctx,
+    client, cluster, command, config, connection, hash, keys, limiter, list, multi, policy, script,
+    server, snapshot, string, zset, Ctx,
 };
 use crate::protocol::Request;
 
@@ -98,6 +98,13 @@ static SCRIPT_SUBCOMMANDS: [CommandSpec; 5] = [
     cmd! { name: "help", arity: 2, flags: [LOADING | STALE], keys: NONE, group: "scripting", since: "5.0.0", complexity: "O(1)", summary: "Returns helpful text about the different subcommands.", handler: script::help },
     cmd! { name: "kill", arity: 2, flags: [NOSCRIPT | ALLOW_BUSY], keys: NONE, group: "scripting", since: "2.6.0", complexity: "O(1)", summary: "Terminates a server-side Lua script during execution.", handler: script::kill },
     cmd! { name: "load", arity: 3, flags: [NOSCRIPT | STALE], keys: NONE, group: "scripting", since: "2.6.0", complexity: "O(N) with N being the length in bytes of the script body.", summary: "Loads a server-side Lua script to the script cache.", handler: script::load },
+];
+
+static POLICY_SUBCOMMANDS: [CommandSpec; 4] = [
+    cmd! { name: "get", arity: 3, flags: [LOADING | STALE], keys: NONE, group: "limiter", since: "0.2.0", complexity: "O(1)", summary: "Describes a policy in force: its limit, source, since when, and its stats.", handler: policy::get },
+    cmd! { name: "key", arity: -5, flags: [LOADING | STALE], keys: NONE, group: "limiter", since: "0.2.0", complexity: "O(N) where N is the number of descriptor entries", summary: "Returns the counter key a descriptor's policy uses.", handler: policy::key },
+    cmd! { name: "list", arity: 2, flags: [LOADING | STALE], keys: NONE, group: "limiter", since: "0.2.0", complexity: "O(N) where N is the number of policies", summary: "Lists the policies in force.", handler: policy::list },
+    cmd! { name: "reload", arity: 2, flags: [ADMIN | NOSCRIPT], keys: NONE, group: "limiter", since: "0.2.0", complexity: "O(N) where N is the size of the policy files", summary: "Reads the policy files again; a bad file changes nothing.", handler: policy::reload },
 ];
 
 /// Every command, in alphabetical order.
@@ -188,7 +195,9 @@ pub static COMMANDS: &[CommandSpec] = &[
         key_finder: Some(limiter::parse::many_keys),
         ..cmd! { name: "rl.allowmany", arity: -5, flags: [WRITE | DENYOOM | MOVABLEKEYS], keys: NONE, group: "limiter", since: "0.1.0", complexity: "O(N) where N is the number of limits", summary: "Admits a request only if every one of several limits admits it.", handler: limiter::allowmany }
     },
+    cmd! { name: "rl.check", arity: -4, flags: [WRITE | DENYOOM | FAST | NOSCRIPT | NO_MULTI], keys: FIRST, group: "limiter", since: "0.2.0", complexity: "O(N) where N is the number of descriptor entries", summary: "Admits or denies a request under the most specific policy matching a descriptor (the key is the domain: counters live in its hash slot).", handler: policy::check },
     cmd! { name: "rl.peek", arity: -4, flags: [READONLY | FAST], keys: FIRST, group: "limiter", since: "0.1.0", complexity: "O(1); ALGO log: O(slots expired)", summary: "Returns what RL.ALLOW would answer, consuming nothing.", handler: limiter::peek },
+    cmd! { name: "rl.policy", arity: -2, flags: [], keys: NONE, group: "limiter", since: "0.2.0", complexity: "Depends on subcommand.", summary: "A container for policy commands.", handler: container_without_subcommand, subcommands: &POLICY_SUBCOMMANDS },
     cmd! { name: "rl.refund", arity: 3, flags: [WRITE | FAST], keys: FIRST, group: "limiter", since: "0.1.0", complexity: "O(1); ALGO log: O(slots refunded)", summary: "Gives back units charged earlier.", handler: limiter::refund },
     cmd! { name: "rl.reset", arity: -2, flags: [WRITE], keys: ALL, group: "limiter", since: "0.1.0", complexity: "O(N) where N is the number of keys", summary: "Forgets the limiter state of keys.", handler: limiter::reset },
     cmd! { name: "rl.state", arity: 2, flags: [READONLY | FAST], keys: FIRST, group: "limiter", since: "0.1.0", complexity: "O(1)", summary: "Describes a limiter key's state.", handler: limiter::state },

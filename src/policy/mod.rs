@@ -527,6 +527,12 @@ impl Policies {
         })
     }
 
+    /// No policy path: `RL.CHECK` finds nothing, `RL.POLICY RELOAD`
+    /// says why.
+    pub fn empty(shadow_all: bool) -> Policies {
+        Policies::new(None, shadow_all, 0).expect("nothing to load")
+    }
+
     pub fn path(&self) -> Option<&Path> {
         self.path.as_deref()
     }

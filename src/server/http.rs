@@ -117,5 +117,6 @@ pub fn readings(state: &State) -> crate::metrics::Readings<'_> {
         persist: state.persist.as_ref(),
         scripts_cached: state.scripts.len(),
         lua_memory: state.scripts.used_memory(),
+        policies: &state.policies,
     }
 }

@@ -33,6 +33,8 @@ pub struct ServerHandle {
     task: JoinHandle<()>,
     _sweeper: SweeperGuard,
     persist: Option<snapshots::PersistGuard>,
+    /// Reloads the policies when their files change; stops when dropped.
+    _policy_watch: Option<crate::policy::watch::Watch>,
 }
 
 #[derive(Debug, thiserror::Error)]
@@ -51,6 +53,10 @@ pub enum StartError {
     Snapshot(#[from] crate::store::snapshot::SnapshotError),
     #[error(transparent)]
     Tls(#[from] tls::TlsError),
+    #[error("policies: {0}")]
+    Policies(#[from] crate::policy::LoadError),
+    #[error("cannot watch the policy files: {0}")]
+    PolicyWatch(#[from] notify::Error),
 }
 
 impl ServerHandle {
@@ -223,10 +229,32 @@ pub async fn start(config: &Config, clock: Arc<dyn Clock>) -> Result<ServerHandl
         .settings
         .maxclients
         .store(maxclients, Ordering::Relaxed);
+    if let Some(path) = &config.policies {
+        let policies = crate::policy::Policies::new(
+            Some(path.clone()),
+            config.policies_shadow,
+            state.clock.now().as_millis(),
+        )?;
+        let set = policies.current();
+        tracing::info!(path = %path.display(), policies = set.len(), domains = set.domains(), "policies loaded");
+        drop(set);
+        state.policies = Arc::new(policies);
+    }
     if let Some(p) = &state.persist {
         load_snapshot(&state, p.path())?;
     }
     let state = Arc::new(state);
+    let policy_watch = {
+        let state = Arc::downgrade(&state);
+        crate::policy::watch::start(
+            state.upgrade().expect("held above").policies.clone(),
+            move |_| {
+                if let Some(state) = state.upgrade() {
+                    let _ = state.reload_policies();
+                }
+            },
+        )?
+    };
     let persist = snapshots::spawn(state.clone());
     let sweeper = sweeper::spawn(state.store.clone(), clock);
     let (shutdown_tx, shutdown_rx) = watch::channel(false);
@@ -255,6 +283,7 @@ pub async fn start(config: &Config, clock: Arc<dyn Clock>) -> Result<ServerHandl
         task,
         _sweeper: sweeper,
         persist,
+        _policy_watch: policy_watch,
     })
 }
 

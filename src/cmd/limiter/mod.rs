@@ -39,8 +39,12 @@ fn write_decision(out: &mut ReplyBuf, d: &Decision, index: Option<usize>) {
 
 /// ```text
 /// RL.ALLOW key limit period [ALGO window|log|gcra|fixed] [COST n] [BURST b] [PRECISION d]
+/// RL.ALLOW key POLICY name [COST n]
 /// ```
 pub fn allow(ctx: &mut Ctx<'_>, req: &Request<'_>) -> Result<(), CmdError> {
+    if let Some((key, name, cost)) = parse::named_request(req)? {
+        return super::policy::allow_named(ctx, key, name, cost, false);
+    }
     let r = parse::allow_request(req)?;
     let now = ctx.now;
     let room = super::write_room(ctx);
@@ -57,6 +61,9 @@ pub fn allow(ctx: &mut Ctx<'_>, req: &Request<'_>) -> Result<(), CmdError> {
 /// RL.PEEK key limit period [ALGO ...] [COST n] [BURST b] [PRECISION d]
 /// ```
 pub fn peek(ctx: &mut Ctx<'_>, req: &Request<'_>) -> Result<(), CmdError> {
+    if let Some((key, name, cost)) = parse::named_request(req)? {
+        return super::policy::allow_named(ctx, key, name, cost, true);
+    }
     let r = parse::allow_request(req)?;
     let now = ctx.now;
     let (d, _) = ctx

@@ -179,6 +179,23 @@ pub fn allow_request<'a>(req: &'a Request<'_>) -> Result<AllowRequest<'a>, CmdEr
     Ok(AllowRequest { key, spec, cost })
 }
 
+/// `RL.ALLOW key POLICY name [COST n]` (and `RL.PEEK`'s): the key, the
+/// policy's name and the cost, or `None` for the inline form.
+#[allow(clippy::type_complexity)]
+pub fn named_request<'a>(
+    req: &'a Request<'_>,
+) -> Result<Option<(&'a [u8], &'a [u8], u64)>, CmdError> {
+    if req.len() < 4 || !is(req.arg(2), "POLICY") {
+        return Ok(None);
+    }
+    let cost = match req.len() {
+        4 => 1,
+        6 if is(req.arg(4), "COST") => positive(req.arg(5), "COST")?,
+        _ => return Err(CmdError::Syntax),
+    };
+    Ok(Some((req.arg(1), req.arg(3), cost)))
+}
+
 /// Most `LIMIT` clauses one `RL.ALLOWMANY` takes: far more than any real
 /// request (a few per user, IP, route and period), few enough that one
 /// request cannot hold a worker and its shards for long.

@@ -1,0 +1,421 @@
+//! Policies on a real server on port 0, through the `redis` crate (RESP2
+//! and RESP3): `RL.CHECK` and `RL.ALLOW ... POLICY` counting at the right
+//! count on a driven clock, shadow mode, `RL.POLICY`, INFO and /metrics,
+//! and reloads (the command, the file watcher) under load: no request
+//! fails, an unchanged limit keeps counting, a bad file changes nothing.
+
+mod common;
+
+use std::path::PathBuf;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::Arc;
+use std::time::Duration;
+
+use common::*;
+use redis::Value;
+
+const CONFIG: &str = r#"
+domain: edge
+descriptors:
+  - key: remote_address
+    rate_limit:
+      unit: minute
+      requests_per_unit: 3
+  - key: path
+    value: /login
+    shadow_mode: true
+    rate_limit:
+      requests_per_unit: 2
+      period: 10s
+      algorithm: window
+  - key: path
+    value: /health
+    rate_limit:
+      unlimited: true
+  - key: tenant
+    descriptors:
+      - key: plan
+        value: free
+        rate_limit:
+          name: free-plan
+          requests_per_unit: 5
+          period: 1s
+          algorithm: gcra
+          burst: 2
+"#;
+
+fn policy_dir(name: &str, text: &str) -> PathBuf {
+    let dir = std::env::temp_dir().join(format!("turnstile-policy-{name}-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(&dir).unwrap();
+    std::fs::write(dir.join("edge.yaml"), text).unwrap();
+    dir
+}
+
+fn ints(v: &Value) -> Vec<i64> {
+    match v {
+        Value::Array(items) => items
+            .iter()
+            .filter_map(|i| match i {
+                Value::Int(n) => Some(*n),
+                _ => None,
+            })
+            .collect(),
+        other => panic!("{other:?}"),
+    }
+}
+
+fn last_text(v: &Value) -> Option<String> {
+    match v {
+        Value::Array(items) => match items.last() {
+            Some(Value::Nil) => None,
+            Some(other) => Some(text(other)),
+            None => None,
+        },
+        other => panic!("{other:?}"),
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn rl_check_counts_per_value_and_names_the_policy() {
+    let dir = policy_dir("check", CONFIG);
+    let srv = Server::start_with(|c| c.policies = Some(dir.clone())).await;
+    for resp3 in [false, true] {
+        let mut con = if resp3 {
+            srv.client3().await
+        } else {
+            srv.client().await
+        };
+        let ip = if resp3 { "10.0.0.3" } else { "10.0.0.2" };
+        for i in 0..3 {
+            let v: Value = q(&mut con, &["RL.CHECK", "edge", "remote_address", ip]).await;
+            assert_eq!(ints(&v)[..3], [1, 3, 2 - i], "{v:?}");
+            assert_eq!(last_text(&v).as_deref(), Some("edge.remote_address"));
+        }
+        let v: Value = q(&mut con, &["RL.CHECK", "edge", "remote_address", ip]).await;
+        let f = ints(&v);
+        assert_eq!(f[..3], [0, 3, 0], "the fourth in a minute is denied");
+        assert!(f[3] > 0, "retry_after_ms");
+        // PEEK charges nothing.
+        let v: Value = q(
+            &mut con,
+            &["RL.CHECK", "edge", "PEEK", "remote_address", "10.9.9.9"],
+        )
+        .await;
+        assert_eq!(ints(&v)[..3], [1, 3, 2]);
+        let v: Value = q(
+            &mut con,
+            &["RL.CHECK", "edge", "remote_address", "10.9.9.9"],
+        )
+        .await;
+        assert_eq!(ints(&v)[..3], [1, 3, 2], "PEEK left it untouched");
+        let _: Value = q(&mut con, &["RL.RESET", "rl:{edge}.remote_address_10.9.9.9"]).await;
+    }
+    let mut con = srv.client().await;
+    // No match, and unlimited: allowed with limit -1.
+    for d in [&["nosuch", "x"][..], &["path", "/health"]] {
+        let mut args = vec!["RL.CHECK", "edge"];
+        args.extend_from_slice(d);
+        let v: Value = q(&mut con, &args).await;
+        assert_eq!(ints(&v), vec![1, -1, -1, -1, 0], "{d:?}");
+    }
+    let v: Value = q(&mut con, &["RL.CHECK", "other-domain", "path", "/"]).await;
+    assert_eq!(last_text(&v), None);
+    // Nested, named, with COST.
+    let v: Value = q(
+        &mut con,
+        &[
+            "RL.CHECK", "edge", "COST", "2", "tenant", "acme", "plan", "free",
+        ],
+    )
+    .await;
+    assert_eq!(ints(&v)[..3], [1, 5, 0]);
+    assert_eq!(last_text(&v).as_deref(), Some("free-plan"));
+    let v: Value = q(
+        &mut con,
+        &["RL.CHECK", "edge", "tenant", "acme", "plan", "free"],
+    )
+    .await;
+    assert_eq!(ints(&v)[0], 0, "gcra burst 2 spent");
+    // The counter key is documented and shown.
+    let k: Option<String> = q(
+        &mut con,
+        &["RL.POLICY", "KEY", "edge", "tenant", "acme", "plan", "free"],
+    )
+    .await;
+    assert_eq!(k.as_deref(), Some("rl:{edge}.tenant_acme.plan_free"));
+    let state: Value = q(&mut con, &["RL.STATE", "rl:{edge}.tenant_acme.plan_free"]).await;
+    assert!(format!("{state:?}").contains("gcra"), "{state:?}");
+    // Errors.
+    for (args, want) in [
+        (
+            &["RL.CHECK", "edge", "remote_address"][..],
+            "wrong number of arguments",
+        ),
+        (
+            &["RL.CHECK", "edge", "remote_address", "x", "y"],
+            "one or more key value pairs",
+        ),
+        (
+            &["RL.CHECK", "edge", "COST", "0", "a", "b"],
+            "COST must be a positive integer",
+        ),
+        (
+            &["RL.CHECK", "edge", "COST", "9", "remote_address", "x"],
+            "cost exceeds limit",
+        ),
+    ] {
+        let e = q_err(&mut con, args).await;
+        assert!(e.contains(want), "{args:?}: {e}");
+    }
+    srv.shutdown().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn shadow_mode_counts_and_allows() {
+    let dir = policy_dir("shadow", CONFIG);
+    let srv = Server::start_with(|c| c.policies = Some(dir.clone())).await;
+    let mut con = srv.client().await;
+    for _ in 0..5 {
+        let v: Value = q(&mut con, &["RL.CHECK", "edge", "path", "/login"]).await;
+        assert_eq!(ints(&v)[0], 1, "shadow mode allows");
+        assert_eq!(ints(&v)[3], -1, "no retry time when allowed");
+    }
+    let info: Value = q(&mut con, &["RL.POLICY", "GET", "edge.path_/login"]).await;
+    let fields: std::collections::HashMap<String, Value> = pairs(&info).into_iter().collect();
+    let n = |k: &str| match &fields[k] {
+        Value::Int(n) => *n,
+        other => panic!("{k}: {other:?}"),
+    };
+    assert_eq!(
+        (
+            n("total_hits"),
+            n("over_limit"),
+            n("shadow_mode"),
+            n("within_limit")
+        ),
+        (5, 3, 3, 2)
+    );
+    assert_eq!(text(&fields["algorithm"]), "window");
+    // --policies-shadow: every policy.
+    srv.shutdown().await;
+    let srv = Server::start_with(|c| {
+        c.policies = Some(dir.clone());
+        c.policies_shadow = true;
+    })
+    .await;
+    let mut con = srv.client().await;
+    for _ in 0..5 {
+        let v: Value = q(&mut con, &["RL.CHECK", "edge", "remote_address", "1.1.1.1"]).await;
+        assert_eq!(ints(&v)[0], 1);
+    }
+    let m = reqwest_metrics(&srv).await;
+    assert!(m.contains(r#"turnstile_policy_hits_total{domain="edge",policy="edge.remote_address",stat="shadow_mode"} 2"#), "{m}");
+    assert!(m.contains("turnstile_policies_loaded 4"), "{m}");
+    srv.shutdown().await;
+}
+
+async fn reqwest_metrics(srv: &Server) -> String {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    let addr = srv.handle().metrics_addr().expect("metrics on");
+    let mut s = tokio::net::TcpStream::connect(addr).await.unwrap();
+    s.write_all(b"GET /metrics HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n")
+        .await
+        .unwrap();
+    let mut body = String::new();
+    s.read_to_string(&mut body).await.unwrap();
+    body
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn rl_allow_takes_a_named_policy() {
+    let dir = policy_dir("named", CONFIG);
+    let srv = Server::start_with(|c| c.policies = Some(dir.clone())).await;
+    let mut con = srv.client3().await;
+    let v: Value = q(
+        &mut con,
+        &["RL.ALLOW", "user:7", "POLICY", "free-plan", "COST", "2"],
+    )
+    .await;
+    assert_eq!(ints(&v)[..3], [1, 5, 0]);
+    let v: Value = q(&mut con, &["RL.PEEK", "user:7", "POLICY", "free-plan"]).await;
+    assert_eq!(ints(&v)[0], 0);
+    let v: Value = q(
+        &mut con,
+        &["RL.ALLOW", "user:8", "POLICY", "edge.remote_address"],
+    )
+    .await;
+    assert_eq!(
+        ints(&v)[..3],
+        [1, 3, 2],
+        "a policy without a name is named by its path"
+    );
+    let e = q_err(&mut con, &["RL.ALLOW", "k", "POLICY", "nope"]).await;
+    assert!(e.contains("no policy named 'nope'"), "{e}");
+    let e = q_err(
+        &mut con,
+        &["RL.ALLOW", "k", "POLICY", "free-plan", "BURST", "3"],
+    )
+    .await;
+    assert!(e.contains("syntax error"), "{e}");
+    let list: Value = q(&mut con, &["RL.POLICY", "LIST"]).await;
+    let Value::Array(items) = &list else {
+        panic!("{list:?}")
+    };
+    assert_eq!(items.len(), 4);
+    srv.shutdown().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn reload_under_load_loses_nothing() {
+    let dir = policy_dir("reload", CONFIG);
+    let srv = Server::start_with(|c| c.policies = Some(dir.clone())).await;
+    let mut admin = srv.client().await;
+    // A counter of a limit that will not change, charged before reloads.
+    let v: Value = q(&mut admin, &["RL.CHECK", "edge", "remote_address", "keep"]).await;
+    assert_eq!(ints(&v)[..3], [1, 3, 2]);
+    let stop = Arc::new(AtomicBool::new(false));
+    let done = Arc::new(AtomicU64::new(0));
+    let mut clients = Vec::new();
+    for c in 0..20 {
+        let mut con = srv.client().await;
+        let (stop, done) = (stop.clone(), done.clone());
+        clients.push(tokio::spawn(async move {
+            let mut i = 0u64;
+            while !stop.load(Ordering::Relaxed) {
+                let ip = format!("c{c}-{i}");
+                let v: Value = redis::cmd("RL.CHECK")
+                    .arg("edge")
+                    .arg("remote_address")
+                    .arg(&ip)
+                    .query_async(&mut con)
+                    .await
+                    .expect("no request fails during reloads");
+                assert_eq!(ints(&v)[0], 1);
+                i += 1;
+                done.fetch_add(1, Ordering::Relaxed);
+            }
+        }));
+    }
+    for round in 0..100 {
+        // Rewrite the file: the login limit changes each time, the
+        // remote_address limit never; every tenth version is invalid.
+        let text = if round % 10 == 9 {
+            CONFIG.replace("unit: minute", "unit: fortnight")
+        } else {
+            CONFIG.replace(
+                "requests_per_unit: 2\n",
+                &format!("requests_per_unit: {}\n", 2 + round),
+            )
+        };
+        std::fs::write(dir.join("edge.yaml"), &text).unwrap();
+        let r: redis::RedisResult<String> = redis::cmd("RL.POLICY")
+            .arg("RELOAD")
+            .query_async(&mut admin)
+            .await;
+        if round % 10 == 9 {
+            let e = r.unwrap_err().to_string();
+            assert!(
+                e.contains("edge.yaml:") && e.contains("invalid rate limit unit 'fortnight'"),
+                "{e}"
+            );
+        } else {
+            assert_eq!(r.unwrap(), "OK");
+        }
+    }
+    stop.store(true, Ordering::Relaxed);
+    for c in clients {
+        c.await.unwrap();
+    }
+    assert!(done.load(Ordering::Relaxed) > 0);
+    // The unchanged limit kept counting across 100 reloads.
+    let v: Value = q(&mut admin, &["RL.CHECK", "edge", "remote_address", "keep"]).await;
+    assert_eq!(ints(&v)[..3], [1, 3, 1]);
+    let get: Value = q(&mut admin, &["RL.POLICY", "GET", "edge.path_/login"]).await;
+    let fields: std::collections::HashMap<String, Value> = pairs(&get).into_iter().collect();
+    assert_eq!(
+        fields["limit"],
+        Value::Int(2 + 98),
+        "the last valid version is in force"
+    );
+    let info: String = q(&mut admin, &["INFO", "policies"]).await;
+    assert!(info.contains("policies_reloads_failed:10"), "{info}");
+    assert!(info.contains("policies_loaded:4"), "{info}");
+    assert!(info.contains("policies_last_reload_status:err"), "{info}");
+    // A bad file at reload: the old set stays (what LIST shows).
+    let list: Value = q(&mut admin, &["RL.POLICY", "LIST"]).await;
+    let Value::Array(items) = &list else { panic!() };
+    assert_eq!(items.len(), 4);
+    srv.shutdown().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_changed_file_is_reloaded_by_the_watcher() {
+    let dir = policy_dir("watch", CONFIG);
+    let srv = Server::start_with(|c| c.policies = Some(dir.clone())).await;
+    let mut con = srv.client().await;
+    std::fs::write(
+        dir.join("edge.yaml"),
+        CONFIG.replace("requests_per_unit: 3", "requests_per_unit: 30"),
+    )
+    .unwrap();
+    // The watcher reloads on its own; poll (bounded) for the outcome
+    // rather than sleep a guessed time.
+    let mut limit = 0;
+    for _ in 0..200 {
+        let v: Value = q(
+            &mut con,
+            &["RL.CHECK", "edge", "PEEK", "remote_address", "w"],
+        )
+        .await;
+        limit = ints(&v)[1];
+        if limit == 30 {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(25)).await;
+    }
+    assert_eq!(limit, 30, "the watcher reloaded the changed file");
+    srv.shutdown().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_bad_file_at_start_stops_the_server() {
+    let dir = policy_dir("bad-start", "domain: d\ndescriptors:\n  - key: k\n    rate_limit: {unit: fortnight, requests_per_unit: 1}\n");
+    let mut config =
+        turnstile::Config::parse_from(["turnstile", "--port", "0", "--metrics-addr", "off"])
+            .unwrap();
+    config.policies = Some(dir.clone());
+    let e = turnstile::start(&config, Arc::new(turnstile::SystemClock::new()))
+        .await
+        .err()
+        .expect("refused");
+    let text = e.to_string();
+    assert!(
+        text.contains("edge.yaml:3:5: descriptors[0]: ")
+            && text.contains("invalid rate limit unit 'fortnight'"),
+        "{text}"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn rl_check_is_refused_in_transactions_and_scripts() {
+    // Its counter key is derived, not an argument: a transaction or a
+    // script could not lock it.
+    let dir = policy_dir("nomulti", CONFIG);
+    let srv = Server::start_with(|c| c.policies = Some(dir.clone())).await;
+    let mut r = srv.raw().await;
+    assert_eq!(r.call(&["MULTI"]).await, "+OK\r\n");
+    let queued = r.call(&["RL.CHECK", "edge", "remote_address", "x"]).await;
+    assert!(queued.starts_with("-ERR"), "{queued}");
+    assert_eq!(r.call(&["DISCARD"]).await, "+OK\r\n");
+    let e = r
+        .call(&[
+            "EVAL",
+            "return redis.call('RL.CHECK', 'edge', 'remote_address', 'x')",
+            "1",
+            "edge",
+        ])
+        .await;
+    assert!(e.contains("not allowed from script"), "{e}");
+    srv.shutdown().await;
+}
