@@ -54,6 +54,11 @@
 //!   that make a script atomic).
 //! - [`state`]: what every command can reach: store, clock, live settings,
 //!   counters, clients, snapshots.
+//! - [`policy`]: named limits from files in envoyproxy/ratelimit's format:
+//!   one file read and checked (`policy/file.rs`), the match tree, counter
+//!   keys, stats and the atomically swapped set in force (`policy/mod.rs`),
+//!   reloading on file changes (`policy/watch.rs`); `cmd/policy.rs` serves
+//!   `RL.CHECK`, `RL.ALLOW ... POLICY` and `RL.POLICY` from it.
 //! - [`clients`]: the registry of connected clients (`CLIENT LIST/KILL`,
 //!   `INFO clients`); [`persist`]: what `SAVE`, `BGSAVE`, `INFO` and the
 //!   snapshot thread share (settings, one writer, the last outcomes).
