@@ -339,7 +339,14 @@ async fn reload_under_load_loses_nothing() {
         "the last valid version is in force"
     );
     let info: String = q(&mut admin, &["INFO", "policies"]).await;
-    assert!(info.contains("policies_reloads_failed:10"), "{info}");
+    // Ten refused by RL.POLICY RELOAD; the file watcher, which sees the
+    // same rewrites, may have tried the bad versions too.
+    let failed: u64 = info
+        .lines()
+        .find_map(|l| l.strip_prefix("policies_reloads_failed:"))
+        .and_then(|n| n.trim().parse().ok())
+        .expect("policies_reloads_failed");
+    assert!(failed >= 10, "{info}");
     assert!(info.contains("policies_loaded:4"), "{info}");
     assert!(info.contains("policies_last_reload_status:err"), "{info}");
     // A bad file at reload: the old set stays (what LIST shows).
