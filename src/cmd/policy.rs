@@ -4,8 +4,6 @@
 //! applied to its counter key, shadow mode, and envoyproxy/ratelimit's
 //! stats.
 
-use std::sync::Arc;
-
 use super::args::is;
 use super::error::show;
 use super::{CmdError, Ctx};
@@ -133,20 +131,54 @@ pub fn decide(
 /// The five fields of `RL.ALLOW` for a verdict: a shadowed denial answers
 /// allowed (with no retry time), no limit answers limit and remaining -1.
 pub fn write_verdict(out: &mut ReplyBuf, v: &Verdict, extra: usize) {
-    out.array(5 + extra);
     if v.unlimited {
+        out.array(5 + extra);
         for n in [1, -1, -1, -1, 0] {
             out.int(n);
         }
         return;
     }
-    let d = &v.decision;
-    out.int(v.allowed() as i64);
-    out.int(d.limit as i64);
-    out.int(d.remaining as i64);
-    let retry = if v.allowed() { None } else { d.retry_after };
-    out.int(retry.map_or(-1, |ns| ns.div_ceil(1_000_000) as i64));
-    out.int(d.reset_after.div_ceil(1_000_000) as i64);
+    let allowed = v.allowed();
+    let d = Decision {
+        allowed,
+        retry_after: if allowed {
+            None
+        } else {
+            v.decision.retry_after
+        },
+        ..v.decision
+    };
+    super::limiter::write_decision(out, &d, extra);
+}
+
+/// Why a descriptor's `key value` pairs were refused.
+enum BadDescriptor {
+    /// None, or an odd count.
+    Shape,
+    TooMany,
+}
+
+/// One descriptor entry: a key and its value.
+type Pair<'a> = (&'a [u8], &'a [u8]);
+
+/// The descriptor's `key value` pairs from argument `at` on, in `buf`
+/// (on the stack: the hot path allocates nothing for them).
+fn descriptor<'a, 'b>(
+    req: &'a Request<'_>,
+    at: usize,
+    buf: &'b mut [Pair<'a>; MAX_ENTRIES],
+) -> Result<&'b [Pair<'a>], BadDescriptor> {
+    let pairs = req.len().saturating_sub(at);
+    if pairs == 0 || !pairs.is_multiple_of(2) {
+        return Err(BadDescriptor::Shape);
+    }
+    if pairs / 2 > MAX_ENTRIES {
+        return Err(BadDescriptor::TooMany);
+    }
+    for (i, e) in buf.iter_mut().take(pairs / 2).enumerate() {
+        *e = (req.arg(at + 2 * i), req.arg(at + 2 * i + 1));
+    }
+    Ok(&buf[..pairs / 2])
 }
 
 /// ```text
@@ -170,23 +202,16 @@ pub fn check(ctx: &mut Ctx<'_>, req: &Request<'_>) -> Result<(), CmdError> {
             break;
         }
     }
-    let pairs = req.len() - at;
-    if pairs == 0 || !pairs.is_multiple_of(2) {
-        return Err(CmdError::err(
-            "RL.CHECK needs a descriptor: one or more key value pairs",
-        ));
-    }
-    if pairs / 2 > MAX_ENTRIES {
-        return Err(CmdError::err(format!(
+    let mut buf: [Pair; MAX_ENTRIES] = [(&[], &[]); MAX_ENTRIES];
+    let entries = descriptor(req, at, &mut buf).map_err(|e| match e {
+        BadDescriptor::Shape => {
+            CmdError::err("RL.CHECK needs a descriptor: one or more key value pairs")
+        }
+        BadDescriptor::TooMany => CmdError::err(format!(
             "RL.CHECK takes at most {MAX_ENTRIES} descriptor entries"
-        )));
-    }
-    let mut entries: [(&[u8], &[u8]); MAX_ENTRIES] = [(&[], &[]); MAX_ENTRIES];
-    for (i, e) in entries.iter_mut().take(pairs / 2).enumerate() {
-        *e = (req.arg(at + 2 * i), req.arg(at + 2 * i + 1));
-    }
-    let entries = &entries[..pairs / 2];
-    let policies = ctx.state.policies.clone();
+        )),
+    })?;
+    let policies = &ctx.state.policies;
     let set = policies.current();
     let mut key = std::mem::take(&mut ctx.session.scratch);
     let found = set.resolve(domain, entries, &mut key);
@@ -229,7 +254,7 @@ pub fn allow_named(
     cost: u64,
     peek: bool,
 ) -> Result<(), CmdError> {
-    let policies = ctx.state.policies.clone();
+    let policies = &ctx.state.policies;
     let set = policies.current();
     let policy = std::str::from_utf8(name)
         .ok()
@@ -291,7 +316,6 @@ pub fn get(ctx: &mut Ctx<'_>, req: &Request<'_>) -> Result<(), CmdError> {
         ctx.out.null();
         return Ok(());
     };
-    let p: &Arc<Policy> = p;
     let out = &mut *ctx.out;
     let (algorithm, limit, period_ms, burst, precision_ms) = match p.def.action {
         Action::Limit(s) => (
@@ -359,18 +383,13 @@ pub fn reload(ctx: &mut Ctx<'_>, _req: &Request<'_>) -> Result<(), CmdError> {
 /// descriptor's policy uses (nil when none matches), for operators and
 /// for cluster clients computing where `RL.CHECK` goes.
 pub fn key(ctx: &mut Ctx<'_>, req: &Request<'_>) -> Result<(), CmdError> {
-    let pairs = req.len() - 3;
-    if pairs == 0 || !pairs.is_multiple_of(2) || pairs / 2 > MAX_ENTRIES {
-        return Err(CmdError::err(
-            "RL.POLICY KEY needs a domain and one or more key value pairs",
-        ));
-    }
-    let entries: Vec<(&[u8], &[u8])> = (0..pairs / 2)
-        .map(|i| (req.arg(3 + 2 * i), req.arg(4 + 2 * i)))
-        .collect();
+    let mut buf: [Pair; MAX_ENTRIES] = [(&[], &[]); MAX_ENTRIES];
+    let entries = descriptor(req, 3, &mut buf).map_err(|_| {
+        CmdError::err("RL.POLICY KEY needs a domain and one or more key value pairs")
+    })?;
     let set = ctx.state.policies.current();
     let mut key = Vec::new();
-    match set.resolve(req.arg(2), &entries, &mut key) {
+    match set.resolve(req.arg(2), entries, &mut key) {
         Some(_) => ctx.out.bulk(&key),
         None => ctx.out.null(),
     }

@@ -25,8 +25,6 @@
 
 use std::time::Duration;
 
-use bytes::BytesMut;
-
 use super::table::{self, CommandSpec, Flags};
 use super::{CmdError, Ctx};
 use crate::protocol::{Protocol, ReplyBuf, Request};
@@ -149,9 +147,9 @@ fn run(
     ctx.state.scripts.set_busy_threshold(Duration::from_millis(
         settings.get(&settings.lua_time_limit_ms),
     ));
-    let keys: Vec<&[u8]> = (3..3 + n).map(|i| req.arg(i)).collect();
-    let args: Vec<&[u8]> = (3 + n..req.len()).map(|i| req.arg(i)).collect();
-    let declared_slot = keys.first().map(|k| crate::cluster::key_slot(k));
+    let keys = || (3..3 + n).map(|i| req.arg(i));
+    let args = || (3 + n..req.len()).map(|i| req.arg(i));
+    let declared_slot = keys().next().map(crate::cluster::key_slot);
     let Ctx {
         state,
         session,
@@ -164,7 +162,7 @@ fn run(
     loop {
         let shards = match *db {
             Keyspace::Store(store) if rerun || script.undeclared() => Shards::Own(store.lock_all()),
-            Keyspace::Store(store) => Shards::Own(store.lock_many(keys.iter().copied())),
+            Keyspace::Store(store) => Shards::Own(store.lock_many(keys())),
             Keyspace::Held(held) => Shards::Tx(held),
         };
         let mut host = ScriptHost {
@@ -178,15 +176,13 @@ fn run(
             slot: declared_slot,
             wrote: false,
             aborted: false,
-            frame: BytesMut::new(),
-            spans: Vec::new(),
         };
         let mark = out.len();
         let resp = out.proto;
         let started = std::time::Instant::now();
         let result = state
             .scripts
-            .run(script, &keys, &args, resp, &mut host, out);
+            .run(script, keys(), args(), resp, &mut host, out);
         drop(host);
         if !matches!(result, Err(ScriptError::Aborted)) {
             if let Some(m) = &state.metrics {
@@ -260,9 +256,6 @@ struct ScriptHost<'s, 'a> {
     wrote: bool,
     /// This run was stopped to start again over every shard.
     aborted: bool,
-    /// The request being built for `redis.call`, reused across calls.
-    frame: BytesMut,
-    spans: Vec<std::ops::Range<usize>>,
 }
 
 /// Why `redis.call` refuses a command before it runs, in Redis's words.
@@ -378,29 +371,15 @@ impl Host for ScriptHost<'_, '_> {
         self.state.renames.lookup(name).is_some()
     }
 
-    fn call(&mut self, argv: &[&[u8]], resp: Protocol, reply: &mut ReplyBuf) -> Call {
+    fn call(&mut self, req: &Request<'_>, resp: Protocol, reply: &mut ReplyBuf) -> Call {
         reply.proto = resp;
-        if self.aborted || argv.is_empty() {
+        if self.aborted || req.is_empty() {
             return Call {
                 wrote: false,
                 abort: self.aborted,
             };
         }
-        // The request is built in buffers kept across calls: the spans are
-        // lent out for the call and taken back after it.
-        let mut spans = std::mem::take(&mut self.spans);
-        spans.clear();
-        self.frame.reserve(argv.iter().map(|a| a.len()).sum());
-        for a in argv {
-            let start = self.frame.len();
-            self.frame.extend_from_slice(a);
-            spans.push(start..self.frame.len());
-        }
-        let req = Request::new(self.frame.split().freeze(), &spans);
-        let call = self.call_request(&req, reply);
-        drop(req);
-        self.spans = spans;
-        call
+        self.call_request(req, reply)
     }
 }
 

@@ -31,7 +31,7 @@ impl TryFrom<WrittenFile> for RawFile {
     type Error = String;
 
     fn try_from(w: WrittenFile) -> Result<RawFile, String> {
-        let domain = w.domain.map(Scalar::text).unwrap_or_default();
+        let domain = w.domain.as_ref().map(Scalar::text).unwrap_or_default();
         if domain.is_empty() {
             return Err("config file cannot have empty domain".into());
         }
@@ -211,9 +211,9 @@ enum Scalar {
 }
 
 impl Scalar {
-    fn text(self) -> String {
+    fn text(&self) -> String {
         match self {
-            Scalar::Str(s) => s,
+            Scalar::Str(s) => s.clone(),
             Scalar::Int(i) => i.to_string(),
             Scalar::Float(f) => f.to_string(),
             Scalar::Bool(b) => b.to_string(),
@@ -254,7 +254,7 @@ struct Replaces {
 
 /// A duration as a policy file writes it: whole seconds, or a whole number
 /// with `ms`, `s`, `m`, `h` or `d` (as `RL.ALLOW` takes it).
-fn duration(v: Scalar, what: &str) -> Result<NonZeroU64, String> {
+fn duration(v: &Scalar, what: &str) -> Result<NonZeroU64, String> {
     let text = v.text();
     crate::util::parse_duration(text.as_bytes())
         .ok()
@@ -272,7 +272,7 @@ impl TryFrom<Written> for RawDescriptor {
         if key.is_empty() {
             return Err("descriptor has empty key".into());
         }
-        let value = w.value.map(Scalar::text).filter(|v| !v.is_empty());
+        let value = w.value.as_ref().map(Scalar::text).filter(|v| !v.is_empty());
         if w.share_threshold && !value.as_deref().is_some_and(|v| v.contains('*')) {
             return Err(format!(
                 "share_threshold can only be used with wildcard values (containing '*'), but found key '{key}'"
@@ -302,16 +302,28 @@ impl TryFrom<WrittenLimit> for RawLimit {
 
 fn limit(w: WrittenLimit) -> Result<RawLimit, String> {
     let mut replaces = Vec::with_capacity(w.replaces.len());
-    for r in w.replaces {
+    for r in &w.replaces {
         if r.name.is_empty() {
             return Err("should not have an empty replaces entry".into());
         }
         if w.name.as_deref() == Some(r.name.as_str()) {
             return Err("replaces should not contain name of same descriptor".into());
         }
-        replaces.push(r.name);
+        replaces.push(r.name.clone());
     }
-    let name = w.name.filter(|n| !n.is_empty());
+    let (action, unit, requests_per_unit) = action(&w)?;
+    Ok(RawLimit {
+        action,
+        name: w.name.filter(|n| !n.is_empty()),
+        replaces,
+        unit,
+        requests_per_unit,
+    })
+}
+
+/// What a `rate_limit` does, the envoyproxy/ratelimit unit its window
+/// equals (if any), and its `requests_per_unit`.
+fn action(w: &WrittenLimit) -> Result<(Action, Option<Unit>, u32), String> {
     let unit = match w.unit.as_deref() {
         None | Some("") => None,
         Some(u) => Some(Unit::parse(u).ok_or_else(|| format!("invalid rate limit unit '{u}'"))?),
@@ -327,15 +339,9 @@ fn limit(w: WrittenLimit) -> Result<RawLimit, String> {
                 "an unlimited rate_limit takes no algorithm, period, burst or precision".into(),
             );
         }
-        return Ok(RawLimit {
-            action: Action::Unlimited,
-            name,
-            replaces,
-            unit: None,
-            requests_per_unit: 0,
-        });
+        return Ok((Action::Unlimited, None, 0));
     }
-    let period = match (unit, w.period) {
+    let period = match (unit, &w.period) {
         (Some(_), Some(_)) => return Err("give unit or period, not both".into()),
         (None, None) => return Err(match w.unit.as_deref() {
             Some(u) => format!("invalid rate limit unit '{u}'"),
@@ -344,6 +350,7 @@ fn limit(w: WrittenLimit) -> Result<RawLimit, String> {
         (Some(u), None) => NonZeroU64::new(u.seconds() * 1_000_000_000).expect("positive"),
         (None, Some(p)) => duration(p, "period")?,
     };
+    let unit = Unit::of_period(period.get());
     let requests = w.requests_per_unit.unwrap_or(0);
     let algo = match w.algorithm.as_deref() {
         None => Algorithm::Fixed,
@@ -356,19 +363,17 @@ fn limit(w: WrittenLimit) -> Result<RawLimit, String> {
                 "requests_per_unit must be positive with algorithm, burst or precision".into(),
             );
         }
-        return Ok(RawLimit {
-            action: Action::DenyAll,
-            name,
-            replaces,
-            unit: Unit::of_period(period.get()),
-            requests_per_unit: 0,
-        });
+        return Ok((Action::DenyAll, unit, 0));
     };
     let burst = w
         .burst
         .map(|b| NonZeroU64::new(b).ok_or("burst must be positive"))
         .transpose()?;
-    let precision = w.precision.map(|p| duration(p, "precision")).transpose()?;
+    let precision = w
+        .precision
+        .as_ref()
+        .map(|p| duration(p, "precision"))
+        .transpose()?;
     let spec = LimitSpec::new(algo, limit, period, burst, precision).map_err(|e| {
         // The command's words name its options in capitals; a file's
         // fields are lower case.
@@ -377,13 +382,7 @@ fn limit(w: WrittenLimit) -> Result<RawLimit, String> {
             .replace("PRECISION", "precision")
             .replace("ALGO ", "algorithm ")
     })?;
-    Ok(RawLimit {
-        action: Action::Limit(spec),
-        name,
-        replaces,
-        unit: Unit::of_period(period.get()),
-        requests_per_unit: requests,
-    })
+    Ok((Action::Limit(spec), unit, requests))
 }
 
 /// Where a parse failed: 1-based line and column, when the parser knows.

@@ -253,6 +253,13 @@ impl PolicySet {
             files: files.iter().map(|(p, _)| p.clone()).collect(),
             ..PolicySet::default()
         };
+        // The policies in force by (domain, name): what a reload carries
+        // over from.
+        let before: HashMap<(&str, &str), &Arc<Policy>> = previous
+            .list
+            .iter()
+            .map(|p| ((p.domain.as_str(), p.name.as_str()), p))
+            .collect();
         let mut seen: HashMap<String, PathBuf> = HashMap::new();
         for (path, f) in files {
             if let Some(other) = seen.insert(f.domain.clone(), path.clone()) {
@@ -271,7 +278,7 @@ impl PolicySet {
             let cx = BuildCx {
                 path: &path,
                 domain: &f.domain,
-                previous,
+                before: &before,
                 now_ms,
             };
             for d in f.descriptors {
@@ -299,7 +306,7 @@ impl PolicySet {
 struct BuildCx<'a> {
     path: &'a Path,
     domain: &'a str,
-    previous: &'a PolicySet,
+    before: &'a HashMap<(&'a str, &'a str), &'a Arc<Policy>>,
     now_ms: u64,
 }
 
@@ -335,11 +342,7 @@ impl BuildCx<'_> {
                     format!("rate limit name '{name}' is used by both '{first}' and '{path}'"),
                 ));
             }
-            let old = self
-                .previous
-                .list
-                .iter()
-                .find(|p| p.domain == self.domain && p.name == name);
+            let old = self.before.get(&(self.domain, name.as_str())).copied();
             let since_ms = match old {
                 Some(p) if p.def == def && p.path == path => p.since_ms,
                 _ => self.now_ms,
@@ -441,37 +444,47 @@ pub fn files_of(path: &Path) -> Result<Vec<PathBuf>, LoadError> {
 /// Reads and checks every file under `path` into a set; nothing is
 /// returned unless all of it is valid.
 pub fn load(path: &Path, previous: &PolicySet, now_ms: u64) -> Result<PolicySet, LoadError> {
-    let mut files = Vec::new();
+    let mut texts = Vec::new();
     for p in files_of(path)? {
         let text =
             std::fs::read_to_string(&p).map_err(|e| LoadError::at(&p, None, e.to_string()))?;
-        let f = file::parse(&text).map_err(|f| LoadError {
-            path: p.clone(),
-            line: f.line,
-            column: f.column,
-            reason: f.reason,
-        })?;
-        files.push((p, f));
+        texts.push((p, text));
     }
-    PolicySet::build(files, previous, now_ms)
+    parse_all(texts, previous, now_ms)
 }
 
-/// Parses policies from text (tests, and `RL.POLICY` never: files only).
+/// Parses policies from text, each named as if it were a file (tests).
 pub fn from_texts(
     texts: &[(&str, &str)],
     previous: &PolicySet,
     now_ms: u64,
 ) -> Result<PolicySet, LoadError> {
+    let texts = texts
+        .iter()
+        .map(|(name, text)| (PathBuf::from(name), text.to_string()));
+    parse_all(texts, previous, now_ms)
+}
+
+/// Parses every `(path, text)` and builds the set, or names the first
+/// file that is wrong.
+fn parse_all(
+    texts: impl IntoIterator<Item = (PathBuf, String)>,
+    previous: &PolicySet,
+    now_ms: u64,
+) -> Result<PolicySet, LoadError> {
     let mut files = Vec::new();
-    for (name, text) in texts {
-        let p = PathBuf::from(name);
-        let f = file::parse(text).map_err(|f| LoadError {
-            path: p.clone(),
-            line: f.line,
-            column: f.column,
-            reason: f.reason,
-        })?;
-        files.push((p, f));
+    for (path, text) in texts {
+        match file::parse(&text) {
+            Ok(f) => files.push((path, f)),
+            Err(f) => {
+                return Err(LoadError {
+                    path,
+                    line: f.line,
+                    column: f.column,
+                    reason: f.reason,
+                })
+            }
+        }
     }
     PolicySet::build(files, previous, now_ms)
 }

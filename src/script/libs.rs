@@ -700,6 +700,27 @@ impl Json<'_, '_> {
         }
     }
 
+    /// Enters an object or array at `self.pos` (its opening bracket),
+    /// `depth` levels down: its table, and whether it closed at once with
+    /// `close` (then consumed).
+    fn open(&mut self, depth: usize, close: u8) -> Result<(Table, bool), String> {
+        if depth >= JSON_MAX_DEPTH {
+            return Err(format!(
+                "Found too many nested data structures ({}) at character {}",
+                depth + 1,
+                self.pos + 1
+            ));
+        }
+        self.pos += 1;
+        let t = self.lua.create_table().map_err(|e| e.to_string())?;
+        self.skip_ws();
+        let empty = self.data.get(self.pos) == Some(&close);
+        if empty {
+            self.pos += 1;
+        }
+        Ok((t, empty))
+    }
+
     fn expected(&self, what: &str) -> String {
         format!(
             "Expected {what} but found {} at character {}",
@@ -713,18 +734,8 @@ impl Json<'_, '_> {
         let lua_err = |e: mlua::Error| e.to_string();
         match self.data.get(self.pos) {
             Some(b'{') => {
-                if depth >= JSON_MAX_DEPTH {
-                    return Err(format!(
-                        "Found too many nested data structures ({}) at character {}",
-                        depth + 1,
-                        self.pos + 1
-                    ));
-                }
-                self.pos += 1;
-                let t = self.lua.create_table().map_err(lua_err)?;
-                self.skip_ws();
-                if self.data.get(self.pos) == Some(&b'}') {
-                    self.pos += 1;
+                let (t, empty) = self.open(depth, b'}')?;
+                if empty {
                     return Ok(Value::Table(t));
                 }
                 loop {
@@ -756,18 +767,8 @@ impl Json<'_, '_> {
                 }
             }
             Some(b'[') => {
-                if depth >= JSON_MAX_DEPTH {
-                    return Err(format!(
-                        "Found too many nested data structures ({}) at character {}",
-                        depth + 1,
-                        self.pos + 1
-                    ));
-                }
-                self.pos += 1;
-                let t = self.lua.create_table().map_err(lua_err)?;
-                self.skip_ws();
-                if self.data.get(self.pos) == Some(&b']') {
-                    self.pos += 1;
+                let (t, empty) = self.open(depth, b']')?;
+                if empty {
                     return Ok(Value::Table(t));
                 }
                 let mut i = 1;

@@ -19,7 +19,10 @@ mod convert;
 mod libs;
 
 use std::collections::HashMap;
+use std::ops::Range;
 use std::ptr::NonNull;
+
+use bytes::BytesMut;
 use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, OnceLock};
 use std::time::{Duration, Instant};
@@ -27,7 +30,7 @@ use std::time::{Duration, Instant};
 use mlua::{Function, HookTriggers, Lua, LuaOptions, MultiValue, StdLib, Table, Value, VmState};
 use parking_lot::{Mutex, MutexGuard, RwLock};
 
-use crate::protocol::{Protocol, ReplyBuf};
+use crate::protocol::{Protocol, ReplyBuf, Request};
 
 /// Instructions between two looks at the clock and the kill flag: about a
 /// millisecond of Lua, and no measurable cost.
@@ -160,10 +163,10 @@ pub struct Call {
 
 /// Where `redis.call` goes: the command layer.
 pub trait Host {
-    /// Runs `argv` (`argv[0]` is the command name, in any case) and writes
-    /// its reply, in protocol `resp`, to `reply`: a refusal or a command's
-    /// error as an error reply.
-    fn call(&mut self, argv: &[&[u8]], resp: Protocol, reply: &mut ReplyBuf) -> Call;
+    /// Runs `req` (its first argument is the command name, in any case)
+    /// and writes its reply, in protocol `resp`, to `reply`: a refusal or a
+    /// command's error as an error reply.
+    fn call(&mut self, req: &Request<'_>, resp: Protocol, reply: &mut ReplyBuf) -> Call;
 
     /// Whether `name` is a command (`redis.acl_check_cmd`).
     fn known(&mut self, name: &[u8]) -> bool;
@@ -272,8 +275,10 @@ struct CallCtx {
     host: Option<NonNull<dyn Host + 'static>>,
     script_resp: Protocol,
     reply: ReplyBuf,
-    /// Argument buffers, reused from call to call.
-    argv: Vec<Vec<u8>>,
+    /// The request `redis.call` builds, its arguments copied once out of
+    /// Lua; both buffers reused from call to call.
+    frame: BytesMut,
+    spans: Vec<Range<usize>>,
 }
 
 // SAFETY: `host` is set only while `Vm::run` holds the state (and with it
@@ -431,17 +436,17 @@ impl Engine {
 
     /// Runs `script` with `keys` and `args` and writes its result to `out`
     /// for a client speaking `resp`.
-    pub fn run(
+    pub fn run<'k>(
         &self,
         script: &Script,
-        keys: &[&[u8]],
-        args: &[&[u8]],
+        keys: impl ExactSizeIterator<Item = &'k [u8]>,
+        args: impl ExactSizeIterator<Item = &'k [u8]>,
         resp: Protocol,
         host: &mut dyn Host,
         out: &mut ReplyBuf,
     ) -> Result<(), ScriptError> {
         let vm = self.lock_vm();
-        let Some(f) = vm.functions.get(&script.0.sha).cloned() else {
+        let Some(f) = vm.functions.get(&script.0.sha) else {
             return Err(ScriptError::NoScript);
         };
         let run = &*self.run;
@@ -457,7 +462,7 @@ impl Engine {
             flag.store(false, Ordering::Relaxed);
         }
         run.running.store(true, Ordering::Relaxed);
-        let result = vm.run(&f, keys, args, resp, host, run, out);
+        let result = vm.run(f, keys, args, resp, host, out);
         if matches!(
             result,
             Err(mlua::Error::MemoryError(_)) | Ok(Outcome::OutOfMemory)
@@ -729,15 +734,13 @@ impl Vm {
             })
     }
 
-    #[allow(clippy::too_many_arguments)]
-    fn run(
+    fn run<'k>(
         &self,
         f: &Function,
-        keys: &[&[u8]],
-        args: &[&[u8]],
+        keys: impl ExactSizeIterator<Item = &'k [u8]>,
+        args: impl ExactSizeIterator<Item = &'k [u8]>,
         resp: Protocol,
         host: &mut dyn Host,
-        run: &Running,
         out: &mut ReplyBuf,
     ) -> mlua::Result<Outcome> {
         let lua = &self.lua;
@@ -763,55 +766,51 @@ impl Vm {
             }
         }
         let _lend = Lend(lua);
-        let _ = run;
-        {
-            let keys = lua.create_sequence_from(
-                keys.iter()
-                    .map(|k| lua.create_string(k))
-                    .collect::<mlua::Result<Vec<_>>>()?,
-            )?;
-            let argv = lua.create_sequence_from(
-                args.iter()
-                    .map(|a| lua.create_string(a))
-                    .collect::<mlua::Result<Vec<_>>>()?,
-            )?;
-            self.globals.raw_set("KEYS", keys)?;
-            self.globals.raw_set("ARGV", argv)?;
-            let results: MultiValue = self.runner.call(f.clone())?;
-            let mut results = results.into_iter();
-            let ok = matches!(results.next(), Some(Value::Boolean(true)));
-            let value = results.next().unwrap_or(Value::Nil);
-            if ok {
-                let script_resp = lua
-                    .app_data_ref::<CallCtx>()
-                    .map_or(Protocol::Resp2, |c| c.script_resp);
-                convert::write_value(&value, resp, script_resp, out);
-                return Ok(Outcome::Reply);
-            }
-            Ok(match value {
-                Value::Table(t) => {
-                    let err: Value = t.raw_get("err")?;
-                    let err = match err {
-                        Value::String(s) => s.to_string_lossy(),
-                        other => lua
-                            .coerce_string(other)?
-                            .map(|s| s.to_string_lossy())
-                            .unwrap_or_else(|| "ERR unknown error".into()),
-                    };
-                    let source: Option<String> = t.raw_get("source")?;
-                    let line: Option<i64> = t.raw_get("line")?;
-                    Outcome::Raised {
-                        err: convert::error_line(&err),
-                        source: source.unwrap_or_else(|| "?".into()),
-                        line: line.unwrap_or(0),
-                    }
-                }
-                // A memory error skips the handler: its value is Lua's
-                // own message.
-                _ => Outcome::OutOfMemory,
-            })
+        self.globals.raw_set("KEYS", sequence(lua, keys)?)?;
+        self.globals.raw_set("ARGV", sequence(lua, args)?)?;
+        let results: MultiValue = self.runner.call(f)?;
+        let mut results = results.into_iter();
+        let ok = matches!(results.next(), Some(Value::Boolean(true)));
+        let value = results.next().unwrap_or(Value::Nil);
+        if ok {
+            let script_resp = lua
+                .app_data_ref::<CallCtx>()
+                .map_or(Protocol::Resp2, |c| c.script_resp);
+            convert::write_value(&value, resp, script_resp, out);
+            return Ok(Outcome::Reply);
         }
+        Ok(match value {
+            Value::Table(t) => {
+                let err: Value = t.raw_get("err")?;
+                let err = match err {
+                    Value::String(s) => s.to_string_lossy(),
+                    other => lua
+                        .coerce_string(other)?
+                        .map(|s| s.to_string_lossy())
+                        .unwrap_or_else(|| "ERR unknown error".into()),
+                };
+                let source: Option<String> = t.raw_get("source")?;
+                let line: Option<i64> = t.raw_get("line")?;
+                Outcome::Raised {
+                    err: convert::error_line(&err),
+                    source: source.unwrap_or_else(|| "?".into()),
+                    line: line.unwrap_or(0),
+                }
+            }
+            // A memory error skips the handler: its value is Lua's
+            // own message.
+            _ => Outcome::OutOfMemory,
+        })
     }
+}
+
+/// A Lua array of byte strings (`KEYS`, `ARGV`), built in place.
+fn sequence<'k>(lua: &Lua, items: impl ExactSizeIterator<Item = &'k [u8]>) -> mlua::Result<Table> {
+    let t = lua.create_table_with_capacity(items.len(), 0)?;
+    for (i, item) in items.enumerate() {
+        t.raw_set(i + 1, lua.create_string(item)?)?;
+    }
+    Ok(t)
 }
 
 /// An error raised as a plain message, with no `source:line:` (as Redis's
@@ -924,32 +923,31 @@ fn call_host(lua: &Lua, args: MultiValue, run: &Running) -> mlua::Result<Called>
     let Some(mut host) = ctx.host else {
         return Err(plain("redis.call is only available while a script runs"));
     };
-    let n = args.len();
-    for (i, v) in args.into_iter().enumerate() {
-        if i == ctx.argv.len() {
-            ctx.argv.push(Vec::new());
-        }
-        let buf = &mut ctx.argv[i];
-        buf.clear();
+    ctx.spans.clear();
+    for v in args {
+        let start = ctx.frame.len();
         match v {
-            Value::String(s) => buf.extend_from_slice(&s.as_bytes()),
+            Value::String(s) => ctx.frame.extend_from_slice(&s.as_bytes()),
             v @ (Value::Integer(_) | Value::Number(_)) => {
                 if let Some(s) = lua.coerce_string(v)? {
-                    buf.extend_from_slice(&s.as_bytes());
+                    ctx.frame.extend_from_slice(&s.as_bytes());
                 }
             }
             _ => {
+                ctx.frame.clear();
                 return Ok(Called::Error(
                     "ERR Lua redis lib command arguments must be strings or integers".into(),
-                ))
+                ));
             }
         }
+        ctx.spans.push(start..ctx.frame.len());
     }
-    let refs: Vec<&[u8]> = ctx.argv[..n].iter().map(Vec::as_slice).collect();
+    let req = Request::new(ctx.frame.split().freeze(), &ctx.spans);
     ctx.reply.buffer().clear();
     // SAFETY: set by `Vm::run` for this run, on this thread, and the host
     // never calls back into Lua.
-    let done = unsafe { host.as_mut() }.call(&refs, ctx.script_resp, &mut ctx.reply);
+    let done = unsafe { host.as_mut() }.call(&req, ctx.script_resp, &mut ctx.reply);
+    drop(req);
     if done.wrote {
         run.wrote.store(true, Ordering::Relaxed);
     }
@@ -1015,7 +1013,7 @@ mod tests {
     struct NoCommands;
 
     impl Host for NoCommands {
-        fn call(&mut self, _: &[&[u8]], _: Protocol, reply: &mut ReplyBuf) -> Call {
+        fn call(&mut self, _: &Request<'_>, _: Protocol, reply: &mut ReplyBuf) -> Call {
             reply.error("ERR Unknown Redis command called from script");
             Call::default()
         }
@@ -1029,8 +1027,8 @@ mod tests {
         let mut out = ReplyBuf::default();
         engine.run(
             &script,
-            &[],
-            &[],
+            std::iter::empty(),
+            std::iter::empty(),
             Protocol::Resp2,
             &mut NoCommands,
             &mut out,

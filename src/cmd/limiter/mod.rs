@@ -19,22 +19,20 @@ fn ms_ceil(ns: u64) -> i64 {
     ns.div_ceil(1_000_000) as i64
 }
 
-/// The five fields of a decision (plus the binding limit's index for
-/// `RL.ALLOWMANY`): a positional array of integers in RESP2 and RESP3
-/// alike, as `CL.THROTTLE` (and redis-cell) answer. Clients now negotiate
-/// RESP3 by default, and a limiter reply must never change shape under
-/// code written for it: a map there read as its keys (`allowed` =
+/// The five fields of a decision: a positional array of integers in RESP2
+/// and RESP3 alike, as `CL.THROTTLE` (and redis-cell) answer. Clients now
+/// negotiate RESP3 by default, and a limiter reply must never change shape
+/// under code written for it: a map there read as its keys (`allowed` =
 /// `b"allowed"`, always true) and turned limiting off without a word.
-fn write_decision(out: &mut ReplyBuf, d: &Decision, index: Option<usize>) {
-    out.array(5 + index.is_some() as usize);
+/// `extra` more elements follow, which the caller writes (`RL.ALLOWMANY`'s
+/// index, `RL.CHECK`'s policy name).
+pub(crate) fn write_decision(out: &mut ReplyBuf, d: &Decision, extra: usize) {
+    out.array(5 + extra);
     out.int(d.allowed as i64);
     out.int(d.limit as i64);
     out.int(d.remaining as i64);
     out.int(d.retry_after.map_or(-1, ms_ceil));
     out.int(ms_ceil(d.reset_after));
-    if let Some(i) = index {
-        out.int(i as i64);
-    }
 }
 
 /// ```text
@@ -53,7 +51,7 @@ pub fn allow(ctx: &mut Ctx<'_>, req: &Request<'_>) -> Result<(), CmdError> {
     })?;
     let charged = if d.allowed { r.cost } else { 0 };
     ctx.session.stats.decision(r.spec.algo, &d, charged);
-    write_decision(ctx.out, &d, None);
+    write_decision(ctx.out, &d, 0);
     Ok(())
 }
 
@@ -70,7 +68,7 @@ pub fn peek(ctx: &mut Ctx<'_>, req: &Request<'_>) -> Result<(), CmdError> {
         .db
         .get(r.key, now, |e| limit::peek(Some(e), &r.spec, now, r.cost))
         .unwrap_or_else(|| limit::peek(None, &r.spec, now, r.cost))?;
-    write_decision(ctx.out, &d, None);
+    write_decision(ctx.out, &d, 0);
     Ok(())
 }
 
@@ -123,7 +121,8 @@ pub fn allowmany(ctx: &mut Ctx<'_>, req: &Request<'_>) -> Result<(), CmdError> {
             stats.units(spec.algo, r.cost);
         }
     }
-    write_decision(ctx.out, &d, Some(index));
+    write_decision(ctx.out, &d, 1);
+    ctx.out.int(index as i64);
     Ok(())
 }
 
