@@ -150,6 +150,16 @@ pub struct Config {
     /// reported, and every request is allowed: yes or no.
     #[arg(long, env = "TURNSTILE_POLICIES_SHADOW", default_value = "no", value_parser = parse_yes_no, action = clap::ArgAction::Set, value_name = "yes|no")]
     pub policies_shadow: bool,
+    /// Serve Envoy's rate limit service (gRPC
+    /// `envoy.service.ratelimit.v3.RateLimitService` and the gRPC health
+    /// service) on this port (0 picks a free one); off unless given.
+    #[arg(long, env = "TURNSTILE_RLS_PORT", value_name = "PORT")]
+    pub rls_port: Option<u16>,
+    /// Add the IETF draft-10 `RateLimit-Policy` and `RateLimit` headers
+    /// (and `Retry-After` when over the limit) to the rate limit
+    /// service's responses: yes or no.
+    #[arg(long, env = "TURNSTILE_RLS_HEADERS", default_value = "no", value_parser = parse_yes_no, action = clap::ArgAction::Set, value_name = "yes|no")]
+    pub rls_headers: bool,
 }
 
 #[derive(Debug, thiserror::Error)]

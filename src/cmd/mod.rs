@@ -17,6 +17,7 @@ pub mod list;
 pub mod multi;
 pub mod policy;
 pub mod rename;
+pub mod rls;
 pub mod script;
 pub mod server;
 pub mod session;
@@ -100,7 +101,12 @@ pub(crate) fn admit_write(
 /// Bytes a write may still allocate under `--maxmemory` (unbounded
 /// without one): what a log ring may grow by, checked before it grows.
 pub(crate) fn write_room(ctx: &Ctx<'_>) -> usize {
-    let settings = &ctx.state.settings;
+    room(ctx.state)
+}
+
+/// [`write_room`] for a write outside a command (the rate limit service).
+pub(crate) fn room(state: &State) -> usize {
+    let settings = &state.settings;
     match settings.get(&settings.maxmemory) {
         0 => usize::MAX,
         max => usize::try_from(max)

@@ -50,11 +50,20 @@ impl Verdict {
     }
 }
 
+/// The decision of `requests_per_unit: 0`: denied, nothing to wait for.
+pub(crate) const DENY_ALL: Decision = Decision {
+    allowed: false,
+    limit: 0,
+    remaining: 0,
+    retry_after: None,
+    reset_after: 0,
+};
+
 /// Takes the state of another algorithm off a policy's counter key: a
 /// reload that changes a policy's algorithm starts its counters afresh
 /// rather than answering WRONGTYPE (a string or collection there still
 /// does).
-fn clear_other_algorithm(slot: &mut Option<Entry>, spec: &LimitSpec) {
+pub(crate) fn clear_other_algorithm(slot: &mut Option<Entry>, spec: &LimitSpec) {
     if slot
         .as_ref()
         .and_then(|e| e.value.algorithm())
@@ -84,13 +93,7 @@ pub fn decide(
     let spec = match policy.def.action {
         Action::Unlimited => return Ok(Verdict::unlimited()),
         Action::DenyAll => {
-            let d = Decision {
-                allowed: false,
-                limit: 0,
-                remaining: 0,
-                retry_after: None,
-                reset_after: 0,
-            };
+            let d = DENY_ALL;
             if !peek {
                 policy.stats.record(hits, true, shadow, 0, 0);
             }

@@ -161,6 +161,12 @@ impl Unit {
             .find(|u| u.name().eq_ignore_ascii_case(s))
     }
 
+    /// The unit numbered `n` in Envoy's `RateLimitUnit` (as the
+    /// discriminants here are), if any.
+    pub fn from_number(n: i32) -> Option<Unit> {
+        Unit::ALL.into_iter().find(|&u| u as i32 == n)
+    }
+
     /// The unit a period of `ns` nanoseconds is exactly, if any.
     pub fn of_period(ns: u64) -> Option<Unit> {
         Unit::ALL

@@ -182,6 +182,11 @@ impl PolicySet {
         self.domains.len()
     }
 
+    /// Whether a file declares `domain`.
+    pub fn has_domain(&self, domain: &[u8]) -> bool {
+        self.domains.contains_key(domain)
+    }
+
     pub fn iter(&self) -> impl Iterator<Item = &Arc<Policy>> {
         self.list.iter()
     }

@@ -1,5 +1,6 @@
-//! The HTTP endpoint on `--metrics-addr`: `/metrics` (Prometheus text) and
-//! `/healthz`. Bounded like the Redis port: at most
+//! The HTTP endpoint on `--metrics-addr`: `/metrics` (Prometheus text),
+//! `/healthz`, and envoyproxy/ratelimit's `POST /json` (the rate limit
+//! service's decision in JSON). Bounded like the Redis port: at most
 //! [`MAX_CONNECTIONS`] at once (more are closed on accept), request
 //! headers within [`HEADER_TIMEOUT`], and any connection closed after
 //! [`CONNECTION_LIMIT`], so idle or trickling clients cannot hold
@@ -26,10 +27,19 @@ pub const MAX_CONNECTIONS: usize = 64;
 pub const HEADER_TIMEOUT: Duration = Duration::from_secs(5);
 /// No connection lasts longer than this; a keep-alive scraper reconnects.
 pub const CONNECTION_LIMIT: Duration = Duration::from_secs(60);
+/// The largest `POST /json` body read (a request of the most descriptors
+/// with long values fits many times over).
+pub const MAX_JSON_BODY: usize = 1 << 20;
 
-/// Serves `/metrics` and `/healthz` until `shutdown` fires; also folds
-/// histogram samples every few seconds.
-pub async fn serve(listener: TcpListener, state: Arc<State>, mut shutdown: watch::Receiver<bool>) {
+/// Serves `/metrics`, `/healthz` and `/json` until `shutdown` fires; also
+/// folds histogram samples every few seconds. `rls_headers` is
+/// `--rls-headers`, for `/json`'s answers.
+pub async fn serve(
+    listener: TcpListener,
+    state: Arc<State>,
+    rls_headers: bool,
+    mut shutdown: watch::Receiver<bool>,
+) {
     let mut upkeep = tokio::time::interval(Duration::from_secs(5));
     let slots = Arc::new(Semaphore::new(MAX_CONNECTIONS));
     loop {
@@ -56,7 +66,12 @@ pub async fn serve(listener: TcpListener, state: Arc<State>, mut shutdown: watch
         tokio::spawn(async move {
             let service = hyper::service::service_fn(move |req: Request<hyper::body::Incoming>| {
                 let state = state.clone();
-                async move { Ok::<_, Infallible>(respond(&state, &req)) }
+                async move {
+                    if req.uri().path() == "/json" && req.method() == Method::POST {
+                        return Ok::<_, Infallible>(json(&state, rls_headers, req).await);
+                    }
+                    Ok(respond(&state, &req))
+                }
             });
             let io = hyper_util::rt::TokioIo::new(stream);
             let conn = hyper::server::conn::http1::Builder::new()
@@ -88,7 +103,7 @@ fn respond<B>(state: &State, req: &Request<B>) -> Response<Full<Bytes>> {
                 .unwrap_or_default(),
         ),
         (&Method::GET, "/healthz") => reply(StatusCode::OK, "text/plain", "ok\n".into()),
-        (_, "/metrics" | "/healthz") => reply(
+        (_, "/metrics" | "/healthz" | "/json") => reply(
             StatusCode::METHOD_NOT_ALLOWED,
             "text/plain",
             "method not allowed\n".into(),
@@ -96,9 +111,39 @@ fn respond<B>(state: &State, req: &Request<B>) -> Response<Full<Bytes>> {
         _ => reply(
             StatusCode::NOT_FOUND,
             "text/plain",
-            "not found: try /metrics or /healthz\n".into(),
+            "not found: try /metrics, /healthz or POST /json\n".into(),
         ),
     }
+}
+
+/// `POST /json`: the body read (up to [`MAX_JSON_BODY`]) and decided.
+async fn json(
+    state: &State,
+    rls_headers: bool,
+    req: Request<hyper::body::Incoming>,
+) -> Response<Full<Bytes>> {
+    use http_body_util::BodyExt;
+    let reply = |status: u16, body: String| {
+        Response::builder()
+            .status(status)
+            .header("content-type", "application/json")
+            .body(Full::new(Bytes::from(body)))
+            .expect("static response parts are valid")
+    };
+    let body = match http_body_util::Limited::new(req.into_body(), MAX_JSON_BODY)
+        .collect()
+        .await
+    {
+        Ok(b) => b.to_bytes(),
+        Err(e) => {
+            return reply(
+                400,
+                format!("{{\"error\":{}}}", serde_json::Value::from(e.to_string())),
+            )
+        }
+    };
+    let (status, body) = super::rls::json(state, rls_headers, &body);
+    reply(status, body)
 }
 
 /// What a scrape reads from the server's state.

@@ -4,6 +4,7 @@
 
 pub mod connection;
 pub mod http;
+pub mod rls;
 pub mod snapshots;
 pub mod tls;
 
@@ -28,6 +29,9 @@ pub struct ServerHandle {
     addr: SocketAddr,
     metrics_addr: Option<SocketAddr>,
     tls_addr: Option<SocketAddr>,
+    rls_addr: Option<SocketAddr>,
+    /// The rate limit service, drained on shutdown.
+    rls_task: Option<JoinHandle<()>>,
     state: Arc<State>,
     shutdown: watch::Sender<bool>,
     task: JoinHandle<()>,
@@ -75,6 +79,11 @@ impl ServerHandle {
         self.tls_addr
     }
 
+    /// Where Envoy's rate limit service is served, with `--rls-port`.
+    pub fn rls_addr(&self) -> Option<SocketAddr> {
+        self.rls_addr
+    }
+
     pub fn state(&self) -> &Arc<State> {
         &self.state
     }
@@ -86,6 +95,11 @@ impl ServerHandle {
         use crate::store::snapshot::SnapshotError;
         let _ = self.shutdown.send(true);
         let _ = self.task.await;
+        if let Some(rls) = self.rls_task {
+            // In-flight calls finish; a gateway holding an idle connection
+            // open is not waited for past this.
+            let _ = tokio::time::timeout(RLS_DRAIN, rls).await;
+        }
         // Every decoded command has been answered: the final snapshot holds
         // all of them.
         let Some(p) = self.persist else {
@@ -107,6 +121,9 @@ impl ServerHandle {
         let _ = (&mut self.task).await;
     }
 }
+
+/// How long shutdown waits for the rate limit service's calls in flight.
+const RLS_DRAIN: Duration = Duration::from_secs(5);
 
 /// Descriptors kept for everything but clients (listeners, the metrics
 /// endpoint and its scrapers, the snapshot file), as Redis keeps 32.
@@ -177,13 +194,7 @@ pub async fn start(config: &Config, clock: Arc<dyn Clock>) -> Result<ServerHandl
         .map_err(|source| StartError::Bind { addr, source })?;
     let tls_listener = match (tls_acceptor, config.tls_port) {
         (Some(acceptor), Some(port)) => {
-            let addr = format!("{}:{}", config.bind, port);
-            let bind = |source| StartError::Bind {
-                addr: addr.clone(),
-                source,
-            };
-            let l = TcpListener::bind(&addr).await.map_err(bind)?;
-            let a = l.local_addr().map_err(bind)?;
+            let (l, a) = bind_port(&config.bind, port).await?;
             Some((l, a, acceptor))
         }
         _ => None,
@@ -201,6 +212,10 @@ pub async fn start(config: &Config, clock: Arc<dyn Clock>) -> Result<ServerHandl
             let a = l.local_addr().map_err(bind)?;
             Some((l, a))
         }
+    };
+    let rls_listener = match config.rls_port {
+        None => None,
+        Some(port) => Some(bind_port(&config.bind, port).await?),
     };
     let topology = config.topology(local.port())?;
     if let Some(t) = &topology {
@@ -259,9 +274,24 @@ pub async fn start(config: &Config, clock: Arc<dyn Clock>) -> Result<ServerHandl
     let sweeper = sweeper::spawn(state.store.clone(), clock);
     let (shutdown_tx, shutdown_rx) = watch::channel(false);
     let metrics_addr = metrics_listener.map(|(l, a)| {
-        tokio::spawn(http::serve(l, state.clone(), shutdown_rx.clone()));
+        tokio::spawn(http::serve(
+            l,
+            state.clone(),
+            config.rls_headers,
+            shutdown_rx.clone(),
+        ));
         tracing::info!("metrics listening on http://{a}/metrics");
         a
+    });
+    let rls_addr = rls_listener.as_ref().map(|(_, a)| *a);
+    let rls_task = rls_listener.map(|(l, a)| {
+        tracing::info!("rate limit service (gRPC) listening on {a}");
+        tokio::spawn(rls::serve(
+            l,
+            state.clone(),
+            config.rls_headers,
+            shutdown_rx.clone(),
+        ))
     });
     let tls_addr = tls_listener.as_ref().map(|(_, a, _)| *a);
     let tls = tls_listener.map(|(l, _, acceptor)| (l, acceptor));
@@ -278,6 +308,8 @@ pub async fn start(config: &Config, clock: Arc<dyn Clock>) -> Result<ServerHandl
         addr: local,
         metrics_addr,
         tls_addr,
+        rls_addr,
+        rls_task,
         state,
         shutdown: shutdown_tx,
         task,
@@ -285,6 +317,19 @@ pub async fn start(config: &Config, clock: Arc<dyn Clock>) -> Result<ServerHandl
         persist,
         _policy_watch: policy_watch,
     })
+}
+
+/// A further listener on `--bind` (the TLS port, the rate limit service's)
+/// and the address it got.
+async fn bind_port(host: &str, port: u16) -> Result<(TcpListener, SocketAddr), StartError> {
+    let addr = format!("{host}:{port}");
+    let bind = |source| StartError::Bind {
+        addr: addr.clone(),
+        source,
+    };
+    let l = TcpListener::bind(&addr).await.map_err(bind)?;
+    let a = l.local_addr().map_err(bind)?;
+    Ok((l, a))
 }
 
 /// How far ahead of the clock a snapshot's time may be and still set a

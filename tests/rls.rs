@@ -1,0 +1,428 @@
+//! Envoy's rate limit service on a real server (`--rls-port 0`), through a
+//! tonic client generated from Envoy's protos, with envoyproxy/ratelimit's
+//! example configuration unchanged, on a driven clock: OK then OVER_LIMIT
+//! at the right count, `replaces`, `unlimited`, a zero limit, shadow mode,
+//! all-or-nothing charging, `hits_addend` (request and descriptor), limit
+//! overrides, refunds, the draft-10 headers, errors as UNAVAILABLE, the
+//! health service; and the same decisions through `POST /json`.
+
+mod common;
+
+use common::*;
+use envoy_types::pb::envoy::extensions::common::ratelimit::v3::{
+    rate_limit_descriptor::{Entry, RateLimitOverride},
+    RateLimitDescriptor,
+};
+use envoy_types::pb::envoy::service::ratelimit::v3::rate_limit_response::{
+    rate_limit::Unit, Code, DescriptorStatus,
+};
+use envoy_types::pb::envoy::service::ratelimit::v3::rate_limit_service_client::RateLimitServiceClient;
+use envoy_types::pb::envoy::service::ratelimit::v3::{RateLimitRequest, RateLimitResponse};
+use envoy_types::pb::google::protobuf::UInt64Value;
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tonic::transport::Channel;
+use tonic_health::pb::health_check_response::ServingStatus;
+use tonic_health::pb::health_client::HealthClient;
+use tonic_health::pb::HealthCheckRequest;
+
+/// envoyproxy/ratelimit's example configuration, both files.
+const EXAMPLE: &str = include_str!("policies/envoy/example.yaml");
+const MONGO: &str = include_str!("policies/envoy/config.yaml");
+
+async fn start(headers: bool) -> (Server, RateLimitServiceClient<Channel>) {
+    let dir = std::env::temp_dir().join(format!("turnstile-rls-{headers}-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(&dir).unwrap();
+    std::fs::write(dir.join("example.yaml"), EXAMPLE).unwrap();
+    std::fs::write(dir.join("config.yaml"), MONGO).unwrap();
+    let srv = Server::start_with(|c| {
+        c.policies = Some(dir);
+        c.rls_port = Some(0);
+        c.rls_headers = headers;
+    })
+    .await;
+    // Fixed windows start on the unit's boundaries, as envoyproxy/ratelimit
+    // counts them: start on a minute's.
+    srv.advance_ms(60_000 - START_MS % 60_000);
+    let addr = srv.handle().rls_addr().expect("--rls-port serves");
+    let client = RateLimitServiceClient::connect(format!("http://{addr}"))
+        .await
+        .expect("gRPC connect");
+    (srv, client)
+}
+
+fn descriptor(entries: &[(&str, &str)]) -> RateLimitDescriptor {
+    RateLimitDescriptor {
+        entries: entries
+            .iter()
+            .map(|(k, v)| Entry {
+                key: k.to_string(),
+                value: v.to_string(),
+            })
+            .collect(),
+        ..RateLimitDescriptor::default()
+    }
+}
+
+fn request(domain: &str, descriptors: Vec<RateLimitDescriptor>) -> RateLimitRequest {
+    RateLimitRequest {
+        domain: domain.into(),
+        descriptors,
+        hits_addend: 0,
+    }
+}
+
+async fn ask(c: &mut RateLimitServiceClient<Channel>, r: RateLimitRequest) -> RateLimitResponse {
+    c.should_rate_limit(r).await.expect("answered").into_inner()
+}
+
+/// `(code, requests_per_unit, unit, remaining)` of each status.
+fn brief(r: &RateLimitResponse) -> Vec<(Code, u32, i32, u32)> {
+    r.statuses
+        .iter()
+        .map(|s: &DescriptorStatus| {
+            let (rpu, unit) = s
+                .current_limit
+                .as_ref()
+                .map_or((0, 0), |l| (l.requests_per_unit, l.unit));
+            (s.code(), rpu, unit, s.limit_remaining)
+        })
+        .collect()
+}
+
+const MINUTE: i32 = Unit::Minute as i32;
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn ok_then_over_limit_at_the_configured_count_and_again_after_the_window() {
+    let (srv, mut c) = start(false).await;
+    let mock = || {
+        request(
+            "rl",
+            vec![descriptor(&[
+                ("source_cluster", "proxy"),
+                ("destination_cluster", "mock"),
+            ])],
+        )
+    };
+    let r = ask(&mut c, mock()).await;
+    assert_eq!(r.overall_code(), Code::Ok);
+    assert_eq!(brief(&r), vec![(Code::Ok, 1, MINUTE, 0)]);
+    let reset = r.statuses[0].duration_until_reset.as_ref().unwrap();
+    assert!(reset.seconds > 0 && reset.seconds <= 60, "{reset:?}");
+    assert!(r.response_headers_to_add.is_empty(), "headers are off");
+    let r = ask(&mut c, mock()).await;
+    assert_eq!(r.overall_code(), Code::OverLimit);
+    assert_eq!(brief(&r), vec![(Code::OverLimit, 1, MINUTE, 0)]);
+    srv.advance_ms(60_000);
+    assert_eq!(ask(&mut c, mock()).await.overall_code(), Code::Ok);
+
+    // The mongo_cps domain's second-long windows, hit by hits_addend.
+    let mut users = request("mongo_cps", vec![descriptor(&[("database", "users")])]);
+    users.hits_addend = 499;
+    assert_eq!(brief(&ask(&mut c, users.clone()).await)[0].3, 1);
+    users.hits_addend = 2;
+    assert_eq!(
+        ask(&mut c, users.clone()).await.overall_code(),
+        Code::OverLimit
+    );
+    users.hits_addend = 0; // 0 means 1
+    assert_eq!(
+        brief(&ask(&mut c, users).await)[0],
+        (Code::Ok, 500, Unit::Second as i32, 0)
+    );
+
+    // A domain or descriptor no file names: OK with no limit.
+    let r = ask(&mut c, request("nosuch", vec![descriptor(&[("a", "b")])])).await;
+    assert_eq!(brief(&r), vec![(Code::Ok, 0, 0, 0)]);
+    assert!(r.statuses[0].current_limit.is_none());
+    srv.shutdown().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn replaces_unlimited_zero_limits_and_shadow_mode() {
+    let (srv, mut c) = start(false).await;
+    // bkthomps (1/min) is replaced by category=account (4/min).
+    let both = || {
+        request(
+            "rl",
+            vec![
+                descriptor(&[("category", "account")]),
+                descriptor(&[("foo", "x"), ("bar", "bkthomps")]),
+            ],
+        )
+    };
+    for left in (0..4).rev() {
+        let r = ask(&mut c, both()).await;
+        assert_eq!(
+            brief(&r),
+            vec![(Code::Ok, 4, MINUTE, left), (Code::Ok, 0, 0, 0)],
+            "bkthomps replaced"
+        );
+    }
+    assert_eq!(ask(&mut c, both()).await.overall_code(), Code::OverLimit);
+    // Alone, bkthomps applies (1/min).
+    let alone = || request("rl", vec![descriptor(&[("foo", "x"), ("bar", "bkthomps")])]);
+    assert_eq!(
+        brief(&ask(&mut c, alone()).await),
+        vec![(Code::Ok, 1, MINUTE, 0)]
+    );
+    assert_eq!(ask(&mut c, alone()).await.overall_code(), Code::OverLimit);
+
+    // unlimited: OK, remaining u32::MAX, no limit.
+    let r = ask(
+        &mut c,
+        request("rl", vec![descriptor(&[("qux", "anything")])]),
+    )
+    .await;
+    assert_eq!(brief(&r), vec![(Code::Ok, 0, 0, u32::MAX)]);
+
+    // requests_per_unit 0 denies, unless replaced.
+    let banned = || descriptor(&[("foo", "x"), ("bar", "banned")]);
+    let r = ask(&mut c, request("rl", vec![banned()])).await;
+    assert_eq!(brief(&r), vec![(Code::OverLimit, 0, MINUTE, 0)]);
+    let r = ask(
+        &mut c,
+        request(
+            "rl",
+            vec![
+                banned(),
+                descriptor(&[
+                    ("source_cluster", "proxy"),
+                    ("destination_cluster", "override"),
+                ]),
+            ],
+        ),
+    )
+    .await;
+    assert_eq!(r.overall_code(), Code::Ok);
+    assert_eq!(
+        brief(&r),
+        vec![(Code::Ok, 0, 0, 0), (Code::Ok, 2, MINUTE, 1)]
+    );
+
+    // shadow_mode: over the limit (3/min) but OK; counted as shadow.
+    let shady = || request("rl", vec![descriptor(&[("foo", "x"), ("baz", "shady")])]);
+    for _ in 0..3 {
+        assert_eq!(ask(&mut c, shady()).await.overall_code(), Code::Ok);
+    }
+    let r = ask(&mut c, shady()).await;
+    assert_eq!(r.overall_code(), Code::Ok);
+    assert_eq!(brief(&r), vec![(Code::Ok, 3, MINUTE, 0)]);
+    let mut con = srv.client().await;
+    let v: redis::Value = q(&mut con, &["RL.POLICY", "GET", "rl.foo.baz_shady"]).await;
+    assert!(format!("{v:?}").contains("shadow_mode"), "{v:?}");
+    let stats = srv
+        .state()
+        .policies
+        .current()
+        .get("rl.foo.baz_shady")
+        .unwrap()
+        .stats
+        .read();
+    assert_eq!(stats, [4, 1, 1, 3, 1], "total, over, near, within, shadow");
+    srv.shutdown().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_denied_request_charges_no_descriptor() {
+    let (srv, mut c) = start(false).await;
+    let mock = || descriptor(&[("source_cluster", "proxy"), ("destination_cluster", "mock")]);
+    let foo = || descriptor(&[("foo", "q")]);
+    assert_eq!(
+        ask(&mut c, request("rl", vec![mock()]))
+            .await
+            .overall_code(),
+        Code::Ok
+    );
+    // mock is spent: the pair is denied, and foo (2/min) keeps both.
+    let r = ask(&mut c, request("rl", vec![foo(), mock()])).await;
+    assert_eq!(r.overall_code(), Code::OverLimit);
+    assert_eq!(brief(&r)[1].0, Code::OverLimit);
+    let r = ask(&mut c, request("rl", vec![foo()])).await;
+    assert_eq!(
+        brief(&r),
+        vec![(Code::Ok, 2, MINUTE, 1)],
+        "nothing was charged"
+    );
+
+    // A descriptor's own hits_addend: 0 is a look, and overrides the
+    // request's.
+    let mut look = foo();
+    look.hits_addend = Some(UInt64Value { value: 0 });
+    let mut req = request("rl", vec![look.clone()]);
+    req.hits_addend = 5;
+    assert_eq!(
+        brief(&ask(&mut c, req).await),
+        vec![(Code::Ok, 2, MINUTE, 1)]
+    );
+    // More than the whole limit at once: over, nothing charged.
+    let mut big = foo();
+    big.hits_addend = Some(UInt64Value { value: 3 });
+    let r = ask(&mut c, request("rl", vec![big])).await;
+    assert_eq!(r.overall_code(), Code::OverLimit);
+    assert_eq!(
+        brief(&ask(&mut c, request("rl", vec![look.clone()])).await)[0].3,
+        1
+    );
+    // A refund gives a unit back.
+    let mut back = foo();
+    back.hits_addend = Some(UInt64Value { value: 1 });
+    back.is_negative_hits = true;
+    let r = ask(&mut c, request("rl", vec![back])).await;
+    assert_eq!(brief(&r), vec![(Code::Ok, 2, MINUTE, 2)]);
+
+    // A limit override: 2 per second on this descriptor, its own counter.
+    let mut o = descriptor(&[("foo", "q")]);
+    o.limit = Some(RateLimitOverride {
+        requests_per_unit: 2,
+        unit: Unit::Second as i32,
+    });
+    let req = || request("rl", vec![o.clone()]);
+    assert_eq!(
+        brief(&ask(&mut c, req()).await),
+        vec![(Code::Ok, 2, Unit::Second as i32, 1)]
+    );
+    assert_eq!(ask(&mut c, req()).await.overall_code(), Code::Ok);
+    assert_eq!(ask(&mut c, req()).await.overall_code(), Code::OverLimit);
+    srv.advance_ms(1_000);
+    assert_eq!(ask(&mut c, req()).await.overall_code(), Code::Ok);
+    // The file's limit for the same descriptor was not touched.
+    assert_eq!(brief(&ask(&mut c, request("rl", vec![look])).await)[0].3, 2);
+    srv.shutdown().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn headers_errors_and_health() {
+    let (srv, mut c) = start(true).await;
+    let req = || {
+        request(
+            "rl",
+            vec![
+                descriptor(&[("foo", "h")]),
+                descriptor(&[("foo", "h"), ("bar", "any")]),
+            ],
+        )
+    };
+    let headers = |r: &RateLimitResponse| {
+        r.response_headers_to_add
+            .iter()
+            .map(|h| (h.key.clone(), h.value.clone()))
+            .collect::<Vec<_>>()
+    };
+    let r = ask(&mut c, req()).await;
+    assert_eq!(
+        brief(&r),
+        vec![(Code::Ok, 2, MINUTE, 1), (Code::Ok, 3, MINUTE, 2)]
+    );
+    assert_eq!(
+        headers(&r),
+        vec![
+            (
+                "RateLimit-Policy".into(),
+                r#""rl.foo";q=2;w=60, "rl.foo.bar";q=3;w=60"#.into()
+            ),
+            ("RateLimit".into(), r#""rl.foo";r=1;t=60"#.into()),
+        ]
+    );
+    ask(&mut c, req()).await;
+    let r = ask(&mut c, req()).await;
+    assert_eq!(r.overall_code(), Code::OverLimit);
+    let h = headers(&r);
+    assert_eq!(h[1], ("RateLimit".into(), r#""rl.foo";r=0;t=60"#.into()));
+    assert_eq!(h[2], ("Retry-After".into(), "60".into()));
+
+    // Errors are UNAVAILABLE, so failure_mode_deny decides.
+    for bad in [
+        request("", vec![descriptor(&[("foo", "h")])]),
+        request("rl", vec![]),
+        request("rl", vec![descriptor(&[])]),
+    ] {
+        let e = c.should_rate_limit(bad).await.unwrap_err();
+        assert_eq!(e.code(), tonic::Code::Unavailable, "{e:?}");
+    }
+    let mut unit = descriptor(&[("foo", "h")]);
+    unit.limit = Some(RateLimitOverride {
+        requests_per_unit: 1,
+        unit: 99,
+    });
+    let e = c
+        .should_rate_limit(request("rl", vec![unit]))
+        .await
+        .unwrap_err();
+    assert_eq!(e.code(), tonic::Code::Unavailable);
+    assert!(e.message().contains("unknown unit"), "{e:?}");
+
+    // The gRPC health service, overall and for the rate limit service.
+    let addr = srv.handle().rls_addr().unwrap();
+    let channel = Channel::from_shared(format!("http://{addr}"))
+        .unwrap()
+        .connect()
+        .await
+        .unwrap();
+    let mut health = HealthClient::new(channel);
+    for service in ["", "envoy.service.ratelimit.v3.RateLimitService"] {
+        let r = health
+            .check(HealthCheckRequest {
+                service: service.into(),
+            })
+            .await
+            .unwrap()
+            .into_inner();
+        assert_eq!(r.status(), ServingStatus::Serving, "{service:?}");
+    }
+    srv.shutdown().await;
+}
+
+/// One HTTP/1.1 request; the status and body.
+async fn http(addr: std::net::SocketAddr, method: &str, path: &str, body: &str) -> (u16, String) {
+    let mut s = tokio::net::TcpStream::connect(addr).await.unwrap();
+    let req = format!(
+        "{method} {path} HTTP/1.1\r\nHost: t\r\nContent-Type: application/json\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{body}",
+        body.len()
+    );
+    s.write_all(req.as_bytes()).await.unwrap();
+    let mut out = String::new();
+    tokio::time::timeout(IO_TIMEOUT, s.read_to_string(&mut out))
+        .await
+        .unwrap()
+        .unwrap();
+    let status = out[9..12].parse().unwrap();
+    let body = out.split_once("\r\n\r\n").unwrap().1.to_string();
+    (status, body)
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn post_json_answers_as_envoyproxy_ratelimit_does() {
+    let (srv, _c) = start(true).await;
+    let addr = srv.handle().metrics_addr().unwrap();
+    let body = r#"{"domain":"rl","descriptors":[{"entries":[{"key":"source_cluster","value":"proxy"},{"key":"destination_cluster","value":"mock"}]}]}"#;
+    let (status, text) = http(addr, "POST", "/json", body).await;
+    assert_eq!(status, 200, "{text}");
+    let v: serde_json::Value = serde_json::from_str(&text).unwrap();
+    assert_eq!(v["overallCode"], "OK");
+    assert_eq!(v["statuses"][0]["code"], "OK");
+    assert_eq!(v["statuses"][0]["currentLimit"]["requestsPerUnit"], 1);
+    assert_eq!(v["statuses"][0]["currentLimit"]["unit"], "MINUTE");
+    assert!(
+        v["statuses"][0].get("limitRemaining").is_none(),
+        "0 is left out"
+    );
+    assert_eq!(v["statuses"][0]["durationUntilReset"], "60s");
+    assert_eq!(v["responseHeadersToAdd"][1]["key"], "RateLimit");
+    let (status, text) = http(addr, "POST", "/json", body).await;
+    assert_eq!(status, 429, "{text}");
+    let v: serde_json::Value = serde_json::from_str(&text).unwrap();
+    assert_eq!(v["overallCode"], "OVER_LIMIT");
+    for bad in [
+        "{",
+        r#"{"domain":"rl","descriptors":[]}"#,
+        r#"{"domain":7}"#,
+    ] {
+        let (status, text) = http(addr, "POST", "/json", bad).await;
+        assert_eq!(status, 400, "{bad}: {text}");
+        assert!(text.contains("error"), "{text}");
+    }
+    let (status, _) = http(addr, "GET", "/json", "").await;
+    assert_eq!(status, 405);
+    srv.shutdown().await;
+}
