@@ -9,8 +9,10 @@
 //!   TOML file, defaults.
 //! - [`server`]: the listener and accept loop (`server/mod.rs`), one
 //!   client's socket loop (`server/connection.rs`: read, run the batch,
-//!   write under the output limit), the metrics HTTP endpoint
-//!   (`server/http.rs`), the snapshot thread
+//!   write under the output limit), the metrics HTTP endpoint and
+//!   `POST /json` (`server/http.rs`), Envoy's rate limit service over
+//!   gRPC with the health service (`server/rls.rs`: messages in and out,
+//!   the decision is `cmd/rls.rs`'s), the snapshot thread
 //!   (`server/snapshots.rs`), `--tls-port`'s rustls config and handshake
 //!   (`server/tls.rs`).
 //! - [`protocol`]: the hardened request decoder (`decode.rs`, `inline.rs`),
@@ -58,7 +60,9 @@
 //!   one file read and checked (`policy/file.rs`), the match tree, counter
 //!   keys, stats and the atomically swapped set in force (`policy/mod.rs`),
 //!   reloading on file changes (`policy/watch.rs`); `cmd/policy.rs` serves
-//!   `RL.CHECK`, `RL.ALLOW ... POLICY` and `RL.POLICY` from it.
+//!   `RL.CHECK`, `RL.ALLOW ... POLICY` and `RL.POLICY` from it, and
+//!   `cmd/rls.rs` decides Envoy's rate limit service requests (a domain's
+//!   descriptors, all-or-nothing) for `server/rls.rs` and `POST /json`.
 //! - [`clients`]: the registry of connected clients (`CLIENT LIST/KILL`,
 //!   `INFO clients`); [`persist`]: what `SAVE`, `BGSAVE`, `INFO` and the
 //!   snapshot thread share (settings, one writer, the last outcomes).

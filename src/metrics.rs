@@ -17,7 +17,7 @@ use std::time::Duration;
 use crate::clock::ForwardSteps;
 use crate::limiter::Algorithm;
 use crate::persist::Persist;
-use crate::stats::{ScriptOutcome, Stats, TxOutcome};
+use crate::stats::{RlsOutcome, ScriptOutcome, Stats, TxOutcome};
 use crate::store::Counts;
 
 /// What a scrape reads beyond the exporter's own handles, gathered by the
@@ -280,10 +280,24 @@ pub const POLICY_HITS_TOTAL: Def = Def {
     help: "Request units checked against each policy, by domain, policy name and stat, as envoyproxy/ratelimit keeps them: total_hits, over_limit, near_limit (past 80% of the limit), within_limit, shadow_mode (over the limit but let through).",
 };
 
+pub const POLICY_DETAILED_HITS_TOTAL: Def = Def {
+    name: "turnstile_policy_detailed_hits_total",
+    unit: Unit::Count,
+    help: "turnstile_policy_hits_total per descriptor value (domain.key_value...), for policies with detailed_metric: true only; at most 1000 values per policy, further ones under descriptor=\"_other_\".",
+};
+
+pub const RLS_REQUESTS_TOTAL: Def = Def {
+    name: "turnstile_rls_requests_total",
+    unit: Unit::Count,
+    help: "Rate limit service calls (gRPC ShouldRateLimit and POST /json) answered, by code: ok, over_limit, error (refused: UNAVAILABLE, or HTTP 400).",
+};
+
 pub const ALL: &[&Def] = &[
     &POLICIES_LOADED,
     &POLICY_RELOADS_TOTAL,
     &POLICY_HITS_TOTAL,
+    &POLICY_DETAILED_HITS_TOTAL,
+    &RLS_REQUESTS_TOTAL,
     &COMMAND_DURATION_SECONDS,
     &BUILD_INFO,
     &DECISIONS_TOTAL,
@@ -324,6 +338,8 @@ pub const ALL: &[&Def] = &[
 pub mod label {
     pub const ALGORITHM: &str = "algorithm";
     pub const COMMAND: &str = "command";
+    pub const CODE: &str = "code";
+    pub const DESCRIPTOR: &str = "descriptor";
     pub const DOMAIN: &str = "domain";
     pub const POLICY: &str = "policy";
     pub const STAT: &str = "stat";
@@ -374,6 +390,7 @@ pub struct Metrics {
     auth_failures: Counter,
     transactions: Vec<(TxOutcome, Counter)>,
     scripts: Vec<(ScriptOutcome, Counter)>,
+    rls: Vec<(RlsOutcome, Counter)>,
     script_latency: Histogram,
     scripts_cached: Gauge,
     lua_memory: Gauge,
@@ -516,6 +533,13 @@ impl Metrics {
                     (o, counter(&SCRIPTS_TOTAL, labels))
                 })
                 .collect(),
+            rls: RlsOutcome::ALL
+                .into_iter()
+                .map(|o| {
+                    let labels = vec![Label::new(label::CODE, o.name())];
+                    (o, counter(&RLS_REQUESTS_TOTAL, labels))
+                })
+                .collect(),
             script_latency: r.register_histogram(&Key::from_name(SCRIPT_LATENCY), &meta),
             scripts_cached: gauge(&SCRIPTS_CACHED, vec![]),
             lua_memory: gauge(&LUA_MEMORY_BYTES, vec![]),
@@ -599,6 +623,9 @@ impl Metrics {
         for (outcome, counter) in &self.scripts {
             counter.absolute(stats.scripts(*outcome));
         }
+        for (outcome, counter) in &self.rls {
+            counter.absolute(stats.rls_calls(*outcome));
+        }
         self.scripts_cached.set(r.scripts_cached as f64);
         self.lua_memory.set(r.lua_memory as f64);
         self.clock_backward_steps.absolute(r.backward_steps);
@@ -646,6 +673,23 @@ impl Metrics {
                     ],
                 );
                 self.recorder.register_counter(&key, &meta).absolute(n);
+            }
+            if !p.def.detailed_metric {
+                continue;
+            }
+            for (descriptor, counts) in p.stats.read_detailed() {
+                for (stat, n) in crate::policy::PolicyStats::NAMES.iter().zip(counts) {
+                    let key = Key::from_parts(
+                        POLICY_DETAILED_HITS_TOTAL.name,
+                        vec![
+                            Label::new(label::DOMAIN, p.domain.clone()),
+                            Label::new(label::POLICY, p.name.clone()),
+                            Label::new(label::DESCRIPTOR, descriptor.clone()),
+                            Label::new(label::STAT, *stat),
+                        ],
+                    );
+                    self.recorder.register_counter(&key, &meta).absolute(n);
+                }
             }
         }
         // Keep the recorder alive and in use for the handles above.

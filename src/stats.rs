@@ -46,6 +46,8 @@ pub struct Stats {
     transactions: [AtomicU64; TxOutcome::ALL.len()],
     /// Script runs ended, by [`ScriptOutcome`].
     scripts: [AtomicU64; ScriptOutcome::ALL.len()],
+    /// Rate limit service calls answered, by [`RlsOutcome`].
+    rls: [AtomicU64; RlsOutcome::ALL.len()],
 }
 
 /// How a transaction ended.
@@ -109,6 +111,29 @@ impl ScriptOutcome {
     }
 }
 
+/// How a rate limit service call (`ShouldRateLimit`, `POST /json`) was
+/// answered.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum RlsOutcome {
+    Ok,
+    OverLimit,
+    /// Refused (`UNAVAILABLE`, or HTTP 400).
+    Error,
+}
+
+impl RlsOutcome {
+    pub const ALL: [RlsOutcome; 3] = [RlsOutcome::Ok, RlsOutcome::OverLimit, RlsOutcome::Error];
+
+    /// The metric's `code` label.
+    pub fn name(self) -> &'static str {
+        match self {
+            RlsOutcome::Ok => "ok",
+            RlsOutcome::OverLimit => "over_limit",
+            RlsOutcome::Error => "error",
+        }
+    }
+}
+
 /// What the counters know of the command table, which the command layer
 /// provides (`cmd::table::catalog`): each command's name, its position
 /// being its index in every per-command table, and whether it writes.
@@ -147,6 +172,7 @@ impl Stats {
             near_limit: Default::default(),
             transactions: Default::default(),
             scripts: Default::default(),
+            rls: Default::default(),
         }
     }
 }
@@ -221,6 +247,16 @@ impl Stats {
         Self::read(&self.scripts[outcome as usize])
     }
 
+    /// A rate limit service call was answered with `outcome`.
+    pub fn rls_call(&self, outcome: RlsOutcome) {
+        Self::add(&self.rls[outcome as usize], 1);
+    }
+
+    /// Rate limit service calls answered with `outcome`.
+    pub fn rls_calls(&self, outcome: RlsOutcome) -> u64 {
+        Self::read(&self.rls[outcome as usize])
+    }
+
     /// `CONFIG RESETSTAT`.
     pub fn reset(&self) {
         let scalars = [
@@ -242,7 +278,8 @@ impl Stats {
             .chain(self.units.iter())
             .chain(self.near_limit.iter())
             .chain(self.transactions.iter())
-            .chain(self.scripts.iter());
+            .chain(self.scripts.iter())
+            .chain(self.rls.iter());
         for c in all {
             c.store(0, Ordering::Relaxed);
         }

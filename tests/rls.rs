@@ -424,5 +424,31 @@ async fn post_json_answers_as_envoyproxy_ratelimit_does() {
     }
     let (status, _) = http(addr, "GET", "/json", "").await;
     assert_eq!(status, 405);
+
+    // detailed_metric (`unspec`, 2/min): stats per value; and the calls
+    // by code.
+    let unspec = |v: &str| {
+        format!(
+            r#"{{"domain":"rl","descriptors":[{{"entries":[{{"key":"unspec","value":"{v}"}}]}}]}}"#
+        )
+    };
+    for v in ["a", "a", "a", "b"] {
+        http(addr, "POST", "/json", &unspec(v)).await;
+    }
+    let (_, m) = http(addr, "GET", "/metrics", "").await;
+    for line in [
+        r#"turnstile_policy_hits_total{domain="rl",policy="rl.unspec",stat="total_hits"} 4"#,
+        r#"turnstile_policy_detailed_hits_total{domain="rl",policy="rl.unspec",descriptor="rl.unspec_a",stat="over_limit"} 1"#,
+        r#"turnstile_policy_detailed_hits_total{domain="rl",policy="rl.unspec",descriptor="rl.unspec_b",stat="within_limit"} 1"#,
+        r#"turnstile_rls_requests_total{code="ok"} 4"#,
+        r#"turnstile_rls_requests_total{code="over_limit"} 2"#,
+        r#"turnstile_rls_requests_total{code="error"} 3"#,
+    ] {
+        assert!(m.contains(line), "{line} in\n{m}");
+    }
+    assert!(
+        !m.contains(r#"policy="rl.foo",descriptor"#),
+        "no per-value series without detailed_metric"
+    );
     srv.shutdown().await;
 }

@@ -95,7 +95,7 @@ pub fn decide(
         Action::DenyAll => {
             let d = DENY_ALL;
             if !peek {
-                policy.stats.record(hits, true, shadow, 0, 0);
+                policy.record(key, hits, true, shadow, 0, 0);
             }
             return Ok(Verdict {
                 decision: d,
@@ -121,7 +121,7 @@ pub fn decide(
         let charged = if d.allowed { hits } else { 0 };
         stats.decision(spec.algo, &d, charged);
         let used = d.limit.saturating_sub(d.remaining);
-        policy.stats.record(hits, !d.allowed, shadow, used, d.limit);
+        policy.record(key, hits, !d.allowed, shadow, used, d.limit);
         d
     };
     Ok(Verdict {

@@ -124,6 +124,7 @@ enum Plan<'s> {
     Deny {
         policy: Option<&'s Policy>,
         applied: Applied,
+        key: Vec<u8>,
         shadow: bool,
         hits: u64,
     },
@@ -220,10 +221,10 @@ pub fn should_rate_limit(
                 spec,
                 policy,
                 applied,
+                key,
                 shadow,
                 hits,
                 refund,
-                ..
             } => {
                 let (d, charged) = d.expect("a limit has a decision");
                 if *refund {
@@ -236,18 +237,19 @@ pub fn should_rate_limit(
                 }
                 if let Some(p) = policy {
                     let used = d.limit.saturating_sub(d.remaining);
-                    p.stats.record(*hits, !d.allowed, *shadow, used, d.limit);
+                    p.record(key, *hits, !d.allowed, *shadow, used, d.limit);
                 }
                 status_of(&d, applied, *shadow)
             }
             Plan::Deny {
                 policy,
                 applied,
+                key,
                 shadow,
                 hits,
             } => {
                 if let Some(p) = policy {
-                    p.stats.record(*hits, true, *shadow, 0, 0);
+                    p.record(key, *hits, true, *shadow, 0, 0);
                 }
                 status_of(&super::policy::DENY_ALL, applied, *shadow)
             }
@@ -292,6 +294,7 @@ fn policy_plan(p: &Policy, key: Vec<u8>, hits: u64, refund: bool, shadow_all: bo
         Action::Unlimited => Plan::Free { unlimited: true },
         Action::DenyAll => Plan::Deny {
             policy: Some(p),
+            key,
             applied: applied(0, p.def.unit.map_or(0, |u| u.seconds() * Nanos::PER_SEC)),
             shadow,
             hits,
@@ -334,6 +337,7 @@ fn override_plan<'s>(
         return Ok(Plan::Deny {
             policy: None,
             applied,
+            key: Vec::new(),
             shadow: shadow_all,
             hits,
         });

@@ -62,7 +62,19 @@ pub struct PolicyStats {
     pub near_limit: AtomicU64,
     pub within_limit: AtomicU64,
     pub shadow_mode: AtomicU64,
+    /// `detailed_metric`: the same stats per descriptor value
+    /// (`domain.key_value...`), at most [`MAX_DETAILED_VALUES`] of them.
+    /// Keyed by counter key (looked up without allocating).
+    detailed: Mutex<HashMap<Box<[u8]>, [u64; 5]>>,
 }
+
+/// Distinct descriptor values a `detailed_metric` policy keeps stats for;
+/// hits of further values are counted under [`OTHER_VALUES`], so request
+/// values cannot grow the metrics without bound.
+pub const MAX_DETAILED_VALUES: usize = 1_000;
+
+/// The descriptor under which values past [`MAX_DETAILED_VALUES`] count.
+pub const OTHER_VALUES: &str = "_other_";
 
 impl PolicyStats {
     /// The stat names, in the order [`PolicyStats::read`] gives them.
@@ -74,7 +86,7 @@ impl PolicyStats {
         "shadow_mode",
     ];
 
-    pub fn read(&self) -> [u64; 5] {
+    fn counters(&self) -> [&AtomicU64; 5] {
         [
             &self.total_hits,
             &self.over_limit,
@@ -82,33 +94,99 @@ impl PolicyStats {
             &self.within_limit,
             &self.shadow_mode,
         ]
-        .map(|c| c.load(Ordering::Relaxed))
     }
 
-    /// Counts one decision of `hits` units: `over` when it was denied (in
-    /// shadow mode too, as envoyproxy/ratelimit counts it), `used` the
-    /// units taken after it, `limit` the limit; near-limit hits are those
-    /// past 80% of it.
+    pub fn read(&self) -> [u64; 5] {
+        self.counters().map(|c| c.load(Ordering::Relaxed))
+    }
+
+    /// Each descriptor value's stats (`detailed_metric`), sorted.
+    pub fn read_detailed(&self) -> Vec<(String, [u64; 5])> {
+        let mut v: Vec<_> = self
+            .detailed
+            .lock()
+            .iter()
+            .map(|(k, n)| (detailed_name(k), *n))
+            .collect();
+        v.sort_unstable();
+        v
+    }
+
+    /// What one decision of `hits` units adds to each stat: `over` when it
+    /// was denied (in shadow mode too, as envoyproxy/ratelimit counts it),
+    /// `used` the units taken after it, `limit` the limit; near-limit hits
+    /// are those past 80% of it.
+    fn deltas(hits: u64, over: bool, shadow: bool, used: u64, limit: u64) -> [u64; 5] {
+        if over {
+            return [hits, hits, 0, 0, if shadow { hits } else { 0 }];
+        }
+        let near = limit * 4 / 5;
+        let near_hits = if used > near {
+            hits.min(used - near)
+        } else {
+            0
+        };
+        [hits, 0, near_hits, hits, 0]
+    }
+
+    /// Counts one decision (see [`PolicyStats::deltas`]).
     pub fn record(&self, hits: u64, over: bool, shadow: bool, used: u64, limit: u64) {
-        let add = |c: &AtomicU64, n: u64| {
+        let add = Self::deltas(hits, over, shadow, used, limit);
+        for (c, n) in self.counters().into_iter().zip(add) {
             if n > 0 {
                 c.fetch_add(n, Ordering::Relaxed);
             }
-        };
-        add(&self.total_hits, hits);
-        if over {
-            add(&self.over_limit, hits);
-            if shadow {
-                add(&self.shadow_mode, hits);
-            }
-            return;
-        }
-        add(&self.within_limit, hits);
-        let near = limit * 4 / 5;
-        if used > near {
-            add(&self.near_limit, hits.min(used - near));
         }
     }
+
+    /// Counts one decision under its counter key too.
+    fn record_value(&self, key: &[u8], add: [u64; 5]) {
+        let mut map = self.detailed.lock();
+        if !map.contains_key(key) && map.len() >= MAX_DETAILED_VALUES {
+            return self.record_other(&mut map, add);
+        }
+        let slot = match map.get_mut(key) {
+            Some(slot) => slot,
+            None => map.entry(key.into()).or_default(),
+        };
+        for (c, n) in slot.iter_mut().zip(add) {
+            *c += n;
+        }
+    }
+
+    fn record_other(&self, map: &mut HashMap<Box<[u8]>, [u64; 5]>, add: [u64; 5]) {
+        let slot = map.entry(OTHER_VALUES.as_bytes().into()).or_default();
+        for (c, n) in slot.iter_mut().zip(add) {
+            *c += n;
+        }
+    }
+}
+
+impl Policy {
+    /// Counts one decision on counter `key` in the policy's stats, and
+    /// under the descriptor's values when the policy has
+    /// `detailed_metric`.
+    pub fn record(&self, key: &[u8], hits: u64, over: bool, shadow: bool, used: u64, limit: u64) {
+        self.stats.record(hits, over, shadow, used, limit);
+        if self.def.detailed_metric {
+            let add = PolicyStats::deltas(hits, over, shadow, used, limit);
+            self.stats.record_value(key, add);
+        }
+    }
+}
+
+/// A counter key as envoyproxy/ratelimit names a detailed stat:
+/// `rl:{domain}.k_v` reads `domain.k_v`; another key (`RL.ALLOW ... POLICY`'s
+/// own) stays as it is.
+fn detailed_name(key: &[u8]) -> String {
+    let named = key
+        .strip_prefix(KEY_PREFIX)
+        .and_then(|k| k.strip_prefix(b"{"))
+        .and_then(|k| {
+            let close = memchr::memchr(b'}', k)?;
+            Some([&k[..close], &k[close + 1..]].concat())
+        });
+    String::from_utf8_lossy(named.as_deref().unwrap_or(key)).into_owned()
 }
 
 /// The descriptors under one key at one level of a domain's tree.

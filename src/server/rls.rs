@@ -21,7 +21,7 @@ use tokio::sync::watch;
 
 use crate::cmd::rls::{self, Code, Descriptor, Override};
 use crate::state::State;
-use crate::stats::Local;
+use crate::stats::{Local, RlsOutcome};
 
 /// A request's whole budget: Envoy's own timeout for the call is 20 ms by
 /// default, so one that waits longer is answered by Envoy anyway.
@@ -78,6 +78,11 @@ pub fn decide(
         &mut stats,
     );
     stats.flush(&state.stats);
+    state.stats.rls_call(match &r {
+        Ok(r) if r.overall == Code::OverLimit => RlsOutcome::OverLimit,
+        Ok(_) => RlsOutcome::Ok,
+        Err(_) => RlsOutcome::Error,
+    });
     Ok(to_proto(&r?, headers))
 }
 
@@ -179,7 +184,10 @@ pub fn json(state: &State, headers: bool, body: &[u8]) -> (u16, String) {
         .and_then(|v| json::request(&v))
     {
         Ok(r) => r,
-        Err(e) => return (400, format!("{{\"error\":{}}}", serde_json::Value::from(e))),
+        Err(e) => {
+            state.stats.rls_call(RlsOutcome::Error);
+            return (400, format!("{{\"error\":{}}}", serde_json::Value::from(e)));
+        }
     };
     match decide(state, &req, headers) {
         Ok(r) => {
