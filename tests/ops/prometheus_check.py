@@ -15,7 +15,8 @@ Needs the `prometheus` binary (Debian's `prometheus` package: /usr/bin/prometheu
 2. Starts Turnstile (free ports, --maxclients small) and Prometheus (temp
    config scraping Turnstile's /metrics every second, temp TSDB, 127.0.0.1 only).
 3. Drives traffic with redis-py for a few seconds: RL.ALLOW on all four
-   algorithms (allowed and limited), CL.THROTTLE, RL.ALLOWMANY, SET/GET, a
+   algorithms (allowed and limited), CL.THROTTLE, RL.ALLOWMANY, RL.CHECK on a
+   policy file (enforced and shadow-mode policies), POST /json, SET/GET, a
    failing INCR, keys with 100 ms TTLs, one protocol error and one connection
    refused at --maxclients. Every reply is tallied.
 4. Once Prometheus has scraped after the traffic, checks the scraped counters
@@ -69,6 +70,23 @@ JOB = "turnstile"
 RATE_INTERVAL = "30s"
 RANGE = "5m"
 ALGOS = ("window", "log", "gcra", "fixed")
+# The policies RL.CHECK and /json are checked against: `user` admits 5 a
+# minute per value, `trial` 1 per value in shadow mode.
+POLICIES = """
+domain: dash
+descriptors:
+  - key: user
+    rate_limit:
+      unit: minute
+      requests_per_unit: 5
+      algorithm: window
+  - key: trial
+    shadow_mode: true
+    rate_limit:
+      unit: minute
+      requests_per_unit: 1
+      algorithm: window
+"""
 
 T0 = time.monotonic()
 ANSI = re.compile(r"\x1b\[[0-9;]*m")
@@ -158,6 +176,16 @@ def wait_for(what, fn, timeout, interval=0.1):
             last = e
         time.sleep(interval)
     raise Timeout(f"{what} not ready after {timeout:.0f}s" + (f" (last error: {last})" if last else ""))
+
+
+def http_post(url, body, timeout=5):
+    req = urllib.request.Request(url, data=body.encode(), method="POST",
+                                 headers={"Content-Type": "application/json"})
+    try:
+        with urllib.request.urlopen(req, timeout=timeout) as r:
+            return r.status, r.read().decode()
+    except urllib.error.HTTPError as e:
+        return e.code, e.read().decode()
 
 
 def http_get(url, timeout=5):
@@ -297,8 +325,10 @@ def start_turnstile(procs, binary, tmp):
     logfile = tmp / "turnstile.log"
     env = {k: v for k, v in os.environ.items() if not k.startswith("TURNSTILE_")}
     env["NO_COLOR"] = "1"
+    (tmp / "policies.yaml").write_text(POLICIES)
     p = procs.start("turnstile", [binary, "--bind", "127.0.0.1", "--port", "0",
                                   "--metrics-addr", "127.0.0.1:0",
+                                  "--policies", str(tmp / "policies.yaml"),
                                   "--maxclients", str(MAXCLIENTS)], logfile, env=env)
 
     def addrs():
@@ -411,10 +441,16 @@ class Tally:
         self.rejected = 0
         self.connections = 0
         self.day = int(time.time() // 86400)
+        self.policy = {}  # (policy, stat) -> hits
+        self.rls = {"ok": 0, "over_limit": 0, "error": 0}
 
     def cmd(self, name, ok=True):
         k = (name, "ok" if ok else "error")
         self.commands[k] = self.commands.get(k, 0) + 1
+
+    def hit(self, policy, *stats):
+        for stat in ("total_hits",) + stats:
+            self.policy[(policy, stat)] = self.policy.get((policy, stat), 0) + 1
 
     def decide(self, algo, allowed, limit, remaining, charged):
         self.decisions[(algo, "allowed" if allowed else "limited")] += 1
@@ -525,6 +561,12 @@ def drive(port, metrics_addr, tally):
                 args += ["LIMIT", key, limit, period, "ALGO", algo]
             p.execute_command("RL.ALLOWMANY", *args)
             expect.append(("many", limits, 1))
+        for n in range(7):  # user: 5 a minute per value, then denied
+            p.execute_command("RL.CHECK", "dash", "user", f"u{i}")
+            expect.append(("check", n))
+        for n in range(3):  # trial: 1 per value, then denied in shadow mode
+            p.execute_command("RL.CHECK", "dash", "trial", f"t{i}")
+            expect.append(("shadow", n))
         p.set(f"plain:{i}", "v")
         expect.append(("set", f"plain:{i}"))
         p.get(f"plain:{i}")
@@ -557,6 +599,23 @@ def drive(port, metrics_addr, tally):
                 if allowed:
                     for algo, *_ in e[1]:
                         tally.units[algo] += e[2]
+            elif kind == "check":
+                allowed, limit, remaining, _ = decision(rep)
+                R.check(allowed == (e[1] < 5) and limit == 5, "traffic: RL.CHECK admits 5 per value", repr(rep))
+                tally.cmd("rl.check")
+                tally.decide("window", allowed, limit, remaining, 1)
+                # Near: past 80% of the limit (the 5th admission).
+                tally.hit("dash.user", *(("within_limit",) + (("near_limit",) if e[1] == 4 else ()))
+                          if allowed else ("over_limit",))
+            elif kind == "shadow":
+                allowed, limit, remaining, _ = decision(rep)
+                R.check(allowed and limit == 1, "traffic: RL.CHECK in shadow mode allows", repr(rep))
+                tally.cmd("rl.check")
+                # The decision is taken and counted: the 2nd and 3rd are
+                # limited, though let through.
+                tally.decide("window", e[1] == 0, 1, 0, 1)
+                tally.hit("dash.trial", *(("within_limit", "near_limit") if e[1] == 0
+                                          else ("over_limit", "shadow_mode")))
             elif kind == "set":
                 tally.cmd("set")
                 if not e[1].startswith("ttl:"):
@@ -569,6 +628,14 @@ def drive(port, metrics_addr, tally):
             elif kind == "incr-error":
                 R.check(isinstance(rep, redis.ResponseError), "traffic: INCR on a non-number fails", repr(rep))
                 tally.cmd("incr", ok=False)
+        for n in range(6):  # the same through POST /json: 5 OK, then 429
+            status, _ = http_post(f"http://{metrics_addr}/json", json.dumps({
+                "domain": "dash", "descriptors": [{"entries": [{"key": "user", "value": f"j{i}"}]}]}))
+            R.check(status == (200 if n < 5 else 429), "traffic: POST /json admits 5 per value", str(status))
+            tally.rls["ok" if status == 200 else "over_limit"] += 1
+            tally.decide("window", status == 200, 5, 4 - n, 1)
+            tally.hit("dash.user", *(("within_limit",) + (("near_limit",) if n == 4 else ()))
+                      if status == 200 else ("over_limit",))
         if not events_done and time.monotonic() - start > TRAFFIC_S / 3:
             protocol_error(port, tally)
             reject_one(port, tally, already_connected=1)
@@ -638,6 +705,13 @@ def check_scraped(prom, tally, dbsize, instance, at):
         ordered = [buckets[k] for k in sorted(buckets, key=lambda s: float(s))]
         R.check(len(ordered) == EXPECTED_BUCKETS and ordered == sorted(ordered),
                 f"metrics: {cmd} histogram has {EXPECTED_BUCKETS} cumulative buckets", str(buckets))
+    for (policy, stat), n in sorted(tally.policy.items()):
+        eq(f"policy {policy} {stat}",
+           f'turnstile_policy_hits_total{{{sel},domain="dash",policy="{policy}",stat="{stat}"}}', n)
+    for code, n in tally.rls.items():
+        eq(f"rate limit service calls {code}", f'turnstile_rls_requests_total{{{sel},code="{code}"}}', n)
+    eq("policies loaded", f"turnstile_policies_loaded{{{sel}}}", 2)
+    eq("policy loads ok (the start)", f'turnstile_policy_reloads_total{{{sel},result="ok"}}', 1)
     eq("protocol errors", f"turnstile_protocol_errors_total{{{sel}}}", tally.protocol_errors)
     eq("connections rejected for maxclients",
        f'turnstile_connections_rejected_total{{{sel},reason="maxclients"}}', tally.rejected)
