@@ -24,6 +24,7 @@ use tonic::transport::Channel;
 use tonic_health::pb::health_check_response::ServingStatus;
 use tonic_health::pb::health_client::HealthClient;
 use tonic_health::pb::HealthCheckRequest;
+use turnstile::Nanos;
 
 /// envoyproxy/ratelimit's example configuration, both files.
 const EXAMPLE: &str = include_str!("policies/envoy/example.yaml");
@@ -451,4 +452,46 @@ async fn post_json_answers_as_envoyproxy_ratelimit_does() {
         "no per-value series without detailed_metric"
     );
     srv.shutdown().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn policy_counters_survive_a_restart_through_the_snapshot() {
+    let dir = std::env::temp_dir().join(format!("turnstile-rls-snap-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(&dir).unwrap();
+    std::fs::write(dir.join("example.yaml"), EXAMPLE).unwrap();
+    let snap = dir.join("dump.tsnap");
+    let start = |at: u64| {
+        let (dir, snap) = (dir.clone(), snap.clone());
+        Server::start_at(Nanos(at), move |c| {
+            c.policies = Some(dir);
+            c.snapshot = Some(snap);
+            c.rls_port = Some(0);
+        })
+    };
+    // At a minute's start, so the fixed window spans both servers' life.
+    let t0 = (START_SECS / 60 + 1) * 60 * Nanos::PER_SEC;
+    let foo = || request("rl", vec![descriptor(&[("foo", "snap")])]);
+    let a = start(t0).await;
+    let mut c =
+        RateLimitServiceClient::connect(format!("http://{}", a.handle().rls_addr().unwrap()))
+            .await
+            .unwrap();
+    assert_eq!(brief(&ask(&mut c, foo()).await)[0].3, 1);
+    drop(c);
+    a.shutdown().await;
+    let b = start(t0 + 5 * Nanos::PER_SEC).await;
+    let mut c =
+        RateLimitServiceClient::connect(format!("http://{}", b.handle().rls_addr().unwrap()))
+            .await
+            .unwrap();
+    assert_eq!(
+        brief(&ask(&mut c, foo()).await),
+        vec![(Code::Ok, 2, MINUTE, 0)],
+        "counted on"
+    );
+    assert_eq!(ask(&mut c, foo()).await.overall_code(), Code::OverLimit);
+    drop(c);
+    b.shutdown().await;
+    std::fs::remove_dir_all(&dir).unwrap();
 }
