@@ -1373,3 +1373,58 @@ async fn transactions_keep_to_one_slot() {
     assert_eq!(r.call(&["EXEC"]).await, "*2\r\n+OK\r\n:1\r\n");
     c.shutdown().await;
 }
+
+/// The rate limit service on every node: the domain's owner decides, the
+/// others answer UNAVAILABLE naming the owner (counting apart would split
+/// the domain's limits).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_rate_limit_service_answers_on_the_domains_node_only() {
+    use envoy_types::pb::envoy::extensions::common::ratelimit::v3::{
+        rate_limit_descriptor::Entry, RateLimitDescriptor,
+    };
+    use envoy_types::pb::envoy::service::ratelimit::v3::rate_limit_service_client::RateLimitServiceClient;
+    use envoy_types::pb::envoy::service::ratelimit::v3::RateLimitRequest;
+
+    let dir = std::env::temp_dir().join(format!("turnstile-cluster-rls-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(&dir).unwrap();
+    std::fs::write(
+        dir.join("edge.yaml"),
+        "domain: edge\ndescriptors:\n  - key: ip\n    rate_limit: {unit: minute, requests_per_unit: 2}\n",
+    )
+    .unwrap();
+    let c = Cluster::start_with(3, |config, _| {
+        config.policies = Some(dir.clone());
+        config.rls_port = Some(0);
+    })
+    .await;
+    let owner = c.owner(key_slot(b"edge"));
+    let req = || RateLimitRequest {
+        domain: "edge".into(),
+        descriptors: vec![RateLimitDescriptor {
+            entries: vec![Entry {
+                key: "ip".into(),
+                value: "10.0.0.1".into(),
+            }],
+            ..RateLimitDescriptor::default()
+        }],
+        hits_addend: 1,
+    };
+    for (i, node) in c.nodes.iter().enumerate() {
+        let addr = node.rls_addr().unwrap();
+        let mut client = RateLimitServiceClient::connect(format!("http://{addr}"))
+            .await
+            .unwrap();
+        let r = client.should_rate_limit(req()).await;
+        if i == owner {
+            assert_eq!(r.unwrap().into_inner().statuses[0].limit_remaining, 1);
+        } else {
+            let e = r.unwrap_err();
+            assert_eq!(e.code(), tonic::Code::Unavailable);
+            let at = format!("127.0.0.1:{}", c.ports[owner]);
+            assert!(e.message().contains(&at), "{e:?} names {at}");
+        }
+    }
+    c.shutdown().await;
+    std::fs::remove_dir_all(&dir).unwrap();
+}
