@@ -8,10 +8,13 @@
 //! - [`log`]: the exact sliding-window log, a ring of (timestamp, count).
 //! - [`gcra`]: the generic cell rate algorithm, one timestamp of state.
 //! - [`fixed`]: fixed windows aligned to the Unix epoch.
+//! - [`lease`]: concurrency limits, leases on units in flight (its own
+//!   operations: acquire, release, renew).
 
 pub mod cell;
 pub mod fixed;
 pub mod gcra;
+pub mod lease;
 pub mod log;
 pub mod window;
 
