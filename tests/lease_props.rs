@@ -73,7 +73,8 @@ proptest! {
                     let held: u64 = model.values().map(|(_, u)| u).sum();
                     let peek = l.peek(limit, ttl * MS, now, cost);
                     let (a, _) = l.acquire(limit, ttl * MS, now, cost, id(n));
-                    if model.contains_key(&n) {
+                    let was_live = model.contains_key(&n);
+                    if was_live {
                         prop_assert!(a.existing && a.decision.allowed, "a live id is admitted again");
                     } else {
                         prop_assert!(!a.existing);
