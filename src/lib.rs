@@ -46,7 +46,9 @@
 //! - [`limiter`]: the algorithms, one file each (`window.rs`, `log.rs`,
 //!   `gcra.rs`, `fixed.rs`): pure functions over (state, params, now, cost)
 //!   behind one contract, the `Limiter` trait (`limiter/mod.rs`); redis-cell's
-//!   `CL.THROTTLE` arithmetic over GCRA (`cell.rs`).
+//!   `CL.THROTTLE` arithmetic over GCRA (`cell.rs`); concurrency limits,
+//!   leases acquired, released, renewed and lapsing (`lease.rs`, pure too,
+//!   with its own operations: `cmd/limiter/lease.rs` serves them).
 //! - [`script`]: the Lua engine behind `EVAL` (`script/mod.rs`): Lua 5.1
 //!   sandboxed as Redis 7.0 sandboxes it (`prelude.lua`), replies into Lua
 //!   and Lua values into replies (`convert.rs`), and the libraries Redis

@@ -17,7 +17,7 @@ use std::time::Duration;
 use crate::clock::ForwardSteps;
 use crate::limiter::Algorithm;
 use crate::persist::Persist;
-use crate::stats::{RlsOutcome, ScriptOutcome, Stats, TxOutcome};
+use crate::stats::{LeaseEvent, RlsOutcome, ScriptOutcome, Stats, TxOutcome};
 use crate::store::Counts;
 
 /// What a scrape reads beyond the exporter's own handles, gathered by the
@@ -39,6 +39,8 @@ pub struct Readings<'a> {
     pub scripts_cached: usize,
     pub lua_memory: usize,
     pub policies: &'a crate::policy::Policies,
+    /// Leases that lapsed unreleased with their key (the store's count).
+    pub lapsed_leases: u64,
 }
 use metrics::{
     Counter, Gauge, Histogram, Key, KeyName, Label, Metadata, Recorder, SharedString, Unit,
@@ -292,7 +294,14 @@ pub const RLS_REQUESTS_TOTAL: Def = Def {
     help: "Rate limit service calls (gRPC ShouldRateLimit and POST /json) answered, by code: ok, over_limit, error (refused: UNAVAILABLE, or HTTP 400).",
 };
 
+pub const LEASES_TOTAL: Def = Def {
+    name: "turnstile_leases_total",
+    unit: Unit::Count,
+    help: "Lease events (RL.ACQUIRE, RL.RELEASE, RL.RENEW, RL.ALLOWMANY LEASE): acquired, denied (the limit's units were held), retried (an acquire with a live lease's id), released, renewed, expired (lapsed at its TTL unreleased: holders are crashing or hanging).",
+};
+
 pub const ALL: &[&Def] = &[
+    &LEASES_TOTAL,
     &POLICIES_LOADED,
     &POLICY_RELOADS_TOTAL,
     &POLICY_HITS_TOTAL,
@@ -341,6 +350,7 @@ pub mod label {
     pub const CODE: &str = "code";
     pub const DESCRIPTOR: &str = "descriptor";
     pub const DOMAIN: &str = "domain";
+    pub const EVENT: &str = "event";
     pub const POLICY: &str = "policy";
     pub const STAT: &str = "stat";
     pub const REASON: &str = "reason";
@@ -391,6 +401,7 @@ pub struct Metrics {
     transactions: Vec<(TxOutcome, Counter)>,
     scripts: Vec<(ScriptOutcome, Counter)>,
     rls: Vec<(RlsOutcome, Counter)>,
+    leases: Vec<(LeaseEvent, Counter)>,
     script_latency: Histogram,
     scripts_cached: Gauge,
     lua_memory: Gauge,
@@ -540,6 +551,13 @@ impl Metrics {
                     (o, counter(&RLS_REQUESTS_TOTAL, labels))
                 })
                 .collect(),
+            leases: LeaseEvent::ALL
+                .into_iter()
+                .map(|e| {
+                    let labels = vec![Label::new(label::EVENT, e.name())];
+                    (e, counter(&LEASES_TOTAL, labels))
+                })
+                .collect(),
             script_latency: r.register_histogram(&Key::from_name(SCRIPT_LATENCY), &meta),
             scripts_cached: gauge(&SCRIPTS_CACHED, vec![]),
             lua_memory: gauge(&LUA_MEMORY_BYTES, vec![]),
@@ -625,6 +643,13 @@ impl Metrics {
         }
         for (outcome, counter) in &self.rls {
             counter.absolute(stats.rls_calls(*outcome));
+        }
+        for (event, counter) in &self.leases {
+            let with_keys = match event {
+                LeaseEvent::Expired => r.lapsed_leases,
+                _ => 0,
+            };
+            counter.absolute(stats.leases(*event) + with_keys);
         }
         self.scripts_cached.set(r.scripts_cached as f64);
         self.lua_memory.set(r.lua_memory as f64);

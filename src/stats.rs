@@ -48,6 +48,8 @@ pub struct Stats {
     scripts: [AtomicU64; ScriptOutcome::ALL.len()],
     /// Rate limit service calls answered, by [`RlsOutcome`].
     rls: [AtomicU64; RlsOutcome::ALL.len()],
+    /// Lease events, by [`LeaseEvent`].
+    leases: [AtomicU64; LeaseEvent::ALL.len()],
 }
 
 /// How a transaction ended.
@@ -134,6 +136,45 @@ impl RlsOutcome {
     }
 }
 
+/// What happened to a lease (`RL.ACQUIRE` and friends).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum LeaseEvent {
+    Acquired,
+    /// Refused: the limit's units were held.
+    Denied,
+    /// An acquire retried with the id of a live lease: admitted again,
+    /// nothing more held.
+    Retried,
+    Released,
+    Renewed,
+    /// Lapsed at its TTL without a release: its holder crashed, hung or
+    /// forgot (found by the key's next operation).
+    Expired,
+}
+
+impl LeaseEvent {
+    pub const ALL: [LeaseEvent; 6] = [
+        LeaseEvent::Acquired,
+        LeaseEvent::Denied,
+        LeaseEvent::Retried,
+        LeaseEvent::Released,
+        LeaseEvent::Renewed,
+        LeaseEvent::Expired,
+    ];
+
+    /// The `INFO` field suffix and the metric's `event` label.
+    pub fn name(self) -> &'static str {
+        match self {
+            LeaseEvent::Acquired => "acquired",
+            LeaseEvent::Denied => "denied",
+            LeaseEvent::Retried => "retried",
+            LeaseEvent::Released => "released",
+            LeaseEvent::Renewed => "renewed",
+            LeaseEvent::Expired => "expired",
+        }
+    }
+}
+
 /// What the counters know of the command table, which the command layer
 /// provides (`cmd::table::catalog`): each command's name, its position
 /// being its index in every per-command table, and whether it writes.
@@ -173,6 +214,7 @@ impl Stats {
             transactions: Default::default(),
             scripts: Default::default(),
             rls: Default::default(),
+            leases: Default::default(),
         }
     }
 }
@@ -257,6 +299,16 @@ impl Stats {
         Self::read(&self.rls[outcome as usize])
     }
 
+    /// `n` lease events of one kind.
+    pub fn lease(&self, event: LeaseEvent, n: u64) {
+        Self::add(&self.leases[event as usize], n);
+    }
+
+    /// Lease events of one kind so far.
+    pub fn leases(&self, event: LeaseEvent) -> u64 {
+        Self::read(&self.leases[event as usize])
+    }
+
     /// `CONFIG RESETSTAT`.
     pub fn reset(&self) {
         let scalars = [
@@ -279,7 +331,8 @@ impl Stats {
             .chain(self.near_limit.iter())
             .chain(self.transactions.iter())
             .chain(self.scripts.iter())
-            .chain(self.rls.iter());
+            .chain(self.rls.iter())
+            .chain(self.leases.iter());
         for c in all {
             c.store(0, Ordering::Relaxed);
         }

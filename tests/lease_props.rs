@@ -118,7 +118,7 @@ proptest! {
                 let held: u64 = m.values().map(|(_, u)| u).sum();
                 prop_assert_eq!(l.held(t), held);
                 prop_assert!(held <= limit);
-                let mut got: Vec<_> = l.list(t).iter().map(|x| (x.id[0], x.expires, x.units)).collect();
+                let mut got: Vec<_> = l.list(t).iter().map(|x| (x.id[0], x.expires(), x.units())).collect();
                 let mut want: Vec<_> = m.iter().map(|(k, (e, u))| (*k, *e, *u)).collect();
                 got.sort_unstable();
                 want.sort_unstable();

@@ -1507,7 +1507,7 @@ async fn bad_allowmany_arguments_charge_nothing() {
             &["LIMIT", "a", "5", "10", "ALGO"],
             "ERR option ALGO needs a value",
         ),
-        (&["FOO", "a", "5", "10"], "ERR expected LIMIT, got 'FOO'"),
+        (&["FOO", "a", "5", "10"], "ERR expected LIMIT or LEASE, got 'FOO'"),
     ];
     for (rest, err) in cases {
         let mut args = vec!["RL.ALLOWMANY"];
@@ -2161,7 +2161,7 @@ async fn allowmany_refuses_a_key_named_twice() {
             ]
         )
         .await,
-        "ERR key 'k' appears in more than one LIMIT"
+        "ERR key 'k' appears in more than one LIMIT or LEASE"
     );
     let exists: i64 = q(&mut c, &["EXISTS", "k"]).await;
     assert_eq!(exists, 0);
@@ -2193,12 +2193,12 @@ async fn allowmany_takes_at_most_1024_limits() {
     for n in [1_025, 100_000] {
         assert_eq!(
             q_err(&mut c, &words(&request(n, None))).await,
-            "ERR RL.ALLOWMANY takes at most 1024 LIMIT clauses"
+            "ERR RL.ALLOWMANY takes at most 1024 LIMIT and LEASE clauses"
         );
     }
     assert_eq!(
         q_err(&mut c, &words(&request(1_024, Some("user:0")))).await,
-        "ERR key 'user:0' appears in more than one LIMIT"
+        "ERR key 'user:0' appears in more than one LIMIT or LEASE"
     );
     let dbsize: i64 = q(&mut c, &["DBSIZE"]).await;
     assert_eq!(dbsize, 0);

@@ -52,19 +52,6 @@ fn policy_dir(name: &str, text: &str) -> PathBuf {
     dir
 }
 
-fn ints(v: &Value) -> Vec<i64> {
-    match v {
-        Value::Array(items) => items
-            .iter()
-            .filter_map(|i| match i {
-                Value::Int(n) => Some(*n),
-                _ => None,
-            })
-            .collect(),
-        other => panic!("{other:?}"),
-    }
-}
-
 fn last_text(v: &Value) -> Option<String> {
     match v {
         Value::Array(items) => match items.last() {

@@ -191,6 +191,7 @@ fn derived_expiry(v: &Value) -> Option<u64> {
     match v {
         // The model makes no collections; they keep a TTL set by hand.
         Value::Str(_) | Value::List(_) | Value::ZSet(_) | Value::Hash(_) => None,
+        Value::Lease(l) => Some(l.leases.expires_at()),
         Value::Window(s) => Some(s.state.expires_at(&s.params)),
         Value::Fixed(s) => Some(s.state.expires_at(&s.params)),
         Value::Gcra(s) => Some(s.state.expires_at()),
@@ -218,14 +219,15 @@ enum CanonValue {
         newest: u64,
         slots: Vec<(u64, u64)>,
     },
-    /// A collection (the model makes none), as its debug form.
+    /// A collection or a lease key (the model makes none), as its debug
+    /// form.
     Collection(String),
 }
 
 fn canon(e: &Entry) -> Canon {
     let value = match &e.value {
         Value::Str(s) => CanonValue::Str(s.as_slice().to_vec()),
-        v @ (Value::List(_) | Value::ZSet(_) | Value::Hash(_)) => {
+        v @ (Value::List(_) | Value::ZSet(_) | Value::Hash(_) | Value::Lease(_)) => {
             CanonValue::Collection(format!("{v:?}"))
         }
         Value::Window(s) => {

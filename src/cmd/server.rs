@@ -164,6 +164,15 @@ fn write_section(ctx: &Ctx<'_>, section: &str, t: &mut String) {
                     stats.scripts(outcome)
                 )?;
             }
+            for event in crate::stats::LeaseEvent::ALL {
+                // Leases lapsed with their key are the store's count.
+                let n = stats.leases(event)
+                    + match event {
+                        crate::stats::LeaseEvent::Expired => state.store.lapsed_leases(),
+                        _ => 0,
+                    };
+                write!(t, "leases_{}:{n}\r\n", event.name())?;
+            }
             // Limiter decisions, as /metrics reports them.
             for algo in crate::limiter::Algorithm::ALL {
                 let d = stats.decisions(algo);

@@ -163,5 +163,6 @@ pub fn readings(state: &State) -> crate::metrics::Readings<'_> {
         scripts_cached: state.scripts.len(),
         lua_memory: state.scripts.used_memory(),
         policies: &state.policies,
+        lapsed_leases: state.store.lapsed_leases(),
     }
 }

@@ -9,6 +9,7 @@
 use super::bytes::SmallBytes;
 use super::collections;
 use crate::clock::Nanos;
+use crate::limiter::lease::Leases;
 use crate::limiter::{fixed, gcra, log, window, Algorithm, Params};
 
 /// A key's value and expiry.
@@ -32,6 +33,9 @@ pub enum Value {
     Fixed(Stored<fixed::State>),
     Gcra(Stored<gcra::State>),
     Log(Stored<log::State>),
+    /// A concurrency limit's live leases (`RL.ACQUIRE`), boxed: a lease
+    /// key is rare beside rate-limit keys, and its leases are a vector.
+    Lease(Box<LeaseKey>),
     /// The collections limiter scripts use (`collections.rs`), boxed so
     /// every variant stays within a record's 64 bytes.
     List(Box<collections::List>),
@@ -53,6 +57,14 @@ pub fn expiry_ms_at(at: Nanos) -> u64 {
 /// Whether an expiry of `at_ms` has passed at `now`.
 pub fn passed(at_ms: u64, now: Nanos) -> bool {
     at_ms.saturating_mul(Nanos::PER_MS) <= now.0
+}
+
+/// A concurrency limit: its live leases and the limit they were last
+/// acquired under (`RL.STATE`, `RL.LEASES`).
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub struct LeaseKey {
+    pub limit: u64,
+    pub leases: Leases,
 }
 
 /// Limiter state with the parameters of the request that last wrote it,
@@ -80,6 +92,7 @@ impl Value {
             Value::Fixed(_) => "rl-fixed",
             Value::Gcra(_) => "rl-gcra",
             Value::Log(_) => "rl-log",
+            Value::Lease(_) => "rl-lease",
             Value::List(_) => "list",
             Value::ZSet(_) => "zset",
             Value::Hash(_) => "hash",
@@ -94,15 +107,27 @@ impl Value {
         }
     }
 
-    /// The limiter algorithm of this value, if it is limiter state.
+    /// The rate-limit algorithm of this value, if it is rate-limit state
+    /// (a lease key is limiter state with no algorithm: see
+    /// [`Value::is_limiter`]).
     pub fn algorithm(&self) -> Option<Algorithm> {
         match self {
-            Value::Str(_) | Value::List(_) | Value::ZSet(_) | Value::Hash(_) => None,
+            Value::Str(_) | Value::List(_) | Value::ZSet(_) | Value::Hash(_) | Value::Lease(_) => {
+                None
+            }
             Value::Window(_) => Some(Algorithm::Window),
             Value::Fixed(_) => Some(Algorithm::Fixed),
             Value::Gcra(_) => Some(Algorithm::Gcra),
             Value::Log(_) => Some(Algorithm::Log),
         }
+    }
+}
+
+impl Value {
+    /// Whether this is limiter state (rate limits and leases), which
+    /// `RL.RESET` forgets and string commands refuse.
+    pub fn is_limiter(&self) -> bool {
+        self.algorithm().is_some() || matches!(self, Value::Lease(_))
     }
 }
 
@@ -171,6 +196,7 @@ impl Entry {
             }
             Value::ZSet(z) => std::mem::size_of::<collections::ZSet>() + z.heap_size(),
             Value::Hash(h) => std::mem::size_of::<collections::Hash>() + h.heap_size(),
+            Value::Lease(l) => std::mem::size_of::<LeaseKey>() + l.leases.heap_bytes(),
             Value::Window(_) | Value::Fixed(_) | Value::Gcra(_) => 0,
         }
     }

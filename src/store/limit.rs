@@ -5,8 +5,9 @@
 //! the key is `WRONGTYPE`.
 
 use crate::clock::Nanos;
+use crate::limiter::lease::{Acquired, Lapsed, LeaseId, Leases};
 use crate::limiter::{fixed, gcra, log, window, Algorithm, Decision, LimitSpec, Limiter, Params};
-use crate::store::entry::Stored;
+use crate::store::entry::{LeaseKey, Stored};
 use crate::store::{Entry, Value};
 
 /// Why a limiter operation on a key was refused.
@@ -165,7 +166,7 @@ pub fn refund(slot: &mut Option<Entry>, now: Nanos, n: u64) -> Result<bool, Limi
         return Ok(false);
     };
     let at = match &mut entry.value {
-        Value::Str(_) | Value::List(_) | Value::ZSet(_) | Value::Hash(_) => {
+        Value::Str(_) | Value::List(_) | Value::ZSet(_) | Value::Hash(_) | Value::Lease(_) => {
             return Err(LimitError::WrongType)
         }
         Value::Window(s) => refund_with(s, now, n),
@@ -180,6 +181,114 @@ pub fn refund(slot: &mut Option<Entry>, now: Nanos, n: u64) -> Result<bool, Limi
 fn refund_with<S: Limiter>(s: &mut Stored<S>, now: Nanos, n: u64) -> Nanos {
     s.state.refund(&s.params, now, n);
     s.expires_at()
+}
+
+/// The lease key in `slot`, if it holds one; `WRONGTYPE` for any other
+/// value.
+fn lease_key(slot: &mut Option<Entry>) -> Result<Option<&mut LeaseKey>, LimitError> {
+    match slot.as_mut().map(|e| &mut e.value) {
+        None => Ok(None),
+        Some(Value::Lease(l)) => Ok(Some(l)),
+        Some(_) => Err(LimitError::WrongType),
+    }
+}
+
+/// After a lease operation: the key lives as long as its last lease, and
+/// goes when none is left.
+fn keep_leases(slot: &mut Option<Entry>, now: Nanos) {
+    let last = match slot.as_ref().map(|e| &e.value) {
+        Some(Value::Lease(l)) => l.leases.expires_at(),
+        _ => return,
+    };
+    keep_until(slot, Nanos(last), now);
+}
+
+/// `RL.ACQUIRE`: a lease of `cost` units under `limit` for `ttl` as `id`
+/// (see [`Leases::acquire`]). An admission that would allocate more than
+/// `room` bytes is refused before anything is held.
+pub fn acquire(
+    slot: &mut Option<Entry>,
+    limit: u64,
+    ttl: u64,
+    now: Nanos,
+    cost: u64,
+    id: LeaseId,
+    room: usize,
+) -> Result<(Acquired, Lapsed), LimitError> {
+    let (acquired, lapsed) = match lease_key(slot)? {
+        Some(l) => {
+            let before = l.leases.heap_bytes();
+            l.limit = limit;
+            let r = l.leases.acquire(limit, ttl, now.0, cost, id);
+            // Held only within `--maxmemory`: a vector that had to grow
+            // past the room left gives the lease back.
+            if r.0.decision.allowed && l.leases.heap_bytes().saturating_sub(before) > room {
+                l.leases.release(now.0, &id);
+                return Err(LimitError::OutOfMemory);
+            }
+            r
+        }
+        None => {
+            let mut l = LeaseKey {
+                limit,
+                leases: Leases::default(),
+            };
+            let r = l.leases.acquire(limit, ttl, now.0, cost, id);
+            if r.0.decision.allowed {
+                if std::mem::size_of::<LeaseKey>() + l.leases.heap_bytes() > room {
+                    return Err(LimitError::OutOfMemory);
+                }
+                *slot = Some(Entry::new(Value::Lease(Box::new(l))));
+            }
+            r
+        }
+    };
+    keep_leases(slot, now);
+    Ok((acquired, lapsed))
+}
+
+/// What `RL.ACQUIRE` would answer (`RL.PEEK ... ALGO lease`).
+pub fn peek_lease(
+    entry: Option<&Entry>,
+    limit: u64,
+    ttl: u64,
+    now: Nanos,
+    cost: u64,
+) -> Result<Decision, LimitError> {
+    match entry.map(|e| &e.value) {
+        None => Ok(Leases::default().peek(limit, ttl, now.0, cost)),
+        Some(Value::Lease(l)) => Ok(l.leases.peek(limit, ttl, now.0, cost)),
+        Some(_) => Err(LimitError::WrongType),
+    }
+}
+
+/// `RL.RELEASE`: true if lease `id` was live.
+pub fn release(
+    slot: &mut Option<Entry>,
+    now: Nanos,
+    id: &LeaseId,
+) -> Result<(bool, Lapsed), LimitError> {
+    let Some(l) = lease_key(slot)? else {
+        return Ok((false, Lapsed::default()));
+    };
+    let r = l.leases.release(now.0, id);
+    keep_leases(slot, now);
+    Ok(r)
+}
+
+/// `RL.RENEW`: true if lease `id` was live; it then lapses `ttl` from now.
+pub fn renew(
+    slot: &mut Option<Entry>,
+    now: Nanos,
+    id: &LeaseId,
+    ttl: u64,
+) -> Result<(bool, Lapsed), LimitError> {
+    let Some(l) = lease_key(slot)? else {
+        return Ok((false, Lapsed::default()));
+    };
+    let r = l.leases.renew(now.0, id, ttl);
+    keep_leases(slot, now);
+    Ok(r)
 }
 
 #[cfg(test)]

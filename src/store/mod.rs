@@ -105,6 +105,9 @@ pub struct Store {
     hasher: ahash::RandomState,
     mask: usize,
     expired: AtomicU64,
+    /// Leases of lease keys that expired whole: every one lapsed
+    /// unreleased.
+    lapsed_leases: AtomicU64,
     evicted: AtomicU64,
 }
 
@@ -131,6 +134,7 @@ impl Store {
             hasher: ahash::RandomState::new(),
             mask: n - 1,
             expired: AtomicU64::new(0),
+            lapsed_leases: AtomicU64::new(0),
             evicted: AtomicU64::new(0),
         }
     }
@@ -166,6 +170,21 @@ impl Store {
     /// Keys expired so far (lazily or by the sweeper).
     pub fn expired_count(&self) -> u64 {
         self.expired.load(Ordering::Relaxed)
+    }
+
+    /// Leases that lapsed unreleased with their key (the key expired with
+    /// its last lease); those a lease command finds lapsed are the command
+    /// layer's count.
+    pub fn lapsed_leases(&self) -> u64 {
+        self.lapsed_leases.load(Ordering::Relaxed)
+    }
+
+    /// Counts an expired entry's leases as lapsed.
+    fn lapsed(&self, e: &Entry) {
+        if let Value::Lease(l) = &e.value {
+            self.lapsed_leases
+                .fetch_add(l.leases.len() as u64, Ordering::Relaxed);
+        }
     }
 
     /// Reads a live entry under a shared lock. An expired entry reads as
@@ -434,7 +453,7 @@ impl Store {
         let removed = if shard.volatile == 0 || !entry::passed(shard.next_expiry_ms, now) {
             0
         } else {
-            shard.remove_expired(&self.hasher, now)
+            shard.remove_expired(&self.hasher, now, |e| self.lapsed(e))
         };
         self.expired.fetch_add(removed as u64, Ordering::Relaxed);
         shard.reclaim(&self.hasher);

@@ -477,7 +477,8 @@ impl Shard {
                 let mut cur = records.take(h);
                 let had_ttl = cur.as_ref().is_some_and(Entry::has_expiry);
                 let mut changed = false;
-                if cur.as_ref().is_some_and(|e| e.is_expired(now)) {
+                if let Some(e) = cur.as_ref().filter(|e| e.is_expired(now)) {
+                    store.lapsed(e);
                     cur = None;
                     changed = true;
                     store.expired.fetch_add(1, Ordering::Relaxed);
@@ -580,8 +581,14 @@ impl Shard {
         Some(ttl)
     }
 
-    /// Removes every entry expired at `now`; returns how many.
-    pub fn remove_expired(&mut self, hasher: &ahash::RandomState, now: Nanos) -> usize {
+    /// Removes every entry expired at `now`; returns how many. `gone`
+    /// sees each general record's entry first (lease keys are general).
+    pub fn remove_expired(
+        &mut self,
+        hasher: &ahash::RandomState,
+        now: Nanos,
+        mut gone_entry: impl FnMut(&Entry),
+    ) -> usize {
         let mut next = u64::MAX;
         let records = &self.records;
         let gone = self.index.retain(
@@ -598,6 +605,11 @@ impl Shard {
             |h| hasher.hash_one(records.key(h)),
         );
         for &h in &gone {
+            if let (Class::General, i) = split(h) {
+                if let Some(e) = &self.records.general.get(i).entry {
+                    gone_entry(e);
+                }
+            }
             if !self.watches.is_empty() {
                 self.watches.touch(hasher.hash_one(self.records.key(h)));
             }

@@ -40,16 +40,16 @@ use std::io::{self, BufReader, BufWriter, Read, Write};
 use std::num::NonZeroU64;
 use std::path::{Path, PathBuf};
 
-use super::entry::{Entry, Stored, Value};
+use super::entry::{Entry, LeaseKey, Stored, Value};
 use super::{bytes::SmallBytes, Store};
 use crate::clock::Nanos;
-use crate::limiter::{fixed, gcra, log, window, Params};
+use crate::limiter::{fixed, gcra, lease, log, window, Params};
 
 pub const MAGIC: &[u8; 8] = b"TURNSNAP";
 /// The format written; a loader reads every version up to its own.
-/// Version 2 added lists, sorted sets and hashes; version 1 files load
-/// unchanged (they hold none).
-pub const VERSION: u16 = 2;
+/// Version 2 added lists, sorted sets and hashes, version 3 lease keys;
+/// older files load unchanged (they hold none).
+pub const VERSION: u16 = 3;
 const HEADER_LEN: u64 = 8 + 2 + 2 + 8;
 
 const TAG_STR: u8 = 1;
@@ -60,6 +60,7 @@ const TAG_LOG: u8 = 5;
 const TAG_LIST: u8 = 6;
 const TAG_ZSET: u8 = 7;
 const TAG_HASH: u8 = 8;
+const TAG_LEASE: u8 = 9;
 const TAG_END: u8 = 0xFF;
 
 // The checksum is crc32fast's CRC-32 (IEEE): hardware-accelerated
@@ -261,6 +262,7 @@ fn encode(buf: &mut Vec<u8>, key: &[u8], entry: &Entry) {
         Value::List(_) => TAG_LIST,
         Value::ZSet(_) => TAG_ZSET,
         Value::Hash(_) => TAG_HASH,
+        Value::Lease(_) => TAG_LEASE,
     };
     buf.push(tag);
     buf.extend_from_slice(&len32(key.len()).to_le_bytes());
@@ -313,6 +315,17 @@ fn encode(buf: &mut Vec<u8>, key: &[u8], entry: &Entry) {
             for (f, v) in h.iter() {
                 bytes(buf, f);
                 bytes(buf, v);
+            }
+        }
+        // Expiries are absolute: a lease that lapses while the server is
+        // down is gone when it loads.
+        Value::Lease(l) => {
+            put(buf, l.limit);
+            buf.extend_from_slice(&len32(l.leases.len()).to_le_bytes());
+            for lease in l.leases.iter() {
+                buf.extend_from_slice(&lease.id);
+                put(buf, lease.expires());
+                put(buf, lease.units());
             }
         }
     }
@@ -467,6 +480,25 @@ fn decode_value(r: &mut Reader<impl Read>, tag: u8, at: u64) -> Result<Value, Er
                 h.set(&f, &r.bytes()?);
             }
             Value::Hash(Box::new(h))
+        }
+        TAG_LEASE => {
+            let limit = r.u64()?;
+            let n = r.u32()?;
+            let mut items = Vec::new();
+            for _ in 0..n {
+                let mut id = [0u8; lease::ID_LEN];
+                r.fill(&mut id)?;
+                let expires = r.u64()?;
+                let units = r.u64()?;
+                if units > lease::MAX_UNITS {
+                    return Err(corrupt("a lease holds too many units"));
+                }
+                items.push(lease::Lease::new(id, expires, units));
+            }
+            // Lapsed ones are dropped by the key's next operation (the
+            // key itself expires with its last lease).
+            let leases = lease::Leases::from_leases(items, 0);
+            Value::Lease(Box::new(LeaseKey { limit, leases }))
         }
         _ => return Err(corrupt("unknown record type")),
     })

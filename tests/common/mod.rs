@@ -183,6 +183,20 @@ pub async fn assert_pong(con: &mut MultiplexedConnection) {
     assert_eq!(pong, "PONG");
 }
 
+/// The integers of an array reply, in order (other elements skipped).
+pub fn ints(v: &Value) -> Vec<i64> {
+    match v {
+        Value::Array(items) => items
+            .iter()
+            .filter_map(|i| match i {
+                Value::Int(n) => Some(*n),
+                _ => None,
+            })
+            .collect(),
+        other => panic!("not an array: {other:?}"),
+    }
+}
+
 /// Text of a bulk, simple or verbatim string reply.
 pub fn text(v: &Value) -> String {
     match v {

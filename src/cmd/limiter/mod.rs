@@ -3,14 +3,18 @@
 //! Each parses into a validated request (`parse.rs`), runs the algorithm
 //! on the key's state (`store/limit.rs`), then shapes the reply here.
 
+pub mod lease;
 pub mod parse;
 pub mod throttle;
 
 use super::{CmdError, Ctx};
+use crate::limiter::lease::Lapsed;
 use crate::limiter::Decision;
 use crate::protocol::{ReplyBuf, Request};
+use crate::stats::LeaseEvent;
 use crate::store::{limit, Value};
 
+pub use lease::{acquire, leases, release, renew};
 pub use throttle::throttle;
 
 /// Nanoseconds to whole milliseconds, rounded up: a client told to retry
@@ -59,6 +63,9 @@ pub fn allow(ctx: &mut Ctx<'_>, req: &Request<'_>) -> Result<(), CmdError> {
 /// RL.PEEK key limit period [ALGO ...] [COST n] [BURST b] [PRECISION d]
 /// ```
 pub fn peek(ctx: &mut Ctx<'_>, req: &Request<'_>) -> Result<(), CmdError> {
+    if lease::peek(ctx, req)?.is_some() {
+        return Ok(());
+    }
     if let Some((key, name, cost)) = parse::named_request(req)? {
         return super::policy::allow_named(ctx, key, name, cost, true);
     }
@@ -73,24 +80,47 @@ pub fn peek(ctx: &mut Ctx<'_>, req: &Request<'_>) -> Result<(), CmdError> {
 }
 
 /// ```text
-/// RL.ALLOWMANY [COST n] LIMIT key limit period [ALGO a] [BURST b] [PRECISION d] [LIMIT ...]
+/// RL.ALLOWMANY [COST n] [ID lease_id] LIMIT key limit period [ALGO a] [BURST b] [PRECISION d]
+///     [LIMIT ...] [LEASE key limit ttl ...]
 /// ```
-/// All-or-nothing: every key's shard is locked (in a fixed order, so two
-/// requests can never deadlock), every limit is peeked at in place, and
+/// All-or-nothing over rate limits (`LIMIT`) and concurrency limits
+/// (`LEASE`): every key's shard is locked (in a fixed order, so two
+/// requests can never deadlock), every clause is peeked at in place, and
 /// only if all admit (and what they would allocate fits `--maxmemory`)
-/// is each charged, under the same locks, so each charge decides as its
-/// peek did. Nothing is copied, however long a log ring is.
+/// are the leases taken and the limits charged, under the same locks, so
+/// each decides as its peek did. Nothing is copied, however long a log
+/// ring is. The reply is `RL.ALLOW`'s plus the binding clause's index,
+/// and with `LEASE` clauses the lease id (nil when denied).
 pub fn allowmany(ctx: &mut Ctx<'_>, req: &Request<'_>) -> Result<(), CmdError> {
+    use parse::Clause;
     let r = parse::many_request(req)?;
+    let has_lease = r
+        .clauses
+        .iter()
+        .any(|(_, c)| matches!(c, Clause::Lease { .. }));
+    let id = match has_lease {
+        true => Some(lease::lease_id(r.id)?),
+        false => None,
+    };
     let now = ctx.now;
     let room = super::write_room(ctx);
-    let mut lock = ctx.db.lock_many(r.limits.iter().map(|(k, _)| *k));
+    let mut lock = ctx.db.lock_many(r.clauses.iter().map(|(k, _)| *k));
     let mut binding: Option<(usize, Decision)> = None;
     let mut growth = 0usize;
-    for (i, (key, spec)) in r.limits.iter().enumerate() {
-        let (d, grows) = lock
-            .get(key, now, |e| limit::peek(Some(e), spec, now, r.cost))
-            .unwrap_or_else(|| limit::peek(None, spec, now, r.cost))?;
+    for (i, (key, clause)) in r.clauses.iter().enumerate() {
+        let (d, grows) = match clause {
+            Clause::Limit(spec) => lock
+                .get(key, now, |e| limit::peek(Some(e), spec, now, r.cost))
+                .unwrap_or_else(|| limit::peek(None, spec, now, r.cost))?,
+            Clause::Lease { limit, ttl } => {
+                let d = lock
+                    .get(key, now, |e| {
+                        limit::peek_lease(Some(e), *limit, *ttl, now, r.cost)
+                    })
+                    .unwrap_or_else(|| limit::peek_lease(None, *limit, *ttl, now, r.cost))?;
+                (d, 0)
+            }
+        };
         growth = growth.saturating_add(grows);
         let tighter = binding.is_none_or(|(_, b)| d.remaining < b.remaining);
         if !d.allowed || tighter {
@@ -100,29 +130,80 @@ pub fn allowmany(ctx: &mut Ctx<'_>, req: &Request<'_>) -> Result<(), CmdError> {
             break;
         }
     }
-    let (index, d) = binding.expect("at least one limit");
+    let (index, d) = binding.expect("at least one clause");
+    let mut gone = Lapsed::default();
     if d.allowed {
         if growth > room {
             return Err(CmdError::OutOfMemory);
         }
-        for (key, spec) in &r.limits {
-            lock.update(key, now, |slot| {
-                limit::allow(slot, spec, now, r.cost, usize::MAX)
-            })?;
+        let id = id.unwrap_or_default();
+        // Leases first: one that cannot be held within `--maxmemory` gives
+        // back those taken before it, and no limit is charged.
+        let mut taken: Vec<&[u8]> = Vec::new();
+        for (key, clause) in &r.clauses {
+            let Clause::Lease { limit, ttl } = clause else {
+                continue;
+            };
+            let held = lock.update(key, now, |slot| {
+                limit::acquire(slot, *limit, *ttl, now, r.cost, id, room)
+            });
+            match held {
+                Ok((_, lapsed)) => {
+                    gone.leases += lapsed.leases;
+                    taken.push(key);
+                }
+                Err(e) => {
+                    for key in taken {
+                        let _ = lock.update(key, now, |slot| limit::release(slot, now, &id));
+                    }
+                    return Err(e.into());
+                }
+            }
+        }
+        for (key, clause) in &r.clauses {
+            if let Clause::Limit(spec) = clause {
+                lock.update(key, now, |slot| {
+                    limit::allow(slot, spec, now, r.cost, usize::MAX)
+                })?;
+            }
         }
     }
     drop(lock);
     // One decision per request, under the binding limit's algorithm; units
     // under every limit charged.
     let stats = &mut ctx.session.stats;
-    stats.decision(r.limits[index].1.algo, &d, 0);
+    if let Clause::Limit(spec) = r.clauses[index].1 {
+        stats.decision(spec.algo, &d, 0);
+    }
     if d.allowed {
-        for (_, spec) in &r.limits {
-            stats.units(spec.algo, r.cost);
+        for (_, clause) in &r.clauses {
+            if let Clause::Limit(spec) = clause {
+                stats.units(spec.algo, r.cost);
+            }
         }
     }
-    write_decision(ctx.out, &d, 1);
+    if has_lease {
+        let leases = r
+            .clauses
+            .iter()
+            .filter(|(_, c)| matches!(c, Clause::Lease { .. }));
+        let shared = &ctx.state.stats;
+        match d.allowed {
+            true => shared.lease(LeaseEvent::Acquired, leases.count() as u64),
+            false => shared.lease(LeaseEvent::Denied, 1),
+        }
+        if gone.leases > 0 {
+            shared.lease(LeaseEvent::Expired, gone.leases);
+        }
+    }
+    write_decision(ctx.out, &d, 1 + has_lease as usize);
     ctx.out.int(index as i64);
+    match (has_lease, d.allowed, r.id, id) {
+        (false, ..) => {}
+        (true, true, Some(given), _) => ctx.out.bulk(given),
+        (true, true, None, Some(id)) => ctx.out.bulk(&lease::hex(&id)),
+        (true, ..) => ctx.out.null(),
+    }
     Ok(())
 }
 
@@ -151,7 +232,7 @@ pub fn reset(ctx: &mut Ctx<'_>, req: &Request<'_>) -> Result<(), CmdError> {
     let mut lock = ctx.db.lock_many(req.args().skip(1));
     for key in req.args().skip(1) {
         let is_string = lock.update(key, now, |slot| {
-            slot.as_ref().is_some_and(|e| e.value.algorithm().is_none())
+            slot.as_ref().is_some_and(|e| !e.value.is_limiter())
         });
         if is_string {
             return Err(CmdError::WrongType);
@@ -176,11 +257,27 @@ pub fn state(ctx: &mut Ctx<'_>, req: &Request<'_>) -> Result<(), CmdError> {
     let now = ctx.now;
     let out = &mut *ctx.out;
     let found = ctx.db.get(req.arg(1), now, |e| {
+        if let Value::Lease(l) = &e.value {
+            out.map(6);
+            out.bulk_str("algorithm");
+            out.bulk_str("lease");
+            out.bulk_str("limit");
+            out.int(l.limit as i64);
+            out.bulk_str("held");
+            out.int(l.leases.held(now.0) as i64);
+            out.bulk_str("leases");
+            out.int(l.leases.live(now.0).count() as i64);
+            out.bulk_str("ttl_ms");
+            out.int(e.pttl_ms(now).unwrap_or(-1));
+            out.bulk_str("type");
+            out.bulk_str(e.value.type_name());
+            return Ok(());
+        }
         let algo = e.value.algorithm().ok_or(CmdError::WrongType)?;
         let mut fields: Vec<(&str, i64)> = Vec::with_capacity(6);
         let ms = |ns: u64| (ns / 1_000_000) as i64;
         let params = match &e.value {
-            Value::Str(_) | Value::List(_) | Value::ZSet(_) | Value::Hash(_) => {
+            Value::Str(_) | Value::List(_) | Value::ZSet(_) | Value::Hash(_) | Value::Lease(_) => {
                 return Err(CmdError::WrongType)
             }
             Value::Window(s) => {

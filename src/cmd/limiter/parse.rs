@@ -18,11 +18,22 @@ pub struct AllowRequest<'a> {
     pub cost: u64,
 }
 
-/// `RL.ALLOWMANY`: several (key, limit) pairs and one cost.
+/// One clause of `RL.ALLOWMANY`.
+#[derive(Debug, Clone, Copy)]
+pub enum Clause {
+    /// `LIMIT key limit period [ALGO ...]`: a rate limit.
+    Limit(LimitSpec),
+    /// `LEASE key limit ttl`: a concurrency limit (`RL.ACQUIRE`'s).
+    Lease { limit: u64, ttl: u64 },
+}
+
+/// `RL.ALLOWMANY`: several (key, clause) pairs, one cost, and the lease
+/// id its `LEASE` clauses take (`ID`, or the server's).
 #[derive(Debug, Clone)]
 pub struct ManyRequest<'a> {
-    pub limits: Vec<(&'a [u8], LimitSpec)>,
+    pub clauses: Vec<(&'a [u8], Clause)>,
     pub cost: u64,
+    pub id: Option<&'a [u8]>,
 }
 
 /// A positive integer argument, named in the error.
@@ -76,7 +87,7 @@ fn options<A: ArgList + ?Sized>(
 ) -> Result<Options, CmdError> {
     let mut o = Options::default();
     while let Some(name) = c.peek() {
-        if stop_at_limit && is(name, "LIMIT") {
+        if stop_at_limit && (is(name, "LIMIT") || is(name, "LEASE")) {
             break;
         }
         let known = ["ALGO", "COST", "BURST", "PRECISION"]
@@ -202,48 +213,49 @@ pub fn named_request<'a>(
 pub const MAX_LIMITS: usize = 1024;
 
 /// ```text
-/// RL.ALLOWMANY [COST n] LIMIT key limit period [ALGO a] [BURST b] [PRECISION d] [LIMIT ...]
+/// RL.ALLOWMANY [COST n] [ID lease_id] LIMIT key limit period [ALGO a] [BURST b] [PRECISION d]
+///     [LIMIT ...] [LEASE key limit ttl ...]
 /// ```
 /// Checks in O(n log n): at most [`MAX_LIMITS`] clauses, each key once.
 pub fn many_request<'a>(req: &'a Request<'_>) -> Result<ManyRequest<'a>, CmdError> {
-    let mut limits = Vec::new();
-    let cost = walk_many(req, Check::Values, |key, _, checked, cost| {
-        let spec = checked.expect("values checked").0;
-        check_cost(&spec, cost)?;
-        limits.push((key, spec));
+    let mut clauses = Vec::new();
+    let (cost, id) = walk_many(req, Check::Values, |key, _, checked, cost| {
+        let clause = checked.expect("values checked");
+        match clause {
+            Clause::Limit(spec) => check_cost(&spec, cost)?,
+            Clause::Lease { limit, .. } => super::lease::check_cost(limit, cost)?,
+        }
+        clauses.push((key, clause));
         Ok(())
     })?;
-    if limits.is_empty() {
-        return Err(CmdError::err("RL.ALLOWMANY needs at least one LIMIT"));
+    if clauses.is_empty() {
+        return Err(CmdError::err(
+            "RL.ALLOWMANY needs at least one LIMIT or LEASE",
+        ));
     }
-    // A key holds one limiter state: two limits on it would charge it
+    // A key holds one limiter state: two clauses on it would charge it
     // twice for one request.
-    let mut keys: Vec<&[u8]> = limits.iter().map(|(k, _)| *k).collect();
+    let mut keys: Vec<&[u8]> = clauses.iter().map(|(k, _)| *k).collect();
     keys.sort_unstable();
     if let Some(pair) = keys.windows(2).find(|p| p[0] == p[1]) {
         return Err(CmdError::err(format!(
-            "key '{}' appears in more than one LIMIT",
+            "key '{}' appears in more than one LIMIT or LEASE",
             show(pair[0])
         )));
     }
-    Ok(ManyRequest { limits, cost })
+    Ok(ManyRequest { clauses, cost, id })
 }
 
 /// `RL.ALLOWMANY`'s grammar, walked once for the parser and once for the
-/// key finder: `on_limit` gets each clause's key, its position, (when
-/// checking values) its validated limit, and the request's `COST`; its
-/// error ends the walk. Returns the `COST`.
+/// key finder: `on_clause` gets each clause's key, its position, (when
+/// checking values) its validated clause, and the request's `COST`; its
+/// error ends the walk. Returns the `COST` and the `ID`.
 #[allow(clippy::type_complexity)]
 fn walk_many<'a, A: ArgList + ?Sized>(
     args: &'a A,
     check: Check,
-    mut on_limit: impl FnMut(
-        &'a [u8],
-        usize,
-        Option<(LimitSpec, Option<u64>)>,
-        u64,
-    ) -> Result<(), CmdError>,
-) -> Result<u64, CmdError> {
+    mut on_clause: impl FnMut(&'a [u8], usize, Option<Clause>, u64) -> Result<(), CmdError>,
+) -> Result<(u64, Option<&'a [u8]>), CmdError> {
     let mut c = Cursor::new(args, 1);
     let mut cost = 1;
     if c.keyword("COST") {
@@ -252,25 +264,48 @@ fn walk_many<'a, A: ArgList + ?Sized>(
             cost = positive(value, "COST")?;
         }
     }
+    let mut id = None;
+    if c.keyword("ID") {
+        let value = c.value_for("ID")?;
+        if value.is_empty() && check == Check::Values {
+            return Err(CmdError::err("ID must not be empty"));
+        }
+        id = Some(value);
+    }
     let mut clauses = 0;
     while let Some(arg) = c.next() {
-        if !is(arg, "LIMIT") {
+        let lease = is(arg, "LEASE");
+        if !lease && !is(arg, "LIMIT") {
             return Err(CmdError::err(format!(
-                "expected LIMIT, got '{}'",
+                "expected LIMIT or LEASE, got '{}'",
                 show(arg)
             )));
         }
         if clauses == MAX_LIMITS {
             return Err(CmdError::err(format!(
-                "RL.ALLOWMANY takes at most {MAX_LIMITS} LIMIT clauses"
+                "RL.ALLOWMANY takes at most {MAX_LIMITS} LIMIT and LEASE clauses"
             )));
         }
         clauses += 1;
         let at = c.position();
+        if lease {
+            let (Some(key), Some(limit), Some(ttl)) = (c.next(), c.next(), c.next()) else {
+                return Err(CmdError::Syntax);
+            };
+            let clause = match check {
+                Check::Structure => None,
+                Check::Values => Some(Clause::Lease {
+                    limit: positive(limit, "limit")?,
+                    ttl: duration(ttl, "ttl")?,
+                }),
+            };
+            on_clause(key, at, clause, cost)?;
+            continue;
+        }
         let (key, checked) = limit(&mut c, true, false, check)?;
-        on_limit(key, at, checked, cost)?;
+        on_clause(key, at, checked.map(|(spec, _)| Clause::Limit(spec)), cost)?;
     }
-    Ok(cost)
+    Ok((cost, id))
 }
 
 /// Key positions of an `RL.ALLOWMANY` request: the argument after each
