@@ -266,6 +266,27 @@ async fn allowmany_with_a_rate_limit_and_a_lease_is_all_or_nothing() {
         Value::Int(1),
         "the denied request took no lease"
     );
+    // Cluster clients find LEASE keys as they find LIMIT keys.
+    let keys: Vec<String> = q(
+        &mut c,
+        &[
+            "COMMAND",
+            "GETKEYS",
+            "RL.ALLOWMANY",
+            "ID",
+            "x",
+            "LIMIT",
+            "a",
+            "1",
+            "1",
+            "LEASE",
+            "b",
+            "1",
+            "1s",
+        ],
+    )
+    .await;
+    assert_eq!(keys, ["a", "b"]);
     // Without LEASE clauses the reply keeps its six fields.
     let g: Value = q(&mut c, &["RL.ALLOWMANY", "LIMIT", "other", "3", "60"]).await;
     assert_eq!(ints(&g).len(), 6);

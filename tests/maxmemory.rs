@@ -13,9 +13,21 @@ async fn noeviction_refuses_writes_and_keeps_reads() {
     let server = Server::start().await;
     let mut c = server.client().await;
     let _: () = q(&mut c, &["SET", "old", "v"]).await;
+    let _: redis::Value = q(&mut c, &["RL.ACQUIRE", "pool", "5", "60s", "ID", "held"]).await;
     // A one-byte cap: whatever the process uses is over it.
     let _: () = q(&mut c, &["CONFIG", "SET", "maxmemory", "1"]).await;
     assert_eq!(q_err(&mut c, &["RL.ALLOW", "k", "10", "60"]).await, OOM);
+    assert_eq!(
+        q_err(&mut c, &["RL.ACQUIRE", "pool", "5", "60s"]).await,
+        OOM
+    );
+    assert_eq!(
+        q_err(&mut c, &["RL.ALLOWMANY", "LEASE", "pool", "5", "60s"]).await,
+        OOM
+    );
+    // Giving a lease back frees memory: never refused.
+    let released: i64 = q(&mut c, &["RL.RELEASE", "pool", "held"]).await;
+    assert_eq!(released, 1);
     assert_eq!(q_err(&mut c, &["SET", "new", "v"]).await, OOM);
     assert_eq!(
         q_err(&mut c, &["CL.THROTTLE", "t", "1", "1", "1"]).await,
