@@ -213,15 +213,15 @@ pub(crate) fn run(
     req: &Request<'_>,
 ) {
     let mark = ctx.out.len();
+    let i = table::index_of(cmd);
     let started =
-        (ctx.state.time_commands && ctx.session.sample_latency()).then(std::time::Instant::now);
+        (ctx.state.time_commands && ctx.session.sample_latency(i)).then(std::time::Instant::now);
     let result = (spec.handler)(ctx, req);
     if let Err(e) = &result {
         // A handler that failed after writing part of a reply leaves none.
         ctx.out.truncate(mark);
         fail(ctx, e);
     }
-    let i = table::index_of(cmd);
     ctx.session.stats.command(i, result.is_ok());
     if let Some(t) = started {
         if let Some(m) = &ctx.state.metrics {

@@ -693,9 +693,10 @@ def check_scraped(prom, tally, dbsize, instance, at):
         eq(f"commands {cmd}/{status}", f'turnstile_commands_total{{{sel},command="{cmd}",status="{status}"}}', n)
     for cmd in ("rl.allow", "cl.throttle", "rl.allowmany", "get", "set"):
         total = tally.commands.get((cmd, "ok"), 0) + tally.commands.get((cmd, "error"), 0)
-        # Latency is sampled (one command in LATENCY_SAMPLE_EVERY per
-        # connection, its first always), so the histogram holds a share of
-        # the commands: at least one, at most all, and _count equals +Inf.
+        # Latency is sampled (the first of each command on a connection,
+        # then one in LATENCY_SAMPLE_EVERY at random), so the histogram holds
+        # a share of the commands: at least one, at most all, and _count
+        # equals +Inf.
         count = prom.value(f'turnstile_command_duration_seconds_count{{{sel},command="{cmd}"}}', at)
         inf = prom.value(f'turnstile_command_duration_seconds_bucket{{{sel},command="{cmd}",le="+Inf"}}', at)
         R.check(count is not None and 1 <= count <= total and inf == count,
