@@ -6,7 +6,9 @@ each, and the ratio B/A. For judging a change to the hot path on this noisy
 machine: CPU per operation is the steadier figure.
 
     python3 benches/ab.py OLD_BINARY NEW_BINARY [--reps 4] [-n 1000000]
-        [--algos window,gcra,fixed,log] [-P 16] [-r 100000]
+        [--algos window,gcra,fixed,log] [--scripts] [-P 16] [-r 100000]
+
+`--scripts` adds compare.py's Lua limiters (EVALSHA), loaded into both.
 
 Example: build the previous commit in a worktree and compare:
 
@@ -31,13 +33,25 @@ def main():
     ap.add_argument("-P", dest="pipeline", type=int, default=16)
     ap.add_argument("-r", dest="randomkeys", type=int, default=100_000)
     ap.add_argument("--algos", default="window,gcra,fixed,log")
+    ap.add_argument("--scripts", action="store_true", help="also the Lua limiters of compare.py")
+    ap.add_argument("--no-ping", action="store_true")
     opts = ap.parse_args()
     benchlib.require("redis-benchmark")
     servers = {"A": benchlib.start_turnstile(binary=opts.a),
                "B": benchlib.start_turnstile(binary=opts.b)}
     tests = [(f"RL.ALLOW {a}", ["RL.ALLOW", f"{a}:__rand_int__", "100", "60", "ALGO", a])
              for a in opts.algos.split(",") if a]
-    tests.append(("PING_MBULK", ["-t", "ping_mbulk"]))
+    if not opts.no_ping:
+        tests.append(("PING_MBULK", ["-t", "ping_mbulk"]))
+    if opts.scripts:
+        import compare
+        for name, body, args in compare.SCRIPTS:
+            shas = set()
+            for s in servers.values():
+                with benchlib.Client(s.port) as c:
+                    shas.add(c("SCRIPT", "LOAD", body))
+            (sha,) = shas
+            tests.append((f"Lua {name}", ["EVALSHA", sha.decode(), *args]))
     print(f"A = {opts.a}\nB = {opts.b}\n-n {opts.n} -P {opts.pipeline} -r {opts.randomkeys}, "
           f"{opts.reps} runs each, alternated\n")
     print(f"| test | A ops/s | B ops/s | B/A ops | A CPU us/op | B CPU us/op | B/A CPU |")

@@ -214,6 +214,15 @@ impl Config {
         Ok(cli.config)
     }
 
+    /// Worker threads the runtime runs: `--threads`, or one per core.
+    pub fn worker_threads(&self) -> usize {
+        match self.threads {
+            0 => std::thread::available_parallelism().map_or(1, |n| n.get()),
+            n => n,
+        }
+        .min(64)
+    }
+
     /// Where to serve metrics, or `None` for `--metrics-addr off`.
     pub fn metrics_enabled(&self) -> bool {
         !self.metrics_addr.eq_ignore_ascii_case("off")

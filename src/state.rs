@@ -75,6 +75,9 @@ impl State {
                 .map(|path| crate::persist::Persist::new(path, config.snapshot_interval)),
             scripts: crate::script::Engine::new(crate::script::EngineConfig {
                 busy_threshold: std::time::Duration::from_millis(config.lua_time_limit),
+                // One Lua state per worker thread, and one for a thread
+                // outside the pool (a blocking section's stand-in).
+                states: config.worker_threads() + 1,
                 ..Default::default()
             }),
             policies: Arc::new(crate::policy::Policies::empty(config.policies_shadow)),

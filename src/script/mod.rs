@@ -9,11 +9,15 @@
 //! command and writes its reply as RESP; the engine reads that reply back
 //! into Lua (`convert.rs`), and writes the script's result for the client.
 //!
-//! One Lua state serves every connection, behind a mutex, as Redis's one
-//! thread does: scripts are cached by SHA1 and shared. A hook every
-//! [`HOOK_EVERY`] instructions notices a script past the busy threshold
-//! (other clients then get `BUSY`) and stops one that `SCRIPT KILL` asked
-//! to stop, or that its host wants to run again over every shard.
+//! Scripts are cached by SHA1 and shared by every connection, as in Redis;
+//! the Lua states that run them are a small pool, one per worker thread
+//! (and one spare), so two workers never queue for one state: a script
+//! is stateless between runs (the sandbox protects the globals), so which
+//! state runs it is invisible to it. Each state compiles a cached script
+//! the first time it runs it. A hook every [`HOOK_EVERY`] instructions
+//! notices a script past the busy threshold (other clients then get
+//! `BUSY`) and stops one that `SCRIPT KILL` asked to stop, or that its
+//! host wants to run again over every shard.
 
 mod convert;
 mod libs;
@@ -60,8 +64,10 @@ pub struct EngineConfig {
     /// Run time past which a script is busy (Redis's
     /// `busy-reply-threshold`).
     pub busy_threshold: Duration,
-    /// Cap on the Lua heap, in bytes.
+    /// Cap on each Lua state's heap, in bytes.
     pub memory_limit: usize,
+    /// Lua states in the pool: the worker threads, and one more.
+    pub states: usize,
 }
 
 impl Default for EngineConfig {
@@ -69,6 +75,7 @@ impl Default for EngineConfig {
         EngineConfig {
             busy_threshold: Duration::from_secs(5),
             memory_limit: 256 << 20,
+            states: 3,
         }
     }
 }
@@ -93,6 +100,8 @@ pub struct Script(Arc<ScriptInner>);
 #[derive(Debug)]
 struct ScriptInner {
     sha: [u8; 40],
+    /// The text, for the states that have not compiled it yet.
+    body: Box<[u8]>,
     flags: ScriptFlags,
     /// It reached a key it did not declare: run it holding every shard.
     undeclared: AtomicBool,
@@ -286,12 +295,18 @@ struct CallCtx {
 // returns; no other thread can reach the pointer.
 unsafe impl Send for CallCtx {}
 
-/// The script engine: one Lua state, the script cache.
-pub struct Engine {
+/// One Lua state of the pool, and what its hook and `SCRIPT KILL` share.
+struct Slot {
     vm: Mutex<Vm>,
-    cache: RwLock<HashMap<[u8; 40], Script>>,
     run: Arc<Running>,
-    lua_memory: AtomicUsize,
+    /// Bytes its heap held after its last script.
+    memory: AtomicUsize,
+}
+
+/// The script engine: the pool of Lua states, the script cache.
+pub struct Engine {
+    slots: Box<[Slot]>,
+    cache: RwLock<HashMap<[u8; 40], Script>>,
     blocking: OnceLock<Blocking>,
 }
 
@@ -299,59 +314,105 @@ impl std::fmt::Debug for Engine {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("Engine")
             .field("scripts", &self.len())
+            .field("states", &self.slots.len())
             .finish()
     }
 }
 
+/// The pool slot a thread tries first: threads are numbered as they first
+/// run a script, so each worker keeps to its own state.
+fn home_slot(n: usize) -> usize {
+    use std::cell::Cell;
+    use std::sync::atomic::AtomicUsize;
+    static NEXT: AtomicUsize = AtomicUsize::new(0);
+    thread_local! {
+        static HOME: Cell<Option<usize>> = const { Cell::new(None) };
+    }
+    HOME.with(|h| {
+        let i = h.get().unwrap_or_else(|| {
+            let i = NEXT.fetch_add(1, Ordering::Relaxed);
+            h.set(Some(i));
+            i
+        });
+        i % n
+    })
+}
+
 impl Engine {
     pub fn new(cfg: EngineConfig) -> Engine {
-        let run = Arc::new(Running {
-            base: Instant::now(),
-            started: AtomicU64::new(0),
-            running: AtomicBool::new(false),
-            busy: AtomicBool::new(false),
-            kill: AtomicBool::new(false),
-            abort: AtomicBool::new(false),
-            wrote: AtomicBool::new(false),
-            threshold_ms: AtomicU64::new(cfg.busy_threshold.as_millis() as u64),
-            blocking: OnceLock::new(),
-            handed_off: AtomicBool::new(false),
-        });
-        let vm = Vm::new(&cfg, run.clone()).expect("the Lua prelude loads");
-        let lua_memory = AtomicUsize::new(vm.lua.used_memory());
+        let threshold_ms = cfg.busy_threshold.as_millis() as u64;
+        let slots = (0..cfg.states.max(1))
+            .map(|_| {
+                let run = Arc::new(Running {
+                    base: Instant::now(),
+                    started: AtomicU64::new(0),
+                    running: AtomicBool::new(false),
+                    busy: AtomicBool::new(false),
+                    kill: AtomicBool::new(false),
+                    abort: AtomicBool::new(false),
+                    wrote: AtomicBool::new(false),
+                    threshold_ms: AtomicU64::new(threshold_ms),
+                    blocking: OnceLock::new(),
+                    handed_off: AtomicBool::new(false),
+                });
+                let vm = Vm::new(&cfg, run.clone()).expect("the Lua prelude loads");
+                Slot {
+                    memory: AtomicUsize::new(vm.lua.used_memory()),
+                    vm: Mutex::new(vm),
+                    run,
+                }
+            })
+            .collect();
         Engine {
-            vm: Mutex::new(vm),
+            slots,
             cache: RwLock::new(HashMap::new()),
-            run,
-            lua_memory,
             blocking: OnceLock::new(),
         }
     }
 
-    /// Sets how long waits for the Lua state are made; once.
+    /// Sets how long waits for a Lua state are made; once.
     pub fn set_blocking(&self, wait: Blocking) {
         let _ = self.blocking.set(wait);
-        let _ = self.run.blocking.set(wait);
+        for s in self.slots.iter() {
+            let _ = s.run.blocking.set(wait);
+        }
     }
 
     /// `--lua-time-limit` as it is now.
     pub fn set_busy_threshold(&self, d: Duration) {
-        self.run
-            .threshold_ms
-            .store(d.as_millis() as u64, Ordering::Relaxed);
+        for s in self.slots.iter() {
+            s.run
+                .threshold_ms
+                .store(d.as_millis() as u64, Ordering::Relaxed);
+        }
     }
 
-    fn lock_vm(&self) -> MutexGuard<'_, Vm> {
-        if let Some(g) = self.vm.try_lock_for(SHORT_WAIT) {
+    /// A state of the pool: this thread's own if free, else any free one,
+    /// else (every state running a script) a wait for this thread's own.
+    fn lock(&self) -> (&Slot, MutexGuard<'_, Vm>) {
+        let n = self.slots.len();
+        let home = home_slot(n);
+        for i in 0..n {
+            let slot = &self.slots[(home + i) % n];
+            if let Some(g) = slot.vm.try_lock() {
+                return (slot, g);
+            }
+        }
+        let slot = &self.slots[home];
+        (slot, self.lock_slot(slot))
+    }
+
+    fn lock_slot<'s>(&self, slot: &'s Slot) -> MutexGuard<'s, Vm> {
+        if let Some(g) = slot.vm.try_lock_for(SHORT_WAIT) {
             return g;
         }
         match self.blocking.get() {
             Some(wait) => {
                 let mut got = None;
-                wait(&mut || got = Some(self.vm.lock()));
-                got.unwrap_or_else(|| self.vm.lock())
+                wait(&mut || got = Some(slot.vm.lock()));
+                got.unwrap_or_else(|| slot.vm.lock())
             }
-            None => self.vm.lock(),
+            None => slot.vm.lock(),
         }
     }
 
@@ -363,16 +424,16 @@ impl Engine {
             return Ok(s.clone());
         }
         let flags = parse_shebang(body)?;
-        let mut vm = self.lock_vm();
+        let (slot, mut vm) = self.lock();
         if let Some(s) = self.cache.read().get(&sha) {
             return Ok(s.clone());
         }
         let f = vm.compile(body, flags.shebang)?;
         vm.functions.insert(sha, f);
-        self.lua_memory
-            .store(vm.lua.used_memory(), Ordering::Relaxed);
+        slot.memory.store(vm.lua.used_memory(), Ordering::Relaxed);
         let script = Script(Arc::new(ScriptInner {
             sha,
+            body: body.into(),
             flags,
             undeclared: AtomicBool::new(false),
         }));
@@ -389,15 +450,17 @@ impl Engine {
         sha_key(sha).is_some_and(|k| self.cache.read().contains_key(&k))
     }
 
-    /// `SCRIPT FLUSH`: forgets every script and gives their memory back.
+    /// `SCRIPT FLUSH`: forgets every script and gives their memory back,
+    /// in every state.
     pub fn flush(&self) {
-        let mut vm = self.lock_vm();
         self.cache.write().clear();
-        vm.functions.clear();
-        let _ = vm.lua.gc_collect();
-        let _ = vm.lua.gc_collect();
-        self.lua_memory
-            .store(vm.lua.used_memory(), Ordering::Relaxed);
+        for slot in self.slots.iter() {
+            let mut vm = self.lock_slot(slot);
+            vm.functions.clear();
+            let _ = vm.lua.gc_collect();
+            let _ = vm.lua.gc_collect();
+            slot.memory.store(vm.lua.used_memory(), Ordering::Relaxed);
+        }
     }
 
     pub fn len(&self) -> usize {
@@ -408,30 +471,47 @@ impl Engine {
         self.len() == 0
     }
 
-    /// Bytes the Lua heap held after the last script.
+    /// Bytes the Lua heaps held after their last scripts, summed.
     pub fn used_memory(&self) -> usize {
-        self.lua_memory.load(Ordering::Relaxed)
+        self.slots
+            .iter()
+            .map(|s| s.memory.load(Ordering::Relaxed))
+            .sum()
     }
 
     /// Whether a script has run past the busy threshold and still runs.
     pub fn busy(&self) -> bool {
-        self.run.busy.load(Ordering::Relaxed)
+        self.slots
+            .iter()
+            .any(|s| s.run.busy.load(Ordering::Relaxed))
     }
 
     pub fn running(&self) -> bool {
-        self.run.running.load(Ordering::Relaxed)
+        self.slots
+            .iter()
+            .any(|s| s.run.running.load(Ordering::Relaxed))
     }
 
-    /// `SCRIPT KILL`.
+    /// `SCRIPT KILL`: stops every busy script that has not written.
     pub fn kill(&self) -> Result<(), KillError> {
-        if !self.busy() {
-            return Err(KillError::NotBusy);
+        let mut busy = false;
+        let mut killed = false;
+        for s in self.slots.iter() {
+            let run = &s.run;
+            if !run.busy.load(Ordering::Relaxed) {
+                continue;
+            }
+            busy = true;
+            if !run.wrote.load(Ordering::Relaxed) {
+                run.kill.store(true, Ordering::Relaxed);
+                killed = true;
+            }
         }
-        if self.run.wrote.load(Ordering::Relaxed) {
-            return Err(KillError::Unkillable);
+        match (busy, killed) {
+            (false, _) => Err(KillError::NotBusy),
+            (true, false) => Err(KillError::Unkillable),
+            (true, true) => Ok(()),
         }
-        self.run.kill.store(true, Ordering::Relaxed);
-        Ok(())
     }
 
     /// Runs `script` with `keys` and `args` and writes its result to `out`
@@ -445,11 +525,20 @@ impl Engine {
         host: &mut dyn Host,
         out: &mut ReplyBuf,
     ) -> Result<(), ScriptError> {
-        let vm = self.lock_vm();
-        let Some(f) = vm.functions.get(&script.0.sha) else {
-            return Err(ScriptError::NoScript);
-        };
-        let run = &*self.run;
+        let (slot, mut vm) = self.lock();
+        let sha = &script.0.sha;
+        if !vm.functions.contains_key(sha) {
+            // Not yet run in this state: compiled from the cached text,
+            // unless `SCRIPT FLUSH` has forgotten it meanwhile.
+            if !self.cache.read().contains_key(sha) {
+                return Err(ScriptError::NoScript);
+            }
+            let f = vm.compile(&script.0.body, script.0.flags.shebang)?;
+            vm.functions.insert(*sha, f);
+        }
+        let vm = &*vm;
+        let f = vm.functions.get(sha).expect("compiled above");
+        let run = &*slot.run;
         run.started
             .store(run.base.elapsed().as_nanos() as u64, Ordering::Relaxed);
         for flag in [
@@ -474,8 +563,7 @@ impl Engine {
         }
         run.running.store(false, Ordering::Relaxed);
         run.busy.store(false, Ordering::Relaxed);
-        self.lua_memory
-            .store(vm.lua.used_memory(), Ordering::Relaxed);
+        slot.memory.store(vm.lua.used_memory(), Ordering::Relaxed);
         let sha = script.sha();
         match result {
             Ok(Outcome::Reply) => Ok(()),
