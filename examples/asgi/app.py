@@ -8,6 +8,7 @@ with create_app() against a running Turnstile.
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import os
 
@@ -16,7 +17,8 @@ from starlette.middleware import Middleware
 from starlette.responses import JSONResponse
 from starlette.routing import Route
 
-from middleware import Limit, RateLimitManyMiddleware, RateLimitMiddleware, client_ip, create_client, header
+from middleware import (ConcurrencyLimitMiddleware, Limit, RateLimitManyMiddleware, RateLimitMiddleware, client_ip,
+                        create_client, header)
 
 
 async def hello(request):
@@ -31,6 +33,18 @@ async def many(request):
     return JSONResponse({"user": request.headers.get("x-user-id")})
 
 
+async def default_export(request):
+    """What /api/export does: a slow job (here, a wait). Tests pass their own."""
+    await asyncio.sleep(0.2)
+
+
+def export_endpoint(job):
+    async def export(request):
+        await job(request)
+        return JSONResponse({"export": "done"})
+    return export
+
+
 def user_key(scope):
     # The user would normally come from authentication; here it is a header.
     uid = header(scope, b"x-user-id")
@@ -43,6 +57,7 @@ def ip_key(scope):
 
 
 def create_app(*, redis, prefix="rl:", limit=10, period=60, ip_limit=20, user_limit=100,
+               concurrency=2, lease_ttl="30s", export_job=default_export,
                fail_closed=False, on_error=None, lifespan=None) -> Starlette:
     # Each route gets its own key space (prefix): two policies on the same
     # Turnstile key would share, and fight over, one counter.
@@ -62,6 +77,12 @@ def create_app(*, redis, prefix="rl:", limit=10, period=60, ip_limit=20, user_li
                     Limit(name="user", key=user_key, limit=user_limit, period=period),
                     Limit(name="ip", key=ip_key, limit=ip_limit, period=period),
                 ], prefix=f"{prefix}many:", **common)]),
+            # A slow endpoint capped by requests in flight, not per period:
+            # at most `concurrency` exports at once per client (RL.ACQUIRE,
+            # released when the request ends, however it ends).
+            Route("/api/export", export_endpoint(export_job), middleware=[
+                Middleware(ConcurrencyLimitMiddleware, prefix=f"{prefix}export:", name="exports",
+                           limit=concurrency, ttl=lease_ttl, key=ip_key, **common)]),
         ],
         lifespan=lifespan,
     )

@@ -5,13 +5,15 @@ or a bare ASGI callable.
 On every limited HTTP request it asks Turnstile for a decision and maps it onto
 HTTP: 429 + Retry-After when denied, and the IETF RateLimit-Policy / RateLimit
 header fields (draft-ietf-httpapi-ratelimit-headers-10, structured-field form)
-on allowed and denied responses alike. See ../README.md.
+on allowed and denied responses alike. ConcurrencyLimitMiddleware caps
+requests in flight instead (RL.ACQUIRE / RL.RELEASE). See ../README.md.
 """
 
 from __future__ import annotations
 
 import base64
 import hashlib
+import asyncio
 import json
 import logging
 import math
@@ -353,3 +355,125 @@ class RateLimitManyMiddleware(_Base):
         if not 0 <= reply.index < len(active):
             raise UnreadableReply("RL.ALLOWMANY", f"a binding index below {len(active)} (the limits sent)", raw)
         return reply, ", ".join(l.policy_item for l in active), active[reply.index].name
+
+
+@dataclass(frozen=True)
+class Lease:
+    allowed: bool
+    limit: int
+    remaining: int
+    retry_after_ms: int
+    reset_after_ms: int
+    lease: Optional[str]  # the lease id when admitted, else None
+
+
+def read_acquire(reply) -> Lease:
+    """Reads RL.ACQUIRE's reply: RL.ALLOW's five integers, then the lease id
+    (bytes or str when admitted, None when not). Anything else raises
+    UnreadableReply."""
+    if not isinstance(reply, (list, tuple)) or len(reply) != 6:
+        raise UnreadableReply("RL.ACQUIRE", "a list of 5 integers and a lease id", reply)
+    head = read_reply("RL.ACQUIRE", reply[:5])
+    lease = reply[5]
+    if isinstance(lease, bytes):
+        lease = lease.decode("ascii", "replace")
+    if (lease is None) == head.allowed or (lease is not None and (not isinstance(lease, str) or not lease)):
+        raise UnreadableReply("RL.ACQUIRE", "a lease id exactly when admitted", reply)
+    return Lease(head.allowed, head.limit, head.remaining, head.retry_after_ms, head.reset_after_ms, lease)
+
+
+class ConcurrencyLimitMiddleware(_Base):
+    """At most `limit` requests in flight per key: RL.ACQUIRE <prefix+key>
+    <limit> <ttl> [COST n] when the request starts, RL.RELEASE once when it
+    ends however it ends: the response sent, the app raising, the task
+    cancelled, or the client gone (an `http.disconnect` after the request
+    body, while the app still runs: its slot is freed then).
+
+    `ttl` bounds how long a lease outlives a crashed process: make it longer
+    than the slowest request (Turnstile frees a lease past it, released or
+    not). Over the cap: 429 with Retry-After `retry_after` seconds (default
+    1: in-flight requests end soon; Turnstile's own retry_after is when the
+    oldest lease would lapse, a bound, not an estimate). No RateLimit header
+    fields: they describe quotas, not concurrency."""
+
+    def __init__(self, app, *, redis: aioredis.Redis, limit: int, ttl: Union[int, str],
+                 name: str = "concurrency", key: KeyFunc = default_key, retry_after: int = 1, **kw):
+        super().__init__(app, redis=redis, **kw)
+        self.limit = _positive_int("limit", limit)
+        parse_period(ttl)
+        self.ttl = str(ttl)
+        self.name = name
+        self.key = key
+        self.retry_after = _positive_int("retry_after", retry_after)
+        self.release_failures = 0
+
+    async def _release(self, key: str, lease: str):
+        try:
+            await self.redis.execute_command("RL.RELEASE", key, lease)
+        except Exception as err:  # the lease lapses at its TTL anyway; say so
+            self.release_failures += 1
+            log.warning("turnstile: RL.RELEASE failed (%r); the lease lapses after %s", err, self.ttl)
+
+    async def __call__(self, scope, receive, send):
+        if scope["type"] != "http":
+            await self.app(scope, receive, send)
+            return
+        try:
+            k = self.key(scope)
+            if k is None:
+                await self.app(scope, receive, send)
+                return
+            key = self.prefix + k
+            got = read_acquire(await self.redis.execute_command(
+                "RL.ACQUIRE", key, self.limit, self.ttl, *self._cost_args(scope)))
+        except Exception as err:  # unreachable, timeout, error reply, unreadable reply, key bug
+            self._failed(err, scope)
+            if not self.fail_closed:
+                await self.app(scope, receive, send)
+                return
+            await _respond(send, 503, [(b"retry-after", str(self.fail_closed_retry_after).encode()),
+                                       (b"content-type", b"text/plain; charset=utf-8")],
+                           b"rate limiter unavailable\n")
+            return
+        if not got.allowed:
+            body = json.dumps({"type": QUOTA_EXCEEDED, "title": "Too Many Requests",
+                               "detail": f"at most {self.limit} requests in flight",
+                               "violated-policies": [self.name]}).encode()
+            await _respond(send, 429, [(b"retry-after", str(self.retry_after).encode()),
+                                       (b"content-type", b"application/problem+json")], body)
+            return
+
+        released = False
+
+        async def release():
+            nonlocal released
+            if not released:
+                released = True
+                await self._release(key, got.lease)
+
+        # The client going away shows as http.disconnect from receive() once
+        # the request body is in. A watcher reads receive() for the app
+        # (handing each message over one at a time, so a large body keeps its
+        # backpressure) and then waits for that disconnect, so an app that
+        # never reads (a GET handler) still gives its slot back.
+        inbox: asyncio.Queue = asyncio.Queue(maxsize=1)
+
+        async def app_receive():
+            return await inbox.get()
+
+        async def watch():
+            while True:
+                message = await receive()
+                if message["type"] == "http.disconnect":
+                    await release()
+                    while True:  # the app sees it whenever it asks
+                        await inbox.put(message)
+                await inbox.put(message)
+
+        watcher = asyncio.ensure_future(watch())
+        try:
+            await self.app(scope, app_receive, send)
+        finally:
+            watcher.cancel()
+            # Shielded: a cancelled request still gives its lease back.
+            await asyncio.shield(release())

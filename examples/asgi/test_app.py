@@ -15,6 +15,7 @@ import asyncio
 import json
 import logging
 import os
+import random
 import re
 import socket
 import sys
@@ -29,7 +30,8 @@ from starlette.responses import JSONResponse
 
 import middleware
 from app import create_app
-from middleware import Limit, RateLimitManyMiddleware, RateLimitMiddleware, UnreadableReply, create_client, read_reply
+from middleware import (ConcurrencyLimitMiddleware, Limit, RateLimitManyMiddleware, RateLimitMiddleware, UnreadableReply,
+                        create_client, read_acquire, read_reply)
 
 PERIOD = 60
 PROTOCOL = int(os.environ["TURNSTILE_PROTOCOL"]) if os.environ.get("TURNSTILE_PROTOCOL") else None
@@ -282,12 +284,189 @@ async def test_unreadable_reply(_redis):
         logger.removeHandler(capture)
 
 
+# ---------------------------------------------------------------- concurrency
+
+async def leases_held(redis, key):
+    """Live leases on `key`, from Turnstile's own bookkeeping (RL.LEASES)."""
+    return len(await redis.execute_command("RL.LEASES", key))
+
+
+async def eventually(what, cond, seconds=5.0):
+    """Waits (bounded) until `cond()` holds: releases land after the
+    response, so tests wait for them, never for a fixed time."""
+    deadline = time.monotonic() + seconds
+    while not await cond():
+        assert time.monotonic() < deadline, f"not within {seconds} s: {what}"
+        await asyncio.sleep(0.01)
+
+
+class Gate:
+    """An export job the test controls, counting what runs at once."""
+
+    def __init__(self):
+        self.running = 0
+        self.max_running = 0
+        self.open = asyncio.Event()
+
+    async def __call__(self, request):
+        self.running += 1
+        self.max_running = max(self.max_running, self.running)
+        try:
+            await self.open.wait()
+        finally:
+            self.running -= 1
+
+
+async def test_concurrency_cap(redis):
+    """20 at once with a cap of 3: 3 run, 17 get 429; every lease released after."""
+    gate = Gate()
+    ip = "203.0.113.60"
+    key = f"{RUN}export:ip:{ip}"
+    async with client(create_app(redis=redis, prefix=RUN, concurrency=3, export_job=gate), ip=ip) as c:
+        answered = 0
+
+        async def one():
+            nonlocal answered
+            r = await c.get("/api/export")
+            answered += 1
+            return r
+
+        pending = [asyncio.ensure_future(one()) for _ in range(20)]
+        # The gate opens only once all 17 denials are in: a request still on
+        # its way would find a lease freed.
+        await eventually("17 requests answered", lambda: _true(answered == 17))
+        assert gate.running == 3, gate.running
+        assert await leases_held(redis, key) == 3
+        gate.open.set()
+        got = await asyncio.gather(*pending)
+    assert sorted(r.status_code for r in got) == [200] * 3 + [429] * 17, [r.status_code for r in got]
+    for r in got:
+        if r.status_code == 429:
+            assert r.headers["retry-after"] == "1"
+            assert json.loads(r.content)["violated-policies"] == ["exports"]
+    assert gate.max_running == 3
+    await eventually("every lease released", lambda: _eq(leases_held(redis, key), 0))
+
+
+async def _true(v):
+    return v
+
+
+async def _eq(coro, want):
+    return await coro == want
+
+
+async def test_concurrency_under_load(redis):
+    """8 rounds of 25 concurrent requests, jobs of random length: never more
+    than the cap at once, by the app's count and by Turnstile's."""
+    cap = 4
+    state = {"running": 0, "max": 0, "served": 0}
+
+    async def job(request):
+        state["running"] += 1
+        state["served"] += 1
+        state["max"] = max(state["max"], state["running"])
+        await asyncio.sleep(random.uniform(0.001, 0.015))
+        state["running"] -= 1
+
+    ip = "203.0.113.61"
+    key = f"{RUN}export:ip:{ip}"
+    ok = denied = 0
+    async with client(create_app(redis=redis, prefix=RUN, concurrency=cap, export_job=job), ip=ip) as c:
+        for _ in range(8):
+            got = await asyncio.gather(*(c.get("/api/export") for _ in range(25)))
+            for r in got:
+                assert r.status_code in (200, 429), r.status_code
+                ok += r.status_code == 200
+                denied += r.status_code == 429
+            assert await leases_held(redis, key) <= cap
+    assert state["max"] <= cap, state
+    assert ok == state["served"] and ok >= 8 * cap, (ok, state)
+    print(f"#    200 requests: {ok} served, {denied} denied, at most {state['max']} at once")
+    await eventually("every lease released", lambda: _eq(leases_held(redis, key), 0))
+
+
+async def test_concurrency_after_errors(redis):
+    """A job that raises gives its lease back every time (with a leak, the
+    third call would be a 429)."""
+    calls = 0
+
+    async def job(request):
+        nonlocal calls
+        calls += 1
+        raise RuntimeError("export failed")
+
+    ip = "203.0.113.62"
+    key = f"{RUN}export:ip:{ip}"
+    app = create_app(redis=redis, prefix=RUN, concurrency=2, export_job=job)
+    transport = httpx.ASGITransport(app=app, client=(ip, 40000), raise_app_exceptions=False)
+    async with httpx.AsyncClient(transport=transport, base_url="http://example.test") as c:
+        for i in range(6):
+            r = await c.get("/api/export")
+            assert r.status_code == 500, (i, r.status_code)
+            await eventually("the lease released after the error", lambda: _eq(leases_held(redis, key), 0))
+    assert calls == 6
+
+
+async def test_concurrency_client_gone(redis):
+    """A client that goes away (http.disconnect, as uvicorn sends it) frees
+    its slot while the app still runs; a cancelled request frees its too."""
+    gate = Gate()
+    ip = "203.0.113.63"
+    key = f"{RUN}export:ip:{ip}"
+    mw = ConcurrencyLimitMiddleware(lambda s, r, se: gate(None), redis=redis, prefix=RUN, limit=1, ttl="30s",
+                                    key=lambda scope: f"export:ip:{ip}")
+    gone = asyncio.Event()
+    sent = []
+
+    async def receive():
+        if not sent:
+            sent.append(1)
+            return {"type": "http.request", "body": b"", "more_body": False}
+        await gone.wait()
+        return {"type": "http.disconnect"}
+
+    async def send(message):
+        pass
+
+    scope = {"type": "http", "method": "GET", "path": "/", "headers": [], "client": (ip, 1)}
+    first = asyncio.ensure_future(mw(scope, receive, send))
+    await eventually("the first request runs", lambda: _true(gate.running == 1))
+    assert await leases_held(redis, key) == 1
+    gone.set()
+    await eventually("the departed client's lease released", lambda: _eq(leases_held(redis, key), 0))
+    assert gate.running == 1, "the app itself goes on"
+    # A request cancelled mid-flight (a server shutting down) releases too.
+    sent.clear()
+    gone.clear()
+    second = asyncio.ensure_future(mw(scope, receive, send))
+    await eventually("the second request runs", lambda: _true(gate.running == 2))
+    assert await leases_held(redis, key) == 1
+    second.cancel()
+    await asyncio.gather(second, return_exceptions=True)
+    assert await leases_held(redis, key) == 0
+    gate.open.set()
+    await first
+
+
+async def test_read_acquire(_redis):
+    assert read_acquire([1, 3, 2, 30000, 30000, b"abc"]).lease == "abc"
+    assert read_acquire([0, 3, 0, 1200, 30000, None]).allowed is False
+    for bad in ([1, 3, 2, 30000, 30000, None], [0, 3, 0, 1, 1, b"x"], [1, 3, 2, 1, 1], {b"allowed": 1}):
+        try:
+            read_acquire(bad)
+        except UnreadableReply:
+            continue
+        raise AssertionError(f"accepted {bad!r}")
+
+
 async def main(port):
     redis = create_client(f"redis://127.0.0.1:{port}", timeout=2, protocol=PROTOCOL)
     await redis.ping()
     failed = 0
     tests = (test_protocol_and_reply_shape, test_allow, test_api_key, test_gcra_cost, test_allowmany,
-             test_unreachable, test_unreadable_reply)
+             test_unreachable, test_unreadable_reply, test_concurrency_cap, test_concurrency_under_load,
+             test_concurrency_after_errors, test_concurrency_client_gone, test_read_acquire)
     try:
         for test in tests:
             t0 = time.monotonic()

@@ -5,7 +5,7 @@
 
 const express = require('express');
 const Redis = require('ioredis');
-const { rateLimit, rateLimitMany } = require('./middleware');
+const { rateLimit, rateLimitMany, concurrencyLimit } = require('./middleware');
 
 const IOREDIS_MAJOR = Number(require('ioredis/package.json').version.split('.')[0]);
 
@@ -37,8 +37,11 @@ function createClient(url = process.env.TURNSTILE_URL || 'redis://127.0.0.1:6379
   return client;
 }
 
+// What /api/export does: a slow job (here, a wait). Tests pass their own.
+const defaultExport = () => new Promise((resolve) => setTimeout(resolve, 200));
+
 function createApp({ redis, prefix = 'rl:', limit = 10, period = 60, ipLimit = 20, userLimit = 100,
-  failClosed = false, onError, logger } = {}) {
+  concurrency = 2, leaseTtl = '30s', exportJob = defaultExport, failClosed = false, onError, logger } = {}) {
   const app = express();
   // Behind one trusted proxy on loopback, req.ip is the X-Forwarded-For client.
   app.set('trust proxy', 'loopback');
@@ -69,6 +72,16 @@ function createApp({ redis, prefix = 'rl:', limit = 10, period = 60, ipLimit = 2
     ],
   }), (req, res) => {
     res.json({ user: req.get('x-user-id') || null });
+  });
+
+  // A slow endpoint capped by requests in flight, not per period: at most
+  // `concurrency` exports at once per client (RL.ACQUIRE, released when the
+  // response ends, however it ends).
+  const inFlight = concurrencyLimit({ ...common, prefix: `${prefix}export:`, name: 'exports', limit: concurrency,
+    ttl: leaseTtl, key: (req) => `ip:${req.ip}` });
+  app.get('/api/export', inFlight, async (req, res) => {
+    await exportJob(req);
+    res.json({ export: 'done' });
   });
 
   return app;

@@ -3,7 +3,8 @@
 // ioredis client, RESP2 or RESP3) whether a request may proceed, and maps the answer onto
 // HTTP: 429 + Retry-After when denied, and the IETF RateLimit-Policy /
 // RateLimit header fields (draft-ietf-httpapi-ratelimit-headers-10,
-// structured-field form) on every limited response. See ../README.md.
+// structured-field form) on every limited response. concurrencyLimit caps
+// requests in flight instead (RL.ACQUIRE / RL.RELEASE). See ../README.md.
 
 const crypto = require('node:crypto');
 
@@ -284,4 +285,86 @@ function rateLimitMany(options) {
   return turnstileRateLimitMany;
 }
 
-module.exports = { rateLimit, rateLimitMany, parsePeriod, readReply, UnreadableReplyError, stats };
+/**
+ * Reads RL.ACQUIRE's reply: RL.ALLOW's five integers, then the lease id (a
+ * string when admitted, null when not). Anything else throws
+ * UnreadableReplyError.
+ */
+function readAcquire(reply) {
+  if (!Array.isArray(reply) || reply.length !== 6) {
+    throw new UnreadableReplyError('RL.ACQUIRE', 'an array of 5 integers and a lease id', reply);
+  }
+  const decision = readReply('RL.ACQUIRE', reply.slice(0, 5));
+  const lease = reply[5];
+  const id = Buffer.isBuffer(lease) ? lease.toString() : lease;
+  if (decision.allowed ? typeof id !== 'string' || id === '' : id !== null) {
+    throw new UnreadableReplyError('RL.ACQUIRE', 'a lease id exactly when admitted', reply);
+  }
+  return { ...decision, lease: id };
+}
+
+/**
+ * concurrencyLimit({ redis, limit, ttl, key?, name?, prefix?, cost?, retryAfter?,
+ *                    failClosed?, failClosedRetryAfter?, onError?, logger? })
+ *
+ * At most `limit` requests in flight per key: RL.ACQUIRE <prefix+key> <limit>
+ * <ttl> [COST n] when the request starts, RL.RELEASE once when its response
+ * ends however it ends (sent, handler error turned into a 500, or the client
+ * gone). `ttl` bounds how long a lease can outlive a crashed process: make it
+ * longer than the slowest request (a lease past it is freed by Turnstile
+ * whether or not it is released). A request over the cap gets 429 with
+ * Retry-After `retryAfter` seconds (default 1: in-flight requests end soon;
+ * Turnstile's own retry_after is when the oldest lease would lapse, a bound,
+ * not an estimate). No RateLimit headers: they describe quotas, not
+ * concurrency.
+ */
+function concurrencyLimit(options) {
+  const opts = commonOptions(options);
+  const limit = positiveInt('limit', options.limit);
+  const ttl = String(options.ttl);
+  parsePeriod(ttl);
+  const retryAfter = options.retryAfter === undefined ? 1 : positiveInt('retryAfter', options.retryAfter);
+  const name = options.name || 'concurrency';
+  const keyOf = options.key || defaultKey;
+  const mwStats = { unreadableReplies: 0, failures: 0, releaseFailures: 0 };
+  async function turnstileConcurrencyLimit(req, res, next) {
+    let key, decision;
+    try {
+      const k = keyOf(req);
+      if (k === null || k === undefined) return next();
+      key = opts.prefix + k;
+      decision = readAcquire(await opts.redis.call('RL.ACQUIRE', key, String(limit), ttl, ...costArgs(opts, req)));
+    } catch (err) {
+      return onFailure(opts, mwStats, req, res, next, err);
+    }
+    if (!decision.allowed) {
+      res.set('Retry-After', String(retryAfter));
+      res.status(429).type('application/problem+json').send(JSON.stringify({
+        type: QUOTA_EXCEEDED,
+        title: 'Too Many Requests',
+        detail: `at most ${limit} requests in flight`,
+        'violated-policies': [name],
+      }));
+      return;
+    }
+    // 'finish': the response was handed to the OS; 'close': the connection
+    // went first (client abort) or after. Whichever comes first releases.
+    let released = false;
+    const release = () => {
+      if (released) return;
+      released = true;
+      opts.redis.call('RL.RELEASE', key, decision.lease).catch((err) => {
+        // The lease lapses at its TTL anyway; say why it was held that long.
+        mwStats.releaseFailures++;
+        opts.logger.warn(`turnstile: RL.RELEASE failed (${err.message}); the lease lapses after ${ttl}`);
+      });
+    };
+    res.once('finish', release);
+    res.once('close', release);
+    next();
+  }
+  turnstileConcurrencyLimit.stats = mwStats;
+  return turnstileConcurrencyLimit;
+}
+
+module.exports = { rateLimit, rateLimitMany, concurrencyLimit, parsePeriod, readReply, readAcquire, UnreadableReplyError, stats };

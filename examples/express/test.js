@@ -323,3 +323,152 @@ test('readReply accepts exactly the positional arrays', () => {
   assert.throws(() => readReply('RL.PEEK', [1, 3, 2, 0.5, 60000]), { name: 'UnreadableReplyError' });
   assert.throws(() => readReply('RL.PEEK', null), { name: 'UnreadableReplyError' });
 });
+
+// ---------------------------------------------------------------- concurrency
+
+// The leases held on a key, from Turnstile's own bookkeeping (RL.LEASES:
+// one map or flat array per lease, in RESP3 and RESP2 alike).
+async function leasesHeld(key) {
+  return (await redis.call('RL.LEASES', key)).length;
+}
+
+// Waits (bounded) until `cond()` holds: releases are sent after the
+// response, so the test waits for them to land, never for a fixed time.
+async function eventually(what, cond, ms = 5000) {
+  const deadline = Date.now() + ms;
+  while (!(await cond())) {
+    if (Date.now() > deadline) assert.fail(`not within ${ms} ms: ${what}`);
+    await new Promise((r) => setTimeout(r, 10));
+  }
+}
+
+// An export job the test controls, counting what runs at once.
+function gatedJob() {
+  const job = async () => {
+    job.running++;
+    job.maxRunning = Math.max(job.maxRunning, job.running);
+    try {
+      await job.gate;
+    } finally {
+      job.running--;
+    }
+  };
+  job.running = 0;
+  job.maxRunning = 0;
+  job.gate = new Promise((r) => { job.open = r; });
+  return job;
+}
+
+test('concurrencyLimit: 20 at once with a cap of 3: 3 run, 17 get 429, all leases released after', async () => {
+  const job = gatedJob();
+  await withApp({ redis, prefix: RUN, concurrency: 3, exportJob: job }, async (base) => {
+    const ip = '203.0.113.50';
+    const key = `${RUN}export:ip:${ip}`;
+    let answered = 0;
+    const pending = Array.from({ length: 20 }, () => fetch(`${base}/api/export`, { headers: { 'x-forwarded-for': ip } })
+      .then(async (r) => {
+        answered++;
+        return { status: r.status, retryAfter: r.headers.get('retry-after'), body: await r.text() };
+      }));
+    // The 17 denied answer at once; the 3 admitted wait at the gate (which
+    // opens only once all 17 are in: a request still on its way would find
+    // a lease freed).
+    await eventually('17 requests answered', async () => answered === 17);
+    assert.equal(job.running, 3);
+    assert.equal(await leasesHeld(key), 3);
+    job.open();
+    const got = await Promise.all(pending);
+    const statuses = got.map((r) => r.status).sort();
+    assert.deepEqual(statuses, [...Array(3).fill(200), ...Array(17).fill(429)]);
+    for (const r of got.filter((x) => x.status === 429)) {
+      assert.equal(r.retryAfter, '1');
+      assert.deepEqual(JSON.parse(r.body)['violated-policies'], ['exports']);
+    }
+    assert.equal(job.maxRunning, 3);
+    await eventually('every lease released', async () => (await leasesHeld(key)) === 0);
+  });
+});
+
+test('concurrencyLimit under bounded load: 8 rounds of 25 concurrent requests never run more than the cap', async () => {
+  const CAP = 4;
+  let running = 0;
+  let maxRunning = 0;
+  let served = 0;
+  const job = async () => {
+    running++;
+    served++;
+    maxRunning = Math.max(maxRunning, running);
+    // Real work of a few ms, so requests overlap and finish in any order.
+    await new Promise((r) => setTimeout(r, 1 + Math.floor(Math.random() * 15)));
+    running--;
+  };
+  await withApp({ redis, prefix: RUN, concurrency: CAP, exportJob: job }, async (base) => {
+    const ip = '203.0.113.51';
+    const key = `${RUN}export:ip:${ip}`;
+    let ok = 0;
+    let denied = 0;
+    for (let round = 0; round < 8; round++) {
+      const got = await Promise.all(Array.from({ length: 25 }, () =>
+        fetch(`${base}/api/export`, { headers: { 'x-forwarded-for': ip } }).then(async (r) => { await r.text(); return r.status; })));
+      for (const s of got) {
+        assert.ok(s === 200 || s === 429, `status ${s}`);
+        if (s === 200) ok++; else denied++;
+      }
+      // Turnstile's own count never passes the cap either.
+      assert.ok((await leasesHeld(key)) <= CAP);
+    }
+    assert.ok(maxRunning <= CAP, `${maxRunning} ran at once, cap ${CAP}`);
+    assert.equal(ok, served);
+    assert.ok(ok >= 8 * CAP, `at least the cap per round was served: ${ok}`);
+    console.log(`# 200 requests: ${ok} served, ${denied} denied, at most ${maxRunning} at once`);
+    await eventually('every lease released', async () => (await leasesHeld(key)) === 0);
+  });
+});
+
+test('concurrencyLimit recovers after the handler throws: every 500 releases its lease', async () => {
+  let calls = 0;
+  const job = async () => {
+    calls++;
+    throw new Error('export failed');
+  };
+  await withApp({ redis, prefix: RUN, concurrency: 2, exportJob: job, logger: { warn() {}, error() {} } }, async (base) => {
+    const ip = '203.0.113.52';
+    const key = `${RUN}export:ip:${ip}`;
+    // With a leak, the third call would be a 429.
+    for (let i = 0; i < 6; i++) {
+      const res = await fetch(`${base}/api/export`, { headers: { 'x-forwarded-for': ip } });
+      await res.text();
+      assert.equal(res.status, 500, `call ${i + 1}`);
+      await eventually('the lease released after the 500', async () => (await leasesHeld(key)) === 0);
+    }
+    assert.equal(calls, 6);
+  });
+});
+
+test('concurrencyLimit: a client that goes away releases its lease while the handler still runs', async () => {
+  const job = gatedJob();
+  await withApp({ redis, prefix: RUN, concurrency: 1, exportJob: job }, async (base) => {
+    const ip = '203.0.113.53';
+    const key = `${RUN}export:ip:${ip}`;
+    const abort = new AbortController();
+    const first = fetch(`${base}/api/export`, { headers: { 'x-forwarded-for': ip }, signal: abort.signal })
+      .catch((e) => e.name);
+    await eventually('the first request runs', async () => job.running === 1);
+    const full = await fetch(`${base}/api/export`, { headers: { 'x-forwarded-for': ip } });
+    assert.equal(full.status, 429, 'the cap of 1 is taken');
+    await full.text();
+    abort.abort();
+    assert.equal(await first, 'AbortError');
+    await eventually('the aborted request released its lease', async () => (await leasesHeld(key)) === 0);
+    job.open();
+  });
+});
+
+test('readAcquire accepts the lease reply and nothing else', () => {
+  const { readAcquire, UnreadableReplyError } = require('./middleware');
+  assert.deepEqual(readAcquire([1, 3, 2, 30000, 30000, 'abc']).lease, 'abc');
+  assert.equal(readAcquire([0, 3, 0, 1200, 30000, null]).allowed, false);
+  for (const bad of [[1, 3, 2, 30000, 30000, null], [0, 3, 0, 1, 1, 'x'], [1, 3, 2, 1, 1], { allowed: 1 }]) {
+    assert.throws(() => readAcquire(bad), UnreadableReplyError, JSON.stringify(bad));
+  }
+});
