@@ -18,7 +18,6 @@ Example: build the previous commit in a worktree and compare:
 """
 
 import argparse
-import statistics
 from pathlib import Path
 
 import benchlib
@@ -57,17 +56,8 @@ def main():
     print(f"| test | A ops/s | B ops/s | B/A ops | A CPU us/op | B CPU us/op | B/A CPU |")
     print("|---|---|---|---|---|---|---|")
     for name, args in tests:
-        runs = {"A": [], "B": []}
-        for rep in range(opts.reps):
-            for which in ("AB" if rep % 2 == 0 else "BA"):
-                s, other = servers[which], servers["B" if which == "A" else "A"]
-                other.pause()
-                s.resume()
-                runs[which].append(benchlib.redis_benchmark(
-                    s.port, s.pid, args, opts.n, pipeline=opts.pipeline,
-                    randomkeys=opts.randomkeys))
-        med = {w: (statistics.median(r["ops"] for r in runs[w]),
-                   statistics.median(r["cpu_us"] for r in runs[w])) for w in runs}
+        med = benchlib.alternating_medians(servers, args, opts.n, opts.pipeline, opts.reps,
+                                           randomkeys=opts.randomkeys)
         (ao, ac), (bo, bc) = med["A"], med["B"]
         print(f"| {name} | {ao:,.0f} | {bo:,.0f} | {bo / ao:.2f}x | {ac:.3f} | {bc:.3f} | "
               f"{bc / ac:.2f}x |", flush=True)

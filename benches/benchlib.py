@@ -23,6 +23,7 @@ import selectors
 import shutil
 import signal
 import socket
+import statistics
 import subprocess
 import sys
 import tempfile
@@ -128,6 +129,26 @@ def redis_benchmark(port, pid, args, n, pipeline=1, clients=50, randomkeys=10000
         "cpu_us": (after - before) / 1000 / n,
         "seconds": elapsed,
     }
+
+
+def alternating_medians(servers, args, n, pipeline, reps, randomkeys=100000):
+    """Runs one redis-benchmark test `reps` times on each server of the
+    dict `servers`, alternating their order each round, the idle ones
+    paused. Returns {name: (median ops/s, median server CPU us/op)}."""
+    runs = {w: [] for w in servers}
+    for rep in range(reps):
+        order = list(servers) if rep % 2 == 0 else list(reversed(servers))
+        for which in order:
+            for other in servers.values():
+                other.pause()
+            s = servers[which]
+            s.resume()
+            runs[which].append(redis_benchmark(s.port, s.pid, args, n, pipeline=pipeline,
+                                               randomkeys=randomkeys))
+    for s in servers.values():
+        s.resume()
+    return {w: (statistics.median(r["ops"] for r in runs[w]),
+                statistics.median(r["cpu_us"] for r in runs[w])) for w in runs}
 
 
 def raise_nofile(want):

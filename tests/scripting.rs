@@ -223,8 +223,8 @@ async fn a_script_over_eight_shards_is_never_seen_half_applied() {
 }
 
 /// Keys built inside the script (the two-bucket counter's `KEYS[1] .. ':' .. window`):
-/// the first run finds out, starts again over every shard, and every later
-/// run holds every shard from the start.
+/// each run takes their shards as it reaches them (waiting only for shards
+/// above those it holds), and a concurrent `MGET` never sees it half done.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_script_over_undeclared_keys_is_never_seen_half_applied() {
     let srv = Server::start().await;
@@ -253,15 +253,141 @@ async fn a_script_over_undeclared_keys_is_never_seen_half_applied() {
     assert!(reader.await.expect("reader") > 0);
     let last: Vec<String> = q(&mut w, &["MGET", &keys[0], &keys[7]]).await;
     assert_eq!(last, ["300", "300"]);
-    let cached = srv
-        .state()
-        .scripts
-        .get(script.get_hash().as_bytes())
-        .expect("cached");
-    assert!(
-        cached.undeclared(),
-        "remembered as reaching undeclared keys"
+}
+
+/// A client whose script holds `key`'s shard while it spins, then leaves
+/// `final` in it; returned once the script runs (it holds the shard from
+/// before its first line). Its reply is `:1`.
+async fn spawn_holder(srv: &Server, key: &str) -> Raw {
+    let mut holder = srv.raw().await;
+    holder
+        .send(&encode_words(&[
+            "EVAL",
+            "redis.call('SET', KEYS[1], 'first') \
+             local n = 0 for i = 1, 30000000 do n = n + i end \
+             redis.call('SET', KEYS[1], 'final') return 1",
+            "1",
+            key,
+        ]))
+        .await;
+    let deadline = std::time::Instant::now() + Duration::from_secs(10);
+    while !srv.state().scripts.running() {
+        assert!(std::time::Instant::now() < deadline, "the holder never ran");
+        tokio::task::yield_now().await;
+    }
+    holder
+}
+
+/// A script that reaches, before writing, an undeclared key whose shard is
+/// below its own and held by a running script is stopped and runs again
+/// holding both shards in order: it waits for the other script and sees
+/// only its final state.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_undeclared_key_held_below_makes_the_script_run_again_in_order() {
+    let srv = Server::start().await;
+    let store = &srv.state().store;
+    let mut pair = keys_in_distinct_shards(&srv, "o", 2);
+    pair.sort_by_key(|k| store.shard_of(k.as_bytes()));
+    let (low, high) = (pair[0].clone(), pair[1].clone());
+    let mut holder = spawn_holder(&srv, &low).await;
+    let mut reader = srv.raw().await;
+    let seen = reader
+        .call(&[
+            "EVAL",
+            "local v = redis.call('GET', ARGV[1]) redis.call('SET', KEYS[1], 'x') return v",
+            "1",
+            &high,
+            &low,
+        ])
+        .await;
+    assert_eq!(
+        seen, "$5\r\nfinal\r\n",
+        "never the holder's half-done state"
     );
+    assert_eq!(holder.reply_text().await, ":1\r\n");
+}
+
+/// A script that wrote an undeclared key and then meets a busy shard below
+/// is rolled back and runs again holding every shard it reached: its write
+/// counts once, and it sees only the other script's final state.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_run_stopped_after_writing_is_rolled_back_and_runs_again() {
+    let srv = Server::start().await;
+    let store = &srv.state().store;
+    let mut keys = keys_in_distinct_shards(&srv, "u", 3);
+    keys.sort_by_key(|k| store.shard_of(k.as_bytes()));
+    let (low, mid, high) = (keys[0].clone(), keys[1].clone(), keys[2].clone());
+    let mut holder = spawn_holder(&srv, &low).await;
+    let mut writer = srv.raw().await;
+    // Declares `mid`; takes `high` (above) and writes it; then meets `low`.
+    let seen = writer
+        .call(&[
+            "EVAL",
+            "local n = redis.call('INCR', ARGV[1]) \
+             return {n, redis.call('GET', ARGV[2]), redis.call('INCR', KEYS[1])}",
+            "1",
+            &mid,
+            &high,
+            &low,
+        ])
+        .await;
+    assert_eq!(seen, "*3\r\n:1\r\n$5\r\nfinal\r\n:1\r\n");
+    assert_eq!(holder.reply_text().await, ":1\r\n");
+    assert_eq!(writer.call(&["GET", &high]).await, "$1\r\n1\r\n");
+}
+
+/// Many pipelining clients whose scripts reach undeclared keys in many
+/// shards (the two-bucket counter's shape) all finish, each increment
+/// counted once. Shard waits move runs onto more threads than there are
+/// Lua states; a run that held shards while it waited for a state hung a
+/// two-bucket benchmark (`redis-benchmark -P 16`, 200 000 calls) every
+/// time. This load does not always meet that cycle; the engine's unit test
+/// `a_reserved_state_is_there_when_every_other_is_taken` shows the fix.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn contended_undeclared_keys_on_many_threads_never_hang() {
+    const CLIENTS: usize = 50;
+    const PIPELINES: usize = 20;
+    const DEPTH: usize = 16;
+    let srv = Server::start().await;
+    let body = "local a = redis.call('GET', KEYS[1] .. ':' .. ARGV[1]) \
+                local b = redis.call('GET', KEYS[1] .. ':' .. (ARGV[1] - 1)) \
+                redis.call('INCR', KEYS[1] .. ':' .. ARGV[1]) return 1";
+    let mut con = srv.client().await;
+    let sha: String = q(&mut con, &["SCRIPT", "LOAD", body]).await;
+    let mut tasks = Vec::new();
+    for c in 0..CLIENTS {
+        let mut con = srv.client().await;
+        let sha = sha.clone();
+        tasks.push(tokio::spawn(async move {
+            for p in 0..PIPELINES {
+                let mut pipe = redis::pipe();
+                for d in 0..DEPTH {
+                    let n = (c * 7919 + p * 104_729 + d * 13) % 500;
+                    pipe.cmd("EVALSHA")
+                        .arg(&sha)
+                        .arg(1)
+                        .arg(format!("tb:{n}"))
+                        .arg(n % 7 + 1);
+                }
+                let _: Vec<i64> = pipe.query_async(&mut con).await.expect("scripts");
+            }
+        }));
+    }
+    let all = async {
+        for t in tasks {
+            t.await.expect("client");
+        }
+    };
+    tokio::time::timeout(Duration::from_secs(120), all)
+        .await
+        .expect("scripts hung: a run holds shards while it waits for a Lua state");
+    let keys: Vec<String> = q(&mut con, &["KEYS", "tb:*"]).await;
+    let mut total = 0;
+    for k in keys {
+        let n: i64 = q(&mut con, &["GET", &k]).await;
+        total += n;
+    }
+    assert_eq!(total, (CLIENTS * PIPELINES * DEPTH) as i64);
 }
 
 /// A script that writes a declared key and then reaches an undeclared one

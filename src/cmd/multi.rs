@@ -254,6 +254,12 @@ pub fn exec(ctx: &mut Ctx<'_>, _req: &Request<'_>) -> Result<(), CmdError> {
         ctx.session.tx = state;
         return Err(abort(ctx, e));
     }
+    // A queue with a script takes its Lua state before its shards (see
+    // `Engine::reserve`).
+    let _vm = requests
+        .iter()
+        .any(|(_, cmd, _)| cmd.group == "scripting")
+        .then(|| ctx.state.scripts.reserve());
     let mut lock = if requests
         .iter()
         .any(|(_, _, spec)| spec.flags.contains(Flags::ALL_KEYS))

@@ -9,19 +9,33 @@
 //!
 //! Atomicity without a global lock: a script locks the shards of the keys
 //! it declares (`KEYS`), in ascending order as `EXEC` does, before it runs,
-//! and holds them to the end. A script may also build key names itself
-//! (Redis standalone allows it). When it reaches a key whose shard it does
-//! not hold:
-//! - if it has not written yet, it is stopped (its reads had no effect),
-//!   its SHA remembered, and it runs again from the start holding every
-//!   shard, as it will on every later run (Dragonfly's answer to undeclared
-//!   keys);
-//! - if it has written already, it cannot start again, so it takes that
-//!   shard too, waiting at most [`UNDECLARED_PATIENCE`]: an unbounded wait
-//!   could deadlock with a transaction that holds that shard and waits, in
-//!   ascending order, for one of the script's. Past that the call fails
-//!   with an error the script sees (and may catch with `redis.pcall`), and
-//!   the SHA is remembered as above, so it happens at most once per script.
+//! and holds every shard it takes to the end (two-phase locking: no other
+//! command sees it half done). A script may also build key names itself
+//! (Redis standalone allows it; seed limiters do, `KEYS[1] .. ':' ..
+//! window`). When it reaches a key whose shard it does not hold, it takes
+//! that shard on the spot if that cannot deadlock: it waits for a shard
+//! above every shard it holds (all multi-shard locking goes up, so such a
+//! wait closes no cycle) and only tries for one below. When the try fails,
+//! the run is stopped and runs again from the start holding, in order, its
+//! declared keys and every key the stopped run reached; after [`RERUNS`]
+//! such restarts (a script whose keys keep moving) it runs holding every
+//! shard, which always finishes (Dragonfly's answer to undeclared keys).
+//! A run stopped before writing had no effect. One that wrote is rolled
+//! back first: from the moment a script reaches a key it did not declare
+//! (and on every run once one has), each run keeps every key it writes as
+//! it was before, and puts them back while it still holds their shards, so
+//! no other client sees the stopped run. Only the writes of a script's very
+//! first such run made before that moment cannot be undone: if that run
+//! then fails the try, it waits for the shard at most
+//! [`UNDECLARED_PATIENCE`] (an unbounded wait could deadlock with a
+//! transaction that holds it and waits, in ascending order, for one of the
+//! script's), and past that the call fails with an error the script sees
+//! (and may catch with `redis.pcall`): at most once per script, and only
+//! under that contention.
+//!
+//! A command that reaches every key (`KEYS`, `SCAN`, `DBSIZE`, `FLUSHALL`)
+//! needs every shard: before a write the script starts again holding all
+//! of them; after one, the call fails.
 
 use std::time::Duration;
 
@@ -31,11 +45,15 @@ use crate::protocol::{Protocol, ReplyBuf, Request};
 use crate::script::{Call, Host, KillError, Script, ScriptError};
 use crate::state::State;
 use crate::stats::ScriptOutcome;
-use crate::store::{HeldShards, Keyspace, MultiLock};
+use crate::store::{Entry, HeldShards, Keyspace, MultiLock, Touch};
 
 /// How long a script that has written waits for the shard of a key it did
 /// not declare (see the module docs).
 pub const UNDECLARED_PATIENCE: Duration = Duration::from_millis(100);
+
+/// Restarts holding the keys a stopped run reached, before a script runs
+/// holding every shard.
+pub const RERUNS: usize = 3;
 
 /// `EVAL`'s keys for the command table (routing, transactions, `COMMAND
 /// GETKEYS`): `numkeys` keys after the script. None if `numkeys` is not a
@@ -158,11 +176,17 @@ fn run(
         now,
     } = ctx;
     let state: &State = state;
-    let mut rerun = false;
+    // A Lua state first, then shards (see `Engine::reserve`).
+    let _vm = state.scripts.reserve();
+    // Shards reached by runs stopped so far, held in order by the next run.
+    let mut reached: Vec<usize> = Vec::new();
+    let mut reruns = 0;
+    let mut every_shard = false;
     loop {
         let shards = match *db {
-            Keyspace::Store(store) if rerun || script.undeclared() => Shards::Own(store.lock_all()),
-            Keyspace::Store(store) => Shards::Own(store.lock_many(keys())),
+            Keyspace::Store(store) if every_shard => Shards::Own(store.lock_all()),
+            Keyspace::Store(store) if reached.is_empty() => Shards::Own(store.lock_many(keys())),
+            Keyspace::Store(store) => Shards::Own(store.lock_many_and(keys(), &reached)),
             Keyspace::Held(held) => Shards::Tx(held),
         };
         let mut host = ScriptHost {
@@ -170,12 +194,14 @@ fn run(
             session,
             now: *now,
             shards,
-            script,
             read_only: read_only || flags.no_writes,
             allow_oom: flags.allow_oom,
+            script,
             slot: declared_slot,
             wrote: false,
-            aborted: false,
+            stop: None,
+            reached: std::mem::take(&mut reached),
+            undo: script.undeclared().then(Vec::new),
         };
         let mark = out.len();
         let resp = out.proto;
@@ -183,6 +209,11 @@ fn run(
         let result = state
             .scripts
             .run(script, keys(), args(), resp, &mut host, out);
+        if matches!(result, Err(ScriptError::Aborted)) {
+            host.roll_back();
+        }
+        let stop = host.stop;
+        reached = std::mem::take(&mut host.reached);
         drop(host);
         if !matches!(result, Err(ScriptError::Aborted)) {
             if let Some(m) = &state.metrics {
@@ -196,10 +227,10 @@ fn run(
         }
         match result {
             Ok(()) => return Ok(()),
-            Err(ScriptError::Aborted) if !rerun && matches!(*db, Keyspace::Store(_)) => {
+            Err(ScriptError::Aborted) if !every_shard && matches!(*db, Keyspace::Store(_)) => {
                 out.truncate(mark);
-                script.mark_undeclared();
-                rerun = true;
+                reruns += 1;
+                every_shard = stop == Some(Stop::EveryShard) || reruns > RERUNS;
             }
             Err(e) => {
                 out.truncate(mark);
@@ -254,15 +285,36 @@ struct ScriptHost<'s, 'a> {
     slot: Option<u16>,
     /// A command of this run has written: it can no longer start again.
     wrote: bool,
-    /// This run was stopped to start again over every shard.
-    aborted: bool,
+    /// This run was stopped, to start again holding more.
+    stop: Option<Stop>,
+    /// When this run is stopped: the shards it held and reached (for the
+    /// next run, which holds them from the start).
+    reached: Vec<usize>,
+    /// For a script known to reach undeclared keys (or from the moment
+    /// this run does): each key this run wrote, as it was before its first
+    /// write, so a run stopped after writing is rolled back and runs again.
+    /// None: it cannot be (a command that writes every key ran).
+    undo: Option<Vec<Before>>,
+}
+
+/// A key a run wrote, as it was before its first write (None: absent).
+type Before = (Box<[u8]>, Option<Entry>);
+
+/// What a stopped run needs to run again.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Stop {
+    /// The keys it reached, in order.
+    Reached,
+    /// Every shard (a command that reaches every key).
+    EveryShard,
 }
 
 /// Why `redis.call` refuses a command before it runs, in Redis's words.
 enum Refusal {
     Error(CmdError),
-    /// Stop the script: it reached an undeclared key before writing.
-    Abort,
+    /// Stop the script: it reached an undeclared key it could not take
+    /// before writing.
+    Abort(Stop),
 }
 
 impl From<CmdError> for Refusal {
@@ -338,23 +390,56 @@ impl ScriptHost<'_, '_> {
         if !missing {
             return Ok(());
         }
-        if !self.wrote && matches!(self.shards, Shards::Own(_)) {
-            return Err(Refusal::Abort);
+        let own = matches!(self.shards, Shards::Own(_));
+        if own {
+            self.script.mark_undeclared();
+            if !self.wrote && self.undo.is_none() {
+                self.undo = Some(Vec::new());
+            }
         }
-        self.script.mark_undeclared();
-        let taken = match &mut self.shards {
-            Shards::Own(lock) if !all => spec
-                .try_for_each_key(req, |k| {
-                    if lock.try_lock_more(k, UNDECLARED_PATIENCE) {
-                        Ok(())
-                    } else {
-                        Err(())
-                    }
-                })
-                .is_ok(),
-            _ => false,
+        let can_stop = !self.wrote || self.undo.is_some();
+        if all {
+            return if can_stop && own {
+                Err(Refusal::Abort(Stop::EveryShard))
+            } else {
+                Err(CmdError::err(
+                    "Script reached every key after writing, without holding them; call it first",
+                )
+                .into())
+            };
+        }
+        let Shards::Own(lock) = &mut self.shards else {
+            return Err(CmdError::err("Script reached a key its transaction does not hold").into());
         };
+        // Take what cannot deadlock.
+        let taken = spec
+            .try_for_each_key(req, |k| if lock.lock_more(k) { Ok(()) } else { Err(()) })
+            .is_ok();
         if taken {
+            return Ok(());
+        }
+        if can_stop {
+            // The next run holds, in order, all this one held and reached.
+            self.reached.clear();
+            self.reached.extend(lock.shards());
+            let store = lock.store();
+            let reached = &mut self.reached;
+            let _ = spec.try_for_each_key(req, |k| {
+                reached.push(store.shard_of(k));
+                Ok::<(), ()>(())
+            });
+            return Err(Refusal::Abort(Stop::Reached));
+        }
+        let waited = spec
+            .try_for_each_key(req, |k| {
+                if lock.try_lock_more(k, UNDECLARED_PATIENCE) {
+                    Ok(())
+                } else {
+                    Err(())
+                }
+            })
+            .is_ok();
+        if waited {
             Ok(())
         } else {
             Err(CmdError::err(
@@ -373,10 +458,10 @@ impl Host for ScriptHost<'_, '_> {
 
     fn call(&mut self, req: &Request<'_>, resp: Protocol, reply: &mut ReplyBuf) -> Call {
         reply.proto = resp;
-        if self.aborted || req.is_empty() {
+        if self.stop.is_some() || req.is_empty() {
             return Call {
                 wrote: false,
-                abort: self.aborted,
+                abort: self.stop.is_some(),
             };
         }
         self.call_request(req, reply)
@@ -387,8 +472,8 @@ impl ScriptHost<'_, '_> {
     fn call_request(&mut self, req: &Request<'_>, reply: &mut ReplyBuf) -> Call {
         let (cmd, spec) = match self.check(req) {
             Ok(found) => found,
-            Err(Refusal::Abort) => {
-                self.aborted = true;
+            Err(Refusal::Abort(stop)) => {
+                self.stop = Some(stop);
                 return Call {
                     wrote: false,
                     abort: true,
@@ -399,6 +484,9 @@ impl ScriptHost<'_, '_> {
                 return Call::default();
             }
         };
+        if spec.flags.contains(Flags::WRITE) {
+            self.save_undo(spec, req);
+        }
         let mark = reply.len();
         let (state, now) = (self.state, self.now);
         let session = &mut *self.session;
@@ -434,6 +522,42 @@ impl ScriptHost<'_, '_> {
             wrote,
             abort: false,
         }
+    }
+}
+
+impl ScriptHost<'_, '_> {
+    /// Before a write: keeps, for each key it reaches that this run has not
+    /// written yet, the value before (see [`ScriptHost::undo`]).
+    fn save_undo(&mut self, spec: &CommandSpec, req: &Request<'_>) {
+        let (Some(undo), Shards::Own(lock)) = (&mut self.undo, &mut self.shards) else {
+            return;
+        };
+        let now = self.now;
+        let mut keys = 0;
+        let _ = spec.try_for_each_key(req, |k| {
+            keys += 1;
+            if !undo.iter().any(|(key, _)| **key == *k) {
+                let before = lock.get(k, now, Entry::clone);
+                undo.push((k.into(), before));
+            }
+            Ok::<(), ()>(())
+        });
+        if keys == 0 || spec.flags.contains(Flags::ALL_KEYS) {
+            self.undo = None;
+        }
+    }
+
+    /// Puts back what a stopped run wrote, newest first, while it still
+    /// holds the shards: no other client saw any of it.
+    fn roll_back(&mut self) {
+        debug_assert!(!self.wrote || self.undo.is_some(), "stopped after writing");
+        let (Some(undo), Shards::Own(lock)) = (self.undo.take(), &mut self.shards) else {
+            return;
+        };
+        for (key, before) in undo.into_iter().rev() {
+            lock.update_touching(&key, self.now, Touch::Always, |e| *e = before);
+        }
+        self.undo = Some(Vec::new());
     }
 }
 

@@ -32,7 +32,8 @@ use std::sync::{Arc, OnceLock};
 use std::time::{Duration, Instant};
 
 use mlua::{Function, HookTriggers, Lua, LuaOptions, MultiValue, StdLib, Table, Value, VmState};
-use parking_lot::{Mutex, MutexGuard, RwLock};
+use parking_lot::{ReentrantMutex, ReentrantMutexGuard, RwLock};
+use std::cell::RefCell;
 
 use crate::protocol::{Protocol, ReplyBuf, Request};
 
@@ -103,7 +104,9 @@ struct ScriptInner {
     /// The text, for the states that have not compiled it yet.
     body: Box<[u8]>,
     flags: ScriptFlags,
-    /// It reached a key it did not declare: run it holding every shard.
+    /// A run of it reached a key it did not declare: later runs keep what
+    /// they overwrite, so that they can be stopped and run again even
+    /// after writing (`cmd::script`).
     undeclared: AtomicBool,
 }
 
@@ -270,6 +273,8 @@ struct Vm {
     /// The prelude's `T.run`: calls a script under Redis's error handler.
     runner: Function,
     functions: HashMap<[u8; 40], Function>,
+    /// The engine's flush generation `functions` belong to.
+    generation: u64,
 }
 
 /// What `redis.call`, `redis.pcall`, `redis.setresp` and
@@ -296,8 +301,11 @@ struct CallCtx {
 unsafe impl Send for CallCtx {}
 
 /// One Lua state of the pool, and what its hook and `SCRIPT KILL` share.
+///
+/// Re-entrant, so a thread that [reserved](Engine::reserve) a state before
+/// it took shard locks always gets one again without waiting (see there).
 struct Slot {
-    vm: Mutex<Vm>,
+    vm: ReentrantMutex<RefCell<Vm>>,
     run: Arc<Running>,
     /// Bytes its heap held after its last script.
     memory: AtomicUsize,
@@ -308,7 +316,17 @@ pub struct Engine {
     slots: Box<[Slot]>,
     cache: RwLock<HashMap<[u8; 40], Script>>,
     blocking: OnceLock<Blocking>,
+    /// Moved by `SCRIPT FLUSH`: a state whose functions are of an older
+    /// generation drops them when next taken.
+    generation: AtomicU64,
 }
+
+/// A Lua state held by this thread: see [`Engine::reserve`].
+pub struct Reserved<'e> {
+    _guard: ReentrantMutexGuard<'e, RefCell<Vm>>,
+}
+
+type VmGuard<'e> = ReentrantMutexGuard<'e, RefCell<Vm>>;
 
 impl std::fmt::Debug for Engine {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
@@ -358,7 +376,7 @@ impl Engine {
                 let vm = Vm::new(&cfg, run.clone()).expect("the Lua prelude loads");
                 Slot {
                     memory: AtomicUsize::new(vm.lua.used_memory()),
-                    vm: Mutex::new(vm),
+                    vm: ReentrantMutex::new(RefCell::new(vm)),
                     run,
                 }
             })
@@ -367,6 +385,7 @@ impl Engine {
             slots,
             cache: RwLock::new(HashMap::new()),
             blocking: OnceLock::new(),
+            generation: AtomicU64::new(0),
         }
     }
 
@@ -387,33 +406,65 @@ impl Engine {
         }
     }
 
-    /// A state of the pool: this thread's own if free, else any free one,
-    /// else (every state running a script) a wait for this thread's own.
-    fn lock(&self) -> (&Slot, MutexGuard<'_, Vm>) {
+    /// Takes a state of the pool for this thread, to hold while it takes
+    /// shard locks and runs a script (`EVAL`, or `EXEC` of a queue with
+    /// one). Every later [`Engine::lock`] on this thread then finds a
+    /// state at once (the reserved one, re-entered, if none is free). It
+    /// breaks the cycle that otherwise forms when shard waits move script
+    /// runs onto more threads than there are states: a run that holds
+    /// shards waiting for a state, while the states' holders wait for
+    /// those shards. The wait for a state happens here, holding nothing.
+    pub fn reserve(&self) -> Reserved<'_> {
+        Reserved {
+            _guard: self.lock().1,
+        }
+    }
+
+    /// A state of the pool: this thread's own if free (or reserved by this
+    /// thread), else any free one, else (every state running a script) a
+    /// wait for this thread's own. Functions of a flushed generation are
+    /// dropped first.
+    fn lock(&self) -> (&Slot, VmGuard<'_>) {
         let n = self.slots.len();
         let home = home_slot(n);
         for i in 0..n {
             let slot = &self.slots[(home + i) % n];
             if let Some(g) = slot.vm.try_lock() {
-                return (slot, g);
+                return (slot, self.fresh(slot, g));
             }
         }
         let slot = &self.slots[home];
         (slot, self.lock_slot(slot))
     }
 
-    fn lock_slot<'s>(&self, slot: &'s Slot) -> MutexGuard<'s, Vm> {
+    fn lock_slot<'s>(&self, slot: &'s Slot) -> VmGuard<'s> {
         if let Some(g) = slot.vm.try_lock_for(SHORT_WAIT) {
-            return g;
+            return self.fresh(slot, g);
         }
-        match self.blocking.get() {
+        let g = match self.blocking.get() {
             Some(wait) => {
                 let mut got = None;
                 wait(&mut || got = Some(slot.vm.lock()));
                 got.unwrap_or_else(|| slot.vm.lock())
             }
             None => slot.vm.lock(),
+        };
+        self.fresh(slot, g)
+    }
+
+    /// Drops a state's functions if `SCRIPT FLUSH` ran since it last ran.
+    fn fresh<'s>(&self, slot: &Slot, g: VmGuard<'s>) -> VmGuard<'s> {
+        let generation = self.generation.load(Ordering::Acquire);
+        if let Ok(mut vm) = g.try_borrow_mut() {
+            if vm.generation != generation {
+                vm.functions.clear();
+                vm.generation = generation;
+                let _ = vm.lua.gc_collect();
+                let _ = vm.lua.gc_collect();
+                slot.memory.store(vm.lua.used_memory(), Ordering::Relaxed);
+            }
         }
+        g
     }
 
     /// Compiles and caches `body` (`EVAL`, `SCRIPT LOAD`); a body cached
@@ -424,7 +475,8 @@ impl Engine {
             return Ok(s.clone());
         }
         let flags = parse_shebang(body)?;
-        let (slot, mut vm) = self.lock();
+        let (slot, guard) = self.lock();
+        let mut vm = guard.borrow_mut();
         if let Some(s) = self.cache.read().get(&sha) {
             return Ok(s.clone());
         }
@@ -451,15 +503,18 @@ impl Engine {
     }
 
     /// `SCRIPT FLUSH`: forgets every script and gives their memory back,
-    /// in every state.
+    /// in every state: at once in those that are free, when next taken in
+    /// those running a script (waiting for them could deadlock: `EXEC`
+    /// may hold shards their scripts wait for).
     pub fn flush(&self) {
-        self.cache.write().clear();
+        let mut cache = self.cache.write();
+        cache.clear();
+        self.generation.fetch_add(1, Ordering::AcqRel);
+        drop(cache);
         for slot in self.slots.iter() {
-            let mut vm = self.lock_slot(slot);
-            vm.functions.clear();
-            let _ = vm.lua.gc_collect();
-            let _ = vm.lua.gc_collect();
-            slot.memory.store(vm.lua.used_memory(), Ordering::Relaxed);
+            if let Some(g) = slot.vm.try_lock() {
+                drop(self.fresh(slot, g));
+            }
         }
     }
 
@@ -525,7 +580,8 @@ impl Engine {
         host: &mut dyn Host,
         out: &mut ReplyBuf,
     ) -> Result<(), ScriptError> {
-        let (slot, mut vm) = self.lock();
+        let (slot, guard) = self.lock();
+        let mut vm = guard.borrow_mut();
         let sha = &script.0.sha;
         if !vm.functions.contains_key(sha) {
             // Not yet run in this state: compiled from the cached text,
@@ -799,6 +855,7 @@ impl Vm {
             globals,
             runner,
             functions: HashMap::new(),
+            generation: 0,
         })
     }
 
@@ -1135,6 +1192,47 @@ mod tests {
         assert!(!engine.running() && !engine.busy());
         assert_eq!(eval(&engine, "return 1 + 1").unwrap(), b":2\r\n");
         assert!(engine.used_memory() < 16 << 20, "{}", engine.used_memory());
+    }
+
+    /// A thread that reserved a state gets one at once while every other
+    /// state is held elsewhere: it never waits for a state once it may
+    /// hold shards (see `Engine::reserve`).
+    #[test]
+    fn a_reserved_state_is_there_when_every_other_is_taken() {
+        use std::sync::mpsc::channel;
+        let engine = std::sync::Arc::new(Engine::new(EngineConfig {
+            states: 2,
+            ..Default::default()
+        }));
+        let (reserved_tx, reserved_rx) = channel();
+        let (go_tx, go_rx) = channel::<()>();
+        let (result_tx, result_rx) = channel();
+        let reserver = {
+            let engine = engine.clone();
+            std::thread::spawn(move || {
+                let _reserved = engine.reserve();
+                reserved_tx.send(()).unwrap();
+                go_rx.recv().unwrap();
+                result_tx.send(eval(&engine, "return 7")).unwrap();
+            })
+        };
+        reserved_rx.recv().unwrap();
+        // This thread takes the only other state and keeps it.
+        let held = engine.lock();
+        go_tx.send(()).unwrap();
+        let result = result_rx
+            .recv_timeout(Duration::from_secs(10))
+            .expect("the reserving thread waited for a state");
+        assert_eq!(result.unwrap(), b":7\r\n");
+        drop(held);
+        reserver.join().unwrap();
+        // A flush empties every state, free or taken.
+        let sha = engine.prepare(b"return 8").unwrap().sha().to_string();
+        let held = engine.lock();
+        engine.flush();
+        drop(held);
+        assert!(!engine.exists(sha.as_bytes()));
+        assert_eq!(eval(&engine, "return 9").unwrap(), b":9\r\n");
     }
 
     #[test]

@@ -275,6 +275,23 @@ impl Store {
         self.lock_shards(wanted)
     }
 
+    /// [`Store::lock_many`], with the shards `more` (indices, as
+    /// [`MultiLock::shards`] gives them) too.
+    pub fn lock_many_and<'k>(
+        &self,
+        keys: impl IntoIterator<Item = &'k [u8]>,
+        more: &[usize],
+    ) -> MultiLock<'_> {
+        let mut wanted: Vec<usize> = keys
+            .into_iter()
+            .map(|k| self.shard_index(self.hash(k)))
+            .chain(more.iter().copied().filter(|&i| i < self.shards.len()))
+            .collect();
+        wanted.sort_unstable();
+        wanted.dedup();
+        self.lock_shards(wanted)
+    }
+
     /// Locks every shard, in order: for a transaction with a command that
     /// reaches keys beyond its arguments (`DBSIZE`, `KEYS`, `FLUSHALL`).
     pub fn lock_all(&self) -> MultiLock<'_> {
@@ -560,6 +577,41 @@ impl MultiLock<'_> {
     /// Whether every shard is held.
     pub fn holds_all(&self) -> bool {
         self.guards.len() == self.store.shards.len()
+    }
+
+    /// The shards held, ascending.
+    pub fn shards(&self) -> impl Iterator<Item = usize> + '_ {
+        self.guards.iter().map(|(i, _)| *i)
+    }
+
+    /// The store the shards are of.
+    pub fn store(&self) -> &Store {
+        self.store
+    }
+
+    /// Takes the lock of `key`'s shard too, if that cannot deadlock: it
+    /// waits for a shard above every shard held (all multi-shard locking
+    /// goes in ascending order, so a wait for a higher shard closes no
+    /// cycle), and only tries, without waiting, for one below. `false`:
+    /// the shard below is busy; the caller starts again holding it in
+    /// order, or waits with [`MultiLock::try_lock_more`].
+    pub fn lock_more(&mut self, key: &[u8]) -> bool {
+        let index = self.store.shard_index(self.store.hash(key));
+        let Err(pos) = self.guards.binary_search_by_key(&index, |(i, _)| *i) else {
+            return true;
+        };
+        let guard = if pos == self.guards.len() {
+            Some(self.store.write_shard(index))
+        } else {
+            self.store.shards[index].0.try_write()
+        };
+        match guard {
+            Some(guard) => {
+                self.guards.insert(pos, (index, guard));
+                true
+            }
+            None => false,
+        }
     }
 
     /// Takes the lock of `key`'s shard too, if it can within `patience`:
@@ -1145,5 +1197,49 @@ mod tests {
             }
         }
         assert_eq!(store.len(), 50);
+    }
+
+    /// Keys of three distinct shards, by ascending shard.
+    fn three_shards(store: &Store) -> [Vec<u8>; 3] {
+        let mut by_shard = std::collections::BTreeMap::new();
+        for i in 0.. {
+            let k = format!("k{i}").into_bytes();
+            by_shard.entry(store.shard_of(&k)).or_insert(k);
+            if by_shard.len() == 3 {
+                break;
+            }
+        }
+        let mut keys = by_shard.into_values();
+        std::array::from_fn(|_| keys.next().expect("three"))
+    }
+
+    #[test]
+    fn lock_more_waits_only_upwards_and_tries_below() {
+        let store = Store::new(16);
+        let [low, mid, high] = three_shards(&store);
+        let mut a = store.lock_many([&mid[..]]);
+        // Above every shard held: taken (with nobody holding it, at once).
+        assert!(a.lock_more(&high));
+        assert!(a.holds(&high));
+        // Below, while another lock holds it: refused, not waited for.
+        let other = store.lock_many([&low[..]]);
+        assert!(!a.lock_more(&low));
+        assert!(!a.holds(&low));
+        drop(other);
+        // Below and free: taken.
+        assert!(a.lock_more(&low));
+        assert_eq!(a.shards().collect::<Vec<_>>(), {
+            let mut v: Vec<usize> = [&low, &mid, &high]
+                .iter()
+                .map(|k| store.shard_of(k))
+                .collect();
+            v.sort_unstable();
+            v
+        });
+        drop(a);
+        // What a stopped script's rerun locks: its keys and the shards it
+        // reached, in one ascending pass.
+        let again = store.lock_many_and([&mid[..]], &[store.shard_of(&low), 10_000]);
+        assert!(again.holds(&low) && again.holds(&mid) && !again.holds(&high));
     }
 }
