@@ -18,6 +18,7 @@ import csv
 import io
 import os
 import platform
+import random
 import resource
 import selectors
 import shutil
@@ -53,10 +54,36 @@ def require(*tools):
                  f"install first ({hint})")
 
 
+def free_ports(n):
+    """`n` distinct free loopback ports, chosen below the kernel's ephemeral
+    range: a port the kernel picked (bind to port 0) and that was let go
+    can be taken, before the server binds it, as the local port of any
+    outgoing connection on the machine (a benchmark's clients; CI once lost
+    a cluster node that way). Below the range, only a server can take it."""
+    try:
+        with open("/proc/sys/net/ipv4/ip_local_port_range") as f:
+            low = int(f.read().split()[0])
+    except (OSError, ValueError, IndexError):
+        low = 32768
+    rng = random.Random()
+    socks = []
+    try:
+        while len(socks) < n:
+            s = socket.socket()
+            try:
+                s.bind(("127.0.0.1", rng.randrange(10000, max(low, 10001))))
+            except OSError:
+                s.close()
+                continue
+            socks.append(s)
+        return [s.getsockname()[1] for s in socks]
+    finally:
+        for s in socks:
+            s.close()
+
+
 def free_port():
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
+    return free_ports(1)[0]
 
 
 def wait_ping(port, proc, what):

@@ -8,7 +8,6 @@ operation (sum of /proc/<pid>/task/*/schedstat) for each.
 """
 
 import argparse
-import socket
 import statistics
 import subprocess
 import time
@@ -17,12 +16,6 @@ from pathlib import Path
 import benchlib
 
 ROOT = Path(__file__).resolve().parent.parent
-
-
-def free_port():
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 def cpu_ns(pid):
@@ -42,7 +35,7 @@ def main():
     subprocess.run(["cargo", "build", "--release", "--quiet"], cwd=ROOT, check=True)
     servers = {}
     for name, metrics in ORDER:
-        port = free_port()
+        port = benchlib.free_port()
         proc = subprocess.Popen([str(ROOT / "target/release/turnstile"), "--port", str(port), "--metrics-addr", metrics,
                                  "--log-level", "warn"], stdout=subprocess.DEVNULL,
                                 preexec_fn=benchlib.die_with_parent)

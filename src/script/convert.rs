@@ -1,133 +1,13 @@
-//! Replies into Lua and Lua values into replies, by the rules Redis 7
-//! documents ("Conversion between Lua and Redis data types").
-//!
-//! Replies come from a command as the RESP bytes it wrote; reading them
-//! back is the one way in, whatever the command, and it is the same text
-//! a client would get, so nothing can differ between the two.
+//! Lua values into replies, by the rules Redis 7 documents ("Conversion
+//! between Lua and Redis data types"). The other way, replies into Lua, is
+//! `call.rs`: it reads the RESP bytes a command wrote (the one way in,
+//! whatever the command, and the same text a client would get) straight
+//! onto the Lua stack.
 
 use bytes::BufMut;
-use mlua::{Lua, Table, Value};
+use mlua::{Table, Value};
 
 use crate::protocol::{Protocol, ReplyBuf};
-
-/// A reply read into Lua: a value, or the error reply's text.
-pub enum Read {
-    Value(Value),
-    Error(String),
-}
-
-/// Reads the one reply in `bytes` into a Lua value.
-pub fn read_reply(lua: &Lua, bytes: &[u8]) -> mlua::Result<Read> {
-    if let Some(rest) = bytes.strip_prefix(b"-") {
-        let line = rest.strip_suffix(b"\r\n").unwrap_or(rest);
-        return Ok(Read::Error(String::from_utf8_lossy(line).into_owned()));
-    }
-    let mut pos = 0;
-    let v = read(lua, bytes, &mut pos, 0)?;
-    Ok(Read::Value(v))
-}
-
-fn bad() -> mlua::Error {
-    mlua::Error::RuntimeError("a command's reply could not be read".into())
-}
-
-/// One line from `*pos`, without its CRLF.
-fn line<'b>(bytes: &'b [u8], pos: &mut usize) -> mlua::Result<&'b [u8]> {
-    let rest = bytes.get(*pos..).ok_or_else(bad)?;
-    let end = memchr::memmem::find(rest, b"\r\n").ok_or_else(bad)?;
-    *pos += end + 2;
-    Ok(&rest[..end])
-}
-
-fn number(text: &[u8]) -> mlua::Result<i64> {
-    crate::util::parse_i64(text).ok_or_else(bad)
-}
-
-fn read(lua: &Lua, bytes: &[u8], pos: &mut usize, depth: usize) -> mlua::Result<Value> {
-    if depth > 64 {
-        return Err(bad());
-    }
-    let kind = *bytes.get(*pos).ok_or_else(bad)?;
-    *pos += 1;
-    let head = line(bytes, pos)?;
-    let table = |key: &str, v: Value| -> mlua::Result<Value> {
-        let t = lua.create_table()?;
-        t.raw_set(key, v)?;
-        Ok(Value::Table(t))
-    };
-    Ok(match kind {
-        b'+' => table("ok", Value::String(lua.create_string(head)?))?,
-        b'-' => table("err", Value::String(lua.create_string(head)?))?,
-        b':' => Value::Integer(number(head)?),
-        b'$' | b'=' => {
-            let n = number(head)?;
-            if n < 0 {
-                return Ok(Value::Boolean(false));
-            }
-            let n = n as usize;
-            let body = bytes.get(*pos..*pos + n).ok_or_else(bad)?;
-            *pos += n + 2;
-            if kind == b'$' {
-                Value::String(lua.create_string(body)?)
-            } else {
-                let (format, text) = body.split_at(body.len().min(3));
-                let text = text.strip_prefix(b":").unwrap_or(text);
-                let t = lua.create_table()?;
-                t.raw_set("format", lua.create_string(format)?)?;
-                t.raw_set("string", lua.create_string(text)?)?;
-                table("verbatim_string", Value::Table(t))?
-            }
-        }
-        b'*' | b'~' | b'>' | b'%' | b'|' => {
-            let n = number(head)?;
-            if n < 0 {
-                return Ok(Value::Boolean(false));
-            }
-            let t = lua.create_table()?;
-            match kind {
-                b'%' | b'|' => {
-                    for _ in 0..n {
-                        let k = read(lua, bytes, pos, depth + 1)?;
-                        let v = read(lua, bytes, pos, depth + 1)?;
-                        t.raw_set(k, v)?;
-                    }
-                    if kind == b'|' {
-                        // An attribute describes the reply after it,
-                        // which is what the script gets.
-                        return read(lua, bytes, pos, depth + 1);
-                    }
-                    table("map", Value::Table(t))?
-                }
-                b'~' => {
-                    for _ in 0..n {
-                        let k = read(lua, bytes, pos, depth + 1)?;
-                        t.raw_set(k, true)?;
-                    }
-                    table("set", Value::Table(t))?
-                }
-                _ => {
-                    for i in 1..=n {
-                        t.raw_set(i, read(lua, bytes, pos, depth + 1)?)?;
-                    }
-                    Value::Table(t)
-                }
-            }
-        }
-        b'_' => Value::Nil,
-        b'#' => Value::Boolean(head == b"t"),
-        b',' => {
-            let text = std::str::from_utf8(head).map_err(|_| bad())?;
-            let d = match text {
-                "inf" => f64::INFINITY,
-                "-inf" => f64::NEG_INFINITY,
-                t => t.parse().map_err(|_| bad())?,
-            };
-            table("double", Value::Number(d))?
-        }
-        b'(' => table("big_number", Value::String(lua.create_string(head)?))?,
-        _ => return Err(bad()),
-    })
-}
 
 /// An error's text as a reply line: CR and LF become spaces, as Redis
 /// makes them.

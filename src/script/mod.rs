@@ -19,6 +19,7 @@
 //! `BUSY`) and stops one that `SCRIPT KILL` asked to stop, or that its
 //! host wants to run again over every shard.
 
+mod call;
 mod convert;
 mod libs;
 
@@ -275,30 +276,55 @@ struct Vm {
     functions: HashMap<[u8; 40], Function>,
     /// The engine's flush generation `functions` belong to.
     generation: u64,
+    ctx: CtxPtr,
+}
+
+impl Drop for Vm {
+    fn drop(&mut self) {
+        // SAFETY: made by `Box::into_raw` in `Vm::new`, freed once; the
+        // state's functions that hold it are never called again.
+        drop(unsafe { Box::from_raw(self.ctx.0.as_ptr()) });
+    }
 }
 
 /// What `redis.call`, `redis.pcall`, `redis.setresp` and
-/// `redis.acl_check_cmd` reach during one run, kept in the Lua state's app
-/// data: the functions are created once with the state, not per run (a
-/// scope's closures cost more than a short script itself), and the host is
-/// lent for the run's length only.
-#[derive(Default)]
+/// `redis.acl_check_cmd` reach during one run: one per Lua state, on the
+/// heap, its address an upvalue of the raw functions (`call.rs`) and held
+/// by the others. The functions are created once with the state, not per
+/// run, and the host is lent for the run's length only.
 struct CallCtx {
     /// The command layer's host, lent by [`Vm::run`] and taken back before
     /// it returns; `None` between runs.
     host: Option<NonNull<dyn Host + 'static>>,
     script_resp: Protocol,
+    run: Arc<Running>,
     reply: ReplyBuf,
     /// The request `redis.call` builds, its arguments copied once out of
     /// Lua; both buffers reused from call to call.
     frame: BytesMut,
     spans: Vec<Range<usize>>,
+    /// An error reply's or a refusal's text, for `redis.call` to raise.
+    error: Vec<u8>,
 }
 
-// SAFETY: `host` is set only while `Vm::run` holds the state (and with it
-// the engine's lock on it) on one thread, and is cleared before it
-// returns; no other thread can reach the pointer.
-unsafe impl Send for CallCtx {}
+/// A state's [`CallCtx`], owned by its [`Vm`] (freed when it drops).
+#[derive(Clone, Copy)]
+struct CtxPtr(NonNull<CallCtx>);
+
+// SAFETY: the context is only reached by the thread that holds its state
+// (the engine's lock on it), while a script or the state's setup runs.
+unsafe impl Send for CtxPtr {}
+unsafe impl Sync for CtxPtr {}
+
+impl CtxPtr {
+    /// # Safety
+    /// Only while this thread holds the state, and not while another
+    /// reference from `get` lives.
+    #[allow(clippy::mut_from_ref)]
+    unsafe fn get(&self) -> &mut CallCtx {
+        unsafe { &mut *self.0.as_ptr() }
+    }
+}
 
 /// One Lua state of the pool, and what its hook and `SCRIPT KILL` share.
 ///
@@ -741,16 +767,7 @@ impl Vm {
             "errtext",
             lua.create_function(|lua, v: Value| {
                 let text = match v {
-                    Value::Error(e) => {
-                        if let Some(CallError(reply)) = call_error(&e) {
-                            // A command's error reply: the table Redis
-                            // raises, its code kept.
-                            let t = lua.create_table()?;
-                            t.raw_set("err", reply.as_str())?;
-                            return Ok(Value::Table(t));
-                        }
-                        errtext(&e)
-                    }
+                    Value::Error(e) => errtext(&e),
                     Value::String(s) => s.to_string_lossy(),
                     other => format!("{other:?}"),
                 };
@@ -841,8 +858,27 @@ impl Vm {
                 }
             })?,
         )?;
-        install_calls(&lua, &redis, run.clone())?;
-        lua.set_app_data(CallCtx::default());
+        let ctx = CtxPtr(NonNull::from(Box::leak(Box::new(CallCtx {
+            host: None,
+            script_resp: Protocol::Resp2,
+            run: run.clone(),
+            reply: ReplyBuf::default(),
+            frame: BytesMut::new(),
+            spans: Vec::new(),
+            error: Vec::new(),
+        }))));
+        // Owned by the Vm from here; freed by hand if setup fails first.
+        struct Guard(Option<CtxPtr>);
+        impl Drop for Guard {
+            fn drop(&mut self) {
+                if let Some(c) = self.0 {
+                    // SAFETY: leaked just above, not yet owned by a Vm.
+                    drop(unsafe { Box::from_raw(c.0.as_ptr()) });
+                }
+            }
+        }
+        let mut guard = Guard(Some(ctx));
+        install_calls(&lua, &redis, ctx)?;
         let globals: Table = t.raw_get("B")?;
         let runner: Function = t.get("run")?;
         lua.set_memory_limit(cfg.memory_limit)?;
@@ -850,12 +886,14 @@ impl Vm {
             HookTriggers::new().every_nth_instruction(HOOK_EVERY),
             move |_, _| run.check(),
         )?;
+        guard.0 = None;
         Ok(Vm {
             lua,
             globals,
             runner,
             functions: HashMap::new(),
             generation: 0,
+            ctx,
         })
     }
 
@@ -890,9 +928,9 @@ impl Vm {
     ) -> mlua::Result<Outcome> {
         let lua = &self.lua;
         {
-            let mut ctx = lua
-                .app_data_mut::<CallCtx>()
-                .expect("installed with the state");
+            // SAFETY: this thread holds the state; no other reference to
+            // the context lives now.
+            let ctx = unsafe { self.ctx.get() };
             // SAFETY: the lifetime is erased only for the span of this
             // call: `Lend` below takes the pointer back before `host`'s
             // borrow ends, on every path out.
@@ -902,25 +940,22 @@ impl Vm {
             });
             ctx.script_resp = Protocol::Resp2;
         }
-        struct Lend<'l>(&'l Lua);
-        impl Drop for Lend<'_> {
+        struct Lend(CtxPtr);
+        impl Drop for Lend {
             fn drop(&mut self) {
-                if let Some(mut ctx) = self.0.app_data_mut::<CallCtx>() {
-                    ctx.host = None;
-                }
+                // SAFETY: as above; the run has returned.
+                unsafe { self.0.get() }.host = None;
             }
         }
-        let _lend = Lend(lua);
-        self.globals.raw_set("KEYS", sequence(lua, keys)?)?;
-        self.globals.raw_set("ARGV", sequence(lua, args)?)?;
+        let _lend = Lend(self.ctx);
+        call::set_keys_and_args(lua, &self.globals, keys, args)?;
         let results: MultiValue = self.runner.call(f)?;
         let mut results = results.into_iter();
         let ok = matches!(results.next(), Some(Value::Boolean(true)));
         let value = results.next().unwrap_or(Value::Nil);
         if ok {
-            let script_resp = lua
-                .app_data_ref::<CallCtx>()
-                .map_or(Protocol::Resp2, |c| c.script_resp);
+            // SAFETY: as above; the script has returned.
+            let script_resp = unsafe { self.ctx.get() }.script_resp;
             convert::write_value(&value, resp, script_resp, out);
             return Ok(Outcome::Reply);
         }
@@ -949,75 +984,19 @@ impl Vm {
     }
 }
 
-/// A Lua array of byte strings (`KEYS`, `ARGV`), built in place.
-fn sequence<'k>(lua: &Lua, items: impl ExactSizeIterator<Item = &'k [u8]>) -> mlua::Result<Table> {
-    let t = lua.create_table_with_capacity(items.len(), 0)?;
-    for (i, item) in items.enumerate() {
-        t.raw_set(i + 1, lua.create_string(item)?)?;
-    }
-    Ok(t)
-}
-
 /// An error raised as a plain message, with no `source:line:` (as Redis's
 /// C functions raise theirs with `lua_error`).
 fn plain(msg: &str) -> mlua::Error {
     mlua::Error::RuntimeError(msg.into())
 }
 
-/// A command's error reply, raised by `redis.call` (the error handler
-/// turns it into Redis's `{err = ...}` table).
-#[derive(Debug)]
-struct CallError(String);
-
-impl std::fmt::Display for CallError {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.write_str(&self.0)
-    }
-}
-
-impl std::error::Error for CallError {}
-
-/// The command error inside `e`, if that is what it is.
-fn call_error(e: &mlua::Error) -> Option<&CallError> {
-    match e {
-        mlua::Error::ExternalError(inner) => inner.downcast_ref::<CallError>(),
-        mlua::Error::CallbackError { cause, .. } => call_error(cause),
-        mlua::Error::WithContext { cause, .. } => call_error(cause),
-        _ => None,
-    }
-}
-
-/// What `redis.call`/`redis.pcall` got.
-enum Called {
-    Reply(Value),
-    /// An error reply, or a refusal before the command ran.
-    Error(String),
-    /// The script must stop (killed, or to run again).
-    Stop,
-}
-
 /// Creates `redis.call`, `redis.pcall`, `redis.setresp` and
 /// `redis.acl_check_cmd`, once per Lua state; each reaches the run's
 /// [`CallCtx`].
-fn install_calls(lua: &Lua, redis: &Table, run: Arc<Running>) -> mlua::Result<()> {
-    for protected in [false, true] {
-        let run = run.clone();
-        let f =
-            lua.create_function(
-                move |lua, args: MultiValue| match call_host(lua, args, &run)? {
-                    Called::Reply(v) => Ok(v),
-                    Called::Error(text) if protected => {
-                        let t = lua.create_table()?;
-                        t.raw_set("err", text)?;
-                        Ok(Value::Table(t))
-                    }
-                    Called::Error(text) => Err(mlua::Error::external(CallError(text))),
-                    Called::Stop => Err(mlua::Error::RuntimeError(KILLED.into())),
-                },
-            )?;
-        redis.raw_set(if protected { "pcall" } else { "call" }, f)?;
-    }
-    let setresp = lua.create_function(|lua, args: mlua::Variadic<Value>| {
+fn install_calls(lua: &Lua, redis: &Table, ctx: CtxPtr) -> mlua::Result<()> {
+    redis.raw_set("call", call::create(lua, ctx.0, false)?)?;
+    redis.raw_set("pcall", call::create(lua, ctx.0, true)?)?;
+    let setresp = lua.create_function(move |_, args: mlua::Variadic<Value>| {
         if args.len() != 1 {
             return Err(plain("redis.setresp() requires one argument."));
         }
@@ -1026,18 +1005,17 @@ fn install_calls(lua: &Lua, redis: &Table, run: Arc<Running>) -> mlua::Result<()
             Value::Integer(3) => Protocol::Resp3,
             _ => return Err(plain("RESP version must be 2 or 3.")),
         };
-        if let Some(mut ctx) = lua.app_data_mut::<CallCtx>() {
-            ctx.script_resp = resp;
-        }
+        // SAFETY: called by a script, on the thread that holds the state.
+        unsafe { ctx.get() }.script_resp = resp;
         Ok(())
     })?;
     redis.raw_set("setresp", setresp)?;
-    let acl_check = lua.create_function(|lua, args: mlua::Variadic<Value>| {
+    let acl_check = lua.create_function(move |_, args: mlua::Variadic<Value>| {
         let known = match args.first() {
-            Some(Value::String(name)) => lua
-                .app_data_mut::<CallCtx>()
-                .and_then(|ctx| ctx.host)
-                // SAFETY: set by `Vm::run` for this run, on this thread.
+            // SAFETY: called by a script, on the thread that holds the
+            // state; the host is set by `Vm::run` for this run.
+            Some(Value::String(name)) => unsafe { ctx.get() }
+                .host
                 .is_some_and(|mut h| unsafe { h.as_mut() }.known(&name.as_bytes())),
             _ => false,
         };
@@ -1048,64 +1026,6 @@ fn install_calls(lua: &Lua, redis: &Table, run: Arc<Running>) -> mlua::Result<()
         }
     })?;
     redis.raw_set("acl_check_cmd", acl_check)
-}
-
-/// One `redis.call`/`redis.pcall`: the arguments as bytes, the command
-/// run through the host, its reply read back into Lua.
-fn call_host(lua: &Lua, args: MultiValue, run: &Running) -> mlua::Result<Called> {
-    if run.stopping() {
-        return Ok(Called::Stop);
-    }
-    if args.is_empty() {
-        return Ok(Called::Error(
-            "ERR Please specify at least one argument for this redis lib call".into(),
-        ));
-    }
-    let mut guard = lua
-        .app_data_mut::<CallCtx>()
-        .ok_or_else(|| plain("redis.call is only available while a script runs"))?;
-    let ctx = &mut *guard;
-    let Some(mut host) = ctx.host else {
-        return Err(plain("redis.call is only available while a script runs"));
-    };
-    ctx.spans.clear();
-    for v in args {
-        let start = ctx.frame.len();
-        match v {
-            Value::String(s) => ctx.frame.extend_from_slice(&s.as_bytes()),
-            v @ (Value::Integer(_) | Value::Number(_)) => {
-                if let Some(s) = lua.coerce_string(v)? {
-                    ctx.frame.extend_from_slice(&s.as_bytes());
-                }
-            }
-            _ => {
-                ctx.frame.clear();
-                return Ok(Called::Error(
-                    "ERR Lua redis lib command arguments must be strings or integers".into(),
-                ));
-            }
-        }
-        ctx.spans.push(start..ctx.frame.len());
-    }
-    let req = Request::new(ctx.frame.split().freeze(), &ctx.spans);
-    ctx.reply.buffer().clear();
-    // SAFETY: set by `Vm::run` for this run, on this thread, and the host
-    // never calls back into Lua.
-    let done = unsafe { host.as_mut() }.call(&req, ctx.script_resp, &mut ctx.reply);
-    drop(req);
-    if done.wrote {
-        run.wrote.store(true, Ordering::Relaxed);
-    }
-    if done.abort {
-        run.abort.store(true, Ordering::Relaxed);
-        return Ok(Called::Stop);
-    }
-    Ok(
-        match convert::read_reply(lua, ctx.reply.written_since(0))? {
-            convert::Read::Value(v) => Called::Reply(v),
-            convert::Read::Error(text) => Called::Error(text),
-        },
-    )
 }
 
 /// `7.2.0` as Redis's `REDIS_VERSION_NUM`: `0x00MMmmpp`.

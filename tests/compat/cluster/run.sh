@@ -50,16 +50,13 @@ cleanup() {
 trap cleanup EXIT
 trap 'exit 130' INT TERM
 
-# Free loopback ports: bound together (so they are distinct), then released.
+# Free loopback ports, distinct, below the ephemeral range (benchlib.free_ports).
 free_ports() {
-    "$PYTHON" - "$1" <<'EOF'
-import socket, sys
-socks = []
-for _ in range(int(sys.argv[1])):
-    s = socket.socket()
-    s.bind(("127.0.0.1", 0))
-    socks.append(s)
-print(" ".join(str(s.getsockname()[1]) for s in socks))
+    "$PYTHON" - "$1" "$HERE/../../../benches" <<'EOF'
+import sys
+sys.path.insert(0, sys.argv[2])
+from benchlib import free_ports
+print(" ".join(str(p) for p in free_ports(int(sys.argv[1]))))
 EOF
 }
 
