@@ -66,6 +66,9 @@
 //!   `RL.CHECK`, `RL.ALLOW ... POLICY` and `RL.POLICY` from it, and
 //!   `cmd/rls.rs` decides Envoy's rate limit service requests (a domain's
 //!   descriptors, all-or-nothing) for `server/rls.rs` and `POST /json`.
+//! - [`pubsub`]: channels, patterns and each subscriber's mailbox of
+//!   messages, which its connection writes between batches; `cmd/pubsub.rs`
+//!   serves `SUBSCRIBE`, `PUBLISH`, `PUBSUB` and the rest.
 //! - [`clients`]: the registry of connected clients (`CLIENT LIST/KILL`,
 //!   `INFO clients`); [`persist`]: what `SAVE`, `BGSAVE`, `INFO` and the
 //!   snapshot thread share (settings, one writer, the last outcomes).
@@ -95,6 +98,7 @@ pub mod metrics;
 pub mod persist;
 pub mod policy;
 pub mod protocol;
+pub mod pubsub;
 pub mod script;
 pub mod server;
 pub mod state;

@@ -44,6 +44,8 @@ pub struct State {
     pub scripts: crate::script::Engine,
     /// `--policies`: the named limits in force, and their reloading.
     pub policies: Arc<crate::policy::Policies>,
+    /// Pub/Sub channels and patterns, and their subscribers.
+    pub pubsub: crate::pubsub::PubSub,
 }
 
 impl State {
@@ -81,6 +83,7 @@ impl State {
                 ..Default::default()
             }),
             policies: Arc::new(crate::policy::Policies::empty(config.policies_shadow)),
+            pubsub: crate::pubsub::PubSub::default(),
         }
     }
 

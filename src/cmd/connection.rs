@@ -10,6 +10,17 @@ use crate::protocol::{Protocol, Request};
 /// PING [message]
 /// ```
 pub fn ping(ctx: &mut Ctx<'_>, req: &Request<'_>) -> Result<(), CmdError> {
+    // A RESP2 subscriber's replies share the stream with its messages:
+    // Redis answers it with an array.
+    if ctx.session.subscriptions() > 0 && ctx.out.proto == Protocol::Resp2 {
+        if req.len() > 2 {
+            return Err(CmdError::WrongArity("ping".into()));
+        }
+        ctx.out.array(2);
+        ctx.out.bulk(b"pong");
+        ctx.out.bulk(if req.len() == 2 { req.arg(1) } else { b"" });
+        return Ok(());
+    }
     match req.len() {
         1 => ctx.out.simple("PONG"),
         2 => ctx.out.bulk(req.arg(1)),
@@ -178,6 +189,7 @@ pub fn reset(ctx: &mut Ctx<'_>, _req: &Request<'_>) -> Result<(), CmdError> {
             .transaction(crate::stats::TxOutcome::Discarded);
     }
     ctx.session.tx.clear(&ctx.state.store);
+    super::pubsub::forget(ctx.state, ctx.session);
     ctx.out.simple("RESET");
     Ok(())
 }

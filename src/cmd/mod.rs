@@ -16,6 +16,7 @@ pub mod limiter;
 pub mod list;
 pub mod multi;
 pub mod policy;
+pub mod pubsub;
 pub mod rename;
 pub mod rls;
 pub mod script;
@@ -186,6 +187,21 @@ fn check(
     }
     if spec.flags.contains(Flags::DENYOOM) {
         admit_write(ctx, spec, req).map_err(refuse)?;
+    }
+    // A RESP2 connection that subscribes can only (un)subscribe, as in
+    // Redis: its replies share the stream with the messages.
+    if ctx.session.subs.is_some()
+        && ctx.session.subscriptions() > 0
+        && ctx.out.proto == crate::protocol::Protocol::Resp2
+        && !pubsub::ALLOWED_WHILE_SUBSCRIBED.contains(&cmd.name)
+    {
+        let name = match sub {
+            Some(s) => format!("{}|{}", cmd.name, s.name),
+            None => cmd.name.to_string(),
+        };
+        return Err(refuse(CmdError::err(format!(
+            "Can't execute '{name}': only (P|S)SUBSCRIBE / (P|S)UNSUBSCRIBE / PING / QUIT / RESET are allowed in this context"
+        ))));
     }
     // Another client's script has run past --lua-time-limit: Redis is
     // blocked then, and answers BUSY to all but a few commands.

@@ -36,6 +36,19 @@ pub struct Session {
     /// State of the sampler's generator (a 64-bit LCG; its top bits are
     /// uniform enough to pick one command in sixteen).
     sampler: u64,
+    /// Channels and patterns this connection subscribes to, and where
+    /// their messages wait; None until its first `(P)SUBSCRIBE`.
+    pub subs: Option<Box<Subscriptions>>,
+}
+
+/// A connection's Pub/Sub subscriptions.
+#[derive(Debug)]
+pub struct Subscriptions {
+    pub mailbox: Arc<crate::pubsub::Mailbox>,
+    /// In the order subscribed (an unsubscribe with no names replies in
+    /// this order).
+    pub channels: Vec<Box<[u8]>>,
+    pub patterns: Vec<Box<[u8]>>,
 }
 
 impl Session {
@@ -51,7 +64,15 @@ impl Session {
             scratch: Vec::new(),
             seen: [0; SEEN_BITS / 64],
             sampler,
+            subs: None,
         }
+    }
+
+    /// Channels and patterns subscribed to.
+    pub fn subscriptions(&self) -> usize {
+        self.subs
+            .as_ref()
+            .map_or(0, |s| s.channels.len() + s.patterns.len())
     }
 
     /// Whether to time this command (table position `i`) for the latency

@@ -42,12 +42,15 @@ impl Flags {
     /// Runs while a script is past the busy threshold, when every other
     /// command is answered `BUSY` (Redis's `allow_busy`).
     pub const ALLOW_BUSY: Flags = Flags(1 << 14);
+    /// A Pub/Sub command (Redis's `pubsub`).
+    pub const PUBSUB: Flags = Flags(1 << 15);
 
-    const NAMES: [(Flags, &'static str); 12] = [
+    const NAMES: [(Flags, &'static str); 13] = [
         (Flags::WRITE, "write"),
         (Flags::READONLY, "readonly"),
         (Flags::DENYOOM, "denyoom"),
         (Flags::ADMIN, "admin"),
+        (Flags::PUBSUB, "pubsub"),
         (Flags::NOSCRIPT, "noscript"),
         (Flags::LOADING, "loading"),
         (Flags::STALE, "stale"),

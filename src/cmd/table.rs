@@ -9,8 +9,8 @@ use std::sync::LazyLock;
 
 use super::CmdError;
 use super::{
-    client, cluster, command, config, connection, hash, keys, limiter, list, multi, policy, script,
-    server, snapshot, string, zset, Ctx,
+    client, cluster, command, config, connection, hash, keys, limiter, list, multi, policy, pubsub,
+    script, server, snapshot, string, zset, Ctx,
 };
 use crate::protocol::Request;
 
@@ -108,6 +108,13 @@ static POLICY_SUBCOMMANDS: [CommandSpec; 4] = [
 ];
 
 /// Every command, in alphabetical order.
+static PUBSUB_SUBCOMMANDS: [CommandSpec; 4] = [
+    cmd! { name: "channels", arity: -2, flags: [PUBSUB | LOADING | STALE], keys: NONE, group: "pubsub", since: "2.8.0", complexity: "O(N) where N is the number of active channels, and assuming constant time pattern matching (relatively short channels and patterns)", summary: "Returns the active channels.", handler: pubsub::channels },
+    cmd! { name: "help", arity: 2, flags: [LOADING | STALE], keys: NONE, group: "pubsub", since: "6.2.0", complexity: "O(1)", summary: "Returns helpful text about the different subcommands.", handler: pubsub::help },
+    cmd! { name: "numpat", arity: 2, flags: [PUBSUB | LOADING | STALE], keys: NONE, group: "pubsub", since: "2.8.0", complexity: "O(1)", summary: "Returns a count of unique pattern subscriptions.", handler: pubsub::numpat },
+    cmd! { name: "numsub", arity: -2, flags: [PUBSUB | LOADING | STALE], keys: NONE, group: "pubsub", since: "2.8.0", complexity: "O(N) for the NUMSUB subcommand, where N is the number of requested channels", summary: "Returns a count of subscribers to channels.", handler: pubsub::numsub },
+];
+
 pub static COMMANDS: &[CommandSpec] = &[
     cmd! { name: "asking", arity: 1, flags: [FAST], keys: NONE, group: "cluster", since: "3.0.0", complexity: "O(1)", summary: "Signals that a cluster client is following an -ASK redirect.", handler: cluster::accept },
     cmd! { name: "auth", arity: -2, flags: [NOSCRIPT | LOADING | STALE | FAST | NO_AUTH | ALLOW_BUSY], keys: NONE, group: "connection", since: "1.0.0", complexity: "O(N) where N is the number of passwords defined for the user", summary: "Authenticates the connection.", handler: connection::auth },
@@ -183,7 +190,11 @@ pub static COMMANDS: &[CommandSpec] = &[
     cmd! { name: "pexpiretime", arity: 2, flags: [READONLY | FAST], keys: FIRST, group: "generic", since: "7.0.0", complexity: "O(1)", summary: "Returns the expiration time of a key as a Unix milliseconds timestamp.", handler: keys::pexpiretime },
     cmd! { name: "ping", arity: -1, flags: [FAST], keys: NONE, group: "connection", since: "1.0.0", complexity: "O(1)", summary: "Returns the server's liveliness response.", handler: connection::ping },
     cmd! { name: "psetex", arity: 4, flags: [WRITE | DENYOOM], keys: FIRST, group: "string", since: "2.6.0", complexity: "O(1)", summary: "Sets both string value and expiration time in milliseconds of a key. The key is created if it doesn't exist.", handler: string::psetex },
+    cmd! { name: "psubscribe", arity: -2, flags: [PUBSUB | NOSCRIPT | LOADING | STALE], keys: NONE, group: "pubsub", since: "2.0.0", complexity: "O(N) where N is the number of patterns to subscribe to.", summary: "Listens for messages published to channels that match one or more patterns.", handler: pubsub::psubscribe },
     cmd! { name: "pttl", arity: 2, flags: [READONLY | FAST], keys: FIRST, group: "generic", since: "2.6.0", complexity: "O(1)", summary: "Returns the expiration time in milliseconds of a key.", handler: keys::pttl },
+    cmd! { name: "publish", arity: 3, flags: [PUBSUB | LOADING | STALE | FAST], keys: NONE, group: "pubsub", since: "2.0.0", complexity: "O(N+M) where N is the number of clients subscribed to the receiving channel and M is the total number of subscribed patterns (by any client).", summary: "Posts a message to a channel.", handler: pubsub::publish },
+    cmd! { name: "pubsub", arity: -2, flags: [], keys: NONE, group: "pubsub", since: "2.8.0", complexity: "Depends on subcommand.", summary: "A container for Pub/Sub commands.", handler: container_without_subcommand, subcommands: &PUBSUB_SUBCOMMANDS },
+    cmd! { name: "punsubscribe", arity: -1, flags: [PUBSUB | NOSCRIPT | LOADING | STALE], keys: NONE, group: "pubsub", since: "2.0.0", complexity: "O(N) where N is the number of patterns to unsubscribe.", summary: "Stops listening to messages published to channels that match one or more patterns.", handler: pubsub::punsubscribe },
     cmd! { name: "quit", arity: -1, flags: [NOSCRIPT | LOADING | STALE | FAST | NO_AUTH | NOT_QUEUED | ALLOW_BUSY], keys: NONE, group: "connection", since: "1.0.0", complexity: "O(1)", summary: "Closes the connection.", handler: connection::quit },
     cmd! { name: "readonly", arity: 1, flags: [LOADING | STALE | FAST], keys: NONE, group: "cluster", since: "3.0.0", complexity: "O(1)", summary: "Enables read-only queries for a connection to a Redis Cluster replica node.", handler: cluster::accept },
     cmd! { name: "readwrite", arity: 1, flags: [LOADING | STALE | FAST], keys: NONE, group: "cluster", since: "3.0.0", complexity: "O(1)", summary: "Enables read-write queries for a connection to a Redis Cluster replica node.", handler: cluster::accept },
@@ -214,10 +225,12 @@ pub static COMMANDS: &[CommandSpec] = &[
     cmd! { name: "set", arity: -3, flags: [WRITE | DENYOOM], keys: FIRST, group: "string", since: "1.0.0", complexity: "O(1)", summary: "Sets the string value of a key, ignoring its type. The key is created if it doesn't exist.", handler: string::set },
     cmd! { name: "setex", arity: 4, flags: [WRITE | DENYOOM], keys: FIRST, group: "string", since: "2.0.0", complexity: "O(1)", summary: "Sets the string value and expiration time of a key. Creates the key if it doesn't exist.", handler: string::setex },
     cmd! { name: "setnx", arity: 3, flags: [WRITE | DENYOOM | FAST], keys: FIRST, group: "string", since: "1.0.0", complexity: "O(1)", summary: "Set the string value of a key only when the key doesn't exist.", handler: string::setnx },
+    cmd! { name: "subscribe", arity: -2, flags: [PUBSUB | NOSCRIPT | LOADING | STALE], keys: NONE, group: "pubsub", since: "2.0.0", complexity: "O(N) where N is the number of channels to subscribe to.", summary: "Listens for messages published to channels.", handler: pubsub::subscribe },
     cmd! { name: "time", arity: 1, flags: [LOADING | STALE | FAST], keys: NONE, group: "server", since: "2.6.0", complexity: "O(1)", summary: "Returns the server time.", handler: server::time },
     cmd! { name: "ttl", arity: 2, flags: [READONLY | FAST], keys: FIRST, group: "generic", since: "1.0.0", complexity: "O(1)", summary: "Returns the expiration time in seconds of a key.", handler: keys::ttl },
     cmd! { name: "type", arity: 2, flags: [READONLY | FAST], keys: FIRST, group: "generic", since: "1.0.0", complexity: "O(1)", summary: "Determines the type of value stored at a key.", handler: keys::type_ },
     cmd! { name: "unlink", arity: -2, flags: [WRITE | FAST], keys: ALL, group: "generic", since: "4.0.0", complexity: "O(1) for each key removed regardless of its size.", summary: "Asynchronously deletes one or more keys.", handler: keys::del },
+    cmd! { name: "unsubscribe", arity: -1, flags: [PUBSUB | NOSCRIPT | LOADING | STALE], keys: NONE, group: "pubsub", since: "2.0.0", complexity: "O(N) where N is the number of channels to unsubscribe.", summary: "Stops listening to messages posted to channels.", handler: pubsub::unsubscribe },
     cmd! { name: "unwatch", arity: 1, flags: [NOSCRIPT | LOADING | STALE | FAST | ALLOW_BUSY], keys: NONE, group: "transactions", since: "2.2.0", complexity: "O(1)", summary: "Forgets about watched keys of a transaction.", handler: multi::unwatch },
     cmd! { name: "watch", arity: -2, flags: [NOSCRIPT | LOADING | STALE | FAST | NOT_QUEUED | ALLOW_BUSY], keys: ALL, group: "transactions", since: "2.2.0", complexity: "O(1) for every key.", summary: "Monitors changes to keys to determine the execution of a transaction.", handler: multi::watch },
     cmd! { name: "zadd", arity: -4, flags: [WRITE | DENYOOM | FAST], keys: FIRST, group: "sorted-set", since: "1.2.0", complexity: "O(log(N)) for each item added, where N is the number of elements in the sorted set.", summary: "Adds one or more members to a sorted set, or updates their scores. Creates the key if it doesn't exist.", handler: zset::zadd },

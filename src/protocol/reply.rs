@@ -42,6 +42,15 @@ impl ReplyBuf {
         }
     }
 
+    /// Writes on after the bytes in `buf`.
+    pub fn from_bytes(buf: BytesMut, proto: Protocol) -> Self {
+        ReplyBuf { buf, proto }
+    }
+
+    pub fn into_bytes(self) -> BytesMut {
+        self.buf
+    }
+
     pub fn buffer(&mut self) -> &mut BytesMut {
         &mut self.buf
     }
@@ -142,6 +151,15 @@ impl ReplyBuf {
 
     pub fn array(&mut self, n: usize) {
         self.header(b'*', n as i64);
+    }
+
+    /// An out-of-band message of `n` items (Pub/Sub): a RESP3 push, a
+    /// RESP2 array.
+    pub fn push(&mut self, n: usize) {
+        match self.proto {
+            Protocol::Resp2 => self.header(b'*', n as i64),
+            Protocol::Resp3 => self.header(b'>', n as i64),
+        }
     }
 
     /// A map of `n` pairs; RESP2 flattens it into an array of `2n`.

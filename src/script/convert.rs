@@ -5,7 +5,7 @@
 //! onto the Lua stack.
 
 use bytes::BufMut;
-use mlua::{Table, Value};
+use mlua::{Lua, Table, Value};
 
 use crate::protocol::{Protocol, ReplyBuf};
 
@@ -28,18 +28,55 @@ fn raw_line(out: &mut ReplyBuf, prefix: u8, body: &[u8]) {
 /// Writes a script's value as the reply for a client speaking `resp`;
 /// `script_resp` is what the script chose with `redis.setresp` (booleans
 /// follow it, as in Redis).
-pub fn write_value(v: &Value, resp: Protocol, script_resp: Protocol, out: &mut ReplyBuf) {
+pub fn write_value(
+    v: &Value,
+    fields: &Fields,
+    resp: Protocol,
+    script_resp: Protocol,
+    out: &mut ReplyBuf,
+) {
     let saved = out.proto;
     out.proto = resp;
-    write(v, script_resp, out, 0);
+    write(v, fields, script_resp, out, 0);
     out.proto = saved;
 }
 
-fn field(t: &Table, name: &str) -> Value {
+/// The field names a table result is looked up by, made once per Lua
+/// state: a lookup by `&str` makes (hashes and interns) the Lua string
+/// each time, through one of mlua's protected calls.
+pub struct Fields {
+    err: mlua::LuaString,
+    ok: mlua::LuaString,
+    double: mlua::LuaString,
+    big_number: mlua::LuaString,
+    map: mlua::LuaString,
+    set: mlua::LuaString,
+    verbatim_string: mlua::LuaString,
+    format: mlua::LuaString,
+    string: mlua::LuaString,
+}
+
+impl Fields {
+    pub fn new(lua: &Lua) -> mlua::Result<Fields> {
+        Ok(Fields {
+            err: lua.create_string("err")?,
+            ok: lua.create_string("ok")?,
+            double: lua.create_string("double")?,
+            big_number: lua.create_string("big_number")?,
+            map: lua.create_string("map")?,
+            set: lua.create_string("set")?,
+            verbatim_string: lua.create_string("verbatim_string")?,
+            format: lua.create_string("format")?,
+            string: lua.create_string("string")?,
+        })
+    }
+}
+
+fn field(t: &Table, name: &mlua::LuaString) -> Value {
     t.raw_get(name).unwrap_or(Value::Nil)
 }
 
-fn write(v: &Value, script_resp: Protocol, out: &mut ReplyBuf, depth: usize) {
+fn write(v: &Value, fields: &Fields, script_resp: Protocol, out: &mut ReplyBuf, depth: usize) {
     if depth > 1000 {
         out.error("ERR reached lua stack limit");
         return;
@@ -54,7 +91,7 @@ fn write(v: &Value, script_resp: Protocol, out: &mut ReplyBuf, depth: usize) {
         Value::Integer(i) => out.int(*i),
         Value::Number(n) => out.int(*n as i64),
         Value::String(s) => out.bulk(&s.as_bytes()),
-        Value::Table(t) => write_table(t, script_resp, out, depth),
+        Value::Table(t) => write_table(t, fields, script_resp, out, depth),
         _ => out.null(),
     }
 }
@@ -68,12 +105,12 @@ fn text_of(v: &Value) -> Option<Vec<u8>> {
     }
 }
 
-fn write_table(t: &Table, script_resp: Protocol, out: &mut ReplyBuf, depth: usize) {
-    if let Some(err) = text_of(&field(t, "err")) {
+fn write_table(t: &Table, f: &Fields, script_resp: Protocol, out: &mut ReplyBuf, depth: usize) {
+    if let Some(err) = text_of(&field(t, &f.err)) {
         out.error(&String::from_utf8_lossy(&err));
         return;
     }
-    if let Value::String(ok) = field(t, "ok") {
+    if let Value::String(ok) = field(t, &f.ok) {
         let text: Vec<u8> = ok
             .as_bytes()
             .iter()
@@ -82,28 +119,28 @@ fn write_table(t: &Table, script_resp: Protocol, out: &mut ReplyBuf, depth: usiz
         raw_line(out, b'+', &text);
         return;
     }
-    match field(t, "double") {
+    match field(t, &f.double) {
         Value::Integer(i) => return write_double(i as f64, out),
         Value::Number(d) => return write_double(d, out),
         _ => {}
     }
-    if let Value::String(big) = field(t, "big_number") {
+    if let Value::String(big) = field(t, &f.big_number) {
         match out.proto {
             Protocol::Resp3 => raw_line(out, b'(', &big.as_bytes()),
             Protocol::Resp2 => out.bulk(&big.as_bytes()),
         }
         return;
     }
-    if let Value::Table(map) = field(t, "map") {
+    if let Value::Table(map) = field(t, &f.map) {
         let pairs: Vec<(Value, Value)> = map.pairs::<Value, Value>().flatten().collect();
         out.map(pairs.len());
         for (k, v) in &pairs {
-            write(k, script_resp, out, depth + 1);
-            write(v, script_resp, out, depth + 1);
+            write(k, f, script_resp, out, depth + 1);
+            write(v, f, script_resp, out, depth + 1);
         }
         return;
     }
-    if let Value::Table(set) = field(t, "set") {
+    if let Value::Table(set) = field(t, &f.set) {
         let keys: Vec<Value> = set
             .pairs::<Value, Value>()
             .flatten()
@@ -111,13 +148,13 @@ fn write_table(t: &Table, script_resp: Protocol, out: &mut ReplyBuf, depth: usiz
             .collect();
         out.set(keys.len());
         for k in &keys {
-            write(k, script_resp, out, depth + 1);
+            write(k, f, script_resp, out, depth + 1);
         }
         return;
     }
-    if let Value::Table(v) = field(t, "verbatim_string") {
+    if let Value::Table(v) = field(t, &f.verbatim_string) {
         if let (Value::String(format), Value::String(text)) =
-            (field(&v, "format"), field(&v, "string"))
+            (field(&v, &f.format), field(&v, &f.string))
         {
             match out.proto {
                 Protocol::Resp3 => {
@@ -143,7 +180,7 @@ fn write_table(t: &Table, script_resp: Protocol, out: &mut ReplyBuf, depth: usiz
     }
     out.array(items.len());
     for v in &items {
-        write(v, script_resp, out, depth + 1);
+        write(v, f, script_resp, out, depth + 1);
     }
 }
 

@@ -277,6 +277,7 @@ struct Vm {
     /// The engine's flush generation `functions` belong to.
     generation: u64,
     ctx: CtxPtr,
+    fields: convert::Fields,
 }
 
 impl Drop for Vm {
@@ -886,6 +887,7 @@ impl Vm {
             HookTriggers::new().every_nth_instruction(HOOK_EVERY),
             move |_, _| run.check(),
         )?;
+        let fields = convert::Fields::new(&lua)?;
         guard.0 = None;
         Ok(Vm {
             lua,
@@ -894,6 +896,7 @@ impl Vm {
             functions: HashMap::new(),
             generation: 0,
             ctx,
+            fields,
         })
     }
 
@@ -956,7 +959,7 @@ impl Vm {
         if ok {
             // SAFETY: as above; the script has returned.
             let script_resp = unsafe { self.ctx.get() }.script_resp;
-            convert::write_value(&value, resp, script_resp, out);
+            convert::write_value(&value, &self.fields, resp, script_resp, out);
             return Ok(Outcome::Reply);
         }
         Ok(match value {

@@ -48,8 +48,10 @@ pub async fn run<S: AsyncRead + AsyncWrite + AsRawFd + Unpin>(
 ) {
     let mut session = Session::new(info.clone(), state.settings.password().is_some());
     let why = serve(&mut socket, state, &mut session, &mut shutdown).await;
-    // A queue dies with its connection; its watches go back to the store.
+    // A queue dies with its connection; its watches go back to the store,
+    // its subscriptions to the channels.
     session.tx.clear(&state.store);
+    crate::cmd::pubsub::forget(state, &mut session);
     match &why {
         Close::OutputLimit => tracing::warn!(
             client = info.id,
@@ -87,6 +89,7 @@ async fn serve<S: AsyncRead + AsyncWrite + AsRawFd + Unpin>(
         heard: tokio::time::Instant::now(),
         stopping: None,
         over_soft: None,
+        subscribed: false,
     };
     loop {
         // Every request read has been answered: read again from the start of
@@ -99,7 +102,32 @@ async fn serve<S: AsyncRead + AsyncWrite + AsRawFd + Unpin>(
         if buf.capacity() - buf.len() < READ_CHUNK / 4 {
             buf.reserve(READ_CHUNK);
         }
-        let read = match stops.around(Wait::Read, socket.read_buf(&mut buf)).await {
+        // A subscriber also wakes for messages published to it.
+        let mailbox = session.subs.as_ref().map(|s| s.mailbox.clone());
+        stops.subscribed = session.subscriptions() > 0;
+        let read = match &mailbox {
+            None => stops.around(Wait::Read, socket.read_buf(&mut buf)).await,
+            Some(mailbox) => {
+                let either = async {
+                    tokio::select! {
+                        r = socket.read_buf(&mut buf) => Some(r),
+                        _ = mailbox.ready() => None,
+                    }
+                };
+                match stops.around(Wait::Read, either).await {
+                    Ok(Some(r)) => Ok(r),
+                    Ok(None) => {
+                        mailbox.drain_into(&mut out);
+                        if let Err(why) = flush(socket, &mut out, &mut stops).await {
+                            return why;
+                        }
+                        continue;
+                    }
+                    Err(why) => Err(why),
+                }
+            }
+        };
+        let read = match read {
             Ok(r) => r,
             Err(why) => return why,
         };
@@ -136,6 +164,9 @@ async fn serve<S: AsyncRead + AsyncWrite + AsRawFd + Unpin>(
             }
         };
         batch::finish(state, session, commands);
+        if let Some(subs) = &session.subs {
+            subs.mailbox.drain_into(&mut out);
+        }
         if let Err(why) = flush(socket, &mut out, &mut stops).await {
             return why;
         }
@@ -292,6 +323,9 @@ struct Stops<'a> {
     /// Since when the client's unread replies have been over the soft
     /// output limit.
     over_soft: Option<tokio::time::Instant>,
+    /// The client subscribes (Pub/Sub): the idle `timeout` spares it, as
+    /// Redis spares subscribers.
+    subscribed: bool,
 }
 
 /// After a shutdown, how long one write may wait on the client.
@@ -331,7 +365,10 @@ impl Stops<'_> {
             if stopping && wait == Wait::Read {
                 return Err(Close::Shutdown);
             }
-            let timeout = self.state.settings.timeout_secs.load(Ordering::Relaxed);
+            let timeout = match self.subscribed {
+                true => 0,
+                false => self.state.settings.timeout_secs.load(Ordering::Relaxed),
+            };
             // A timeout too far ahead to represent is no timeout.
             let idle_at = (timeout > 0)
                 .then(|| self.heard.checked_add(Duration::from_secs(timeout)))

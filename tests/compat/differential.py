@@ -43,6 +43,9 @@ Case file format (stdlib shlex, posix mode; one command per line):
   !sleep 0.05                    sleep (for cases that need real time, e.g.
                                  a watched key expiring)
   !close 2                       close connection 2 (the next use reopens it)
+  !read 2                        read the next reply on connection 2 without
+                                 sending anything (a Pub/Sub message), and
+                                 compare it as a command's reply
 Words are shlex-quoted (an unquoted # starts a comment); after unquoting,
 \\xNN, \\r, \\n, \\t and \\\\ are decoded to bytes (write them inside single
 quotes), so binary values can be written.
@@ -267,6 +270,11 @@ def load_cases(path):
                 raise CaseFileError(f"{where}: usage: !close N (1..9)")
             current.steps.append(Step(path, lineno, text, "close", conn=int(words[1])))
             continue
+        if words[0] == "!read":
+            if len(words) != 2 or not re.fullmatch(r"[1-9]", words[1]):
+                raise CaseFileError(f"{where}: usage: !read N (1..9)")
+            current.steps.append(Step(path, lineno, text, "read", conn=int(words[1]), words=[]))
+            continue
         if words[0].startswith("!"):
             raise CaseFileError(f"{where}: unknown directive {words[0]}")
         conn, shape_only = 1, False
@@ -283,7 +291,7 @@ def load_cases(path):
         current.steps.append(Step(path, lineno, text, "cmd", conn=conn,
                                   words=[decode_word(w) for w in words], shape_only=shape_only))
     for c in cases:
-        if not any(s.kind == "cmd" for s in c.steps):
+        if not any(s.kind in ("cmd", "read") for s in c.steps):
             raise CaseFileError(f"{c.path}:{c.lineno}: case {c.name!r} has no command")
     return cases
 
@@ -357,7 +365,7 @@ class Server:
                 if c is None:
                     c = conns[step.conn] = self.connect(proto)
                 try:
-                    raw, node = c.call(step.words)
+                    raw, node = c.read_reply() if step.kind == "read" else c.call(step.words)
                 except socket.timeout:
                     raw, node = TIMEOUT_REPLY, None
                 except (ConnectionError, OSError):
@@ -374,6 +382,8 @@ class Server:
 
 
 def show_cmd(step):
+    if step.kind == "read":
+        return f"!read {step.conn}"
     prefix = f"@{step.conn} " if step.conn != 1 else ""
     if step.shape_only:
         prefix += "?shape "

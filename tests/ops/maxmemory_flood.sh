@@ -10,7 +10,9 @@
 set -euo pipefail
 BIN=${1:?usage: $0 path/to/turnstile}
 CAP=$((32 * 1024 * 1024))
-PORT=$(python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])')
+# A free port below the ephemeral range (benchlib.free_port).
+PORT=$(python3 -c 'import sys; sys.path.insert(0, sys.argv[1]); import benchlib; print(benchlib.free_port())' \
+    "$(dirname "$0")/../../benches")
 LOG=$(mktemp)
 "$BIN" --port "$PORT" --metrics-addr off --maxmemory "$CAP" --maxmemory-policy volatile-ttl >"$LOG" 2>&1 &
 PID=$!
