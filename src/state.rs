@@ -36,6 +36,9 @@ pub struct State {
     /// The address actually bound (the port is real even with `--port 0`).
     pub addr: SocketAddr,
     pub run_id: String,
+    /// The replication ID of this primary's history (`INFO replication`'s
+    /// `master_replid`): 40 hex characters, new on every start.
+    pub replid: String,
     /// The TLS port actually bound, with `--tls-port`.
     pub tls_port: Option<u16>,
     /// `--snapshot`: where and how often, and how the last one went.
@@ -70,6 +73,7 @@ impl State {
             started: Instant::now(),
             addr,
             run_id: run_id(),
+            replid: run_id(),
             tls_port: None,
             persist: config
                 .snapshot
