@@ -28,6 +28,10 @@ pub struct ClientInfo {
     /// the high half; 0 = none): set before each command with one relaxed
     /// store, so `CLIENT LIST` can name it without a lock on the hot path.
     last_cmd: AtomicU32,
+    /// Channels and patterns subscribed to (Pub/Sub), for `CLIENT LIST`
+    /// and `CLIENT KILL TYPE`.
+    pub subs: AtomicU32,
+    pub psubs: AtomicU32,
     killed: AtomicBool,
     kill: Notify,
 }
@@ -71,6 +75,12 @@ impl ClientInfo {
 
     /// One `CLIENT LIST` / `CLIENT INFO` line, fields as Redis 7 prints
     /// them; `cmd` names the last command (the command layer knows names).
+    /// Subscribed to a channel or pattern: a `pubsub` client, as Redis
+    /// types it (flag `P`), whatever its protocol.
+    pub fn is_pubsub(&self) -> bool {
+        self.subs.load(Ordering::Relaxed) + self.psubs.load(Ordering::Relaxed) > 0
+    }
+
     pub fn describe(&self, cmd: &str) -> String {
         let text = |m: &Mutex<Option<Box<[u8]>>>| {
             m.lock()
@@ -81,13 +91,16 @@ impl ClientInfo {
         let age = self.created.elapsed().as_secs();
         let idle = age.saturating_sub(self.last_active_ms.load(Ordering::Relaxed) / 1000);
         format!(
-            "id={} addr={} laddr={} fd=-1 name={} age={} idle={} flags=N db=0 sub=0 psub=0 ssub=0 multi=-1 qbuf=0 qbuf-free=0 argv-mem=0 multi-mem=0 rbs=0 rbp=0 obl=0 oll=0 omem=0 tot-mem=0 events=r cmd={} user=default redir=-1 resp={} lib-name={} lib-ver={}",
+            "id={} addr={} laddr={} fd=-1 name={} age={} idle={} flags={} db=0 sub={} psub={} ssub=0 multi=-1 qbuf=0 qbuf-free=0 argv-mem=0 multi-mem=0 rbs=0 rbp=0 obl=0 oll=0 omem=0 tot-mem=0 events=r cmd={} user=default redir=-1 resp={} lib-name={} lib-ver={}",
             self.id,
             self.addr,
             self.laddr,
             text(&self.name),
             age,
             idle,
+            if self.is_pubsub() { "P" } else { "N" },
+            self.subs.load(Ordering::Relaxed),
+            self.psubs.load(Ordering::Relaxed),
             cmd,
             self.resp.load(Ordering::Relaxed),
             text(&self.lib_name),
@@ -116,6 +129,8 @@ impl Clients {
             resp: AtomicU8::new(2),
             last_active_ms: AtomicU64::new(0),
             last_cmd: AtomicU32::new(0),
+            subs: AtomicU32::new(0),
+            psubs: AtomicU32::new(0),
             killed: AtomicBool::new(false),
             kill: Notify::new(),
         });

@@ -83,23 +83,48 @@ pub fn info(ctx: &mut Ctx<'_>, _req: &Request<'_>) -> Result<(), CmdError> {
     Ok(())
 }
 
+/// The client types `CLIENT LIST` and `CLIENT KILL` filter by (Sentinel
+/// sends `CLIENT KILL TYPE normal` and `TYPE pubsub` at failover). No
+/// client is a master or replica until replication comes.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum ClientType {
+    Normal,
+    PubSub,
+    Replication,
+}
+
+impl ClientType {
+    fn of(c: &crate::clients::ClientInfo) -> ClientType {
+        if c.is_pubsub() {
+            ClientType::PubSub
+        } else {
+            ClientType::Normal
+        }
+    }
+}
+
+fn client_type(t: &[u8]) -> Result<ClientType, CmdError> {
+    if is(t, "normal") {
+        Ok(ClientType::Normal)
+    } else if is(t, "pubsub") {
+        Ok(ClientType::PubSub)
+    } else if is(t, "master") || is(t, "replica") || is(t, "slave") {
+        Ok(ClientType::Replication)
+    } else {
+        Err(CmdError::err(format!("Unknown client type '{}'", show(t))))
+    }
+}
+
 /// ```text
 /// CLIENT LIST [TYPE NORMAL|MASTER|REPLICA|PUBSUB] [ID id [id ...]]
 /// ```
 pub fn list(ctx: &mut Ctx<'_>, req: &Request<'_>) -> Result<(), CmdError> {
     let mut ids: Option<Vec<u64>> = None;
-    let mut only_normal = true;
+    let mut kind = None;
     let mut c = Cursor::new(req, 2);
     while let Some(opt) = c.next() {
         if is(opt, "TYPE") && c.peek().is_some() {
-            let t = c.next_required()?;
-            if is(t, "normal") {
-                only_normal = true;
-            } else if is(t, "master") || is(t, "replica") || is(t, "slave") || is(t, "pubsub") {
-                only_normal = false;
-            } else {
-                return Err(CmdError::err(format!("Unknown client type '{}'", show(t))));
-            }
+            kind = Some(client_type(c.next_required()?)?);
         } else if is(opt, "ID") && c.peek().is_some() {
             // Every argument left is an id; one that is not an integer is
             // an error, one no client can have (0, negative) matches none,
@@ -117,12 +142,15 @@ pub fn list(ctx: &mut Ctx<'_>, req: &Request<'_>) -> Result<(), CmdError> {
         }
     }
     let mut text = String::new();
-    if only_normal {
-        for c in ctx.state.clients.all() {
-            if ids.as_ref().is_none_or(|ids| ids.contains(&c.id)) {
-                text.push_str(&describe(&c));
-                text.push('\n');
-            }
+    for c in ctx.state.clients.all() {
+        // A client killed is gone for Redis at once; here its connection
+        // closes a moment later, unlisted meanwhile.
+        if ids.as_ref().is_none_or(|ids| ids.contains(&c.id))
+            && kind.is_none_or(|k| k == ClientType::of(&c))
+            && !c.is_killed()
+        {
+            text.push_str(&describe(&c));
+            text.push('\n');
         }
     }
     ctx.out.verbatim(text.as_bytes());
@@ -149,6 +177,7 @@ pub fn kill(ctx: &mut Ctx<'_>, req: &Request<'_>) -> Result<(), CmdError> {
         return Ok(());
     }
     let (mut id, mut addr, mut laddr, mut skipme) = (None, None, None, true);
+    let mut kind = None;
     let mut c = Cursor::new(req, 2);
     while let Some(opt) = c.next() {
         // Filters come in pairs; a lone word at the end is a syntax error.
@@ -170,7 +199,9 @@ pub fn kill(ctx: &mut Ctx<'_>, req: &Request<'_>) -> Result<(), CmdError> {
             } else {
                 return Err(CmdError::Syntax);
             };
-        } else if is(opt, "TYPE") || is(opt, "USER") || is(opt, "MAXAGE") {
+        } else if is(opt, "TYPE") {
+            kind = Some(client_type(val)?);
+        } else if is(opt, "USER") || is(opt, "MAXAGE") {
             // Every client is a normal client of the default user.
         } else {
             return Err(CmdError::Syntax);
@@ -182,6 +213,7 @@ pub fn kill(ctx: &mut Ctx<'_>, req: &Request<'_>) -> Result<(), CmdError> {
         let hit = id.is_none_or(|id| c.id == id)
             && addr.is_none_or(|a| c.addr.to_string().as_bytes() == a)
             && laddr.is_none_or(|a| c.laddr.to_string().as_bytes() == a)
+            && kind.is_none_or(|k| k == ClientType::of(&c))
             && !(skipme && c.id == me);
         if hit {
             c.kill();

@@ -2,8 +2,11 @@
 //! PUBLISH and PUBSUB, with Redis 7's replies (a RESP3 push or a RESP2
 //! array per channel named), over `crate::pubsub`.
 
+use std::sync::atomic::Ordering;
+
 use super::session::{Session, Subscriptions};
 use super::{CmdError, Ctx};
+use crate::clients::ClientInfo;
 use crate::protocol::Request;
 use crate::pubsub::Mailbox;
 use crate::state::State;
@@ -57,6 +60,7 @@ fn subscribe_to(ctx: &mut Ctx<'_>, req: &Request<'_>, pattern: bool) -> Result<(
             ctx.state.pubsub.subscribe(pattern, name, &subs.mailbox);
         }
         let count = subs.channels.len() + subs.patterns.len();
+        publish_counts(&ctx.session.info, subs);
         ctx.out.push(3);
         ctx.out.bulk(kind);
         ctx.out.bulk(name);
@@ -121,6 +125,7 @@ fn unsubscribe_from(ctx: &mut Ctx<'_>, req: &Request<'_>, pattern: bool) -> Resu
                 list.remove(i);
                 ctx.state.pubsub.unsubscribe(pattern, name, id);
             }
+            publish_counts(&ctx.session.info, subs);
         }
         ctx.out.push(3);
         ctx.out.bulk(kind);
@@ -225,4 +230,14 @@ pub fn forget(state: &State, session: &mut Session) {
     for p in &subs.patterns {
         state.pubsub.unsubscribe(true, p, id);
     }
+    session.info.subs.store(0, Ordering::Relaxed);
+    session.info.psubs.store(0, Ordering::Relaxed);
+}
+
+/// What other connections see of this one's subscriptions.
+fn publish_counts(info: &ClientInfo, subs: &Subscriptions) {
+    info.subs
+        .store(subs.channels.len() as u32, Ordering::Relaxed);
+    info.psubs
+        .store(subs.patterns.len() as u32, Ordering::Relaxed);
 }
