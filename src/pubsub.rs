@@ -125,29 +125,11 @@ impl PubSub {
     pub fn publish(&self, channel: &[u8], message: &[u8]) -> usize {
         let mut receivers = 0;
         if let Some(subs) = self.channels.read().get(channel) {
-            for m in subs.values() {
-                m.post(|out| {
-                    out.push(3);
-                    out.bulk(b"message");
-                    out.bulk(channel);
-                    out.bulk(message);
-                });
-                receivers += 1;
-            }
+            receivers += deliver(subs, None, channel, message);
         }
         for (pattern, subs) in self.patterns.read().iter() {
-            if !crate::glob::matches(pattern, channel) {
-                continue;
-            }
-            for m in subs.values() {
-                m.post(|out| {
-                    out.push(4);
-                    out.bulk(b"pmessage");
-                    out.bulk(pattern);
-                    out.bulk(channel);
-                    out.bulk(message);
-                });
-                receivers += 1;
+            if crate::glob::matches(pattern, channel) {
+                receivers += deliver(subs, Some(pattern), channel, message);
             }
         }
         receivers
@@ -177,6 +159,29 @@ impl PubSub {
     pub fn pattern_count(&self) -> usize {
         self.patterns.read().len()
     }
+}
+
+/// Posts one `message` (or, through `pattern`, `pmessage`) to each of
+/// `subs`; returns how many.
+fn deliver(subs: &Subscribers, pattern: Option<&[u8]>, channel: &[u8], message: &[u8]) -> usize {
+    for m in subs.values() {
+        m.post(|out| {
+            match pattern {
+                None => {
+                    out.push(3);
+                    out.bulk(b"message");
+                }
+                Some(p) => {
+                    out.push(4);
+                    out.bulk(b"pmessage");
+                    out.bulk(p);
+                }
+            }
+            out.bulk(channel);
+            out.bulk(message);
+        });
+    }
+    subs.len()
 }
 
 #[cfg(test)]

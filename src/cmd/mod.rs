@@ -190,8 +190,7 @@ fn check(
     }
     // A RESP2 connection that subscribes can only (un)subscribe, as in
     // Redis: its replies share the stream with the messages.
-    if ctx.session.subs.is_some()
-        && ctx.session.subscriptions() > 0
+    if ctx.session.subscriptions() > 0
         && ctx.out.proto == crate::protocol::Protocol::Resp2
         && !pubsub::ALLOWED_WHILE_SUBSCRIBED.contains(&cmd.name)
     {

@@ -177,7 +177,7 @@ fn run(
     } = ctx;
     let state: &State = state;
     // A Lua state first, then shards (see `Engine::reserve`).
-    let _vm = state.scripts.reserve();
+    let vm = state.scripts.reserve();
     // Shards reached by runs stopped so far, held in order by the next run.
     let mut reached: Vec<usize> = Vec::new();
     let mut reruns = 0;
@@ -206,9 +206,7 @@ fn run(
         let mark = out.len();
         let resp = out.proto;
         let started = std::time::Instant::now();
-        let result = state
-            .scripts
-            .run(script, keys(), args(), resp, &mut host, out);
+        let result = vm.run(script, keys(), args(), resp, &mut host, out);
         if matches!(result, Err(ScriptError::Aborted)) {
             host.roll_back();
         }

@@ -350,7 +350,9 @@ pub struct Engine {
 
 /// A Lua state held by this thread: see [`Engine::reserve`].
 pub struct Reserved<'e> {
-    _guard: ReentrantMutexGuard<'e, RefCell<Vm>>,
+    engine: &'e Engine,
+    slot: &'e Slot,
+    guard: ReentrantMutexGuard<'e, RefCell<Vm>>,
 }
 
 type VmGuard<'e> = ReentrantMutexGuard<'e, RefCell<Vm>>;
@@ -442,8 +444,11 @@ impl Engine {
     /// shards waiting for a state, while the states' holders wait for
     /// those shards. The wait for a state happens here, holding nothing.
     pub fn reserve(&self) -> Reserved<'_> {
+        let (slot, guard) = self.lock();
         Reserved {
-            _guard: self.lock().1,
+            engine: self,
+            slot,
+            guard,
         }
     }
 
@@ -595,9 +600,11 @@ impl Engine {
             (true, true) => Ok(()),
         }
     }
+}
 
-    /// Runs `script` with `keys` and `args` and writes its result to `out`
-    /// for a client speaking `resp`.
+impl Reserved<'_> {
+    /// Runs `script` on this reserved state, with `keys` and `args`, and
+    /// writes its result to `out` for a client speaking `resp`.
     pub fn run<'k>(
         &self,
         script: &Script,
@@ -607,13 +614,13 @@ impl Engine {
         host: &mut dyn Host,
         out: &mut ReplyBuf,
     ) -> Result<(), ScriptError> {
-        let (slot, guard) = self.lock();
-        let mut vm = guard.borrow_mut();
+        let slot = self.slot;
+        let mut vm = self.guard.borrow_mut();
         let sha = &script.0.sha;
         if !vm.functions.contains_key(sha) {
             // Not yet run in this state: compiled from the cached text,
             // unless `SCRIPT FLUSH` has forgotten it meanwhile.
-            if !self.cache.read().contains_key(sha) {
+            if !self.engine.cache.read().contains_key(sha) {
                 return Err(ScriptError::NoScript);
             }
             let f = vm.compile(&script.0.body, script.0.flags.shebang)?;
@@ -1093,7 +1100,7 @@ mod tests {
     fn eval(engine: &Engine, body: &str) -> Result<Vec<u8>, ScriptError> {
         let script = engine.prepare(body.as_bytes())?;
         let mut out = ReplyBuf::default();
-        engine.run(
+        engine.reserve().run(
             &script,
             std::iter::empty(),
             std::iter::empty(),
