@@ -160,6 +160,50 @@ pub struct Config {
     /// service's responses: yes or no.
     #[arg(long, env = "TURNSTILE_RLS_HEADERS", default_value = "no", value_parser = parse_yes_no, action = clap::ArgAction::Set, value_name = "yes|no")]
     pub rls_headers: bool,
+    /// Start as a replica of this primary (HOST:PORT), as `REPLICAOF`
+    /// does; Redis Sentinel may change it at run time.
+    #[arg(long, env = "TURNSTILE_REPLICAOF", value_name = "HOST:PORT", value_parser = parse_host_port)]
+    pub replicaof: Option<(String, u16)>,
+    /// The password a replica gives its primary (the primary's
+    /// --requirepass).
+    #[arg(long, env = "TURNSTILE_MASTERAUTH", hide_env_values = true)]
+    pub masterauth: Option<String>,
+    /// The user a replica authenticates as, with --masterauth.
+    #[arg(long, env = "TURNSTILE_MASTERUSER")]
+    pub masteruser: Option<String>,
+    /// The newest replication stream bytes a primary keeps, so a replica
+    /// that reconnects within them resumes without a full copy (sizes take
+    /// units). A decision's effect is about 100 bytes: 16mb holds about
+    /// 160,000 decisions.
+    #[arg(long, env = "TURNSTILE_REPL_BACKLOG_SIZE", default_value = "16mb", value_parser = parse_memory)]
+    pub repl_backlog_size: u64,
+    /// The address a replica tells its primary (and so Sentinel) to reach
+    /// it at, behind NAT or a port mapping; default: the address it
+    /// connects from.
+    #[arg(long, env = "TURNSTILE_REPLICA_ANNOUNCE_IP", value_name = "IP")]
+    pub replica_announce_ip: Option<String>,
+    /// The port a replica tells its primary it listens on; 0: its own.
+    #[arg(long, env = "TURNSTILE_REPLICA_ANNOUNCE_PORT", default_value_t = 0)]
+    pub replica_announce_port: u16,
+    /// Sentinel promotes the replica with the lowest priority first; 0
+    /// never promotes this one.
+    #[arg(long, env = "TURNSTILE_REPLICA_PRIORITY", default_value_t = 100)]
+    pub replica_priority: u64,
+}
+
+/// `HOST:PORT` (an IPv6 host in brackets, or bare before the last colon).
+pub fn parse_host_port(s: &str) -> Result<(String, u16), String> {
+    let (host, port) = s
+        .rsplit_once(':')
+        .ok_or_else(|| format!("'{s}' is not HOST:PORT"))?;
+    let port: u16 = port
+        .parse()
+        .map_err(|_| format!("'{port}' is not a port number"))?;
+    let host = host.trim_start_matches('[').trim_end_matches(']');
+    if host.is_empty() {
+        return Err(format!("'{s}' has no host"));
+    }
+    Ok((host.to_string(), port))
 }
 
 #[derive(Debug, thiserror::Error)]

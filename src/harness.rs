@@ -88,6 +88,12 @@ impl Harness {
             match step {
                 // Nothing to write to: the replies are returned whole.
                 Step::Flush => continue,
+                // No replicas here: `WAIT` answers at once with none, and
+                // `PSYNC` has no socket to take.
+                Step::Park => match self.session.parked.take() {
+                    Some(crate::cmd::session::Park::Wait { .. }) => self.out.int(0),
+                    _ => self.out.error("ERR PSYNC needs a socket"),
+                },
                 Step::Drained => break,
                 Step::End(_) => {
                     self.closed = true;

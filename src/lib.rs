@@ -99,6 +99,7 @@ pub mod persist;
 pub mod policy;
 pub mod protocol;
 pub mod pubsub;
+pub mod replication;
 pub mod script;
 pub mod server;
 pub mod state;

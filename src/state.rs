@@ -36,9 +36,9 @@ pub struct State {
     /// The address actually bound (the port is real even with `--port 0`).
     pub addr: SocketAddr,
     pub run_id: String,
-    /// The replication ID of this primary's history (`INFO replication`'s
-    /// `master_replid`): 40 hex characters, new on every start.
-    pub replid: String,
+    /// Who this server follows and who follows it (`ROLE`, `INFO
+    /// replication`, `WAIT`, `REPLICAOF`).
+    pub replication: crate::replication::Replication,
     /// The TLS port actually bound, with `--tls-port`.
     pub tls_port: Option<u16>,
     /// `--snapshot`: where and how often, and how the last one went.
@@ -72,8 +72,8 @@ impl State {
             time_commands: config.metrics_enabled(),
             started: Instant::now(),
             addr,
-            run_id: run_id(),
-            replid: run_id(),
+            run_id: crate::replication::new_id(),
+            replication: crate::replication::Replication::new(crate::replication::new_id()),
             tls_port: None,
             persist: config
                 .snapshot
@@ -96,21 +96,6 @@ impl State {
     pub fn reload_policies(&self) -> Result<usize, crate::policy::ReloadError> {
         self.policies.reload(self.clock.now().as_millis())
     }
-}
-
-/// 40 hex characters, like Redis's `run_id`, different on every start.
-fn run_id() -> String {
-    use std::hash::{BuildHasher, Hasher};
-    let mut out = String::with_capacity(40);
-    let mut i = 0u64;
-    while out.len() < 40 {
-        let mut h = ahash::RandomState::new().build_hasher();
-        h.write_u64(i);
-        out.push_str(&format!("{:016x}", h.finish()));
-        i += 1;
-    }
-    out.truncate(40);
-    out
 }
 
 /// The password and its digest, taken once when it is set.
@@ -152,6 +137,15 @@ pub struct Settings {
     pub lua_time_limit_ms: AtomicU64,
     requirepass: RwLock<Option<Password>>,
     pub bind: String,
+    /// `--repl-backlog-size`, bytes.
+    pub repl_backlog_size: AtomicU64,
+    /// `--replica-priority`, `--replica-announce-port`.
+    pub replica_priority: AtomicU64,
+    pub replica_announce_port: AtomicU64,
+    /// `--masterauth`, `--masteruser`, `--replica-announce-ip`.
+    pub masterauth: RwLock<Option<String>>,
+    pub masteruser: RwLock<Option<String>>,
+    pub replica_announce_ip: RwLock<Option<String>>,
 }
 
 impl Settings {
@@ -170,6 +164,12 @@ impl Settings {
             lua_time_limit_ms: AtomicU64::new(config.lua_time_limit),
             requirepass: RwLock::new(password.as_deref().and_then(Password::new)),
             bind: config.bind.clone(),
+            repl_backlog_size: AtomicU64::new(config.repl_backlog_size),
+            replica_priority: AtomicU64::new(config.replica_priority),
+            replica_announce_port: AtomicU64::new(config.replica_announce_port.into()),
+            masterauth: RwLock::new(config.masterauth.clone()),
+            masteruser: RwLock::new(config.masteruser.clone()),
+            replica_announce_ip: RwLock::new(config.replica_announce_ip.clone()),
         }
     }
 

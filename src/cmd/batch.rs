@@ -36,6 +36,9 @@ pub enum Step {
     Drained,
     /// The replies passed [`FLUSH_AT`]: write them, then run again.
     Flush,
+    /// A command parked the connection (`session.parked`): write the
+    /// replies so far, do what it asks, then run again.
+    Park,
     /// End the connection.
     End(End),
 }
@@ -77,6 +80,9 @@ pub fn run(
                 out.error(&format!("ERR {e}"));
                 return Step::End(End::Protocol);
             }
+        }
+        if session.parked.is_some() {
+            return Step::Park;
         }
         if session.close_after_reply {
             return Step::End(End::Quit);

@@ -25,6 +25,8 @@ enum Kind {
     Flag(fn(&Settings) -> &AtomicBool),
     /// `maxmemory-policy`.
     Policy,
+    /// A text setting; empty is none.
+    Text(fn(&Settings) -> &parking_lot::RwLock<Option<String>>),
     ReadOnly(fn(&State) -> String),
 }
 
@@ -74,6 +76,14 @@ const PARAMS: &[Param] = &[
         },
     },
     Param {
+        name: "masterauth",
+        kind: Kind::Text(|s| &s.masterauth),
+    },
+    Param {
+        name: "masteruser",
+        kind: Kind::Text(|s| &s.masteruser),
+    },
+    Param {
         name: "maxclients",
         kind: Kind::Number {
             field: |s| &s.maxclients,
@@ -111,6 +121,44 @@ const PARAMS: &[Param] = &[
             min: 1024 * 1024,
             max: i64::MAX,
         },
+    },
+    Param {
+        name: "repl-backlog-size",
+        kind: Kind::Number {
+            field: |s| &s.repl_backlog_size,
+            memory: true,
+            min: 16384,
+            max: i64::MAX,
+        },
+    },
+    Param {
+        name: "replica-announce-ip",
+        kind: Kind::Text(|s| &s.replica_announce_ip),
+    },
+    Param {
+        name: "replica-announce-port",
+        kind: Kind::Number {
+            field: |s| &s.replica_announce_port,
+            memory: false,
+            min: 0,
+            max: 65535,
+        },
+    },
+    Param {
+        name: "replica-priority",
+        kind: Kind::Number {
+            field: |s| &s.replica_priority,
+            memory: false,
+            min: 0,
+            max: i32::MAX as i64,
+        },
+    },
+    Param {
+        name: "replicaof",
+        kind: Kind::ReadOnly(|s| match s.replication.role() {
+            crate::replication::Role::Primary => String::new(),
+            crate::replication::Role::Replica { host, port } => format!("{host} {port}"),
+        }),
     },
     Param {
         name: "requirepass",
@@ -154,6 +202,7 @@ fn value_of(state: &State, p: &Param) -> String {
             false => "no".into(),
         },
         Kind::Policy => state.settings.policy().name().into(),
+        Kind::Text(field) => field(&state.settings).read().clone().unwrap_or_default(),
         Kind::ReadOnly(f) => f(state),
     }
 }
@@ -196,6 +245,7 @@ pub fn set(ctx: &mut Ctx<'_>, req: &Request<'_>) -> Result<(), CmdError> {
         Flag(&'a AtomicBool, bool),
         Policy(u8),
         Password(&'a [u8]),
+        Text(&'a parking_lot::RwLock<Option<String>>, Option<String>),
     }
     let mut changes = Vec::new();
     for i in (2..req.len()).step_by(2) {
@@ -218,6 +268,10 @@ pub fn set(ctx: &mut Ctx<'_>, req: &Request<'_>) -> Result<(), CmdError> {
         changes.push(match &p.kind {
             Kind::ReadOnly(_) => return Err(failed("can't set immutable config")),
             Kind::Password => Change::Password(value),
+            Kind::Text(field) => Change::Text(
+                field(&ctx.state.settings),
+                (!value.is_empty()).then(|| String::from_utf8_lossy(value).into_owned()),
+            ),
             Kind::Flag(field) => {
                 let text = std::str::from_utf8(value).unwrap_or("");
                 let b = crate::config::parse_yes_no(text)
@@ -265,6 +319,7 @@ pub fn set(ctx: &mut Ctx<'_>, req: &Request<'_>) -> Result<(), CmdError> {
                 .maxmemory_policy
                 .store(i, Ordering::Relaxed),
             Change::Password(p) => ctx.state.settings.set_password(Some(p)),
+            Change::Text(field, v) => *field.write() = v,
         }
     }
     ctx.out.ok();

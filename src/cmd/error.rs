@@ -33,6 +33,8 @@ pub enum CmdError {
     SlotNotServed,
     #[error("OOM command not allowed when used memory > 'maxmemory'.")]
     OutOfMemory,
+    #[error("READONLY You can't write against a read only replica.")]
+    ReadOnlyReplica,
     /// Any other `ERR` reply; the text follows `ERR `.
     #[error("ERR {0}")]
     Err(Cow<'static, str>),

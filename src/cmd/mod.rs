@@ -18,6 +18,7 @@ pub mod multi;
 pub mod policy;
 pub mod pubsub;
 pub mod rename;
+pub mod replication;
 pub mod rls;
 pub mod script;
 pub mod server;
@@ -184,6 +185,9 @@ fn check(
     }
     if let Some(topology) = &ctx.state.cluster {
         cluster::route(topology, spec, req).map_err(refuse)?;
+    }
+    if spec.flags.contains(Flags::WRITE) && ctx.state.replication.is_replica() {
+        return Err(refuse(CmdError::ReadOnlyReplica));
     }
     if spec.flags.contains(Flags::DENYOOM) {
         admit_write(ctx, spec, req).map_err(refuse)?;

@@ -349,6 +349,9 @@ impl ScriptHost<'_, '_> {
                 CmdError::err("Write commands are not allowed from read-only scripts.").into(),
             );
         }
+        if spec.flags.contains(Flags::WRITE) && self.state.replication.is_replica() {
+            return Err(CmdError::ReadOnlyReplica.into());
+        }
         if spec.flags.contains(Flags::DENYOOM) && !self.allow_oom && over_maxmemory(self.state) {
             return Err(CmdError::OutOfMemory.into());
         }

@@ -57,18 +57,6 @@ const SECTIONS: [&str; 10] = [
 ];
 
 /// ```text
-/// ROLE
-/// ```
-/// A primary without replicas: `master`, its offset, no replicas.
-pub fn role(ctx: &mut Ctx<'_>, _req: &Request<'_>) -> Result<(), CmdError> {
-    ctx.out.array(3);
-    ctx.out.bulk(b"master");
-    ctx.out.int(0);
-    ctx.out.array(0);
-    Ok(())
-}
-
-/// ```text
 /// INFO [section [section ...]]
 /// ```
 pub fn info(ctx: &mut Ctx<'_>, req: &Request<'_>) -> Result<(), CmdError> {
@@ -213,13 +201,10 @@ fn write_section(ctx: &Ctx<'_>, section: &str, t: &mut String) {
             }
             Ok(())
         }
-        // A primary without replicas, in Redis's words (Sentinel reads
-        // `role`, and `run_id` from the server section).
-        "replication" => write!(
-            t,
-            "# Replication\r\nrole:master\r\nconnected_slaves:0\r\nmaster_failover_state:no-failover\r\nmaster_replid:{}\r\nmaster_replid2:0000000000000000000000000000000000000000\r\nmaster_repl_offset:0\r\nsecond_repl_offset:-1\r\nrepl_backlog_active:0\r\nrepl_backlog_size:1048576\r\nrepl_backlog_first_byte_offset:0\r\nrepl_backlog_histlen:0\r\n",
-            state.replid
-        ),
+        "replication" => {
+            super::replication::info(ctx, t);
+            Ok(())
+        }
         "cluster" => write!(
             t,
             "# Cluster\r\ncluster_enabled:{}\r\n",

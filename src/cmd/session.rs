@@ -39,6 +39,32 @@ pub struct Session {
     /// Channels and patterns this connection subscribes to, and where
     /// their messages wait; None until its first `(P)SUBSCRIBE`.
     pub subs: Option<Box<Subscriptions>>,
+    /// What the connection must do before running the next request
+    /// (`PSYNC`, `WAIT`): set by the command, taken by the connection.
+    pub parked: Option<Park>,
+    /// What a replica said of itself with `REPLCONF` before `PSYNC`.
+    pub replica_hello: Option<ReplicaHello>,
+}
+
+/// A command the connection finishes, off the batch loop.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Park {
+    /// `PSYNC`: this connection is a replica's link from now on.
+    Psync { replid: String, offset: i64 },
+    /// `WAIT`: reply how many replicas acknowledged `offset`, once
+    /// `replicas` did or `timeout_ms` passed (0: no limit).
+    Wait {
+        offset: u64,
+        replicas: usize,
+        timeout_ms: u64,
+    },
+}
+
+/// A replica's `REPLCONF listening-port` and `ip-address`.
+#[derive(Debug, Clone, Default)]
+pub struct ReplicaHello {
+    pub port: u16,
+    pub ip: Option<String>,
 }
 
 /// A connection's Pub/Sub subscriptions.
@@ -65,6 +91,8 @@ impl Session {
             seen: [0; SEEN_BITS / 64],
             sampler,
             subs: None,
+            parked: None,
+            replica_hello: None,
         }
     }
 

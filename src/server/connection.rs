@@ -11,7 +11,7 @@ use tokio::sync::watch;
 
 use crate::clients::ClientInfo;
 use crate::cmd::batch::{self, End, Step};
-use crate::cmd::session::Session;
+use crate::cmd::session::{Park, Session};
 use crate::protocol::{Decoder, ReplyBuf};
 use crate::state::{State, Stats};
 
@@ -33,6 +33,8 @@ enum Close {
     QueryBufferLimit,
     /// `--client-output-buffer-limit`: the client does not read its replies.
     OutputLimit,
+    /// `PSYNC`: the connection is a replica's link now.
+    Psync(String, i64),
     // Read through `Debug`, in the log line.
     #[allow(dead_code)]
     Io(std::io::Error),
@@ -47,7 +49,14 @@ pub async fn run<S: AsyncRead + AsyncWrite + AsRawFd + Unpin>(
     mut shutdown: watch::Receiver<bool>,
 ) {
     let mut session = Session::new(info.clone(), state.settings.password().is_some());
-    let why = serve(&mut socket, state, &mut session, &mut shutdown).await;
+    let mut why = serve(&mut socket, state, &mut session, &mut shutdown).await;
+    if let Close::Psync(replid, offset) = std::mem::replace(&mut why, Close::Eof) {
+        session.tx.clear(&state.store);
+        crate::cmd::pubsub::forget(state, &mut session);
+        let hello = session.replica_hello.take();
+        super::replication::feed(socket, state, &info, hello, (replid, offset), shutdown).await;
+        return;
+    }
     // A queue dies with its connection; its watches go back to the store,
     // its subscriptions to the channels.
     session.tx.clear(&state.store);
@@ -157,6 +166,34 @@ async fn serve<S: AsyncRead + AsyncWrite + AsRawFd + Unpin>(
                         return why;
                     }
                 }
+                Step::Park => {
+                    if let Err(why) = flush(socket, &mut out, &mut stops).await {
+                        return why;
+                    }
+                    match session.parked.take() {
+                        Some(Park::Psync { replid, offset }) => {
+                            batch::finish(state, session, commands);
+                            return Close::Psync(replid, offset);
+                        }
+                        Some(Park::Wait {
+                            offset,
+                            replicas,
+                            timeout_ms,
+                        }) => {
+                            let n = stops
+                                .around(
+                                    Wait::Read,
+                                    wait_for_acks(state, offset, replicas, timeout_ms),
+                                )
+                                .await;
+                            match n {
+                                Ok(n) => out.int(n as i64),
+                                Err(why) => return why,
+                            }
+                        }
+                        None => {}
+                    }
+                }
                 Step::End(End::QueryBufferLimit) => return Close::QueryBufferLimit,
                 Step::End(End::Quit) => break Some(Close::Quit),
                 Step::End(End::Killed) => break Some(Close::Killed),
@@ -183,6 +220,31 @@ async fn serve<S: AsyncRead + AsyncWrite + AsRawFd + Unpin>(
         {
             tracing::warn!(client = info.id, addr = %info.addr, "closing client that reached max query buffer length");
             return Close::QueryBufferLimit;
+        }
+    }
+}
+
+/// `WAIT`: how many replicas acknowledged byte `offset`, once `replicas`
+/// did or `timeout_ms` passed (0: no limit).
+async fn wait_for_acks(state: &State, offset: u64, replicas: usize, timeout_ms: u64) -> usize {
+    let repl = &state.replication;
+    let deadline =
+        (timeout_ms > 0).then(|| tokio::time::Instant::now() + Duration::from_millis(timeout_ms));
+    loop {
+        let acked = repl.acked.notified();
+        tokio::pin!(acked);
+        acked.as_mut().enable();
+        let n = repl.acked_at_least(offset);
+        if n >= replicas {
+            return n;
+        }
+        match deadline {
+            Some(d) => {
+                if tokio::time::timeout_at(d, acked).await.is_err() {
+                    return repl.acked_at_least(offset);
+                }
+            }
+            None => acked.await,
         }
     }
 }

@@ -4,6 +4,7 @@
 
 pub mod connection;
 pub mod http;
+pub mod replication;
 pub mod rls;
 pub mod snapshots;
 pub mod tls;
@@ -295,6 +296,18 @@ pub async fn start(config: &Config, clock: Arc<dyn Clock>) -> Result<ServerHandl
     });
     let tls_addr = tls_listener.as_ref().map(|(_, a, _)| *a);
     let tls = tls_listener.map(|(l, _, acceptor)| (l, acceptor));
+    {
+        let appended = state.replication.appended.clone();
+        state
+            .store
+            .effects
+            .on_append(Box::new(move || appended.notify_waiters()));
+    }
+    if let Some((host, port)) = &config.replicaof {
+        state.replication.follow(&state.store, host.clone(), *port);
+    }
+    tokio::spawn(replication::follow(state.clone(), shutdown_rx.clone()));
+    tokio::spawn(replication::cron(state.clone(), shutdown_rx.clone()));
     let task = tokio::spawn(accept_loop(listener, tls, state.clone(), shutdown_rx));
     // Plaintext first: scripts take the first "listening" line's port.
     tracing::info!(%local, "turnstile listening");
@@ -517,7 +530,7 @@ pub fn protected_mode_refuses(protected: bool, password_set: bool, peer: std::ne
 /// to another thread meanwhile, so clients keep being served (and `SCRIPT
 /// KILL` reaches the script). Elsewhere (the snapshot and sweeper threads,
 /// a current-thread runtime in tests) the wait runs where it is.
-fn off_the_worker(wait: &mut dyn FnMut()) {
+pub(crate) fn off_the_worker(wait: &mut dyn FnMut()) {
     match tokio::runtime::Handle::try_current() {
         Ok(h) if h.runtime_flavor() == tokio::runtime::RuntimeFlavor::MultiThread => {
             tokio::task::block_in_place(wait)

@@ -22,6 +22,7 @@
 pub mod arena;
 pub mod bytes;
 pub mod collections;
+pub mod effects;
 pub mod entry;
 pub mod index;
 pub mod limit;
@@ -109,6 +110,8 @@ pub struct Store {
     /// unreleased.
     lapsed_leases: AtomicU64,
     evicted: AtomicU64,
+    /// Every change, as the state it left, for replicas.
+    pub effects: effects::Effects,
 }
 
 impl Default for Store {
@@ -136,6 +139,7 @@ impl Store {
             expired: AtomicU64::new(0),
             lapsed_leases: AtomicU64::new(0),
             evicted: AtomicU64::new(0),
+            effects: effects::Effects::default(),
         }
     }
 
@@ -349,6 +353,11 @@ impl Store {
 
     /// Removes every key; returns how many there were.
     pub fn clear(&self) -> usize {
+        if self.effects.emitting() {
+            // Every shard at once, so no write lands between the FLUSH in
+            // the log and the clearing of its shard.
+            return Keyspace::Held(&self.lock_all().held()).clear();
+        }
         (0..self.shards.len())
             .map(|i| {
                 let mut s = self.write_shard(i);
@@ -357,6 +366,18 @@ impl Store {
                 n
             })
             .sum()
+    }
+
+    /// [`Store::for_each_in_shard`] for a replica's full copy: returns the
+    /// effects offset at the moment of the copy. Every effect on these
+    /// keys after it is logged after that offset (effects are logged under
+    /// the shard's write lock; the copy holds its read lock), so the copy
+    /// followed by the stream from there converges.
+    pub fn for_each_in_shard_at(&self, i: usize, now: Nanos, f: impl FnMut(&[u8], &Entry)) -> u64 {
+        let shard = self.read_shard(i);
+        let at = self.effects.offset();
+        shard.for_each_live(now, f);
+        at
     }
 
     /// Calls `f` for every live key of shard `i` (SCAN walks shard by shard,
@@ -416,7 +437,7 @@ impl Store {
     /// Removes `victim` from `shard`, counting it as evicted (or expired,
     /// if it already was).
     fn remove_victim(&self, shard: &mut Shard, victim: &[u8], now: Nanos) -> bool {
-        let Some(ttl) = shard.remove(self.hash(victim), victim) else {
+        let Some(ttl) = shard.remove(self, self.hash(victim), victim) else {
             return false;
         };
         if ttl.is_some_and(|at| entry::passed(at, now)) {
@@ -470,7 +491,7 @@ impl Store {
         let removed = if shard.volatile == 0 || !entry::passed(shard.next_expiry_ms, now) {
             0
         } else {
-            shard.remove_expired(&self.hasher, now, |e| self.lapsed(e))
+            shard.remove_expired(self, now)
         };
         self.expired.fetch_add(removed as u64, Ordering::Relaxed);
         shard.reclaim(&self.hasher);
@@ -841,12 +862,18 @@ impl<'a> Keyspace<'a> {
     pub fn clear(self) -> usize {
         match self {
             Keyspace::Store(s) => s.clear(),
-            Keyspace::Held(h) => h.shards.iter().fold(0, |n, (_, s)| {
-                let mut s = s.borrow_mut();
-                let len = s.len();
-                s.clear(&h.store.hasher);
-                n + len
-            }),
+            Keyspace::Held(h) => {
+                // FLUSHALL in a transaction holds every shard.
+                if h.store.effects.emitting() {
+                    h.store.effects.put_bare(effects::FLUSH);
+                }
+                h.shards.iter().fold(0, |n, (_, s)| {
+                    let mut s = s.borrow_mut();
+                    let len = s.len();
+                    s.clear(&h.store.hasher);
+                    n + len
+                })
+            }
         }
     }
 

@@ -497,6 +497,9 @@ impl Shard {
                 if let Some(at) = ttl {
                     *next_expiry_ms = (*next_expiry_ms).min(at);
                 }
+                if store.effects.emitting() {
+                    store.effects.put(key, cur.as_ref());
+                }
                 match cur {
                     Some(e) => {
                         index.set(pos, records.put(Some(h), key, e));
@@ -515,6 +518,9 @@ impl Shard {
                     watches.touch(hash);
                 }
                 if let Some(e) = cur {
+                    if store.effects.emitting() {
+                        store.effects.put(key, Some(&e));
+                    }
                     if let Some(at) = e.expiry_ms() {
                         *volatile += 1;
                         *next_expiry_ms = (*next_expiry_ms).min(at);
@@ -570,9 +576,12 @@ impl Shard {
 
     /// Removes `key`; returns its TTL (`Some(None)` if it had none), or
     /// `None` if it was not there.
-    pub fn remove(&mut self, hash: u64, key: &[u8]) -> Option<Option<u64>> {
+    pub fn remove(&mut self, store: &super::Store, hash: u64, key: &[u8]) -> Option<Option<u64>> {
         let records = &mut self.records;
         let pos = self.index.find(hash, |h| records.key(h) == key)?;
+        if store.effects.emitting() {
+            store.effects.put(key, None);
+        }
         let h = self.index.remove(hash, pos);
         let ttl = records.expiry_ms(h);
         records.free(h);
@@ -581,14 +590,10 @@ impl Shard {
         Some(ttl)
     }
 
-    /// Removes every entry expired at `now`; returns how many. `gone`
-    /// sees each general record's entry first (lease keys are general).
-    pub fn remove_expired(
-        &mut self,
-        hasher: &ahash::RandomState,
-        now: Nanos,
-        mut gone_entry: impl FnMut(&Entry),
-    ) -> usize {
+    /// Removes every entry expired at `now`; returns how many. Each lease
+    /// key's leases count as lapsed; each removal is logged for replicas.
+    pub fn remove_expired(&mut self, store: &super::Store, now: Nanos) -> usize {
+        let hasher = &store.hasher;
         let mut next = u64::MAX;
         let records = &self.records;
         let gone = self.index.retain(
@@ -607,8 +612,11 @@ impl Shard {
         for &h in &gone {
             if let (Class::General, i) = split(h) {
                 if let Some(e) = &self.records.general.get(i).entry {
-                    gone_entry(e);
+                    store.lapsed(e);
                 }
+            }
+            if store.effects.emitting() {
+                store.effects.put(self.records.key(h), None);
             }
             if !self.watches.is_empty() {
                 self.watches.touch(hasher.hash_one(self.records.key(h)));

@@ -246,7 +246,8 @@ pub fn write(store: &Store, now: Nanos, w: &mut impl Write) -> io::Result<u64> {
     Ok(records)
 }
 
-fn encode(buf: &mut Vec<u8>, key: &[u8], entry: &Entry) {
+/// One key's record: also the body of a replication SET effect.
+pub(crate) fn encode(buf: &mut Vec<u8>, key: &[u8], entry: &Entry) {
     let put = |buf: &mut Vec<u8>, n: u64| buf.extend_from_slice(&n.to_le_bytes());
     let params = |buf: &mut Vec<u8>, p: &Params| {
         for n in [p.limit(), p.period(), p.burst.get(), p.precision.get()] {
@@ -409,6 +410,28 @@ pub fn read(store: &Store, r: impl Read, now: Nanos) -> Result<Loaded, ErrorKind
         });
     }
     Ok(loaded)
+}
+
+/// Reads one record written by [`encode`] (a replication SET effect):
+/// the key and its entry. The whole of `bytes` must be the record.
+pub(crate) fn decode_record(bytes: &[u8]) -> Result<(Vec<u8>, Entry), ErrorKind> {
+    let mut r = Reader {
+        inner: bytes,
+        digest: crc32fast::Hasher::new(),
+        at: 0,
+    };
+    let tag = r.u8()?;
+    let key = r.bytes()?;
+    let expires_ms = r.u64()?;
+    let value = decode_value(&mut r, tag, 0)?;
+    if !r.inner.is_empty() {
+        return Err(ErrorKind::Corrupt {
+            at: r.at,
+            what: "bytes after the record",
+        });
+    }
+    let entry = Entry::with_expiry_ms(value, (expires_ms != 0).then_some(expires_ms));
+    Ok((key, entry))
 }
 
 fn decode_value(r: &mut Reader<impl Read>, tag: u8, at: u64) -> Result<Value, ErrorKind> {

@@ -1,0 +1,501 @@
+//! Replication's sockets: a primary feeding each replica that sent `PSYNC`
+//! ([`feed`]), a replica's link to its primary ([`follow`]), and the
+//! once-a-second chores of both ([`cron`]). What they decide and apply is
+//! `replication/`'s; the stream's bytes are `store/effects.rs`'s.
+
+use bytes::{Buf, BytesMut};
+use std::sync::atomic::Ordering;
+use std::sync::Arc;
+use std::time::Duration;
+use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt};
+use tokio::net::TcpStream;
+use tokio::sync::watch;
+
+use crate::clients::ClientInfo;
+use crate::cmd::session::ReplicaHello;
+use crate::protocol::{Decoder, Limits};
+use crate::replication::{self, Attached, Link, Resync, Role};
+use crate::state::State;
+use crate::store::effects;
+
+/// Bytes of stream a feeder copies out of the backlog per write.
+const CHUNK: usize = 256 * 1024;
+/// How long a replica waits for its primary to accept, and between tries.
+const CONNECT_TIMEOUT: Duration = Duration::from_secs(5);
+const RETRY: Duration = Duration::from_secs(1);
+
+#[derive(Debug, thiserror::Error)]
+enum LinkError {
+    #[error("{0}")]
+    Io(#[from] std::io::Error),
+    #[error("the backlog no longer holds this replica's next byte")]
+    Gone,
+    #[error("the primary answered {0:?}")]
+    Refused(String),
+    #[error("{0}")]
+    Apply(#[from] replication::ApplyError),
+    #[error("no data from the primary for {0:?}")]
+    Timeout(Duration),
+    #[error("the role changed")]
+    Superseded,
+}
+
+impl From<effects::Gone> for LinkError {
+    fn from(_: effects::Gone) -> Self {
+        LinkError::Gone
+    }
+}
+
+/// Serves a replica that sent `PSYNC replid offset` on this connection,
+/// until it goes, the server stops, or this server's history changes
+/// under it (a full copy taken from its own primary).
+pub async fn feed<S: AsyncRead + AsyncWrite + Unpin>(
+    socket: S,
+    state: &State,
+    info: &Arc<ClientInfo>,
+    hello: Option<ReplicaHello>,
+    (replid, offset): (String, i64),
+    mut shutdown: watch::Receiver<bool>,
+) {
+    let repl = &state.replication;
+    let backlog = usize::try_from(state.settings.get(&state.settings.repl_backlog_size))
+        .unwrap_or(usize::MAX);
+    let epoch = repl.feeds_epoch();
+    let resync = repl.resync(&state.store, &replid, offset, backlog);
+    let hello = hello.unwrap_or_default();
+    let attached = Arc::new(Attached {
+        id: info.id,
+        ip: parking_lot::Mutex::new(hello.ip.unwrap_or_else(|| info.addr.ip().to_string())),
+        port: (hello.port as u64).into(),
+        online: matches!(resync, Resync::Partial { .. }).into(),
+        acked: 0.into(),
+        acked_at_ms: state.clock.now().as_millis().into(),
+    });
+    tracing::info!(
+        replica = %format!("{}:{}", attached.ip.lock(), hello.port),
+        ?resync,
+        "replica attached"
+    );
+    repl.attach(attached.clone());
+    let (rd, mut wr) = tokio::io::split(socket);
+    let why = tokio::select! {
+        r = send(&mut wr, state, &attached, resync, epoch) => r,
+        r = read_acks(rd, state, &attached) => r,
+        _ = shutdown.changed() => Ok(()),
+        _ = info.killed() => Ok(()),
+    };
+    repl.detach(info.id);
+    match why {
+        Ok(()) => tracing::info!(client = info.id, "replica detached"),
+        Err(e) => tracing::info!(client = info.id, error = %e, "replica link closed"),
+    }
+    let _ = tokio::time::timeout(Duration::from_secs(1), wr.shutdown()).await;
+}
+
+/// The copy (if a full resync), then the stream, as it grows.
+async fn send<W: AsyncWrite + Unpin>(
+    wr: &mut W,
+    state: &State,
+    attached: &Attached,
+    resync: Resync,
+    epoch: u64,
+) -> Result<(), LinkError> {
+    let store = &state.store;
+    let fx = &store.effects;
+    let repl = &state.replication;
+    let mut buf = Vec::with_capacity(CHUNK);
+    let mut pos = match resync {
+        Resync::Partial { from, replid } => {
+            wr.write_all(format!("+CONTINUE {replid}\r\n").as_bytes())
+                .await?;
+            from
+        }
+        Resync::Full { replid, offset } => {
+            wr.write_all(format!("+FULLRESYNC {replid} {offset}\r\n").as_bytes())
+                .await?;
+            let mut pos = offset + 1;
+            // Shard by shard: the stream up to the moment of each shard's
+            // copy, then the copy, so no shard's copy is ever older than
+            // effects already sent for its keys.
+            let mut copy = Vec::new();
+            for i in 0..store.shard_count() {
+                copy.clear();
+                // Encoding a shard is CPU work: the worker's other
+                // clients move to another thread meanwhile.
+                let mut at = 0;
+                let now = state.clock.now();
+                super::off_the_worker(&mut || {
+                    at = replication::copy_shard(store, i, now, &mut copy);
+                });
+                send_until(wr, fx, &mut pos, at, &mut buf).await?;
+                wr.write_all(&copy).await?;
+            }
+            let mut end = Vec::new();
+            effects::frame(&mut end, replication::SYNCED, |_| {});
+            wr.write_all(&end).await?;
+            attached.online.store(true, Ordering::Relaxed);
+            tracing::info!(
+                client = attached.id,
+                "replica synchronised (full copy sent)"
+            );
+            pos
+        }
+    };
+    loop {
+        if repl.feeds_epoch() != epoch {
+            return Err(LinkError::Superseded);
+        }
+        let woken = repl.appended.notified();
+        tokio::pin!(woken);
+        woken.as_mut().enable();
+        fx.want_wake();
+        buf.clear();
+        let n = fx.read(pos, CHUNK, &mut buf)?;
+        if n > 0 {
+            wr.write_all(&buf).await?;
+            pos += n as u64;
+            continue;
+        }
+        // The wake-up is asked for before the read: an append after it
+        // wakes us. The timer only bounds how long a role change waits.
+        let _ = tokio::time::timeout(Duration::from_secs(1), woken).await;
+    }
+}
+
+/// Writes the stream from byte `pos` through byte `upto`.
+async fn send_until<W: AsyncWrite + Unpin>(
+    wr: &mut W,
+    fx: &effects::Effects,
+    pos: &mut u64,
+    upto: u64,
+    buf: &mut Vec<u8>,
+) -> Result<(), LinkError> {
+    while *pos <= upto {
+        buf.clear();
+        let want = usize::try_from(upto + 1 - *pos)
+            .unwrap_or(usize::MAX)
+            .min(CHUNK);
+        let n = fx.read(*pos, want, buf)?;
+        if n == 0 {
+            break;
+        }
+        wr.write_all(buf).await?;
+        *pos += n as u64;
+    }
+    Ok(())
+}
+
+/// Reads `REPLCONF ACK <offset>` from the replica.
+async fn read_acks<R: AsyncRead + Unpin>(
+    mut rd: R,
+    state: &State,
+    attached: &Attached,
+) -> Result<(), LinkError> {
+    let mut buf = BytesMut::with_capacity(4096);
+    let mut decoder = Decoder::new();
+    let limits = Limits {
+        max_bulk_len: 1 << 20,
+        unauthenticated: false,
+    };
+    loop {
+        if rd.read_buf(&mut buf).await? == 0 {
+            return Ok(());
+        }
+        while let Some(req) = decoder
+            .decode(&mut buf, limits)
+            .map_err(|e| LinkError::Refused(e.to_string()))?
+        {
+            let ack = req.len() >= 3
+                && req.arg(0).eq_ignore_ascii_case(b"replconf")
+                && req.arg(1).eq_ignore_ascii_case(b"ack");
+            if let Some(n) = ack
+                .then(|| std::str::from_utf8(req.arg(2)).ok()?.parse::<u64>().ok())
+                .flatten()
+            {
+                attached.acked.fetch_max(n, Ordering::AcqRel);
+                attached
+                    .acked_at_ms
+                    .store(state.clock.now().as_millis(), Ordering::Relaxed);
+                state.replication.acked.notify_waiters();
+            }
+        }
+        if buf.len() > 1 << 20 {
+            return Err(LinkError::Refused("oversized input".into()));
+        }
+    }
+}
+
+/// The replica side: while this server is a replica, keeps a link to its
+/// primary, reconnecting (with a partial resync where the primary's
+/// backlog allows) after every failure. Runs for the server's life.
+pub async fn follow(state: Arc<State>, mut shutdown: watch::Receiver<bool>) {
+    let repl = &state.replication;
+    loop {
+        if *shutdown.borrow() {
+            return;
+        }
+        let changed = repl.role_changed.notified();
+        tokio::pin!(changed);
+        changed.as_mut().enable();
+        let generation = repl.generation();
+        let Role::Replica { host, port } = repl.role() else {
+            tokio::select! {
+                _ = changed => {}
+                _ = shutdown.changed() => {}
+            }
+            continue;
+        };
+        let why = tokio::select! {
+            r = link(&state, &host, port, generation) => r,
+            _ = shutdown.changed() => return,
+        };
+        let now = state.clock.now().as_millis();
+        if repl.generation() == generation {
+            repl.set_link(Link::Down, now);
+        }
+        match why {
+            Err(LinkError::Superseded) => continue,
+            Err(e) => {
+                tracing::warn!(primary = %format!("{host}:{port}"), error = %e, "replication link down")
+            }
+            Ok(()) => {
+                tracing::warn!(primary = %format!("{host}:{port}"), "primary closed the replication link")
+            }
+        }
+        tokio::select! {
+            _ = tokio::time::sleep(RETRY) => {}
+            _ = changed => {}
+            _ = shutdown.changed() => {}
+        }
+    }
+}
+
+/// One link: connect, handshake, resync, follow the stream.
+async fn link(state: &State, host: &str, port: u16, generation: u64) -> Result<(), LinkError> {
+    let repl = &state.replication;
+    let changed = repl.role_changed.notified();
+    tokio::pin!(changed);
+    changed.as_mut().enable();
+    if repl.generation() != generation {
+        return Err(LinkError::Superseded);
+    }
+    repl.set_link(Link::Connecting, state.clock.now().as_millis());
+    let stream = tokio::time::timeout(CONNECT_TIMEOUT, TcpStream::connect((host, port)))
+        .await
+        .map_err(|_| std::io::Error::new(std::io::ErrorKind::TimedOut, "connect timed out"))??;
+    let _ = stream.set_nodelay(true);
+    let (mut rd, mut wr) = stream.into_split();
+    let mut buf = BytesMut::with_capacity(64 * 1024);
+
+    let settings = &state.settings;
+    let auth = settings.masterauth.read().clone();
+    if let Some(pass) = auth {
+        let user = settings.masteruser.read().clone();
+        let mut args: Vec<&[u8]> = vec![b"AUTH"];
+        if let Some(u) = &user {
+            args.push(u.as_bytes());
+        }
+        args.push(pass.as_bytes());
+        expect_ok(&mut rd, &mut wr, &mut buf, &args).await?;
+    }
+    let announce_port = match settings.get(&settings.replica_announce_port) {
+        0 => state.addr.port().to_string(),
+        p => p.to_string(),
+    };
+    expect_ok(
+        &mut rd,
+        &mut wr,
+        &mut buf,
+        &[b"REPLCONF", b"listening-port", announce_port.as_bytes()],
+    )
+    .await?;
+    let announce_ip = settings.replica_announce_ip.read().clone();
+    if let Some(ip) = announce_ip {
+        expect_ok(
+            &mut rd,
+            &mut wr,
+            &mut buf,
+            &[b"REPLCONF", b"ip-address", ip.as_bytes()],
+        )
+        .await?;
+    }
+    expect_ok(
+        &mut rd,
+        &mut wr,
+        &mut buf,
+        &[b"REPLCONF", b"capa", b"eof", b"capa", b"psync2"],
+    )
+    .await?;
+    let store = &state.store;
+    // With a history (a stream followed, or served as a primary), ask to
+    // resume it; a fresh server asks for a copy, as Redis's does.
+    let ids = repl.ids();
+    let (id, next) = match store.effects.offset() {
+        0 => ("?".to_string(), "-1".to_string()),
+        n => (ids.replid, (n + 1).to_string()),
+    };
+    write_command(&mut wr, &[b"PSYNC", id.as_bytes(), next.as_bytes()]).await?;
+    let line = read_line(&mut rd, &mut buf).await?;
+    let backlog = usize::try_from(settings.get(&settings.repl_backlog_size)).unwrap_or(usize::MAX);
+    let mut words = line.split(' ');
+    match words.next() {
+        Some("+FULLRESYNC") => {
+            let id = words.next().unwrap_or_default().to_string();
+            let offset: u64 = words
+                .next()
+                .and_then(|w| w.parse().ok())
+                .ok_or_else(|| LinkError::Refused(line.clone()))?;
+            tracing::info!(primary = %format!("{host}:{port}"), replid = %id, offset, "full resync: taking a copy");
+            // Our own replicas followed the history we drop.
+            repl.new_feeds_epoch();
+            store.clear();
+            repl.adopt(store, id, offset, backlog);
+            repl.set_link(Link::Sync, state.clock.now().as_millis());
+        }
+        Some("+CONTINUE") => {
+            if let Some(id) = words.next().filter(|w| !w.is_empty()) {
+                repl.switch_id(store, id.to_string());
+            }
+            tracing::info!(primary = %format!("{host}:{port}"), "partial resync: resuming the stream");
+            repl.set_link(Link::Up, state.clock.now().as_millis());
+        }
+        _ => return Err(LinkError::Refused(line)),
+    }
+    repl.last_io_ms
+        .store(state.clock.now().as_millis(), Ordering::Relaxed);
+
+    let mut ack = tokio::time::interval(Duration::from_secs(1));
+    ack.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+    let mut last_io = tokio::time::Instant::now();
+    loop {
+        tokio::select! {
+            r = rd.read_buf(&mut buf) => {
+                if r? == 0 {
+                    return Ok(());
+                }
+                last_io = tokio::time::Instant::now();
+                let now = state.clock.now();
+                repl.last_io_ms.store(now.as_millis(), Ordering::Relaxed);
+                let mut getack = false;
+                while let Some((kind, body, n)) = effects::next_frame(&buf) {
+                    replication::apply(store, kind, body, now)?;
+                    match kind {
+                        replication::SNAP => {}
+                        replication::SYNCED => {
+                            tracing::info!(primary = %format!("{host}:{port}"), "replica synchronised (full copy loaded)");
+                            repl.set_link(Link::Up, now.as_millis());
+                        }
+                        k => {
+                            // Applied first, then logged: a copy our own
+                            // replicas take never lacks what the log holds.
+                            store.effects.append(&buf[..n]);
+                            getack |= k == effects::GETACK;
+                        }
+                    }
+                    buf.advance(n);
+                }
+                if getack {
+                    send_ack(&mut wr, store.effects.offset()).await?;
+                }
+                if buf.capacity() - buf.len() < 16 * 1024 {
+                    buf.reserve(64 * 1024);
+                }
+            }
+            _ = ack.tick() => {
+                if last_io.elapsed() > replication::TIMEOUT {
+                    return Err(LinkError::Timeout(replication::TIMEOUT));
+                }
+                if repl.link() == Link::Up {
+                    send_ack(&mut wr, store.effects.offset()).await?;
+                }
+            }
+            _ = &mut changed => return Err(LinkError::Superseded),
+        }
+    }
+}
+
+async fn send_ack<W: AsyncWrite + Unpin>(wr: &mut W, offset: u64) -> Result<(), LinkError> {
+    let n = offset.to_string();
+    write_command(wr, &[b"REPLCONF", b"ACK", n.as_bytes()]).await
+}
+
+async fn write_command<W: AsyncWrite + Unpin>(wr: &mut W, args: &[&[u8]]) -> Result<(), LinkError> {
+    let mut out = format!("*{}\r\n", args.len()).into_bytes();
+    for a in args {
+        out.extend_from_slice(format!("${}\r\n", a.len()).as_bytes());
+        out.extend_from_slice(a);
+        out.extend_from_slice(b"\r\n");
+    }
+    wr.write_all(&out).await?;
+    Ok(())
+}
+
+/// Sends a command and requires `+OK`.
+async fn expect_ok<R: AsyncRead + Unpin, W: AsyncWrite + Unpin>(
+    rd: &mut R,
+    wr: &mut W,
+    buf: &mut BytesMut,
+    args: &[&[u8]],
+) -> Result<(), LinkError> {
+    write_command(wr, args).await?;
+    let line = read_line(rd, buf).await?;
+    if line.starts_with("+OK") {
+        Ok(())
+    } else {
+        Err(LinkError::Refused(line))
+    }
+}
+
+/// One reply line (without CRLF), within the connect timeout.
+async fn read_line<R: AsyncRead + Unpin>(
+    rd: &mut R,
+    buf: &mut BytesMut,
+) -> Result<String, LinkError> {
+    let read = async {
+        loop {
+            if let Some(i) = buf.windows(2).position(|w| w == b"\r\n") {
+                let line = String::from_utf8_lossy(&buf[..i]).into_owned();
+                buf.advance(i + 2);
+                return Ok(line);
+            }
+            if buf.len() > 64 * 1024 {
+                return Err(LinkError::Refused("an overlong reply line".into()));
+            }
+            if rd.read_buf(buf).await? == 0 {
+                return Err(LinkError::Io(std::io::ErrorKind::UnexpectedEof.into()));
+            }
+        }
+    };
+    tokio::time::timeout(CONNECT_TIMEOUT, read)
+        .await
+        .map_err(|_| LinkError::Timeout(CONNECT_TIMEOUT))?
+}
+
+/// Once a second: a primary with replicas writes a PING into the stream
+/// every [`replication::PING_PERIOD`], and the backlog follows `CONFIG SET
+/// repl-backlog-size`.
+pub async fn cron(state: Arc<State>, mut shutdown: watch::Receiver<bool>) {
+    let mut tick = tokio::time::interval(Duration::from_secs(1));
+    let mut last_ping = tokio::time::Instant::now();
+    loop {
+        tokio::select! {
+            _ = tick.tick() => {}
+            _ = shutdown.changed() => return,
+        }
+        let fx = &state.store.effects;
+        let size = usize::try_from(state.settings.get(&state.settings.repl_backlog_size))
+            .unwrap_or(usize::MAX);
+        if fx.active() {
+            fx.resize(size);
+        }
+        let repl = &state.replication;
+        if !repl.is_replica()
+            && fx.emitting()
+            && repl.connected() > 0
+            && last_ping.elapsed() >= replication::PING_PERIOD
+        {
+            fx.put_bare(effects::PING);
+            last_ping = tokio::time::Instant::now();
+        }
+    }
+}

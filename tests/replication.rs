@@ -1,0 +1,363 @@
+//! Replication in-process: a primary and its replicas on loopback, each on
+//! its own manual clock (moved together), driven by the `redis` crate. The
+//! replicas' keyspaces are compared with the primary's entry by entry.
+
+mod common;
+
+use std::collections::BTreeMap;
+use std::sync::atomic::Ordering;
+use std::time::{Duration, Instant};
+
+use common::*;
+use turnstile::clock::Clock;
+use turnstile::replication::Link;
+use turnstile::store::{Entry, SmallBytes, Value};
+
+async fn replica_of(primary: &Server) -> Server {
+    let port = primary.addr.port();
+    Server::start_with(|c| c.replicaof = Some(("127.0.0.1".into(), port))).await
+}
+
+/// Every live entry, by key.
+fn keyspace(srv: &Server) -> BTreeMap<Vec<u8>, Entry> {
+    let store = &srv.state().store;
+    let now = srv.clock.now();
+    let mut all = BTreeMap::new();
+    for i in 0..store.shard_count() {
+        store.for_each_in_shard(i, now, |k, e| {
+            all.insert(k.to_vec(), e.clone());
+        });
+    }
+    all
+}
+
+/// Waits until every replica's link is up and it has applied the whole
+/// stream the primary has written so far.
+async fn in_sync(primary: &Server, replicas: &[&Server]) {
+    eventually("replicas caught up with the primary", || {
+        let end = primary.state().store.effects.offset();
+        replicas.iter().all(|r| {
+            r.state().replication.link() == Link::Up && r.state().store.effects.offset() == end
+        })
+    })
+    .await;
+}
+
+fn advance_all(servers: &[&Server], ms: u64) {
+    for s in servers {
+        s.advance_ms(ms);
+    }
+}
+
+fn assert_same(primary: &Server, replica: &Server) {
+    let (p, r) = (keyspace(primary), keyspace(replica));
+    assert_eq!(p.len(), r.len(), "key counts differ");
+    for (k, e) in &p {
+        assert_eq!(r.get(k), Some(e), "key {:?}", String::from_utf8_lossy(k));
+    }
+}
+
+/// One round of writes over every kind of state.
+async fn load(con: &mut redis::aio::MultiplexedConnection, round: usize) {
+    for i in 0..40 {
+        for algo in ["window", "log", "gcra", "fixed"] {
+            let key = format!("rl:{algo}:{}", i % 7);
+            let _: redis::Value = q(con, &["RL.ALLOW", &key, "5", "10s", "ALGO", algo]).await;
+        }
+        let _: redis::Value = q(
+            con,
+            &["CL.THROTTLE", &format!("cell:{}", i % 3), "4", "10", "60"],
+        )
+        .await;
+        let _: redis::Value = q(
+            con,
+            &[
+                "RL.ALLOWMANY",
+                "LIMIT",
+                &format!("m:a:{}", i % 4),
+                "3",
+                "1m",
+                "LIMIT",
+                &format!("m:b:{}", i % 5),
+                "9",
+                "1h",
+            ],
+        )
+        .await;
+    }
+    let _: () = q(con, &["SET", &format!("s:{round}"), "v", "EX", "100"]).await;
+    let _: () = q(con, &["SET", "plain", &round.to_string()]).await;
+    let _: i64 = q(con, &["INCR", "counter"]).await;
+    let _: i64 = q(con, &["PEXPIRE", "counter", "50000"]).await;
+    let _: i64 = q(con, &["RPUSH", "list", "a", "b", &round.to_string()]).await;
+    let _: i64 = q(
+        con,
+        &["ZADD", "zs", &round.to_string(), &format!("m{round}")],
+    )
+    .await;
+    let _: i64 = q(con, &["HSET", "h", "f", &round.to_string(), "g", "x"]).await;
+    let _: redis::Value = q(con, &["RL.ACQUIRE", "conc", "3", "30s"]).await;
+    let _: i64 = q(
+        con,
+        &[
+            "EVAL",
+            "redis.call('SET', KEYS[1], ARGV[1]); return redis.call('INCR', KEYS[2])",
+            "2",
+            "script:s",
+            "script:n",
+            "x",
+        ],
+    )
+    .await;
+    let _: i64 = q(con, &["DEL", &format!("s:{}", round.saturating_sub(1))]).await;
+    let _: redis::Value = q(con, &["RL.RESET", "rl:window:0"]).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn two_replicas_hold_every_key_as_the_primary_does() {
+    let primary = Server::start().await;
+    let mut con = primary.client().await;
+    // Keys written before any replica: the copy brings them.
+    load(&mut con, 0).await;
+    let a = replica_of(&primary).await;
+    let b = replica_of(&primary).await;
+    in_sync(&primary, &[&a, &b]).await;
+    assert_same(&primary, &a);
+    assert_same(&primary, &b);
+    for round in 1..4 {
+        load(&mut con, round).await;
+        advance_all(&[&primary, &a, &b], 3_000);
+        if round == 2 {
+            // Expiry on the primary reaches the replicas as deletions.
+            advance_all(&[&primary, &a, &b], 60_000);
+            assert!(primary.sweep() > 0);
+            let _: () = q(&mut con, &["FLUSHALL"]).await;
+            load(&mut con, round).await;
+        }
+    }
+    in_sync(&primary, &[&a, &b]).await;
+    assert!(keyspace(&primary).len() > 40);
+    assert_same(&primary, &a);
+    assert_same(&primary, &b);
+    // The replicas answer reads from what they hold.
+    let mut ra = a.client().await;
+    let got: Option<String> = q(&mut ra, &["GET", "plain"]).await;
+    assert_eq!(got.as_deref(), Some("3"));
+    let peek: Vec<i64> = q(
+        &mut ra,
+        &["RL.PEEK", "rl:gcra:1", "5", "10s", "ALGO", "gcra"],
+    )
+    .await;
+    let mut con_b = primary.client().await;
+    let on_primary: Vec<i64> = q(
+        &mut con_b,
+        &["RL.PEEK", "rl:gcra:1", "5", "10s", "ALGO", "gcra"],
+    )
+    .await;
+    assert_eq!(peek, on_primary);
+    let ttl: i64 = q(&mut ra, &["PTTL", "counter"]).await;
+    let ttl_p: i64 = q(&mut con_b, &["PTTL", "counter"]).await;
+    assert_eq!(ttl, ttl_p);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_dropped_link_resumes_from_the_backlog() {
+    let primary = Server::start().await;
+    let replica = replica_of(&primary).await;
+    let mut con = primary.client().await;
+    load(&mut con, 0).await;
+    in_sync(&primary, &[&replica]).await;
+    let repl = &primary.state().replication;
+    assert_eq!(repl.full_syncs.load(Ordering::Relaxed), 1);
+    let id = repl.replicas.lock()[0].id;
+    let killed: i64 = q(&mut con, &["CLIENT", "KILL", "ID", &id.to_string()]).await;
+    assert_eq!(killed, 1);
+    // Written while the link is down: the backlog keeps it.
+    load(&mut con, 1).await;
+    in_sync(&primary, &[&replica]).await;
+    assert_eq!(repl.partial_ok.load(Ordering::Relaxed), 1);
+    assert_eq!(repl.full_syncs.load(Ordering::Relaxed), 1);
+    assert_same(&primary, &replica);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_gap_larger_than_the_backlog_takes_a_full_copy() {
+    let primary = Server::start_with(|c| c.repl_backlog_size = 16 * 1024).await;
+    let replica = replica_of(&primary).await;
+    let mut con = primary.client().await;
+    load(&mut con, 0).await;
+    in_sync(&primary, &[&replica]).await;
+    let repl = &primary.state().replication;
+    let id = repl.replicas.lock()[0].id;
+    // The kill and 40 KiB of writes in one pipeline: all of it is written
+    // before the replica can reconnect (it waits a second to retry).
+    let mut pipe = redis::pipe();
+    pipe.cmd("CLIENT").arg("KILL").arg("ID").arg(id);
+    let big = "x".repeat(1000);
+    for i in 0..40 {
+        pipe.cmd("SET").arg(format!("big:{i}")).arg(&big).ignore();
+    }
+    let (killed,): (i64,) = pipe.query_async(&mut con).await.unwrap();
+    assert_eq!(killed, 1);
+    in_sync(&primary, &[&replica]).await;
+    assert_eq!(repl.full_syncs.load(Ordering::Relaxed), 2);
+    assert_eq!(repl.partial_err.load(Ordering::Relaxed), 1);
+    assert_same(&primary, &replica);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_replica_refuses_writes_and_wait_counts_acknowledgements() {
+    let primary = Server::start().await;
+    let a = replica_of(&primary).await;
+    let b = replica_of(&primary).await;
+    in_sync(&primary, &[&a, &b]).await;
+    let mut ra = a.client().await;
+    for cmd in [
+        &["SET", "k", "v"][..],
+        &["RL.ALLOW", "k", "5", "1m"],
+        &["INCR", "n"],
+        &["DEL", "k"],
+    ] {
+        assert_eq!(
+            q_err(&mut ra, cmd).await,
+            "READONLY You can't write against a read only replica.",
+            "{cmd:?}"
+        );
+    }
+    // A script may read; its writes are refused as Redis refuses them.
+    let e = q_err(
+        &mut ra,
+        &["EVAL", "return redis.call('SET', KEYS[1], 'v')", "1", "k"],
+    )
+    .await;
+    assert!(
+        e.contains("READONLY You can't write against a read only replica."),
+        "{e}"
+    );
+    let n: i64 = q(
+        &mut ra,
+        &["EVAL", "return redis.call('EXISTS', KEYS[1])", "1", "k"],
+    )
+    .await;
+    assert_eq!(n, 0);
+    let e = q_err(&mut ra, &["WAIT", "1", "10"]).await;
+    assert!(
+        e.starts_with("ERR WAIT cannot be used with replica instances."),
+        "{e}"
+    );
+
+    let mut con = primary.client().await;
+    let _: redis::Value = q(&mut con, &["RL.ALLOW", "user:1", "5", "1m"]).await;
+    let acked: i64 = q(&mut con, &["WAIT", "2", "10000"]).await;
+    assert_eq!(acked, 2);
+    // More replicas than there are: the timeout answers how many did.
+    let _: redis::Value = q(&mut con, &["RL.ALLOW", "user:1", "5", "1m"]).await;
+    let acked: i64 = q(&mut con, &["WAIT", "3", "200"]).await;
+    assert_eq!(acked, 2);
+    let role: Vec<redis::Value> = q(&mut ra, &["ROLE"]).await;
+    assert_eq!(text(&role[0]), "slave");
+    assert_eq!(text(&role[3]), "connected");
+    let role: Vec<redis::Value> = q(&mut con, &["ROLE"]).await;
+    assert_eq!(text(&role[0]), "master");
+    let info: String = q(&mut con, &["INFO", "replication"]).await;
+    assert!(info.contains("connected_slaves:2"), "{info}");
+    assert!(info.contains("slave1:ip=127.0.0.1,port="), "{info}");
+    let info: String = q(&mut ra, &["INFO", "replication"]).await;
+    assert!(info.contains("role:slave"), "{info}");
+    assert!(info.contains("master_link_status:up"), "{info}");
+    assert!(
+        info.contains(&format!("master_port:{}", primary.addr.port())),
+        "{info}"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_promoted_replica_takes_the_others_with_a_partial_resync() {
+    let primary = Server::start().await;
+    let a = replica_of(&primary).await;
+    let b = replica_of(&primary).await;
+    let mut con = primary.client().await;
+    load(&mut con, 0).await;
+    in_sync(&primary, &[&a, &b]).await;
+    // What Sentinel does at failover.
+    let mut ra = a.client().await;
+    let _: () = q(&mut ra, &["REPLICAOF", "NO", "ONE"]).await;
+    let mut rb = b.client().await;
+    let _: () = q(
+        &mut rb,
+        &["REPLICAOF", "127.0.0.1", &a.addr.port().to_string()],
+    )
+    .await;
+    let _: () = q(
+        &mut con,
+        &["REPLICAOF", "127.0.0.1", &a.addr.port().to_string()],
+    )
+    .await;
+    load(&mut ra, 1).await;
+    in_sync(&a, &[&b, &primary]).await;
+    let ra_repl = &a.state().replication;
+    assert_eq!(ra_repl.partial_ok.load(Ordering::Relaxed), 2);
+    assert_eq!(ra_repl.full_syncs.load(Ordering::Relaxed), 0);
+    assert_same(&a, &b);
+    assert_same(&a, &primary);
+    let e = q_err(&mut con, &["SET", "k", "v"]).await;
+    assert!(e.starts_with("READONLY"), "{e}");
+}
+
+/// A replica's full copy of a million keys while the primary keeps
+/// deciding: the decisions' latency during the copy is reported (a
+/// benchmark measures it properly: this shows the copy never stops them).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_million_key_copy_while_the_primary_decides() {
+    const KEYS: usize = 1_000_000;
+    let primary = Server::start().await;
+    let now = primary.clock.now();
+    let store = &primary.state().store;
+    for i in 0..KEYS {
+        let key = format!("k:{i}");
+        store.update(key.as_bytes(), now, |e| {
+            *e = Some(Entry::with_expiry_ms(
+                Value::Str(SmallBytes::from(&b"value"[..])),
+                None,
+            ))
+        });
+    }
+    let mut con = primary.client().await;
+    let replica = replica_of(&primary).await;
+    let mut latencies = Vec::new();
+    let started = Instant::now();
+    let mut i = 0u64;
+    while replica.state().replication.link() != Link::Up {
+        assert!(
+            started.elapsed() < Duration::from_secs(120),
+            "the copy took over 2 minutes"
+        );
+        let t = Instant::now();
+        let _: Vec<i64> = q(
+            &mut con,
+            &["RL.ALLOW", &format!("d:{}", i % 1000), "100", "1m"],
+        )
+        .await;
+        latencies.push(t.elapsed());
+        i += 1;
+    }
+    let copy = started.elapsed();
+    in_sync(&primary, &[&replica]).await;
+    latencies.sort_unstable();
+    let pct = |p: usize| {
+        latencies
+            .get(latencies.len() * p / 100)
+            .copied()
+            .unwrap_or_default()
+    };
+    println!(
+        "full copy of {KEYS} keys: {copy:?}; {} decisions meanwhile, p50 {:?}, p99 {:?}, max {:?}",
+        latencies.len(),
+        pct(50),
+        pct(99),
+        latencies.last().copied().unwrap_or_default()
+    );
+    assert!(latencies.len() > 1, "the primary answered during the copy");
+    assert_eq!(replica.state().store.len(), primary.state().store.len());
+    assert_same(&primary, &replica);
+}
