@@ -32,6 +32,8 @@ pub struct ClientInfo {
     /// and `CLIENT KILL TYPE`.
     pub subs: AtomicU32,
     pub psubs: AtomicU32,
+    /// A replica's link (it sent `PSYNC`): flag `S`, `TYPE replica`.
+    pub replica: AtomicBool,
     killed: AtomicBool,
     kill: Notify,
 }
@@ -98,7 +100,13 @@ impl ClientInfo {
             text(&self.name),
             age,
             idle,
-            if self.is_pubsub() { "P" } else { "N" },
+            if self.replica.load(Ordering::Relaxed) {
+                "S"
+            } else if self.is_pubsub() {
+                "P"
+            } else {
+                "N"
+            },
             self.subs.load(Ordering::Relaxed),
             self.psubs.load(Ordering::Relaxed),
             cmd,
@@ -131,6 +139,7 @@ impl Clients {
             last_cmd: AtomicU32::new(0),
             subs: AtomicU32::new(0),
             psubs: AtomicU32::new(0),
+            replica: AtomicBool::new(false),
             killed: AtomicBool::new(false),
             kill: Notify::new(),
         });

@@ -41,6 +41,11 @@ pub struct Readings<'a> {
     pub policies: &'a crate::policy::Policies,
     /// Leases that lapsed unreleased with their key (the store's count).
     pub lapsed_leases: u64,
+    pub replication: &'a crate::replication::Replication,
+    /// The replication stream's offset (`master_repl_offset`).
+    pub repl_offset: u64,
+    /// Server time, ms (replicas' acknowledgement ages).
+    pub now_ms: u64,
 }
 use metrics::{
     Counter, Gauge, Histogram, Key, KeyName, Label, Metadata, Recorder, SharedString, Unit,
@@ -300,7 +305,56 @@ pub const LEASES_TOTAL: Def = Def {
     help: "Lease events (RL.ACQUIRE, RL.RELEASE, RL.RENEW, RL.ALLOWMANY LEASE): acquired, denied (the limit's units were held), retried (an acquire with a live lease's id), released, renewed, expired (lapsed at its TTL unreleased: holders are crashing or hanging).",
 };
 
+pub const REPLICATION_ROLE: Def = Def {
+    name: "turnstile_replication_role",
+    unit: Unit::Count,
+    help: "1 for this server's role (role=primary or role=replica), 0 for the other.",
+};
+
+pub const REPLICATION_OFFSET_BYTES: Def = Def {
+    name: "turnstile_replication_offset_bytes",
+    unit: Unit::Bytes,
+    help: "The replication stream's offset (INFO master_repl_offset): bytes of effects written (a primary) or applied (a replica).",
+};
+
+pub const REPLICAS_CONNECTED: Def = Def {
+    name: "turnstile_replicas_connected",
+    unit: Unit::Count,
+    help: "Replicas attached to this server (INFO connected_slaves).",
+};
+
+pub const REPLICA_LAG_BYTES: Def = Def {
+    name: "turnstile_replica_lag_bytes",
+    unit: Unit::Bytes,
+    help: "Per attached replica (replica=\"ip:port\"): stream bytes written here that it has not acknowledged: what a failover to it now would lose.",
+};
+
+pub const REPLICA_ACK_AGE_SECONDS: Def = Def {
+    name: "turnstile_replica_ack_age_seconds",
+    unit: Unit::Seconds,
+    help: "Per attached replica: seconds since its last acknowledgement (INFO slaveN lag; replicas acknowledge every second).",
+};
+
+pub const REPLICATION_LINK_UP: Def = Def {
+    name: "turnstile_replication_link_up",
+    unit: Unit::Count,
+    help: "On a replica: 1 while its link to the primary is up and in sync (INFO master_link_status), else 0.",
+};
+
+pub const REPLICATION_SYNCS_TOTAL: Def = Def {
+    name: "turnstile_replication_syncs_total",
+    unit: Unit::Count,
+    help: "Resyncs served to replicas, by kind: full (a copy of the keyspace), partial (resumed from the backlog), partial_refused (asked to resume, but the backlog no longer held the gap: a full copy followed).",
+};
+
 pub const ALL: &[&Def] = &[
+    &REPLICATION_ROLE,
+    &REPLICATION_OFFSET_BYTES,
+    &REPLICAS_CONNECTED,
+    &REPLICA_LAG_BYTES,
+    &REPLICA_ACK_AGE_SECONDS,
+    &REPLICATION_LINK_UP,
+    &REPLICATION_SYNCS_TOTAL,
     &LEASES_TOTAL,
     &POLICIES_LOADED,
     &POLICY_RELOADS_TOTAL,
@@ -351,6 +405,9 @@ pub mod label {
     pub const DESCRIPTOR: &str = "descriptor";
     pub const DOMAIN: &str = "domain";
     pub const EVENT: &str = "event";
+    pub const KIND: &str = "kind";
+    pub const REPLICA: &str = "replica";
+    pub const ROLE: &str = "role";
     pub const POLICY: &str = "policy";
     pub const STAT: &str = "stat";
     pub const REASON: &str = "reason";
@@ -426,6 +483,13 @@ pub struct Metrics {
     snapshot_pending: Gauge,
     policies_loaded: Gauge,
     policy_reloads: [Counter; 2],
+    /// role=primary, role=replica.
+    repl_role: [Gauge; 2],
+    repl_offset: Gauge,
+    repl_replicas: Gauge,
+    repl_link_up: Gauge,
+    /// full, partial, partial_refused.
+    repl_syncs: [Counter; 3],
 }
 
 impl Metrics {
@@ -583,6 +647,13 @@ impl Metrics {
             policies_loaded: gauge(&POLICIES_LOADED, vec![]),
             policy_reloads: ["ok", "error"]
                 .map(|r| counter(&POLICY_RELOADS_TOTAL, vec![Label::new(label::RESULT, r)])),
+            repl_role: ["primary", "replica"]
+                .map(|r| gauge(&REPLICATION_ROLE, vec![Label::new(label::ROLE, r)])),
+            repl_offset: gauge(&REPLICATION_OFFSET_BYTES, vec![]),
+            repl_replicas: gauge(&REPLICAS_CONNECTED, vec![]),
+            repl_link_up: gauge(&REPLICATION_LINK_UP, vec![]),
+            repl_syncs: ["full", "partial", "partial_refused"]
+                .map(|k| counter(&REPLICATION_SYNCS_TOTAL, vec![Label::new(label::KIND, k)])),
             recorder,
             handle,
         }
@@ -678,6 +749,36 @@ impl Metrics {
                 .set(Stats::read(&p.last_duration_us) as f64 / 1e6);
             self.snapshot_pending
                 .set(p.changes_since_save(stats.writes()) as f64);
+        }
+        let repl = r.replication;
+        let replica = repl.is_replica();
+        self.repl_role[0].set(f64::from(u8::from(!replica)));
+        self.repl_role[1].set(f64::from(u8::from(replica)));
+        self.repl_offset.set(r.repl_offset as f64);
+        self.repl_link_up.set(f64::from(u8::from(
+            replica && repl.link() == crate::replication::Link::Up,
+        )));
+        self.repl_syncs[0].absolute(Stats::read(&repl.full_syncs));
+        self.repl_syncs[1].absolute(Stats::read(&repl.partial_ok));
+        self.repl_syncs[2].absolute(Stats::read(&repl.partial_err));
+        let attached = repl.replicas.lock().clone();
+        self.repl_replicas.set(attached.len() as f64);
+        let meta = Metadata::new(module_path!(), metrics::Level::INFO, Some(module_path!()));
+        // One series per attached replica: a handful, never a key.
+        for a in &attached {
+            let name = format!("{}:{}", a.ip.lock(), Stats::read(&a.port));
+            let labels = || vec![Label::new(label::REPLICA, name.clone())];
+            let acked = Stats::read(&a.acked);
+            self.recorder
+                .register_gauge(&Key::from_parts(REPLICA_LAG_BYTES.name, labels()), &meta)
+                .set(r.repl_offset.saturating_sub(acked) as f64);
+            let age = r.now_ms.saturating_sub(Stats::read(&a.acked_at_ms));
+            self.recorder
+                .register_gauge(
+                    &Key::from_parts(REPLICA_ACK_AGE_SECONDS.name, labels()),
+                    &meta,
+                )
+                .set(age as f64 / 1000.0);
         }
         let policies = r.policies;
         let set = policies.current();

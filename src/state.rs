@@ -39,6 +39,10 @@ pub struct State {
     /// Who this server follows and who follows it (`ROLE`, `INFO
     /// replication`, `WAIT`, `REPLICAOF`).
     pub replication: crate::replication::Replication,
+    /// `--config`: the file `CONFIG REWRITE` writes the live settings to.
+    pub config_file: Option<std::path::PathBuf>,
+    /// `--requirepass-file` is in use: `CONFIG REWRITE` writes no password.
+    pub password_from_file: bool,
     /// The TLS port actually bound, with `--tls-port`.
     pub tls_port: Option<u16>,
     /// `--snapshot`: where and how often, and how the last one went.
@@ -74,6 +78,8 @@ impl State {
             addr,
             run_id: crate::replication::new_id(),
             replication: crate::replication::Replication::new(crate::replication::new_id()),
+            config_file: config.config.clone(),
+            password_from_file: config.requirepass.is_none() && config.requirepass_file.is_some(),
             tls_port: None,
             persist: config
                 .snapshot
@@ -149,7 +155,7 @@ pub struct Settings {
 }
 
 impl Settings {
-    fn new(config: &Config, password: Option<Vec<u8>>) -> Self {
+    pub(crate) fn new(config: &Config, password: Option<Vec<u8>>) -> Self {
         Settings {
             maxclients: AtomicU64::new(config.maxclients),
             timeout_secs: AtomicU64::new(config.timeout),

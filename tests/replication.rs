@@ -361,3 +361,58 @@ async fn a_million_key_copy_while_the_primary_decides() {
     assert_eq!(replica.state().store.len(), primary.state().store.len());
     assert_same(&primary, &replica);
 }
+
+/// What Sentinel sends a replica it promotes, and one it repoints: one
+/// transaction of `SLAVEOF`, `CONFIG REWRITE` and `CLIENT KILL`s. The
+/// rewrite keeps the file's comments and records the new role.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn sentinels_failover_transaction_runs_and_rewrites_the_config() {
+    let primary = Server::start().await;
+    let dir = std::env::temp_dir().join(format!("turnstile-rewrite-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let path = dir.join("turnstile.toml");
+    std::fs::write(&path, "# kept\nmaxmemory = \"1gb\"\n").unwrap();
+    let port = primary.addr.port();
+    let config_path = path.clone();
+    let replica = Server::start_with(move |c| {
+        // As if read from the file (the flags' parser reads it).
+        c.config = Some(config_path);
+        c.maxmemory = 1 << 30;
+        c.replicaof = Some(("127.0.0.1".into(), port));
+    })
+    .await;
+    in_sync(&primary, &[&replica]).await;
+    let mut con = replica.client().await;
+    let _: () = q(&mut con, &["CONFIG", "SET", "timeout", "30"]).await;
+    let (ok, rewritten, killed): (String, String, i64) = redis::pipe()
+        .atomic()
+        .cmd("SLAVEOF")
+        .arg("NO")
+        .arg("ONE")
+        .cmd("CONFIG")
+        .arg("REWRITE")
+        .cmd("CLIENT")
+        .arg("KILL")
+        .arg("TYPE")
+        .arg("normal")
+        .query_async(&mut con)
+        .await
+        .unwrap();
+    assert_eq!((ok.as_str(), rewritten.as_str(), killed), ("OK", "OK", 0));
+    let text = std::fs::read_to_string(&path).unwrap();
+    assert!(text.starts_with("# kept\nmaxmemory = \"1gb\"\n"), "{text}");
+    assert!(text.contains("timeout = 30"), "{text}");
+    assert!(!text.contains("replicaof"), "{text}");
+    let _: () = q(&mut con, &["REPLICAOF", "127.0.0.1", &port.to_string()]).await;
+    let _: () = q(&mut con, &["CONFIG", "REWRITE"]).await;
+    let text = std::fs::read_to_string(&path).unwrap();
+    assert!(
+        text.contains(&format!("replicaof = \"127.0.0.1:{port}\"")),
+        "{text}"
+    );
+    // Without a config file, Redis's error.
+    let mut p = primary.client().await;
+    let e = q_err(&mut p, &["CONFIG", "REWRITE"]).await;
+    assert_eq!(e, "ERR The server is running without a config file");
+    let _ = std::fs::remove_dir_all(&dir);
+}

@@ -84,18 +84,22 @@ pub fn info(ctx: &mut Ctx<'_>, _req: &Request<'_>) -> Result<(), CmdError> {
 }
 
 /// The client types `CLIENT LIST` and `CLIENT KILL` filter by (Sentinel
-/// sends `CLIENT KILL TYPE normal` and `TYPE pubsub` at failover). No
-/// client is a master or replica until replication comes.
+/// sends `CLIENT KILL TYPE normal` and `TYPE pubsub` at failover). A
+/// replica's link is a replica; a replica's own link to its primary is
+/// not a client here, so no client is a master.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 enum ClientType {
     Normal,
     PubSub,
-    Replication,
+    Replica,
+    Master,
 }
 
 impl ClientType {
     fn of(c: &crate::clients::ClientInfo) -> ClientType {
-        if c.is_pubsub() {
+        if c.replica.load(std::sync::atomic::Ordering::Relaxed) {
+            ClientType::Replica
+        } else if c.is_pubsub() {
             ClientType::PubSub
         } else {
             ClientType::Normal
@@ -108,8 +112,10 @@ fn client_type(t: &[u8]) -> Result<ClientType, CmdError> {
         Ok(ClientType::Normal)
     } else if is(t, "pubsub") {
         Ok(ClientType::PubSub)
-    } else if is(t, "master") || is(t, "replica") || is(t, "slave") {
-        Ok(ClientType::Replication)
+    } else if is(t, "replica") || is(t, "slave") {
+        Ok(ClientType::Replica)
+    } else if is(t, "master") {
+        Ok(ClientType::Master)
     } else {
         Err(CmdError::err(format!("Unknown client type '{}'", show(t))))
     }

@@ -191,20 +191,116 @@ const PARAMS: &[Param] = &[
 
 fn value_of(state: &State, p: &Param) -> String {
     match &p.kind {
-        Kind::Number { field, .. } => field(&state.settings).load(Ordering::Relaxed).to_string(),
-        Kind::Password => state
-            .settings
+        Kind::ReadOnly(f) => f(state),
+        _ => setting(&state.settings, p).unwrap_or_default(),
+    }
+}
+
+/// The value of a setting `CONFIG SET` may change (`None` for the rest).
+fn setting(settings: &Settings, p: &Param) -> Option<String> {
+    Some(match &p.kind {
+        Kind::Number { field, .. } => field(settings).load(Ordering::Relaxed).to_string(),
+        Kind::Password => settings
             .password()
             .map(|p| String::from_utf8_lossy(&p).into_owned())
             .unwrap_or_default(),
-        Kind::Flag(field) => match field(&state.settings).load(Ordering::Relaxed) {
+        Kind::Flag(field) => match field(settings).load(Ordering::Relaxed) {
             true => "yes".into(),
             false => "no".into(),
         },
-        Kind::Policy => state.settings.policy().name().into(),
-        Kind::Text(field) => field(&state.settings).read().clone().unwrap_or_default(),
-        Kind::ReadOnly(f) => f(state),
+        Kind::Policy => settings.policy().name().into(),
+        Kind::Text(field) => field(settings).read().clone().unwrap_or_default(),
+        Kind::ReadOnly(_) => return None,
+    })
+}
+
+/// ```text
+/// CONFIG REWRITE
+/// ```
+/// Writes the settings in force back to the `--config` file, as Redis
+/// rewrites redis.conf: a key the file has is updated, a setting away from
+/// its default is added, the rest of the file (comments, order, settings
+/// `CONFIG SET` cannot change) is kept. `replicaof` follows the role
+/// (Sentinel rewrites it at every failover). The file is replaced whole,
+/// by rename, so a crash leaves the old one.
+pub fn rewrite(ctx: &mut Ctx<'_>, _req: &Request<'_>) -> Result<(), CmdError> {
+    let state = ctx.state;
+    let Some(path) = &state.config_file else {
+        return Err(CmdError::err("The server is running without a config file"));
+    };
+    let failed = |e: &dyn std::fmt::Display| {
+        tracing::warn!(path = %path.display(), error = %e, "CONFIG REWRITE failed");
+        CmdError::err(format!("Rewriting config file: {e}"))
+    };
+    let text = match std::fs::read_to_string(path) {
+        Ok(t) => t,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => String::new(),
+        Err(e) => return Err(failed(&e)),
+    };
+    let mut doc: toml_edit::DocumentMut = text.parse().map_err(|e| failed(&e))?;
+    let defaults = Settings::new(&crate::config::Config::default(), None);
+    for p in PARAMS {
+        let (live, default) = match &p.kind {
+            Kind::ReadOnly(_) if p.name == "replicaof" => (
+                match state.replication.role() {
+                    crate::replication::Role::Primary => String::new(),
+                    crate::replication::Role::Replica { host, port } => {
+                        format!("{host}:{port}")
+                    }
+                },
+                String::new(),
+            ),
+            Kind::ReadOnly(_) => continue,
+            Kind::Password if state.password_from_file => continue,
+            _ => (
+                setting(&state.settings, p).unwrap_or_default(),
+                setting(&defaults, p).unwrap_or_default(),
+            ),
+        };
+        if !doc.contains_key(p.name) && live == default {
+            continue;
+        }
+        // A value the file already says, in its own words ("1gb"), stays.
+        let said = doc.get(p.name).and_then(|v| match v.as_value()? {
+            toml_edit::Value::String(s) => Some(s.value().clone()),
+            toml_edit::Value::Integer(n) => Some(n.value().to_string()),
+            toml_edit::Value::Boolean(b) => Some(if *b.value() { "yes" } else { "no" }.into()),
+            _ => None,
+        });
+        let same = said.is_some_and(|said| match &p.kind {
+            Kind::Number { memory: true, .. } => {
+                parse_memory(&said).is_ok_and(|n| n.to_string() == live)
+            }
+            _ => said == live,
+        });
+        if same {
+            continue;
+        }
+        let text_kind = matches!(p.kind, Kind::Password | Kind::Text(_) | Kind::ReadOnly(_));
+        if text_kind && live.is_empty() {
+            doc.remove(p.name);
+            continue;
+        }
+        doc[p.name] = match (&p.kind, live.parse::<i64>()) {
+            (Kind::Number { .. }, Ok(n)) => toml_edit::value(n),
+            (Kind::Flag(_), _) => toml_edit::value(live == "yes"),
+            _ => toml_edit::value(live),
+        };
     }
+    let mut text = doc.to_string();
+    if !text.ends_with('\n') {
+        text.push('\n');
+    }
+    let tmp = path.with_extension("rewrite.tmp");
+    std::fs::write(&tmp, text)
+        .and_then(|()| std::fs::rename(&tmp, path))
+        .map_err(|e| {
+            let _ = std::fs::remove_file(&tmp);
+            failed(&e)
+        })?;
+    tracing::info!(path = %path.display(), "CONFIG REWRITE executed with success");
+    ctx.out.ok();
+    Ok(())
 }
 
 /// ```text
@@ -349,6 +445,8 @@ pub fn help(ctx: &mut Ctx<'_>, _req: &Request<'_>) -> Result<(), CmdError> {
             "    Set the configuration <directive> to <value>.",
             "RESETSTAT",
             "    Reset statistics reported by the INFO command.",
+            "REWRITE",
+            "    Rewrite the configuration file.",
         ],
     );
     Ok(())

@@ -114,7 +114,11 @@ fn write_section(ctx: &Ctx<'_>, section: &str, t: &mut String) {
         "clients" => write!(
             t,
             "# Clients\r\nconnected_clients:{}\r\nmaxclients:{}\r\nblocked_clients:0\r\n",
-            state.clients.len(),
+            // Replicas' links are not counted, as in Redis.
+            state
+                .clients
+                .len()
+                .saturating_sub(state.replication.connected()),
             state.settings.get(&state.settings.maxclients),
         ),
         "memory" => {
@@ -136,7 +140,7 @@ fn write_section(ctx: &Ctx<'_>, section: &str, t: &mut String) {
         }
         "stats" => write!(
             t,
-            "# Stats\r\ntotal_connections_received:{}\r\ntotal_commands_processed:{}\r\ntotal_net_input_bytes:{}\r\ntotal_net_output_bytes:{}\r\nrejected_connections:{}\r\nexpired_keys:{}\r\nevicted_keys:{}\r\npubsub_channels:{}\r\npubsub_patterns:{}\r\nacl_access_denied_auth:{}\r\ntotal_error_replies:{}\r\nprotocol_errors:{}\r\n",
+            "# Stats\r\ntotal_connections_received:{}\r\ntotal_commands_processed:{}\r\ntotal_net_input_bytes:{}\r\ntotal_net_output_bytes:{}\r\nrejected_connections:{}\r\nexpired_keys:{}\r\nevicted_keys:{}\r\nsync_full:{}\r\nsync_partial_ok:{}\r\nsync_partial_err:{}\r\npubsub_channels:{}\r\npubsub_patterns:{}\r\nacl_access_denied_auth:{}\r\ntotal_error_replies:{}\r\nprotocol_errors:{}\r\n",
             Stats::read(&stats.connections_received),
             Stats::read(&stats.commands_processed),
             Stats::read(&stats.net_input_bytes),
@@ -144,6 +148,9 @@ fn write_section(ctx: &Ctx<'_>, section: &str, t: &mut String) {
             Stats::read(&stats.rejected_connections),
             state.store.expired_count(),
             state.store.evicted_count(),
+            Stats::read(&state.replication.full_syncs),
+            Stats::read(&state.replication.partial_ok),
+            Stats::read(&state.replication.partial_err),
             state.pubsub.channel_count(),
             state.pubsub.pattern_count(),
             Stats::read(&stats.auth_failures),

@@ -85,10 +85,11 @@ static COMMAND_SUBCOMMANDS: [CommandSpec; 6] = [
     cmd! { name: "list", arity: -2, flags: [LOADING | STALE], keys: NONE, group: "server", since: "7.0.0", complexity: "O(N) where N is the total number of commands", summary: "Returns a list of command names.", handler: command::list },
 ];
 
-static CONFIG_SUBCOMMANDS: [CommandSpec; 4] = [
+static CONFIG_SUBCOMMANDS: [CommandSpec; 5] = [
     cmd! { name: "get", arity: -3, flags: [ADMIN | NOSCRIPT | LOADING | STALE], keys: NONE, group: "server", since: "2.0.0", complexity: "O(N) when N is the number of configuration parameters provided", summary: "Returns the effective values of configuration parameters.", handler: config::get },
     cmd! { name: "help", arity: 2, flags: [LOADING | STALE], keys: NONE, group: "server", since: "5.0.0", complexity: "O(1)", summary: "Returns helpful text about the different subcommands.", handler: config::help },
     cmd! { name: "resetstat", arity: 2, flags: [ADMIN | NOSCRIPT | LOADING | STALE], keys: NONE, group: "server", since: "2.0.0", complexity: "O(1)", summary: "Resets the server's statistics.", handler: config::resetstat },
+    cmd! { name: "rewrite", arity: 2, flags: [ADMIN | NOSCRIPT | LOADING | STALE], keys: NONE, group: "server", since: "2.8.0", complexity: "O(1)", summary: "Persists the effective configuration to file.", handler: config::rewrite },
     cmd! { name: "set", arity: -4, flags: [ADMIN | NOSCRIPT | LOADING | STALE], keys: NONE, group: "server", since: "2.0.0", complexity: "O(N) when N is the number of configuration parameters provided", summary: "Sets configuration parameters in-flight.", handler: config::set },
 ];
 

@@ -155,7 +155,11 @@ pub fn readings(state: &State) -> crate::metrics::Readings<'_> {
         expired: state.store.expired_count(),
         evicted: state.store.evicted_count(),
         keys: state.store.counts(),
-        clients: state.clients.len(),
+        // As Redis counts them: replicas are not clients here.
+        clients: state
+            .clients
+            .len()
+            .saturating_sub(state.replication.connected()),
         maxclients: state.settings.get(&state.settings.maxclients),
         maxmemory: state.settings.get(&state.settings.maxmemory),
         uptime: state.started.elapsed(),
@@ -164,5 +168,8 @@ pub fn readings(state: &State) -> crate::metrics::Readings<'_> {
         lua_memory: state.scripts.used_memory(),
         policies: &state.policies,
         lapsed_leases: state.store.lapsed_leases(),
+        replication: &state.replication,
+        repl_offset: state.store.effects.offset(),
+        now_ms: state.clock.now().as_millis(),
     }
 }

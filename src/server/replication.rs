@@ -76,6 +76,7 @@ pub async fn feed<S: AsyncRead + AsyncWrite + Unpin>(
         ?resync,
         "replica attached"
     );
+    info.replica.store(true, Ordering::Relaxed);
     repl.attach(attached.clone());
     let (rd, mut wr) = tokio::io::split(socket);
     let why = tokio::select! {

@@ -346,6 +346,23 @@ def start_turnstile(procs, binary, tmp):
     return p, port, metrics
 
 
+def start_replica(procs, binary, tmp, primary_port):
+    logfile = tmp / "replica.log"
+    env = {k: v for k, v in os.environ.items() if not k.startswith("TURNSTILE_")}
+    env["NO_COLOR"] = "1"
+    p = procs.start("replica", [binary, "--bind", "127.0.0.1", "--port", "0", "--metrics-addr", "off",
+                                "--replicaof", f"127.0.0.1:{primary_port}"], logfile, env=env)
+
+    def synced():
+        if p.poll() is not None:
+            raise Timeout(f"replica exited with {p.returncode}: {logfile.read_text()[-2000:]}")
+        return "replica synchronised" in logfile.read_text(errors="replace")
+
+    wait_for("the replica's full copy", synced, 10)
+    log(f"replica pid {p.pid} follows 127.0.0.1:{primary_port}")
+    return p
+
+
 def start_prometheus(procs, prom_bin, tmp, metrics_addr):
     cfg = tmp / "prometheus.yml"
     cfg.write_text(
@@ -838,6 +855,8 @@ def main():
         promtool_check(args.prometheus)
 
         ts_proc, port, metrics_addr = start_turnstile(procs, binary, tmp)
+        # A replica of it, so the replication row has a replica to show.
+        start_replica(procs, binary, tmp, port)
         prom_proc, base = start_prometheus(procs, args.prometheus, tmp, metrics_addr)
         prom = Prom(base)
         up = f'up{{job="{JOB}"}}'
