@@ -95,6 +95,13 @@ pub struct Config {
     /// on every node; the 16384 slots are split into ranges in list order.
     #[arg(long, env = "TURNSTILE_CLUSTER_NODES", value_name = "HOST:PORT,...")]
     pub cluster_nodes: Option<String>,
+    /// Cluster mode with Redis Sentinel: the Sentinels (HOST:PORT,
+    /// comma-separated) that watch every shard's primary under the shard's
+    /// name (`name` in --cluster-config, default `shard-N`). Each node
+    /// follows their `+switch-master` events, so slots and `MOVED` replies
+    /// follow a failover.
+    #[arg(long, env = "TURNSTILE_CLUSTER_SENTINELS", value_name = "HOST:PORT,...", value_delimiter = ',', value_parser = parse_host_port)]
+    pub cluster_sentinels: Vec<(String, u16)>,
     /// Which entry of the cluster this node is (default: bind:port).
     #[arg(long, env = "TURNSTILE_CLUSTER_ANNOUNCE", value_name = "HOST:PORT")]
     pub cluster_announce: Option<String>,

@@ -18,6 +18,7 @@ use common::*;
 use redis::cluster::ClusterClient;
 use redis::cluster_async::ClusterConnection;
 use redis::{ProtocolVersion, Value};
+use turnstile::clock::Clock;
 use turnstile::cluster::key_slot;
 use turnstile::{Config, ManualClock, Nanos, ServerHandle};
 
@@ -1427,4 +1428,103 @@ async fn the_rate_limit_service_answers_on_the_domains_node_only() {
     }
     c.shutdown().await;
     std::fs::remove_dir_all(&dir).unwrap();
+}
+
+/// Shards with replicas (`replicas` in the cluster file): a replica node
+/// follows its shard's primary by itself, `CLUSTER SLOTS` lists it after
+/// the primary, it sends writes (and reads, without `READONLY`) to the
+/// primary with `MOVED`, serves reads to a `READONLY` connection, and once
+/// promoted (`REPLICAOF NO ONE`, as Sentinel does) serves its shard.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn shards_with_replicas() {
+    let dir = std::env::temp_dir().join(format!(
+        "turnstile-cluster-replicas-{}-{:?}",
+        std::process::id(),
+        std::thread::current().id()
+    ));
+    std::fs::create_dir_all(&dir).unwrap();
+    let file = dir.join("cluster.toml");
+    let path = file.clone();
+    let c = Cluster::start_with(4, move |config, ports| {
+        std::fs::write(
+            &path,
+            format!(
+                "[[node]]\naddr = \"127.0.0.1:{}\"\nslots = [\"0-8191\"]\nreplicas = [\"127.0.0.1:{}\"]\n\n[[node]]\naddr = \"127.0.0.1:{}\"\nslots = [\"8192-16383\"]\nreplicas = [\"127.0.0.1:{}\"]\n",
+                ports[0], ports[2], ports[1], ports[3]
+            ),
+        )
+        .unwrap();
+        config.cluster_nodes = None;
+        config.cluster_config = Some(path.clone());
+    })
+    .await;
+    for i in [2, 3] {
+        let repl = &c.nodes[i].state().replication;
+        eventually("the replicas are in sync", || {
+            repl.link() == turnstile::replication::Link::Up
+        })
+        .await;
+    }
+    let mut p = c.plain(0).await;
+    let slots: Value = q(&mut p, &["CLUSTER", "SLOTS"]).await;
+    let Value::Array(ranges) = &slots else {
+        panic!("{slots:?}")
+    };
+    assert_eq!(ranges.len(), 2);
+    for (r, (primary, replica)) in ranges.iter().zip([(0, 2), (1, 3)]) {
+        let Value::Array(entry) = r else {
+            panic!("{r:?}")
+        };
+        assert_eq!(entry.len(), 4, "{entry:?}");
+        let port = |v: &Value| match v {
+            Value::Array(n) => match n[1] {
+                Value::Int(p) => p,
+                ref v => panic!("{v:?}"),
+            },
+            v => panic!("{v:?}"),
+        };
+        assert_eq!(port(&entry[2]), i64::from(c.ports[primary]));
+        assert_eq!(port(&entry[3]), i64::from(c.ports[replica]));
+    }
+    let nodes: String = q(&mut p, &["CLUSTER", "NODES"]).await;
+    let replica_line = nodes
+        .lines()
+        .find(|l| l.contains(&format!(":{}@", c.ports[2])))
+        .unwrap();
+    assert!(replica_line.contains(" slave "), "{nodes}");
+
+    // hello = 866: shard 0's, written on its primary.
+    let _: () = q(&mut p, &["SET", "hello", "world"]).await;
+    let mut r = c.raw(2).await;
+    let moved = format!("-MOVED 866 127.0.0.1:{}\r\n", c.ports[0]);
+    assert_eq!(r.call(&["SET", "hello", "x"]).await, moved);
+    assert_eq!(r.call(&["GET", "hello"]).await, moved);
+    assert_eq!(r.call(&["READONLY"]).await, "+OK\r\n");
+    eventually("the write reached the replica", || {
+        c.nodes[2].state().store.exists(b"hello", c.clock.now())
+    })
+    .await;
+    assert_eq!(r.call(&["GET", "hello"]).await, "$5\r\nworld\r\n");
+    assert_eq!(r.call(&["SET", "hello", "x"]).await, moved);
+    // user1000 = 3443 is shard 0's too; a key of shard 1 goes to its primary.
+    assert_eq!(
+        r.call(&["GET", "foo"]).await,
+        format!("-MOVED 12182 127.0.0.1:{}\r\n", c.ports[1])
+    );
+    assert!(r
+        .call(&["REPLICAOF", "127.0.0.1", &c.ports[1].to_string()])
+        .await
+        .starts_with("-ERR REPLICAOF in cluster mode must name another node of this node's shard"));
+    // Promoted: it serves shard 0 now, and says so.
+    assert_eq!(r.call(&["REPLICAOF", "NO", "ONE"]).await, "+OK\r\n");
+    assert_eq!(r.call(&["SET", "hello", "again"]).await, "+OK\r\n");
+    let mut p2 = c.plain(2).await;
+    let nodes: String = q(&mut p2, &["CLUSTER", "NODES"]).await;
+    let me = nodes.lines().find(|l| l.contains("myself")).unwrap();
+    assert!(
+        me.contains("myself,master - ") && me.ends_with(" 0-8191"),
+        "{nodes}"
+    );
+    let _ = std::fs::remove_dir_all(&dir);
+    c.shutdown().await;
 }

@@ -1,28 +1,46 @@
-//! The static cluster topology: which node owns which slots. Every node is
-//! given the same node list (or file), so every node derives the same map
-//! and the same node ids without talking to the others.
+//! The cluster topology: which shard owns which slots, which nodes serve
+//! each shard, and which of them is its primary now. Every node is given
+//! the same node list (or file), so every node derives the same map and
+//! the same node ids without talking to the others; a shard's primary
+//! changes when Redis Sentinel fails it over (`server/sentinel.rs` hears
+//! it and calls [`Topology::set_primary`]).
 
 use std::path::Path;
+use std::sync::atomic::{AtomicUsize, Ordering};
 
 use serde::Deserialize;
 
 use super::slot::SLOTS;
 
-/// One node of the cluster.
+/// One node of the cluster: a shard's primary or one of its replicas.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Node {
     /// 40 hex characters, derived from the address.
     pub id: String,
     pub host: String,
     pub port: u16,
-    /// Inclusive slot ranges, ascending.
+    /// Its shard's inclusive slot ranges, ascending.
     pub ranges: Vec<(u16, u16)>,
+    /// Index of its shard in [`Topology::shards`].
+    pub shard: usize,
 }
 
 impl Node {
     pub fn addr(&self) -> String {
         format!("{}:{}", self.host, self.port)
     }
+}
+
+/// A set of slots served by one primary and its replicas.
+#[derive(Debug)]
+pub struct Shard {
+    /// The master name Sentinel knows the shard by (`--cluster-sentinels`).
+    pub name: String,
+    /// Its nodes (indices into [`Topology::nodes`]), the configured
+    /// primary first.
+    pub members: Vec<usize>,
+    /// The member that is its primary now.
+    primary: AtomicUsize,
 }
 
 #[derive(Debug, thiserror::Error, PartialEq, Eq)]
@@ -44,16 +62,18 @@ pub enum TopologyError {
 }
 
 /// The cluster as this node sees it.
-#[derive(Debug, Clone)]
+#[derive(Debug)]
 pub struct Topology {
     pub nodes: Vec<Node>,
+    pub shards: Vec<Shard>,
     /// Index of this node in `nodes`.
     pub me: usize,
-    /// Owner (index into `nodes`) of every slot; `u16::MAX` if unassigned.
+    /// Owner (index into `shards`) of every slot; `u16::MAX` if unassigned.
     owner: Box<[u16]>,
 }
 
-/// The cluster file (`--cluster-config`): explicit slot ranges per node.
+/// The cluster file (`--cluster-config`): explicit slot ranges per shard,
+/// and its replicas.
 #[derive(Debug, Deserialize)]
 #[serde(deny_unknown_fields)]
 struct File {
@@ -65,6 +85,11 @@ struct File {
 struct FileNode {
     addr: String,
     slots: Vec<String>,
+    #[serde(default)]
+    replicas: Vec<String>,
+    /// Sentinel's master name for the shard; default `shard-N` (N its
+    /// position in the file, from 0).
+    name: Option<String>,
 }
 
 impl Topology {
@@ -78,50 +103,68 @@ impl Topology {
         let per = f64::from(SLOTS) / addrs.len() as f64;
         let mut cursor = 0.0f64;
         let mut first = 0u16;
-        let mut nodes = Vec::with_capacity(addrs.len());
+        let mut shards = Vec::with_capacity(addrs.len());
         for (i, addr) in addrs.iter().enumerate() {
             let last = if i + 1 == addrs.len() {
                 SLOTS - 1
             } else {
                 ((cursor + per - 1.0).round() as u16).min(SLOTS - 1)
             };
-            nodes.push(node(addr, vec![(first, last)])?);
+            shards.push((
+                format!("shard-{i}"),
+                vec![addr.clone()],
+                vec![(first, last)],
+            ));
             first = last + 1;
             cursor += per;
         }
-        Self::build(nodes, announce)
+        Self::build(shards, announce)
     }
 
     /// Reads explicit ranges from a TOML file:
-    /// `[[node]] addr = "10.0.0.1:6379"  slots = ["0-8191"]`.
+    /// `[[node]] addr = "10.0.0.1:6379"  slots = ["0-8191"]`, with
+    /// `replicas = ["10.0.0.4:6379"]` and `name = "shard-a"` optional.
     pub fn from_file(path: &Path, announce: &str) -> Result<Topology, TopologyError> {
         let text = std::fs::read_to_string(path)
             .map_err(|e| TopologyError::File(format!("cannot read {}: {e}", path.display())))?;
         let file: File = toml::from_str(&text)
             .map_err(|e| TopologyError::File(format!("{}: {e}", path.display())))?;
-        let nodes = file
+        let shards = file
             .node
             .into_iter()
-            .map(|n| {
+            .enumerate()
+            .map(|(i, n)| {
                 let ranges = n
                     .slots
                     .iter()
                     .map(|r| parse_range(r))
                     .collect::<Result<_, _>>()?;
-                node(&n.addr, ranges)
+                let members = std::iter::once(n.addr).chain(n.replicas).collect();
+                Ok((
+                    n.name.unwrap_or_else(|| format!("shard-{i}")),
+                    members,
+                    ranges,
+                ))
             })
             .collect::<Result<Vec<_>, _>>()?;
-        Self::build(nodes, announce)
+        Self::build(shards, announce)
     }
 
-    fn build(mut nodes: Vec<Node>, announce: &str) -> Result<Topology, TopologyError> {
-        if nodes.is_empty() {
+    /// `shards`: (name, member addresses with the primary first, ranges).
+    #[allow(clippy::type_complexity)]
+    fn build(
+        shards: Vec<(String, Vec<String>, Vec<(u16, u16)>)>,
+        announce: &str,
+    ) -> Result<Topology, TopologyError> {
+        if shards.is_empty() {
             return Err(TopologyError::Empty);
         }
         let mut owner = vec![u16::MAX; SLOTS as usize].into_boxed_slice();
-        for (i, n) in nodes.iter_mut().enumerate() {
-            n.ranges.sort_unstable();
-            for &(a, b) in &n.ranges {
+        let mut nodes: Vec<Node> = Vec::new();
+        let mut out = Vec::with_capacity(shards.len());
+        for (i, (name, members, mut ranges)) in shards.into_iter().enumerate() {
+            ranges.sort_unstable();
+            for &(a, b) in &ranges {
                 for s in a..=b {
                     if owner[s as usize] != u16::MAX {
                         return Err(TopologyError::Overlap(s));
@@ -129,33 +172,79 @@ impl Topology {
                     owner[s as usize] = i as u16;
                 }
             }
-        }
-        for (i, n) in nodes.iter().enumerate() {
-            if nodes[..i]
-                .iter()
-                .any(|m| m.host == n.host && m.port == n.port)
-            {
-                return Err(TopologyError::Duplicate(n.addr()));
+            let first = nodes.len();
+            for addr in &members {
+                let mut n = node(addr, ranges.clone())?;
+                n.shard = i;
+                if nodes.iter().any(|m| m.host == n.host && m.port == n.port) {
+                    return Err(TopologyError::Duplicate(n.addr()));
+                }
+                nodes.push(n);
             }
+            out.push(Shard {
+                name,
+                members: (first..nodes.len()).collect(),
+                primary: AtomicUsize::new(first),
+            });
         }
         let (host, port) = split_addr(announce)?;
         let me = nodes
             .iter()
             .position(|n| n.host == host && n.port == port)
             .ok_or_else(|| TopologyError::NotAMember(announce.to_string()))?;
-        Ok(Topology { nodes, me, owner })
+        Ok(Topology {
+            nodes,
+            shards: out,
+            me,
+            owner,
+        })
+    }
+
+    /// The primary of shard `shard` now (an index into `nodes`).
+    pub fn primary_of(&self, shard: usize) -> usize {
+        self.shards[shard].primary.load(Ordering::Acquire)
+    }
+
+    /// Makes node `node` its shard's primary; false if it already was.
+    pub fn set_primary(&self, node: usize) -> bool {
+        let shard = &self.shards[self.nodes[node].shard];
+        shard.primary.swap(node, Ordering::AcqRel) != node
+    }
+
+    /// Whether node `i` is its shard's primary now.
+    pub fn is_primary(&self, i: usize) -> bool {
+        self.primary_of(self.nodes[i].shard) == i
+    }
+
+    /// The node listening at `host:port`.
+    pub fn find(&self, host: &str, port: u16) -> Option<usize> {
+        self.nodes
+            .iter()
+            .position(|n| n.host == host && n.port == port)
+    }
+
+    /// The shard Sentinel knows as `name`.
+    pub fn shard_named(&self, name: &str) -> Option<usize> {
+        self.shards.iter().position(|s| s.name == name)
+    }
+
+    /// The shard that owns `slot`, if any.
+    pub fn shard_of(&self, slot: u16) -> Option<usize> {
+        match self.owner[slot as usize] {
+            u16::MAX => None,
+            i => Some(i as usize),
+        }
     }
 
     pub fn myself(&self) -> &Node {
         &self.nodes[self.me]
     }
 
-    /// The node that owns `slot`, if any.
+    /// The node that serves `slot`'s writes now (its shard's primary), if
+    /// any.
     pub fn owner(&self, slot: u16) -> Option<(usize, &Node)> {
-        match self.owner[slot as usize] {
-            u16::MAX => None,
-            i => Some((i as usize, &self.nodes[i as usize])),
-        }
+        let p = self.primary_of(self.shard_of(slot)?);
+        Some((p, &self.nodes[p]))
     }
 
     /// Slots with an owner.
@@ -182,6 +271,7 @@ fn node(addr: &str, ranges: Vec<(u16, u16)>) -> Result<Node, TopologyError> {
         host,
         port,
         ranges,
+        shard: 0,
     })
 }
 
@@ -295,6 +385,31 @@ mod tests {
     }
 
     #[test]
+    fn shards_with_replicas_follow_their_primary() {
+        let path =
+            std::env::temp_dir().join(format!("turnstile-cluster-r-{}.toml", std::process::id()));
+        std::fs::write(
+            &path,
+            "[[node]]\naddr = \"h:1\"\nslots = [\"0-8191\"]\nreplicas = [\"h:3\"]\nname = \"a\"\n[[node]]\naddr = \"h:2\"\nslots = [\"8192-16383\"]\nreplicas = [\"h:4\"]\n",
+        )
+        .unwrap();
+        let t = Topology::from_file(&path, "h:3").unwrap();
+        std::fs::remove_file(&path).unwrap();
+        assert_eq!(t.nodes.len(), 4);
+        assert_eq!(t.me, 1);
+        assert_eq!(t.nodes[t.me].shard, 0);
+        assert_eq!(t.owner(5).unwrap().1.addr(), "h:1");
+        assert!(!t.is_primary(t.me));
+        assert_eq!(t.shard_named("a"), Some(0));
+        assert_eq!(t.shard_named("shard-1"), Some(1));
+        assert!(t.set_primary(t.me));
+        assert!(!t.set_primary(t.me));
+        assert_eq!(t.owner(5).unwrap().1.addr(), "h:3");
+        assert_eq!(t.owner(9000).unwrap().1.addr(), "h:2");
+        assert_eq!(t.find("h:4".split(':').next().unwrap(), 4), Some(3));
+    }
+
+    #[test]
     fn explicit_ranges_from_a_file() {
         let path =
             std::env::temp_dir().join(format!("turnstile-cluster-{}.toml", std::process::id()));
@@ -305,6 +420,7 @@ mod tests {
         .unwrap();
         let t = Topology::from_file(&path, "h:2").unwrap();
         assert_eq!(t.owner(200).unwrap().0, 0);
+        assert_eq!(t.shards[1].name, "shard-1");
         assert_eq!(t.owner(150).unwrap().0, 1);
         assert!(t.owner(201).is_none());
         assert_eq!(t.assigned(), 201);

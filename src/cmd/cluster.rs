@@ -14,7 +14,12 @@ use crate::protocol::{ReplyBuf, Request};
 /// owns it: `CROSSSLOT`, `MOVED <slot> <host>:<port>` or `CLUSTERDOWN`
 /// otherwise. Keys come from the command table, so every command routes
 /// by the same positions `COMMAND` reports.
-pub fn route(topology: &Topology, spec: &CommandSpec, req: &Request<'_>) -> Result<(), CmdError> {
+pub fn route(
+    topology: &Topology,
+    spec: &CommandSpec,
+    req: &Request<'_>,
+    readonly: bool,
+) -> Result<(), CmdError> {
     let mut slot: Option<u16> = None;
     spec.try_for_each_key(req, |key| {
         let s = key_slot(key);
@@ -29,11 +34,20 @@ pub fn route(topology: &Topology, spec: &CommandSpec, req: &Request<'_>) -> Resu
     let Some(slot) = slot else {
         return Ok(());
     };
-    match topology.owner(slot) {
-        None => Err(CmdError::SlotNotServed),
-        Some((i, _)) if i == topology.me => Ok(()),
-        Some((_, node)) => Err(CmdError::Moved(slot, node.addr())),
+    let Some(shard) = topology.shard_of(slot) else {
+        return Err(CmdError::SlotNotServed);
+    };
+    let primary = topology.primary_of(shard);
+    if primary == topology.me {
+        return Ok(());
     }
+    // A replica of the slot's shard serves reads to a READONLY connection,
+    // as a Redis Cluster replica does; everything else goes to the primary.
+    let mine = topology.nodes[topology.me].shard == shard;
+    if mine && readonly && !spec.flags.contains(super::Flags::WRITE) {
+        return Ok(());
+    }
+    Err(CmdError::Moved(slot, topology.nodes[primary].addr()))
 }
 
 fn topology<'a>(ctx: &Ctx<'a>) -> Result<&'a Topology, CmdError> {
@@ -46,9 +60,16 @@ fn topology<'a>(ctx: &Ctx<'a>) -> Result<&'a Topology, CmdError> {
 /// ```text
 /// READONLY | READWRITE | ASKING
 /// ```
-/// Accepted so cluster clients can send them; every node is a primary.
-pub fn accept(ctx: &mut Ctx<'_>, _req: &Request<'_>) -> Result<(), CmdError> {
+/// `READONLY` lets this connection read the keys of this node's shard
+/// while it is a replica; `READWRITE` ends that; `ASKING` is accepted
+/// (slots never migrate).
+pub fn accept(ctx: &mut Ctx<'_>, req: &Request<'_>) -> Result<(), CmdError> {
     topology(ctx)?;
+    if req.arg(0).eq_ignore_ascii_case(b"readonly") {
+        ctx.session.readonly = true;
+    } else if req.arg(0).eq_ignore_ascii_case(b"readwrite") {
+        ctx.session.readonly = false;
+    }
     ctx.out.ok();
     Ok(())
 }
@@ -64,12 +85,16 @@ pub fn info(ctx: &mut Ctx<'_>, _req: &Request<'_>) -> Result<(), CmdError> {
     } else {
         "fail"
     };
-    let size = t.nodes.iter().filter(|n| !n.ranges.is_empty()).count();
+    let size = t
+        .shards
+        .iter()
+        .filter(|s| !t.nodes[s.members[0]].ranges.is_empty())
+        .count();
     let text = format!(
         "cluster_state:{state}\r\ncluster_slots_assigned:{assigned}\r\ncluster_slots_ok:{assigned}\r\ncluster_slots_pfail:0\r\ncluster_slots_fail:0\r\ncluster_known_nodes:{}\r\ncluster_size:{size}\r\ncluster_current_epoch:{}\r\ncluster_my_epoch:{}\r\ncluster_stats_messages_sent:0\r\ncluster_stats_messages_received:0\r\ntotal_cluster_links_buffer_limit_exceeded:0\r\n",
         t.nodes.len(),
-        t.nodes.len(),
-        t.me + 1,
+        t.shards.len(),
+        t.nodes[t.me].shard + 1,
     );
     ctx.out.verbatim(text.as_bytes());
     Ok(())
@@ -165,23 +190,46 @@ fn write_node_entry(out: &mut ReplyBuf, n: &Node) {
     out.map(0);
 }
 
+/// The members of shard `shard`, its primary first.
+fn members(t: &Topology, shard: usize) -> impl Iterator<Item = (usize, &Node)> {
+    let primary = t.primary_of(shard);
+    std::iter::once(primary)
+        .chain(
+            t.shards[shard]
+                .members
+                .iter()
+                .copied()
+                .filter(move |&i| i != primary),
+        )
+        .map(|i| (i, &t.nodes[i]))
+}
+
 /// ```text
 /// CLUSTER SLOTS
 /// ```
+/// Each range with its shard's primary, then its replicas.
 pub fn slots(ctx: &mut Ctx<'_>, _req: &Request<'_>) -> Result<(), CmdError> {
     let t = topology(ctx)?;
-    let mut ranges: Vec<(u16, u16, &Node)> = t
-        .nodes
+    let mut ranges: Vec<(u16, u16, usize)> = t
+        .shards
         .iter()
-        .flat_map(|n| n.ranges.iter().map(move |&(a, b)| (a, b, n)))
+        .enumerate()
+        .flat_map(|(i, s)| {
+            t.nodes[s.members[0]]
+                .ranges
+                .iter()
+                .map(move |&(a, b)| (a, b, i))
+        })
         .collect();
     ranges.sort_by_key(|r| r.0);
     ctx.out.array(ranges.len());
-    for (a, b, n) in ranges {
-        ctx.out.array(3);
+    for (a, b, shard) in ranges {
+        ctx.out.array(2 + t.shards[shard].members.len());
         ctx.out.int(i64::from(a));
         ctx.out.int(i64::from(b));
-        write_node_entry(ctx.out, n);
+        for (_, n) in members(t, shard) {
+            write_node_entry(ctx.out, n);
+        }
     }
     Ok(())
 }
@@ -191,33 +239,37 @@ pub fn slots(ctx: &mut Ctx<'_>, _req: &Request<'_>) -> Result<(), CmdError> {
 /// ```
 pub fn shards(ctx: &mut Ctx<'_>, _req: &Request<'_>) -> Result<(), CmdError> {
     let t = topology(ctx)?;
+    let offset = ctx.state.store.effects.offset() as i64;
     let out = &mut *ctx.out;
-    out.array(t.nodes.len());
-    for n in &t.nodes {
+    out.array(t.shards.len());
+    for (shard, s) in t.shards.iter().enumerate() {
+        let ranges = &t.nodes[s.members[0]].ranges;
         out.map(2);
         out.bulk_str("slots");
-        out.array(n.ranges.len() * 2);
-        for &(a, b) in &n.ranges {
+        out.array(ranges.len() * 2);
+        for &(a, b) in ranges {
             out.int(i64::from(a));
             out.int(i64::from(b));
         }
         out.bulk_str("nodes");
-        out.array(1);
-        out.map(7);
-        out.bulk_str("id");
-        out.bulk_str(&n.id);
-        out.bulk_str("port");
-        out.int(i64::from(n.port));
-        out.bulk_str("ip");
-        out.bulk_str(&n.host);
-        out.bulk_str("endpoint");
-        out.bulk_str(&n.host);
-        out.bulk_str("role");
-        out.bulk_str("master");
-        out.bulk_str("replication-offset");
-        out.int(0);
-        out.bulk_str("health");
-        out.bulk_str("online");
+        out.array(s.members.len());
+        for (i, n) in members(t, shard) {
+            out.map(7);
+            out.bulk_str("id");
+            out.bulk_str(&n.id);
+            out.bulk_str("port");
+            out.int(i64::from(n.port));
+            out.bulk_str("ip");
+            out.bulk_str(&n.host);
+            out.bulk_str("endpoint");
+            out.bulk_str(&n.host);
+            out.bulk_str("role");
+            out.bulk_str(if t.is_primary(i) { "master" } else { "replica" });
+            out.bulk_str("replication-offset");
+            out.int(if i == t.me { offset } else { 0 });
+            out.bulk_str("health");
+            out.bulk_str("online");
+        }
     }
     Ok(())
 }
@@ -226,26 +278,40 @@ pub fn shards(ctx: &mut Ctx<'_>, _req: &Request<'_>) -> Result<(), CmdError> {
 /// CLUSTER NODES
 /// ```
 /// One line per node, as Redis 7 writes them; the cluster bus port is
-/// reported as port + 10000 though Turnstile runs no bus.
+/// reported as port + 10000 though Turnstile runs no bus. A replica names
+/// its primary and lists no slots.
 pub fn nodes(ctx: &mut Ctx<'_>, _req: &Request<'_>) -> Result<(), CmdError> {
     let t = topology(ctx)?;
     let mut text = String::new();
     for (i, n) in t.nodes.iter().enumerate() {
-        let flags = if i == t.me { "myself,master" } else { "master" };
+        let primary = t.primary_of(n.shard);
+        let role = if primary == i { "master" } else { "slave" };
+        let flags = if i == t.me {
+            format!("myself,{role}")
+        } else {
+            role.to_string()
+        };
+        let of = if primary == i {
+            "-"
+        } else {
+            &t.nodes[primary].id
+        };
         let _ = write!(
             text,
-            "{} {}:{}@{} {flags} - 0 0 {} connected",
+            "{} {}:{}@{} {flags} {of} 0 0 {} connected",
             n.id,
             n.host,
             n.port,
             u32::from(n.port) + 10000,
-            i + 1
+            n.shard + 1
         );
-        for &(a, b) in &n.ranges {
-            if a == b {
-                let _ = write!(text, " {a}");
-            } else {
-                let _ = write!(text, " {a}-{b}");
+        if primary == i {
+            for &(a, b) in &n.ranges {
+                if a == b {
+                    let _ = write!(text, " {a}");
+                } else {
+                    let _ = write!(text, " {a}-{b}");
+                }
             }
         }
         text.push('\n');

@@ -190,6 +190,7 @@ pub fn reset(ctx: &mut Ctx<'_>, _req: &Request<'_>) -> Result<(), CmdError> {
     }
     ctx.session.tx.clear(&ctx.state.store);
     super::pubsub::forget(ctx.state, ctx.session);
+    ctx.session.readonly = false;
     ctx.out.simple("RESET");
     Ok(())
 }

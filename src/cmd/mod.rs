@@ -184,7 +184,7 @@ fn check(
         return Err(refuse(CmdError::NoAuth));
     }
     if let Some(topology) = &ctx.state.cluster {
-        cluster::route(topology, spec, req).map_err(refuse)?;
+        cluster::route(topology, spec, req, ctx.session.readonly).map_err(refuse)?;
     }
     if spec.flags.contains(Flags::WRITE) && ctx.state.replication.is_replica() {
         return Err(refuse(CmdError::ReadOnlyReplica));

@@ -22,14 +22,15 @@ fn is(a: &[u8], word: &str) -> bool {
 /// REPLICAOF host port | REPLICAOF NO ONE
 /// ```
 pub fn replicaof(ctx: &mut Ctx<'_>, req: &Request<'_>) -> Result<(), CmdError> {
-    if ctx.state.cluster.is_some() {
-        return Err(CmdError::err("REPLICAOF not allowed in cluster mode."));
-    }
     let state = ctx.state;
     let repl = &state.replication;
     if is(req.arg(1), "no") && is(req.arg(2), "one") {
         if repl.promote(&state.store, backlog_size(ctx)) {
             tracing::info!("MASTER MODE enabled (user request)");
+        }
+        // In cluster mode this node now serves its shard's slots.
+        if let Some(t) = &state.cluster {
+            t.set_primary(t.me);
         }
         ctx.out.ok();
         return Ok(());
@@ -39,6 +40,20 @@ pub fn replicaof(ctx: &mut Ctx<'_>, req: &Request<'_>) -> Result<(), CmdError> {
         return Err(CmdError::err("Invalid master port"));
     }
     let host = String::from_utf8_lossy(req.arg(1)).into_owned();
+    // In cluster mode a node replicates only within its shard (Sentinel
+    // moves a shard's primary among its members); its shard's slots follow.
+    if let Some(t) = &state.cluster {
+        match t.find(&host, port as u16) {
+            Some(i) if t.nodes[i].shard == t.nodes[t.me].shard && i != t.me => {
+                t.set_primary(i);
+            }
+            _ => {
+                return Err(CmdError::err(
+                    "REPLICAOF in cluster mode must name another node of this node's shard",
+                ))
+            }
+        }
+    }
     if !repl.follow(&state.store, host.clone(), port as u16) {
         ctx.out.simple("OK Already connected to specified master");
         return Ok(());

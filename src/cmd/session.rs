@@ -44,6 +44,9 @@ pub struct Session {
     pub parked: Option<Park>,
     /// What a replica said of itself with `REPLCONF` before `PSYNC`.
     pub replica_hello: Option<ReplicaHello>,
+    /// `READONLY` (cluster mode): reads of this node's shard are served
+    /// here even while it is a replica.
+    pub readonly: bool,
 }
 
 /// A command the connection finishes, off the batch loop.
@@ -93,6 +96,7 @@ impl Session {
             subs: None,
             parked: None,
             replica_hello: None,
+            readonly: false,
         }
     }
 

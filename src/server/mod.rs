@@ -6,6 +6,7 @@ pub mod connection;
 pub mod http;
 pub mod replication;
 pub mod rls;
+pub mod sentinel;
 pub mod snapshots;
 pub mod tls;
 
@@ -305,6 +306,22 @@ pub async fn start(config: &Config, clock: Arc<dyn Clock>) -> Result<ServerHandl
     }
     if let Some((host, port)) = &config.replicaof {
         state.replication.follow(&state.store, host.clone(), *port);
+    }
+    // A cluster node that is not its shard's primary follows it.
+    if let Some(t) = &state.cluster {
+        if !t.is_primary(t.me) {
+            let p = &t.nodes[t.primary_of(t.nodes[t.me].shard)];
+            state
+                .replication
+                .follow(&state.store, p.host.clone(), p.port);
+        }
+        if !config.cluster_sentinels.is_empty() {
+            tokio::spawn(sentinel::watch(
+                state.clone(),
+                config.cluster_sentinels.clone(),
+                shutdown_rx.clone(),
+            ));
+        }
     }
     tokio::spawn(replication::follow(state.clone(), shutdown_rx.clone()));
     tokio::spawn(replication::cron(state.clone(), shutdown_rx.clone()));
