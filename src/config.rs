@@ -138,6 +138,12 @@ pub struct Config {
     /// Require TLS clients to present a certificate signed by these CAs.
     #[arg(long, env = "TURNSTILE_TLS_CA_CERT_FILE", value_name = "PEM")]
     pub tls_ca_cert_file: Option<PathBuf>,
+    /// A replica reaches its primary over TLS (the primary's address is
+    /// its --tls-port): the primary's certificate must chain to
+    /// --tls-ca-cert-file; --tls-cert-file and --tls-key-file, if given,
+    /// are presented to a primary that asks for a client certificate.
+    #[arg(long, env = "TURNSTILE_TLS_REPLICATION", default_value = "no", value_parser = parse_yes_no, action = clap::ArgAction::Set, value_name = "yes|no")]
+    pub tls_replication: bool,
     /// Milliseconds a Lua script may run before other clients are answered
     /// BUSY and SCRIPT KILL may stop it (Redis's `busy-reply-threshold`).
     #[arg(

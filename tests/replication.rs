@@ -416,3 +416,24 @@ async fn sentinels_failover_transaction_runs_and_rewrites_the_config() {
     assert_eq!(e, "ERR The server is running without a config file");
     let _ = std::fs::remove_dir_all(&dir);
 }
+
+/// `--masterauth`: a replica of a primary with a password authenticates
+/// first; with a wrong one its link never comes up.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_replica_authenticates_with_masterauth() {
+    let primary = Server::start_with(|c| c.requirepass = Some("s3cret".into())).await;
+    let port = primary.addr.port();
+    let good = Server::start_with(|c| {
+        c.replicaof = Some(("127.0.0.1".into(), port));
+        c.masterauth = Some("s3cret".into());
+    })
+    .await;
+    let bad = Server::start_with(|c| {
+        c.replicaof = Some(("127.0.0.1".into(), port));
+        c.masterauth = Some("wrong".into());
+    })
+    .await;
+    in_sync(&primary, &[&good]).await;
+    assert_ne!(bad.state().replication.link(), Link::Up);
+    assert_eq!(primary.state().replication.connected(), 1);
+}

@@ -428,3 +428,60 @@ async fn a_tls_client_that_never_reads_is_disconnected() {
     assert_pong(&mut other).await;
     server.shutdown().await;
 }
+
+/// `--tls-replication`: a replica reaches its primary's TLS port, checks
+/// the primary's certificate against `--tls-ca-cert-file`, and follows it.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_replica_follows_a_primary_over_tls() {
+    let certs = Certs::new();
+    let primary = Server::start_with(|c| certs.configure(c, false)).await;
+    let at = tls_addr(&primary);
+    let ca = certs.path("ca.crt");
+    let replica = Server::start_with(move |c| {
+        c.tls_replication = true;
+        c.tls_ca_cert_file = Some(ca);
+        c.replicaof = Some(("127.0.0.1".into(), at.port()));
+    })
+    .await;
+    let mut p = primary.client().await;
+    let _: () = redis::cmd("SET")
+        .arg("k")
+        .arg("over tls")
+        .query_async(&mut p)
+        .await
+        .unwrap();
+    let end = || primary.state().store.effects.offset();
+    common::eventually("the replica follows over TLS", || {
+        replica.state().replication.link() == turnstile::replication::Link::Up
+            && replica.state().store.effects.offset() == end()
+    })
+    .await;
+    let mut r = replica.client().await;
+    let got: String = redis::cmd("GET")
+        .arg("k")
+        .query_async(&mut r)
+        .await
+        .unwrap();
+    assert_eq!(got, "over tls");
+}
+
+/// Without a CA to check the primary with, `--tls-replication` refuses to
+/// start.
+#[tokio::test]
+async fn tls_replication_needs_a_ca() {
+    let mut c = Config::for_tests();
+    c.tls_replication = true;
+    let e = match turnstile::start(
+        &c,
+        Arc::new(turnstile::ManualClock::new(turnstile::Nanos(0))),
+    )
+    .await
+    {
+        Ok(_) => panic!("started without a CA"),
+        Err(e) => e.to_string(),
+    };
+    assert!(
+        e.contains("--tls-replication needs --tls-ca-cert-file"),
+        "{e}"
+    );
+}

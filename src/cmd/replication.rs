@@ -35,10 +35,10 @@ pub fn replicaof(ctx: &mut Ctx<'_>, req: &Request<'_>) -> Result<(), CmdError> {
         ctx.out.ok();
         return Ok(());
     }
-    let port = int(req, 2)?;
-    if !(0..=65535).contains(&port) {
-        return Err(CmdError::err("Invalid master port"));
-    }
+    let port = int(req, 2)
+        .ok()
+        .filter(|p| (0..=65535).contains(p))
+        .ok_or_else(|| CmdError::err("Invalid master port"))?;
     let host = String::from_utf8_lossy(req.arg(1)).into_owned();
     // In cluster mode a node replicates only within its shard (Sentinel
     // moves a shard's primary among its members); its shard's slots follow.
@@ -141,7 +141,8 @@ pub fn wait(ctx: &mut Ctx<'_>, req: &Request<'_>) -> Result<(), CmdError> {
         ));
     }
     let wanted = int(req, 1)?;
-    let timeout = int(req, 2)?;
+    let timeout =
+        int(req, 2).map_err(|_| CmdError::err("timeout is not an integer or out of range"))?;
     if timeout < 0 {
         return Err(CmdError::err("timeout is negative"));
     }

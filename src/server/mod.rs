@@ -184,6 +184,7 @@ pub fn fit_maxclients(maxclients: u64) -> u64 {
 pub async fn start(config: &Config, clock: Arc<dyn Clock>) -> Result<ServerHandle, StartError> {
     let password = config.password()?;
     let tls_acceptor = tls::acceptor(config)?;
+    let replica_tls = tls::connector(config)?;
     let addr = format!("{}:{}", config.bind, config.port);
     let listener = TcpListener::bind(&addr)
         .await
@@ -323,7 +324,11 @@ pub async fn start(config: &Config, clock: Arc<dyn Clock>) -> Result<ServerHandl
             ));
         }
     }
-    tokio::spawn(replication::follow(state.clone(), shutdown_rx.clone()));
+    tokio::spawn(replication::follow(
+        state.clone(),
+        replica_tls,
+        shutdown_rx.clone(),
+    ));
     tokio::spawn(replication::cron(state.clone(), shutdown_rx.clone()));
     let task = tokio::spawn(accept_loop(listener, tls, state.clone(), shutdown_rx));
     // Plaintext first: scripts take the first "listening" line's port.

@@ -10,6 +10,8 @@ use std::time::Duration;
 use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt};
 use tokio::net::TcpStream;
 use tokio::sync::watch;
+use tokio_rustls::rustls::pki_types::ServerName;
+use tokio_rustls::TlsConnector;
 
 use crate::clients::ClientInfo;
 use crate::cmd::session::ReplicaHello;
@@ -229,7 +231,11 @@ async fn read_acks<R: AsyncRead + Unpin>(
 /// The replica side: while this server is a replica, keeps a link to its
 /// primary, reconnecting (with a partial resync where the primary's
 /// backlog allows) after every failure. Runs for the server's life.
-pub async fn follow(state: Arc<State>, mut shutdown: watch::Receiver<bool>) {
+pub async fn follow(
+    state: Arc<State>,
+    tls: Option<TlsConnector>,
+    mut shutdown: watch::Receiver<bool>,
+) {
     let repl = &state.replication;
     loop {
         if *shutdown.borrow() {
@@ -247,7 +253,7 @@ pub async fn follow(state: Arc<State>, mut shutdown: watch::Receiver<bool>) {
             continue;
         };
         let why = tokio::select! {
-            r = link(&state, &host, port, generation) => r,
+            r = link(&state, tls.as_ref(), &host, port, generation) => r,
             _ = shutdown.changed() => return,
         };
         let now = state.clock.now().as_millis();
@@ -272,7 +278,46 @@ pub async fn follow(state: Arc<State>, mut shutdown: watch::Receiver<bool>) {
 }
 
 /// One link: connect, handshake, resync, follow the stream.
-async fn link(state: &State, host: &str, port: u16, generation: u64) -> Result<(), LinkError> {
+async fn link(
+    state: &State,
+    tls: Option<&TlsConnector>,
+    host: &str,
+    port: u16,
+    generation: u64,
+) -> Result<(), LinkError> {
+    let repl = &state.replication;
+    if repl.generation() != generation {
+        return Err(LinkError::Superseded);
+    }
+    repl.set_link(Link::Connecting, state.clock.now().as_millis());
+    let timed_out = || std::io::Error::new(std::io::ErrorKind::TimedOut, "connect timed out");
+    let stream = tokio::time::timeout(CONNECT_TIMEOUT, TcpStream::connect((host, port)))
+        .await
+        .map_err(|_| timed_out())??;
+    let _ = stream.set_nodelay(true);
+    match tls {
+        None => stream_from(state, stream, host, port, generation).await,
+        Some(connector) => {
+            let name = ServerName::try_from(host.to_string()).map_err(|e| {
+                std::io::Error::new(std::io::ErrorKind::InvalidInput, e.to_string())
+            })?;
+            let stream = tokio::time::timeout(CONNECT_TIMEOUT, connector.connect(name, stream))
+                .await
+                .map_err(|_| timed_out())??;
+            stream_from(state, stream, host, port, generation).await
+        }
+    }
+}
+
+/// The link over a connected stream (TCP or TLS): handshake, resync,
+/// follow.
+async fn stream_from<S: AsyncRead + AsyncWrite + Unpin>(
+    state: &State,
+    stream: S,
+    host: &str,
+    port: u16,
+    generation: u64,
+) -> Result<(), LinkError> {
     let repl = &state.replication;
     let changed = repl.role_changed.notified();
     tokio::pin!(changed);
@@ -280,12 +325,7 @@ async fn link(state: &State, host: &str, port: u16, generation: u64) -> Result<(
     if repl.generation() != generation {
         return Err(LinkError::Superseded);
     }
-    repl.set_link(Link::Connecting, state.clock.now().as_millis());
-    let stream = tokio::time::timeout(CONNECT_TIMEOUT, TcpStream::connect((host, port)))
-        .await
-        .map_err(|_| std::io::Error::new(std::io::ErrorKind::TimedOut, "connect timed out"))??;
-    let _ = stream.set_nodelay(true);
-    let (mut rd, mut wr) = stream.into_split();
+    let (mut rd, mut wr) = tokio::io::split(stream);
     let mut buf = BytesMut::with_capacity(64 * 1024);
 
     let settings = &state.settings;

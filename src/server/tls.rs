@@ -14,9 +14,9 @@ use tokio_rustls::rustls::crypto::{self, CryptoProvider};
 use tokio_rustls::rustls::pki_types::pem::{self, PemObject};
 use tokio_rustls::rustls::pki_types::{CertificateDer, PrivateKeyDer};
 use tokio_rustls::rustls::server::WebPkiClientVerifier;
-use tokio_rustls::rustls::{self, RootCertStore, ServerConfig};
+use tokio_rustls::rustls::{self, ClientConfig, RootCertStore, ServerConfig};
 use tokio_rustls::server::TlsStream;
-use tokio_rustls::TlsAcceptor;
+use tokio_rustls::{TlsAcceptor, TlsConnector};
 
 use crate::config::Config;
 
@@ -28,6 +28,8 @@ pub const HANDSHAKE_TIMEOUT: Duration = Duration::from_secs(10);
 pub enum TlsError {
     #[error("--tls-port needs --tls-cert-file and --tls-key-file")]
     MissingFiles,
+    #[error("--tls-replication needs --tls-ca-cert-file, to verify the primary's certificate")]
+    MissingCa,
     #[error("TLS setup: {0}")]
     Setup(rustls::Error),
     #[error("cannot read {what} {}: {source}", path.display())]
@@ -106,6 +108,39 @@ pub fn acceptor(config: &Config) -> Result<Option<TlsAcceptor>, TlsError> {
             source,
         })?;
     Ok(Some(TlsAcceptor::from(Arc::new(server))))
+}
+
+/// How a replica reaches a TLS primary (`--tls-replication yes`), or None.
+pub fn connector(config: &Config) -> Result<Option<TlsConnector>, TlsError> {
+    if !config.tls_replication {
+        return Ok(None);
+    }
+    let Some(ca_path) = &config.tls_ca_cert_file else {
+        return Err(TlsError::MissingCa);
+    };
+    let provider = Arc::new(crypto::ring::default_provider());
+    let mut roots = RootCertStore::empty();
+    for cert in read_certs(CA, ca_path)? {
+        roots.add(cert).map_err(|source| TlsError::BadCa {
+            path: ca_path.clone(),
+            source,
+        })?;
+    }
+    let builder = ClientConfig::builder_with_provider(provider)
+        .with_safe_default_protocol_versions()
+        .map_err(TlsError::Setup)?
+        .with_root_certificates(roots);
+    let client = match (&config.tls_cert_file, &config.tls_key_file) {
+        (Some(cert), Some(key)) => builder
+            .with_client_auth_cert(read_certs(CERT, cert)?, read_key(key)?)
+            .map_err(|source| TlsError::CertKey {
+                cert: cert.clone(),
+                key: key.clone(),
+                source,
+            })?,
+        _ => builder.with_no_client_auth(),
+    };
+    Ok(Some(TlsConnector::from(Arc::new(client))))
 }
 
 /// Requires every client to present a certificate chaining to a CA in
