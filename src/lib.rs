@@ -14,7 +14,9 @@
 //!   gRPC with the health service (`server/rls.rs`: messages in and out,
 //!   the decision is `cmd/rls.rs`'s), the snapshot thread
 //!   (`server/snapshots.rs`), `--tls-port`'s rustls config and handshake
-//!   (`server/tls.rs`).
+//!   and `--tls-replication`'s client config (`server/tls.rs`),
+//!   replication's feeders and link (`server/replication.rs`), Sentinel's
+//!   failovers in cluster mode (`server/sentinel.rs`).
 //! - [`protocol`]: the hardened request decoder (`decode.rs`, `inline.rs`),
 //!   the request view (`request.rs`), and the RESP2/RESP3 reply encoder
 //!   (`reply.rs`).
@@ -42,7 +44,9 @@
 //!   the keyspace, applied through the `Limiter` contract with the TTL it
 //!   implies (`store/limit.rs`); inline short byte
 //!   strings (`store/bytes.rs`); the expiry sweeper (`store/sweeper.rs`);
-//!   snapshots (`store/snapshot.rs`).
+//!   snapshots (`store/snapshot.rs`); the replication stream of effects,
+//!   each write's resulting state logged under its shard's lock into the
+//!   backlog ring (`store/effects.rs`).
 //! - [`limiter`]: the algorithms, one file each (`window.rs`, `log.rs`,
 //!   `gcra.rs`, `fixed.rs`): pure functions over (state, params, now, cost)
 //!   behind one contract, the `Limiter` trait (`limiter/mod.rs`); redis-cell's
@@ -69,6 +73,13 @@
 //! - [`pubsub`]: channels, patterns and each subscriber's mailbox of
 //!   messages, which its connection writes between batches; `cmd/pubsub.rs`
 //!   serves `SUBSCRIBE`, `PUBLISH`, `PUBSUB` and the rest.
+//! - [`replication`]: who this server follows and who follows it (role,
+//!   history IDs, attached replicas, PSYNC's partial-or-full choice, one
+//!   frame applied on a replica); `cmd/replication.rs` serves `REPLICAOF`,
+//!   `PSYNC`, `REPLCONF`, `WAIT`, `ROLE` and `INFO replication`, and
+//!   `server/replication.rs` runs the sockets: a feeder per replica, the
+//!   link to the primary, the once-a-second chores; `server/sentinel.rs`
+//!   follows Sentinel's failovers in cluster mode (`--cluster-sentinels`).
 //! - [`clients`]: the registry of connected clients (`CLIENT LIST/KILL`,
 //!   `INFO clients`); [`persist`]: what `SAVE`, `BGSAVE`, `INFO` and the
 //!   snapshot thread share (settings, one writer, the last outcomes).
@@ -76,7 +87,9 @@
 //!   connection and flushed once per batch; [`metrics`]: the Prometheus
 //!   exporter and its HTTP endpoint (`/metrics`, `/healthz`).
 //! - [`cluster`]: Redis Cluster's key slots (`cluster/slot.rs`) and the
-//!   static topology `--cluster-nodes` describes (`cluster/topology.rs`).
+//!   topology `--cluster-nodes` or `--cluster-config` describes: shards,
+//!   their replicas, and which member is each shard's primary now
+//!   (`cluster/topology.rs`).
 //! - [`clock`]: server time as `Nanos`; the system clock that never steps
 //!   back, and a manual clock for tests.
 //! - [`harness`]: the server without sockets (bytes in, replies out, on a

@@ -172,3 +172,27 @@ fn compose_files_publish_on_loopback_only() {
         assert!(published > 0, "{file}: no published ports found");
     }
 }
+
+/// The replication compose file runs on the host's network: every server
+/// in it must bind the loopback only, for the same reason.
+#[test]
+fn the_replication_compose_file_binds_loopback_only() {
+    let text = std::fs::read_to_string(
+        std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("docker-compose.replication.yml"),
+    )
+    .unwrap();
+    let binds: Vec<&str> = text
+        .lines()
+        .map(str::trim)
+        .filter_map(|l| l.strip_prefix("TURNSTILE_BIND: "))
+        .collect();
+    assert_eq!(binds, ["127.0.0.1"; 3]);
+    assert!(
+        text.contains("bind 127.0.0.1\\n"),
+        "the Sentinels bind the loopback"
+    );
+    assert!(
+        !text.contains("ports:"),
+        "host networking publishes nothing"
+    );
+}
