@@ -437,3 +437,45 @@ async fn a_replica_authenticates_with_masterauth() {
     assert_ne!(bad.state().replication.link(), Link::Up);
     assert_eq!(primary.state().replication.connected(), 1);
 }
+
+/// A primary may send its copy in the same write as `+FULLRESYNC`: the
+/// replica applies the bytes that came with the line at once, rather than
+/// when the next bytes arrive (here: never).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_copy_that_arrives_with_the_fullresync_line_is_applied() {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let port = listener.local_addr().unwrap().port();
+    let fake = tokio::spawn(async move {
+        let (mut s, _) = listener.accept().await.unwrap();
+        let mut seen = Vec::new();
+        let mut oks = 0;
+        let mut buf = [0u8; 4096];
+        // +OK to each REPLCONF, then the line and the copy's end together.
+        loop {
+            let n = s.read(&mut buf).await.unwrap();
+            assert!(n > 0, "the replica hung up");
+            seen.extend_from_slice(&buf[..n]);
+            let text = String::from_utf8_lossy(&seen).to_string();
+            while oks < text.matches("REPLCONF").count() {
+                s.write_all(b"+OK\r\n").await.unwrap();
+                oks += 1;
+            }
+            if text.contains("PSYNC") {
+                let mut reply = format!("+FULLRESYNC {} 0\r\n", "a".repeat(40)).into_bytes();
+                reply.extend_from_slice(&[17, 0, 0, 0, 0]);
+                s.write_all(&reply).await.unwrap();
+                break;
+            }
+        }
+        // Keep the link open, silent.
+        tokio::time::sleep(Duration::from_secs(30)).await;
+        drop(s);
+    });
+    let replica = Server::start_with(|c| c.replicaof = Some(("127.0.0.1".into(), port))).await;
+    eventually("the replica is in sync without another byte", || {
+        replica.state().replication.link() == Link::Up
+    })
+    .await;
+    fake.abort();
+}

@@ -317,6 +317,7 @@ pub async fn start(config: &Config, clock: Arc<dyn Clock>) -> Result<ServerHandl
                 .follow(&state.store, p.host.clone(), p.port);
         }
         if !config.cluster_sentinels.is_empty() {
+            sentinel::ask_first(&state, &config.cluster_sentinels).await;
             tokio::spawn(sentinel::watch(
                 state.clone(),
                 config.cluster_sentinels.clone(),
@@ -552,7 +553,7 @@ pub fn protected_mode_refuses(protected: bool, password_set: bool, peer: std::ne
 /// to another thread meanwhile, so clients keep being served (and `SCRIPT
 /// KILL` reaches the script). Elsewhere (the snapshot and sweeper threads,
 /// a current-thread runtime in tests) the wait runs where it is.
-pub(crate) fn off_the_worker(wait: &mut dyn FnMut()) {
+fn off_the_worker(wait: &mut dyn FnMut()) {
     match tokio::runtime::Handle::try_current() {
         Ok(h) if h.runtime_flavor() == tokio::runtime::RuntimeFlavor::MultiThread => {
             tokio::task::block_in_place(wait)

@@ -22,6 +22,11 @@ use crate::store::effects;
 
 /// Bytes of stream a feeder copies out of the backlog per write.
 const CHUNK: usize = 256 * 1024;
+/// A feeder that sent less than this waits [`GATHER`] before the next
+/// read: under load the stream leaves in writes of tens of kilobytes (at
+/// 40 MB/s, a millisecond's worth), at the cost of a millisecond of lag.
+const BATCH: usize = 16 * 1024;
+const GATHER: Duration = Duration::from_millis(1);
 /// How long a replica waits for its primary to accept, and between tries.
 const CONNECT_TIMEOUT: Duration = Duration::from_secs(5);
 const RETRY: Duration = Duration::from_secs(1);
@@ -119,20 +124,27 @@ async fn send<W: AsyncWrite + Unpin>(
             let mut pos = offset + 1;
             // Shard by shard: the stream up to the moment of each shard's
             // copy, then the copy, so no shard's copy is ever older than
-            // effects already sent for its keys.
-            let mut copy = Vec::new();
-            for i in 0..store.shard_count() {
-                copy.clear();
-                // Encoding a shard is CPU work: the worker's other
-                // clients move to another thread meanwhile.
-                let mut at = 0;
-                let now = state.clock.now();
-                super::off_the_worker(&mut || {
-                    at = replication::copy_shard(store, i, now, &mut copy);
-                });
+            // effects already sent for its keys. The copies are encoded on
+            // a blocking thread, two ahead of the socket at most, so no
+            // worker stops serving clients to encode.
+            let (tx, mut rx) = tokio::sync::mpsc::channel::<(u64, Vec<u8>)>(2);
+            let (copy_store, clock) = (state.store.clone(), state.clock.clone());
+            let copier = tokio::task::spawn_blocking(move || {
+                for i in 0..copy_store.shard_count() {
+                    let mut copy = Vec::new();
+                    let at = replication::copy_shard(&copy_store, i, clock.now(), &mut copy);
+                    if tx.blocking_send((at, copy)).is_err() {
+                        return;
+                    }
+                }
+            });
+            while let Some((at, copy)) = rx.recv().await {
                 send_until(wr, fx, &mut pos, at, &mut buf).await?;
                 wr.write_all(&copy).await?;
             }
+            copier
+                .await
+                .map_err(|e| LinkError::Refused(format!("the copy failed: {e}")))?;
             let mut end = Vec::new();
             effects::frame(&mut end, replication::SYNCED, |_| {});
             wr.write_all(&end).await?;
@@ -157,6 +169,12 @@ async fn send<W: AsyncWrite + Unpin>(
         if n > 0 {
             wr.write_all(&buf).await?;
             pos += n as u64;
+            // A trickle under load: let it gather for a tick, so the
+            // stream goes out in few large writes rather than one small
+            // write (and one wake-up) per effect.
+            if n < BATCH {
+                tokio::time::sleep(GATHER).await;
+            }
             continue;
         }
         // The wake-up is asked for before the read: an append after it
@@ -408,6 +426,11 @@ async fn stream_from<S: AsyncRead + AsyncWrite + Unpin>(
     let mut ack = tokio::time::interval(Duration::from_secs(1));
     ack.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
     let mut last_io = tokio::time::Instant::now();
+    let peer = format!("{host}:{port}");
+    // Bytes that came with the handshake's last line are frames already.
+    if apply_frames(state, &mut buf, &peer)? {
+        send_ack(&mut wr, store.effects.offset()).await?;
+    }
     loop {
         tokio::select! {
             r = rd.read_buf(&mut buf) => {
@@ -415,27 +438,7 @@ async fn stream_from<S: AsyncRead + AsyncWrite + Unpin>(
                     return Ok(());
                 }
                 last_io = tokio::time::Instant::now();
-                let now = state.clock.now();
-                repl.last_io_ms.store(now.as_millis(), Ordering::Relaxed);
-                let mut getack = false;
-                while let Some((kind, body, n)) = effects::next_frame(&buf) {
-                    replication::apply(store, kind, body, now)?;
-                    match kind {
-                        replication::SNAP => {}
-                        replication::SYNCED => {
-                            tracing::info!(primary = %format!("{host}:{port}"), "replica synchronised (full copy loaded)");
-                            repl.set_link(Link::Up, now.as_millis());
-                        }
-                        k => {
-                            // Applied first, then logged: a copy our own
-                            // replicas take never lacks what the log holds.
-                            store.effects.append(&buf[..n]);
-                            getack |= k == effects::GETACK;
-                        }
-                    }
-                    buf.advance(n);
-                }
-                if getack {
+                if apply_frames(state, &mut buf, &peer)? {
                     send_ack(&mut wr, store.effects.offset()).await?;
                 }
                 if buf.capacity() - buf.len() < 16 * 1024 {
@@ -453,6 +456,33 @@ async fn stream_from<S: AsyncRead + AsyncWrite + Unpin>(
             _ = &mut changed => return Err(LinkError::Superseded),
         }
     }
+}
+
+/// Applies every whole frame in `buf` (the rest waits for more bytes);
+/// true if the primary asked for an acknowledgement.
+fn apply_frames(state: &State, buf: &mut BytesMut, primary: &str) -> Result<bool, LinkError> {
+    let (store, repl) = (&state.store, &state.replication);
+    let now = state.clock.now();
+    repl.last_io_ms.store(now.as_millis(), Ordering::Relaxed);
+    let mut getack = false;
+    while let Some((kind, body, n)) = effects::next_frame(buf) {
+        replication::apply(store, kind, body, now)?;
+        match kind {
+            replication::SNAP => {}
+            replication::SYNCED => {
+                tracing::info!(%primary, "replica synchronised (full copy loaded)");
+                repl.set_link(Link::Up, now.as_millis());
+            }
+            k => {
+                // Applied first, then logged: a copy our own replicas take
+                // never lacks what the log holds.
+                store.effects.append(&buf[..n]);
+                getack |= k == effects::GETACK;
+            }
+        }
+        buf.advance(n);
+    }
+    Ok(getack)
 }
 
 async fn send_ack<W: AsyncWrite + Unpin>(wr: &mut W, offset: u64) -> Result<(), LinkError> {

@@ -59,19 +59,44 @@ pub async fn watch(
     }
 }
 
-/// One connection to one Sentinel: ask, subscribe, apply what it says.
-async fn follow(state: &State, host: &str, port: u16) -> std::io::Result<()> {
-    let Some(topology) = &state.cluster else {
-        return Ok(());
-    };
-    let mut s = tokio::time::timeout(TIMEOUT, TcpStream::connect((host, port)))
+/// Asks the Sentinels where each shard's primary is before the node
+/// serves, so a restarted old primary knows at once that it is one no
+/// longer. The first Sentinel that answers is enough; with none answering
+/// within [`TIMEOUT`] each, the cluster file's word stands until one does.
+pub async fn ask_first(state: &State, sentinels: &[(String, u16)]) {
+    for (host, port) in sentinels {
+        let asked = async {
+            let mut s = connect(host, *port).await?;
+            ask(state, &mut s, &mut BytesMut::new()).await
+        };
+        match tokio::time::timeout(TIMEOUT, asked).await {
+            Ok(Ok(())) => return,
+            Ok(Err(e)) => {
+                tracing::warn!(sentinel = %format!("{host}:{port}"), error = %e, "cannot ask Sentinel for the shards' primaries")
+            }
+            Err(_) => {
+                tracing::warn!(sentinel = %format!("{host}:{port}"), "Sentinel did not answer in time")
+            }
+        }
+    }
+}
+
+async fn connect(host: &str, port: u16) -> std::io::Result<TcpStream> {
+    let s = tokio::time::timeout(TIMEOUT, TcpStream::connect((host, port)))
         .await
         .map_err(|_| std::io::Error::new(std::io::ErrorKind::TimedOut, "connect timed out"))??;
     let _ = s.set_nodelay(true);
-    let mut buf = BytesMut::with_capacity(4096);
+    Ok(s)
+}
+
+/// `SENTINEL GET-MASTER-ADDR-BY-NAME` for every shard, applied.
+async fn ask(state: &State, s: &mut TcpStream, buf: &mut BytesMut) -> std::io::Result<()> {
+    let Some(topology) = &state.cluster else {
+        return Ok(());
+    };
     for shard in &topology.shards {
         send(
-            &mut s,
+            s,
             &[
                 b"SENTINEL",
                 b"GET-MASTER-ADDR-BY-NAME",
@@ -79,7 +104,7 @@ async fn follow(state: &State, host: &str, port: u16) -> std::io::Result<()> {
             ],
         )
         .await?;
-        let reply = tokio::time::timeout(TIMEOUT, read(&mut s, &mut buf))
+        let reply = tokio::time::timeout(TIMEOUT, read(s, buf))
             .await
             .map_err(|_| std::io::Error::new(std::io::ErrorKind::TimedOut, "no reply"))??;
         if let Value::Array(Some(v)) = reply {
@@ -92,6 +117,14 @@ async fn follow(state: &State, host: &str, port: u16) -> std::io::Result<()> {
             }
         }
     }
+    Ok(())
+}
+
+/// One connection to one Sentinel: ask, subscribe, apply what it says.
+async fn follow(state: &State, host: &str, port: u16) -> std::io::Result<()> {
+    let mut s = connect(host, port).await?;
+    let mut buf = BytesMut::with_capacity(4096);
+    ask(state, &mut s, &mut buf).await?;
     send(&mut s, &[b"SUBSCRIBE", b"+switch-master"]).await?;
     tracing::info!(sentinel = %format!("{host}:{port}"), "following Sentinel's failovers");
     loop {
@@ -122,6 +155,18 @@ fn primary_is(state: &State, name: &str, ip: &str, port: u16) {
         Some(i) if t.nodes[i].shard == shard => {
             if t.set_primary(i) {
                 tracing::info!(shard = name, primary = %format!("{ip}:{port}"), "shard primary changed (Sentinel)");
+            }
+            // Our own shard's primary is another node: follow it now
+            // rather than serve stale reads until Sentinel says so (it
+            // will, with the same REPLICAOF). Promotion stays Sentinel's.
+            if t.nodes[t.me].shard == shard && i != t.me {
+                let n = &t.nodes[i];
+                if state
+                    .replication
+                    .follow(&state.store, n.host.clone(), n.port)
+                {
+                    tracing::info!(primary = %n.addr(), "following this shard's primary (Sentinel)");
+                }
             }
         }
         _ => tracing::warn!(
