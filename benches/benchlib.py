@@ -270,17 +270,19 @@ class Server:
 _binary = None
 
 
-def pin_turnstile():
-    """Copies target/release/turnstile to a temporary directory and starts
-    every later server from the copy, so a rebuild during a long run (by
-    someone else working in this tree) cannot mix two builds in one table."""
+def pin_turnstile(binary=None):
+    """Copies target/release/turnstile (or `binary`, another build to
+    compare) to a temporary directory and starts every later server from
+    the copy, so a rebuild during a long run (by someone else working in
+    this tree) cannot mix two builds in one table."""
     global _binary
-    if not TURNSTILE.exists():
-        sys.exit(f"{TURNSTILE} is missing: run `cargo build --release`")
+    source = Path(binary) if binary else TURNSTILE
+    if not source.exists():
+        sys.exit(f"{source} is missing: run `cargo build --release`")
     tmp = tempfile.mkdtemp(prefix="turnstile-bench-")
     atexit.register(shutil.rmtree, tmp, True)
     _binary = Path(tmp) / "turnstile"
-    shutil.copy2(TURNSTILE, _binary)
+    shutil.copy2(source, _binary)
 
 
 def start_turnstile(*extra, metrics="off", binary=None):

@@ -21,57 +21,20 @@ Failover itself needs replicas (replication, to come): the Sentinels here
 have none to promote. Exit status 0 when every check passed.
 """
 
-import os
 import shutil
 import signal
 import subprocess
 import sys
 import tempfile
-import time
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parents[3]
-sys.path.insert(0, str(ROOT / "benches"))
-from benchlib import free_ports  # noqa: E402
+from sentinel_common import (ask, check, conclude, procs, run, sentinel_master, start_sentinel,
+                             wait_for)
+from benchlib import free_ports  # sentinel_common puts benches/ on sys.path
 
-import redis  # noqa: E402
-from redis.sentinel import Sentinel  # noqa: E402
+from redis.sentinel import Sentinel
 
 MASTER = "turnstile"
-failures = []
-procs = []
-
-
-def check(ok, what, detail=""):
-    print(f"{'ok  ' if ok else 'FAIL'} {what}" + (f": {detail}" if detail and not ok else ""),
-          flush=True)
-    if not ok:
-        failures.append(what)
-    return ok
-
-
-def wait_for(what, fn, timeout):
-    deadline = time.monotonic() + timeout
-    last = None
-    while time.monotonic() < deadline:
-        try:
-            last = fn()
-            if last:
-                return last
-        except (redis.RedisError, OSError) as e:
-            last = e
-        time.sleep(0.2)
-    check(False, what, f"not within {timeout} s (last: {last!r})")
-    return None
-
-
-def master_state(sentinel_port):
-    """SENTINEL MASTER as a dict."""
-    c = redis.Redis(port=sentinel_port, decode_responses=True, socket_timeout=2)
-    flat = c.execute_command("SENTINEL", "MASTER", MASTER)
-    if isinstance(flat, dict):
-        return flat
-    return dict(zip(flat[0::2], flat[1::2]))
 
 
 def main():
@@ -86,25 +49,19 @@ def main():
     t = subprocess.Popen([binary, "--port", str(tport), "--metrics-addr", "off"],
                          stdout=log, stderr=subprocess.STDOUT)
     procs.append(t)
-    wait_for("turnstile answers PING",
-             lambda: redis.Redis(port=tport, socket_timeout=1).ping(), 10)
+    wait_for("turnstile answers PING", lambda: ask(tport, "PING"), 10)
     for p in sports:
-        conf = tmp / f"sentinel-{p}.conf"
-        conf.write_text(
-            f"port {p}\nbind 127.0.0.1\ndir {tmp}\nlogfile {tmp}/sentinel-{p}.log\n"
-            f"sentinel monitor {MASTER} 127.0.0.1 {tport} 2\n"
-            f"sentinel down-after-milliseconds {MASTER} 1000\n"
-            f"sentinel failover-timeout {MASTER} 10000\n")
-        procs.append(subprocess.Popen(["redis-sentinel", str(conf)],
-                                      stdout=subprocess.DEVNULL, stderr=subprocess.STDOUT))
+        start_sentinel(tmp, p, [(MASTER, tport)],
+                       {"down-after-milliseconds": 1000, "failover-timeout": 10000})
     for p in sports:
-        wait_for(f"sentinel {p} is up", lambda: redis.Redis(port=p, socket_timeout=1).ping(), 10)
+        wait_for(f"sentinel {p} is up", lambda: ask(p, "PING"), 10)
 
     for p in sports:
         state = wait_for(
             f"sentinel {p} sees the primary and both other sentinels",
             lambda: (lambda s: s if s.get("flags") == "master"
-                     and int(s.get("num-other-sentinels", 0)) == 2 else None)(master_state(p)),
+                     and int(s.get("num-other-sentinels", 0)) == 2 else None)(
+                         sentinel_master(p, MASTER)),
             40)
         if state:
             check(True, f"sentinel {p}: flags={state['flags']}, "
@@ -123,26 +80,10 @@ def main():
     t.wait(timeout=10)
     for p in sports:
         if wait_for(f"sentinel {p} agrees the stopped primary is down (o_down)",
-                    lambda: "o_down" in master_state(p).get("flags", ""), 30):
+                    lambda: "o_down" in sentinel_master(p, MASTER).get("flags", ""), 30):
             check(True, f"sentinel {p}: the stopped primary is o_down")
-
-    if failures:
-        for p in sports:
-            print(f"--- sentinel-{p}.log (last lines)")
-            print("".join(open(tmp / f"sentinel-{p}.log").readlines()[-15:]))
-        print(f"sentinel check: {len(failures)} failed: {failures}")
-        return 1
-    print("sentinel check: every check passed")
-    shutil.rmtree(tmp, ignore_errors=True)
-    return 0
+    return conclude("sentinel check", tmp)
 
 
 if __name__ == "__main__":
-    try:
-        code = main()
-    finally:
-        for p in procs:
-            if p.poll() is None:
-                p.kill()
-                p.wait()
-    sys.exit(code)
+    run(main, "sentinel check")

@@ -73,26 +73,22 @@ and kept when one failed, and kept with --keep.
 """
 
 import argparse
-import collections
 import shutil
-import signal
-import subprocess
 import sys
 import tempfile
-import threading
 import time
-import traceback
 from pathlib import Path
 
-HERE = Path(__file__).resolve().parent
-ROOT = HERE.parents[2]
-sys.path.insert(0, str(ROOT / "benches"))
-from benchlib import die_with_parent, free_ports  # noqa: E402
+from sentinel_common import (PacedClient, ServerProcess, agreed_primary, ask, check,
+                             conclude, conn, decide, died, failures, follows, info_repl,
+                             master_port_by, note, repl_summary, run, sentinel_master,
+                             sentinel_ready, server_count, stamp, start_sentinel, wait_for)
+from benchlib import free_ports  # sentinel_common puts benches/ on sys.path
 
-import redis  # noqa: E402
-from redis.cluster import ClusterNode, RedisCluster  # noqa: E402
-from redis.crc import key_slot  # noqa: E402
-from redis.exceptions import RedisClusterException  # noqa: E402
+import redis
+from redis.cluster import ClusterNode, RedisCluster
+from redis.crc import key_slot
+from redis.exceptions import RedisClusterException
 
 LIMIT = 2000
 RANGES = [(0, 5460), (5461, 10922), (10923, 16383)]
@@ -111,102 +107,7 @@ SLOW_SYNC = 5.0     # s: a first sync of empty nodes slower than this is reporte
 # node reachable, slot not covered) is not a RedisError.
 CLIENT_ERRORS = (redis.RedisError, RedisClusterException, OSError)
 
-failures = []
-procs = []          # every child process, killed in the finally of __main__
-logs = []           # (name, path) printed on failure
-alive = {}          # name -> process that must be running now (a wait ends if one exits)
-CLIENT = None       # the cluster client thread, once started
 KEEP = False        # --keep: the temp dir stays after a passing run
-T0 = time.monotonic()
-
-
-def stamp():
-    return f"[{time.monotonic() - T0:5.1f}s]"
-
-
-def check(ok, what, detail=""):
-    print(f"{'ok  ' if ok else 'FAIL'} {what}" + (f": {detail}" if detail and not ok else ""),
-          flush=True)
-    if not ok:
-        failures.append(what)
-    return ok
-
-
-def note(what):
-    print(f"     {what}", flush=True)
-
-
-def died():
-    if CLIENT and CLIENT.crash:
-        return f"the cluster client failed: {CLIENT.crash}"
-    for name, p in alive.items():
-        if p.poll() is not None:
-            return f"{name} exited with status {p.returncode}"
-    return None
-
-
-def wait_for(what, fn, timeout, interval=0.1):
-    """Polls `fn` until it returns something true, for `timeout` s at most;
-    ends early, failed, if a process that must be running has exited."""
-    deadline = time.monotonic() + timeout
-    last = None
-    while time.monotonic() < deadline:
-        reason = died()
-        if reason:
-            check(False, what, reason)
-            return None
-        try:
-            last = fn()
-            if last:
-                return last
-        except (redis.RedisError, OSError) as e:
-            last = e
-        time.sleep(interval)
-    check(False, what, f"not within {timeout} s (last: {last!r})")
-    return None
-
-
-def conn(port, timeout=2):
-    return redis.Redis(host="127.0.0.1", port=port, decode_responses=True,
-                       socket_timeout=timeout, socket_connect_timeout=timeout)
-
-
-def ask(port, *args):
-    c = conn(port)
-    try:
-        return c.execute_command(*args)
-    finally:
-        c.close()
-
-
-def info_repl(port):
-    c = conn(port)
-    try:
-        return c.info("replication")
-    finally:
-        c.close()
-
-
-def as_dicts(reply):
-    """SENTINEL REPLICAS/SENTINELS: a list of flat [field, value, ...] lists
-    (RESP2) or of maps (RESP3)."""
-    return [r if isinstance(r, dict) else dict(zip(r[0::2], r[1::2])) for r in reply]
-
-
-def decide(client, key):
-    """RL.ALLOW key limit 1h ALGO fixed -> [allowed, limit, remaining,
-    retry_after_ms, reset_after_ms]; admitted when allowed is 1."""
-    reply = client.execute_command("RL.ALLOW", key, LIMIT, "1h", "ALGO", "fixed")
-    if not isinstance(reply, list) or len(reply) != 5:
-        raise redis.ResponseError(f"bad RL.ALLOW reply {reply!r}")
-    return int(reply[0]) == 1
-
-
-def server_count(client, key):
-    allowed, _limit, remaining, _retry, _reset = client.execute_command(
-        "RL.PEEK", key, LIMIT, "1h", "ALGO", "fixed")
-    # PEEK's remaining is what one more request would leave.
-    return LIMIT - int(remaining) - int(allowed)
 
 
 def shard_of_slot(slot):
@@ -240,40 +141,21 @@ def scratch_key(shard, taken):
 
 # ------------------------------------------------------------------- processes
 
-class Node:
+class Node(ServerProcess):
     """A Turnstile cluster node on a fixed port (a restart takes it back)."""
 
+    ping_interval = 0.02
+
     def __init__(self, binary, port, cluster_file, sentinel_ports, tmp):
-        self.port = port
+        super().__init__("node", port, tmp)
         self.argv = [binary, "--port", str(port), "--bind", "127.0.0.1",
                      "--metrics-addr", "off", "--log-level", "info",
                      "--cluster-config", str(cluster_file),
                      "--cluster-sentinels",
                      ",".join(f"127.0.0.1:{p}" for p in sentinel_ports)]
-        self.dir = tmp / f"node-{port}"
-        self.dir.mkdir()
-        self.log = tmp / f"node-{port}.log"
-        logs.append((f"node {port}", self.log))
-        self.proc = None
 
     def launch(self):
-        with open(self.log, "a") as log:
-            log.write(f"=== {' '.join(self.argv)}\n")
-            log.flush()
-            self.proc = subprocess.Popen(self.argv, stdout=log, stderr=subprocess.STDOUT,
-                                         stdin=subprocess.DEVNULL, cwd=self.dir,
-                                         preexec_fn=die_with_parent)
-        procs.append(self.proc)
-        alive[f"node {self.port}"] = self.proc
-
-    def answers(self):
-        return wait_for(f"node {self.port} answers PING", lambda: ask(self.port, "PING"), 10,
-                        interval=0.02)
-
-    def kill(self):
-        del alive[f"node {self.port}"]
-        self.proc.send_signal(signal.SIGKILL)
-        self.proc.wait(timeout=10)
+        super().launch(self.argv)
 
 
 def write_cluster_file(tmp, primaries, replicas):
@@ -286,49 +168,11 @@ def write_cluster_file(tmp, primaries, replicas):
     return path
 
 
-def start_sentinel(tmp, port, primaries):
-    conf = tmp / f"sentinel-{port}.conf"
-    text = f"port {port}\nbind 127.0.0.1\ndaemonize no\ndir {tmp}\nlogfile \"\"\n"
-    for name, p in zip(NAMES, primaries):
-        text += (f"sentinel monitor {name} 127.0.0.1 {p} 2\n"
-                 f"sentinel down-after-milliseconds {name} {DOWN_AFTER_MS}\n"
-                 f"sentinel failover-timeout {name} 10000\n")
-    conf.write_text(text)
-    log_path = tmp / f"sentinel-{port}.log"
-    logs.append((f"sentinel {port}", log_path))
-    with open(log_path, "w") as log:
-        p = subprocess.Popen(["redis-sentinel", str(conf)], stdout=log, stderr=subprocess.STDOUT,
-                             stdin=subprocess.DEVNULL, preexec_fn=die_with_parent)
-    procs.append(p)
-    alive[f"sentinel {port}"] = p
-    return p
-
-
-def sentinel_ready(port, replicas):
-    """For every shard: its replica listed without down flags, and both
-    other Sentinels known."""
-    for name, r in zip(NAMES, replicas):
-        listed = as_dicts(ask(port, "SENTINEL", "REPLICAS", name))
-        up = {int(x["port"]) for x in listed
-              if not {"s_down", "o_down", "disconnected"} & set(x["flags"].split(","))}
-        sentinels = as_dicts(ask(port, "SENTINEL", "SENTINELS", name))
-        others = [s for s in sentinels
-                  if not {"s_down", "disconnected"} & set(s["flags"].split(","))]
-        if r not in up or len(others) != 2:
-            return False
-    return True
-
-
 def subscribers(port):
     """Clients of Sentinel `port` subscribed to a channel: the nodes that
     follow it (Sentinels talk to each other without subscribing)."""
     return sum(1 for c in ask(port, "CLIENT", "LIST").splitlines()
                if int(dict(f.split("=", 1) for f in c.split() if "=" in f).get("sub", 0)) > 0)
-
-
-def master_port_by(port, name):
-    reply = ask(port, "SENTINEL", "GET-MASTER-ADDR-BY-NAME", name)
-    return int(reply[1]) if reply else None
 
 
 def slots_primary(port, first_slot):
@@ -349,26 +193,6 @@ def cluster_nodes(port):
         out[int(f[1].split("@")[0].rsplit(":", 1)[1])] = (f[0], set(f[2].split(",")), f[3],
                                                            f[8:])
     return out
-
-
-def repl_summary(port):
-    i = info_repl(port)
-    if i.get("role") == "master":
-        return (f"{port} role:master master_repl_offset:{i.get('master_repl_offset')} "
-                f"connected_slaves:{i.get('connected_slaves')}")
-    return (f"{port} role:{i.get('role')} master_port:{i.get('master_port')} "
-            f"master_link_status:{i.get('master_link_status')} "
-            f"slave_repl_offset:{i.get('slave_repl_offset')}")
-
-
-def print_logs():
-    for name, path in logs:
-        try:
-            lines = open(path, errors="replace").readlines()[-25:]
-        except OSError:
-            continue
-        print(f"--- {name}: {path} (last {len(lines)} lines)")
-        print("".join(lines), end="")
 
 
 # ---------------------------------------------------------------------- client
@@ -392,84 +216,29 @@ def cluster_client(ports):
                         reinitialize_steps=1)
 
 
-class Client(threading.Thread):
+class Client(PacedClient):
     """RedisCluster deciding limits round-robin over `keys`, paced to RATE
     (or unpaced once `fast` is set), until stopped."""
 
+    retried = CLIENT_ERRORS
+
     def __init__(self, ports, keys, shard_of):
-        super().__init__(daemon=True, name="cluster-client")
-        self.client = cluster_client(ports)
-        self.keys, self.shard_of = keys, shard_of
-        self.stop_event = threading.Event()
-        self.fast = False
-        self.admitted = {k: 0 for k in keys}
-        self.denied = {k: 0 for k in keys}
-        self.admitted_at = {k: [] for k in keys}        # (start, end), monotonic
+        super().__init__("cluster client", cluster_client(ports), keys, RATE)
+        self.shard_of = shard_of
         self.successes = [[] for _ in RANGES]           # per shard: (start, end)
-        self.ok = 0
-        self.errors = 0
-        self.error_kinds = collections.Counter()
-        self.last_error = None
-        self.t_dead = None                              # set by main once the primary is reaped
-        self.ok_after_kill = 0                          # on the killed shard's keys
-        self.crash = None
 
-    def run(self):
-        try:
-            self.loop()
-        except BaseException as e:  # a bug here: say so rather than stop quietly
-            self.crash = repr(e)
-            raise
+    def decide(self, key):
+        return decide(self.client, key, LIMIT)
 
-    def loop(self):
-        interval = 1.0 / RATE
-        nxt = time.monotonic()
-        i = 0
-        while not self.stop_event.is_set():
-            key = self.keys[i % len(self.keys)]
-            i += 1
-            shard = self.shard_of[key]
-            start = time.monotonic()
-            try:
-                verdict = decide(self.client, key)
-            except CLIENT_ERRORS as e:
-                self.errors += 1
-                self.error_kinds[type(e).__name__] += 1
-                self.last_error = repr(e)
-                self.stop_event.wait(0.05)
-                nxt = time.monotonic()
-                continue
-            end = time.monotonic()
-            self.ok += 1
-            if shard == KILLED and self.t_dead is not None and start >= self.t_dead:
-                self.ok_after_kill += 1
-            self.successes[shard].append((start, end))
-            if verdict:
-                self.admitted[key] += 1
-                self.admitted_at[key].append((start, end))
-            else:
-                self.denied[key] += 1
-            if self.fast:
-                continue
-            nxt += interval
-            wait = nxt - time.monotonic()
-            if wait > 0:
-                self.stop_event.wait(wait)
-            elif wait < -0.05:
-                nxt = time.monotonic()   # fell behind (an outage): no burst to catch up
+    def answered(self, key, start, end):
+        self.successes[self.shard_of[key]].append((start, end))
 
-    def stop(self):
-        self.stop_event.set()
-        self.join(timeout=5)
-        return not self.is_alive()
+    def after_kill(self, key):
+        return self.shard_of[key] == KILLED             # ok_after_kill: the killed shard's keys
 
     def failover_s(self, t_kill, t_dead):
         first = next((e for s, e in self.successes[KILLED] if s >= t_dead), None)
         return None if first is None else first - t_kill
-
-    def lag_window(self, t_kill):
-        return {k: sum(1 for s, e in v if s < t_kill and e >= t_kill - LAG_WINDOW)
-                for k, v in self.admitted_at.items()}
 
     def other_gap(self, t_from, t_to):
         """The longest time without a decision answered on another shard's
@@ -484,7 +253,7 @@ class Client(threading.Thread):
 # ------------------------------------------------------------------------ main
 
 def main():
-    global CLIENT, KEEP
+    global KEEP
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--bin", required=True, help="the Turnstile binary")
     ap.add_argument("--keep", action="store_true", help="keep the logs even when every check "
@@ -537,13 +306,15 @@ def main():
              f"up (empty data set); see the nodes' 'full resync' / 'full copy loaded' lines")
 
     for sp in sports:
-        start_sentinel(tmp, sp, primaries)
+        start_sentinel(tmp, sp, list(zip(NAMES, primaries)),
+                       {"down-after-milliseconds": DOWN_AFTER_MS, "failover-timeout": 10000})
     for sp in sports:
         if not wait_for(f"sentinel {sp} answers PING", lambda: ask(sp, "PING"), 10):
             return finish(tmp)
     for sp in sports:
         if not wait_for(f"sentinel {sp} lists each shard's replica and the other two sentinels",
-                        lambda: sentinel_ready(sp, replicas), 30):
+                        lambda: all(sentinel_ready(sp, name, [r])
+                                    for name, r in zip(NAMES, replicas)), 30):
             return finish(tmp)
     check(True, f"every sentinel lists each shard's replica and the other two sentinels "
                 f"{stamp()}")
@@ -554,7 +325,6 @@ def main():
 
     # ------------------------------------------------------------------ client
     client = Client(data_ports, keys, shard_of)
-    CLIENT = client
     client.start()
     t_client = time.monotonic()
     if not wait_for("the cluster client decides on every shard",
@@ -672,13 +442,8 @@ def main():
                 lambda: all(subscribers(sp) == len(data_ports) for sp in sports), 10):
         check(True, f"every sentinel has the {len(data_ports)} nodes subscribed again")
 
-    def follows():
-        i = info_repl(old)
-        return (i.get("role") == "slave" and i.get("master_port") == new
-                and i.get("master_link_status") == "up")
-
-    if wait_for(f"restarted {old} becomes a replica of {new} (link up)", follows, 60,
-                interval=0.2):
+    if wait_for(f"restarted {old} becomes a replica of {new} (link up)",
+                lambda: follows(old, new), 60, interval=0.2):
         check(True, f"Sentinel turned {old} into a replica of {new}, "
                     f"{time.monotonic() - t_restart:.1f} s after its restart {stamp()}")
         nid = cluster_nodes(old)[new][0]
@@ -718,20 +483,19 @@ def finish(tmp, client=None, t_kill=None, t_dead=None, t_fast=None, seen=None, r
         new = replicas[KILLED]
         want = [new if i == KILLED else p for i, p in enumerate(primaries)]
         finals = {name: wait_for(f"sentinels agree on {name}'s primary",
-                                 lambda name=name: (lambda s: s.pop() if len(s) == 1 else None)(
-                                     {master_port_by(sp, name) for sp in sports}), 10)
+                                 lambda name=name: agreed_primary(sports, name), 10)
                   for name in NAMES}
         check(list(finals.values()) == want,
               f"final primaries {list(finals.values())} are {want}")
-        epochs = {name: [as_dicts([ask(sp, "SENTINEL", "MASTER", name)])[0].get("config-epoch")
-                         for sp in sports] for name in NAMES}
+        epochs = {name: [sentinel_master(sp, name).get("config-epoch") for sp in sports]
+                  for name in NAMES}
         check(all(epochs[n] == (["1"] if i == KILLED else ["0"]) * len(sports)
                   for i, n in enumerate(NAMES)),
               f"exactly one failover ({NAMES[KILLED]} at config-epoch 1 on every sentinel, "
               f"the other shards at 0)", f"epochs {epochs}")
 
-        server = {k: server_count(c, k) for k in keys}
-        lag = client.lag_window(t_kill)
+        server = {k: server_count(c, k, LIMIT) for k in keys}
+        lag = client.lag_window(t_kill, LAG_WINDOW)
         fo = client.failover_s(t_kill, t_dead)
         note(f"client: ok={client.ok} errors={client.errors} {dict(client.error_kinds)}"
              + (f" last {client.last_error}" if client.last_error else ""))
@@ -779,8 +543,8 @@ def finish(tmp, client=None, t_kill=None, t_dead=None, t_fast=None, seen=None, r
                 try:
                     rc.execute_command("READONLY")
                     for k in keys:
-                        if shard_of[k] == i and server_count(rc, k) != server[k]:
-                            bad.append(f"{r} {k}: {server_count(rc, k)} != {server[k]}")
+                        if shard_of[k] == i and server_count(rc, k, LIMIT) != server[k]:
+                            bad.append(f"{r} {k}: {server_count(rc, k, LIMIT)} != {server[k]}")
                 finally:
                     rc.close()
             last_bad[:] = bad
@@ -801,31 +565,8 @@ def finish(tmp, client=None, t_kill=None, t_dead=None, t_fast=None, seen=None, r
     elif not failures:
         check(False, "the run reached the failover")
 
-    print(f"run took {time.monotonic() - T0:.1f} s", flush=True)
-    if failures:
-        print_logs()
-        print(f"cluster failover check: {len(failures)} failed: {failures}; files kept in {tmp}")
-        return 1
-    print("cluster failover check: every check passed"
-          + (f"; files kept in {tmp}" if KEEP else ""))
-    if not KEEP:
-        shutil.rmtree(tmp, ignore_errors=True)
-    return 0
+    return conclude("cluster failover check", tmp, keep=KEEP)
 
 
 if __name__ == "__main__":
-    code = 1
-    try:
-        code = main()
-    except Exception:  # an unexpected error: show it with the logs, never leave a process
-        traceback.print_exc()
-        print_logs()
-        print("cluster failover check: stopped by an unexpected error", flush=True)
-    finally:
-        if CLIENT is not None:
-            CLIENT.stop_event.set()
-        for p in procs:
-            if p.poll() is None:
-                p.kill()
-                p.wait()
-    sys.exit(code)
+    run(main, "cluster failover check")

@@ -62,24 +62,21 @@ killed on exit. Exit status 0 when every check passed.
 import argparse
 import collections
 import json
-import os
 import shutil
-import signal
 import subprocess
 import sys
 import tempfile
 import threading
 import time
-import traceback
 from pathlib import Path
 
-HERE = Path(__file__).resolve().parent
-ROOT = HERE.parents[2]
-sys.path.insert(0, str(ROOT / "benches"))
-from benchlib import die_with_parent, free_ports  # noqa: E402
+from sentinel_common import (HERE, ROOT, PacedClient, ServerProcess, agreed_primary, alive,
+                             ask, check, conclude, conn, decide, failures, follows, info_repl,
+                             logs, note, procs, repl_summary, run, sentinel_master,
+                             sentinel_ready, server_count, stamp, start_sentinel, wait_for)
+from benchlib import die_with_parent, free_ports  # sentinel_common puts benches/ on sys.path
 
-import redis  # noqa: E402
-from redis.sentinel import Sentinel  # noqa: E402
+from redis.sentinel import Sentinel
 
 MASTER = "turnstile"
 LIMIT = 2000
@@ -97,86 +94,6 @@ RUN_AFTER = 40.0    # s at most, after the reconfiguration, for every key to rea
 # replica, while clients still write to the first one (1 run in 5 here).
 DOWN_AFTER_MS = 2000
 
-failures = []
-procs = []          # every child process, killed in the finally of __main__
-logs = []           # (name, path) printed on failure
-alive = {}          # name -> process that must be running now (a wait ends if one exits)
-PY_CLIENT = None    # the redis-py client thread, once started
-T0 = time.monotonic()
-
-
-def stamp():
-    return f"[{time.monotonic() - T0:5.1f}s]"
-
-
-def check(ok, what, detail=""):
-    print(f"{'ok  ' if ok else 'FAIL'} {what}" + (f": {detail}" if detail and not ok else ""),
-          flush=True)
-    if not ok:
-        failures.append(what)
-    return ok
-
-
-def note(what):
-    print(f"     {what}", flush=True)
-
-
-def died():
-    if PY_CLIENT and PY_CLIENT.crash:
-        return f"the redis-py client failed: {PY_CLIENT.crash}"
-    for name, p in alive.items():
-        if p.poll() is not None:
-            return f"{name} exited with status {p.returncode}"
-    return None
-
-
-def wait_for(what, fn, timeout, interval=0.1):
-    """Polls `fn` until it returns something true, for `timeout` s at most;
-    ends early, failed, if a process that must be running has exited."""
-    deadline = time.monotonic() + timeout
-    last = None
-    while time.monotonic() < deadline:
-        reason = died()
-        if reason:
-            check(False, what, reason)
-            return None
-        try:
-            last = fn()
-            if last:
-                return last
-        except (redis.RedisError, OSError) as e:
-            last = e
-        time.sleep(interval)
-    check(False, what, f"not within {timeout} s (last: {last!r})")
-    return None
-
-
-def conn(port, timeout=2):
-    return redis.Redis(host="127.0.0.1", port=port, decode_responses=True,
-                       socket_timeout=timeout, socket_connect_timeout=timeout)
-
-
-def ask(port, *args):
-    c = conn(port)
-    try:
-        return c.execute_command(*args)
-    finally:
-        c.close()
-
-
-def info_repl(port):
-    c = conn(port)
-    try:
-        return c.info("replication")
-    finally:
-        c.close()
-
-
-def as_dicts(reply):
-    """SENTINEL REPLICAS/SENTINELS: a list of flat [field, value, ...] lists
-    (RESP2) or of maps (RESP3)."""
-    return [r if isinstance(r, dict) else dict(zip(r[0::2], r[1::2])) for r in reply]
-
 
 # ------------------------------------------------------------ decision drivers
 
@@ -185,16 +102,10 @@ class TurnstileDriver:
     reset_after_ms]."""
 
     def decide(self, client, key):
-        reply = client.execute_command("RL.ALLOW", key, LIMIT, "1h", "ALGO", "fixed")
-        if not isinstance(reply, list) or len(reply) != 5:
-            raise redis.ResponseError(f"bad RL.ALLOW reply {reply!r}")
-        return int(reply[0]) == 1
+        return decide(client, key, LIMIT)
 
     def server_count(self, client, key):
-        allowed, _limit, remaining, _retry, _reset = client.execute_command(
-            "RL.PEEK", key, LIMIT, "1h", "ALGO", "fixed")
-        # PEEK's remaining is what one more request would leave.
-        return LIMIT - int(remaining) - int(allowed)
+        return server_count(client, key, LIMIT)
 
 
 class RedisDriver:
@@ -212,17 +123,13 @@ DRIVERS = {"turnstile": TurnstileDriver, "redis": RedisDriver}
 
 # ------------------------------------------------------------------- processes
 
-class DataServer:
+class DataServer(ServerProcess):
     """A primary or replica, redis-server or Turnstile, on a fixed port (a
     restart takes the same port back)."""
 
     def __init__(self, kind, binary, port, tmp):
-        self.kind, self.binary, self.port = kind, binary, port
-        self.dir = tmp / f"server-{port}"
-        self.dir.mkdir()
-        self.log = tmp / f"server-{port}.log"
-        logs.append((f"server {port}", self.log))
-        self.proc = None
+        super().__init__("server", port, tmp)
+        self.kind, self.binary = kind, binary
 
     def argv(self, replicaof):
         if self.kind == "redis":
@@ -238,90 +145,25 @@ class DataServer:
         return argv
 
     def start(self, replicaof=None):
-        argv = self.argv(replicaof)
-        with open(self.log, "a") as log:
-            log.write(f"=== {' '.join(argv)}\n")
-            log.flush()
-            self.proc = subprocess.Popen(argv, stdout=log, stderr=subprocess.STDOUT,
-                                         stdin=subprocess.DEVNULL, cwd=self.dir,
-                                         preexec_fn=die_with_parent)
-        procs.append(self.proc)
-        alive[f"server {self.port}"] = self.proc
-        return wait_for(f"server {self.port} answers PING", lambda: ask(self.port, "PING"), 10)
-
-    def kill(self):
-        del alive[f"server {self.port}"]
-        self.proc.send_signal(signal.SIGKILL)
-        self.proc.wait(timeout=10)
+        self.launch(self.argv(replicaof))
+        return self.answers()
 
 
-class PyClient(threading.Thread):
+class PyClient(PacedClient):
     """redis-py through Sentinel: decisions in a paced loop until stopped."""
 
     def __init__(self, driver, sentinel_ports, prefix):
-        super().__init__(daemon=True, name="redis-py-client")
-        self.driver = driver
-        self.keys = [f"{prefix}{i}" for i in range(NKEYS)]
         sentinel = Sentinel([("127.0.0.1", p) for p in sentinel_ports], socket_timeout=0.5)
-        self.client = sentinel.master_for(MASTER, socket_timeout=0.5)
-        self.stop_event = threading.Event()
-        self.admitted = {k: 0 for k in self.keys}
-        self.denied = {k: 0 for k in self.keys}
-        self.admitted_at = {k: [] for k in self.keys}   # (start, end), monotonic
+        super().__init__("redis-py client", sentinel.master_for(MASTER, socket_timeout=0.5),
+                         [f"{prefix}{i}" for i in range(NKEYS)], RATE)
+        self.driver = driver
         self.successes = []                              # (start, end), monotonic
-        self.ok = 0
-        self.errors = 0
-        self.error_kinds = collections.Counter()
-        self.last_error = None
-        self.t_dead = None                               # set by main once the primary is reaped
-        self.ok_after_kill = 0
-        self.crash = None
 
-    def run(self):
-        try:
-            self.loop()
-        except BaseException as e:  # a bug here: say so rather than stop quietly
-            self.crash = repr(e)
-            raise
+    def decide(self, key):
+        return self.driver.decide(self.client, key)
 
-    def loop(self):
-        interval = 1.0 / RATE
-        nxt = time.monotonic()
-        i = 0
-        while not self.stop_event.is_set():
-            key = self.keys[i % NKEYS]
-            i += 1
-            start = time.monotonic()
-            try:
-                verdict = self.driver.decide(self.client, key)
-            except (redis.RedisError, OSError) as e:
-                self.errors += 1
-                self.error_kinds[type(e).__name__] += 1
-                self.last_error = repr(e)
-                self.stop_event.wait(0.05)
-                nxt = time.monotonic()
-                continue
-            end = time.monotonic()
-            self.ok += 1
-            if self.t_dead is not None and start >= self.t_dead:
-                self.ok_after_kill += 1
-            self.successes.append((start, end))
-            if verdict:
-                self.admitted[key] += 1
-                self.admitted_at[key].append((start, end))
-            else:
-                self.denied[key] += 1
-            nxt += interval
-            wait = nxt - time.monotonic()
-            if wait > 0:
-                self.stop_event.wait(wait)
-            elif wait < -0.05:
-                nxt = time.monotonic()   # fell behind (an outage): no burst to catch up
-
-    def stop(self):
-        self.stop_event.set()
-        self.join(timeout=5)
-        return not self.is_alive()
+    def answered(self, key, start, end):
+        self.successes.append((start, end))
 
     def result(self, t_kill, t_dead):
         first = next((e for s, e in self.successes if s >= t_dead), None)
@@ -332,8 +174,7 @@ class PyClient(threading.Thread):
             "errors": self.errors,
             "error_kinds": dict(self.error_kinds),
             "failover_ms": None if first is None else (first - t_kill) * 1000,
-            "lag_window": {k: sum(1 for s, e in v if s < t_kill and e >= t_kill - LAG_WINDOW)
-                           for k, v in self.admitted_at.items()},
+            "lag_window": self.lag_window(t_kill, LAG_WINDOW),
             "ok_after_kill": self.ok_after_kill,
         }
 
@@ -391,69 +232,9 @@ class NodeClient:
         return self.summary
 
 
-def sentinel_conf(tmp, port, primary_port):
-    conf = tmp / f"sentinel-{port}.conf"
-    conf.write_text(
-        f"port {port}\nbind 127.0.0.1\ndaemonize no\ndir {tmp}\nlogfile \"\"\n"
-        f"sentinel monitor {MASTER} 127.0.0.1 {primary_port} 2\n"
-        f"sentinel down-after-milliseconds {MASTER} {DOWN_AFTER_MS}\n"
-        f"sentinel failover-timeout {MASTER} 10000\n"
-        f"sentinel parallel-syncs {MASTER} 2\n")
-    return conf
-
-
-def start_sentinel(tmp, port, primary_port):
-    conf = sentinel_conf(tmp, port, primary_port)
-    log_path = tmp / f"sentinel-{port}.log"
-    logs.append((f"sentinel {port}", log_path))
-    with open(log_path, "w") as log:
-        p = subprocess.Popen(["redis-sentinel", str(conf)], stdout=log, stderr=subprocess.STDOUT,
-                             stdin=subprocess.DEVNULL, preexec_fn=die_with_parent)
-    procs.append(p)
-    alive[f"sentinel {port}"] = p
-    return p
-
-
-def sentinel_ready(port, replica_ports):
-    """Both replicas listed without down flags, and both other Sentinels known."""
-    replicas = as_dicts(ask(port, "SENTINEL", "REPLICAS", MASTER))
-    up = {int(r["port"]) for r in replicas
-          if not {"s_down", "o_down", "disconnected"} & set(r["flags"].split(","))}
-    sentinels = as_dicts(ask(port, "SENTINEL", "SENTINELS", MASTER))
-    others = [s for s in sentinels
-              if not {"s_down", "disconnected"} & set(s["flags"].split(","))]
-    return set(replica_ports) <= up and len(others) == 2
-
-
-def master_port_by(port):
-    reply = ask(port, "SENTINEL", "GET-MASTER-ADDR-BY-NAME", MASTER)
-    return int(reply[1]) if reply else None
-
-
-def repl_summary(port):
-    i = info_repl(port)
-    if i.get("role") == "master":
-        return (f"{port} role:master master_repl_offset:{i.get('master_repl_offset')} "
-                f"connected_slaves:{i.get('connected_slaves')}")
-    return (f"{port} role:{i.get('role')} master_port:{i.get('master_port')} "
-            f"master_link_status:{i.get('master_link_status')} "
-            f"slave_repl_offset:{i.get('slave_repl_offset')}")
-
-
-def print_logs():
-    for name, path in logs:
-        try:
-            lines = open(path, errors="replace").readlines()[-25:]
-        except OSError:
-            continue
-        print(f"--- {name}: {path} (last {len(lines)} lines)")
-        print("".join(lines), end="")
-
-
 # ------------------------------------------------------------------------ main
 
 def main():
-    global PY_CLIENT
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--server", choices=sorted(DRIVERS), required=True)
     ap.add_argument("--bin", help="the Turnstile binary (--server turnstile)")
@@ -489,13 +270,15 @@ def main():
     check(True, f"primary {p0} with replicas {p1}, {p2}: connected_slaves:2, links up {stamp()}")
 
     for sp in sports:
-        start_sentinel(tmp, sp, p0)
+        start_sentinel(tmp, sp, [(MASTER, p0)], {"down-after-milliseconds": DOWN_AFTER_MS,
+                                                 "failover-timeout": 10000,
+                                                 "parallel-syncs": 2})
     for sp in sports:
         if not wait_for(f"sentinel {sp} answers PING", lambda: ask(sp, "PING"), 10):
             return finish(tmp, driver)
     for sp in sports:
         if not wait_for(f"sentinel {sp} lists both replicas and both other sentinels",
-                        lambda: sentinel_ready(sp, replicas), 30):
+                        lambda: sentinel_ready(sp, MASTER, replicas), 30):
             return finish(tmp, driver)
     check(True, f"sentinels {', '.join(map(str, sports))} each list both replicas "
                 f"and the other two sentinels {stamp()}")
@@ -503,7 +286,6 @@ def main():
     # ---------------------------------------------------------------- clients
     py = PyClient(driver, sports, "fo:py:")
     node = NodeClient(args.server, sports, tmp)
-    PY_CLIENT = py
     py.start()
     t_clients = time.monotonic()
     if not wait_for("both clients decide through Sentinel",
@@ -528,8 +310,8 @@ def main():
          f"{(t_dead - t_kill) * 1000:.1f} ms")
 
     def promoted():
-        ports = {master_port_by(sp) for sp in sports}
-        return ports.pop() if len(ports) == 1 and ports <= set(replicas) else None
+        port = agreed_primary(sports, MASTER)
+        return port if port in replicas else None
 
     new = wait_for("every sentinel names one replica as the primary", promoted, 60)
     if not new:
@@ -550,15 +332,11 @@ def main():
     note(f"{stamp()} old primary {p0} restarted with no replication option: "
          f"{repl_summary(p0)}")
 
-    def follows(port):
-        i = info_repl(port)
-        return (i.get("role") == "slave" and i.get("master_port") == new
-                and i.get("master_link_status") == "up")
-
-    if wait_for(f"old primary {p0} becomes a replica of {new} (link up)", lambda: follows(p0), 60):
+    if wait_for(f"old primary {p0} becomes a replica of {new} (link up)",
+                lambda: follows(p0, new), 60):
         check(True, f"Sentinel turned the old primary {p0} into a replica of {new}, "
                     f"{time.monotonic() - t_restart:.1f} s after its restart {stamp()}")
-    if wait_for(f"replica {other} follows the new primary {new}", lambda: follows(other), 30):
+    if wait_for(f"replica {other} follows the new primary {new}", lambda: follows(other, new), 30):
         check(True, f"replica {other} follows the new primary {new} (link up)")
 
     # ------------------------------------------------------ run to the limits
@@ -596,11 +374,9 @@ def finish(tmp, driver, py=None, node=None, t_kill=None, t_dead=None, new=None, 
         check(reached, "every key of both clients reached its limit (clients saw denials)",
               f"py denied {py_res['denied']}, ioredis denied {node_res['denied']}")
         final = wait_for("sentinels agree on the final primary",
-                         lambda: (lambda s: s.pop() if len(s) == 1 else None)(
-                             {master_port_by(sp) for sp in sports}), 10)
+                         lambda: agreed_primary(sports, MASTER), 10)
         check(final == new, f"final primary {final} is the promoted replica {new}")
-        epochs = [as_dicts([ask(sp, "SENTINEL", "MASTER", MASTER)])[0].get("config-epoch")
-                  for sp in sports]
+        epochs = [sentinel_master(sp, MASTER).get("config-epoch") for sp in sports]
         check(epochs == ["1"] * len(sports),
               "exactly one failover (every sentinel at config-epoch 1)", f"epochs {epochs}")
         c = conn(new)
@@ -645,27 +421,8 @@ def finish(tmp, driver, py=None, node=None, t_kill=None, t_dead=None, new=None, 
     elif not failures:
         check(False, "the run reached the failover")
 
-    print(f"run took {time.monotonic() - T0:.1f} s", flush=True)
-    if failures:
-        print_logs()
-        print(f"failover check: {len(failures)} failed: {failures}; files kept in {tmp}")
-        return 1
-    print("failover check: every check passed")
-    shutil.rmtree(tmp, ignore_errors=True)
-    return 0
+    return conclude("failover check", tmp)
 
 
 if __name__ == "__main__":
-    code = 1
-    try:
-        code = main()
-    except Exception:  # an unexpected error: show it with the logs, never leave a process
-        traceback.print_exc()
-        print_logs()
-        print("failover check: stopped by an unexpected error", flush=True)
-    finally:
-        for p in procs:
-            if p.poll() is None:
-                p.kill()
-                p.wait()
-    sys.exit(code)
+    run(main, "failover check")
