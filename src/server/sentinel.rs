@@ -67,7 +67,7 @@ pub async fn ask_first(state: &State, sentinels: &[(String, u16)]) {
     for (host, port) in sentinels {
         let asked = async {
             let mut s = connect(host, *port).await?;
-            ask(state, &mut s, &mut BytesMut::new()).await
+            ask(state, &mut s, &mut BytesMut::new(), Start::Yes).await
         };
         match tokio::time::timeout(TIMEOUT, asked).await {
             Ok(Ok(())) => return,
@@ -89,8 +89,20 @@ async fn connect(host: &str, port: u16) -> std::io::Result<TcpStream> {
     Ok(s)
 }
 
+/// Whether the node is starting (it has served no one yet).
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Start {
+    Yes,
+    No,
+}
+
 /// `SENTINEL GET-MASTER-ADDR-BY-NAME` for every shard, applied.
-async fn ask(state: &State, s: &mut TcpStream, buf: &mut BytesMut) -> std::io::Result<()> {
+async fn ask(
+    state: &State,
+    s: &mut TcpStream,
+    buf: &mut BytesMut,
+    start: Start,
+) -> std::io::Result<()> {
     let Some(topology) = &state.cluster else {
         return Ok(());
     };
@@ -112,7 +124,7 @@ async fn ask(state: &State, s: &mut TcpStream, buf: &mut BytesMut) -> std::io::R
                 let ip = String::from_utf8_lossy(ip);
                 let p = std::str::from_utf8(p).ok().and_then(|p| p.parse().ok());
                 if let Some(p) = p {
-                    primary_is(state, &shard.name, &ip, p);
+                    primary_is(state, &shard.name, &ip, p, start);
                 }
             }
         }
@@ -122,10 +134,18 @@ async fn ask(state: &State, s: &mut TcpStream, buf: &mut BytesMut) -> std::io::R
 
 /// One connection to one Sentinel: ask, subscribe, apply what it says.
 async fn follow(state: &State, host: &str, port: u16) -> std::io::Result<()> {
+    // Subscribed first, then asked (on a second connection: a subscribed
+    // one may not ask), so no failover can fall between the answer and
+    // the subscription.
     let mut s = connect(host, port).await?;
     let mut buf = BytesMut::with_capacity(4096);
-    ask(state, &mut s, &mut buf).await?;
     send(&mut s, &[b"SUBSCRIBE", b"+switch-master"]).await?;
+    tokio::time::timeout(TIMEOUT, read(&mut s, &mut buf))
+        .await
+        .map_err(|_| std::io::Error::new(std::io::ErrorKind::TimedOut, "no reply"))??;
+    let mut asking = connect(host, port).await?;
+    ask(state, &mut asking, &mut BytesMut::new(), Start::No).await?;
+    drop(asking);
     tracing::info!(sentinel = %format!("{host}:{port}"), "following Sentinel's failovers");
     loop {
         // "message", "+switch-master", "<name> <old ip> <old port> <new ip> <new port>"
@@ -136,7 +156,7 @@ async fn follow(state: &State, host: &str, port: u16) -> std::io::Result<()> {
                     let w: Vec<&str> = text.split(' ').collect();
                     if let [name, _, _, ip, port] = w[..] {
                         if let Ok(port) = port.parse() {
-                            primary_is(state, name, ip, port);
+                            primary_is(state, name, ip, port, Start::No);
                         }
                     }
                 }
@@ -145,8 +165,13 @@ async fn follow(state: &State, host: &str, port: u16) -> std::io::Result<()> {
     }
 }
 
-/// Sentinel says shard `name`'s primary is `ip:port`.
-fn primary_is(state: &State, name: &str, ip: &str, port: u16) {
+/// Sentinel says shard `name`'s primary is `ip:port`. At start, a node
+/// whose shard has another primary follows it at once (a restarted old
+/// primary must not serve stale reads until Sentinel reconfigures it);
+/// later, a node's own role is left to Sentinel's `REPLICAOF`, so a stale
+/// answer from a Sentinel reconnecting mid-failover cannot demote the
+/// primary it has just promoted.
+fn primary_is(state: &State, name: &str, ip: &str, port: u16, start: Start) {
     let Some(t) = &state.cluster else { return };
     let Some(shard) = t.shard_named(name) else {
         return;
@@ -159,7 +184,7 @@ fn primary_is(state: &State, name: &str, ip: &str, port: u16) {
             // Our own shard's primary is another node: follow it now
             // rather than serve stale reads until Sentinel says so (it
             // will, with the same REPLICAOF). Promotion stays Sentinel's.
-            if t.nodes[t.me].shard == shard && i != t.me {
+            if start == Start::Yes && t.nodes[t.me].shard == shard && i != t.me {
                 let n = &t.nodes[i];
                 if state
                     .replication
