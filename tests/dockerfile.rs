@@ -173,26 +173,36 @@ fn compose_files_publish_on_loopback_only() {
     }
 }
 
-/// The replication compose file runs on the host's network: every server
-/// in it must bind the loopback only, for the same reason.
+/// The Sentinel compose files run on the host's network: every server in
+/// them must bind the loopback only, for the same reason.
 #[test]
-fn the_replication_compose_file_binds_loopback_only() {
-    let text = std::fs::read_to_string(
-        std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("docker-compose.replication.yml"),
-    )
-    .unwrap();
-    let binds: Vec<&str> = text
-        .lines()
-        .map(str::trim)
-        .filter_map(|l| l.strip_prefix("TURNSTILE_BIND: "))
-        .collect();
-    assert_eq!(binds, ["127.0.0.1"; 3]);
-    assert!(
-        text.contains("bind 127.0.0.1\\n"),
-        "the Sentinels bind the loopback"
-    );
-    assert!(
-        !text.contains("ports:"),
-        "host networking publishes nothing"
-    );
+fn the_sentinel_compose_files_bind_loopback_only() {
+    for (file, binds) in [
+        ("docker-compose.replication.yml", 3),
+        ("docker-compose.cluster-replicas.yml", 1),
+    ] {
+        let text =
+            std::fs::read_to_string(std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join(file))
+                .unwrap();
+        let found: Vec<&str> = text
+            .lines()
+            .map(str::trim)
+            .filter_map(|l| l.strip_prefix("TURNSTILE_BIND: "))
+            .collect();
+        assert_eq!(found, vec!["127.0.0.1"; binds], "{file}");
+        assert!(
+            text.contains("bind 127.0.0.1\\n"),
+            "{file}: the Sentinels bind the loopback"
+        );
+        assert!(
+            !text.contains("ports:"),
+            "{file}: host networking publishes nothing"
+        );
+        // Both anchors (servers, Sentinels) put every service on the host.
+        let host_mode = text
+            .lines()
+            .filter(|l| l.trim() == "network_mode: host")
+            .count();
+        assert_eq!(host_mode, 2, "{file}");
+    }
 }
