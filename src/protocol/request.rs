@@ -52,3 +52,16 @@ impl<'a> Request<'a> {
         self.args().map(<[u8]>::to_vec).collect()
     }
 }
+
+/// A request as a client sends it (an array of bulk strings): what this
+/// server sends when it is the client, a replica to its primary or a
+/// cluster node to a Sentinel.
+pub fn encode(args: &[&[u8]]) -> Vec<u8> {
+    let mut out = format!("*{}\r\n", args.len()).into_bytes();
+    for a in args {
+        out.extend_from_slice(format!("${}\r\n", a.len()).as_bytes());
+        out.extend_from_slice(a);
+        out.extend_from_slice(b"\r\n");
+    }
+    out
+}

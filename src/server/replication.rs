@@ -493,13 +493,8 @@ async fn send_ack<W: AsyncWrite + Unpin>(wr: &mut W, offset: u64) -> Result<(), 
 }
 
 async fn write_command<W: AsyncWrite + Unpin>(wr: &mut W, args: &[&[u8]]) -> Result<(), LinkError> {
-    let mut out = format!("*{}\r\n", args.len()).into_bytes();
-    for a in args {
-        out.extend_from_slice(format!("${}\r\n", a.len()).as_bytes());
-        out.extend_from_slice(a);
-        out.extend_from_slice(b"\r\n");
-    }
-    wr.write_all(&out).await?;
+    wr.write_all(&crate::protocol::request::encode(args))
+        .await?;
     Ok(())
 }
 

@@ -203,13 +203,7 @@ fn primary_is(state: &State, name: &str, ip: &str, port: u16, start: Start) {
 }
 
 async fn send(s: &mut TcpStream, args: &[&[u8]]) -> std::io::Result<()> {
-    let mut out = format!("*{}\r\n", args.len()).into_bytes();
-    for a in args {
-        out.extend_from_slice(format!("${}\r\n", a.len()).as_bytes());
-        out.extend_from_slice(a);
-        out.extend_from_slice(b"\r\n");
-    }
-    s.write_all(&out).await
+    s.write_all(&crate::protocol::request::encode(args)).await
 }
 
 /// A RESP2 reply.
