@@ -254,14 +254,10 @@ impl Topology {
 }
 
 fn split_addr(addr: &str) -> Result<(String, u16), TopologyError> {
-    let bad = || TopologyError::BadAddress(addr.to_string());
-    let (host, port) = addr.trim().rsplit_once(':').ok_or_else(bad)?;
-    let host = host.trim_start_matches('[').trim_end_matches(']');
-    let port: u16 = port.parse().map_err(|_| bad())?;
-    if host.is_empty() || port == 0 {
-        return Err(bad());
-    }
-    Ok((host.to_string(), port))
+    crate::config::parse_host_port(addr.trim())
+        .ok()
+        .filter(|&(_, port)| port != 0)
+        .ok_or_else(|| TopologyError::BadAddress(addr.to_string()))
 }
 
 fn node(addr: &str, ranges: Vec<(u16, u16)>) -> Result<Node, TopologyError> {

@@ -7,16 +7,12 @@
 use std::fmt::Write as _;
 use std::sync::atomic::Ordering;
 
-use super::args::int;
+use super::args::{int, is};
 use super::session::Park;
 use super::{CmdError, Ctx};
 use crate::protocol::Request;
 use crate::replication::{Link, Role};
 use crate::store::effects;
-
-fn is(a: &[u8], word: &str) -> bool {
-    a.eq_ignore_ascii_case(word.as_bytes())
-}
 
 /// ```text
 /// REPLICAOF host port | REPLICAOF NO ONE

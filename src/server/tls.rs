@@ -119,17 +119,10 @@ pub fn connector(config: &Config) -> Result<Option<TlsConnector>, TlsError> {
         return Err(TlsError::MissingCa);
     };
     let provider = Arc::new(crypto::ring::default_provider());
-    let mut roots = RootCertStore::empty();
-    for cert in read_certs(CA, ca_path)? {
-        roots.add(cert).map_err(|source| TlsError::BadCa {
-            path: ca_path.clone(),
-            source,
-        })?;
-    }
     let builder = ClientConfig::builder_with_provider(provider)
         .with_safe_default_protocol_versions()
         .map_err(TlsError::Setup)?
-        .with_root_certificates(roots);
+        .with_root_certificates(roots(ca_path)?);
     let client = match (&config.tls_cert_file, &config.tls_key_file) {
         (Some(cert), Some(key)) => builder
             .with_client_auth_cert(read_certs(CERT, cert)?, read_key(key)?)
@@ -149,6 +142,18 @@ fn client_verifier(
     path: &Path,
     provider: Arc<CryptoProvider>,
 ) -> Result<Arc<dyn rustls::server::danger::ClientCertVerifier>, TlsError> {
+    WebPkiClientVerifier::builder_with_provider(Arc::new(roots(path)?), provider)
+        .build()
+        .map_err(|source| TlsError::Verifier {
+            path: path.to_path_buf(),
+            source,
+        })
+}
+
+/// The CAs of `--tls-ca-cert-file`: what client certificates (on
+/// `--tls-port`) and a primary's certificate (`--tls-replication`) must
+/// chain to.
+fn roots(path: &Path) -> Result<RootCertStore, TlsError> {
     let mut roots = RootCertStore::empty();
     for cert in read_certs(CA, path)? {
         roots.add(cert).map_err(|source| TlsError::BadCa {
@@ -156,12 +161,7 @@ fn client_verifier(
             source,
         })?;
     }
-    WebPkiClientVerifier::builder_with_provider(Arc::new(roots), provider)
-        .build()
-        .map_err(|source| TlsError::Verifier {
-            path: path.to_path_buf(),
-            source,
-        })
+    Ok(roots)
 }
 
 fn read(what: &'static str, path: &Path) -> Result<Vec<u8>, TlsError> {
