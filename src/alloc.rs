@@ -105,3 +105,22 @@ pub fn used_memory() -> usize {
         n => n,
     }
 }
+
+/// Puts every thread's allocations in one glibc malloc arena (call before
+/// any thread starts). glibc gives each thread that allocates under
+/// contention an arena of its own, and memory freed in one arena serves
+/// only that arena's later allocations; keys are allocated by whichever
+/// worker serves them, so each worker's arena kept its own garbage from
+/// growing logs. Measured with `benches/memory.py` (100,000 `log` keys
+/// of 100 timestamps): 1,230-1,630 B/key of RSS with an arena per worker
+/// against 939 with one, for 916 B/key of live heap. Hot paths allocate
+/// little, and glibc's per-thread caches serve most of what they do
+/// without the arena's lock.
+pub fn one_arena() {
+    #[cfg(all(target_os = "linux", target_env = "gnu"))]
+    // SAFETY: `mallopt` only sets a tunable; called before other threads
+    // exist.
+    unsafe {
+        libc::mallopt(libc::M_ARENA_MAX, 1);
+    }
+}

@@ -16,6 +16,7 @@ fn main() -> ExitCode {
             return ExitCode::from(2);
         }
     };
+    turnstile::alloc::one_arena();
     let mut builder = tokio::runtime::Builder::new_multi_thread();
     if cli.config.threads > 0 {
         builder.worker_threads(cli.config.threads);

@@ -5,9 +5,10 @@
 //!
 //! - Equal timestamps coalesce into one slot, and a weighted request is one
 //!   slot, never `cost` entries.
-//! - The ring grows only as traffic needs it (never pre-allocated to
-//!   `limit`); expired slots are dropped on access and the ring shrinks when
-//!   mostly empty.
+//! - A key with one slot holds no heap block (the slot sits in the
+//!   record); the ring grows by an eighth as traffic needs it (never
+//!   pre-allocated to `limit`, never doubled); expired slots are dropped on
+//!   access and the ring shrinks when mostly empty.
 //! - `PRECISION d` rounds timestamps up to a multiple of `d` (the precision
 //!   buckets of Josiah Carlson's "Introduction to rate limiting with Redis",
 //!   part 2), which bounds the ring at `period / d` slots.
@@ -49,29 +50,54 @@ const NEWEST: usize = 2;
 /// `meta`'s top bit: the slots are wide.
 const WIDE: u32 = 1 << 31;
 
-/// The log of one key, in one heap block so a decision follows a single
-/// pointer from the table slot: a header (`base`, the narrow slots' origin
-/// in `UNIT`s since the epoch; `total`, the sum of the counts; `newest`,
-/// the exact time in ns of the newest admission, from which `reset_after`
-/// is measured) and then a ring of slots, oldest first. A narrow slot is
-/// one `u64` packing a 40-bit offset (in `UNIT`s from `base`) and a 24-bit
-/// count; a key whose single request weighs more than 2^24 - 1 units
-/// switches for good to wide slots of two words (timestamp in `UNIT`s,
-/// count), so a weighted request is always one slot. The whole state is
-/// 24 bytes, so with its parameters it sits unboxed in the table slot; a
-/// key never written holds no block at all.
-#[derive(Clone, Default)]
-pub struct State {
-    /// Header then `capacity * width` words of ring.
-    block: Box<[u64]>,
-    /// Ring position of the oldest slot.
-    head: u32,
-    /// Slots held, and `WIDE`.
-    meta: u32,
+/// The log of one key. Most keys of a lightly used limit hold one slot,
+/// so a key with at most one (narrow) slot holds no heap block at all: its
+/// newest admission and its slot sit inline in the 24 bytes
+/// (`Repr::Inline`), the slot's time as a signed offset from the newest
+/// admission. Two slots or more live in one heap block, so a decision
+/// follows a single pointer from the table slot (`Repr::Ring`): a header (`base`, the narrow slots'
+/// origin in `UNIT`s since the epoch; `total`, the sum of the counts;
+/// `newest`, the exact time in ns of the newest admission, from which
+/// `reset_after` is measured) and then a ring of slots, oldest first. A
+/// narrow slot is one `u64` packing a 40-bit offset (in `UNIT`s from
+/// `base`) and a 24-bit count; a key whose single request weighs more
+/// than 2^24 - 1 units switches to wide slots of two words (timestamp in
+/// `UNIT`s, count) for as long as it keeps a ring, so a weighted request
+/// is always one slot. The whole state is 24 bytes, so with its key it
+/// sits unboxed in the table slot.
+#[derive(Clone)]
+pub struct State(Repr);
+
+#[derive(Clone)]
+enum Repr {
+    /// At most one narrow slot, no heap block: `slot` is 0 for none (a
+    /// slot's count is never 0), else packed as a ring's but with its
+    /// offset a signed 40-bit difference from `newest / UNIT`
+    /// ([`one_slot`]); `total` is its count. `newest` is 0 for a key never
+    /// written.
+    Inline { newest: u64, slot: u64 },
+    /// The heap block: header then `capacity * width` words of ring.
+    Ring {
+        block: Box<[u64]>,
+        /// Ring position of the oldest slot.
+        head: u32,
+        /// Slots held, and `WIDE`.
+        meta: u32,
+    },
+}
+
+// The inline forms share the ring handle's 24 bytes (the box's non-null
+// pointer is the variants' niche): `LogRec` stays 48 bytes.
+const _: () = assert!(std::mem::size_of::<State>() == 24);
+
+impl Default for State {
+    fn default() -> Self {
+        State(Repr::Inline { newest: 0, slot: 0 })
+    }
 }
 
 impl PartialEq for State {
-    /// The same log: header and slots, wherever they sit in the ring.
+    /// The same log: header and slots, however they are held.
     fn eq(&self, other: &Self) -> bool {
         self.total() == other.total()
             && self.newest() == other.newest()
@@ -100,20 +126,81 @@ fn unpack(slot: u64) -> (u64, u64) {
     (slot >> COUNT_BITS, slot & MAX_COUNT)
 }
 
+/// The inline slot of a request of `count` stamped `ts` (`UNIT`s) under
+/// a newest admission at `newest` (ns), if it fits: a narrow count and a
+/// time within 2^39 units either side of the newest admission (a slot is
+/// never further than the period or the precision from it, so this only
+/// fails for crafted snapshots).
+fn one_slot(newest: u64, ts: u64, count: u64) -> Option<u64> {
+    const HALF: i128 = 1 << 39;
+    let delta = ts as i128 - (newest / UNIT) as i128;
+    ((1..=MAX_COUNT).contains(&count) && (-HALF..HALF).contains(&delta))
+        .then(|| pack(delta as u64 & MAX_OFFSET, count))
+}
+
+/// The (timestamp in `UNIT`s, count) of an inline slot.
+fn one_get(newest: u64, slot: u64) -> (u64, u64) {
+    let (offset, count) = unpack(slot);
+    // Sign-extends the 40-bit offset.
+    let delta = ((offset << COUNT_BITS) as i64) >> COUNT_BITS;
+    ((newest / UNIT).wrapping_add_signed(delta), count)
+}
+
 impl State {
     fn header(&self, i: usize) -> u64 {
-        self.block.get(i).copied().unwrap_or(0)
+        match &self.0 {
+            Repr::Inline { newest, .. } if i == NEWEST => *newest,
+            Repr::Inline { slot: 0, .. } => 0,
+            Repr::Inline { slot, .. } if i == TOTAL => unpack(*slot).1,
+            Repr::Inline { newest, slot } => one_get(*newest, *slot).0,
+            Repr::Ring { block, .. } => block.get(i).copied().unwrap_or(0),
+        }
     }
 
     fn set_header(&mut self, i: usize, v: u64) {
-        if self.block.is_empty() {
-            if v == 0 {
-                return;
+        match &mut self.0 {
+            Repr::Inline { newest, slot: 0 } if i == NEWEST => *newest = v,
+            Repr::Inline { newest, slot } if i == NEWEST => {
+                let (t, c) = one_get(*newest, *slot);
+                match one_slot(v, t, c) {
+                    Some(s) => (*newest, *slot) = (v, s),
+                    None => self.ring()[i] = v,
+                }
             }
-            // A header alone: the ring grows on the first record.
-            self.rebuild(0, false);
+            // The total an inline log has already.
+            Repr::Inline { slot, .. } if i == TOTAL && v == unpack(*slot).1 => {}
+            Repr::Ring { block, .. } => block[i] = v,
+            _ => self.ring()[i] = v,
         }
-        self.block[i] = v;
+    }
+
+    /// The heap block, made from the inline forms if need be (with room
+    /// for one more slot).
+    fn ring(&mut self) -> &mut [u64] {
+        if !matches!(self.0, Repr::Ring { .. }) {
+            self.rebuild(self.slots() + 1, false);
+        }
+        match &mut self.0 {
+            Repr::Ring { block, .. } => block,
+            _ => unreachable!("rebuilt above"),
+        }
+    }
+
+    /// Back to an inline form when the ring holds at most one narrow slot
+    /// (its block given back): after every change a caller makes.
+    fn settle(&mut self) {
+        if !matches!(self.0, Repr::Ring { .. }) || self.slots() > 1 {
+            return;
+        }
+        let newest = self.newest();
+        match self.front() {
+            None => self.0 = Repr::Inline { newest, slot: 0 },
+            Some((t, c)) => {
+                if let Some(slot) = one_slot(newest, t, c) {
+                    self.0 = Repr::Inline { newest, slot };
+                }
+            }
+        }
     }
 
     fn base(&self) -> u64 {
@@ -138,8 +225,15 @@ impl State {
         self.set_header(TOTAL, n);
     }
 
+    fn meta(&self) -> u32 {
+        match &self.0 {
+            Repr::Inline { slot, .. } => (*slot != 0) as u32,
+            Repr::Ring { meta, .. } => *meta,
+        }
+    }
+
     fn wide(&self) -> bool {
-        self.meta & WIDE != 0
+        self.meta() & WIDE != 0
     }
 
     fn width(&self) -> usize {
@@ -148,36 +242,56 @@ impl State {
 
     /// Number of slots held (what memory the key costs).
     pub fn slots(&self) -> usize {
-        (self.meta & !WIDE) as usize
+        (self.meta() & !WIDE) as usize
     }
 
     fn set_slots(&mut self, n: usize) {
-        self.meta = (self.meta & WIDE) | n as u32;
+        if let Repr::Ring { meta, .. } = &mut self.0 {
+            *meta = (*meta & WIDE) | n as u32;
+        }
     }
 
-    /// Slots the block has room for.
+    /// Slots the ring has room for (an inline form: what it holds).
     fn capacity(&self) -> usize {
-        self.block.len().saturating_sub(HEADER) / self.width()
+        match &self.0 {
+            Repr::Ring { block, .. } => block.len().saturating_sub(HEADER) / self.width(),
+            _ => self.slots(),
+        }
     }
 
     /// Heap bytes held by the block.
     pub fn heap_size(&self) -> usize {
-        self.block.len() * 8
+        match &self.0 {
+            Repr::Ring { block, .. } => block.len() * 8,
+            _ => 0,
+        }
     }
 
-    /// Word index of logical slot `i` (0 = oldest).
+    fn head(&self) -> usize {
+        match &self.0 {
+            Repr::Ring { head, .. } => *head as usize,
+            _ => 0,
+        }
+    }
+
+    /// Word index in the ring's block of logical slot `i` (0 = oldest).
     fn word(&self, i: usize) -> usize {
-        HEADER + (self.head as usize + i) % self.capacity() * self.width()
+        HEADER + (self.head() + i) % self.capacity() * self.width()
     }
 
     /// Logical slot `i` as (timestamp in `UNIT`s, count).
     fn get(&self, i: usize) -> (u64, u64) {
-        let w = self.word(i);
-        if self.wide() {
-            (self.block[w], self.block[w + 1])
-        } else {
-            let (o, c) = unpack(self.block[w]);
-            (self.base() + o, c)
+        match &self.0 {
+            Repr::Ring { block, .. } => {
+                let w = self.word(i);
+                if self.wide() {
+                    (block[w], block[w + 1])
+                } else {
+                    let (o, c) = unpack(block[w]);
+                    (self.base() + o, c)
+                }
+            }
+            Repr::Inline { newest, slot } => one_get(*newest, *slot),
         }
     }
 
@@ -227,6 +341,7 @@ impl State {
             prev = t;
         }
         s.set_newest(newest);
+        s.settle();
         Some(s)
     }
 
@@ -245,40 +360,45 @@ impl State {
                 block[w] = pack(t - self.base(), c);
             }
         }
-        let n = self.slots();
-        self.block = block;
-        self.head = 0;
-        self.meta = if wide { WIDE } else { 0 };
-        self.set_slots(n);
+        let n = self.slots() as u32;
+        self.0 = Repr::Ring {
+            block,
+            head: 0,
+            meta: if wide { WIDE | n } else { n },
+        };
     }
 
-    /// Room for one more slot: capacity grows 4, 8, 16... as traffic
-    /// needs it, never pre-sized to `limit`.
+    /// Room for one more slot: capacity grows by an eighth (at least two
+    /// slots) as traffic needs it, never pre-sized to `limit`.
     fn reserve_one(&mut self) {
-        if self.slots() == self.capacity() {
+        if self.slots() == self.capacity() || !matches!(self.0, Repr::Ring { .. }) {
             self.rebuild(self.grown_capacity(), self.wide());
         }
     }
 
-    /// The capacity the ring grows to when full: doubled, within
-    /// [`MAX_SLOTS`] (but never below what it holds: a ring restored from
-    /// an older snapshot may be larger).
+    /// The capacity the ring grows to when full: an eighth more, at least
+    /// two slots, within [`MAX_SLOTS`] (but never below what it holds: a
+    /// ring restored from an older snapshot may be larger). An eighth
+    /// rather than double keeps a long log within 12% of its slots' 8
+    /// bytes each, for a copy of the ring every eighth of its growth.
     fn grown_capacity(&self) -> usize {
-        let doubled = self.capacity().max(2) * 2;
-        doubled.min(MAX_SLOTS as usize).max(self.slots() + 1)
+        let c = self.capacity();
+        (c + (c / 8).max(2))
+            .min(MAX_SLOTS as usize)
+            .max(self.slots() + 1)
     }
 
     /// Heap bytes the next new slot would allocate: the new block, while
-    /// the old one is still held (0 while the ring has room). The caller
-    /// checks it against `--maxmemory` before a decision that may record.
+    /// the old one is still held (0 while the ring has room, or while the
+    /// log is empty: its first slot is inline).
     pub fn growth(&self) -> usize {
-        if self.slots() < self.capacity() {
-            return 0;
+        match &self.0 {
+            Repr::Inline { slot: 0, .. } => 0,
+            Repr::Inline { .. } => (HEADER + self.grown_capacity()) * 8,
+            Repr::Ring { .. } if self.slots() < self.capacity() => 0,
+            Repr::Ring { .. } => (HEADER + self.grown_capacity() * self.width()) * 8,
         }
-        let header = if self.block.is_empty() { HEADER } else { 0 };
-        (header + self.grown_capacity() * self.width()) * 8
     }
-
     /// Whether a request stamped `ts` can be recorded: it joins the newest
     /// slot, or the ring is below [`MAX_SLOTS`].
     fn has_room(&self, ts: u64, count: u64) -> bool {
@@ -301,38 +421,59 @@ impl State {
         units.saturating_mul(UNIT)
     }
 
+    /// Drops the oldest slot (and its count from the total).
     fn pop_front(&mut self) {
-        if self.slots() > 0 {
-            self.head = ((self.head as usize + 1) % self.capacity()) as u32;
-            self.set_slots(self.slots() - 1);
+        let Some((_, c)) = self.front() else {
+            return;
+        };
+        let total = self.total() - c;
+        match &mut self.0 {
+            Repr::Inline { slot, .. } => *slot = 0,
+            Repr::Ring { head, meta, block } => {
+                let capacity =
+                    block.len().saturating_sub(HEADER) / (1 + (*meta & WIDE != 0) as usize);
+                *head = ((*head as usize + 1) % capacity) as u32;
+                *meta -= 1;
+                block[TOTAL] = total;
+            }
         }
     }
 
-    /// Sets the newest slot's count; 0 removes it.
+    /// Sets the newest slot's count (and the total with it); 0 removes it.
     fn set_back_count(&mut self, count: u64) {
-        let Some(last) = self.slots().checked_sub(1) else {
+        let Some((_, old)) = self.back() else {
             return;
         };
-        if count == 0 {
-            self.set_slots(last);
+        let total = self.total() - old + count;
+        if let Repr::Inline { slot, .. } = &mut self.0 {
+            *slot = match count {
+                0 => 0,
+                _ => pack(unpack(*slot).0, count),
+            };
             return;
         }
-        let w = self.word(last);
-        if self.wide() {
-            self.block[w + 1] = count;
+        let last = self.slots() - 1;
+        if count == 0 {
+            self.set_slots(last);
         } else {
-            self.block[w] = pack(unpack(self.block[w]).0, count);
+            let (w, wide) = (self.word(last), self.wide());
+            let block = self.ring();
+            if wide {
+                block[w + 1] = count;
+            } else {
+                block[w] = pack(unpack(block[w]).0, count);
+            }
         }
+        self.set_total(total);
     }
 
     /// Drops slots that left the window `(now - period, now]`, and gives
     /// back most of a ring that emptied.
     fn expire(&mut self, now: u64, period: u64) {
-        while let Some((t, c)) = self.front() {
+        while let Some((t, _)) = self.front() {
             if Self::ns(t).saturating_add(period) > now {
                 break;
             }
-            self.set_total(self.total() - c);
             self.pop_front();
         }
         if self.capacity() > 16 && self.slots() < self.capacity() / 4 {
@@ -347,31 +488,40 @@ impl State {
     /// which counts it at least as long as its own time would.
     fn record(&mut self, ts: u64, count: u64) {
         let ts = self.back().map_or(ts, |(newest, _)| ts.max(newest));
-        self.set_total(self.total() + count);
         if let Some((t, c)) = self.back() {
             if t == ts && c.checked_add(count).is_some_and(|n| self.fits(n)) {
                 self.set_back_count(c + count);
                 return;
             }
         }
+        // An empty log's first slot goes inline.
+        if let Repr::Inline { newest, slot: 0 } = self.0 {
+            if let Some(slot) = one_slot(newest, ts, count) {
+                self.0 = Repr::Inline { newest, slot };
+                return;
+            }
+        }
+        let total = self.total() + count;
         if !self.fits(count) {
             self.rebuild(self.capacity().max(1), true);
         }
         self.reserve_one();
         if !self.wide() {
             if self.slots() == 0 {
-                self.block[BASE] = ts;
+                self.ring()[BASE] = ts;
             } else if ts - self.base() > MAX_OFFSET {
                 self.rebase();
             }
         }
-        let w = self.word(self.slots());
-        if self.wide() {
-            self.block[w] = ts;
-            self.block[w + 1] = count;
+        let (w, wide, base) = (self.word(self.slots()), self.wide(), self.base());
+        let block = self.ring();
+        if wide {
+            block[w] = ts;
+            block[w + 1] = count;
         } else {
-            self.block[w] = pack(ts - self.base(), count);
+            block[w] = pack(ts - base, count);
         }
+        block[TOTAL] = total;
         self.set_slots(self.slots() + 1);
     }
 
@@ -386,11 +536,16 @@ impl State {
             return;
         };
         let shift = oldest - self.base();
-        self.block[BASE] = oldest;
-        for i in 0..self.slots() {
-            let w = self.word(i);
-            let (o, c) = unpack(self.block[w]);
-            self.block[w] = pack(o - shift, c);
+        let (n, first) = (self.slots(), self.word(0));
+        let block = self.ring();
+        block[BASE] = oldest;
+        // Narrow slots are one word each, so the ring is every word after
+        // the header; the live ones run from `first`, wrapping.
+        let ring = HEADER..block.len();
+        for k in 0..n {
+            let w = ring.start + (first - ring.start + k) % ring.len();
+            let (o, c) = unpack(block[w]);
+            block[w] = pack(o - shift, c);
         }
     }
 }
@@ -433,6 +588,7 @@ pub fn decide(state: &mut State, p: &Params, now: u64, cost: u64) -> Decision {
         state.record(ts, cost);
         state.set_newest(now);
     }
+    state.settle();
     let retry_after = (!allowed).then(|| retry_after(state.iter(), used, cost, p, now));
     Decision {
         allowed,
@@ -525,7 +681,6 @@ pub fn refund(state: &mut State, p: &Params, now: u64, mut n: u64) {
         };
         let take = n.min(c);
         n -= take;
-        state.set_total(state.total() - take);
         state.set_back_count(c - take);
     }
     // The newest admission left is now at most the newest slot's time.
@@ -534,6 +689,7 @@ pub fn refund(state: &mut State, p: &Params, now: u64, mut n: u64) {
         None => 0,
     };
     state.set_newest(newest);
+    state.settle();
 }
 
 impl super::Limiter for State {
@@ -724,17 +880,82 @@ mod tests {
     fn growth_is_what_the_next_slot_allocates() {
         let p = params(100, 60 * S);
         let mut st = State::default();
-        assert_eq!(st.growth(), (HEADER + 4) * 8);
-        decide(&mut st, &p, S, 1);
+        // The first slot is inline.
         assert_eq!(st.growth(), 0);
-        for i in 1..4 {
+        decide(&mut st, &p, S, 1);
+        assert_eq!(st.heap_size(), 0);
+        // The second takes a ring of three.
+        assert_eq!(st.growth(), (HEADER + 3) * 8);
+        decide(&mut st, &p, S + MS, 1);
+        assert_eq!(st.heap_size(), (HEADER + 3) * 8);
+        let mut grew = Vec::new();
+        for i in 2..100 {
+            let (before, growth) = (st.heap_size(), st.growth());
             decide(&mut st, &p, S + i * MS, 1);
+            // What growth announced is the block the ring moved to.
+            assert_eq!(growth == 0, st.heap_size() == before, "at {i}");
+            if growth > 0 {
+                assert_eq!(st.heap_size(), growth);
+                grew.push(st.capacity());
+            }
         }
-        assert_eq!(st.capacity(), 4);
-        let before = st.heap_size();
-        assert_eq!(st.growth(), 8 * 8);
-        decide(&mut st, &p, S + 5 * MS, 1);
-        assert_eq!(st.heap_size() - before, 4 * 8);
+        // By an eighth, at least two: 100 slots sit in 103.
+        assert_eq!(grew[..3], [5, 7, 9]);
+        assert_eq!(grew[grew.len() - 3..], [82, 92, 103]);
+    }
+
+    #[test]
+    fn one_slot_is_inline_and_back_after_expiry() {
+        let p = params(10, 10 * S);
+        let t0 = 1_700_000_000 * S;
+        let mut st = State::default();
+        decide(&mut st, &p, t0, 3);
+        assert_eq!((st.slots(), st.total(), st.heap_size()), (1, 3, 0));
+        // Coalescing keeps it inline.
+        decide(&mut st, &p, t0, 1);
+        assert_eq!((st.slots(), st.total(), st.heap_size()), (1, 4, 0));
+        decide(&mut st, &p, t0 + 2 * S, 1);
+        assert_eq!((st.slots(), st.total()), (2, 5));
+        assert!(st.heap_size() > 0);
+        // The first slot leaves: one left, the block given back.
+        let d = decide(&mut st, &p, t0 + 10 * S + UNIT, 1);
+        assert!(d.allowed);
+        assert_eq!(
+            (st.slots(), st.total(), st.heap_size()),
+            (2, 2, (HEADER + 3) * 8)
+        );
+        // Expiry alone (a refund of nothing) settles it.
+        refund(&mut st, &p, t0 + 12 * S + UNIT, 0);
+        assert_eq!((st.slots(), st.total(), st.heap_size()), (1, 1, 0));
+        assert_eq!(st.expires_at(&p), t0 + 20 * S + UNIT);
+        // A refund empties it, inline.
+        refund(&mut st, &p, t0 + 12 * S + UNIT, 5);
+        assert_eq!((st.slots(), st.total(), st.heap_size()), (0, 0, 0));
+        // A weighted request too heavy for a narrow slot takes a wide ring.
+        let big = params(u64::MAX / 2, 10 * S);
+        decide(&mut st, &big, t0 + 20 * S, MAX_COUNT + 1);
+        assert_eq!((st.slots(), st.total()), (1, MAX_COUNT + 1));
+        assert!(st.heap_size() > 0);
+    }
+
+    #[test]
+    fn restore_round_trips_every_form() {
+        let t0 = 1_700_000_000 * S;
+        for slots in [
+            vec![],
+            vec![(t0 / UNIT, 4)],
+            vec![(t0 / UNIT, 4), (t0 / UNIT + 9, 1)],
+        ] {
+            let st = State::restore(t0 + 9 * UNIT, &slots).unwrap();
+            assert_eq!(st.slots_iter().collect::<Vec<_>>(), slots);
+            assert_eq!(st.newest(), t0 + 9 * UNIT);
+            assert_eq!(st.heap_size() == 0, slots.len() <= 1);
+        }
+        // A slot far from its newest admission (a crafted file) is kept
+        // in a ring rather than lost.
+        let far = State::restore(t0, &[(t0 / UNIT + (1 << 39), 1)]).unwrap();
+        assert_eq!(far.slots_iter().next(), Some((t0 / UNIT + (1 << 39), 1)));
+        assert!(far.heap_size() > 0);
     }
 
     #[test]

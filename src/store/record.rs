@@ -10,7 +10,7 @@
 //! | window: 6 + 4 + 4 | bucket number (`start / period`), previous count, current count |
 //! | fixed: 6 + 4 | window number, count |
 //! | gcra: 8 | TAT (ns) |
-//! | log: 24 | the ring's handle (`limiter/log.rs`) |
+//! | log: 24 | one slot inline, or the handle of its ring (`limiter/log.rs`) |
 //!
 //! There is no expiry field: a limiter key's TTL is always the moment its
 //! state stops mattering, derived from the state itself (`expires_at`), so
