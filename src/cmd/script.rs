@@ -165,11 +165,11 @@ fn run(
     // state, no shard locks beyond its keys'.
     if !read_only && settings_native(ctx.state) {
         if let Some(native) = super::native::find(script.sha()) {
-            let started = std::time::Instant::now();
+            let started = ctx.state.metrics.is_some().then(std::time::Instant::now);
             if super::native::run(ctx, native, req, n, over_maxmemory(ctx.state)) {
                 let state = ctx.state;
-                if let Some(m) = &state.metrics {
-                    m.observe_script(started.elapsed());
+                if let (Some(m), Some(t)) = (&state.metrics, started) {
+                    m.observe_script(t.elapsed());
                 }
                 state.stats.script(ScriptOutcome::Ok);
                 crate::stats::Stats::add(&state.stats.scripts_native, 1);
