@@ -3,20 +3,35 @@
 
     benches/scripts.py [--reps 3] [-n 200000] [-P 16] [--no-build] [--quick]
 
-Starts `target/release/turnstile` as shipped and Debian's `redis-server`
-(--save '' --appendonly no) on free loopback ports, loads compare.py's Lua
-limiters (the seeds' two-bucket counter and sorted-set log, and the `limits`
-library's fixed window) into both, and runs `redis-benchmark -c 50 -r 100000`
-with EVALSHA against each in turn (the idle one paused), `--reps` times
-alternating. Prints medians of ops/s and of server CPU per call (its
-threads' schedstat before and after, over calls) and Turnstile's ratios to
-Redis.
+Starts `target/release/turnstile` twice, as shipped (catalogued scripts
+run natively, `cmd/native`) and with `--scripts-native no` (every script in
+the Lua VM), and Debian's `redis-server` (--save '' --appendonly no), on
+free loopback ports; loads every catalogued script redis-benchmark can
+drive (compare.py's seeds, the `limits` fixed window, rate-limiter-flexible,
+rate-limit-redis, django-redis: the texts in src/cmd/native/lua/) into
+each, and runs `redis-benchmark -c 50 -r 100000` with EVALSHA against each
+in turn (the idle ones paused), `--reps` times alternating. Prints medians
+of ops/s and of server CPU per call (its threads' schedstat before and
+after, over calls) and Turnstile's ratios to Redis, native and Lua.
 """
 
 import argparse
 
 import benchlib
 import compare
+
+LUA = benchlib.ROOT / "src/cmd/native/lua"
+
+# name, script, EVALSHA arguments after the SHA (numkeys, key, args).
+SCRIPTS = compare.SCRIPTS + [
+    ("rate-limiter-flexible consume", (LUA / "rlflex_consume.lua").read_text(),
+     ["1", "rf:__rand_int__", "1", "60", "100", "60"]),
+    ("rate-limit-redis increment", (LUA / "rlr_increment.lua").read_text(),
+     ["1", "rr:__rand_int__", "60000"]),
+    ("rate-limit-redis get", (LUA / "rlr_get.lua").read_text(), ["1", "rr:__rand_int__"]),
+    ("django-redis incr", (LUA / "django_redis_incr.lua").read_text(),
+     ["1", "dj:__rand_int__", "1"]),
+]
 
 
 def main():
@@ -33,14 +48,18 @@ def main():
     if not opts.no_build:
         benchlib.build_release()
     benchlib.pin_turnstile()
-    servers = {"turnstile": benchlib.start_turnstile(), "redis": benchlib.start_redis()}
+    servers = {
+        "native": benchlib.start_turnstile(),
+        "lua": benchlib.start_turnstile("--scripts-native", "no"),
+        "redis": benchlib.start_redis(),
+    }
     print(f"{benchlib.build_line()}\nRedis {benchlib.redis_version()}; "
           f"redis-benchmark -c 50 -r 100000 -n {opts.n} -P {opts.pipeline}, "
           f"medians of {opts.reps} alternating runs\n")
-    print("| script | Turnstile ops/s | Redis ops/s | ops ratio | Turnstile CPU us/call "
-          "| Redis CPU us/call | CPU ratio |")
-    print("|---|---|---|---|---|---|---|")
-    for name, body, args in compare.SCRIPTS:
+    print("| script | native ops/s | Lua path ops/s | Redis ops/s | native / Redis | Lua / Redis "
+          "| native CPU us/call | Lua CPU us/call | Redis CPU us/call | native CPU / Redis | Lua CPU / Redis |")
+    print("|---|---|---|---|---|---|---|---|---|---|---|")
+    for name, body, args in SCRIPTS:
         shas = set()
         for s in servers.values():
             with s.client() as c:
@@ -48,9 +67,9 @@ def main():
         (sha,) = shas
         med = benchlib.alternating_medians(servers, ["EVALSHA", sha.decode(), *args], opts.n,
                                            opts.pipeline, opts.reps)
-        (to, tc), (ro, rc) = med["turnstile"], med["redis"]
-        print(f"| {name} | {to:,.0f} | {ro:,.0f} | {to / ro:.2f}x | {tc:.2f} | {rc:.2f} | "
-              f"{tc / rc:.2f}x |", flush=True)
+        (no, nc), (lo, lc), (ro, rc) = med["native"], med["lua"], med["redis"]
+        print(f"| {name} | {no:,.0f} | {lo:,.0f} | {ro:,.0f} | {no / ro:.2f}x | {lo / ro:.2f}x "
+              f"| {nc:.2f} | {lc:.2f} | {rc:.2f} | {nc / rc:.2f}x | {lc / rc:.2f}x |", flush=True)
     for s in servers.values():
         s.stop()
 

@@ -153,6 +153,12 @@ pub struct Config {
         value_name = "MS"
     )]
     pub lua_time_limit: u64,
+    /// Run the limiter libraries' scripts that Turnstile recognises by
+    /// SHA1 (docs/scripting.md's catalogue) in Rust, with the Lua script's
+    /// replies and effects, instead of in the Lua VM: yes or no. `no`
+    /// runs every script in Lua, to compare the two.
+    #[arg(long, env = "TURNSTILE_SCRIPTS_NATIVE", default_value = "yes", value_parser = parse_yes_no, action = clap::ArgAction::Set, value_name = "yes|no")]
+    pub scripts_native: bool,
     /// Named limits: a YAML file, or a directory of them, in
     /// envoyproxy/ratelimit's format (plus algorithm, period, burst,
     /// precision); reloaded when a file changes, on SIGHUP and on

@@ -32,7 +32,9 @@
 //!   (the server's and the fuzzing harness's); `cmd/mod.rs` checks and runs
 //!   each request (or queues it in `MULTI`); `cmd/multi.rs` runs
 //!   transactions over the shards they lock; `cmd/limiter/` parses the
-//!   limiter commands and shapes their replies.
+//!   limiter commands and shapes their replies; `cmd/native/` runs the
+//!   limiter libraries' Lua scripts it recognises by SHA1 in Rust, one
+//!   file per library, with the Lua path's replies and effects.
 //! - [`store`]: the sharded keyspace (`store/mod.rs`), with the
 //!   `Keyspace` view every command reaches it through (the store, or the
 //!   shards a transaction holds) and `WATCH`'s write counters; one shard, a

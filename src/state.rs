@@ -141,6 +141,8 @@ pub struct Settings {
     pub maxmemory_policy: AtomicU8,
     /// `--lua-time-limit`, in milliseconds.
     pub lua_time_limit_ms: AtomicU64,
+    /// `--scripts-native`: catalogued scripts run in Rust.
+    pub scripts_native: AtomicBool,
     requirepass: RwLock<Option<Password>>,
     pub bind: String,
     /// `--repl-backlog-size`, bytes.
@@ -168,6 +170,7 @@ impl Settings {
             output_soft_seconds: AtomicU64::new(config.client_output_buffer_limit.soft_seconds),
             maxmemory_policy: AtomicU8::new(config.maxmemory_policy.index()),
             lua_time_limit_ms: AtomicU64::new(config.lua_time_limit),
+            scripts_native: AtomicBool::new(config.scripts_native),
             requirepass: RwLock::new(password.as_deref().and_then(Password::new)),
             bind: config.bind.clone(),
             repl_backlog_size: AtomicU64::new(config.repl_backlog_size),

@@ -46,6 +46,9 @@ pub struct Stats {
     transactions: [AtomicU64; TxOutcome::ALL.len()],
     /// Script runs ended, by [`ScriptOutcome`].
     scripts: [AtomicU64; ScriptOutcome::ALL.len()],
+    /// Script runs answered by the native catalogue (`cmd/native`), not
+    /// the Lua VM; also counted in `scripts`.
+    pub scripts_native: AtomicU64,
     /// Rate limit service calls answered, by [`RlsOutcome`].
     rls: [AtomicU64; RlsOutcome::ALL.len()],
     /// Lease events, by [`LeaseEvent`].
@@ -213,6 +216,7 @@ impl Stats {
             near_limit: Default::default(),
             transactions: Default::default(),
             scripts: Default::default(),
+            scripts_native: AtomicU64::new(0),
             rls: Default::default(),
             leases: Default::default(),
         }
@@ -321,6 +325,7 @@ impl Stats {
             &self.protocol_errors,
             &self.error_replies,
             &self.auth_failures,
+            &self.scripts_native,
         ];
         let all = scalars
             .into_iter()

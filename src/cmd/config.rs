@@ -175,6 +175,10 @@ const PARAMS: &[Param] = &[
         }),
     },
     Param {
+        name: "scripts-native",
+        kind: Kind::Flag(|s| &s.scripts_native),
+    },
+    Param {
         name: "tls-port",
         kind: Kind::ReadOnly(|s| s.tls_port.unwrap_or(0).to_string()),
     },

@@ -15,6 +15,7 @@ pub mod keys;
 pub mod limiter;
 pub mod list;
 pub mod multi;
+pub mod native;
 pub mod policy;
 pub mod pubsub;
 pub mod rename;

@@ -161,6 +161,22 @@ fn run(
             return Err(CmdError::OutOfMemory);
         }
     }
+    // A catalogued script runs in Rust when it can (`cmd/native`): no Lua
+    // state, no shard locks beyond its keys'.
+    if !read_only && settings_native(ctx.state) {
+        if let Some(native) = super::native::find(script.sha()) {
+            let started = ctx.state.metrics.is_some().then(std::time::Instant::now);
+            if super::native::run(ctx, native, req, n, over_maxmemory(ctx.state)) {
+                let state = ctx.state;
+                if let (Some(m), Some(t)) = (&state.metrics, started) {
+                    m.observe_script(t.elapsed());
+                }
+                state.stats.script(ScriptOutcome::Ok);
+                crate::stats::Stats::add(&state.stats.scripts_native, 1);
+                return Ok(());
+            }
+        }
+    }
     let settings = &ctx.state.settings;
     ctx.state.scripts.set_busy_threshold(Duration::from_millis(
         settings.get(&settings.lua_time_limit_ms),
@@ -236,6 +252,14 @@ fn run(
             }
         }
     }
+}
+
+/// `--scripts-native`, as it is now.
+fn settings_native(state: &State) -> bool {
+    state
+        .settings
+        .scripts_native
+        .load(std::sync::atomic::Ordering::Relaxed)
 }
 
 /// Whether memory in use is past `--maxmemory` (none set: never).

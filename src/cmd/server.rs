@@ -174,6 +174,11 @@ fn write_section(ctx: &Ctx<'_>, section: &str, t: &mut String) {
                     stats.scripts(outcome)
                 )?;
             }
+            write!(
+                t,
+                "scripts_native:{}\r\n",
+                crate::stats::Stats::read(&stats.scripts_native)
+            )?;
             for event in crate::stats::LeaseEvent::ALL {
                 // Leases lapsed with their key are the store's count.
                 let n = stats.leases(event)

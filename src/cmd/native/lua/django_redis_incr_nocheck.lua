@@ -1,0 +1,3 @@
+
+                    return redis.call('INCRBY', KEYS[1], ARGV[1])
+                    

@@ -1,0 +1,469 @@
+//! Native scripts: the limiter libraries' Lua scripts, recognised by the
+//! SHA1 of their exact text, run in Rust instead of the Lua VM.
+//!
+//! A library sends the same few scripts on every request, and the Lua VM
+//! costs most of such a call (reserving a state, the interpreter, each
+//! `redis.call` built and parsed as RESP). Each entry of [`CATALOGUE`]
+//! does what its script does with the store calls the commands it calls
+//! make (`GET` as `cmd/string.rs`'s `get`, `EXPIRE` as `keys.rs`'s, ...),
+//! in the script's order, holding every key's shard for the whole run as
+//! the Lua path does, so replies, keys, TTLs, `WATCH`, replication effects
+//! and `INFO commandstats` come out the same.
+//!
+//! Exactness over coverage: an implementation answers [`Fallback`] for any
+//! case it does not reproduce byte for byte (an argument Lua's `tonumber`
+//! would read otherwise than a plain decimal, a key of another type, a
+//! value `INCR` refuses, ...), always before its first write, and the call
+//! then runs in Lua as before. Numbers are Lua's: `f64` arithmetic in the
+//! script's order, numbers passed to `redis.call` written as Lua 5.1 writes
+//! them (`%.14g`), numbers returned truncated to integers.
+//!
+//! The catalogue is only a faster way to run a script the cache holds:
+//! `EVALSHA` of a catalogued SHA1 still needs `SCRIPT LOAD` (or an `EVAL`)
+//! first, and `NOSCRIPT` otherwise, as in Redis.
+
+mod django_redis;
+mod limits;
+mod rate_limit_redis;
+mod rlflex;
+mod seed;
+
+use std::sync::OnceLock;
+
+use super::table::{self, CommandSpec};
+use super::Ctx;
+use crate::protocol::Request;
+use crate::store::{Entry, Keyspace, Locked};
+use crate::util::parse_i64;
+
+/// A case the native code does not reproduce: run the script in Lua.
+/// Answered before any write, so the Lua run starts from the same store.
+#[derive(Debug)]
+pub struct Fallback;
+
+pub type Fb<T> = Result<T, Fallback>;
+
+impl From<crate::cmd::CmdError> for Fallback {
+    fn from(_: crate::cmd::CmdError) -> Self {
+        Fallback
+    }
+}
+
+/// One catalogued script.
+pub struct Native {
+    /// Short name, as the benchmarks and docs call it.
+    pub name: &'static str,
+    /// The library (and version) the exact text was taken from.
+    pub library: &'static str,
+    pub version: &'static str,
+    /// SHA1 of `text`, 40 lower-case hex digits.
+    pub sha: &'static str,
+    /// The script, byte for byte as the library sends it.
+    pub text: &'static str,
+    /// The commands the script calls: a `--rename-command` of any of them
+    /// changes what the Lua does, so the call then goes to Lua.
+    pub commands: &'static [Cmd],
+    pub run: fn(&mut Call<'_, '_, '_>) -> Fb<()>,
+}
+
+/// The catalogue. `tests/native_scripts.rs` checks each `sha` against its
+/// text.
+pub static CATALOGUE: &[Native] = &[
+    seed::TWO_BUCKET,
+    seed::ZSET_LOG,
+    limits::INCR_EXPIRE,
+    limits::INCR_EXPIRE_BENCH,
+    rlflex::CONSUME,
+    rate_limit_redis::INCREMENT,
+    rate_limit_redis::GET,
+    django_redis::INCR,
+    django_redis::INCR_NO_CHECK,
+];
+
+/// The catalogued script of `sha` (the engine's lower-case hex), if any.
+pub fn find(sha: &str) -> Option<&'static Native> {
+    CATALOGUE.iter().find(|n| n.sha == sha)
+}
+
+/// The commands catalogued scripts call, for `INFO commandstats` and the
+/// rename check.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Cmd {
+    Time,
+    Get,
+    Set,
+    Incr,
+    Incrby,
+    Expire,
+    Pttl,
+    Exists,
+    Zremrangebyscore,
+    Zcard,
+    Zadd,
+}
+
+impl Cmd {
+    const ALL: [Cmd; 11] = [
+        Cmd::Time,
+        Cmd::Get,
+        Cmd::Set,
+        Cmd::Incr,
+        Cmd::Incrby,
+        Cmd::Expire,
+        Cmd::Pttl,
+        Cmd::Exists,
+        Cmd::Zremrangebyscore,
+        Cmd::Zcard,
+        Cmd::Zadd,
+    ];
+
+    fn name(self) -> &'static str {
+        match self {
+            Cmd::Time => "time",
+            Cmd::Get => "get",
+            Cmd::Set => "set",
+            Cmd::Incr => "incr",
+            Cmd::Incrby => "incrby",
+            Cmd::Expire => "expire",
+            Cmd::Pttl => "pttl",
+            Cmd::Exists => "exists",
+            Cmd::Zremrangebyscore => "zremrangebyscore",
+            Cmd::Zcard => "zcard",
+            Cmd::Zadd => "zadd",
+        }
+    }
+
+    fn spec(self) -> &'static CommandSpec {
+        static SPECS: OnceLock<[&'static CommandSpec; Cmd::ALL.len()]> = OnceLock::new();
+        SPECS.get_or_init(|| {
+            Cmd::ALL.map(|c| table::lookup(c.name().as_bytes()).expect("a table command"))
+        })[self as usize]
+    }
+}
+
+/// Whether the Lua path's `redis.call` would refuse nothing a catalogued
+/// script calls for a reason the native code does not check: no replica
+/// (writes answer `READONLY`), no cluster (slot checks), not over
+/// `--maxmemory` (`-OOM`), and every command under its own name.
+fn allowed(ctx: &Ctx<'_>, native: &Native, over_maxmemory: bool) -> bool {
+    let state = ctx.state;
+    if state.replication.is_replica() || state.cluster.is_some() || over_maxmemory {
+        return false;
+    }
+    if state.renames.by_name.is_empty() {
+        return true;
+    }
+    use super::rename::Lookup;
+    native.commands.iter().all(|c| {
+        state
+            .renames
+            .lookup(c.name().as_bytes())
+            .is_some_and(|s| std::ptr::eq(s, c.spec()))
+    })
+}
+
+/// Runs `native` for `req` (`n` keys) if it can: true if it answered
+/// (its reply written to `ctx.out`), false if the call must run in Lua
+/// (nothing written, nothing changed).
+pub fn run(
+    ctx: &mut Ctx<'_>,
+    native: &Native,
+    req: &Request<'_>,
+    n: usize,
+    over_maxmemory: bool,
+) -> bool {
+    if !allowed(ctx, native, over_maxmemory) {
+        return false;
+    }
+    let mark = ctx.out.len();
+    let mut call = Call {
+        ctx,
+        req,
+        n,
+        counted: [0; Cmd::ALL.len()],
+    };
+    match (native.run)(&mut call) {
+        Ok(()) => {
+            let Call { ctx, counted, .. } = call;
+            for (c, times) in Cmd::ALL.iter().zip(counted) {
+                for _ in 0..times {
+                    ctx.session.stats.command(table::index_of(c.spec()), true);
+                }
+            }
+            true
+        }
+        Err(Fallback) => {
+            call.ctx.out.truncate(mark);
+            false
+        }
+    }
+}
+
+/// One native run: the request's keys and arguments, the store, the
+/// commands it ran (counted in `INFO commandstats` once it answers).
+pub struct Call<'r, 'c, 'q> {
+    pub ctx: &'r mut Ctx<'c>,
+    req: &'r Request<'q>,
+    n: usize,
+    counted: [u8; Cmd::ALL.len()],
+}
+
+impl<'r, 'c, 'q> Call<'r, 'c, 'q> {
+    /// `KEYS[i + 1]`; none is a Lua error (a nil key): run in Lua.
+    pub fn key(&self, i: usize) -> Fb<&'r [u8]> {
+        let req: &'r Request<'q> = self.req;
+        if i < self.n {
+            Ok(req.arg(3 + i))
+        } else {
+            Err(Fallback)
+        }
+    }
+
+    /// `ARGV[i + 1]`.
+    pub fn arg(&self, i: usize) -> Fb<&'r [u8]> {
+        let req: &'r Request<'q> = self.req;
+        if 3 + self.n + i < req.len() {
+            Ok(req.arg(3 + self.n + i))
+        } else {
+            Err(Fallback)
+        }
+    }
+
+    /// Notes a command the script ran, for `INFO commandstats`.
+    pub fn ran(&mut self, c: Cmd) {
+        self.counted[c as usize] += 1;
+    }
+
+    /// `redis.call('TIME')` read by `tonumber`: seconds and microseconds
+    /// of the server's clock, as `server::time` answers them.
+    pub fn time(&mut self) -> (f64, f64) {
+        self.ran(Cmd::Time);
+        let now = self.ctx.now.0;
+        (
+            (now / 1_000_000_000) as f64,
+            (now % 1_000_000_000 / 1000) as f64,
+        )
+    }
+
+    /// The shards of `keys`, held until the result drops: the script's
+    /// atomicity. In a transaction, the shards it holds (every one, for a
+    /// script); a key outside them runs in Lua.
+    pub fn lock(&self, keys: &[&[u8]]) -> Fb<Locked<'c>> {
+        match self.ctx.db {
+            Keyspace::Store(s) => Ok(Locked::Own(s.lock_many(keys.iter().copied()))),
+            Keyspace::Held(h) if keys.iter().all(|k| h.holds(k)) => Ok(Locked::Held(h)),
+            Keyspace::Held(_) => Err(Fallback),
+        }
+    }
+
+    pub fn now(&self) -> crate::clock::Nanos {
+        self.ctx.now
+    }
+}
+
+/// Lua 5.1's `tonumber` of a string, for the strings where it is plainly
+/// a decimal (`-?digits[.digits]`): Rust's parse and C's `strtod` both
+/// round correctly, so they agree. Anything else (spaces, `0x`, exponents,
+/// `inf`): run in Lua.
+pub fn lua_num(s: &[u8]) -> Fb<f64> {
+    let digits = s.strip_prefix(b"-").unwrap_or(s);
+    let (int, frac) = match digits.iter().position(|&b| b == b'.') {
+        Some(p) => (&digits[..p], Some(&digits[p + 1..])),
+        None => (digits, None),
+    };
+    let ok = !int.is_empty()
+        && s.len() <= 40
+        && int.iter().all(u8::is_ascii_digit)
+        && frac.is_none_or(|f| !f.is_empty() && f.iter().all(u8::is_ascii_digit));
+    if !ok {
+        return Err(Fallback);
+    }
+    std::str::from_utf8(s)
+        .ok()
+        .and_then(|t| t.parse().ok())
+        .ok_or(Fallback)
+}
+
+/// A Lua number as a script's reply shows it: truncated to an integer
+/// (`(long long)` of the double; Rust's cast saturates where C's is
+/// undefined, and both agree on every integer-valued double in range).
+pub fn lua_int(x: f64) -> i64 {
+    x as i64
+}
+
+/// An integer reply of `redis.call` as Lua holds it (a double), as the
+/// script returns it again.
+pub fn through_lua(i: i64) -> i64 {
+    lua_int(i as f64)
+}
+
+/// A number as Lua 5.1 writes it into a `redis.call` argument or a string
+/// (`lua_Number2str`, `%.14g`), into `buf`; the bytes written.
+pub fn fmt_num(x: f64, buf: &mut [u8; 32]) -> &[u8] {
+    if x.fract() == 0.0 && x.abs() < 1e14 && !(x == 0.0 && x.is_sign_negative()) {
+        let mut b = itoa::Buffer::new();
+        let s = b.format(x as i64).as_bytes();
+        buf[..s.len()].copy_from_slice(s);
+        return &buf[..s.len()];
+    }
+    // SAFETY: the buffer's size is passed; `%.14g` of a double fits in 32
+    // bytes (14 digits, sign, point, exponent).
+    let n = unsafe {
+        libc::snprintf(
+            buf.as_mut_ptr() as *mut libc::c_char,
+            buf.len(),
+            c"%.14g".as_ptr(),
+            x,
+        )
+    };
+    let n = (n.max(0) as usize).min(buf.len() - 1);
+    &buf[..n]
+}
+
+/// `KEYS[1] .. ':' .. n`, on the stack when it fits.
+pub struct Name {
+    inline: [u8; 160],
+    len: usize,
+    heap: Vec<u8>,
+}
+
+impl Name {
+    pub fn joined(key: &[u8], sep: u8, n: f64) -> Name {
+        let mut num = [0u8; 32];
+        let num = fmt_num(n, &mut num);
+        let len = key.len() + 1 + num.len();
+        let mut name = Name {
+            inline: [0; 160],
+            len,
+            heap: Vec::new(),
+        };
+        let dst: &mut [u8] = if len <= name.inline.len() {
+            &mut name.inline[..len]
+        } else {
+            name.heap.resize(len, 0);
+            &mut name.heap
+        };
+        dst[..key.len()].copy_from_slice(key);
+        dst[key.len()] = sep;
+        dst[key.len() + 1..].copy_from_slice(num);
+        name
+    }
+
+    pub fn get(&self) -> &[u8] {
+        if self.heap.is_empty() {
+            &self.inline[..self.len]
+        } else {
+            &self.heap
+        }
+    }
+}
+
+// The commands, each as its handler reaches the store (see the module
+// docs); an error the handler would answer is a `Fallback`.
+
+/// `GET key`, the value read by `f`; `None` if absent.
+pub fn get<R>(
+    db: &mut Locked<'_>,
+    key: &[u8],
+    c: &mut Call,
+    f: impl FnOnce(&[u8]) -> R,
+) -> Fb<Option<R>> {
+    c.ran(Cmd::Get);
+    match db.get(key, c.now(), |e| e.value.as_str().map(|s| f(s))) {
+        None => Ok(None),
+        Some(None) => Err(Fallback),
+        Some(Some(r)) => Ok(Some(r)),
+    }
+}
+
+/// `PTTL key`: -2 missing, -1 persistent, else milliseconds.
+pub fn pttl(db: &mut Locked<'_>, key: &[u8], c: &mut Call) -> i64 {
+    c.ran(Cmd::Pttl);
+    let now = c.now();
+    db.get(key, now, |e| e.pttl_ms(now).unwrap_or(-1))
+        .unwrap_or(-2)
+}
+
+/// `EXISTS key` of one key.
+pub fn exists(db: &mut Locked<'_>, key: &[u8], c: &mut Call) -> bool {
+    c.ran(Cmd::Exists);
+    db.get(key, c.now(), |_| ()).is_some()
+}
+
+/// `INCRBY key delta` (and `INCR`): the new value; a value that is not an
+/// integer, another type, or an overflow is a fallback, the key untouched.
+pub fn incrby(db: &mut Locked<'_>, key: &[u8], delta: i64, c: &mut Call, cmd: Cmd) -> Fb<i64> {
+    use crate::store::{SmallBytes, Value};
+    let r = db.update(key, c.now(), |slot| {
+        let current = match slot.as_ref() {
+            None => 0,
+            Some(e) => parse_i64(e.value.as_str().ok_or(Fallback)?).ok_or(Fallback)?,
+        };
+        let next = current.checked_add(delta).ok_or(Fallback)?;
+        let mut digits = itoa::Buffer::new();
+        let value = Value::Str(SmallBytes::new(digits.format(next).as_bytes()));
+        match slot {
+            Some(e) => e.value = value,
+            None => *slot = Some(Entry::new(value)),
+        }
+        Ok::<_, Fallback>(next)
+    })?;
+    c.ran(cmd);
+    Ok(r)
+}
+
+/// `EXPIRE key seconds` with `at`, the deadline [`expire_at`] worked out
+/// (before any write): true if the key was there.
+pub fn expire(db: &mut Locked<'_>, key: &[u8], at: Option<u64>, c: &mut Call) -> bool {
+    c.ran(Cmd::Expire);
+    db.update(key, c.now(), |slot| {
+        let Some(entry) = slot.as_mut() else {
+            return false;
+        };
+        match at {
+            None => *slot = None,
+            Some(t) => entry.set_expiry_ms(Some(t)),
+        }
+        true
+    })
+}
+
+/// The deadline `EXPIRE key <arg>` sets (see `keys::deadline`); an
+/// argument `EXPIRE` refuses is a fallback.
+pub fn expire_at(arg: &[u8], c: &Call) -> Fb<Option<u64>> {
+    let n = parse_i64(arg).ok_or(Fallback)?;
+    Ok(super::keys::deadline(
+        c.now(),
+        n,
+        super::keys::Unit::Seconds,
+        false,
+        "expire",
+    )?)
+}
+
+/// The deadline of `SET ... EX|PX <arg>`: positive, or a fallback.
+pub fn set_deadline(arg: &[u8], unit: super::keys::Unit, c: &Call) -> Fb<u64> {
+    let n = parse_i64(arg).ok_or(Fallback)?;
+    if n <= 0 {
+        return Err(Fallback);
+    }
+    super::keys::deadline(c.now(), n, unit, false, "set")?.ok_or(Fallback)
+}
+
+/// `SET key value PX|EX ...` with a deadline [`set_deadline`] worked out,
+/// `NX` if `nx`: true if it stored.
+pub fn set(db: &mut Locked<'_>, key: &[u8], value: &[u8], at: u64, nx: bool, c: &mut Call) -> bool {
+    use crate::store::{SmallBytes, Touch, Value};
+    c.ran(Cmd::Set);
+    let touch = if nx { Touch::IfChanged } else { Touch::Always };
+    db.update_touching(key, c.now(), touch, |slot| {
+        if nx && slot.is_some() {
+            return false;
+        }
+        *slot = Some(Entry::with_expiry_ms(
+            Value::Str(SmallBytes::new(value)),
+            Some(at),
+        ));
+        true
+    })
+}

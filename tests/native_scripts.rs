@@ -1,0 +1,402 @@
+//! The native scripts (`cmd/native`): each catalogued script, run natively
+//! on one server and in Lua on another (`scripts-native no`), step by step
+//! over random keys, arguments, odd stored values and clock moves, must
+//! answer the same bytes (RESP2 and RESP3) and leave the same keys, types,
+//! values and TTLs. Also: the catalogue's SHA1s are its texts', a script
+//! one byte off runs in Lua, NOSCRIPT is unchanged, the setting and its
+//! INFO counter.
+
+mod common;
+
+use common::*;
+use redis::Value;
+use turnstile::cmd::native::CATALOGUE;
+
+type Con = redis::aio::MultiplexedConnection;
+
+/// A small deterministic generator (xorshift64*), so a failure names the
+/// seed and step that reproduce it.
+struct Rng(u64);
+
+impl Rng {
+    fn next(&mut self) -> u64 {
+        self.0 ^= self.0 >> 12;
+        self.0 ^= self.0 << 25;
+        self.0 ^= self.0 >> 27;
+        self.0.wrapping_mul(0x2545_F491_4F6C_DD1D)
+    }
+    fn below(&mut self, n: usize) -> usize {
+        (self.next() % n as u64) as usize
+    }
+    fn pick<'a>(&mut self, xs: &[&'a str]) -> &'a str {
+        xs[self.below(xs.len())]
+    }
+    fn chance(&mut self, percent: u64) -> bool {
+        self.next() % 100 < percent
+    }
+}
+
+/// One server's connections: RESP2 and RESP3 through the `redis` crate,
+/// and raw sockets for exact reply bytes in both protocols.
+struct Side {
+    srv: Server,
+    c2: Con,
+    c3: Con,
+    raw2: Raw,
+    raw3: Raw,
+}
+
+impl Side {
+    async fn start(native: bool) -> Side {
+        let srv = Server::start_with(|c| c.scripts_native = native).await;
+        let (c2, c3) = (srv.client().await, srv.client3().await);
+        let raw2 = srv.raw().await;
+        let mut raw3 = srv.raw().await;
+        let hello = raw3.call(&["HELLO", "3"]).await;
+        assert!(hello.starts_with('%'), "HELLO 3 answered {hello:?}");
+        Side {
+            srv,
+            c2,
+            c3,
+            raw2,
+            raw3,
+        }
+    }
+
+    /// Runs `args` the way `how` says; the reply as comparable text.
+    async fn run(&mut self, how: usize, args: &[&str]) -> String {
+        match how {
+            0 => show(cmd(args).query_async::<Value>(&mut self.c2).await),
+            1 => show(cmd(args).query_async::<Value>(&mut self.c3).await),
+            2 => self.raw2.call(args).await,
+            _ => self.raw3.call(args).await,
+        }
+    }
+
+    /// Every key with its type, PTTL and value, sorted.
+    async fn dump(&mut self) -> Vec<String> {
+        let mut keys: Vec<String> = q(&mut self.c2, &["KEYS", "*"]).await;
+        keys.sort();
+        let mut out = Vec::new();
+        for k in keys {
+            let t: String = q(&mut self.c2, &["TYPE", &k]).await;
+            let pttl: i64 = q(&mut self.c2, &["PTTL", &k]).await;
+            let v: Value = match t.as_str() {
+                "string" => q(&mut self.c2, &["GET", &k]).await,
+                "zset" => q(&mut self.c2, &["ZRANGE", &k, "0", "-1", "WITHSCORES"]).await,
+                "list" => q(&mut self.c2, &["LRANGE", &k, "0", "-1"]).await,
+                _ => Value::Nil,
+            };
+            out.push(format!("{k} {t} {pttl} {v:?}"));
+        }
+        out
+    }
+
+    async fn info_native(&mut self) -> u64 {
+        let info: String = q(&mut self.c2, &["INFO", "stats"]).await;
+        info.lines()
+            .find_map(|l| l.strip_prefix("scripts_native:"))
+            .expect("INFO stats has scripts_native")
+            .trim()
+            .parse()
+            .expect("a count")
+    }
+}
+
+fn show(r: redis::RedisResult<Value>) -> String {
+    match r {
+        Ok(v) => format!("{v:?}"),
+        Err(e) => format!("error: {}", err_text(&e)),
+    }
+}
+
+/// Arguments each script is given: plain ones mostly, and the odd ones a
+/// native path must leave to Lua (floats, words, spaces, hex, exponents,
+/// zero, negatives, huge numbers).
+const ODD: &[&str] = &[
+    "abc",
+    "",
+    " 5",
+    "0x10",
+    "1e3",
+    "1.5",
+    "0",
+    "-1",
+    "9223372036854775807",
+    "-9223372036854775808",
+    "inf",
+];
+
+fn args_for(name: &str, rng: &mut Rng) -> Vec<String> {
+    let odd = |rng: &mut Rng, plain: &[&str]| -> String {
+        if rng.chance(12) {
+            rng.pick(ODD).to_string()
+        } else {
+            rng.pick(plain).to_string()
+        }
+    };
+    let mut args = match name {
+        "two-bucket" => vec![
+            odd(rng, &["1", "2", "3", "5", "10", "100"]),
+            odd(rng, &["1", "2", "10", "60", "0.5", "3600", "7"]),
+        ],
+        "zset log" => vec![
+            odd(rng, &["1", "2", "3", "5", "100"]),
+            odd(rng, &["1", "2", "5", "60", "0.25"]),
+        ],
+        n if n.starts_with("limits fixed window") => vec![
+            odd(rng, &["1", "2", "10", "60"]),
+            odd(rng, &["1", "1", "2", "5", "3"]),
+        ],
+        "rate-limiter-flexible consume" => vec![
+            odd(rng, &["1", "1", "2", "5"]),
+            odd(rng, &["1", "2", "10", "60"]),
+            "10".into(),
+            "60".into(),
+        ],
+        "rate-limit-redis increment" => vec![odd(rng, &["1000", "2000", "60000", "1"])],
+        "rate-limit-redis get" => vec![],
+        n if n.starts_with("django-redis incr") => vec![odd(rng, &["1", "2", "-1", "10"])],
+        other => panic!("no arguments for {other}"),
+    };
+    // Now and then one argument short (a nil ARGV in the script).
+    if !args.is_empty() && rng.chance(4) {
+        args.pop();
+    }
+    args
+}
+
+/// Something another client does between two script runs, the same on
+/// both servers: a value of another type, a word, a number, an expiry.
+async fn noise(rng: &mut Rng, sides: &mut [Side; 2], pool: &[String]) {
+    let mut keys: Vec<String> = q(&mut sides[0].c2, &["KEYS", "*"]).await;
+    keys.sort();
+    keys.extend(pool.iter().cloned());
+    let k = keys[rng.below(keys.len())].clone();
+    let score = (rng.below(5) as u64 + 1_700_000_000_000_000).to_string();
+    let ops: [Vec<&str>; 11] = [
+        vec!["DEL", &k],
+        vec!["DEL", &k],
+        vec!["SET", &k, "abc"],
+        vec!["SET", &k, "7"],
+        vec!["SET", &k, "1.5"],
+        vec!["SET", &k, "9223372036854775807"],
+        vec!["DEL", &k],
+        vec!["ZADD", &k, &score, "m"],
+        vec!["LPUSH", &k, "x"],
+        vec!["PEXPIRE", &k, "1500"],
+        vec!["PERSIST", &k],
+    ];
+    let op = &ops[rng.below(ops.len())];
+    let a = show(cmd(op).query_async::<Value>(&mut sides[0].c2).await);
+    let b = show(cmd(op).query_async::<Value>(&mut sides[1].c2).await);
+    assert_eq!(a, b, "noise {op:?}");
+    // Odd values pass with time, so most runs meet plain ones.
+    if op[0] != "PERSIST" && op[0] != "DEL" {
+        for s in sides.iter_mut() {
+            let _: Value = q(&mut s.c2, &["PEXPIRE", &k, "3000"]).await;
+        }
+    }
+}
+
+/// The differential run of one catalogued script.
+async fn differential(index: usize, seed: u64, steps: usize) {
+    let script = &CATALOGUE[index];
+    let mut sides = [Side::start(true).await, Side::start(false).await];
+    let mut rng = Rng(seed.wrapping_mul(0x9E37_79B9_7F4A_7C15) | 1);
+    for s in sides.iter_mut() {
+        let sha: String = q(&mut s.c2, &["SCRIPT", "LOAD", script.text]).await;
+        assert_eq!(sha, script.sha);
+    }
+    let pool: Vec<String> = (0..3).map(|i| format!("k{i}")).collect();
+    let mut went_native = 0;
+    for step in 0..steps {
+        if rng.chance(15) {
+            noise(&mut rng, &mut sides, &pool).await;
+        }
+        let jump = [0, 0, 1, 10, 100, 499, 500, 999, 1000, 1500, 5000, 61_000][rng.below(12)];
+        for s in sides.iter() {
+            s.srv.advance_ms(jump);
+        }
+        let keys = [pool[rng.below(pool.len())].clone()];
+        let args = args_for(script.name, &mut rng);
+        let numkeys = if rng.chance(3) { 0 } else { keys.len() };
+        let body;
+        let mut words: Vec<&str> = if rng.chance(20) {
+            body = script.text.to_string();
+            vec!["EVAL", &body]
+        } else {
+            vec!["EVALSHA", script.sha]
+        };
+        let n = numkeys.to_string();
+        words.push(&n);
+        words.extend(keys.iter().take(numkeys).map(String::as_str));
+        words.extend(args.iter().map(String::as_str));
+        let how = rng.below(4);
+        let before = sides[0].info_native().await;
+        let native = sides[0].run(how, &words).await;
+        let lua = sides[1].run(how, &words).await;
+        went_native += (sides[0].info_native().await - before) as usize;
+        let ctx = format!("{} seed {seed} step {step}: {words:?}", script.name);
+        assert_eq!(native, lua, "reply of {ctx}");
+        let (a, b) = (sides[0].dump().await, sides[1].dump().await);
+        assert_eq!(a, b, "store after {ctx}");
+    }
+    assert_eq!(
+        sides[1].info_native().await,
+        0,
+        "the Lua side ran nothing natively"
+    );
+    assert!(
+        went_native * 2 > steps,
+        "{}: only {went_native} of {steps} runs went native",
+        script.name
+    );
+}
+
+macro_rules! differential_tests {
+    ($($test:ident: $name:expr,)*) => {$(
+        #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+        async fn $test() {
+            let index = CATALOGUE
+                .iter()
+                .position(|n| n.name == $name)
+                .expect("catalogued");
+            for seed in 1..=3 {
+                differential(index, seed, 150).await;
+            }
+        }
+    )*};
+}
+
+differential_tests! {
+    same_as_lua_two_bucket: "two-bucket",
+    same_as_lua_zset_log: "zset log",
+    same_as_lua_limits_fixed_window: "limits fixed window",
+    same_as_lua_limits_fixed_window_bench_text: "limits fixed window (compare.py text)",
+    same_as_lua_rate_limiter_flexible: "rate-limiter-flexible consume",
+    same_as_lua_rate_limit_redis_increment: "rate-limit-redis increment",
+    same_as_lua_rate_limit_redis_get: "rate-limit-redis get",
+    same_as_lua_django_redis_incr: "django-redis incr",
+    same_as_lua_django_redis_incr_no_check: "django-redis incr (ignore_key_check)",
+}
+
+#[test]
+fn catalogue_shas_are_the_texts() {
+    let mut seen = std::collections::HashSet::new();
+    for n in CATALOGUE {
+        let sha = turnstile::script::sha1hex(n.text.as_bytes());
+        assert_eq!(std::str::from_utf8(&sha).unwrap(), n.sha, "{}", n.name);
+        assert!(seen.insert(n.sha), "{} twice", n.name);
+        assert!(!n.library.is_empty() && !n.version.is_empty());
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn one_byte_off_runs_in_lua() {
+    let srv = Server::start().await;
+    let mut c = srv.client().await;
+    let fixed = CATALOGUE
+        .iter()
+        .find(|n| n.name == "limits fixed window")
+        .unwrap();
+    let native: i64 = q(&mut c, &["EVAL", fixed.text, "1", "a", "60", "2"]).await;
+    assert_eq!(native, 2);
+    let after_native = native_runs(&mut c).await;
+    assert_eq!(after_native, 1);
+    // A space more: another SHA1, the same Lua.
+    let changed = format!("{} ", fixed.text);
+    let lua: i64 = q(&mut c, &["EVAL", &changed, "1", "a", "60", "2"]).await;
+    assert_eq!(lua, 4);
+    assert_eq!(native_runs(&mut c).await, after_native);
+    let info: String = q(&mut c, &["INFO", "stats"]).await;
+    let ok: i64 = info
+        .lines()
+        .find_map(|l: &str| {
+            l.strip_prefix("scripts_ok:")
+                .map(|v| v.trim().parse().unwrap())
+        })
+        .unwrap();
+    assert_eq!(ok, 2, "both runs count as scripts");
+}
+
+async fn native_runs(c: &mut Con) -> u64 {
+    let info: String = q(c, &["INFO", "stats"]).await;
+    info.lines()
+        .find_map(|l| l.strip_prefix("scripts_native:"))
+        .unwrap()
+        .trim()
+        .parse()
+        .unwrap()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn evalsha_of_a_catalogued_script_needs_it_loaded() {
+    let srv = Server::start().await;
+    let mut c = srv.client().await;
+    let fixed = CATALOGUE
+        .iter()
+        .find(|n| n.name == "limits fixed window")
+        .unwrap();
+    let e = q_err(&mut c, &["EVALSHA", fixed.sha, "1", "a", "60", "1"]).await;
+    assert_eq!(e, "NOSCRIPT No matching script. Please use EVAL.");
+    assert_eq!(native_runs(&mut c).await, 0);
+    let _: String = q(&mut c, &["SCRIPT", "LOAD", fixed.text]).await;
+    let n: i64 = q(&mut c, &["EVALSHA", fixed.sha, "1", "a", "60", "1"]).await;
+    assert_eq!(n, 1);
+    let _: String = q(&mut c, &["SCRIPT", "FLUSH"]).await;
+    let e = q_err(&mut c, &["EVALSHA", fixed.sha, "1", "a", "60", "1"]).await;
+    assert_eq!(e, "NOSCRIPT No matching script. Please use EVAL.");
+    assert_eq!(native_runs(&mut c).await, 1);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_setting_turns_it_off_and_on() {
+    let srv = Server::start().await;
+    let mut c = srv.client().await;
+    let got: Vec<String> = q(&mut c, &["CONFIG", "GET", "scripts-native"]).await;
+    assert_eq!(got, ["scripts-native", "yes"]);
+    let fixed = CATALOGUE
+        .iter()
+        .find(|n| n.name == "limits fixed window")
+        .unwrap();
+    let _: i64 = q(&mut c, &["EVAL", fixed.text, "1", "a", "60", "1"]).await;
+    assert_eq!(native_runs(&mut c).await, 1);
+    let _: () = q(&mut c, &["CONFIG", "SET", "scripts-native", "no"]).await;
+    let n: i64 = q(&mut c, &["EVAL", fixed.text, "1", "a", "60", "1"]).await;
+    assert_eq!(n, 2);
+    assert_eq!(native_runs(&mut c).await, 1);
+    let _: () = q(&mut c, &["CONFIG", "SET", "scripts-native", "yes"]).await;
+    let n: i64 = q(&mut c, &["EVAL", fixed.text, "1", "a", "60", "1"]).await;
+    assert_eq!(n, 3);
+    assert_eq!(native_runs(&mut c).await, 2);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn inside_a_transaction_and_as_eval_ro() {
+    let srv = Server::start().await;
+    let mut c = srv.client().await;
+    let fixed = CATALOGUE
+        .iter()
+        .find(|n| n.name == "limits fixed window")
+        .unwrap();
+    let _: String = q(&mut c, &["SCRIPT", "LOAD", fixed.text]).await;
+    let _: () = q(&mut c, &["MULTI"]).await;
+    let _: String = q(&mut c, &["EVALSHA", fixed.sha, "1", "t", "60", "5"]).await;
+    let _: String = q(&mut c, &["EVALSHA", fixed.sha, "1", "t", "60", "5"]).await;
+    let got: Vec<i64> = q(&mut c, &["EXEC"]).await;
+    assert_eq!(got, [5, 10]);
+    assert_eq!(native_runs(&mut c).await, 2);
+    let pttl: i64 = q(&mut c, &["PTTL", "t"]).await;
+    assert_eq!(pttl, 60_000);
+    // A read-only run refuses the write, in Lua's words.
+    let e = q_err(&mut c, &["EVALSHA_RO", fixed.sha, "1", "t", "60", "5"]).await;
+    assert!(
+        e.starts_with("ERR Write commands are not allowed from read-only scripts."),
+        "{e}"
+    );
+    assert_eq!(native_runs(&mut c).await, 2);
+    let cs: String = q(&mut c, &["INFO", "commandstats"]).await;
+    assert!(cs.contains("cmdstat_incrby:calls=2,"), "{cs}");
+    assert!(cs.contains("cmdstat_expire:calls=1,"), "{cs}");
+}
