@@ -113,8 +113,8 @@ fn command(l: *mut ffi::lua_State, ctx: &mut CallCtx) -> Step {
                 ctx.frame
                     .extend_from_slice(std::slice::from_raw_parts(p as *const u8, len));
             },
-            // As `lua_tolstring` would make it (`%.14g`), without the Lua
-            // string it would allocate.
+            // As Redis writes it (`%.17g`; Lua's own `%.14g` would lose
+            // digits of a microsecond timestamp), with no Lua string.
             ffi::LUA_TNUMBER => {
                 let x = unsafe { ffi::lua_tonumber(l, i) };
                 number_text(x, &mut ctx.frame);
@@ -150,19 +150,22 @@ fn command(l: *mut ffi::lua_State, ctx: &mut CallCtx) -> Step {
     Step::Reply
 }
 
-/// A number as Lua 5.1's `lua_Number2str` writes it: `%.14g`.
+/// A number as Redis writes a script's numeric `redis.call` argument:
+/// `%.17g` (Redis 7.0's `luaRedisGenericCommand`), not Lua 5.1's
+/// `lua_Number2str` (`%.14g`): `redis.call('set', k, 1700000000123456)`
+/// stores every digit.
 fn number_text(x: f64, out: &mut bytes::BytesMut) {
     unsafe extern "C" {
         fn snprintf(buf: *mut c_char, size: usize, fmt: *const c_char, ...) -> c_int;
     }
     let mut buf = [0u8; 32];
-    // SAFETY: the buffer's size is passed; `%.14g` of a double fits in 32
-    // bytes (at most 14 digits, sign, point, exponent).
+    // SAFETY: the buffer's size is passed; `%.17g` of a double fits in 32
+    // bytes (at most 17 digits, sign, point, exponent).
     let n = unsafe {
         snprintf(
             buf.as_mut_ptr() as *mut c_char,
             buf.len(),
-            c"%.14g".as_ptr(),
+            c"%.17g".as_ptr(),
             x,
         )
     };

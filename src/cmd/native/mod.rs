@@ -15,8 +15,9 @@
 //! would read otherwise than a plain decimal, a key of another type, a
 //! value `INCR` refuses, ...), always before its first write, and the call
 //! then runs in Lua as before. Numbers are Lua's: `f64` arithmetic in the
-//! script's order, numbers passed to `redis.call` written as Lua 5.1 writes
-//! them (`%.14g`), numbers returned truncated to integers.
+//! script's order, numbers passed to `redis.call` written as Redis writes
+//! them (`%.17g`), numbers joined into strings as Lua 5.1 writes them
+//! (`%.14g`), numbers returned truncated to integers.
 //!
 //! The catalogue is only a faster way to run a script the cache holds:
 //! `EVALSHA` of a catalogued SHA1 still needs `SCRIPT LOAD` (or an `EVAL`)
@@ -297,22 +298,35 @@ pub fn through_lua(i: i64) -> i64 {
     lua_int(i as f64)
 }
 
-/// A number as Lua 5.1 writes it into a `redis.call` argument or a string
-/// (`lua_Number2str`, `%.14g`), into `buf`; the bytes written.
+/// A number as a script's `redis.call` argument: `%.17g`, as Redis
+/// writes one (not Lua's own `%.14g`, which loses digits), into `buf`;
+/// the bytes written.
 pub fn fmt_num(x: f64, buf: &mut [u8; 32]) -> &[u8] {
-    if x.fract() == 0.0 && x.abs() < 1e14 && !(x == 0.0 && x.is_sign_negative()) {
+    fmt_g(x, buf, c"%.17g", 1e17)
+}
+
+/// A number as Lua 5.1 writes it into a string (`..`, `tostring`:
+/// `lua_Number2str`, `%.14g`).
+pub fn lua_str(x: f64, buf: &mut [u8; 32]) -> &[u8] {
+    fmt_g(x, buf, c"%.14g", 1e14)
+}
+
+/// `x` by `fmt`; an integer below `exact` (where `fmt` writes every digit)
+/// without `snprintf`.
+fn fmt_g<'b>(x: f64, buf: &'b mut [u8; 32], fmt: &std::ffi::CStr, exact: f64) -> &'b [u8] {
+    if x.fract() == 0.0 && x.abs() < exact && !(x == 0.0 && x.is_sign_negative()) {
         let mut b = itoa::Buffer::new();
         let s = b.format(x as i64).as_bytes();
         buf[..s.len()].copy_from_slice(s);
         return &buf[..s.len()];
     }
-    // SAFETY: the buffer's size is passed; `%.14g` of a double fits in 32
-    // bytes (14 digits, sign, point, exponent).
+    // SAFETY: the buffer's size is passed; `%.17g` of a double fits in 32
+    // bytes (17 digits, sign, point, exponent).
     let n = unsafe {
         libc::snprintf(
             buf.as_mut_ptr() as *mut libc::c_char,
             buf.len(),
-            c"%.14g".as_ptr(),
+            fmt.as_ptr(),
             x,
         )
     };
@@ -330,7 +344,7 @@ pub struct Name {
 impl Name {
     pub fn joined(key: &[u8], sep: u8, n: f64) -> Name {
         let mut num = [0u8; 32];
-        let num = fmt_num(n, &mut num);
+        let num = lua_str(n, &mut num);
         let len = key.len() + 1 + num.len();
         let mut name = Name {
             inline: [0; 160],
