@@ -350,6 +350,11 @@ pub struct Local {
     error_replies: u64,
     calls: Vec<u64>,
     failed: Vec<u64>,
+    /// A bit per command whose `calls` or `failed` is not 0, so a flush
+    /// visits the commands that ran, not the whole table (which cost
+    /// about 5,000 instructions per flush, once per read: as much as the
+    /// rest of a `PING`'s work).
+    touched: Vec<u64>,
     decisions: [[u64; 2]; Algorithm::COUNT],
     units: [u64; Algorithm::COUNT],
     near_limit: [u64; Algorithm::COUNT],
@@ -363,6 +368,7 @@ impl Local {
             error_replies: 0,
             calls: vec![0; commands],
             failed: vec![0; commands],
+            touched: vec![0; commands.div_ceil(64)],
             decisions: [[0; 2]; Algorithm::COUNT],
             units: [0; Algorithm::COUNT],
             near_limit: [0; Algorithm::COUNT],
@@ -376,6 +382,7 @@ impl Local {
     pub fn command(&mut self, i: usize, ok: bool) {
         self.calls[i] += 1;
         self.failed[i] += !ok as u64;
+        self.touched[i / 64] |= 1 << (i % 64);
         self.dirty = true;
     }
 
@@ -414,17 +421,26 @@ impl Local {
                 .fetch_add(self.error_replies, Ordering::Relaxed);
             self.error_replies = 0;
         }
+        for (w, word) in self.touched.iter_mut().enumerate() {
+            while *word != 0 {
+                let i = w * 64 + word.trailing_zeros() as usize;
+                *word &= *word - 1;
+                for (local, shared) in [
+                    (&mut self.calls[i], &stats.calls[i]),
+                    (&mut self.failed[i], &stats.failed[i]),
+                ] {
+                    if *local != 0 {
+                        shared.fetch_add(*local, Ordering::Relaxed);
+                        *local = 0;
+                    }
+                }
+            }
+        }
         let pairs = self
-            .calls
+            .decisions
             .iter_mut()
-            .zip(stats.calls.iter())
-            .chain(self.failed.iter_mut().zip(stats.failed.iter()))
-            .chain(
-                self.decisions
-                    .iter_mut()
-                    .flatten()
-                    .zip(stats.decisions.iter().flatten()),
-            )
+            .flatten()
+            .zip(stats.decisions.iter().flatten())
             .chain(self.units.iter_mut().zip(stats.units.iter()))
             .chain(self.near_limit.iter_mut().zip(stats.near_limit.iter()));
         for (local, shared) in pairs {
@@ -434,5 +450,44 @@ impl Local {
             }
         }
         self.dirty = false;
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_flush_publishes_every_command_that_ran_once() {
+        let n = 130;
+        let catalog = Catalog {
+            names: vec!["cmd"; n],
+            writes: vec![false; n],
+        };
+        let stats = Stats::new(&catalog);
+        let mut local = Local::new(n);
+        // Both sides of each 64-bit word of the touched set.
+        let ran = [0, 1, 63, 64, 65, n - 1];
+        for (k, &i) in ran.iter().enumerate() {
+            for _ in 0..=k {
+                local.command(i, k % 2 == 0);
+            }
+        }
+        local.flush(&stats);
+        for (k, &i) in ran.iter().enumerate() {
+            let failed = if k % 2 == 0 { 0 } else { k as u64 + 1 };
+            assert_eq!(stats.command(i), (k as u64 + 1, failed), "command {i}");
+        }
+        let others: u64 = (0..n)
+            .filter(|i| !ran.contains(i))
+            .map(|i| stats.command(i).0)
+            .sum();
+        assert_eq!(others, 0);
+        // Nothing is published twice.
+        local.command(1, true);
+        local.flush(&stats);
+        local.flush(&stats);
+        assert_eq!(stats.command(1), (3, 2));
+        assert_eq!(stats.command(64), (4, 4));
     }
 }
