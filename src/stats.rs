@@ -359,6 +359,8 @@ pub struct Local {
     units: [u64; Algorithm::COUNT],
     near_limit: [u64; Algorithm::COUNT],
     dirty: bool,
+    /// A decision or units were counted since the last flush.
+    decided: bool,
 }
 
 impl Local {
@@ -373,6 +375,7 @@ impl Local {
             units: [0; Algorithm::COUNT],
             near_limit: [0; Algorithm::COUNT],
             dirty: false,
+            decided: false,
         }
     }
 }
@@ -402,12 +405,14 @@ impl Local {
             self.near_limit[i] += 1;
         }
         self.dirty = true;
+        self.decided = true;
     }
 
     /// Units consumed by one more limit of a multi-limit request.
     pub fn units(&mut self, a: Algorithm, charged: u64) {
         self.units[algo_index(a)] += charged;
         self.dirty = true;
+        self.decided = true;
     }
 
     /// Adds the tally to `stats` and clears it.
@@ -436,6 +441,10 @@ impl Local {
                 }
             }
         }
+        self.dirty = false;
+        if !std::mem::take(&mut self.decided) {
+            return;
+        }
         let pairs = self
             .decisions
             .iter_mut()
@@ -449,7 +458,6 @@ impl Local {
                 *local = 0;
             }
         }
-        self.dirty = false;
     }
 }
 
