@@ -7,8 +7,9 @@ Starts `target/release/turnstile` twice, as shipped (catalogued scripts
 run natively, `cmd/native`) and with `--scripts-native no` (every script in
 the Lua VM), and Debian's `redis-server` (--save '' --appendonly no), on
 free loopback ports; loads every catalogued script redis-benchmark can
-drive (compare.py's seeds, the `limits` fixed window, rate-limiter-flexible,
-rate-limit-redis, django-redis: the texts in src/cmd/native/lua/) into
+drive (compare.py's seeds, the `limits` fixed, moving and sliding
+windows, rate-limiter-flexible, rate-limit-redis, django-redis: the texts
+in src/cmd/native/lua/) into
 each, and runs `redis-benchmark -c 50 -r 100000` with EVALSHA against each
 in turn (the idle ones paused), `--reps` times alternating. Prints medians
 of ops/s and of server CPU per call (its threads' schedstat before and
@@ -31,6 +32,22 @@ SCRIPTS = compare.SCRIPTS + [
     ("rate-limit-redis get", (LUA / "rlr_get.lua").read_text(), ["1", "rr:__rand_int__"]),
     ("django-redis incr", (LUA / "django_redis_incr.lua").read_text(),
      ["1", "dj:__rand_int__", "1"]),
+    # The moving window's timestamp is the client's time.time(), which
+    # redis-benchmark cannot send: a fixed one (as redis-py writes a float),
+    # a 60 s window, limit 5. The acquire runs admit a key's first 5 hits
+    # and deny the rest (more denials rep after rep: ~6 hits a key per
+    # server by the last); the get runs read those lists (binary search).
+    ("limits moving window acquire", (LUA / "limits_acquire_moving_window.lua").read_text(),
+     ["1", "lm:__rand_int__", "1732563494.1234565", "5", "60", "1"]),
+    ("limits moving window get", (LUA / "limits_moving_window.lua").read_text(),
+     ["1", "lm:__rand_int__", "1732563434.1234565", "5"]),
+    # Sliding window: previous and current counters (each __rand_int__ is
+    # drawn on its own, so a pair is two random keys), 1 s windows, limit 2:
+    # the server's clock shifts windows; admits with some denials.
+    ("limits sliding window acquire", (LUA / "limits_acquire_sliding_window.lua").read_text(),
+     ["2", "ls:__rand_int__:p", "ls:__rand_int__:c", "2", "1", "1"]),
+    ("limits sliding window get", (LUA / "limits_sliding_window.lua").read_text(),
+     ["2", "ls:__rand_int__:p", "ls:__rand_int__:c", "1"]),
 ]
 
 

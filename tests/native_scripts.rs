@@ -127,7 +127,19 @@ const ODD: &[&str] = &[
     "inf",
 ];
 
-fn args_for(name: &str, rng: &mut Rng) -> Vec<String> {
+/// A `time.time()` as redis-py sends a float (`repr`): the test's clock,
+/// `ms` milliseconds after a fixed start, with microseconds and a 17th
+/// digit now and then.
+fn py_time(ms: u64, rng: &mut Rng, minus: f64) -> String {
+    let t = 1_700_000_000.0 + ms as f64 / 1000.0 + rng.below(1000) as f64 / 1e6 - minus;
+    match rng.below(4) {
+        0 => format!("{}", t.floor()),
+        1 => format!("{t:.6}"),
+        _ => format!("{t:?}"),
+    }
+}
+
+fn args_for(name: &str, rng: &mut Rng, ms: u64) -> Vec<String> {
     let odd = |rng: &mut Rng, plain: &[&str]| -> String {
         if rng.chance(12) {
             rng.pick(ODD).to_string()
@@ -157,6 +169,33 @@ fn args_for(name: &str, rng: &mut Rng) -> Vec<String> {
         "rate-limit-redis increment" => vec![odd(rng, &["1000", "2000", "60000", "1"])],
         "rate-limit-redis get" => vec![],
         n if n.starts_with("django-redis incr") => vec![odd(rng, &["1", "2", "-1", "10"])],
+        "limits moving window get" => {
+            let expiry = [1.0, 2.0, 10.0, 60.0][rng.below(4)];
+            vec![
+                if rng.chance(12) {
+                    rng.pick(ODD).to_string()
+                } else {
+                    py_time(ms, rng, expiry)
+                },
+                odd(rng, &["1", "2", "3", "5", "10"]),
+            ]
+        }
+        "limits moving window acquire" => vec![
+            if rng.chance(12) {
+                rng.pick(ODD).to_string()
+            } else {
+                py_time(ms, rng, 0.0)
+            },
+            odd(rng, &["1", "2", "3", "5", "10"]),
+            odd(rng, &["1", "2", "10", "60"]),
+            odd(rng, &["1", "1", "1", "2", "3"]),
+        ],
+        "limits sliding window get" => vec![odd(rng, &["1", "2", "10", "60"])],
+        "limits sliding window acquire" => vec![
+            odd(rng, &["1", "2", "3", "5", "10"]),
+            odd(rng, &["1", "2", "10", "60"]),
+            odd(rng, &["1", "1", "1", "2", "3"]),
+        ],
         other => panic!("no arguments for {other}"),
     };
     // Now and then one argument short (a nil ARGV in the script).
@@ -174,7 +213,8 @@ async fn noise(rng: &mut Rng, sides: &mut [Side; 2], pool: &[String]) {
     keys.extend(pool.iter().cloned());
     let k = keys[rng.below(keys.len())].clone();
     let score = (rng.below(5) as u64 + 1_700_000_000_000_000).to_string();
-    let ops: [Vec<&str>; 11] = [
+    let stamp = format!("{}.5", rng.below(100) + 1_700_000_000);
+    let ops: [Vec<&str>; 13] = [
         vec!["DEL", &k],
         vec!["DEL", &k],
         vec!["SET", &k, "abc"],
@@ -184,6 +224,8 @@ async fn noise(rng: &mut Rng, sides: &mut [Side; 2], pool: &[String]) {
         vec!["DEL", &k],
         vec!["ZADD", &k, &score, "m"],
         vec!["LPUSH", &k, "x"],
+        vec!["LPUSH", &k, &stamp],
+        vec!["RPUSH", &k, "", "1e3"],
         vec!["PEXPIRE", &k, "1500"],
         vec!["PERSIST", &k],
     ];
@@ -208,8 +250,27 @@ async fn differential(index: usize, seed: u64, steps: usize) {
         let sha: String = q(&mut s.c2, &["SCRIPT", "LOAD", script.text]).await;
         assert_eq!(sha, script.sha);
     }
+    // The get scripts also meet what their acquire script leaves.
+    let companion = match script.name {
+        "limits moving window get" => Some("limits moving window acquire"),
+        "limits sliding window get" => Some("limits sliding window acquire"),
+        _ => None,
+    }
+    .map(|name| {
+        CATALOGUE
+            .iter()
+            .find(|n| n.name == name)
+            .expect("catalogued")
+    });
+    if let Some(other) = companion {
+        for s in sides.iter_mut() {
+            let _: String = q(&mut s.c2, &["SCRIPT", "LOAD", other.text]).await;
+        }
+    }
+    let two_keys = script.name.starts_with("limits sliding window");
     let pool: Vec<String> = (0..3).map(|i| format!("k{i}")).collect();
     let mut went_native = 0;
+    let mut ms = 0u64;
     for step in 0..steps {
         if rng.chance(15) {
             noise(&mut rng, &mut sides, &pool).await;
@@ -218,15 +279,43 @@ async fn differential(index: usize, seed: u64, steps: usize) {
         for s in sides.iter() {
             s.srv.advance_ms(jump);
         }
-        let keys = [pool[rng.below(pool.len())].clone()];
-        let args = args_for(script.name, &mut rng);
-        let numkeys = if rng.chance(3) { 0 } else { keys.len() };
+        ms += jump;
+        let first = rng.below(pool.len());
+        let mut keys = vec![pool[first].clone()];
+        if two_keys {
+            // Mostly two names, as the library's previous and current.
+            let second = if rng.chance(5) {
+                first
+            } else {
+                (first + 1 + rng.below(pool.len() - 1)) % pool.len()
+            };
+            keys.push(pool[second].clone());
+        }
+        if let Some(other) = companion.filter(|_| rng.chance(50)) {
+            let args = args_for(other.name, &mut rng, ms);
+            let n = keys.len().to_string();
+            let mut words = vec!["EVALSHA", other.sha, &n];
+            words.extend(keys.iter().map(String::as_str));
+            words.extend(args.iter().map(String::as_str));
+            let how = rng.below(4);
+            let a = sides[0].run(how, &words).await;
+            let b = sides[1].run(how, &words).await;
+            assert_eq!(a, b, "companion {words:?} (seed {seed} step {step})");
+        }
+        let args = args_for(script.name, &mut rng, ms);
+        let numkeys = if rng.chance(3) {
+            rng.below(keys.len())
+        } else {
+            keys.len()
+        };
         let body;
+        // Now and then read-only: a run that would write goes to Lua.
+        let ro = rng.chance(5);
         let mut words: Vec<&str> = if rng.chance(20) {
             body = script.text.to_string();
-            vec!["EVAL", &body]
+            vec![if ro { "EVAL_RO" } else { "EVAL" }, &body]
         } else {
-            vec!["EVALSHA", script.sha]
+            vec![if ro { "EVALSHA_RO" } else { "EVALSHA" }, script.sha]
         };
         let n = numkeys.to_string();
         words.push(&n);
@@ -246,6 +335,28 @@ async fn differential(index: usize, seed: u64, steps: usize) {
         sides[1].info_native().await,
         0,
         "the Lua side ran nothing natively"
+    );
+    // The commands the scripts ran, counted alike.
+    let mut stats = Vec::new();
+    for s in sides.iter_mut() {
+        let cs: String = q(&mut s.c2, &["INFO", "commandstats"]).await;
+        let mut calls: Vec<String> = cs
+            .lines()
+            // INFO and KEYS: the test asks one side only.
+            .filter(|l| {
+                l.starts_with("cmdstat_")
+                    && !l.starts_with("cmdstat_info:")
+                    && !l.starts_with("cmdstat_keys:")
+            })
+            .filter_map(|l| l.split(",usec").next().map(str::to_string))
+            .collect();
+        calls.sort();
+        stats.push(calls);
+    }
+    assert_eq!(
+        stats[0], stats[1],
+        "{} seed {seed}: commandstats",
+        script.name
     );
     assert!(
         went_native * 2 > steps,
@@ -279,6 +390,10 @@ differential_tests! {
     same_as_lua_rate_limit_redis_get: "rate-limit-redis get",
     same_as_lua_django_redis_incr: "django-redis incr",
     same_as_lua_django_redis_incr_no_check: "django-redis incr (ignore_key_check)",
+    same_as_lua_limits_moving_window_get: "limits moving window get",
+    same_as_lua_limits_moving_window_acquire: "limits moving window acquire",
+    same_as_lua_limits_sliding_window_get: "limits sliding window get",
+    same_as_lua_limits_sliding_window_acquire: "limits sliding window acquire",
 }
 
 #[test]
@@ -399,4 +514,65 @@ async fn inside_a_transaction_and_as_eval_ro() {
     let cs: String = q(&mut c, &["INFO", "commandstats"]).await;
     assert!(cs.contains("cmdstat_incrby:calls=2,"), "{cs}");
     assert!(cs.contains("cmdstat_expire:calls=1,"), "{cs}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn read_only_get_scripts_run_natively_until_they_would_write() {
+    let srv = Server::start().await;
+    let mut c = srv.client().await;
+    let by = |name: &str| CATALOGUE.iter().find(|n| n.name == name).unwrap();
+    let (get, acquire) = (
+        by("limits moving window get"),
+        by("limits moving window acquire"),
+    );
+    for s in [get, acquire] {
+        let _: String = q(&mut c, &["SCRIPT", "LOAD", s.text]).await;
+    }
+    let ok: i64 = q(
+        &mut c,
+        &["EVALSHA", acquire.sha, "1", "m", "100.5", "2", "10", "1"],
+    )
+    .await;
+    assert_eq!(ok, 1);
+    let got: Vec<Value> = q(&mut c, &["EVALSHA_RO", get.sha, "1", "m", "95", "2"]).await;
+    assert_eq!(got, [Value::BulkString(b"100.5".to_vec()), Value::Int(1)]);
+    assert_eq!(native_runs(&mut c).await, 2);
+    // The acquire script writes: read-only, it runs in Lua, which refuses.
+    let e = q_err(
+        &mut c,
+        &["EVALSHA_RO", acquire.sha, "1", "m", "101", "2", "10", "1"],
+    )
+    .await;
+    assert!(e.starts_with("ERR Write commands are not allowed"), "{e}");
+    assert_eq!(native_runs(&mut c).await, 2);
+
+    // The sliding window's get writes only when it shifts the window.
+    let (get, acquire) = (
+        by("limits sliding window get"),
+        by("limits sliding window acquire"),
+    );
+    for s in [get, acquire] {
+        let _: String = q(&mut c, &["SCRIPT", "LOAD", s.text]).await;
+    }
+    let ok: i64 = q(
+        &mut c,
+        &["EVALSHA", acquire.sha, "2", "p", "n", "5", "10", "1"],
+    )
+    .await;
+    assert_eq!(ok, 1);
+    let got: Vec<Value> = q(&mut c, &["EVALSHA_RO", get.sha, "2", "p", "n", "10"]).await;
+    assert_eq!(got[2], Value::BulkString(b"1".to_vec()));
+    assert_eq!(got[3], Value::Int(20_000));
+    assert_eq!(native_runs(&mut c).await, 4);
+    srv.advance_ms(10_500);
+    let e = q_err(&mut c, &["EVALSHA_RO", get.sha, "2", "p", "n", "10"]).await;
+    assert!(e.starts_with("ERR Write commands are not allowed"), "{e}");
+    assert_eq!(native_runs(&mut c).await, 4);
+    let got: Vec<Value> = q(&mut c, &["EVALSHA", get.sha, "2", "p", "n", "10"]).await;
+    assert_eq!(got[0], Value::BulkString(b"1".to_vec()));
+    assert_eq!(got[2], Value::BulkString(b"0".to_vec()));
+    assert_eq!(native_runs(&mut c).await, 5);
+    let cs: String = q(&mut c, &["INFO", "commandstats"]).await;
+    assert!(cs.contains("cmdstat_rename:calls=1,"), "{cs}");
+    assert!(cs.contains("cmdstat_lindex:calls="), "{cs}");
 }

@@ -76,19 +76,7 @@ fn rename_generic(ctx: &mut Ctx<'_>, req: &Request<'_>, nx: bool) -> Result<(), 
     let (from, to) = (req.arg(1), req.arg(2));
     let now = ctx.now;
     let mut lock = ctx.db.lock_many([from, to]);
-    if lock.get(from, now, |_| ()).is_none() {
-        return Err(CmdError::err("no such key"));
-    }
-    // Onto itself: nothing moves, but Redis still answers as for a rename
-    // (OK), or as for a taken name (0).
-    let moved = if from == to || (nx && lock.get(to, now, |_| ()).is_some()) {
-        false
-    } else {
-        let entry = lock.update(from, now, Option::take);
-        // The new name is written, for WATCH, whatever it held before.
-        lock.update_touching(to, now, Touch::Always, |slot| *slot = entry);
-        true
-    };
+    let moved = rename_in(&mut lock, from, to, now, nx)?;
     drop(lock);
     if nx {
         ctx.out.int(moved as i64);
@@ -96,6 +84,32 @@ fn rename_generic(ctx: &mut Ctx<'_>, req: &Request<'_>, nx: bool) -> Result<(), 
         ctx.out.ok();
     }
     Ok(())
+}
+
+/// `RENAME`'s (or `RENAMENX`'s) move under `lock` holding both keys'
+/// shards: whether it moved; "no such key" if `from` is missing.
+pub(crate) fn rename_in(
+    lock: &mut crate::store::Locked<'_>,
+    from: &[u8],
+    to: &[u8],
+    now: crate::clock::Nanos,
+    nx: bool,
+) -> Result<bool, CmdError> {
+    if lock.get(from, now, |_| ()).is_none() {
+        return Err(CmdError::err("no such key"));
+    }
+    // Onto itself: nothing moves, but Redis still answers as for a rename
+    // (OK), or as for a taken name (0).
+    Ok(
+        if from == to || (nx && lock.get(to, now, |_| ()).is_some()) {
+            false
+        } else {
+            let entry = lock.update(from, now, Option::take);
+            // The new name is written, for WATCH, whatever it held before.
+            lock.update_touching(to, now, Touch::Always, |slot| *slot = entry);
+            true
+        },
+    )
 }
 
 /// -2 if the key is missing, -1 if it has no expiry, else milliseconds.

@@ -106,15 +106,17 @@ pub fn llen(ctx: &mut Ctx<'_>, req: &Request<'_>) -> Result<(), CmdError> {
 pub fn lindex(ctx: &mut Ctx<'_>, req: &Request<'_>) -> Result<(), CmdError> {
     let i = int(req, 2)?;
     read(ctx, req.arg(1), |l: Option<&List>, out| {
-        let item = l.and_then(|l| {
-            let i = if i < 0 { i + l.len() as i64 } else { i };
-            usize::try_from(i).ok().and_then(|i| l.get(i))
-        });
-        match item {
+        match l.and_then(|l| item(l, i)) {
             Some(v) => out.bulk(v),
             None => out.null(),
         }
     })
+}
+
+/// The item `LINDEX` answers for index `i` (negative from the tail).
+pub(crate) fn item(l: &List, i: i64) -> Option<&Bytes> {
+    let i = if i < 0 { i + l.len() as i64 } else { i };
+    usize::try_from(i).ok().and_then(|i| l.get(i))
 }
 
 /// ```text
@@ -142,18 +144,23 @@ pub fn ltrim(ctx: &mut Ctx<'_>, req: &Request<'_>) -> Result<(), CmdError> {
     let (start, stop) = (int(req, 2)?, int(req, 3)?);
     write(ctx, req.arg(1), false, |l: Option<&mut List>| {
         if let Some(l) = l {
-            match index_range(start, stop, l.len()) {
-                Some((a, b)) => {
-                    l.truncate(b + 1);
-                    l.drain(..a);
-                }
-                None => l.clear(),
-            }
+            trim(l, start, stop);
         }
         Ok(())
     })?;
     ctx.out.ok();
     Ok(())
+}
+
+/// What `LTRIM` does to a list (left empty: the caller deletes the key).
+pub(crate) fn trim(l: &mut List, start: i64, stop: i64) {
+    match index_range(start, stop, l.len()) {
+        Some((a, b)) => {
+            l.truncate(b + 1);
+            l.drain(..a);
+        }
+        None => l.clear(),
+    }
 }
 
 /// ```text

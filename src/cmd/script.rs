@@ -162,11 +162,14 @@ fn run(
         }
     }
     // A catalogued script runs in Rust when it can (`cmd/native`): no Lua
-    // state, no shard locks beyond its keys'.
-    if !read_only && settings_native(ctx.state) {
+    // state, no shard locks beyond its keys'. Read-only, only as long as
+    // it calls no write command.
+    if settings_native(ctx.state) {
         if let Some(native) = super::native::find(script.sha()) {
             let started = ctx.state.metrics.is_some().then(std::time::Instant::now);
-            if super::native::run(ctx, native, req, n, over_maxmemory(ctx.state)) {
+            let over = over_maxmemory(ctx.state);
+            let ro = read_only || flags.no_writes;
+            if super::native::run(ctx, native, req, n, over, ro) {
                 let state = ctx.state;
                 if let (Some(m), Some(t)) = (&state.metrics, started) {
                     m.observe_script(t.elapsed());

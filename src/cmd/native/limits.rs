@@ -37,7 +37,7 @@ fn incr_expire(c: &mut Call) -> Fb<()> {
     let mut db = c.lock(&[key])?;
     let current = incrby(&mut db, key, delta, c, Cmd::Incrby)?;
     if current as f64 == amount {
-        expire(&mut db, key, at, c);
+        expire(&mut db, key, at, c)?;
     }
     c.ctx.out.int(through_lua(current));
     Ok(())

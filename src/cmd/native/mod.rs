@@ -25,6 +25,7 @@
 
 mod django_redis;
 mod limits;
+mod limits_windows;
 mod rate_limit_redis;
 mod rlflex;
 mod seed;
@@ -74,6 +75,10 @@ pub static CATALOGUE: &[Native] = &[
     seed::ZSET_LOG,
     limits::INCR_EXPIRE,
     limits::INCR_EXPIRE_BENCH,
+    limits_windows::MOVING_WINDOW,
+    limits_windows::ACQUIRE_MOVING_WINDOW,
+    limits_windows::SLIDING_WINDOW,
+    limits_windows::ACQUIRE_SLIDING_WINDOW,
     rlflex::CONSUME,
     rate_limit_redis::INCREMENT,
     rate_limit_redis::GET,
@@ -101,10 +106,14 @@ pub enum Cmd {
     Zremrangebyscore,
     Zcard,
     Zadd,
+    Lindex,
+    Lpush,
+    Ltrim,
+    Rename,
 }
 
 impl Cmd {
-    const ALL: [Cmd; 11] = [
+    const ALL: [Cmd; 15] = [
         Cmd::Time,
         Cmd::Get,
         Cmd::Set,
@@ -116,6 +125,10 @@ impl Cmd {
         Cmd::Zremrangebyscore,
         Cmd::Zcard,
         Cmd::Zadd,
+        Cmd::Lindex,
+        Cmd::Lpush,
+        Cmd::Ltrim,
+        Cmd::Rename,
     ];
 
     fn name(self) -> &'static str {
@@ -131,6 +144,10 @@ impl Cmd {
             Cmd::Zremrangebyscore => "zremrangebyscore",
             Cmd::Zcard => "zcard",
             Cmd::Zadd => "zadd",
+            Cmd::Lindex => "lindex",
+            Cmd::Lpush => "lpush",
+            Cmd::Ltrim => "ltrim",
+            Cmd::Rename => "rename",
         }
     }
 
@@ -165,13 +182,16 @@ fn allowed(ctx: &Ctx<'_>, native: &Native, over_maxmemory: bool) -> bool {
 
 /// Runs `native` for `req` (`n` keys) if it can: true if it answered
 /// (its reply written to `ctx.out`), false if the call must run in Lua
-/// (nothing written, nothing changed).
+/// (nothing written, nothing changed). `read_only` (`EVAL_RO`,
+/// `EVALSHA_RO`): a run that would call a write command runs in Lua,
+/// which refuses it in its own words.
 pub fn run(
     ctx: &mut Ctx<'_>,
     native: &Native,
     req: &Request<'_>,
     n: usize,
     over_maxmemory: bool,
+    read_only: bool,
 ) -> bool {
     if !allowed(ctx, native, over_maxmemory) {
         return false;
@@ -181,6 +201,7 @@ pub fn run(
         ctx,
         req,
         n,
+        read_only,
         counted: [0; Cmd::ALL.len()],
     };
     match (native.run)(&mut call) {
@@ -206,6 +227,7 @@ pub struct Call<'r, 'c, 'q> {
     pub ctx: &'r mut Ctx<'c>,
     req: &'r Request<'q>,
     n: usize,
+    read_only: bool,
     counted: [u8; Cmd::ALL.len()],
 }
 
@@ -227,6 +249,16 @@ impl<'r, 'c, 'q> Call<'r, 'c, 'q> {
             Ok(req.arg(3 + self.n + i))
         } else {
             Err(Fallback)
+        }
+    }
+
+    /// Before each write command (whether or not it would change
+    /// anything): under `EVAL_RO` the call runs in Lua, which refuses it.
+    pub fn writing(&self) -> Fb<()> {
+        if self.read_only {
+            Err(Fallback)
+        } else {
+            Ok(())
         }
     }
 
@@ -283,6 +315,18 @@ pub fn lua_num(s: &[u8]) -> Fb<f64> {
         .ok()
         .and_then(|t| t.parse().ok())
         .ok_or(Fallback)
+}
+
+/// Lua 5.1's `tonumber` of a string where it is sure: a plain decimal
+/// (as [`lua_num`]), or `None` where `strtod` reads nothing (empty, or a
+/// first byte that is a letter other than the `i`/`n` of `inf`/`nan`);
+/// anything else runs in Lua.
+pub fn lua_tonumber(s: &[u8]) -> Fb<Option<f64>> {
+    match s.first() {
+        None => Ok(None),
+        Some(b) if b.is_ascii_alphabetic() && !b"iInN".contains(b) => Ok(None),
+        Some(_) => lua_num(s).map(Some),
+    }
 }
 
 /// A Lua number as a script's reply shows it: truncated to an integer
@@ -408,6 +452,7 @@ pub fn exists(db: &mut Locked<'_>, key: &[u8], c: &mut Call) -> bool {
 /// integer, another type, or an overflow is a fallback, the key untouched.
 pub fn incrby(db: &mut Locked<'_>, key: &[u8], delta: i64, c: &mut Call, cmd: Cmd) -> Fb<i64> {
     use crate::store::{SmallBytes, Value};
+    c.writing()?;
     let r = db.update(key, c.now(), |slot| {
         let current = match slot.as_ref() {
             None => 0,
@@ -428,9 +473,10 @@ pub fn incrby(db: &mut Locked<'_>, key: &[u8], delta: i64, c: &mut Call, cmd: Cm
 
 /// `EXPIRE key seconds` with `at`, the deadline [`expire_at`] worked out
 /// (before any write): true if the key was there.
-pub fn expire(db: &mut Locked<'_>, key: &[u8], at: Option<u64>, c: &mut Call) -> bool {
+pub fn expire(db: &mut Locked<'_>, key: &[u8], at: Option<u64>, c: &mut Call) -> Fb<bool> {
+    c.writing()?;
     c.ran(Cmd::Expire);
-    db.update(key, c.now(), |slot| {
+    Ok(db.update(key, c.now(), |slot| {
         let Some(entry) = slot.as_mut() else {
             return false;
         };
@@ -439,7 +485,7 @@ pub fn expire(db: &mut Locked<'_>, key: &[u8], at: Option<u64>, c: &mut Call) ->
             Some(t) => entry.set_expiry_ms(Some(t)),
         }
         true
-    })
+    }))
 }
 
 /// The deadline `EXPIRE key <arg>` sets (see `keys::deadline`); an
@@ -466,11 +512,19 @@ pub fn set_deadline(arg: &[u8], unit: super::keys::Unit, c: &Call) -> Fb<u64> {
 
 /// `SET key value PX|EX ...` with a deadline [`set_deadline`] worked out,
 /// `NX` if `nx`: true if it stored.
-pub fn set(db: &mut Locked<'_>, key: &[u8], value: &[u8], at: u64, nx: bool, c: &mut Call) -> bool {
+pub fn set(
+    db: &mut Locked<'_>,
+    key: &[u8],
+    value: &[u8],
+    at: u64,
+    nx: bool,
+    c: &mut Call,
+) -> Fb<bool> {
     use crate::store::{SmallBytes, Touch, Value};
+    c.writing()?;
     c.ran(Cmd::Set);
     let touch = if nx { Touch::IfChanged } else { Touch::Always };
-    db.update_touching(key, c.now(), touch, |slot| {
+    Ok(db.update_touching(key, c.now(), touch, |slot| {
         if nx && slot.is_some() {
             return false;
         }
@@ -479,5 +533,89 @@ pub fn set(db: &mut Locked<'_>, key: &[u8], value: &[u8], at: u64, nx: bool, c: 
             Some(at),
         ));
         true
+    }))
+}
+
+/// `LINDEX key i`, the item read by `f`; `None` if none. A key of another
+/// type is a fallback.
+pub fn lindex<R>(
+    db: &mut Locked<'_>,
+    key: &[u8],
+    i: i64,
+    c: &mut Call,
+    f: impl FnOnce(&[u8]) -> R,
+) -> Fb<Option<R>> {
+    use super::collection::Kind;
+    use crate::store::collections::List;
+    c.ran(Cmd::Lindex);
+    match db.get(key, c.now(), |e| {
+        List::of(&e.value).map(|l| super::list::item(l, i).map(|v| f(v)))
+    }) {
+        None => Ok(None),
+        Some(None) => Err(Fallback),
+        Some(Some(r)) => Ok(r),
+    }
+}
+
+/// Whether `key` holds a list or nothing (what `LINDEX`, `LPUSH` and
+/// `LTRIM` take).
+pub fn is_list_or_none(db: &mut Locked<'_>, key: &[u8], c: &Call) -> bool {
+    use crate::store::Value;
+    db.get(key, c.now(), |e| matches!(e.value, Value::List(_)))
+        .unwrap_or(true)
+}
+
+/// `LPUSH key item...` of `count` copies of `item`, as one call (the
+/// caller checked the key is a list or missing).
+pub fn lpush(db: &mut Locked<'_>, key: &[u8], item: &[u8], count: usize, c: &mut Call) -> Fb<()> {
+    use super::collection::Kind;
+    use crate::store::collections::List;
+    c.writing()?;
+    c.ran(Cmd::Lpush);
+    let item = bytes::Bytes::copy_from_slice(item);
+    db.update(key, c.now(), |slot| {
+        if slot.is_none() {
+            *slot = Some(Entry::new(List::default().wrap()));
+        }
+        let l = slot
+            .as_mut()
+            .and_then(|e| List::of_mut(&mut e.value))
+            .ok_or(Fallback)?;
+        for _ in 0..count {
+            l.push_front(item.clone());
+        }
+        if l.is_empty() {
+            *slot = None;
+        }
+        Ok(())
     })
+}
+
+/// `LTRIM key start stop` (the caller checked the key is a list or
+/// missing); a list left empty is deleted.
+pub fn ltrim(db: &mut Locked<'_>, key: &[u8], start: i64, stop: i64, c: &mut Call) -> Fb<()> {
+    use super::collection::Kind;
+    use crate::store::collections::List;
+    c.writing()?;
+    c.ran(Cmd::Ltrim);
+    db.update(key, c.now(), |slot| {
+        let Some(e) = slot.as_mut() else {
+            return Ok(());
+        };
+        let l = List::of_mut(&mut e.value).ok_or(Fallback)?;
+        super::list::trim(l, start, stop);
+        if l.is_empty() {
+            *slot = None;
+        }
+        Ok(())
+    })
+}
+
+/// `RENAME from to` of a key that is there (the caller checked).
+pub fn rename(db: &mut Locked<'_>, from: &[u8], to: &[u8], c: &mut Call) -> Fb<()> {
+    c.writing()?;
+    c.ran(Cmd::Rename);
+    let now = c.now();
+    super::keys::rename_in(db, from, to, now, false)?;
+    Ok(())
 }

@@ -37,7 +37,7 @@ fn increment(c: &mut Call) -> Fb<()> {
             crate::cmd::keys::Unit::Millis,
             c,
         )?;
-        set(&mut db, key, b"1", at, false, c);
+        set(&mut db, key, b"1", at, false, c)?;
         let out = &mut *c.ctx.out;
         out.array(2);
         out.int(1);

@@ -23,12 +23,12 @@ fn consume(c: &mut Call) -> Fb<()> {
     let expire_to = expire_at(secs, c)?;
     let ttl_if_none = 1000.0 * lua_num(secs)?;
     let mut db = c.lock(&[key])?;
-    set(&mut db, key, b"0", set_at, true, c);
+    set(&mut db, key, b"0", set_at, true, c)?;
     // Fails only on a key that was there already (SET NX left it alone).
     let consumed = incrby(&mut db, key, points, c, Cmd::Incrby)?;
     let mut ttl = pttl(&mut db, key, c);
     if ttl == -1 {
-        expire(&mut db, key, expire_to, c);
+        expire(&mut db, key, expire_to, c)?;
         ttl = lua_int(ttl_if_none);
     } else {
         ttl = through_lua(ttl);

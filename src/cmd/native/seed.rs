@@ -65,7 +65,7 @@ fn two_bucket(c: &mut Call) -> Fb<()> {
         let mut num = [0u8; 32];
         let at = expire_at(fmt_num(period * 2.0, &mut num), c)?;
         super::incrby(&mut db, ckey, 1, c, Cmd::Incr)?;
-        expire(&mut db, ckey, at, c);
+        expire(&mut db, ckey, at, c)?;
         let out = &mut *c.ctx.out;
         out.array(2);
         out.int(1);
@@ -104,6 +104,7 @@ fn zset_log(c: &mut Call) -> Fb<()> {
     let mut ttl = [0u8; 32];
     let at = expire_at(fmt_num(window + 5.0, &mut ttl), c)?;
     let now = c.now();
+    c.writing()?;
     let mut db = c.lock(&[key])?;
     // ZREMRANGEBYSCORE key -inf start: a key of another type is refused
     // before anything changes.
@@ -151,7 +152,7 @@ fn zset_log(c: &mut Call) -> Fb<()> {
             }
         });
     }
-    expire(&mut db, key, at, c);
+    expire(&mut db, key, at, c)?;
     let out = &mut *c.ctx.out;
     out.array(2);
     out.int(allowed as i64);
