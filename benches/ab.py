@@ -7,8 +7,11 @@ machine: CPU per operation is the steadier figure.
 
     python3 benches/ab.py OLD_BINARY NEW_BINARY [--reps 4] [-n 1000000]
         [--algos window,gcra,fixed,log] [--scripts] [-P 16] [-r 100000]
+        [--a-args "--threads 1"] [--b-args "--threads 2"]
 
 `--scripts` adds compare.py's Lua limiters (EVALSHA), loaded into both.
+`--a-args`/`--b-args` add flags to one server: the same binary twice
+compares two settings (how the default `--threads` was chosen).
 
 Example: build the previous commit in a worktree and compare:
 
@@ -34,10 +37,12 @@ def main():
     ap.add_argument("--algos", default="window,gcra,fixed,log")
     ap.add_argument("--scripts", action="store_true", help="also the Lua limiters of compare.py")
     ap.add_argument("--no-ping", action="store_true")
+    ap.add_argument("--a-args", default="", help="extra flags for server A")
+    ap.add_argument("--b-args", default="", help="extra flags for server B")
     opts = ap.parse_args()
     benchlib.require("redis-benchmark")
-    servers = {"A": benchlib.start_turnstile(binary=opts.a),
-               "B": benchlib.start_turnstile(binary=opts.b)}
+    servers = {"A": benchlib.start_turnstile(*opts.a_args.split(), binary=opts.a),
+               "B": benchlib.start_turnstile(*opts.b_args.split(), binary=opts.b)}
     tests = [(f"RL.ALLOW {a}", ["RL.ALLOW", f"{a}:__rand_int__", "100", "60", "ALGO", a])
              for a in opts.algos.split(",") if a]
     if not opts.no_ping:
@@ -51,7 +56,7 @@ def main():
                     shas.add(c("SCRIPT", "LOAD", body))
             (sha,) = shas
             tests.append((f"Lua {name}", ["EVALSHA", sha.decode(), *args]))
-    print(f"A = {opts.a}\nB = {opts.b}\n-n {opts.n} -P {opts.pipeline} -r {opts.randomkeys}, "
+    print(f"A = {opts.a} {opts.a_args}\nB = {opts.b} {opts.b_args}\n-n {opts.n} -P {opts.pipeline} -r {opts.randomkeys}, "
           f"{opts.reps} runs each, alternated\n")
     print(f"| test | A ops/s | B ops/s | B/A ops | A CPU us/op | B CPU us/op | B/A CPU |")
     print("|---|---|---|---|---|---|---|")
