@@ -13,7 +13,7 @@ both (the two-bucket sliding-window counter, the sorted-set log and the
 alternating servers, each test `--reps` times, without and with `-P 16`.
 For every run it records ops/s, p50 and p99 (redis-benchmark's CSV), and the
 server's CPU time per operation (the sum over its threads of
-/proc/<pid>/task/*/schedstat before and after, divided by operations):
+/proc/<pid>/stat, user + system before and after, divided by operations):
 redis-benchmark itself takes about one of this machine's two cores, so CPU
 per operation is the steadier figure. Prints one markdown table of medians
 and ratios, and (unless --quick) writes it to docs/performance.md.

@@ -14,7 +14,7 @@ second command names the first's lease):
     python3 benches/leases.py [--quick] [--runs N] [--doc]
 
 Reports units per second, the server's CPU per unit and per command
-(the sum over its threads of /proc/<pid>/task/*/schedstat), medians of
+(the sum over its threads of /proc/<pid>/stat, user + system), medians of
 --runs (3) alternating runs; every reply line is counted and an error
 reply aborts. Afterwards, memory per live lease: one key holding 100,000
 leases, and 10,000 keys of one lease each (INFO used_memory before and

@@ -23,7 +23,7 @@ under 100; the primary's INFO `decisions_window` is checked for
    processes) and stopped after it; the order of (a) and (b) alternates
    run by run (a b, b a, ...). Reported: redis-benchmark's ops/s and
    p50/p99 latency, and CPU per operation: the sum over a process's threads
-   of /proc/<pid>/task/*/schedstat, read just before redis-benchmark starts
+   of /proc/<pid>/stat, user + system, read just before redis-benchmark starts
    and again once every replica's `slave_repl_offset` has reached the
    primary's `master_repl_offset` as it stood when redis-benchmark ended
    (so the replication work an operation causes is charged in full, to the

@@ -16,7 +16,7 @@ descriptor keys (`user`, `path`, `ip`) each allow 10^9 per second
 (envoyproxy/ratelimit's default fixed window): every request is decided,
 counted and admitted. Runs alternate test by test; medians of --reps (3)
 are reported, with server CPU per request (the sum over its threads of
-/proc/<pid>/task/*/schedstat). `--doc` rewrites the `rls` section of
+/proc/<pid>/stat, user + system). `--doc` rewrites the `rls` section of
 docs/performance.md.
 """
 

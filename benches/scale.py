@@ -10,7 +10,7 @@ this machine, in one run (about 5 minutes; all traffic on 127.0.0.1).
 Each scenario compares a run against its baseline, alternating them, each
 --reps times (default 2), and reports medians of ops/s, p50, p99 (from
 redis-benchmark --csv) and the server's CPU per operation (its threads'
-/proc/<pid>/task/*/schedstat before and after, divided by requests: on
+/proc/<pid>/stat, user + system before and after, divided by requests: on
 this 2-core machine redis-benchmark takes about a core, so CPU per
 operation is the steadier figure). Turnstile runs as shipped (metrics on).
 

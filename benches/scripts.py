@@ -12,7 +12,7 @@ windows, rate-limiter-flexible, rate-limit-redis, django-redis: the texts
 in src/cmd/native/lua/) into
 each, and runs `redis-benchmark -c 50 -r 100000` with EVALSHA against each
 in turn (the idle ones paused), `--reps` times alternating. Prints medians
-of ops/s and of server CPU per call (its threads' schedstat before and
+of ops/s and of server CPU per call (its /proc/<pid>/stat before and
 after, over calls) and Turnstile's ratios to Redis, native and Lua.
 """
 

@@ -23,7 +23,7 @@ Each server is measured on, at each depth:
   with the same -c/-P/-r: a check that the driver is not the bottleneck.
 Every test runs the same number of units (transactions, pairs, commands)
 per run. For every run: units per second, the server's CPU per unit (the
-sum over its threads of /proc/<pid>/task/*/schedstat, before and after,
+sum over its threads of /proc/<pid>/stat, user + system, before and after,
 divided by units) and per command, the driver's own CPU use (this process,
 or redis-benchmark's; near 100% of a core, the driver, not the server, set
 the pace), and the CPU every other process on the machine took meanwhile
@@ -401,7 +401,7 @@ without `MULTI`/`EXEC` (the transaction's overhead is the difference), and
 plain `INCR` through the driver and through `redis-benchmark -t incr` (if
 the driver's `INCR` fell well short of redis-benchmark's, the driver would
 be setting the pace). Server CPU is the sum over the server's threads of
-`/proc/<pid>/task/*/schedstat`; the driver shares this 2-core machine with
+`/proc/<pid>/stat, user + system`; the driver shares this 2-core machine with
 the server, so CPU per transaction is the steadier figure. "others' CPU"
 is what every other process took during the run (0% on a quiet machine); a
 run where they took over a quarter of a core is repeated (up to three
