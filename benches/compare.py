@@ -29,59 +29,19 @@ from datetime import datetime, timezone
 
 from benchlib import require, die_with_parent, ROOT, free_port, redis_benchmark, wait_ping
 
-# The classic two-bucket sliding-window counter, two string keys per
-# limiter (current and previous window), estimate interpolated.
-TWO_BUCKET_LUA = """
-local now = redis.call('TIME')
-local t = tonumber(now[1]) + tonumber(now[2]) / 1000000
-local limit = tonumber(ARGV[1])
-local period = tonumber(ARGV[2])
-local cur = math.floor(t / period)
-local elapsed = t - cur * period
-local ckey = KEYS[1] .. ':' .. cur
-local pkey = KEYS[1] .. ':' .. (cur - 1)
-local prev = tonumber(redis.call('GET', pkey) or '0')
-local curr = tonumber(redis.call('GET', ckey) or '0')
-local estimate = prev * (period - elapsed) / period + curr
-if estimate + 1 <= limit then
-  redis.call('INCR', ckey)
-  redis.call('EXPIRE', ckey, period * 2)
-  return {1, math.floor(limit - estimate - 1)}
-end
-return {0, 0}
-"""
-
-# The classic sorted-set sliding-window log (one member per request).
-ZSET_LOG_LUA = """
-local now = redis.call('TIME')
-local current_timestamp_us = (tonumber(now[1]) * 1000000) + tonumber(now[2])
-local window_start_us = current_timestamp_us - (tonumber(ARGV[2]) * 1000000)
-redis.call('ZREMRANGEBYSCORE', KEYS[1], '-inf', window_start_us)
-local current_count = redis.call('ZCARD', KEYS[1])
-local limit = tonumber(ARGV[1])
-local allowed = 0
-if current_count < limit then
-    redis.call('ZADD', KEYS[1], current_timestamp_us, current_timestamp_us)
-    allowed = 1
-end
-redis.call('EXPIRE', KEYS[1], ARGV[2] + 5)
-return {allowed, current_count}
-"""
-
-# The Python `limits` library's fixed-window script (limits 5.x,
-# resources/redis/lua_scripts/incr_expire.lua), the one Flask-Limiter runs
-# on every request by default.
-LIMITS_FIXED_LUA = """
-local current
-local amount = tonumber(ARGV[2])
-current = redis.call("incrby", KEYS[1], amount)
-
-if tonumber(current) == amount then
-    redis.call("expire", KEYS[1], ARGV[1])
-end
-
-return current
-"""
+# The limiter scripts are read from the native catalogue's copies
+# (src/cmd/native/lua/), one text for the benchmark and the catalogue's
+# SHA1 (tests/native_scripts.rs checks it):
+# - the classic two-bucket sliding-window counter, two string keys per
+#   limiter (current and previous window), estimate interpolated;
+# - the classic sorted-set sliding-window log (one member per request);
+# - the Python `limits` library's fixed-window script (limits 5.x,
+#   incr_expire.lua, with a leading newline), the one Flask-Limiter runs on
+#   every request by default.
+LUA = ROOT / "src/cmd/native/lua"
+TWO_BUCKET_LUA = (LUA / "seed_two_bucket.lua").read_text()
+ZSET_LOG_LUA = (LUA / "seed_zset_log.lua").read_text()
+LIMITS_FIXED_LUA = (LUA / "bench_limits_incr_expire.lua").read_text()
 
 # name, script, EVALSHA arguments after the SHA (numkeys, key, args).
 SCRIPTS = [
