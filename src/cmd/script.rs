@@ -37,6 +37,7 @@
 //! needs every shard: before a write the script starts again holding all
 //! of them; after one, the call fails.
 
+use std::sync::atomic::Ordering;
 use std::time::Duration;
 
 use super::table::{self, CommandSpec, Flags};
@@ -164,7 +165,7 @@ fn run(
     // A catalogued script runs in Rust when it can (`cmd/native`): no Lua
     // state, no shard locks beyond its keys'. Read-only, only as long as
     // it calls no write command.
-    if settings_native(ctx.state) {
+    if ctx.state.settings.scripts_native.load(Ordering::Relaxed) {
         if let Some(native) = super::native::find(script.sha()) {
             let started = ctx.state.metrics.is_some().then(std::time::Instant::now);
             let over = over_maxmemory(ctx.state);
@@ -255,14 +256,6 @@ fn run(
             }
         }
     }
-}
-
-/// `--scripts-native`, as it is now.
-fn settings_native(state: &State) -> bool {
-    state
-        .settings
-        .scripts_native
-        .load(std::sync::atomic::Ordering::Relaxed)
 }
 
 /// Whether memory in use is past `--maxmemory` (none set: never).

@@ -383,25 +383,32 @@ pub fn decrby(ctx: &mut Ctx<'_>, req: &Request<'_>) -> Result<(), CmdError> {
 
 /// Adds `delta` to the integer in `key` (0 if absent), keeping its TTL.
 fn incr_by(ctx: &mut Ctx<'_>, req: &Request<'_>, delta: i64) -> Result<(), CmdError> {
-    let result = ctx.db.update(req.arg(1), ctx.now, |slot| {
-        let current = match slot.as_ref() {
-            None => 0,
-            Some(e) => {
-                let s = e.value.as_str().ok_or(CmdError::WrongType)?;
-                parse_i64(s).ok_or(CmdError::NotInteger)?
-            }
-        };
-        let next = current.checked_add(delta).ok_or(CmdError::Overflow)?;
-        let mut digits = itoa::Buffer::new();
-        let value = Value::Str(SmallBytes::new(digits.format(next).as_bytes()));
-        match slot {
-            Some(e) => e.value = value,
-            None => *slot = Some(Entry::new(value)),
-        }
-        Ok::<_, CmdError>(next)
-    })?;
+    let result = ctx
+        .db
+        .update(req.arg(1), ctx.now, |slot| add_to(slot, delta))?;
     ctx.out.int(result);
     Ok(())
+}
+
+/// `INCRBY`'s change to a key's slot: the new value, or the error
+/// `INCRBY` answers (the slot then untouched). Shared with the native
+/// scripts (`cmd/native`).
+pub(crate) fn add_to(slot: &mut Option<Entry>, delta: i64) -> Result<i64, CmdError> {
+    let current = match slot.as_ref() {
+        None => 0,
+        Some(e) => {
+            let s = e.value.as_str().ok_or(CmdError::WrongType)?;
+            parse_i64(s).ok_or(CmdError::NotInteger)?
+        }
+    };
+    let next = current.checked_add(delta).ok_or(CmdError::Overflow)?;
+    let mut digits = itoa::Buffer::new();
+    let value = Value::Str(SmallBytes::new(digits.format(next).as_bytes()));
+    match slot {
+        Some(e) => e.value = value,
+        None => *slot = Some(Entry::new(value)),
+    }
+    Ok(next)
 }
 
 /// ```text

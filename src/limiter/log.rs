@@ -426,12 +426,10 @@ impl State {
         let Some((_, c)) = self.front() else {
             return;
         };
-        let total = self.total() - c;
+        let (total, capacity) = (self.total() - c, self.capacity());
         match &mut self.0 {
             Repr::Inline { slot, .. } => *slot = 0,
             Repr::Ring { head, meta, block } => {
-                let capacity =
-                    block.len().saturating_sub(HEADER) / (1 + (*meta & WIDE != 0) as usize);
                 *head = ((*head as usize + 1) % capacity) as u32;
                 *meta -= 1;
                 block[TOTAL] = total;
@@ -536,14 +534,10 @@ impl State {
             return;
         };
         let shift = oldest - self.base();
-        let (n, first) = (self.slots(), self.word(0));
-        let block = self.ring();
-        block[BASE] = oldest;
-        // Narrow slots are one word each, so the ring is every word after
-        // the header; the live ones run from `first`, wrapping.
-        let ring = HEADER..block.len();
-        for k in 0..n {
-            let w = ring.start + (first - ring.start + k) % ring.len();
+        self.ring()[BASE] = oldest;
+        for k in 0..self.slots() {
+            let w = self.word(k);
+            let block = self.ring();
             let (o, c) = unpack(block[w]);
             block[w] = pack(o - shift, c);
         }

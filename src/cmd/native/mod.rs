@@ -451,22 +451,8 @@ pub fn exists(db: &mut Locked<'_>, key: &[u8], c: &mut Call) -> bool {
 /// `INCRBY key delta` (and `INCR`): the new value; a value that is not an
 /// integer, another type, or an overflow is a fallback, the key untouched.
 pub fn incrby(db: &mut Locked<'_>, key: &[u8], delta: i64, c: &mut Call, cmd: Cmd) -> Fb<i64> {
-    use crate::store::{SmallBytes, Value};
     c.writing()?;
-    let r = db.update(key, c.now(), |slot| {
-        let current = match slot.as_ref() {
-            None => 0,
-            Some(e) => parse_i64(e.value.as_str().ok_or(Fallback)?).ok_or(Fallback)?,
-        };
-        let next = current.checked_add(delta).ok_or(Fallback)?;
-        let mut digits = itoa::Buffer::new();
-        let value = Value::Str(SmallBytes::new(digits.format(next).as_bytes()));
-        match slot {
-            Some(e) => e.value = value,
-            None => *slot = Some(Entry::new(value)),
-        }
-        Ok::<_, Fallback>(next)
-    })?;
+    let r = db.update(key, c.now(), |slot| super::string::add_to(slot, delta))?;
     c.ran(cmd);
     Ok(r)
 }
