@@ -7,11 +7,14 @@ machine: CPU per operation is the steadier figure.
 
     python3 benches/ab.py OLD_BINARY NEW_BINARY [--reps 4] [-n 1000000]
         [--algos window,gcra,fixed,log] [--scripts] [-P 16] [-r 100000]
-        [--a-args "--threads 1"] [--b-args "--threads 2"]
+        [--a-args "--threads 1"] [--b-args "--threads 2"] [--preload 10000000]
 
 `--scripts` adds compare.py's Lua limiters (EVALSHA), loaded into both.
 `--a-args`/`--b-args` add flags to one server: the same binary twice
 compares two settings (how the default `--threads` was chosen).
+`--preload N` first loads N window keys (`window:%012d`, the names
+redis-benchmark's `__rand_int__` makes) into both servers, and sets `-r N`:
+the lookups of a large keyspace, as `scale.py`'s keyspace scenario.
 
 Example: build the previous commit in a worktree and compare:
 
@@ -39,10 +42,17 @@ def main():
     ap.add_argument("--no-ping", action="store_true")
     ap.add_argument("--a-args", default="", help="extra flags for server A")
     ap.add_argument("--b-args", default="", help="extra flags for server B")
+    ap.add_argument("--preload", type=int, default=0, metavar="N",
+                    help="load N window keys into both first, and use -r N")
     opts = ap.parse_args()
     benchlib.require("redis-benchmark")
     servers = {"A": benchlib.start_turnstile(*opts.a_args.split(), binary=opts.a),
                "B": benchlib.start_turnstile(*opts.b_args.split(), binary=opts.b)}
+    if opts.preload:
+        import scale
+        for s in servers.values():
+            scale.preload(s, b"window:%012d", opts.preload)
+        opts.randomkeys = opts.preload
     tests = [(f"RL.ALLOW {a}", ["RL.ALLOW", f"{a}:__rand_int__", "100", "60", "ALGO", a])
              for a in opts.algos.split(",") if a]
     if not opts.no_ping:

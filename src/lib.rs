@@ -18,7 +18,8 @@
 //!   replication's feeders and link (`server/replication.rs`), Sentinel's
 //!   failovers in cluster mode (`server/sentinel.rs`).
 //! - [`protocol`]: the hardened request decoder (`decode.rs`, `inline.rs`),
-//!   the request view (`request.rs`), and the RESP2/RESP3 reply encoder
+//!   the look-ahead at a batch's keys for prefetching (`peek.rs`), the
+//!   request view (`request.rs`), and the RESP2/RESP3 reply encoder
 //!   (`reply.rs`).
 //! - [`cmd`]: the command table (`cmd/table.rs`: name, arity, flags, key
 //!   positions, handler, one named-field entry per command; the types in

@@ -3,6 +3,29 @@
 
 pub mod long_double;
 
+/// Asks the CPU to start loading the cache line holding `r`, so that a
+/// later read finds it there. Only a hint: it reads nothing the program
+/// sees and cannot fault, so it is safe whatever `r` is. No stable
+/// `core` function does this for every target (`_mm_prefetch` is
+/// x86-only), hence the two arms; elsewhere it does nothing.
+#[inline(always)]
+pub fn prefetch<T>(r: &T) {
+    let p = (r as *const T).cast::<i8>();
+    #[cfg(target_arch = "x86_64")]
+    // SAFETY: `prefetcht0` has no architectural effect and never faults;
+    // `p` comes from a live reference in any case.
+    unsafe {
+        std::arch::x86_64::_mm_prefetch::<{ std::arch::x86_64::_MM_HINT_T0 }>(p)
+    };
+    #[cfg(target_arch = "aarch64")]
+    // SAFETY: as above, `prfm` is a hint that never faults.
+    unsafe {
+        std::arch::asm!("prfm pldl1keep, [{0}]", in(reg) p, options(nostack, readonly, preserves_flags))
+    };
+    #[cfg(not(any(target_arch = "x86_64", target_arch = "aarch64")))]
+    let _ = p;
+}
+
 /// Parses an integer exactly as Redis's `string2ll` does: an optional `-`,
 /// then digits with no leading zero (but "0" itself), no `+`, no spaces,
 /// within `i64`. Anything else is `None`, never a panic or a wrap.

@@ -410,3 +410,53 @@ async fn proto_max_bulk_len_is_enforced() {
     )
     .await;
 }
+
+/// A pipeline over a keyspace past the prefetch threshold (where the batch
+/// loop looks ahead and hints the store) is answered byte for byte as on
+/// a small one: keys present and absent, repeated within one batch, a
+/// transaction and key-less commands between them.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn pipelines_over_a_large_keyspace_answer_as_over_a_small_one() {
+    let big = Server::start().await;
+    let store = &big.state().store;
+    let now = big.state().clock.now();
+    let mut i = 0;
+    while !store.prefetching() {
+        store.update(format!("filler:{i}").as_bytes(), now, |e| {
+            *e = Some(turnstile::store::Entry::new(turnstile::store::Value::Str(
+                turnstile::store::SmallBytes::new(b"x"),
+            )))
+        });
+        i += 1;
+    }
+    let small = Server::start().await;
+    let mut pipeline = Vec::new();
+    for round in 0..4 {
+        for k in 0..12 {
+            let key = format!("rl:{}", (k * 5 + round) % 7);
+            pipeline.extend(encode_words(&["RL.ALLOW", &key, "10", "60"]));
+            pipeline.extend(encode_words(&["INCR", &format!("n:{}", k % 3)]));
+        }
+        pipeline.extend(encode_words(&["PING"]));
+        pipeline.extend(encode_words(&["MULTI"]));
+        pipeline.extend(encode_words(&["INCR", "n:1"]));
+        pipeline.extend(encode_words(&["GET", "rl:3"]));
+        pipeline.extend(encode_words(&["EXEC"]));
+        pipeline.extend(encode_words(&["EXISTS", "rl:3", "absent"]));
+    }
+    pipeline.extend(encode_words(&["ECHO", "end"]));
+    let mut answers = Vec::new();
+    for srv in [&big, &small] {
+        let mut r = srv.raw().await;
+        r.send(&pipeline).await;
+        let mut got = Vec::new();
+        while !got.ends_with(b"$3\r\nend\r\n") {
+            got.extend(r.reply().await);
+        }
+        answers.push(got);
+    }
+    assert_eq!(
+        String::from_utf8_lossy(&answers[0]),
+        String::from_utf8_lossy(&answers[1])
+    );
+}

@@ -7,9 +7,9 @@ use bytes::BytesMut;
 
 use super::{execute, Ctx};
 use crate::cmd::session::Session;
-use crate::protocol::{Decoder, Limits, ReplyBuf};
+use crate::protocol::{peek, Decoder, Limits, ReplyBuf};
 use crate::state::{State, Stats};
-use crate::store::Keyspace;
+use crate::store::{Keyspace, PREFETCH_MAX};
 
 /// Replies beyond this are written mid-batch, so one huge pipeline cannot
 /// grow the write buffer without bound before its first byte leaves.
@@ -55,7 +55,13 @@ pub fn run(
     out: &mut ReplyBuf,
     commands: &mut u64,
 ) -> Step {
+    // Requests left before the next look ahead.
+    let mut ahead = 0;
     loop {
+        if ahead == 0 {
+            ahead = prefetch(state, buf);
+        }
+        ahead = ahead.saturating_sub(1);
         let limits = Limits {
             max_bulk_len: i64::try_from(state.settings.get(&state.settings.proto_max_bulk_len))
                 .unwrap_or(i64::MAX),
@@ -98,6 +104,24 @@ pub fn run(
             return Step::Flush;
         }
     }
+}
+
+/// When the keyspace has outgrown the caches ([`crate::store::Store::prefetching`]),
+/// looks at the next requests waiting in `buf` (up to [`PREFETCH_MAX`]
+/// keys) and has the store start loading what their lookups will read, if
+/// there are two keys or more: one request alone gains nothing from a hint
+/// given just before its own lookup. Returns how many requests it looked
+/// past, at least one, so the caller looks again after running them.
+fn prefetch(state: &State, buf: &BytesMut) -> usize {
+    if !state.store.prefetching() {
+        return usize::MAX;
+    }
+    let mut keys = [&b""[..]; PREFETCH_MAX];
+    let (requests, n) = peek::second_args(buf, &mut keys);
+    if n >= 2 {
+        state.store.prefetch(&keys[..n]);
+    }
+    requests.max(1)
 }
 
 /// Publishes what a read's batches did: the command count and the

@@ -3,6 +3,7 @@
 
 pub mod decode;
 pub mod inline;
+pub mod peek;
 pub mod reply;
 pub mod request;
 

@@ -111,6 +111,27 @@ impl Index {
         None
     }
 
+    /// Starts loading `hash`'s home group into the cache.
+    pub fn prefetch(&self, hash: u64) {
+        if let Some(group) = self.groups.get(hash as usize & self.mask()) {
+            crate::util::prefetch(group);
+        }
+    }
+
+    /// Calls `f` with each handle in `hash`'s home group whose tag is
+    /// `hash`'s: the records a lookup of it will most likely read.
+    pub fn home_candidates(&self, hash: u64, mut f: impl FnMut(u32)) {
+        let Some(group) = self.groups.get(hash as usize & self.mask()) else {
+            return;
+        };
+        let t = tag(hash);
+        for slot in 0..SLOTS {
+            if group.tags[slot] == t {
+                f(group.handles[slot]);
+            }
+        }
+    }
+
     pub fn get(&self, pos: Pos) -> u32 {
         self.groups[pos.group].handles[pos.slot]
     }

@@ -89,6 +89,19 @@ impl Records {
         }
     }
 
+    /// Starts loading `h`'s record into the cache.
+    fn prefetch(&self, h: u32) {
+        use crate::util::prefetch;
+        let (class, i) = split(h);
+        match class {
+            Class::General => prefetch(self.general.get(i)),
+            Class::Window => prefetch(self.window.get(i)),
+            Class::Fixed => prefetch(self.fixed.get(i)),
+            Class::Gcra => prefetch(self.gcra.get(i)),
+            Class::Log => prefetch(self.log.get(i)),
+        }
+    }
+
     /// The entry a compact record of constant size stands for, decoded.
     fn decode(&self, class: Class, i: u32) -> Entry {
         let params = &self.params;
@@ -444,6 +457,19 @@ impl Shard {
         Some(self.index.get(pos))
     }
 
+    /// The first step of a prefetch ([`super::Store::prefetch`]): the
+    /// index group a lookup of `hash` starts at.
+    pub fn prefetch_index(&self, hash: u64) {
+        self.index.prefetch(hash);
+    }
+
+    /// The second step, once the group has had time to arrive: the records
+    /// it points at whose tag is `hash`'s.
+    pub fn prefetch_records(&self, hash: u64) {
+        self.index
+            .home_candidates(hash, |h| self.records.prefetch(h));
+    }
+
     pub fn contains(&self, hash: u64, key: &[u8]) -> bool {
         self.find(hash, key).is_some()
     }
@@ -528,6 +554,7 @@ impl Shard {
                     let h = records.put(None, key, e);
                     let records = &*records;
                     index.insert(hash, h, |h| store.hasher.hash_one(records.key(h)));
+                    store.grew_to(index.len());
                 }
                 r
             }
