@@ -17,12 +17,20 @@
 //!   key can never take more than 8 MiB (16 MiB wide), and a read or a
 //!   snapshot of it costs a bounded time.
 //!
-//! A slot is one packed `u64`: a 40-bit offset in microseconds from the
-//! ring's base and a 24-bit count. That is 8 bytes per stored timestamp
-//! (Redis's sorted set takes 42-136). Timestamps are rounded *up* to the
-//! microsecond (or to `d`), so a request stays counted at least a full
-//! `period`: rounding can only deny early, never admit more than `limit` in
-//! any `period`-long interval.
+//! A slot takes one of three forms, the same for a whole ring:
+//!
+//! - compact, 4 bytes: a 32-bit offset in microseconds from the ring's
+//!   base, count 1. A ring is compact while every slot counts 1 and its
+//!   live slots span at most [`COMPACT_SPAN`] (about 63.6 minutes), which
+//!   is what a log of single requests under a period of up to an hour
+//!   holds: 4 bytes per stored timestamp.
+//! - narrow, 8 bytes: a 40-bit offset and a 24-bit count.
+//! - wide, 16 bytes: the timestamp and the count, each a word.
+//!
+//! Redis's sorted set takes 42-136 bytes per timestamp. Timestamps are
+//! rounded *up* to the microsecond (or to `d`), so a request stays counted
+//! at least a full `period`: rounding can only deny early, never admit more
+//! than `limit` in any `period`-long interval.
 
 use crate::clock::Nanos;
 
@@ -42,6 +50,25 @@ pub const MAX_PERIOD: u64 = (MAX_OFFSET / 2) * UNIT;
 /// snapshot spends on it.
 pub const MAX_SLOTS: u64 = 1 << 20;
 
+/// Widest span, in `UNIT`s, from a compact ring's oldest slot to a new
+/// one for which the ring re-bases rather than turning narrow: eight
+/// ninths of the 32-bit offset range (3,817,748,706 units, about 63.6
+/// minutes; any period up to that qualifies, an hour included).
+/// `2^32 / 9 * 8`: 3,817,748,704.
+///
+/// Re-basing moves the base to the oldest slot and rewrites every slot,
+/// so it must stay rare. A re-base at stamp `s` with the oldest slot at
+/// least `s - COMPACT_SPAN` leaves the newest offset at most
+/// `COMPACT_SPAN`, so the next one comes no sooner than `s + 2^32 / 9`
+/// (room of more than an eighth of the span, about 7.95 minutes later),
+/// and a slot takes part only in re-bases within `COMPACT_SPAN` of its own
+/// time: at most 8 for any slot, whatever the parameters, so re-basing is
+/// amortized O(1) per recorded slot. The rule reads only the ring (the
+/// parameters may change from one request to the next, and a snapshot
+/// loader has none): a wider span turns the ring narrow, once, which is
+/// O(1) per slot it recorded too.
+pub const COMPACT_SPAN: u64 = (1 << 32) / 9 * 8;
+
 /// Words of the block's header: `base`, `total`, `newest`.
 const HEADER: usize = 3;
 const BASE: usize = 0;
@@ -49,22 +76,124 @@ const TOTAL: usize = 1;
 const NEWEST: usize = 2;
 /// `meta`'s top bit: the slots are wide.
 const WIDE: u32 = 1 << 31;
+/// `meta`'s next bit: the slots are compact.
+const COMPACT: u32 = 1 << 30;
+const FORM: u32 = WIDE | COMPACT;
+
+/// How a ring holds its slots (see the module docs). A ring only moves up
+/// this order (compact, narrow, wide) while the key keeps it; a ring that
+/// settles back inline (at most one slot) starts again from compact.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord)]
+enum Form {
+    /// One `u32` offset from `base`, count 1; two slots to a word, the
+    /// even ring position in the low half.
+    Compact,
+    /// One `u64`: 40-bit offset from `base`, 24-bit count.
+    Narrow,
+    /// Two `u64`s: timestamp, count.
+    Wide,
+}
+
+impl Form {
+    fn bits(self) -> u32 {
+        match self {
+            Form::Compact => COMPACT,
+            Form::Narrow => 0,
+            Form::Wide => WIDE,
+        }
+    }
+
+    fn of(meta: u32) -> Form {
+        match meta & FORM {
+            COMPACT => Form::Compact,
+            0 => Form::Narrow,
+            _ => Form::Wide,
+        }
+    }
+
+    /// The largest offset from `base` a slot of this form holds.
+    fn max_offset(self) -> u64 {
+        match self {
+            Form::Compact => u64::from(u32::MAX),
+            Form::Narrow => MAX_OFFSET,
+            Form::Wide => u64::MAX,
+        }
+    }
+
+    /// Words of ring that hold `slots` slots.
+    fn words(self, slots: usize) -> usize {
+        match self {
+            Form::Compact => slots.div_ceil(2),
+            Form::Narrow => slots,
+            Form::Wide => slots * 2,
+        }
+    }
+
+    /// Slots that `words` words of ring hold.
+    fn slots(self, words: usize) -> usize {
+        match self {
+            Form::Compact => words * 2,
+            Form::Narrow => words,
+            Form::Wide => words / 2,
+        }
+    }
+
+    /// The slot at ring position `pos` of `block`, as (timestamp in
+    /// `UNIT`s, count), its offset from `base`.
+    fn load(self, block: &[u64], base: u64, pos: usize) -> (u64, u64) {
+        match self {
+            Form::Compact => {
+                let half = block[HEADER + pos / 2] >> (pos % 2 * 32);
+                (base + u64::from(half as u32), 1)
+            }
+            Form::Narrow => {
+                let (o, c) = unpack(block[HEADER + pos]);
+                (base + o, c)
+            }
+            Form::Wide => (block[HEADER + pos * 2], block[HEADER + pos * 2 + 1]),
+        }
+    }
+
+    /// Writes slot (`t`, `c`) at ring position `pos` of `block`, as an
+    /// offset from `base`. The caller keeps the form's bounds: `t` at or
+    /// after `base`, the offset within 32 bits and `c` 1 compact, within
+    /// 40 and 24 bits narrow.
+    fn store(self, block: &mut [u64], base: u64, pos: usize, t: u64, c: u64) {
+        match self {
+            Form::Compact => {
+                debug_assert!(c == 1 && t - base <= u64::from(u32::MAX));
+                let shift = pos % 2 * 32;
+                let w = &mut block[HEADER + pos / 2];
+                *w = (*w & !(u64::from(u32::MAX) << shift)) | ((t - base) << shift);
+            }
+            Form::Narrow => {
+                debug_assert!(c <= MAX_COUNT && t - base <= MAX_OFFSET);
+                block[HEADER + pos] = pack(t - base, c);
+            }
+            Form::Wide => {
+                block[HEADER + pos * 2] = t;
+                block[HEADER + pos * 2 + 1] = c;
+            }
+        }
+    }
+}
 
 /// The log of one key. Most keys of a lightly used limit hold one slot,
 /// so a key with at most one (narrow) slot holds no heap block at all: its
 /// newest admission and its slot sit inline in the 24 bytes
 /// (`Repr::Inline`), the slot's time as a signed offset from the newest
 /// admission. Two slots or more live in one heap block, so a decision
-/// follows a single pointer from the table slot (`Repr::Ring`): a header (`base`, the narrow slots'
-/// origin in `UNIT`s since the epoch; `total`, the sum of the counts;
-/// `newest`, the exact time in ns of the newest admission, from which
-/// `reset_after` is measured) and then a ring of slots, oldest first. A
-/// narrow slot is one `u64` packing a 40-bit offset (in `UNIT`s from
-/// `base`) and a 24-bit count; a key whose single request weighs more
-/// than 2^24 - 1 units switches to wide slots of two words (timestamp in
-/// `UNIT`s, count) for as long as it keeps a ring, so a weighted request
-/// is always one slot. The whole state is 24 bytes, so with its key it
-/// sits unboxed in the table slot.
+/// follows a single pointer from the table slot (`Repr::Ring`): a header
+/// (`base`, the compact and narrow slots' origin in `UNIT`s since the
+/// epoch; `total`, the sum of the counts; `newest`, the exact time in ns
+/// of the newest admission, from which `reset_after` is measured) and then
+/// a ring of slots, oldest first, all of one [`Form`]. A new ring is
+/// compact if its slots count 1; it turns narrow (once, O(n)) when a slot
+/// needs a count above 1 (an equal timestamp coalesced, a weighted
+/// request, a `PRECISION` bucket's second request) or its span outgrows
+/// [`COMPACT_SPAN`], and wide when a single request weighs more than
+/// 2^24 - 1 units, so a weighted request is always one slot. The whole
+/// state is 24 bytes, so with its key it sits unboxed in the table slot.
 #[derive(Clone)]
 pub struct State(Repr);
 
@@ -76,12 +205,12 @@ enum Repr {
     /// ([`one_slot`]); `total` is its count. `newest` is 0 for a key never
     /// written.
     Inline { newest: u64, slot: u64 },
-    /// The heap block: header then `capacity * width` words of ring.
+    /// The heap block: header then `form.words(capacity)` words of ring.
     Ring {
         block: Box<[u64]>,
         /// Ring position of the oldest slot.
         head: u32,
-        /// Slots held, and `WIDE`.
+        /// Slots held, and the form's bits (`WIDE`, `COMPACT`).
         meta: u32,
     },
 }
@@ -178,7 +307,7 @@ impl State {
     /// for one more slot).
     fn ring(&mut self) -> &mut [u64] {
         if !matches!(self.0, Repr::Ring { .. }) {
-            self.rebuild(self.slots() + 1, false);
+            self.rebuild(self.slots() + 1, self.form());
         }
         match &mut self.0 {
             Repr::Ring { block, .. } => block,
@@ -232,29 +361,33 @@ impl State {
         }
     }
 
-    fn wide(&self) -> bool {
-        self.meta() & WIDE != 0
-    }
-
-    fn width(&self) -> usize {
-        1 + self.wide() as usize
+    /// The ring's form; an inline slot's is the form a ring made from it
+    /// takes (compact for a count of 1).
+    fn form(&self) -> Form {
+        match &self.0 {
+            Repr::Inline { slot, .. } if unpack(*slot).1 > 1 => Form::Narrow,
+            Repr::Inline { .. } => Form::Compact,
+            Repr::Ring { meta, .. } => Form::of(*meta),
+        }
     }
 
     /// Number of slots held (what memory the key costs).
     pub fn slots(&self) -> usize {
-        (self.meta() & !WIDE) as usize
+        (self.meta() & !FORM) as usize
     }
 
     fn set_slots(&mut self, n: usize) {
         if let Repr::Ring { meta, .. } = &mut self.0 {
-            *meta = (*meta & WIDE) | n as u32;
+            *meta = (*meta & FORM) | n as u32;
         }
     }
 
     /// Slots the ring has room for (an inline form: what it holds).
     fn capacity(&self) -> usize {
         match &self.0 {
-            Repr::Ring { block, .. } => block.len().saturating_sub(HEADER) / self.width(),
+            Repr::Ring { block, meta, .. } => {
+                Form::of(*meta).slots(block.len().saturating_sub(HEADER))
+            }
             _ => self.slots(),
         }
     }
@@ -274,25 +407,25 @@ impl State {
         }
     }
 
-    /// Word index in the ring's block of logical slot `i` (0 = oldest).
-    fn word(&self, i: usize) -> usize {
-        HEADER + (self.head() + i) % self.capacity() * self.width()
+    /// Ring position of logical slot `i` (0 = oldest).
+    fn pos(&self, i: usize) -> usize {
+        (self.head() + i) % self.capacity()
     }
 
     /// Logical slot `i` as (timestamp in `UNIT`s, count).
     fn get(&self, i: usize) -> (u64, u64) {
         match &self.0 {
-            Repr::Ring { block, .. } => {
-                let w = self.word(i);
-                if self.wide() {
-                    (block[w], block[w + 1])
-                } else {
-                    let (o, c) = unpack(block[w]);
-                    (self.base() + o, c)
-                }
-            }
+            Repr::Ring { block, meta, .. } => Form::of(*meta).load(block, block[BASE], self.pos(i)),
             Repr::Inline { newest, slot } => one_get(*newest, *slot),
         }
+    }
+
+    /// Writes logical slot `i` of the ring (the caller made the block).
+    fn put(&mut self, i: usize, t: u64, c: u64) {
+        let (pos, form) = (self.pos(i), self.form());
+        let block = self.ring();
+        let base = block[BASE];
+        form.store(block, base, pos, t, c);
     }
 
     fn front(&self) -> Option<(u64, u64)> {
@@ -309,7 +442,7 @@ impl State {
     }
 
     /// Every slot as (timestamp in `UNIT`s since the epoch, count), oldest
-    /// first: what a snapshot keeps.
+    /// first: what a snapshot keeps, whatever form the ring holds them in.
     pub fn slots_iter(&self) -> impl Iterator<Item = (u64, u64)> + '_ {
         self.iter()
     }
@@ -318,6 +451,8 @@ impl State {
     /// loader does; `None` unless the slots are in order, non-empty, span
     /// at most the longest period, and their counts add up without
     /// overflow (so a crafted file cannot break the ring's invariants).
+    /// The slots are recorded as a decision records them, so the ring
+    /// takes the form its slots need (compact for single requests).
     pub fn restore(newest: u64, slots: &[(u64, u64)]) -> Option<State> {
         let (first, last) = match (slots.first(), slots.last()) {
             (Some(f), Some(l)) => (f.0, l.0),
@@ -345,42 +480,29 @@ impl State {
         Some(s)
     }
 
-    /// Moves the slots, oldest first, into a new block with room for
-    /// `capacity` slots (of the width `wide` says), keeping the header.
-    fn rebuild(&mut self, capacity: usize, wide: bool) {
-        let width = 1 + wide as usize;
-        let mut block = vec![0u64; HEADER + capacity * width].into_boxed_slice();
-        block[..HEADER].copy_from_slice(&[self.base(), self.total(), self.newest()]);
+    /// Moves the slots, oldest first, into a new block of `form` with
+    /// room for `capacity` slots (a compact ring's rounded up to whole
+    /// words), keeping the header.
+    fn rebuild(&mut self, capacity: usize, form: Form) {
+        let mut block = vec![0u64; HEADER + form.words(capacity)].into_boxed_slice();
+        let base = self.base();
+        block[..HEADER].copy_from_slice(&[base, self.total(), self.newest()]);
         for (i, (t, c)) in self.iter().enumerate() {
-            let w = HEADER + i * width;
-            if wide {
-                block[w] = t;
-                block[w + 1] = c;
-            } else {
-                block[w] = pack(t - self.base(), c);
-            }
+            form.store(&mut block, base, i, t, c);
         }
         let n = self.slots() as u32;
         self.0 = Repr::Ring {
             block,
             head: 0,
-            meta: if wide { WIDE | n } else { n },
+            meta: form.bits() | n,
         };
-    }
-
-    /// Room for one more slot: capacity grows by an eighth (at least two
-    /// slots) as traffic needs it, never pre-sized to `limit`.
-    fn reserve_one(&mut self) {
-        if self.slots() == self.capacity() || !matches!(self.0, Repr::Ring { .. }) {
-            self.rebuild(self.grown_capacity(), self.wide());
-        }
     }
 
     /// The capacity the ring grows to when full: an eighth more, at least
     /// two slots, within [`MAX_SLOTS`] (but never below what it holds: a
     /// ring restored from an older snapshot may be larger). An eighth
-    /// rather than double keeps a long log within 12% of its slots' 8
-    /// bytes each, for a copy of the ring every eighth of its growth.
+    /// rather than double keeps a long log within 12% of its slots' bytes,
+    /// for a copy of the ring every eighth of its growth.
     fn grown_capacity(&self) -> usize {
         let c = self.capacity();
         (c + (c / 8).max(2))
@@ -390,15 +512,22 @@ impl State {
 
     /// Heap bytes the next new slot would allocate: the new block, while
     /// the old one is still held (0 while the ring has room, or while the
-    /// log is empty: its first slot is inline).
+    /// log is empty: its first slot is inline). An inline slot's is a
+    /// narrow ring's, at most what the ring it starts takes. A change of
+    /// form (a compact ring turning narrow, a narrow one wide) is not
+    /// counted: it depends on the request, happens once per ring, and
+    /// takes at most twice the ring's bytes (the ring's own bound,
+    /// [`MAX_SLOTS`], holds whatever the form).
     pub fn growth(&self) -> usize {
-        match &self.0 {
-            Repr::Inline { slot: 0, .. } => 0,
-            Repr::Inline { .. } => (HEADER + self.grown_capacity()) * 8,
-            Repr::Ring { .. } if self.slots() < self.capacity() => 0,
-            Repr::Ring { .. } => (HEADER + self.grown_capacity() * self.width()) * 8,
-        }
+        let form = match &self.0 {
+            Repr::Inline { slot: 0, .. } => return 0,
+            Repr::Inline { .. } => Form::Narrow,
+            Repr::Ring { .. } if self.slots() < self.capacity() => return 0,
+            Repr::Ring { meta, .. } => Form::of(*meta),
+        };
+        (HEADER + form.words(self.grown_capacity())) * 8
     }
+
     /// Whether a request stamped `ts` can be recorded: it joins the newest
     /// slot, or the ring is below [`MAX_SLOTS`].
     fn has_room(&self, ts: u64, count: u64) -> bool {
@@ -438,8 +567,9 @@ impl State {
     }
 
     /// Sets the newest slot's count (and the total with it); 0 removes it.
+    /// A compact ring turns narrow for a count above 1.
     fn set_back_count(&mut self, count: u64) {
-        let Some((_, old)) = self.back() else {
+        let Some((t, old)) = self.back() else {
             return;
         };
         let total = self.total() - old + count;
@@ -454,13 +584,10 @@ impl State {
         if count == 0 {
             self.set_slots(last);
         } else {
-            let (w, wide) = (self.word(last), self.wide());
-            let block = self.ring();
-            if wide {
-                block[w + 1] = count;
-            } else {
-                block[w] = pack(unpack(block[w]).0, count);
+            if count > 1 && self.form() == Form::Compact {
+                self.rebuild(self.capacity(), Form::Narrow);
             }
+            self.put(last, t, count);
         }
         self.set_total(total);
     }
@@ -475,7 +602,7 @@ impl State {
             self.pop_front();
         }
         if self.capacity() > 16 && self.slots() < self.capacity() / 4 {
-            self.rebuild(self.slots() * 2, self.wide());
+            self.rebuild(self.slots() * 2, self.form());
         }
     }
 
@@ -500,47 +627,70 @@ impl State {
             }
         }
         let total = self.total() + count;
-        if !self.fits(count) {
-            self.rebuild(self.capacity().max(1), true);
+        // Room for one more slot, in the form it needs: one new block at
+        // most, grown by an eighth if full (never pre-sized to `limit`).
+        let form = self.form().max(self.needs(ts, count));
+        let full = self.slots() == self.capacity();
+        if full || form != self.form() || !matches!(self.0, Repr::Ring { .. }) {
+            let capacity = match full {
+                true => self.grown_capacity(),
+                false => self.capacity(),
+            };
+            self.rebuild(capacity, form);
         }
-        self.reserve_one();
-        if !self.wide() {
-            if self.slots() == 0 {
-                self.ring()[BASE] = ts;
-            } else if ts - self.base() > MAX_OFFSET {
-                self.rebase();
-            }
+        if self.slots() == 0 {
+            self.ring()[BASE] = ts;
+        } else if form != Form::Wide && ts - self.base() > form.max_offset() {
+            self.rebase();
         }
-        let (w, wide, base) = (self.word(self.slots()), self.wide(), self.base());
-        let block = self.ring();
-        if wide {
-            block[w] = ts;
-            block[w + 1] = count;
-        } else {
-            block[w] = pack(ts - base, count);
-        }
-        block[TOTAL] = total;
+        self.put(self.slots(), ts, count);
+        self.ring()[TOTAL] = total;
         self.set_slots(self.slots() + 1);
     }
 
-    /// Whether a slot of this count fits the current encoding.
-    fn fits(&self, count: u64) -> bool {
-        self.wide() || count <= MAX_COUNT
+    /// The least form a new slot of `count` at `ts` needs: wide for a
+    /// count above 2^24 - 1, narrow for one above 1 or a stamp further than
+    /// [`COMPACT_SPAN`] from a compact ring's oldest slot when its offset
+    /// no longer fits (see there), else compact.
+    fn needs(&self, ts: u64, count: u64) -> Form {
+        if count > MAX_COUNT {
+            return Form::Wide;
+        }
+        if count > 1 {
+            return Form::Narrow;
+        }
+        if self.form() == Form::Compact
+            && ts.saturating_sub(self.base()) > Form::Compact.max_offset()
+            && self
+                .front()
+                .is_some_and(|(t, _)| ts.saturating_sub(t) > COMPACT_SPAN)
+        {
+            return Form::Narrow;
+        }
+        Form::Compact
     }
 
-    /// Moves the narrow base up to the oldest slot so offsets fit again.
+    /// Whether a slot of this count fits the current encoding without
+    /// widening (a compact ring turns narrow for it).
+    fn fits(&self, count: u64) -> bool {
+        self.form() == Form::Wide || count <= MAX_COUNT
+    }
+
+    /// Moves the base up to the oldest slot so offsets fit again.
     fn rebase(&mut self) {
         let Some((oldest, _)) = self.front() else {
             return;
         };
-        let shift = oldest - self.base();
-        self.ring()[BASE] = oldest;
-        for k in 0..self.slots() {
-            let w = self.word(k);
-            let block = self.ring();
-            let (o, c) = unpack(block[w]);
-            block[w] = pack(o - shift, c);
+        let (old, form) = (self.base(), self.form());
+        let n = self.slots();
+        let (head, capacity) = (self.head(), self.capacity());
+        let block = self.ring();
+        for k in 0..n {
+            let pos = (head + k) % capacity;
+            let (t, c) = form.load(block, old, pos);
+            form.store(block, oldest, pos, t, c);
         }
+        block[BASE] = oldest;
     }
 }
 
@@ -872,30 +1022,40 @@ mod tests {
 
     #[test]
     fn growth_is_what_the_next_slot_allocates() {
-        let p = params(100, 60 * S);
-        let mut st = State::default();
-        // The first slot is inline.
-        assert_eq!(st.growth(), 0);
-        decide(&mut st, &p, S, 1);
-        assert_eq!(st.heap_size(), 0);
-        // The second takes a ring of three.
-        assert_eq!(st.growth(), (HEADER + 3) * 8);
-        decide(&mut st, &p, S + MS, 1);
-        assert_eq!(st.heap_size(), (HEADER + 3) * 8);
-        let mut grew = Vec::new();
-        for i in 2..100 {
-            let (before, growth) = (st.heap_size(), st.growth());
-            decide(&mut st, &p, S + i * MS, 1);
-            // What growth announced is the block the ring moved to.
-            assert_eq!(growth == 0, st.heap_size() == before, "at {i}");
-            if growth > 0 {
-                assert_eq!(st.heap_size(), growth);
-                grew.push(st.capacity());
+        // Single requests keep a compact ring, requests of 2 a narrow one.
+        for (cost, ring, first, last) in [
+            (1, 2, [6, 8, 10], [84, 94, 106]),
+            (2, 3, [5, 7, 9], [82, 92, 103]),
+        ] {
+            let p = params(1_000, 60 * S);
+            let mut st = State::default();
+            // The first slot is inline.
+            assert_eq!(st.growth(), 0);
+            decide(&mut st, &p, S, cost);
+            assert_eq!(st.heap_size(), 0);
+            // The second takes a ring of three narrow slots at most (two
+            // words of four compact ones).
+            assert_eq!(st.growth(), (HEADER + 3) * 8);
+            decide(&mut st, &p, S + MS, cost);
+            assert_eq!(st.heap_size(), (HEADER + ring) * 8);
+            let mut grew = Vec::new();
+            for i in 2..100 {
+                let (before, growth) = (st.heap_size(), st.growth());
+                decide(&mut st, &p, S + i * MS, cost);
+                // What growth announced is the block the ring moved to.
+                assert_eq!(growth == 0, st.heap_size() == before, "at {i}");
+                if growth > 0 {
+                    assert_eq!(st.heap_size(), growth);
+                    grew.push(st.capacity());
+                }
             }
+            // By an eighth, at least two (compact: rounded up to whole
+            // words): 100 slots sit in 106 compact (424 bytes), 103
+            // narrow (824 bytes).
+            assert_eq!(grew[..3], first);
+            assert_eq!(grew[grew.len() - 3..], last);
+            assert_eq!(st.form(), [Form::Compact, Form::Narrow][cost as usize - 1]);
         }
-        // By an eighth, at least two: 100 slots sit in 103.
-        assert_eq!(grew[..3], [5, 7, 9]);
-        assert_eq!(grew[grew.len() - 3..], [82, 92, 103]);
     }
 
     #[test]
@@ -930,6 +1090,260 @@ mod tests {
         decide(&mut st, &big, t0 + 20 * S, MAX_COUNT + 1);
         assert_eq!((st.slots(), st.total()), (1, MAX_COUNT + 1));
         assert!(st.heap_size() > 0);
+    }
+
+    /// The ring's own invariants, whatever its form: the counts add up to
+    /// the total, times never go back, a compact ring counts 1 a slot and
+    /// its block is whole words of its form.
+    fn check_ring(st: &State) {
+        let slots: Vec<_> = st.iter().collect();
+        assert_eq!(slots.iter().map(|s| s.1).sum::<u64>(), st.total());
+        assert!(slots.windows(2).all(|w| w[0].0 <= w[1].0), "{slots:?}");
+        assert!(slots.iter().all(|s| s.1 > 0));
+        assert!(st.slots() <= st.capacity());
+        if let Repr::Ring { block, .. } = &st.0 {
+            assert_eq!(block.len(), HEADER + st.form().words(st.capacity()));
+            if st.form() != Form::Wide {
+                let base = st.base();
+                let room = st.form().max_offset();
+                assert!(slots.iter().all(|s| s.0 >= base && s.0 - base <= room));
+            }
+            if st.form() == Form::Compact {
+                assert!(slots.iter().all(|s| s.1 == 1), "{slots:?}");
+            }
+        }
+    }
+
+    /// Adjacent slots of one time as one (a narrow slot that overflowed
+    /// leaves two of the same time where a wide ring would hold one).
+    fn merged(slots: impl Iterator<Item = (u64, u64)>) -> Vec<(u64, u64)> {
+        let mut out: Vec<(u64, u64)> = Vec::new();
+        for (t, c) in slots {
+            match out.last_mut() {
+                Some(last) if last.0 == t => last.1 += c,
+                _ => out.push((t, c)),
+            }
+        }
+        out
+    }
+
+    /// The log as the articles keep it: every admission's (time, count),
+    /// oldest first, in a plain deque, with no packing.
+    #[derive(Default)]
+    struct Model {
+        slots: std::collections::VecDeque<(u64, u64)>,
+        newest: u64,
+    }
+
+    impl Model {
+        fn total(&self) -> u64 {
+            self.slots.iter().map(|s| s.1).sum()
+        }
+
+        fn expire(&mut self, now: u64, period: u64) {
+            while let Some(&(t, _)) = self.slots.front() {
+                if State::ns(t).saturating_add(period) > now {
+                    break;
+                }
+                self.slots.pop_front();
+            }
+        }
+
+        fn decide(&mut self, p: &Params, now: u64, cost: u64) -> Decision {
+            let (limit, period) = (p.limit(), p.period());
+            let now = now.max(self.newest);
+            self.expire(now, period);
+            let used = self.total();
+            let allowed = used.saturating_add(cost) <= limit;
+            if allowed {
+                let ts = self.slots.back().map_or(0, |s| s.0).max(stamp(now, p));
+                match self.slots.back_mut() {
+                    Some(last) if last.0 == ts => last.1 += cost,
+                    _ => self.slots.push_back((ts, cost)),
+                }
+                self.newest = now;
+            }
+            let retry_after = (!allowed).then(|| {
+                let need = (used + cost).saturating_sub(limit).max(1);
+                let mut freed = 0;
+                let leaves = self.slots.iter().find(|s| {
+                    freed += s.1;
+                    freed >= need
+                });
+                leaves.map_or(0, |s| {
+                    State::ns(s.0).saturating_add(period).saturating_sub(now)
+                })
+            });
+            let reset_after = match self.slots.back() {
+                None => 0,
+                Some(&(t, _)) if p.precision.get() > UNIT => {
+                    State::ns(t).saturating_add(period).saturating_sub(now)
+                }
+                Some(_) => self.newest.saturating_add(period).saturating_sub(now),
+            };
+            Decision {
+                allowed,
+                limit,
+                remaining: limit.saturating_sub(self.total()),
+                retry_after,
+                reset_after,
+            }
+        }
+
+        fn refund(&mut self, p: &Params, now: u64, mut n: u64) {
+            self.expire(now.max(self.newest), p.period());
+            while let Some(last) = self.slots.back_mut().filter(|_| n > 0) {
+                let take = n.min(last.1);
+                (last.1, n) = (last.1 - take, n - take);
+                if last.1 == 0 {
+                    self.slots.pop_back();
+                }
+            }
+            self.newest = self
+                .slots
+                .back()
+                .map_or(0, |s| self.newest.min(State::ns(s.0)));
+        }
+
+        /// Whether `st` holds this log.
+        fn check(&self, st: &State) {
+            check_ring(st);
+            assert_eq!(merged(st.iter()), merged(self.slots.iter().copied()));
+            assert_eq!((st.total(), st.newest()), (self.total(), self.newest));
+        }
+    }
+
+    #[test]
+    fn single_requests_keep_a_compact_ring_of_four_bytes_a_slot() {
+        let p = params(1_000, 3_600 * S);
+        let mut st = State::default();
+        for i in 0..100 {
+            assert!(decide(&mut st, &p, 1_000 * S + i * 20 * MS, 1).allowed);
+        }
+        check_ring(&st);
+        assert_eq!(
+            (st.form(), st.slots(), st.capacity()),
+            (Form::Compact, 100, 106)
+        );
+        assert_eq!(st.heap_size(), (HEADER + 53) * 8);
+        // A second request in the same microsecond coalesces: narrow.
+        let before: Vec<_> = st.iter().collect();
+        decide(&mut st, &p, 1_000 * S + 99 * 20 * MS, 1);
+        check_ring(&st);
+        assert_eq!(
+            (st.form(), st.slots(), st.total()),
+            (Form::Narrow, 100, 101)
+        );
+        assert_eq!(st.iter().take(99).collect::<Vec<_>>(), before[..99]);
+        // It stays narrow while the key keeps a ring...
+        decide(&mut st, &p, 1_001 * S + 99 * 20 * MS, 1);
+        assert_eq!(st.form(), Form::Narrow);
+        // ... and a ring that went back inline starts compact again.
+        refund(&mut st, &p, 10_000 * S, 0);
+        assert_eq!((st.slots(), st.heap_size()), (0, 0));
+        decide(&mut st, &p, 10_000 * S, 1);
+        decide(&mut st, &p, 10_001 * S, 1);
+        assert_eq!((st.form(), st.slots()), (Form::Compact, 2));
+    }
+
+    #[test]
+    fn a_compact_ring_turns_narrow_then_wide_keeping_its_slots() {
+        let p = params(u64::MAX / 2, 60 * S);
+        let mut st = State::default();
+        let mut model = Model::default();
+        let steps = [(1, Form::Compact), (1, Form::Compact), (3, Form::Narrow)];
+        for (i, (cost, form)) in steps.into_iter().enumerate() {
+            let now = S + i as u64 * MS;
+            assert_eq!(decide(&mut st, &p, now, cost), model.decide(&p, now, cost));
+            assert_eq!(st.form(), form);
+            model.check(&st);
+        }
+        let now = 2 * S;
+        let big = MAX_COUNT + 1;
+        assert_eq!(decide(&mut st, &p, now, big), model.decide(&p, now, big));
+        assert_eq!((st.form(), st.slots()), (Form::Wide, 4));
+        model.check(&st);
+        // Straight from compact to wide too.
+        let mut st = State::default();
+        let mut model = Model::default();
+        for (now, cost) in [(S, 1), (S + 1, 1), (S + 2 * UNIT, 1), (S + 3 * UNIT, big)] {
+            assert_eq!(decide(&mut st, &p, now, cost), model.decide(&p, now, cost));
+            model.check(&st);
+        }
+        assert_eq!((st.form(), st.slots()), (Form::Wide, 4));
+    }
+
+    #[test]
+    fn logs_of_any_form_compare_by_their_slots() {
+        let p = params(100, 60 * S);
+        let mut compact = State::default();
+        let mut narrow = State::default();
+        for i in 0..4 {
+            decide(&mut compact, &p, S + i * MS, 1);
+            decide(&mut narrow, &p, S + i * MS, 1 + (i == 3) as u64);
+        }
+        refund(&mut narrow, &p, S + 3 * MS, 1);
+        assert_eq!(
+            (compact.form(), narrow.form()),
+            (Form::Compact, Form::Narrow)
+        );
+        assert_eq!(compact, narrow);
+        let slots: Vec<_> = compact.slots_iter().collect();
+        let restored = State::restore(compact.newest(), &slots).unwrap();
+        assert_eq!(restored.form(), Form::Compact);
+        assert_eq!(restored, narrow);
+    }
+
+    /// An hour's period, twelve hours of single requests at random gaps:
+    /// the offsets outgrow 32 bits again and again, and the ring re-bases
+    /// (amortized: a handful of times an hour), staying compact and equal to
+    /// the model throughout.
+    #[test]
+    fn a_compact_ring_rebases_over_long_runs() {
+        let p = params(1_000_000, 3_600 * S);
+        let (mut st, mut model) = (State::default(), Model::default());
+        let (mut now, mut seed) = (1_700_000_000 * S, 0x9e37_79b9_7f4a_7c15u64);
+        let mut bases = vec![];
+        while now < 1_700_000_000 * S + 12 * 3_600 * S {
+            seed ^= seed << 13;
+            seed ^= seed >> 7;
+            seed ^= seed << 17;
+            now += 1 + seed % (3 * S);
+            assert_eq!(decide(&mut st, &p, now, 1), model.decide(&p, now, 1));
+            assert_eq!(st.form(), Form::Compact);
+            if bases.last() != Some(&st.base()) {
+                bases.push(st.base());
+            }
+        }
+        model.check(&st);
+        assert!(st.slots() > 1_000, "{}", st.slots());
+        // The first base, then one re-base every 8 to 72 minutes.
+        assert!((10..=90).contains(&bases.len()), "{} bases", bases.len());
+        let restored = State::restore(st.newest(), &st.slots_iter().collect::<Vec<_>>());
+        assert_eq!(restored.as_ref(), Some(&st));
+    }
+
+    /// A compact ring under a period longer than [`COMPACT_SPAN`] turns
+    /// narrow once its offsets outgrow 32 bits (re-basing would not leave
+    /// room enough); a shorter period's ring re-bases.
+    #[test]
+    fn a_span_beyond_compact_turns_narrow() {
+        let t0 = 1_000 * S;
+        for (period, far, form, base) in [
+            (86_400 * S, 5_000 * S, Form::Narrow, t0),
+            (3_600 * S, 4_400 * S, Form::Compact, t0 + 1_000 * S),
+        ] {
+            // The last offset outgrows 32 bits from the first slot.
+            assert!(far / UNIT > u64::from(u32::MAX));
+            let mut st = State::default();
+            let mut model = Model::default();
+            let p = params(100, period);
+            for now in [t0, t0 + S, t0 + 1_000 * S, t0 + far] {
+                assert_eq!(decide(&mut st, &p, now, 1), model.decide(&p, now, 1));
+                model.check(&st);
+            }
+            assert_eq!((st.form(), st.base()), (form, base / UNIT), "{period}");
+        }
     }
 
     #[test]
@@ -986,6 +1400,104 @@ mod tests {
                     precision: NonZeroU64::new(q.min(secs * S)).unwrap(),
                     ..params(limit, secs * S)
                 })
+        }
+
+        /// Parameters that reach every form: small and huge limits, periods
+        /// from a second to a day (beyond [`COMPACT_SPAN`]), fine and
+        /// coarse precision.
+        fn arb_model_params() -> impl Strategy<Value = Params> {
+            (
+                prop::sample::select(vec![3, 50, 1_000, u64::MAX / 4]),
+                prop::sample::select(vec![S, 20 * S, 3_600 * S, 7_200 * S, 86_400 * S]),
+                prop::sample::select(vec![1, UNIT, MS, S]),
+            )
+                .prop_map(|(limit, period, q)| Params {
+                    precision: NonZeroU64::new(q).unwrap(),
+                    ..params(limit, period)
+                })
+        }
+
+        #[derive(Debug, Clone)]
+        enum Op {
+            Decide(u64),
+            Refund(u64),
+        }
+
+        /// A step: which of two parameter sets, a clock move (none, a
+        /// microsecond, milliseconds, seconds, up to three hours; now and
+        /// then backwards), then a request (mostly single, sometimes
+        /// weighted, rarely too heavy for a narrow slot) or a refund.
+        fn arb_step() -> impl Strategy<Value = (bool, u64, bool, Op)> {
+            let gap = prop_oneof![
+                2 => Just(0u64),
+                2 => 1u64..=UNIT,
+                4 => 1u64..5_000 * MS,
+                1 => 1u64..3_600 * S,
+                1 => 1u64..3 * 3_600 * S,
+            ];
+            let op = prop_oneof![
+                12 => Just(Op::Decide(1)),
+                3 => (2u64..5).prop_map(Op::Decide),
+                1 => (MAX_COUNT - 2..MAX_COUNT + 3).prop_map(Op::Decide),
+                3 => (0u64..4).prop_map(Op::Refund),
+            ];
+            (
+                prop::bool::weighted(0.2),
+                gap,
+                prop::bool::weighted(0.05),
+                op,
+            )
+        }
+
+        proptest! {
+            /// The ring, in whatever form it takes (compact, narrow, wide,
+            /// converted at random points, re-based over long gaps), holds
+            /// what the plain model holds and decides as it does, and a
+            /// snapshot of it restores the same log. Half the runs make
+            /// single requests only, at distinct microseconds, which keep
+            /// long compact rings (and re-base them over the long gaps).
+            #[test]
+            fn every_form_matches_the_model(
+                pa in arb_model_params(),
+                pb in arb_model_params(),
+                steps in prop::collection::vec(arb_step(), 1..300),
+                singles in any::<bool>(),
+            ) {
+                let (mut st, mut model) = (State::default(), Model::default());
+                let mut now = 1_700_000_000 * S;
+                let fine = |p: Params| Params {
+                    precision: NonZeroU64::new(1).unwrap(),
+                    ..p
+                };
+                let (pa, pb) = if singles { (fine(pa), fine(pb)) } else { (pa, pb) };
+                for (other, gap, back, op) in steps {
+                    let p = if other { &pb } else { &pa };
+                    now = match (singles, back) {
+                        (true, _) => now + gap.max(UNIT),
+                        (false, true) => now - gap,
+                        (false, false) => now + gap,
+                    };
+                    match op {
+                        Op::Decide(cost) => {
+                            let cost = if singles { 1 } else { cost.min(p.limit()) };
+                            let peeked = peek(&st, p, now, cost);
+                            let decided = decide(&mut st, p, now, cost);
+                            prop_assert_eq!(peeked, decided);
+                            prop_assert_eq!(decided, model.decide(p, now, cost));
+                        }
+                        Op::Refund(n) => {
+                            refund(&mut st, p, now, n);
+                            model.refund(p, now, n);
+                        }
+                    }
+                    model.check(&st);
+                    let slots: Vec<_> = st.slots_iter().collect();
+                    let back = State::restore(st.newest(), &slots).unwrap();
+                    check_ring(&back);
+                    prop_assert_eq!(merged(back.slots_iter()), merged(slots.into_iter()));
+                    prop_assert_eq!((back.total(), back.newest()), (st.total(), st.newest()));
+                }
+            }
         }
 
         proptest! {

@@ -771,6 +771,46 @@ mod tests {
         assert_eq!(dump(&back, NOW).len(), Algorithm::COUNT);
     }
 
+    /// A log goes into a snapshot as its logical (timestamp, count)
+    /// slots, whatever form its ring holds them in: a compact ring and a
+    /// narrow one with the same slots write the same bytes, and a ring of
+    /// each form comes back equal.
+    #[test]
+    fn log_rings_of_every_form_round_trip() {
+        let p = params(u64::MAX / 4, 3_600);
+        let ring = |costs: &[u64]| {
+            let mut l = log::State::default();
+            for (i, &c) in costs.iter().enumerate() {
+                let now = NOW.0 - 1_000_000 + i as u64 * 1_000;
+                assert!(log::decide(&mut l, &p, now, c).allowed);
+            }
+            l
+        };
+        let compact = ring(&[1; 40]);
+        let mut costs = [1; 40];
+        costs[39] = 2;
+        let mut narrow = ring(&costs);
+        log::refund(&mut narrow, &p, NOW.0, 1);
+        assert_eq!(compact, narrow);
+        assert!(narrow.heap_size() > compact.heap_size(), "two forms");
+        let wide = ring(&[1, 1, 1 << 30]);
+        let store_of = |state: log::State| {
+            let store = Store::new(4);
+            let v = Value::Log(Stored { params: p, state });
+            let expiry = Some(NOW.as_millis() + 3_600_000);
+            store.update(b"l", NOW, |s| *s = Some(Entry::with_expiry_ms(v, expiry)));
+            store
+        };
+        let (a, b) = (store_of(compact.clone()), store_of(narrow));
+        assert_eq!(to_bytes(&a, NOW), to_bytes(&b, NOW));
+        for state in [compact, wide] {
+            let store = store_of(state);
+            let back = Store::new(4);
+            read(&back, &to_bytes(&store, NOW)[..], NOW).unwrap();
+            assert_eq!(dump(&back, NOW), dump(&store, NOW));
+        }
+    }
+
     #[test]
     fn keys_that_expired_while_down_are_not_loaded() {
         let bytes = to_bytes(&sample_store(), NOW);
