@@ -158,9 +158,11 @@ pub fn parse_duration(arg: &[u8]) -> Result<u64, DurationError> {
         u if u.eq_ignore_ascii_case(b"d") => 86_400 * 1_000_000_000,
         _ => return Err(DurationError::Invalid),
     };
-    let n: u64 = std::str::from_utf8(digits)
-        .ok()
-        .and_then(|d| d.parse().ok())
+    let n = digits
+        .iter()
+        .try_fold(0u64, |n, &d| {
+            n.checked_mul(10)?.checked_add(u64::from(d - b'0'))
+        })
         .ok_or(DurationError::OutOfRange)?;
     if n == 0 {
         return Err(DurationError::Zero);

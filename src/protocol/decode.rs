@@ -246,7 +246,16 @@ impl Decoder {
         start: usize,
     ) -> Result<Option<usize>, ProtocolError> {
         let from = self.scanned.max(start + 1);
-        match memchr::memchr(b'\r', &buf[from..]) {
+        let rest = &buf[from..];
+        // A header line is a few bytes (`$8\r\n`): a byte loop finds its
+        // end before `memchr`'s set-up is paid for; past `SHORT`, it is on.
+        const SHORT: usize = 8;
+        let found = match rest.iter().take(SHORT).position(|&b| b == b'\r') {
+            Some(i) => Some(i),
+            None if rest.len() > SHORT => memchr::memchr(b'\r', &rest[SHORT..]).map(|i| i + SHORT),
+            None => None,
+        };
+        match found {
             Some(i) => {
                 let cr = from + i;
                 if cr + 1 >= buf.len() {
@@ -334,5 +343,10 @@ fn parse_header(buf: &[u8], start: usize, next: usize) -> Option<i64> {
     if buf[next - 1] != b'\n' {
         return None;
     }
-    crate::util::parse_i64(&buf[start + 1..next - 2])
+    // Nearly every header is one or two digits: read those directly.
+    match buf[start + 1..next - 2] {
+        [d @ b'0'..=b'9'] => Some(i64::from(d - b'0')),
+        [t @ b'1'..=b'9', u @ b'0'..=b'9'] => Some(i64::from(t - b'0') * 10 + i64::from(u - b'0')),
+        ref digits => crate::util::parse_i64(digits),
+    }
 }

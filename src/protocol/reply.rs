@@ -8,6 +8,7 @@
 //! `redis-protocol` to the frames we meant.
 
 use bytes::{BufMut, BytesMut};
+use std::mem::MaybeUninit;
 
 /// The protocol a connection speaks: RESP2 until `HELLO 3`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
@@ -33,6 +34,54 @@ pub struct ReplyBuf {
     buf: BytesMut,
     pub proto: Protocol,
 }
+
+/// A header line's room: prefix, sign, 19 digits and CRLF, rounded up.
+const LINE: usize = 24;
+
+/// Writes the line `prefix`, `n` in decimal, CRLF at the front of `out`
+/// (at least [`LINE`] long) and returns its length. `itoa` formats into a
+/// buffer of its own, which would leave a copy of variable length to make.
+#[inline(always)]
+fn format_line(out: &mut [MaybeUninit<u8>], prefix: u8, n: i64) -> usize {
+    let mut u = n.unsigned_abs();
+    // Most of a reply's numbers are short: compare before taking a log.
+    let digits = match u {
+        0..=9 => 1,
+        10..=99 => 2,
+        100..=999 => 3,
+        _ => u.ilog10() as usize + 1,
+    };
+    let end = 1 + usize::from(n < 0) + digits;
+    out[0].write(prefix);
+    // The first digit's place, unless `n` is negative.
+    out[1].write(b'-');
+    let mut i = end;
+    while u >= 100 {
+        let pair = (u % 100) as usize * 2;
+        u /= 100;
+        i -= 2;
+        out[i].write(PAIRS[pair]);
+        out[i + 1].write(PAIRS[pair + 1]);
+    }
+    if u >= 10 {
+        let pair = u as usize * 2;
+        out[i - 2].write(PAIRS[pair]);
+        out[i - 1].write(PAIRS[pair + 1]);
+    } else {
+        out[i - 1].write(b'0' + u as u8);
+    }
+    out[end].write(b'\r');
+    out[end + 1].write(b'\n');
+    end + 2
+}
+
+/// "00" to "99": two digits per division.
+const PAIRS: &[u8; 200] = b"\
+    0001020304050607080910111213141516171819\
+    2021222324252627282930313233343536373839\
+    4041424344454647484950515253545556575859\
+    6061626364656667686970717273747576777879\
+    8081828384858687888990919293949596979899";
 
 impl ReplyBuf {
     pub fn with_capacity(n: usize) -> Self {
@@ -87,18 +136,18 @@ impl ReplyBuf {
         self.buf.put_slice(b"\r\n");
     }
 
-    /// `prefix`, `n` and CRLF in one copy: a limiter's reply is mostly
-    /// these (five integers under an array header), and three appends
-    /// each cost a capacity check and a `memcpy` call.
+    /// `prefix`, `n` and CRLF, written straight into the buffer's spare
+    /// room: a limiter's reply is six of these lines (five integers under
+    /// an array header). Formatting elsewhere and copying the line in cost
+    /// a `memcpy` call of variable length per line, about 110 instructions
+    /// a line in all against about 35 this way (callgrind).
     fn header(&mut self, prefix: u8, n: i64) {
-        let mut digits = itoa::Buffer::new();
-        let d = digits.format(n).as_bytes();
-        // The prefix, at most 20 digits and sign, and CRLF.
-        let mut line = [0u8; 24];
-        line[0] = prefix;
-        line[1..1 + d.len()].copy_from_slice(d);
-        line[1 + d.len()..3 + d.len()].copy_from_slice(b"\r\n");
-        self.buf.put_slice(&line[..3 + d.len()]);
+        self.buf.reserve(LINE);
+        let at = self.buf.len();
+        let len = format_line(&mut self.buf.spare_capacity_mut()[..LINE], prefix, n);
+        // SAFETY: `format_line` initialised the first `len` bytes of the
+        // spare room, which `reserve` made at least `LINE` long.
+        unsafe { self.buf.set_len(at + len) };
     }
 
     pub fn ok(&mut self) {
@@ -237,5 +286,44 @@ fn format_double(d: f64) -> String {
         "nan".to_string()
     } else {
         format!("{d}")
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use proptest::prelude::*;
+
+    fn int_line(n: i64) -> String {
+        let mut out = ReplyBuf::with_capacity(0);
+        out.int(n);
+        out.int(n);
+        String::from_utf8(out.buf.to_vec()).expect("ascii")
+    }
+
+    #[test]
+    fn integer_lines_at_the_edges() {
+        for n in [
+            0,
+            1,
+            -1,
+            9,
+            10,
+            -10,
+            99,
+            100,
+            i64::MAX,
+            i64::MIN,
+            i64::MIN + 1,
+        ] {
+            assert_eq!(int_line(n), format!(":{n}\r\n:{n}\r\n"));
+        }
+    }
+
+    proptest! {
+        #[test]
+        fn integer_lines_are_decimal(n in any::<i64>()) {
+            prop_assert_eq!(int_line(n), format!(":{n}\r\n:{n}\r\n"));
+        }
     }
 }
