@@ -6,6 +6,7 @@
 use bytes::BytesMut;
 
 use super::{execute, Ctx};
+use crate::clock::Nanos;
 use crate::cmd::session::Session;
 use crate::protocol::{peek, Decoder, Limits, ReplyBuf};
 use crate::state::{State, Stats};
@@ -57,6 +58,12 @@ pub fn run(
 ) -> Step {
     // Requests left before the next look ahead.
     let mut ahead = 0;
+    // Time is read once per command that runs, as Redis caches it per
+    // command call. A command that arrives in MULTI is only checked and
+    // queued (its transaction runs at EXEC's time, which EXEC reads), so
+    // it reuses this batch's last reading: never older than a command
+    // before it saw, and one clock read instead of one per queued command.
+    let mut last: Option<Nanos> = None;
     loop {
         if ahead == 0 {
             ahead = prefetch(state, buf);
@@ -70,12 +77,16 @@ pub fn run(
         match decoder.decode(buf, limits) {
             Ok(Some(req)) => {
                 *commands += 1;
+                let now = match last {
+                    Some(t) if session.tx.in_multi() => t,
+                    _ => *last.insert(state.clock.now()),
+                };
                 let mut ctx = Ctx {
                     state,
                     session: &mut *session,
                     out: &mut *out,
                     db: Keyspace::Store(&state.store),
-                    now: state.clock.now(),
+                    now,
                 };
                 execute(&mut ctx, &req);
             }

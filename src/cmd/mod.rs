@@ -146,7 +146,7 @@ pub fn execute(ctx: &mut Ctx<'_>, req: &Request<'_>) {
             .get(&ctx.state.settings.client_query_buffer_limit);
         let sub = (!std::ptr::eq(cmd, spec)).then_some(spec);
         if ctx.session.tx.queue(req, cmd, sub, limit) {
-            ctx.out.simple("QUEUED");
+            ctx.out.queued();
         } else {
             ctx.session.query_limit_hit = true;
         }

@@ -43,6 +43,19 @@ struct Queued {
     sub: Option<&'static CommandSpec>,
 }
 
+impl Queued {
+    /// The spec that runs it: the subcommand's, if any.
+    fn spec(&self) -> &'static CommandSpec {
+        self.sub.unwrap_or(self.cmd)
+    }
+
+    /// The request again, a view of its frame (`spans` is
+    /// [`Transaction::spans`]).
+    fn request<'a>(&self, spans: &'a [Range<usize>]) -> Request<'a> {
+        Request::new(self.frame.clone(), &spans[self.args.clone()])
+    }
+}
+
 /// A connection between `MULTI` and `EXEC`/`DISCARD`.
 #[derive(Debug, Default)]
 pub struct Transaction {
@@ -54,6 +67,9 @@ pub struct Transaction {
     dirty: bool,
     /// Bytes the queue holds, frames and bookkeeping.
     bytes: usize,
+    /// The shards `EXEC` locks for the queued keys, kept with the spare
+    /// buffers so a looping client's `EXEC` allocates none.
+    shards: Vec<usize>,
 }
 
 /// What a connection's transaction state holds: the queue, if in `MULTI`,
@@ -111,9 +127,10 @@ impl TxState {
     /// Keeps an ended transaction's buffers for the next one, unless they
     /// grew large (a long queue's memory goes back).
     fn recycle(&mut self, mut tx: Transaction) {
-        if tx.queue.capacity() <= 64 && tx.spans.capacity() <= 512 {
+        if tx.queue.capacity() <= 64 && tx.spans.capacity() <= 512 && tx.shards.capacity() <= 512 {
             tx.queue.clear();
             tx.spans.clear();
+            tx.shards.clear();
             tx.dirty = false;
             tx.bytes = 0;
             self.spare = tx;
@@ -225,74 +242,68 @@ pub fn unwatch(ctx: &mut Ctx<'_>, _req: &Request<'_>) -> Result<(), CmdError> {
 /// place), a null array if a watched key changed, or `EXECABORT` if a
 /// command was refused while queueing.
 pub fn exec(ctx: &mut Ctx<'_>, _req: &Request<'_>) -> Result<(), CmdError> {
-    let mut state = std::mem::take(&mut ctx.session.tx);
-    let Some(tx) = state.multi.take() else {
+    // Only the queue is taken out: the watched keys are read in place and
+    // the connection's transaction state is never moved whole.
+    let Some(mut tx) = ctx.session.tx.multi.take() else {
         // Not in MULTI: the watched keys stay watched, as in Redis.
-        ctx.session.tx = state;
         return Err(CmdError::err("EXEC without MULTI"));
     };
-    let stats = &ctx.state.stats;
-    let store = &ctx.state.store;
+    // The transaction runs at EXEC's time, as in Redis: the batch reused
+    // an earlier reading for the commands it only queued.
+    ctx.now = ctx.state.clock.now();
+    let (stats, store) = (&ctx.state.stats, &ctx.state.store);
     if tx.dirty {
+        let state = &mut ctx.session.tx;
         state.clear(store);
         state.recycle(tx);
-        ctx.session.tx = state;
         stats.transaction(TxOutcome::ExecAbort);
         return Err(CmdError::Prefixed(
             "EXECABORT Transaction discarded because of previous errors.".into(),
         ));
     }
-    let requests: Vec<(Request<'_>, &CommandSpec, &CommandSpec)> = tx
-        .queue
-        .iter()
-        .map(|q| {
-            let req = Request::new(q.frame.clone(), &tx.spans[q.args.clone()]);
-            (req, q.cmd, q.sub.unwrap_or(q.cmd))
-        })
-        .collect();
-    if let Err(e) = admit(ctx, &requests) {
-        ctx.session.tx = state;
+    if let Err(e) = admit(ctx, &tx) {
         return Err(abort(ctx, e));
     }
     // A queue with a script takes its Lua state before its shards (see
     // `Engine::reserve`).
-    let _vm = requests
+    let _vm = tx
+        .queue
         .iter()
-        .any(|(_, cmd, _)| cmd.group == "scripting")
+        .any(|q| q.cmd.group == "scripting")
         .then(|| ctx.state.scripts.reserve());
-    let mut lock = if requests
+    let watched = &ctx.session.tx.watched;
+    let mut lock = if tx
+        .queue
         .iter()
-        .any(|(_, _, spec)| spec.flags.contains(Flags::ALL_KEYS))
+        .any(|q| q.spec().flags.contains(Flags::ALL_KEYS))
     {
         store.lock_all()
     } else {
-        let mut keys: Vec<&[u8]> = state.watched.iter().map(|(k, _)| &k[..]).collect();
-        for (req, _, spec) in &requests {
-            let _ = spec.try_for_each_key(req, |k| {
-                keys.push(k);
+        // The queued keys' shards go in the transaction's reused vector,
+        // so no request outlives its pass and nothing is allocated.
+        for q in &tx.queue {
+            let _ = q.spec().try_for_each_key(&q.request(&tx.spans), |k| {
+                tx.shards.push(store.shard_of(k));
                 Ok::<(), ()>(())
             });
         }
-        store.lock_many(keys)
+        store.lock_many_and(watched.iter().map(|(k, _)| &k[..]), &tx.shards)
     };
     let now = ctx.now;
-    let touched = state
-        .watched
+    let touched = watched
         .iter()
         .any(|(key, mark)| lock.touched_since(key, mark, now));
     // EXEC unwatches whatever it does; the shards are held already.
-    lock.unwatch(state.watched.iter().map(|(_, m)| m));
-    state.forget_watches();
+    lock.unwatch(watched.iter().map(|(_, m)| m));
+    ctx.session.tx.forget_watches();
     if touched {
         drop(lock);
-        drop(requests);
-        state.recycle(tx);
-        ctx.session.tx = state;
+        ctx.session.tx.recycle(tx);
         stats.transaction(TxOutcome::WatchAborted);
         ctx.out.null_array();
         return Ok(());
     }
-    ctx.out.array(requests.len());
+    ctx.out.array(tx.queue.len());
     {
         let held = lock.held();
         // One context for the whole queue: it lends the same held shards
@@ -304,16 +315,14 @@ pub fn exec(ctx: &mut Ctx<'_>, _req: &Request<'_>) -> Result<(), CmdError> {
             db: Keyspace::Held(&held),
             now,
         };
-        for (req, cmd, spec) in &requests {
-            super::run(&mut inner, cmd, spec, req);
+        for q in &tx.queue {
+            super::run(&mut inner, q.cmd, q.spec(), &q.request(&tx.spans));
         }
     }
     drop(lock);
-    drop(requests);
     // Nothing a queued command does reaches the transaction state (the
-    // commands that would run at once instead), so it goes back whole.
-    state.recycle(tx);
-    ctx.session.tx = state;
+    // commands that would run at once instead), so the buffers go back.
+    ctx.session.tx.recycle(tx);
     stats.transaction(TxOutcome::Executed);
     Ok(())
 }
@@ -340,14 +349,11 @@ pub fn abort(ctx: &mut Ctx<'_>, e: CmdError) -> CmdError {
 /// cluster mode every queued key in one slot (each command was routed as
 /// it was queued; the slot of the whole is checked here), then room under
 /// `--maxmemory` if any command may grow the keyspace.
-fn admit(
-    ctx: &Ctx<'_>,
-    requests: &[(Request<'_>, &CommandSpec, &CommandSpec)],
-) -> Result<(), CmdError> {
+fn admit(ctx: &Ctx<'_>, tx: &Transaction) -> Result<(), CmdError> {
     if ctx.state.cluster.is_some() {
         let mut slot = None;
-        for (req, _, spec) in requests {
-            spec.try_for_each_key(req, |key| {
+        for q in &tx.queue {
+            q.spec().try_for_each_key(&q.request(&tx.spans), |key| {
                 let s = crate::cluster::key_slot(key);
                 match slot.replace(s) {
                     Some(first) if first != s => Err(CmdError::CrossSlot),
@@ -356,9 +362,10 @@ fn admit(
             })?;
         }
     }
-    for (req, _, spec) in requests {
+    for q in &tx.queue {
+        let spec = q.spec();
         if spec.flags.contains(Flags::DENYOOM) {
-            super::admit_write(ctx, spec, req)?;
+            super::admit_write(ctx, spec, &q.request(&tx.spans))?;
         }
     }
     Ok(())

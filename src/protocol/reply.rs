@@ -154,6 +154,11 @@ impl ReplyBuf {
         self.buf.put_slice(b"+OK\r\n");
     }
 
+    /// A command queued by `MULTI`: one copy of a fixed line, as `ok`.
+    pub fn queued(&mut self) {
+        self.buf.put_slice(b"+QUEUED\r\n");
+    }
+
     pub fn simple(&mut self, s: &str) {
         self.line(b'+', s.as_bytes());
     }
