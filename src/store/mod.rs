@@ -191,7 +191,6 @@ impl Store {
     /// holds is passed over, never waited for. At most [`PREFETCH_MAX`]
     /// keys are used.
     pub fn prefetch(&self, keys: &[&[u8]]) {
-        debug_assert!(self.prefetching());
         let mut hashes = [0u64; PREFETCH_MAX];
         let n = keys.len().min(PREFETCH_MAX);
         for (hash, key) in hashes.iter_mut().zip(&keys[..n]) {
