@@ -57,8 +57,9 @@ pub const PREFETCH_MAX: usize = 16;
 
 /// Keys from which [`Store::prefetching`] holds. Below it, index and
 /// records (about 45 bytes a limiter key) stay within the caches and a
-/// prefetch is pure cost (about 200 instructions a request); 2^18 keys
-/// are some 12 MiB, where lookups start to miss the last-level cache.
+/// prefetch is pure cost (the look ahead, a second hash and two lock
+/// probes per key); 2^18 keys are some 12 MiB, where lookups start to
+/// miss the last-level cache.
 pub const PREFETCH_FROM_KEYS: usize = 1 << 18;
 
 /// A shard padded to its own cache lines, so two cores locking neighbours
