@@ -125,7 +125,7 @@ pub mod util;
 
 pub use clock::{Clock, ManualClock, Nanos, SystemClock};
 pub use config::Config;
-pub use server::{start, ServerHandle, StartError};
+pub use server::{start, ServerHandle, ShutdownError, StartError};
 
 /// The Redis version reported to clients (`INFO`, `HELLO`): the Redis 7
 /// command set and replies this server follows. Clients gate features on it.

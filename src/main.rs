@@ -28,10 +28,14 @@ fn main() -> ExitCode {
             return ExitCode::FAILURE;
         }
     };
-    match cli.command {
+    let code = match cli.command {
         Some(Command::Healthcheck { host, port }) => runtime.block_on(healthcheck(&host, port)),
         None => runtime.block_on(serve(cli.config)),
-    }
+    };
+    // A worker still inside a script that shutdown gave up on never
+    // returns: the process ends without waiting for it.
+    runtime.shutdown_timeout(std::time::Duration::from_millis(100));
+    code
 }
 
 async fn serve(config: turnstile::Config) -> ExitCode {

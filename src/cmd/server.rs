@@ -34,9 +34,11 @@ pub fn flushall(ctx: &mut Ctx<'_>, req: &Request<'_>) -> Result<(), CmdError> {
 /// ```text
 /// TIME
 /// ```
-/// The server clock, which never steps backwards.
+/// The server clock, which never steps backwards, read now: not the
+/// batch's or the script's reading, as Redis 7.0 reads the clock on every
+/// call, so a script that waits on `TIME` sees it move (and ends).
 pub fn time(ctx: &mut Ctx<'_>, _req: &Request<'_>) -> Result<(), CmdError> {
-    let now = ctx.now.0;
+    let now = ctx.state.clock.now().0;
     ctx.out.array(2);
     ctx.out.bulk_int((now / 1_000_000_000) as i64);
     ctx.out.bulk_int((now % 1_000_000_000 / 1000) as i64);

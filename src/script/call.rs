@@ -60,6 +60,11 @@ unsafe fn call(l: *mut ffi::lua_State, protected: bool) -> c_int {
             Step::Error
         }
     };
+    // The arguments were copied out: free their stack slots, so the reply
+    // has room however many there were (a call with 7,999 arguments
+    // leaves none of Lua 5.1's 8,000 C stack slots for it otherwise), as
+    // Redis's `luaRedisGenericCommand` pops them.
+    ffi::lua_settop(l, 0);
     match step {
         Step::Reply => {
             let bytes: *const [u8] = ctx.reply.written_since(0);

@@ -223,8 +223,13 @@ struct Running {
 }
 
 impl Running {
+    /// Whether the script must stop now. A kill (`SCRIPT KILL`, shutdown)
+    /// that arrives while a command of the script writes is not obeyed:
+    /// `wrote` is set by this thread right after that command, so a
+    /// script is never stopped with half its writes done.
     fn stopping(&self) -> bool {
-        self.kill.load(Ordering::Relaxed) || self.abort.load(Ordering::Relaxed)
+        (self.kill.load(Ordering::Relaxed) && !self.wrote.load(Ordering::Relaxed))
+            || self.abort.load(Ordering::Relaxed)
     }
 
     /// A script this long keeps its thread a while: the tasks queued on
@@ -579,6 +584,26 @@ impl Engine {
             .any(|s| s.run.running.load(Ordering::Relaxed))
     }
 
+    /// Shutdown's stop: every running script that has not written is
+    /// stopped, busy or not (its client gets `SCRIPT KILL`'s error, and
+    /// nothing is lost). Returns whether a script that has written still
+    /// runs: it cannot be stopped without leaving half its writes.
+    pub fn stop_for_shutdown(&self) -> bool {
+        let mut unkillable = false;
+        for s in self.slots.iter() {
+            let run = &s.run;
+            if !run.running.load(Ordering::Relaxed) {
+                continue;
+            }
+            if run.wrote.load(Ordering::Relaxed) {
+                unkillable = true;
+            } else {
+                run.kill.store(true, Ordering::Relaxed);
+            }
+        }
+        unkillable
+    }
+
     /// `SCRIPT KILL`: stops every busy script that has not written.
     pub fn kill(&self) -> Result<(), KillError> {
         let mut busy = false;
@@ -662,7 +687,7 @@ impl Reserved<'_> {
                     return Err(ScriptError::Aborted);
                 }
                 let text = format!("{err} script: {sha}, on {source}:{line}.");
-                if run.kill.load(Ordering::Relaxed) {
+                if run.kill.load(Ordering::Relaxed) && !run.wrote.load(Ordering::Relaxed) {
                     return Err(ScriptError::Killed(text));
                 }
                 Err(ScriptError::Runtime(text))
@@ -788,7 +813,7 @@ impl Vm {
                 "rawset",
                 lua.create_function(move |_, (target, k, v): (Table, Value, Value)| {
                     let protected: Table = tt.raw_get("protected")?;
-                    if protected.raw_get::<bool>(&target).unwrap_or(false) {
+                    if !protected.raw_get::<Value>(&target)?.is_nil() {
                         return Err(mlua::Error::RuntimeError(
                             "Attempt to modify a readonly table".into(),
                         ));

@@ -131,16 +131,24 @@ end
 -- the same table), `rawset` refuses the protected tables, and the
 -- libraries are read-only views, so no script can change what the next
 -- one finds.
-local protected = {}
+-- `protected` maps each read-only table to what it reads through to,
+-- and `metatables` each to its real metatable, which `__metatable` hides
+-- from the raw functions: `getmetatable`, `setmetatable`, `rawget`,
+-- `next` and `pairs` below answer for these tables as Redis's patched Lua
+-- answers for its read-only ones (the metatable readable but read-only,
+-- the contents readable, every change refused).
+local protected, metatables, mtviews = {}, {}, {}
 local function readonly(t)
-    local view = setmetatable({}, {
+    local mt = {
         __index = t,
         __newindex = function()
             error('Attempt to modify a readonly table', 2)
         end,
         __metatable = false,
-    })
-    protected[view] = true
+    }
+    local view = setmetatable({}, mt)
+    protected[view] = t
+    metatables[view] = mt
     return view
 end
 for _, name in ipairs({ 'string', 'table', 'math', 'coroutine', 'bit', 'cjson', 'struct',
@@ -150,9 +158,94 @@ end
 local string_mt = getmetatable('')
 string_mt.__index = G.string
 string_mt.__metatable = false
+local string_mt_view = readonly(string_mt)
 T.protected = protected
-protected[G] = true
 G.rawset = T.rawset
+
+do
+    local getmetatable, setmetatable, rawget, next, pairs = getmetatable, setmetatable, rawget, next, pairs
+    -- Each wrapper calls the raw function by its own name and not as a
+    -- tail call, so an argument error names it as Lua would.
+    G.getmetatable = function(...)
+        local x = ...
+        if type(x) == 'string' then
+            return string_mt_view
+        end
+        local mt = metatables[x]
+        if mt ~= nil then
+            local view = mtviews[x]
+            if view == nil then
+                view = readonly(mt)
+                mtviews[x] = view
+            end
+            return view
+        end
+        local r = getmetatable(...)
+        return r
+    end
+    G.setmetatable = function(t, ...)
+        if protected[t] ~= nil then
+            error('Attempt to modify a readonly table', 2)
+        end
+        local r = setmetatable(t, ...)
+        return r
+    end
+    G.rawget = function(t, ...)
+        local r = rawget(protected[t] or t, ...)
+        return r
+    end
+    G.next = function(t, ...)
+        local k, v = next(protected[t] or t, ...)
+        return k, v
+    end
+    G.pairs = function(t)
+        local b = protected[t]
+        if b ~= nil then
+            return next, b, nil
+        end
+        local f, s, k = pairs(t)
+        return f, s, k
+    end
+end
+
+-- Bytecode is refused: Lua 5.1 does not verify it, and crafted bytecode
+-- reads and writes the server's memory. Redis's Lua parses every chunk as
+-- text, so a binary chunk (it starts with ESC, which no text chunk may)
+-- fails to load: `loadstring` and `load` answer nil and an error, as for
+-- any chunk that does not compile. `load`'s reader is read to the end
+-- first, so no piece reaches the loader unchecked.
+do
+    local loadstring, concat, tostring = loadstring, table.concat, tostring
+    local function text_only(s, name)
+        if type(s) == 'string' and s:byte(1) == 27 then
+            return nil, 'binary chunks are not accepted: scripts are loaded as text only'
+        end
+        local f, e = loadstring(s, name)
+        return f, e
+    end
+    G.loadstring = text_only
+    G.load = function(reader, name)
+        if type(reader) ~= 'function' then
+            error("bad argument #1 to 'load' (function expected, got " .. type(reader) .. ')', 0)
+        end
+        local parts, n = {}, 0
+        while true do
+            local piece = reader()
+            if piece == nil or piece == '' then
+                break
+            end
+            if type(piece) == 'number' then
+                piece = tostring(piece)
+            elseif type(piece) ~= 'string' then
+                return nil, 'reader function must return a string'
+            end
+            n = n + 1
+            parts[n] = piece
+        end
+        local f, e = text_only(concat(parts), name or '=(load)')
+        return f, e
+    end
+end
 
 local B = {}
 for k, v in pairs(G) do
@@ -163,7 +256,8 @@ for k in pairs(B) do
 end
 B._G = G
 T.B = B
-setmetatable(G, {
+protected[G] = B
+local gmt = {
     __index = function(_, k)
         local v = B[k]
         if v == nil then
@@ -175,4 +269,6 @@ setmetatable(G, {
         error('Attempt to modify a readonly table', 2)
     end,
     __metatable = false,
-})
+}
+metatables[G] = gmt
+setmetatable(G, gmt)

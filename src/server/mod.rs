@@ -93,10 +93,22 @@ impl ServerHandle {
     /// Stops accepting, waits for every connection to finish what it has
     /// decoded, and returns once all are closed and the final snapshot (with
     /// `--snapshot`) is written; its error if that failed.
-    pub async fn shutdown(self) -> Result<(), crate::store::snapshot::SnapshotError> {
+    pub async fn shutdown(mut self) -> Result<(), ShutdownError> {
         use crate::store::snapshot::SnapshotError;
         let _ = self.shutdown.send(true);
-        let _ = self.task.await;
+        if !drain(&self.state, &mut self.task).await {
+            // The script holds its shards: a snapshot would wait for them
+            // forever, or hold half the script.
+            tracing::error!(
+                "a script that has written was still running {}s after the stop: exiting without the final snapshot (the last one stands)",
+                SCRIPT_WAIT.as_secs()
+            );
+            // Nor may dropping the handle join the sweeper and snapshot
+            // threads, which may wait for the same shards: the handle is
+            // left behind as the process exits.
+            std::mem::forget(self);
+            return Err(ShutdownError::ScriptRunning);
+        }
         if let Some(rls) = self.rls_task {
             // In-flight calls finish; a gateway holding an idle connection
             // open is not waited for past this.
@@ -116,6 +128,7 @@ impl ServerHandle {
                     kind: std::io::Error::other(panicked.to_string()).into(),
                 })
             })
+            .map_err(ShutdownError::Snapshot)
     }
 
     /// Resolves when the server stops by itself (it only does on shutdown).
@@ -126,6 +139,46 @@ impl ServerHandle {
 
 /// How long shutdown waits for the rate limit service's calls in flight.
 const RLS_DRAIN: Duration = Duration::from_secs(5);
+
+/// How long shutdown lets running scripts finish before it stops those
+/// that have not written.
+pub const SCRIPT_GRACE: Duration = Duration::from_secs(1);
+
+/// How long, from the stop, shutdown waits for a script that has written
+/// (which stopping would leave half done) before it exits without it.
+pub const SCRIPT_WAIT: Duration = Duration::from_secs(10);
+
+/// Why shutdown did not end cleanly.
+#[derive(Debug, thiserror::Error)]
+pub enum ShutdownError {
+    #[error(transparent)]
+    Snapshot(#[from] crate::store::snapshot::SnapshotError),
+    #[error("a script that has written was still running: no final snapshot")]
+    ScriptRunning,
+}
+
+/// Waits for the accept loop and every connection to finish. Connections
+/// drain within their own bounds (`connection.rs`), except one running a
+/// script, and those waiting for its shards: after [`SCRIPT_GRACE`] every
+/// script that has not written is stopped, and past [`SCRIPT_WAIT`] one
+/// that has written is given up on. False if it was.
+async fn drain(state: &State, task: &mut JoinHandle<()>) -> bool {
+    let start = tokio::time::Instant::now();
+    tokio::select! {
+        _ = &mut *task => return true,
+        _ = tokio::time::sleep(SCRIPT_GRACE) => {}
+    }
+    state.scripts.stop_for_shutdown();
+    tokio::select! {
+        _ = &mut *task => return true,
+        _ = tokio::time::sleep_until(start + SCRIPT_WAIT) => {}
+    }
+    if state.scripts.running() {
+        return false;
+    }
+    let _ = task.await;
+    true
+}
 
 /// Descriptors kept for everything but clients (listeners, the metrics
 /// endpoint and its scrapers, the snapshot file), as Redis keeps 32.

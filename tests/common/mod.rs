@@ -118,6 +118,17 @@ impl Server {
         Raw::connect(self.addr).await
     }
 
+    /// Shutdown's outcome, bounded by `limit`.
+    pub async fn shutdown_within(
+        mut self,
+        limit: Duration,
+    ) -> Result<(), turnstile::ShutdownError> {
+        let handle = self.handle.take().expect("server still running");
+        tokio::time::timeout(limit, handle.shutdown())
+            .await
+            .expect("shutdown finished within its bound")
+    }
+
     /// Graceful shutdown; returns once every connection has drained.
     pub async fn shutdown(mut self) {
         let handle = self.handle.take().expect("server still running");
