@@ -135,6 +135,18 @@ impl PubSub {
         receivers
     }
 
+    /// How many subscribers `publish` would post a message on `channel`
+    /// to now (for a script's deferred `PUBLISH`: its reply).
+    pub fn receivers(&self, channel: &[u8]) -> usize {
+        let mut receivers = self.channels.read().get(channel).map_or(0, HashMap::len);
+        for (pattern, subs) in self.patterns.read().iter() {
+            if crate::glob::matches(pattern, channel) {
+                receivers += subs.len();
+            }
+        }
+        receivers
+    }
+
     /// `PUBSUB CHANNELS [pattern]`: channels with subscribers.
     pub fn channels(&self, pattern: Option<&[u8]>) -> Vec<Box<[u8]>> {
         self.channels

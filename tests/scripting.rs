@@ -549,3 +549,41 @@ async fn a_call_with_7999_arguments_gets_its_reply() {
         ":7999\r\n"
     );
 }
+
+/// A script stopped to run again (here it reaches every key, `DBSIZE`,
+/// without holding them) publishes once: messages wait until the run
+/// that counts ends. Each `EVAL` used to deliver one message per run.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_script_run_again_publishes_once() {
+    let srv = Server::start().await;
+    let mut sub = srv.raw().await;
+    assert_eq!(
+        sub.call(&["SUBSCRIBE", "ch"]).await,
+        "*3\r\n$9\r\nsubscribe\r\n$2\r\nch\r\n:1\r\n"
+    );
+    let mut r = srv.raw().await;
+    for i in 0..3 {
+        assert_eq!(
+            r.call(&[
+                "EVAL",
+                "local n = redis.call('PUBLISH', 'ch', ARGV[1]) redis.call('DBSIZE') return n",
+                "0",
+                &i.to_string(),
+            ])
+            .await,
+            ":1\r\n"
+        );
+    }
+    // Every message, once, then the PING's reply: nothing else between.
+    let mut want = String::new();
+    for i in 0..3 {
+        want.push_str(&format!("*3\r\n$7\r\nmessage\r\n$2\r\nch\r\n$1\r\n{i}\r\n"));
+    }
+    want.push_str("*2\r\n$4\r\npong\r\n$0\r\n\r\n");
+    sub.send(&encode_words(&["PING"])).await;
+    let mut got = String::new();
+    while got.len() < want.len() {
+        got.push_str(&sub.reply_text().await);
+    }
+    assert_eq!(got, want);
+}

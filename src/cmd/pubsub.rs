@@ -139,6 +139,11 @@ fn unsubscribe_from(ctx: &mut Ctx<'_>, req: &Request<'_>, pattern: bool) -> Resu
 /// PUBLISH channel message
 /// ```
 pub fn publish(ctx: &mut Ctx<'_>, req: &Request<'_>) -> Result<(), CmdError> {
+    if let Some(later) = &mut ctx.session.publish_later {
+        later.push((req.arg(1).into(), req.arg(2).into()));
+        ctx.out.int(ctx.state.pubsub.receivers(req.arg(1)) as i64);
+        return Ok(());
+    }
     let receivers = ctx.state.pubsub.publish(req.arg(1), req.arg(2));
     // A connection that subscribes to the channel itself gets the message
     // before the count, as from Redis.

@@ -185,9 +185,6 @@ fn run(
     ctx.state.scripts.set_busy_threshold(Duration::from_millis(
         settings.get(&settings.lua_time_limit_ms),
     ));
-    let keys = || (3..3 + n).map(|i| req.arg(i));
-    let args = || (3 + n..req.len()).map(|i| req.arg(i));
-    let declared_slot = keys().next().map(crate::cluster::key_slot);
     let Ctx {
         state,
         session,
@@ -198,6 +195,42 @@ fn run(
     let state: &State = state;
     // A Lua state first, then shards (see `Engine::reserve`).
     let vm = state.scripts.reserve();
+    // A run that may be stopped and run again publishes when it is the
+    // one that counts (inside `EXEC` a script is never run again).
+    let defer = matches!(*db, Keyspace::Store(_)) && session.publish_later.is_none();
+    if defer {
+        session.publish_later = Some(Vec::new());
+    }
+    let result = run_until_done(
+        state, session, out, db, *now, vm, script, req, n, read_only, flags,
+    );
+    if defer {
+        for (channel, message) in session.publish_later.take().unwrap_or_default() {
+            state.pubsub.publish(&channel, &message);
+        }
+    }
+    result
+}
+
+/// [`run`]'s loop: runs the script until a run is not stopped to run
+/// again.
+#[allow(clippy::too_many_arguments)]
+fn run_until_done<'a>(
+    state: &'a State,
+    session: &mut super::session::Session,
+    out: &mut ReplyBuf,
+    db: &Keyspace<'a>,
+    now: crate::clock::Nanos,
+    vm: crate::script::Reserved<'_>,
+    script: &Script,
+    req: &Request<'_>,
+    n: usize,
+    read_only: bool,
+    flags: crate::script::ScriptFlags,
+) -> Result<(), CmdError> {
+    let keys = || (3..3 + n).map(|i| req.arg(i));
+    let args = || (3 + n..req.len()).map(|i| req.arg(i));
+    let declared_slot = keys().next().map(crate::cluster::key_slot);
     // Shards reached by runs stopped so far, held in order by the next run.
     let mut reached: Vec<usize> = Vec::new();
     let mut reruns = 0;
@@ -212,7 +245,7 @@ fn run(
         let mut host = ScriptHost {
             state,
             session,
-            now: *now,
+            now,
             shards,
             read_only: read_only || flags.no_writes,
             allow_oom: flags.allow_oom,
@@ -229,6 +262,9 @@ fn run(
         let result = vm.run(script, keys(), args(), resp, &mut host, out);
         if matches!(result, Err(ScriptError::Aborted)) {
             host.roll_back();
+            if let Some(later) = &mut host.session.publish_later {
+                later.clear();
+            }
         }
         let stop = host.stop;
         reached = std::mem::take(&mut host.reached);

@@ -47,6 +47,10 @@ pub struct Session {
     /// `READONLY` (cluster mode): reads of this node's shard are served
     /// here even while it is a replica.
     pub readonly: bool,
+    /// While a script runs that may be stopped and run again (`cmd/script`):
+    /// the messages it published, delivered once its run is the one that
+    /// counts, so a re-run never delivers a message twice.
+    pub publish_later: Option<Vec<(Box<[u8]>, Box<[u8]>)>>,
 }
 
 /// A command the connection finishes, off the batch loop.
@@ -97,6 +101,7 @@ impl Session {
             parked: None,
             replica_hello: None,
             readonly: false,
+            publish_later: None,
         }
     }
 
