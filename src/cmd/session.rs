@@ -50,8 +50,11 @@ pub struct Session {
     /// While a script runs that may be stopped and run again (`cmd/script`):
     /// the messages it published, delivered once its run is the one that
     /// counts, so a re-run never delivers a message twice.
-    pub publish_later: Option<Vec<(Box<[u8]>, Box<[u8]>)>>,
+    pub publish_later: Option<Vec<Published>>,
 }
+
+/// A message a script published: channel, message.
+pub type Published = (Box<[u8]>, Box<[u8]>);
 
 /// A command the connection finishes, off the batch loop.
 #[derive(Debug, Clone, PartialEq, Eq)]
