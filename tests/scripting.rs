@@ -587,3 +587,48 @@ async fn a_script_run_again_publishes_once() {
     }
     assert_eq!(got, want);
 }
+
+/// Scripts only `EVAL` cached are kept up to `EVAL_SCRIPTS_MAX`, least
+/// recently used evicted first (Redis 7.4's rule); `SCRIPT LOAD`ed ones
+/// stay. The cache used to grow without bound (15,800 scripts of 20 KB
+/// filled a Lua heap, and new scripts failed with `out of Lua stack`).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn eval_scripts_are_evicted_least_recently_used_first() {
+    use turnstile::script::{sha1hex, EVAL_SCRIPTS_MAX};
+    let srv = Server::start().await;
+    let mut r = srv.raw().await;
+    let body = |i: usize| format!("return {i}");
+    let sha = |i: usize| String::from_utf8(sha1hex(body(i).as_bytes()).to_vec()).unwrap();
+    let loaded = "return 'loaded'";
+    let loaded_sha = r.call(&["SCRIPT", "LOAD", loaded]).await;
+    let loaded_sha = loaded_sha.lines().nth(1).unwrap().to_string();
+    for i in 0..EVAL_SCRIPTS_MAX {
+        assert_eq!(r.call(&["EVAL", &body(i), "0"]).await, format!(":{i}\r\n"));
+    }
+    // Script 0 is used again: script 1 is now the least recently used.
+    assert_eq!(r.call(&["EVALSHA", &sha(0), "0"]).await, ":0\r\n");
+    let more = EVAL_SCRIPTS_MAX;
+    assert_eq!(
+        r.call(&["EVAL", &body(more), "0"]).await,
+        format!(":{more}\r\n")
+    );
+    assert_eq!(
+        r.call(&["EVALSHA", &sha(1), "0"]).await,
+        "-NOSCRIPT No matching script. Please use EVAL.\r\n"
+    );
+    assert_eq!(r.call(&["EVALSHA", &sha(0), "0"]).await, ":0\r\n");
+    assert_eq!(
+        r.call(&["EVALSHA", &loaded_sha, "0"]).await,
+        "$6\r\nloaded\r\n"
+    );
+    let info = r.call(&["INFO", "memory"]).await;
+    assert!(
+        info.contains(&format!(
+            "number_of_cached_scripts:{}\r\n",
+            EVAL_SCRIPTS_MAX + 1
+        )),
+        "{info}"
+    );
+    let stats = r.call(&["INFO", "stats"]).await;
+    assert!(stats.contains("evicted_scripts:1\r\n"), "{stats}");
+}

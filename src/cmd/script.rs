@@ -642,11 +642,7 @@ fn run_held<'x>(
 /// SCRIPT LOAD script
 /// ```
 pub fn load(ctx: &mut Ctx<'_>, req: &Request<'_>) -> Result<(), CmdError> {
-    let script = ctx
-        .state
-        .scripts
-        .prepare(req.arg(2))
-        .map_err(script_error)?;
+    let script = ctx.state.scripts.load(req.arg(2)).map_err(script_error)?;
     ctx.out.bulk(script.sha().as_bytes());
     Ok(())
 }

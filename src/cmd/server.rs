@@ -142,7 +142,7 @@ fn write_section(ctx: &Ctx<'_>, section: &str, t: &mut String) {
         }
         "stats" => write!(
             t,
-            "# Stats\r\ntotal_connections_received:{}\r\ntotal_commands_processed:{}\r\ntotal_net_input_bytes:{}\r\ntotal_net_output_bytes:{}\r\nrejected_connections:{}\r\nexpired_keys:{}\r\nevicted_keys:{}\r\nsync_full:{}\r\nsync_partial_ok:{}\r\nsync_partial_err:{}\r\npubsub_channels:{}\r\npubsub_patterns:{}\r\nacl_access_denied_auth:{}\r\ntotal_error_replies:{}\r\nprotocol_errors:{}\r\n",
+            "# Stats\r\ntotal_connections_received:{}\r\ntotal_commands_processed:{}\r\ntotal_net_input_bytes:{}\r\ntotal_net_output_bytes:{}\r\nrejected_connections:{}\r\nexpired_keys:{}\r\nevicted_keys:{}\r\nevicted_scripts:{}\r\nsync_full:{}\r\nsync_partial_ok:{}\r\nsync_partial_err:{}\r\npubsub_channels:{}\r\npubsub_patterns:{}\r\nacl_access_denied_auth:{}\r\ntotal_error_replies:{}\r\nprotocol_errors:{}\r\n",
             Stats::read(&stats.connections_received),
             Stats::read(&stats.commands_processed),
             Stats::read(&stats.net_input_bytes),
@@ -150,6 +150,7 @@ fn write_section(ctx: &Ctx<'_>, section: &str, t: &mut String) {
             Stats::read(&stats.rejected_connections),
             state.store.expired_count(),
             state.store.evicted_count(),
+            state.scripts.evictions(),
             Stats::read(&state.replication.full_syncs),
             Stats::read(&state.replication.partial_ok),
             Stats::read(&state.replication.partial_err),

@@ -38,6 +38,13 @@ use std::cell::RefCell;
 
 use crate::protocol::{Protocol, ReplyBuf, Request};
 
+/// Scripts cached by `EVAL` (not `SCRIPT LOAD`) kept at most: past it the
+/// least recently used one is forgotten, as Redis 7.4 does, so clients
+/// that build a new script text per call (a value spliced into the body)
+/// cannot grow the cache and the Lua heaps without bound. An evicted
+/// script's `EVALSHA` answers `NOSCRIPT`, and clients send `EVAL` again.
+pub const EVAL_SCRIPTS_MAX: usize = 500;
+
 /// Instructions between two looks at the clock and the kill flag: about a
 /// millisecond of Lua, and no measurable cost.
 pub const HOOK_EVERY: u32 = 100_000;
@@ -109,6 +116,12 @@ struct ScriptInner {
     /// they overwrite, so that they can be stopped and run again even
     /// after writing (`cmd::script`).
     undeclared: AtomicBool,
+    /// `SCRIPT LOAD` cached it: it stays until `SCRIPT FLUSH`. Scripts
+    /// only `EVAL` cached are evicted, least recently used first, past
+    /// [`EVAL_SCRIPTS_MAX`].
+    loaded: AtomicBool,
+    /// The engine's use tick when it last ran or was cached.
+    used: AtomicU64,
 }
 
 impl Script {
@@ -341,16 +354,32 @@ struct Slot {
     run: Arc<Running>,
     /// Bytes its heap held after its last script.
     memory: AtomicUsize,
+    /// Scripts evicted from the cache whose compiled functions this state
+    /// still holds: dropped when it is next taken.
+    evicted: parking_lot::Mutex<Vec<[u8; 40]>>,
+    has_evicted: AtomicBool,
 }
 
 /// The script engine: the pool of Lua states, the script cache.
 pub struct Engine {
     slots: Box<[Slot]>,
-    cache: RwLock<HashMap<[u8; 40], Script>>,
+    cache: RwLock<Cache>,
+    /// Moves on every run: scripts' `used` ticks order them for eviction.
+    tick: AtomicU64,
+    /// Scripts evicted since start (`INFO`'s `evicted_scripts`).
+    evictions: AtomicU64,
     blocking: OnceLock<Blocking>,
     /// Moved by `SCRIPT FLUSH`: a state whose functions are of an older
     /// generation drops them when next taken.
     generation: AtomicU64,
+}
+
+/// The script cache: every script by SHA1, and how many of them only
+/// `EVAL` cached (the evictable ones).
+#[derive(Default)]
+struct Cache {
+    scripts: HashMap<[u8; 40], Script>,
+    evictable: usize,
 }
 
 /// A Lua state held by this thread: see [`Engine::reserve`].
@@ -412,12 +441,16 @@ impl Engine {
                     memory: AtomicUsize::new(vm.lua.used_memory()),
                     vm: ReentrantMutex::new(RefCell::new(vm)),
                     run,
+                    evicted: parking_lot::Mutex::new(Vec::new()),
+                    has_evicted: AtomicBool::new(false),
                 }
             })
             .collect();
         Engine {
             slots,
-            cache: RwLock::new(HashMap::new()),
+            cache: RwLock::new(Cache::default()),
+            tick: AtomicU64::new(0),
+            evictions: AtomicU64::new(0),
             blocking: OnceLock::new(),
             generation: AtomicU64::new(0),
         }
@@ -489,10 +522,16 @@ impl Engine {
         self.fresh(slot, g)
     }
 
-    /// Drops a state's functions if `SCRIPT FLUSH` ran since it last ran.
+    /// Drops a state's functions if `SCRIPT FLUSH` ran since it last ran,
+    /// and those of scripts evicted meanwhile.
     fn fresh<'s>(&self, slot: &Slot, g: VmGuard<'s>) -> VmGuard<'s> {
         let generation = self.generation.load(Ordering::Acquire);
         if let Ok(mut vm) = g.try_borrow_mut() {
+            if slot.has_evicted.swap(false, Ordering::AcqRel) {
+                for sha in std::mem::take(&mut *slot.evicted.lock()) {
+                    vm.functions.remove(&sha);
+                }
+            }
             if vm.generation != generation {
                 vm.functions.clear();
                 vm.generation = generation;
@@ -504,18 +543,27 @@ impl Engine {
         g
     }
 
-    /// Compiles and caches `body` (`EVAL`, `SCRIPT LOAD`); a body cached
-    /// already is not compiled again.
+    /// Compiles and caches `body` for `EVAL`; a body cached already is not
+    /// compiled again. Evictable (see [`EVAL_SCRIPTS_MAX`]).
     pub fn prepare(&self, body: &[u8]) -> Result<Script, ScriptError> {
+        self.cache_body(body, false)
+    }
+
+    /// `SCRIPT LOAD`: compiles and caches `body` until `SCRIPT FLUSH`.
+    pub fn load(&self, body: &[u8]) -> Result<Script, ScriptError> {
+        self.cache_body(body, true)
+    }
+
+    fn cache_body(&self, body: &[u8], loaded: bool) -> Result<Script, ScriptError> {
         let sha = sha1hex(body);
-        if let Some(s) = self.cache.read().get(&sha) {
-            return Ok(s.clone());
+        if let Some(s) = self.cached(&sha, loaded) {
+            return Ok(s);
         }
         let flags = parse_shebang(body)?;
         let (slot, guard) = self.lock();
         let mut vm = guard.borrow_mut();
-        if let Some(s) = self.cache.read().get(&sha) {
-            return Ok(s.clone());
+        if let Some(s) = self.cached(&sha, loaded) {
+            return Ok(s);
         }
         let f = vm.compile(body, flags.shebang)?;
         vm.functions.insert(sha, f);
@@ -525,18 +573,74 @@ impl Engine {
             body: body.into(),
             flags,
             undeclared: AtomicBool::new(false),
+            loaded: AtomicBool::new(loaded),
+            used: AtomicU64::new(self.tick.fetch_add(1, Ordering::Relaxed)),
         }));
-        self.cache.write().insert(sha, script.clone());
+        let mut cache = self.cache.write();
+        if !loaded {
+            if cache.evictable >= EVAL_SCRIPTS_MAX {
+                self.evict_one(&mut cache);
+            }
+            cache.evictable += 1;
+        }
+        cache.scripts.insert(sha, script.clone());
         Ok(script)
     }
 
-    /// The cached script of `sha` (any case), if there is one.
+    /// The cached script of `sha`, marked used (and kept for good, if
+    /// `loaded`).
+    fn cached(&self, sha: &[u8; 40], loaded: bool) -> Option<Script> {
+        let script = self.cache.read().scripts.get(sha).cloned()?;
+        self.touch(&script);
+        if loaded && !script.0.loaded.load(Ordering::Relaxed) {
+            let mut cache = self.cache.write();
+            if !script.0.loaded.swap(true, Ordering::Relaxed) {
+                cache.evictable -= 1;
+            }
+        }
+        Some(script)
+    }
+
+    /// Marks `script` as just used.
+    fn touch(&self, script: &Script) {
+        let tick = self.tick.fetch_add(1, Ordering::Relaxed);
+        script.0.used.store(tick, Ordering::Relaxed);
+    }
+
+    /// Forgets the least recently used script that only `EVAL` cached: a
+    /// walk over the cache, once per script cached past the bound. The
+    /// states drop its function when next taken.
+    fn evict_one(&self, cache: &mut Cache) {
+        let oldest = cache
+            .scripts
+            .values()
+            .filter(|s| !s.0.loaded.load(Ordering::Relaxed))
+            .min_by_key(|s| s.0.used.load(Ordering::Relaxed))
+            .map(|s| s.0.sha);
+        let Some(sha) = oldest else { return };
+        cache.scripts.remove(&sha);
+        cache.evictable -= 1;
+        self.evictions.fetch_add(1, Ordering::Relaxed);
+        for slot in self.slots.iter() {
+            slot.evicted.lock().push(sha);
+            slot.has_evicted.store(true, Ordering::Release);
+        }
+    }
+
+    /// Scripts evicted since start.
+    pub fn evictions(&self) -> u64 {
+        self.evictions.load(Ordering::Relaxed)
+    }
+
+    /// The cached script of `sha` (any case), if there is one, marked used.
     pub fn get(&self, sha: &[u8]) -> Option<Script> {
-        self.cache.read().get(&sha_key(sha)?).cloned()
+        let script = self.cache.read().scripts.get(&sha_key(sha)?).cloned()?;
+        self.touch(&script);
+        Some(script)
     }
 
     pub fn exists(&self, sha: &[u8]) -> bool {
-        sha_key(sha).is_some_and(|k| self.cache.read().contains_key(&k))
+        sha_key(sha).is_some_and(|k| self.cache.read().scripts.contains_key(&k))
     }
 
     /// `SCRIPT FLUSH`: forgets every script and gives their memory back,
@@ -545,7 +649,8 @@ impl Engine {
     /// may hold shards their scripts wait for).
     pub fn flush(&self) {
         let mut cache = self.cache.write();
-        cache.clear();
+        cache.scripts.clear();
+        cache.evictable = 0;
         self.generation.fetch_add(1, Ordering::AcqRel);
         drop(cache);
         for slot in self.slots.iter() {
@@ -556,7 +661,7 @@ impl Engine {
     }
 
     pub fn len(&self) -> usize {
-        self.cache.read().len()
+        self.cache.read().scripts.len()
     }
 
     pub fn is_empty(&self) -> bool {
@@ -645,7 +750,7 @@ impl Reserved<'_> {
         if !vm.functions.contains_key(sha) {
             // Not yet run in this state: compiled from the cached text,
             // unless `SCRIPT FLUSH` has forgotten it meanwhile.
-            if !self.engine.cache.read().contains_key(sha) {
+            if !self.engine.cache.read().scripts.contains_key(sha) {
                 return Err(ScriptError::NoScript);
             }
             let f = vm.compile(&script.0.body, script.0.flags.shebang)?;
