@@ -12,6 +12,7 @@ second command names the first's lease):
   of its live lease: the lookup path).
 
     python3 benches/leases.py [--quick] [--runs N] [--doc]
+    python3 benches/leases.py --many N [--no-build]
 
 Reports units per second, the server's CPU per unit and per command
 (the sum over its threads of /proc/<pid>/stat, user + system), medians of
@@ -19,6 +20,12 @@ Reports units per second, the server's CPU per unit and per command
 reply aborts. Afterwards, memory per live lease: one key holding 100,000
 leases, and 10,000 keys of one lease each (INFO used_memory before and
 after). `--doc` rewrites the `leases` section of docs/performance.md.
+
+`--many N` measures one key under hostile use instead: N leases built on
+it by pipelined acquires (limit 10^9, TTL 1h, server-made ids), then
+2,000 single acquires and 2,000 releases of those leases, one round trip
+each (client-side latency: median and worst), and the time `RL.LEASES`
+takes to list them all (page by page where it pages).
 """
 
 import argparse
@@ -83,6 +90,48 @@ def memory(port):
     return out
 
 
+def many(port, n):
+    """One key holding `n` leases: acquire/release latency and listing."""
+    c = benchlib.Client(port)
+    c("FLUSHALL")
+    acq = benchlib.encode("RL.ACQUIRE", "hot", 10**9, "1h")
+    t0 = time.perf_counter()
+    benchlib.pipeline(port, ((acq * min(1000, n - lo), 8 * min(1000, n - lo))
+                             for lo in range(0, n, 1000)))
+    build = time.perf_counter() - t0
+    held = c("RL.STATE", "hot")
+    acquire, release, ids = [], [], []
+    for _ in range(2000):
+        t = time.perf_counter()
+        r = c("RL.ACQUIRE", "hot", 10**9, "1h")
+        acquire.append(time.perf_counter() - t)
+        ids.append(r[5])
+    for lid in ids:
+        t = time.perf_counter()
+        assert c("RL.RELEASE", "hot", lid) == 1
+        release.append(time.perf_counter() - t)
+    t = time.perf_counter()
+    listed, cursor, pages = 0, b"0", 0
+    while True:
+        try:
+            r = c("RL.LEASES", "hot", "CURSOR", cursor, "COUNT", 1000)
+        except benchlib.RespError:
+            r = [b"0", c("RL.LEASES", "hot")]  # a server that does not page
+        cursor, page = r
+        listed, pages = listed + len(page), pages + 1
+        if cursor == b"0":
+            break
+    listing = time.perf_counter() - t
+    c.close()
+
+    def ms(v):
+        return f"{v * 1000:.3f} ms"
+    print(f"{n:,} leases built in {build:.1f} s; RL.STATE {held}")
+    print(f"RL.ACQUIRE: median {ms(statistics.median(acquire))}, worst {ms(max(acquire))}")
+    print(f"RL.RELEASE: median {ms(statistics.median(release))}, worst {ms(max(release))}")
+    print(f"RL.LEASES: {listed:,} leases in {pages} replies, {ms(listing)}")
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--quick", action="store_true")
@@ -90,6 +139,7 @@ def main():
     ap.add_argument("--units", type=int, default=800_000, help="units per run at depth 16")
     ap.add_argument("--doc", action="store_true")
     ap.add_argument("--no-build", action="store_true")
+    ap.add_argument("--many", type=int, metavar="N", help="one key holding N leases (see above)")
     args = ap.parse_args()
     if args.quick:
         args.runs, args.units = 1, 40_000
@@ -97,6 +147,12 @@ def main():
         benchlib.build_release()
     benchlib.pin_turnstile()
     server = benchlib.start_turnstile()
+    if args.many:
+        try:
+            many(server.port, args.many)
+        finally:
+            server.stop()
+        return
     rng = random.Random(7)
     keys = [rng.randrange(KEYS) for _ in range(KEYS)]
     results = {}

@@ -14,6 +14,7 @@ use std::sync::Arc;
 
 use common::*;
 use redis::Value;
+use turnstile::cmd::limiter::lease::{hex, id_of};
 use turnstile::Nanos;
 
 /// The lease id at the end of a reply (nil when denied).
@@ -325,4 +326,100 @@ async fn leases_survive_a_restart_and_lapsed_ones_do_not() {
     drop(c);
     b.shutdown().await;
     std::fs::remove_dir_all(&dir).unwrap();
+}
+
+/// A key with a very large limit holds thousands of leases (one unit
+/// each): `RL.LEASES` answers a page at a time, never the whole set: the
+/// plain form the first 1,000 soonest to lapse (or `COUNT`), the
+/// `CURSOR` form pages in id order that together list every lease once;
+/// acquires and releases keep working on the large key.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn many_leases_on_one_key_are_listed_a_page_at_a_time() {
+    const N: usize = 5_000;
+    let srv = Server::start().await;
+    let mut c = srv.client().await;
+    let mut pipe = redis::pipe();
+    for i in 0..N {
+        // Later leases lapse later: the soonest first are the first ones.
+        pipe.cmd("RL.ACQUIRE")
+            .arg("big")
+            .arg(1_000_000_000u64)
+            .arg(format!("{}ms", 600_000 + i))
+            .arg("ID")
+            .arg(format!("holder-{i}"));
+    }
+    let replies: Vec<Value> = pipe.query_async(&mut c).await.unwrap();
+    let ids: Vec<String> = replies.iter().map(|r| lease(r).unwrap()).collect();
+    let state = pairs(&q::<Value>(&mut c, &["RL.STATE", "big"]).await);
+    assert!(state.contains(&("leases".into(), Value::Int(N as i64))));
+    assert!(state.contains(&("held".into(), Value::Int(N as i64))));
+
+    let listed_ids = |v: &Value| -> Vec<String> {
+        let Value::Array(items) = v else {
+            panic!("{v:?}")
+        };
+        items.iter().map(|m| text(&pairs(m)[0].1)).collect()
+    };
+    // Ids are answered as the client gave them; RL.LEASES shows their
+    // digests in hex.
+    let hex_of =
+        |id: &str| -> String { String::from_utf8(hex(&id_of(id.as_bytes())).to_vec()).unwrap() };
+    let plain: Value = q(&mut c, &["RL.LEASES", "big"]).await;
+    let first: Vec<String> = ids[..1000].iter().map(|i| hex_of(i)).collect();
+    assert_eq!(listed_ids(&plain), first, "the 1,000 soonest to lapse");
+    let three: Value = q(&mut c, &["RL.LEASES", "big", "COUNT", "3"]).await;
+    assert_eq!(listed_ids(&three), first[..3].to_vec());
+
+    let mut seen = Vec::new();
+    let mut cursor = "0".to_string();
+    let mut pages = 0;
+    loop {
+        let r: Value = q(
+            &mut c,
+            &["RL.LEASES", "big", "CURSOR", &cursor, "COUNT", "700"],
+        )
+        .await;
+        let Value::Array(parts) = &r else {
+            panic!("{r:?}")
+        };
+        assert_eq!(parts.len(), 2, "[cursor, page]");
+        let page = listed_ids(&parts[1]);
+        assert!(page.len() <= 700);
+        assert!(page.windows(2).all(|w| w[0] < w[1]), "id order");
+        seen.extend(page);
+        pages += 1;
+        cursor = text(&parts[0]);
+        if cursor == "0" {
+            break;
+        }
+    }
+    assert_eq!(pages, N.div_ceil(700));
+    let mut want: Vec<String> = ids.iter().map(|i| hex_of(i)).collect();
+    want.sort();
+    assert_eq!(seen, want, "every lease exactly once");
+
+    // Releases and acquires on the large key.
+    for id in &ids[..10] {
+        assert_eq!(q::<i64>(&mut c, &["RL.RELEASE", "big", id]).await, 1);
+    }
+    let a: Value = q(&mut c, &["RL.ACQUIRE", "big", "1000000000", "1h"]).await;
+    assert_eq!(
+        ints(&a)[..3],
+        [1, 1_000_000_000, 1_000_000_000 - N as i64 + 9]
+    );
+
+    assert!(q_err(&mut c, &["RL.LEASES", "big", "CURSOR", "zz"])
+        .await
+        .contains("invalid cursor"));
+    assert!(q_err(&mut c, &["RL.LEASES", "big", "COUNT", "0"])
+        .await
+        .contains("COUNT must be a positive integer"));
+    assert!(q_err(&mut c, &["RL.LEASES", "big", "COUNT"])
+        .await
+        .contains("syntax error"));
+    let none: Value = q(&mut c, &["RL.LEASES", "nothing", "CURSOR", "0"]).await;
+    assert_eq!(
+        none,
+        Value::Array(vec![Value::BulkString(b"0".to_vec()), Value::Array(vec![])])
+    );
 }

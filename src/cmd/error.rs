@@ -60,6 +60,10 @@ impl From<crate::store::limit::LimitError> for CmdError {
         match e {
             crate::store::limit::LimitError::WrongType => CmdError::WrongType,
             crate::store::limit::LimitError::OutOfMemory => CmdError::OutOfMemory,
+            crate::store::limit::LimitError::TooManyLeases => CmdError::err(format!(
+                "too many leases on one key (at most {})",
+                crate::limiter::lease::MAX_LEASES
+            )),
         }
     }
 }

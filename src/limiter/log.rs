@@ -33,6 +33,7 @@
 //! than `limit` in any `period`-long interval.
 
 use crate::clock::Nanos;
+use std::ptr::NonNull;
 
 use super::{Decision, Params};
 
@@ -207,12 +208,81 @@ enum Repr {
     Inline { newest: u64, slot: u64 },
     /// The heap block: header then `form.words(capacity)` words of ring.
     Ring {
-        block: Box<[u64]>,
+        block: Block,
         /// Ring position of the oldest slot.
         head: u32,
         /// Slots held, and the form's bits (`WIDE`, `COMPACT`).
         meta: u32,
     },
+}
+
+/// A ring's heap block: owned (freed when dropped), or in a view
+/// ([`State::view`]) borrowed from the log that owns it for one read,
+/// never freed by the view. A view is written only after it copied the
+/// block into one of its own, so nothing reached through a view changes
+/// the owner's ring.
+struct Block {
+    ptr: NonNull<u64>,
+    /// Words, with [`BORROWED`] set in a view.
+    words: usize,
+}
+
+const BORROWED: usize = 1 << (usize::BITS - 1);
+
+// SAFETY: an owned block is a `Box<[u64]>`, which is Send and Sync; a
+// borrowed one is a shared `&[u64]` of its owner's block, also both.
+unsafe impl Send for Block {}
+unsafe impl Sync for Block {}
+
+impl Block {
+    fn new(words: Box<[u64]>) -> Block {
+        let len = words.len();
+        let ptr = NonNull::new(Box::into_raw(words).cast::<u64>()).expect("a box is never null");
+        Block { ptr, words: len }
+    }
+
+    fn borrowed(&self) -> bool {
+        self.words & BORROWED != 0
+    }
+}
+
+impl std::ops::Deref for Block {
+    type Target = [u64];
+
+    fn deref(&self) -> &[u64] {
+        // SAFETY: `ptr` and the length are a live `Box<[u64]>`'s: this
+        // block's own, or its owner's, which outlives a view.
+        unsafe { std::slice::from_raw_parts(self.ptr.as_ptr(), self.words & !BORROWED) }
+    }
+}
+
+impl std::ops::DerefMut for Block {
+    fn deref_mut(&mut self) -> &mut [u64] {
+        if self.borrowed() {
+            *self = Block::new(Box::from(&**self));
+        }
+        // SAFETY: an owned block (made so above), which nothing else
+        // reaches while `self` is borrowed mutably.
+        unsafe { std::slice::from_raw_parts_mut(self.ptr.as_ptr(), self.words) }
+    }
+}
+
+impl Clone for Block {
+    /// A block of its own, also of a view.
+    fn clone(&self) -> Block {
+        Block::new(Box::from(&**self))
+    }
+}
+
+impl Drop for Block {
+    fn drop(&mut self) {
+        if !self.borrowed() {
+            let words = std::ptr::slice_from_raw_parts_mut(self.ptr.as_ptr(), self.words);
+            // SAFETY: an owned block is the box `new` took apart, freed
+            // once: here.
+            drop(unsafe { Box::from_raw(words) });
+        }
+    }
 }
 
 // The inline forms share the ring handle's 24 bytes (the box's non-null
@@ -276,6 +346,33 @@ fn one_get(newest: u64, slot: u64) -> (u64, u64) {
 }
 
 impl State {
+    /// This log, reading its ring in place rather than copying it: for a
+    /// reader handed the log by reference as part of a value it builds
+    /// (`store/record.rs`). The view never frees the ring, so dropping it
+    /// (also while a panic unwinds) leaves the owner whole; changing it
+    /// first copies the ring. Inline forms are copied outright.
+    ///
+    /// # Safety
+    ///
+    /// The view must be dropped before `self` is changed or dropped: it
+    /// reads `self`'s ring.
+    pub unsafe fn view(&self) -> State {
+        State(match &self.0 {
+            Repr::Inline { newest, slot } => Repr::Inline {
+                newest: *newest,
+                slot: *slot,
+            },
+            Repr::Ring { block, head, meta } => Repr::Ring {
+                block: Block {
+                    ptr: block.ptr,
+                    words: block.words | BORROWED,
+                },
+                head: *head,
+                meta: *meta,
+            },
+        })
+    }
+
     fn header(&self, i: usize) -> u64 {
         match &self.0 {
             Repr::Inline { newest, .. } if i == NEWEST => *newest,
@@ -492,7 +589,7 @@ impl State {
         }
         let n = self.slots() as u32;
         self.0 = Repr::Ring {
-            block,
+            block: Block::new(block),
             head: 0,
             meta: form.bits() | n,
         };
@@ -1523,5 +1620,48 @@ mod tests {
                 }
             }
         }
+    }
+
+    /// A view reads the ring in place and never frees it: dropped (as a
+    /// panic's unwinding would drop it) it leaves the owner whole; a clone
+    /// of it, or a change made through it, is a ring of its own.
+    #[test]
+    fn a_view_reads_in_place_and_never_frees_the_ring() {
+        const T0: u64 = 1_700_000_000 * S;
+        let p = params(1_000, 60 * S);
+        let mut st = State::default();
+        for t in 0..40u64 {
+            assert!(decide(&mut st, &p, T0 + t * S, 1).allowed);
+        }
+        let Repr::Ring { block, .. } = &st.0 else {
+            panic!("40 slots make a ring")
+        };
+        let at = block.as_ptr();
+        let before = st.clone();
+        // SAFETY: each view is dropped before `st` changes.
+        let view = unsafe { st.view() };
+        assert_eq!(view, before);
+        let Repr::Ring { block: seen, .. } = &view.0 else {
+            panic!("a view of a ring")
+        };
+        assert_eq!(seen.as_ptr(), at, "no copy");
+        drop(view);
+        let unwound = std::panic::catch_unwind(|| {
+            let _view = unsafe { st.view() };
+            panic!("a reader fails");
+        });
+        assert!(unwound.is_err());
+        assert_eq!(st, before, "the ring outlived both views");
+        let mut changed = unsafe { st.view() }.clone();
+        assert!(decide(&mut changed, &p, T0 + 41 * S, 1).allowed);
+        let mut written = unsafe { st.view() };
+        assert!(decide(&mut written, &p, T0 + 42 * S, 1).allowed);
+        drop(written);
+        assert_eq!(
+            st, before,
+            "changes through a view or its clone stay theirs"
+        );
+        assert!(decide(&mut st, &p, T0 + 43 * S, 1).allowed);
+        check_ring(&st);
     }
 }

@@ -19,6 +19,9 @@ pub enum LimitError {
     /// Admitting would allocate more than `--maxmemory` leaves.
     #[error("over maxmemory")]
     OutOfMemory,
+    /// An acquire would hold more than `lease::MAX_LEASES` on one key.
+    #[error("too many leases on one key")]
+    TooManyLeases,
 }
 
 /// A limiter whose state the keyspace holds: its [`Value`] variant.
@@ -218,8 +221,11 @@ pub fn acquire(
     let (acquired, lapsed) = match lease_key(slot)? {
         Some(l) => {
             let before = l.leases.heap_bytes();
+            let r = l
+                .leases
+                .acquire(limit, ttl, now.0, cost, id)
+                .map_err(|_| LimitError::TooManyLeases)?;
             l.limit = limit;
-            let r = l.leases.acquire(limit, ttl, now.0, cost, id);
             // Held only within `--maxmemory`: a vector that had to grow
             // past the room left gives the lease back.
             if r.0.decision.allowed && l.leases.heap_bytes().saturating_sub(before) > room {
@@ -233,7 +239,10 @@ pub fn acquire(
                 limit,
                 leases: Leases::default(),
             };
-            let r = l.leases.acquire(limit, ttl, now.0, cost, id);
+            let r = l
+                .leases
+                .acquire(limit, ttl, now.0, cost, id)
+                .map_err(|_| LimitError::TooManyLeases)?;
             if r.0.decision.allowed {
                 if std::mem::size_of::<LeaseKey>() + l.leases.heap_bytes() > room {
                     return Err(LimitError::OutOfMemory);

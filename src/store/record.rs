@@ -23,8 +23,6 @@
 //! period, and 48 bits of bucket number cover the epoch to now for any
 //! period of 10 us or more.
 
-use std::mem::ManuallyDrop;
-
 use crate::clock::Nanos;
 use crate::limiter::{fixed, gcra, log, window, Limiter, Params};
 use crate::store::entry::{expiry_ms_at, Entry, Stored, Value};
@@ -271,15 +269,15 @@ pub fn take_log(r: &mut LogRec, p: &Params) -> Entry {
 
 /// Calls `f` with the entry a log record stands for, without copying its
 /// ring: reads (`TTL`, `RL.PEEK`, `SCAN`, snapshots) would otherwise clone
-/// a heap block per call.
+/// a heap block per call. The entry holds a view of the ring
+/// ([`log::State::view`]), which never frees it: dropping the entry, here
+/// or while a panic in `f` unwinds, leaves the record whole; a clone `f`
+/// takes copies the ring.
 pub fn with_log<R>(r: &LogRec, p: &Params, f: impl FnOnce(&Entry) -> R) -> R {
-    // SAFETY: a bitwise copy of the state's handle, so its ring has two
-    // owners for the duration of `f`. The copy is never dropped
-    // (`ManuallyDrop`, also if `f` panics), and neither owner can change
-    // the ring meanwhile: `f` gets a shared reference (`log::State` has no
-    // interior mutability; cloning it copies the ring) and `r` is borrowed
-    // shared for as long. So the ring is freed exactly once, by `r`.
-    let view = ManuallyDrop::new(log_value(p, unsafe { std::ptr::read(&r.state) }));
+    // SAFETY: the view is dropped at the end of this call, and `r` is
+    // borrowed shared until then: its ring is neither changed nor freed
+    // while the view reads it.
+    let view = log_value(p, unsafe { r.state.view() });
     f(&view)
 }
 
@@ -423,6 +421,13 @@ mod tests {
         // clone taken through it that outlives it.
         let kept = with_log(&r, &p, |v| v.clone());
         assert_eq!(kept, e);
+        assert_eq!(with_log(&r, &p, |v| v.clone()), e);
+        // A reader that panics: the view is dropped while unwinding and
+        // the record's ring is still whole (read, then moved out).
+        let failed = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+            with_log(&r, &p, |v| -> () { panic!("reader failed on {v:?}") })
+        }));
+        assert!(failed.is_err());
         assert_eq!(with_log(&r, &p, |v| v.clone()), e);
         assert_eq!(take_log(&mut r, &p), e);
         assert_eq!(r.heap_size(), 0, "the ring moved out");

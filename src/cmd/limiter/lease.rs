@@ -10,8 +10,8 @@
 use super::super::args::is;
 use super::super::{error::show, CmdError, Ctx};
 use super::{parse, write_decision};
-use crate::limiter::lease::{Lapsed, LeaseId, ID_LEN, MAX_UNITS};
-use crate::protocol::Request;
+use crate::limiter::lease::{Lapsed, Lease, LeaseId, ID_LEN, MAX_UNITS};
+use crate::protocol::{ReplyBuf, Request};
 use crate::stats::LeaseEvent;
 use crate::store::{limit, Value};
 
@@ -195,35 +195,98 @@ pub fn renew(ctx: &mut Ctx<'_>, req: &Request<'_>) -> Result<(), CmdError> {
     Ok(())
 }
 
+/// Leases `RL.LEASES` lists when not asked for a `COUNT`.
+pub const LEASES_PAGE: usize = 1000;
+
 /// ```text
-/// RL.LEASES key
+/// RL.LEASES key [COUNT n] [CURSOR c]
 /// ```
-/// The live leases, soonest to lapse first, each a map of `id`, `units`
-/// and `ttl_ms`; an empty array if the key holds none.
+/// The live leases, each a map of `id`, `units` and `ttl_ms`. Without
+/// `CURSOR`: the first `COUNT` (default [`LEASES_PAGE`]) soonest to lapse,
+/// a flat array (an empty one if the key holds none); `RL.STATE` says how
+/// many there are. With `CURSOR` (`0` to start): a page of up to `COUNT`
+/// in id order and the cursor to pass next, as `SCAN` answers
+/// (`[cursor, [leases...]]`, cursor `0` when done); a lease held for the
+/// whole walk is listed exactly once. A reply never holds more than
+/// `COUNT` leases, however many the key holds.
 pub fn leases(ctx: &mut Ctx<'_>, req: &Request<'_>) -> Result<(), CmdError> {
+    let (mut count, mut cursor) = (None, None);
+    let mut at = 2;
+    while at < req.len() {
+        let (opt, value) = (req.arg(at), (at + 1 < req.len()).then(|| req.arg(at + 1)));
+        match value {
+            Some(v) if is(opt, "COUNT") && count.is_none() => {
+                count = Some(usize::try_from(parse::positive(v, "COUNT")?).unwrap_or(usize::MAX))
+            }
+            Some(v) if is(opt, "CURSOR") && cursor.is_none() => cursor = Some(parse_cursor(v)?),
+            _ => return Err(CmdError::Syntax),
+        }
+        at += 2;
+    }
+    let count = count.unwrap_or(LEASES_PAGE);
     let now = ctx.now;
     let out = &mut *ctx.out;
     let found = ctx.db.get(req.arg(1), now, |e| match &e.value {
         Value::Lease(l) => {
-            let list = l.leases.list(now.0);
-            out.array(list.len());
-            for lease in list {
-                out.map(3);
-                out.bulk_str("id");
-                out.bulk(&hex(&{ lease.id }));
-                out.bulk_str("units");
-                out.int(lease.units() as i64);
-                out.bulk_str("ttl_ms");
-                out.int(super::ms_ceil(lease.expires() - now.0));
+            match cursor {
+                None => {
+                    let n = l.leases.live_count(now.0).min(count);
+                    write_leases(out, n, l.leases.live(now.0).take(n), now.0)
+                }
+                Some(after) => {
+                    let (page, next) = l.leases.page(now.0, after.as_ref(), count);
+                    out.array(2);
+                    match next {
+                        Some(id) => out.bulk(&hex(&id)),
+                        None => out.bulk_str("0"),
+                    }
+                    write_leases(out, page.len(), page.iter(), now.0);
+                }
             }
             Ok(())
         }
         _ => Err(CmdError::WrongType),
     });
     found.unwrap_or_else(|| {
+        if cursor.is_some() {
+            out.array(2);
+            out.bulk_str("0");
+        }
         out.array(0);
         Ok(())
     })
+}
+
+/// A lease cursor: `0` (from the start), or the 32 hex digits of the id
+/// a page ended with.
+fn parse_cursor(text: &[u8]) -> Result<Option<LeaseId>, CmdError> {
+    if text == b"0" {
+        return Ok(None);
+    }
+    let invalid = || CmdError::err("invalid cursor");
+    if text.len() != 2 * ID_LEN || !text.iter().all(u8::is_ascii_hexdigit) {
+        return Err(invalid());
+    }
+    Ok(Some(id_of(text)))
+}
+
+/// `n` leases, each a map of `id`, `units` and `ttl_ms`.
+fn write_leases<'a>(
+    out: &mut ReplyBuf,
+    n: usize,
+    leases: impl Iterator<Item = &'a Lease>,
+    now: u64,
+) {
+    out.array(n);
+    for lease in leases {
+        out.map(3);
+        out.bulk_str("id");
+        out.bulk(&hex(&{ lease.id }));
+        out.bulk_str("units");
+        out.int(lease.units() as i64);
+        out.bulk_str("ttl_ms");
+        out.int(super::ms_ceil(lease.expires() - now));
+    }
 }
 
 /// `RL.PEEK key limit ttl ALGO lease [COST n]`: what `RL.ACQUIRE` would

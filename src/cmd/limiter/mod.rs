@@ -266,7 +266,7 @@ pub fn state(ctx: &mut Ctx<'_>, req: &Request<'_>) -> Result<(), CmdError> {
             out.bulk_str("held");
             out.int(l.leases.held(now.0) as i64);
             out.bulk_str("leases");
-            out.int(l.leases.live(now.0).count() as i64);
+            out.int(l.leases.live_count(now.0) as i64);
             out.bulk_str("ttl_ms");
             out.int(e.pttl_ms(now).unwrap_or(-1));
             out.bulk_str("type");
