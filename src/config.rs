@@ -209,7 +209,7 @@ pub struct Config {
     pub rls_idle_timeout: u64,
     /// The largest gRPC request message the rate limit service decodes
     /// (sizes take units); a larger one is answered RESOURCE_EXHAUSTED.
-    #[arg(long, env = "TURNSTILE_RLS_MAX_MESSAGE_SIZE", default_value = "64kb", value_parser = parse_memory)]
+    #[arg(long, env = "TURNSTILE_RLS_MAX_MESSAGE_SIZE", default_value = "256kb", value_parser = parse_memory)]
     pub rls_max_message_size: u64,
     /// HTTP/2 streams (calls in flight) one rate limit service connection
     /// may carry at once (its SETTINGS_MAX_CONCURRENT_STREAMS).
