@@ -169,6 +169,10 @@ pub struct Config {
     /// reported, and every request is allowed: yes or no.
     #[arg(long, env = "TURNSTILE_POLICIES_SHADOW", default_value = "no", value_parser = parse_yes_no, action = clap::ArgAction::Set, value_name = "yes|no")]
     pub policies_shadow: bool,
+    /// The largest policy file read (sizes take units); a larger one is
+    /// refused whole, naming its size and this cap.
+    #[arg(long, env = "TURNSTILE_POLICIES_MAX_FILE_SIZE", default_value = "4mb", value_parser = parse_memory)]
+    pub policies_max_file_size: u64,
     /// Serve Envoy's rate limit service (gRPC
     /// `envoy.service.ratelimit.v3.RateLimitService` and the gRPC health
     /// service) on this port (0 picks a free one); off unless given.
@@ -179,6 +183,42 @@ pub struct Config {
     /// service's responses: yes or no.
     #[arg(long, env = "TURNSTILE_RLS_HEADERS", default_value = "no", value_parser = parse_yes_no, action = clap::ArgAction::Set, value_name = "yes|no")]
     pub rls_headers: bool,
+    /// The most connections the rate limit service holds at once; more are
+    /// closed on accept (counted as
+    /// `turnstile_connections_rejected_total{reason="rls_maxclients"}`).
+    /// Envoy holds one per worker thread.
+    #[arg(long, env = "TURNSTILE_RLS_MAXCLIENTS", default_value_t = 256, value_parser = clap::value_parser!(u64).range(1..=u32::MAX as u64))]
+    pub rls_maxclients: u64,
+    /// Milliseconds a new rate limit service connection has to send the
+    /// HTTP/2 connection preface before it is closed.
+    #[arg(
+        long,
+        env = "TURNSTILE_RLS_HANDSHAKE_TIMEOUT",
+        default_value_t = 5_000,
+        value_name = "MS"
+    )]
+    pub rls_handshake_timeout: u64,
+    /// Milliseconds a rate limit service connection may stay silent (no
+    /// byte read) before it is closed; 0: no limit. Envoy reconnects.
+    #[arg(
+        long,
+        env = "TURNSTILE_RLS_IDLE_TIMEOUT",
+        default_value_t = 300_000,
+        value_name = "MS"
+    )]
+    pub rls_idle_timeout: u64,
+    /// The largest gRPC request message the rate limit service decodes
+    /// (sizes take units); a larger one is answered RESOURCE_EXHAUSTED.
+    #[arg(long, env = "TURNSTILE_RLS_MAX_MESSAGE_SIZE", default_value = "256kb", value_parser = parse_memory)]
+    pub rls_max_message_size: u64,
+    /// HTTP/2 streams (calls in flight) one rate limit service connection
+    /// may carry at once (its SETTINGS_MAX_CONCURRENT_STREAMS).
+    #[arg(
+        long,
+        env = "TURNSTILE_RLS_MAX_CONCURRENT_STREAMS",
+        default_value_t = 256
+    )]
+    pub rls_max_concurrent_streams: u32,
     /// Start as a replica of this primary (HOST:PORT), as `REPLICAOF`
     /// does; Redis Sentinel may change it at run time.
     #[arg(long, env = "TURNSTILE_REPLICAOF", value_name = "HOST:PORT", value_parser = parse_host_port)]

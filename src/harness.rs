@@ -92,6 +92,11 @@ impl Harness {
                 // `PSYNC` has no socket to take.
                 Step::Park => match self.session.parked.take() {
                     Some(crate::cmd::session::Park::Wait { .. }) => self.out.int(0),
+                    // Harness states have no policy path: RL.POLICY RELOAD
+                    // is refused before it parks.
+                    Some(crate::cmd::session::Park::PolicyReload(_)) => {
+                        self.out.error("ERR RL.POLICY RELOAD needs a server")
+                    }
                     _ => self.out.error("ERR PSYNC needs a socket"),
                 },
                 Step::Drained => break,

@@ -452,6 +452,7 @@ pub struct Metrics {
     rejected_maxclients: Counter,
     rejected_protected: Counter,
     rejected_metrics: Counter,
+    rejected_rls: Counter,
     protocol_errors: Counter,
     error_replies: Counter,
     auth_failures: Counter,
@@ -591,6 +592,10 @@ impl Metrics {
                 &CONNECTIONS_REJECTED_TOTAL,
                 vec![Label::new(label::REASON, "metrics_endpoint")],
             ),
+            rejected_rls: counter(
+                &CONNECTIONS_REJECTED_TOTAL,
+                vec![Label::new(label::REASON, "rls_maxclients")],
+            ),
             protocol_errors: counter(&PROTOCOL_ERRORS_TOTAL, vec![]),
             error_replies: counter(&ERROR_REPLIES_TOTAL, vec![]),
             auth_failures: counter(&AUTH_FAILURES_TOTAL, vec![]),
@@ -700,6 +705,7 @@ impl Metrics {
             .absolute(Stats::read(&stats.rejected_protected));
         self.rejected_metrics
             .absolute(Stats::read(&stats.rejected_metrics));
+        self.rejected_rls.absolute(Stats::read(&stats.rejected_rls));
         self.protocol_errors
             .absolute(Stats::read(&stats.protocol_errors));
         self.error_replies

@@ -97,10 +97,19 @@ impl State {
         }
     }
 
-    /// Reads the policy files again (`RL.POLICY RELOAD`, SIGHUP, the
-    /// watcher), stamping the reload with server time.
-    pub fn reload_policies(&self) -> Result<usize, crate::policy::ReloadError> {
-        self.policies.reload(self.clock.now().as_millis())
+    /// Asks for the policy files to be read again (`RL.POLICY RELOAD`,
+    /// SIGHUP, the watcher), on the reload thread, stamped with server
+    /// time; `Policies::reloaded` waits for the outcome.
+    pub fn reload_policies(&self) -> Result<crate::policy::Ticket, crate::policy::ReloadError> {
+        self.policies.request_reload(self.policy_load_args())
+    }
+
+    /// What a policy load reads with now.
+    pub fn policy_load_args(&self) -> crate::policy::LoadArgs {
+        crate::policy::LoadArgs {
+            now_ms: self.clock.now().as_millis(),
+            max_file_size: self.settings.get(&self.settings.policies_max_file_size),
+        }
     }
 }
 
@@ -154,6 +163,17 @@ pub struct Settings {
     pub masterauth: RwLock<Option<String>>,
     pub masteruser: RwLock<Option<String>>,
     pub replica_announce_ip: RwLock<Option<String>>,
+    /// `--policies-max-file-size`, bytes.
+    pub policies_max_file_size: AtomicU64,
+    /// `--rls-maxclients`, `--rls-handshake-timeout` and
+    /// `--rls-idle-timeout` (ms): read at each connection.
+    pub rls_maxclients: AtomicU64,
+    pub rls_handshake_timeout_ms: AtomicU64,
+    pub rls_idle_timeout_ms: AtomicU64,
+    /// `--rls-max-message-size` and `--rls-max-concurrent-streams`: fixed
+    /// when the service starts.
+    pub rls_max_message_size: u64,
+    pub rls_max_concurrent_streams: u32,
 }
 
 impl Settings {
@@ -179,6 +199,12 @@ impl Settings {
             masterauth: RwLock::new(config.masterauth.clone()),
             masteruser: RwLock::new(config.masteruser.clone()),
             replica_announce_ip: RwLock::new(config.replica_announce_ip.clone()),
+            policies_max_file_size: AtomicU64::new(config.policies_max_file_size),
+            rls_maxclients: AtomicU64::new(config.rls_maxclients),
+            rls_handshake_timeout_ms: AtomicU64::new(config.rls_handshake_timeout),
+            rls_idle_timeout_ms: AtomicU64::new(config.rls_idle_timeout),
+            rls_max_message_size: config.rls_max_message_size,
+            rls_max_concurrent_streams: config.rls_max_concurrent_streams,
         }
     }
 

@@ -18,6 +18,8 @@ pub struct Stats {
     pub rejected_protected: AtomicU64,
     /// Metrics endpoint connections closed over its cap.
     pub rejected_metrics: AtomicU64,
+    /// Rate limit service connections closed over `--rls-maxclients`.
+    pub rejected_rls: AtomicU64,
     pub commands_processed: AtomicU64,
     pub net_input_bytes: AtomicU64,
     pub net_output_bytes: AtomicU64,
@@ -201,6 +203,7 @@ impl Stats {
             rejected_connections: AtomicU64::new(0),
             rejected_protected: AtomicU64::new(0),
             rejected_metrics: AtomicU64::new(0),
+            rejected_rls: AtomicU64::new(0),
             commands_processed: AtomicU64::new(0),
             net_input_bytes: AtomicU64::new(0),
             net_output_bytes: AtomicU64::new(0),

@@ -26,6 +26,21 @@ pub fn prefetch<T>(r: &T) {
     let _ = p;
 }
 
+/// Bytes as Redis's `bytesToHuman` prints them.
+pub fn human_bytes(n: u64) -> String {
+    let n = n as f64;
+    const K: f64 = 1024.0;
+    if n < K {
+        format!("{n}B")
+    } else if n < K * K {
+        format!("{:.2}K", n / K)
+    } else if n < K * K * K {
+        format!("{:.2}M", n / (K * K))
+    } else {
+        format!("{:.2}G", n / (K * K * K))
+    }
+}
+
 /// Parses an integer exactly as Redis's `string2ll` does: an optional `-`,
 /// then digits with no leading zero (but "0" itself), no `+`, no spaces,
 /// within `i64`. Anything else is `None`, never a panic or a wrap.

@@ -8,6 +8,9 @@ use std::path::{Path, PathBuf};
 use turnstile::limiter::Algorithm;
 use turnstile::policy::{self, Action, PolicySet, Unit};
 
+/// `--policies-max-file-size`'s default.
+const CAP: u64 = 4 << 20;
+
 fn fixture(name: &str) -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR"))
         .join("tests/policies/envoy")
@@ -15,11 +18,12 @@ fn fixture(name: &str) -> PathBuf {
 }
 
 fn load(name: &str) -> PolicySet {
-    policy::load(&fixture(name), &PolicySet::default(), 1_000).unwrap_or_else(|e| panic!("{e}"))
+    policy::load(&fixture(name), &PolicySet::default(), 1_000, CAP)
+        .unwrap_or_else(|e| panic!("{e}"))
 }
 
 fn load_err(name: &str) -> String {
-    policy::load(&fixture(name), &PolicySet::default(), 1_000)
+    policy::load(&fixture(name), &PolicySet::default(), 1_000, CAP)
         .expect_err(name)
         .to_string()
 }
@@ -236,7 +240,7 @@ fn two_files_with_one_domain_are_refused() {
     for name in ["merge_domain_key1.yaml", "merge_domain_key2.yaml"] {
         std::fs::copy(fixture(name), dir.join(name)).unwrap();
     }
-    let err = policy::load(&dir, &PolicySet::default(), 0)
+    let err = policy::load(&dir, &PolicySet::default(), 0, CAP)
         .unwrap_err()
         .to_string();
     assert!(err.contains("duplicate domain 'test-domain'"), "{err}");
@@ -366,4 +370,153 @@ fn near_limit_counts_hits_past_eighty_percent() {
     }
     s.record(1, true, true, 10, 10);
     assert_eq!(s.read(), [5, 1, 2, 4, 1]);
+}
+
+/// `n` descriptors with a limit each, one a line (about 60 bytes each),
+/// the last a copy of descriptor `dup` if given.
+fn many_descriptors(n: usize, dup: Option<usize>) -> String {
+    use std::fmt::Write;
+    let mut text = String::from("domain: big\ndescriptors:\n");
+    for i in 0..n {
+        let v = match dup {
+            Some(d) if i == n - 1 => d,
+            _ => i,
+        };
+        writeln!(
+            text,
+            "  - {{key: k, value: v{v}, rate_limit: {{unit: second, requests_per_unit: 5}}}}"
+        )
+        .unwrap();
+    }
+    text
+}
+
+/// Loads `text` as file `name` on its own thread; a load that has not
+/// finished in two minutes fails the test instead of hanging it (the
+/// quadratic check took hours here for 200,000 descriptors).
+fn load_text_bounded(name: &str, text: &str) -> Result<PolicySet, String> {
+    let dir = tempdir(name);
+    let path = dir.join(format!("{name}.yaml"));
+    std::fs::write(&path, text).unwrap();
+    let (tx, rx) = std::sync::mpsc::channel();
+    std::thread::spawn(move || {
+        let r = policy::load(&path, &PolicySet::default(), 0, 64 << 20);
+        let _ = tx.send(r.map_err(|e| e.to_string()));
+    });
+    rx.recv_timeout(std::time::Duration::from_secs(120))
+        .unwrap_or_else(|_| panic!("{name}: not loaded within two minutes"))
+}
+
+/// Duplicates are found by hashing each level's keys, not by comparing
+/// every pair: 200,000 descriptors load, and a duplicate among them is
+/// still named. (Times on the release build are in docs/reliability.md.)
+#[test]
+fn two_hundred_thousand_descriptors_load_and_a_duplicate_is_named() {
+    let set = load_text_bounded("many", &many_descriptors(200_000, None)).unwrap();
+    assert_eq!(set.len(), 200_000);
+    let mut key = Vec::new();
+    let found = set.resolve(b"big", &[(b"k", b"v199999")], &mut key);
+    assert_eq!(found.map(|m| m.policy.name.as_str()), Some("big.k_v199999"));
+    let err = load_text_bounded("many-dup", &many_descriptors(200_000, Some(150_000))).unwrap_err();
+    assert!(
+        err.contains("duplicate descriptor composite key 'k_v150000'"),
+        "{err}"
+    );
+    // Same key, one with a value and one without: not duplicates.
+    let text = "domain: d\ndescriptors:\n  - key: a\n  - key: a\n    value: x\n  - key: b\n";
+    assert!(policy::from_texts(&[("f.yaml", text)], &PolicySet::default(), 0).is_ok());
+    let text = "domain: d\ndescriptors:\n  - key: a\n  - key: b\n  - key: a\n";
+    let err = policy::from_texts(&[("f.yaml", text)], &PolicySet::default(), 0)
+        .unwrap_err()
+        .to_string();
+    assert!(
+        err.contains("duplicate descriptor composite key 'a'"),
+        "{err}"
+    );
+}
+
+/// A file over `--policies-max-file-size` is refused, naming its size and
+/// the cap, and is not read past the cap.
+#[test]
+fn a_file_over_the_cap_is_refused_naming_sizes() {
+    let dir = tempdir("cap");
+    let path = dir.join("big.yaml");
+    let text = many_descriptors(100, None);
+    std::fs::write(&path, &text).unwrap();
+    let size = text.len() as u64;
+    let err = policy::load(&path, &PolicySet::default(), 0, 1024)
+        .unwrap_err()
+        .to_string();
+    let human = format!("{:.2}K", size as f64 / 1024.0);
+    assert!(
+        err.contains(&format!(
+            "policy file big.yaml is {human}, over the cap of 1.00K (--policies-max-file-size)"
+        )),
+        "{err}"
+    );
+    assert!(err.starts_with(&path.display().to_string()), "{err}");
+    // At the cap exactly, it loads.
+    assert_eq!(
+        policy::load(&path, &PolicySet::default(), 0, size)
+            .unwrap()
+            .len(),
+        100
+    );
+    // A path with no end (a device) is refused at the cap, not read
+    // for ever.
+    let err = policy::load(Path::new("/dev/zero"), &PolicySet::default(), 0, 1 << 20)
+        .unwrap_err()
+        .to_string();
+    assert!(err.contains("over the cap of 1.00M"), "{err}");
+}
+
+/// Nesting past 64 levels is refused before the YAML parser sees it
+/// (libyaml's scanner is quadratic in flow depth: 80 KB of `[` took 3.6 s),
+/// flow or block, with where it happens; quoted brackets and comments do
+/// not count, and real files nest well within.
+#[test]
+fn deep_nesting_is_refused_before_parsing() {
+    let deep = [
+        ("flow", "[".repeat(80_000), 1),
+        (
+            "flow-map",
+            format!("domain: d\ndescriptors: {}", "{a: ".repeat(40_000)),
+            2,
+        ),
+        ("block-dashes", format!("{}x\n", "- ".repeat(40_000)), 1),
+        (
+            "block-indent",
+            (0..100)
+                .map(|i| format!("{}k{i}:\n", " ".repeat(i)))
+                .collect::<String>(),
+            65,
+        ),
+    ];
+    for (name, text, line) in deep {
+        let err = policy::from_texts(&[("n.yaml", &text)], &PolicySet::default(), 0).unwrap_err();
+        assert_eq!(err.reason, "nested deeper than 64 levels", "{name}");
+        assert_eq!(err.line, Some(line), "{name}");
+    }
+    // Descriptors nested 30 deep (61 YAML levels with the root) load.
+    let nested = |levels: usize| {
+        let mut text = String::from("domain: d\ndescriptors:\n");
+        for i in 0..levels {
+            let pad = "  ".repeat(2 * i);
+            text += &format!("{pad}- key: k{i}\n{pad}  rate_limit: {{unit: second, requests_per_unit: 1}}\n{pad}  descriptors:\n");
+        }
+        text += &format!("{}- key: last\n", "  ".repeat(2 * levels));
+        text
+    };
+    let set = policy::from_texts(&[("ok.yaml", &nested(30))], &PolicySet::default(), 0).unwrap();
+    assert_eq!(set.len(), 30);
+    let err =
+        policy::from_texts(&[("deep.yaml", &nested(40))], &PolicySet::default(), 0).unwrap_err();
+    assert_eq!(err.reason, "nested deeper than 64 levels");
+    // Brackets in quotes, comments and block scalars are text.
+    let text = format!(
+        "domain: d # {open}\ndescriptors:\n  - key: '{open}'\n    value: \"{open}\\\"\"\n    metadata: |\n      {open}\n",
+        open = "[".repeat(200)
+    );
+    let set = policy::from_texts(&[("q.yaml", &text)], &PolicySet::default(), 0).unwrap();
+    assert_eq!(set.domains(), 1);
 }

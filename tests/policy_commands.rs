@@ -413,3 +413,86 @@ async fn rl_check_is_refused_in_transactions_and_scripts() {
     assert!(e.contains("not allowed from script"), "{e}");
     srv.shutdown().await;
 }
+
+/// `RL.POLICY RELOAD` reads the files on the reload thread: with one
+/// async worker, a client's PING is answered while a large file is still
+/// being read (it used to wait for the whole load: 22.6 s behind a
+/// 60,000-descriptor file on the release build), and the reload's own
+/// reply comes when the load is done. Refused inside MULTI, where the
+/// connection cannot wait.
+#[tokio::test(flavor = "multi_thread", worker_threads = 1)]
+async fn reload_holds_no_worker() {
+    use std::fmt::Write;
+    let mut big = String::from("domain: edge\ndescriptors:\n");
+    for i in 0..100_000 {
+        writeln!(
+            big,
+            "  - {{key: k, value: v{i}, rate_limit: {{unit: second, requests_per_unit: 5}}}}"
+        )
+        .unwrap();
+    }
+    let dir = policy_dir("no-worker", CONFIG);
+    let srv = Server::start_with(|c| {
+        c.policies = Some(dir.clone());
+        c.policies_max_file_size = 64 << 20;
+    })
+    .await;
+    std::fs::write(dir.join("edge.yaml"), &big).unwrap();
+    let mut admin = srv.client().await;
+    let mut other = srv.client().await;
+    let reload = tokio::spawn(async move {
+        let r: redis::RedisResult<String> = redis::cmd("RL.POLICY")
+            .arg("RELOAD")
+            .query_async(&mut admin)
+            .await;
+        r
+    });
+    // Wait until the load is under way (the watcher may have started one
+    // first: any load counts), then ask for PING.
+    eventually("a reload in progress", || {
+        srv.state().policies.is_reloading()
+    })
+    .await;
+    assert_pong(&mut other).await;
+    assert!(
+        !reload.is_finished(),
+        "PING waited for the policy load (or the load was too quick to tell)"
+    );
+    assert_eq!(reload.await.unwrap().unwrap(), "OK");
+    let get: Value = q(&mut other, &["RL.POLICY", "GET", "edge.k_v99999"]).await;
+    assert!(!matches!(get, Value::Nil), "the big file is in force");
+    // In a transaction it is refused, and the transaction goes on.
+    let mut raw = srv.raw().await;
+    assert_eq!(raw.call(&["MULTI"]).await, "+OK\r\n");
+    assert_eq!(
+        raw.call(&["RL.POLICY", "RELOAD"]).await,
+        "-ERR Command not allowed inside a transaction\r\n"
+    );
+    srv.shutdown().await;
+}
+
+/// A file over `--policies-max-file-size` (CONFIG SET lowers it live) is
+/// refused by RL.POLICY RELOAD naming both sizes; the set in force stays.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn reload_refuses_a_file_over_the_cap() {
+    let dir = policy_dir("cap", CONFIG);
+    let srv = Server::start_with(|c| c.policies = Some(dir.clone())).await;
+    let mut con = srv.client().await;
+    let _: String = q(
+        &mut con,
+        &["CONFIG", "SET", "policies-max-file-size", "100"],
+    )
+    .await;
+    let e = q_err(&mut con, &["RL.POLICY", "RELOAD"]).await;
+    assert!(
+        e.contains(&format!(
+            "policy file edge.yaml is {}B, over the cap of 100B (--policies-max-file-size)",
+            CONFIG.len()
+        )),
+        "{e}"
+    );
+    let list: Value = q(&mut con, &["RL.POLICY", "LIST"]).await;
+    let Value::Array(items) = &list else { panic!() };
+    assert_eq!(items.len(), 4);
+    srv.shutdown().await;
+}

@@ -495,3 +495,173 @@ async fn policy_counters_survive_a_restart_through_the_snapshot() {
     b.shutdown().await;
     std::fs::remove_dir_all(&dir).unwrap();
 }
+
+/// A server with the example policies and `--rls-port 0`, its settings
+/// tweaked by `tweak`; the rate limit service's address.
+async fn start_bounded(
+    name: &str,
+    tweak: impl FnOnce(&mut turnstile::config::Config),
+) -> (Server, std::net::SocketAddr) {
+    let dir = std::env::temp_dir().join(format!("turnstile-rls-{name}-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(&dir).unwrap();
+    std::fs::write(dir.join("example.yaml"), EXAMPLE).unwrap();
+    let srv = Server::start_with(|c| {
+        c.policies = Some(dir);
+        c.rls_port = Some(0);
+        tweak(c);
+    })
+    .await;
+    let addr = srv.handle().rls_addr().expect("--rls-port serves");
+    (srv, addr)
+}
+
+/// The HTTP/2 connection preface and an empty SETTINGS frame: what a
+/// client sends first.
+const PREFACE: &[u8] = b"PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n\0\0\0\x04\0\0\0\0\0";
+
+/// Reads until the server closes `s`; whether it did within `limit`.
+async fn closed_within(s: &mut tokio::net::TcpStream, limit: std::time::Duration) -> bool {
+    let mut buf = [0u8; 4096];
+    tokio::time::timeout(limit, async {
+        loop {
+            match s.read(&mut buf).await {
+                Ok(0) | Err(_) => return,
+                Ok(_) => {}
+            }
+        }
+    })
+    .await
+    .is_ok()
+}
+
+/// One decision through a fresh gRPC connection: the service still
+/// answers.
+async fn answers(addr: std::net::SocketAddr) -> bool {
+    let Ok(mut c) = RateLimitServiceClient::connect(format!("http://{addr}")).await else {
+        return false;
+    };
+    let r = request("rl", vec![descriptor(&[("source_cluster", "proxy")])]);
+    c.should_rate_limit(r).await.is_ok()
+}
+
+/// A connection that never sends the HTTP/2 preface, or only part of it,
+/// is closed after `--rls-handshake-timeout` (1,100 such connections used
+/// to stay open for good and took the descriptors Redis clients needed);
+/// a real client is served meanwhile.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_connection_without_the_preface_is_closed() {
+    let (srv, addr) = start_bounded("handshake", |c| c.rls_handshake_timeout = 200).await;
+    let mut silent = tokio::net::TcpStream::connect(addr).await.unwrap();
+    let mut partial = tokio::net::TcpStream::connect(addr).await.unwrap();
+    partial.write_all(&PREFACE[..10]).await.unwrap();
+    assert!(answers(addr).await);
+    assert!(
+        closed_within(&mut silent, IO_TIMEOUT).await,
+        "silent one kept"
+    );
+    assert!(
+        closed_within(&mut partial, IO_TIMEOUT).await,
+        "partial one kept"
+    );
+    srv.shutdown().await;
+}
+
+/// After the preface, a connection silent for `--rls-idle-timeout` is
+/// closed.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_silent_connection_is_closed_after_the_idle_timeout() {
+    let (srv, addr) = start_bounded("idle", |c| {
+        c.rls_handshake_timeout = 60_000;
+        c.rls_idle_timeout = 300;
+    })
+    .await;
+    let mut s = tokio::net::TcpStream::connect(addr).await.unwrap();
+    s.write_all(PREFACE).await.unwrap();
+    assert!(closed_within(&mut s, IO_TIMEOUT).await, "idle one kept");
+    assert!(answers(addr).await);
+    srv.shutdown().await;
+}
+
+/// Past `--rls-maxclients`, a new connection is closed on accept and
+/// counted under `reason="rls_maxclients"`; once the others go, clients
+/// are served again, and `CONFIG SET rls-maxclients` moves the cap.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn connections_past_the_cap_are_closed() {
+    let (srv, addr) = start_bounded("cap", |c| {
+        c.rls_maxclients = 4;
+        c.rls_handshake_timeout = 60_000;
+    })
+    .await;
+    let mut held = Vec::new();
+    for _ in 0..4 {
+        held.push(tokio::net::TcpStream::connect(addr).await.unwrap());
+    }
+    // The handshake timeout is a minute: a close now is the cap's.
+    let mut extra = tokio::net::TcpStream::connect(addr).await.unwrap();
+    assert!(
+        closed_within(&mut extra, IO_TIMEOUT).await,
+        "over the cap, kept"
+    );
+    let metrics = srv.handle().metrics_addr().unwrap();
+    let (_, m) = http(metrics, "GET", "/metrics", "").await;
+    let line = m
+        .lines()
+        .find(|l| l.starts_with("turnstile_connections_rejected_total{reason=\"rls_maxclients\"}"))
+        .unwrap_or_else(|| panic!("no rls_maxclients series:\n{m}"));
+    let n: f64 = line.rsplit(' ').next().unwrap().parse().unwrap();
+    assert!(n >= 1.0, "{line}");
+    // One more slot: a client is served while the four are held.
+    let mut con = srv.client().await;
+    let _: String = q(&mut con, &["CONFIG", "SET", "rls-maxclients", "5"]).await;
+    assert!(answers(addr).await);
+    drop(held);
+    let deadline = std::time::Instant::now() + IO_TIMEOUT;
+    while !answers(addr).await {
+        assert!(std::time::Instant::now() < deadline, "not served again");
+    }
+    srv.shutdown().await;
+}
+
+/// A message over `--rls-max-message-size` is refused (gRPC OUT_OF_RANGE)
+/// without being decoded; the connection goes on serving.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_message_over_the_cap_is_refused() {
+    let (srv, addr) = start_bounded("message", |c| c.rls_max_message_size = 1024).await;
+    let mut c = RateLimitServiceClient::connect(format!("http://{addr}"))
+        .await
+        .unwrap();
+    let big = "x".repeat(2_000);
+    let r = request("rl", vec![descriptor(&[("source_cluster", big.as_str())])]);
+    let e = c.should_rate_limit(r).await.unwrap_err();
+    assert_eq!(e.code(), tonic::Code::OutOfRange, "{e:?}");
+    assert!(e.message().contains("the limit is: 1024 bytes"), "{e:?}");
+    let r = request("rl", vec![descriptor(&[("source_cluster", "proxy")])]);
+    assert!(c.should_rate_limit(r).await.is_ok());
+    srv.shutdown().await;
+}
+
+/// The server's SETTINGS frame advertises `--rls-max-concurrent-streams`.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_stream_cap_is_advertised() {
+    let (srv, addr) = start_bounded("streams", |c| c.rls_max_concurrent_streams = 7).await;
+    let mut s = tokio::net::TcpStream::connect(addr).await.unwrap();
+    s.write_all(PREFACE).await.unwrap();
+    // The server's first frame is its SETTINGS: 9-byte header, then
+    // 6-byte (id, value) pairs; SETTINGS_MAX_CONCURRENT_STREAMS is 3.
+    let mut head = [0u8; 9];
+    tokio::time::timeout(IO_TIMEOUT, s.read_exact(&mut head))
+        .await
+        .unwrap()
+        .unwrap();
+    assert_eq!(head[3], 4, "a SETTINGS frame first: {head:?}");
+    let len = u32::from_be_bytes([0, head[0], head[1], head[2]]) as usize;
+    let mut body = vec![0u8; len];
+    s.read_exact(&mut body).await.unwrap();
+    let streams = body
+        .chunks(6)
+        .find(|p| u16::from_be_bytes([p[0], p[1]]) == 3)
+        .map(|p| u32::from_be_bytes([p[2], p[3], p[4], p[5]]));
+    assert_eq!(streams, Some(7));
+    srv.shutdown().await;
+}

@@ -106,6 +106,15 @@ const PARAMS: &[Param] = &[
         kind: Kind::Policy,
     },
     Param {
+        name: "policies-max-file-size",
+        kind: Kind::Number {
+            field: |s| &s.policies_max_file_size,
+            memory: true,
+            min: 1,
+            max: i64::MAX,
+        },
+    },
+    Param {
         name: "port",
         kind: Kind::ReadOnly(|s| s.addr.port().to_string()),
     },
@@ -163,6 +172,41 @@ const PARAMS: &[Param] = &[
     Param {
         name: "requirepass",
         kind: Kind::Password,
+    },
+    Param {
+        name: "rls-handshake-timeout",
+        kind: Kind::Number {
+            field: |s| &s.rls_handshake_timeout_ms,
+            memory: false,
+            min: 1,
+            max: i32::MAX as i64,
+        },
+    },
+    Param {
+        name: "rls-idle-timeout",
+        kind: Kind::Number {
+            field: |s| &s.rls_idle_timeout_ms,
+            memory: false,
+            min: 0,
+            max: i32::MAX as i64,
+        },
+    },
+    Param {
+        name: "rls-max-concurrent-streams",
+        kind: Kind::ReadOnly(|s| s.settings.rls_max_concurrent_streams.to_string()),
+    },
+    Param {
+        name: "rls-max-message-size",
+        kind: Kind::ReadOnly(|s| s.settings.rls_max_message_size.to_string()),
+    },
+    Param {
+        name: "rls-maxclients",
+        kind: Kind::Number {
+            field: |s| &s.rls_maxclients,
+            memory: false,
+            min: 1,
+            max: u32::MAX as i64,
+        },
     },
     Param {
         name: "save",

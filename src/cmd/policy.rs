@@ -6,6 +6,7 @@
 
 use super::args::is;
 use super::error::show;
+use super::session::Park;
 use super::{CmdError, Ctx};
 use crate::clock::Nanos;
 use crate::limiter::{Decision, LimitSpec};
@@ -373,12 +374,15 @@ pub fn get(ctx: &mut Ctx<'_>, req: &Request<'_>) -> Result<(), CmdError> {
 }
 
 /// `RL.POLICY RELOAD`: reads the files again; the new set replaces the
-/// old whole, or an error says why and the old stays.
+/// old whole, or an error says why and the old stays. The files are read
+/// on the reload thread: the connection parks until its ticket's load is
+/// done and replies then (`Park::PolicyReload`), so no worker waits.
 pub fn reload(ctx: &mut Ctx<'_>, _req: &Request<'_>) -> Result<(), CmdError> {
-    ctx.state
+    let ticket = ctx
+        .state
         .reload_policies()
         .map_err(|e| CmdError::err(e.to_string()))?;
-    ctx.out.ok();
+    ctx.session.parked = Some(Park::PolicyReload(ticket));
     Ok(())
 }
 

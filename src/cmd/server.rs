@@ -7,6 +7,7 @@ use super::args::is;
 use super::{CmdError, Ctx};
 use crate::protocol::Request;
 use crate::state::Stats;
+use crate::util::human_bytes;
 
 /// ```text
 /// DBSIZE
@@ -131,12 +132,12 @@ fn write_section(ctx: &Ctx<'_>, section: &str, t: &mut String) {
             write!(
                 t,
                 "# Memory\r\nused_memory:{used}\r\nused_memory_human:{}\r\nused_memory_rss:{rss}\r\nused_memory_rss_human:{}\r\nmaxmemory:{max}\r\nmaxmemory_human:{}\r\nmaxmemory_policy:{}\r\nmem_clients_normal:{}\r\nused_memory_lua:{lua}\r\nused_memory_lua_human:{}\r\nnumber_of_cached_scripts:{}\r\n",
-                human(used),
-                human(rss),
-                human(max as usize),
+                human_bytes(used as u64),
+                human_bytes(rss as u64),
+                human_bytes(max),
                 state.settings.policy().name(),
                 Stats::read(&stats.client_buffers),
-                human(lua),
+                human_bytes(lua as u64),
                 state.scripts.len(),
             )
         }
@@ -271,19 +272,4 @@ fn write_section(ctx: &Ctx<'_>, section: &str, t: &mut String) {
         }
         _ => Ok(()),
     };
-}
-
-/// Bytes as Redis's `bytesToHuman` prints them.
-fn human(n: usize) -> String {
-    let n = n as f64;
-    const K: f64 = 1024.0;
-    if n < K {
-        format!("{n}B")
-    } else if n < K * K {
-        format!("{:.2}K", n / K)
-    } else if n < K * K * K {
-        format!("{:.2}M", n / (K * K))
-    } else {
-        format!("{:.2}G", n / (K * K * K))
-    }
 }

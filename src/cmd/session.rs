@@ -68,6 +68,9 @@ pub enum Park {
         replicas: usize,
         timeout_ms: u64,
     },
+    /// `RL.POLICY RELOAD`: reply `+OK` or the error once the load that
+    /// answers this ticket is done.
+    PolicyReload(crate::policy::Ticket),
 }
 
 /// A replica's `REPLCONF listening-port` and `ip-address`.

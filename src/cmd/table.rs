@@ -105,7 +105,7 @@ static POLICY_SUBCOMMANDS: [CommandSpec; 4] = [
     cmd! { name: "get", arity: 3, flags: [LOADING | STALE], keys: NONE, group: "limiter", since: "0.2.0", complexity: "O(1)", summary: "Describes a policy in force: its limit, source, since when, and its stats.", handler: policy::get },
     cmd! { name: "key", arity: -5, flags: [LOADING | STALE], keys: NONE, group: "limiter", since: "0.2.0", complexity: "O(N) where N is the number of descriptor entries", summary: "Returns the counter key a descriptor's policy uses.", handler: policy::key },
     cmd! { name: "list", arity: 2, flags: [LOADING | STALE], keys: NONE, group: "limiter", since: "0.2.0", complexity: "O(N) where N is the number of policies", summary: "Lists the policies in force.", handler: policy::list },
-    cmd! { name: "reload", arity: 2, flags: [ADMIN | NOSCRIPT], keys: NONE, group: "limiter", since: "0.2.0", complexity: "O(N) where N is the size of the policy files", summary: "Reads the policy files again; a bad file changes nothing.", handler: policy::reload },
+    cmd! { name: "reload", arity: 2, flags: [ADMIN | NOSCRIPT | NO_MULTI], keys: NONE, group: "limiter", since: "0.2.0", complexity: "O(N) where N is the size of the policy files", summary: "Reads the policy files again; a bad file changes nothing.", handler: policy::reload },
 ];
 
 /// Every command, in alphabetical order.

@@ -525,15 +525,50 @@ pub fn files_of(path: &Path) -> Result<Vec<PathBuf>, LoadError> {
 }
 
 /// Reads and checks every file under `path` into a set; nothing is
-/// returned unless all of it is valid.
-pub fn load(path: &Path, previous: &PolicySet, now_ms: u64) -> Result<PolicySet, LoadError> {
+/// returned unless all of it is valid. A file over `max_file_size` bytes
+/// is refused unread past the cap (a FIFO or a device named as the path
+/// included).
+pub fn load(
+    path: &Path,
+    previous: &PolicySet,
+    now_ms: u64,
+    max_file_size: u64,
+) -> Result<PolicySet, LoadError> {
     let mut texts = Vec::new();
     for p in files_of(path)? {
-        let text =
-            std::fs::read_to_string(&p).map_err(|e| LoadError::at(&p, None, e.to_string()))?;
-        texts.push((p, text));
+        texts.push((p.clone(), read_capped(&p, max_file_size)?));
     }
     parse_all(texts, previous, now_ms)
+}
+
+/// A file's text, refused if it is over `cap` bytes.
+fn read_capped(path: &Path, cap: u64) -> Result<String, LoadError> {
+    use std::io::Read;
+    let io = |e: std::io::Error| LoadError::at(path, None, e.to_string());
+    let file = std::fs::File::open(path).map_err(io)?;
+    let size = file.metadata().map_err(io)?.len();
+    let mut bytes = Vec::new();
+    file.take(cap.saturating_add(1))
+        .read_to_end(&mut bytes)
+        .map_err(io)?;
+    if bytes.len() as u64 > cap {
+        let size = size.max(bytes.len() as u64);
+        return Err(LoadError::at(
+            path,
+            None,
+            format!(
+                "policy file {} is {}, over the cap of {} (--policies-max-file-size)",
+                path.file_name().map_or_else(
+                    || path.display().to_string(),
+                    |n| n.to_string_lossy().into_owned()
+                ),
+                crate::util::human_bytes(size),
+                crate::util::human_bytes(cap),
+            ),
+        ));
+    }
+    String::from_utf8(bytes)
+        .map_err(|_| LoadError::at(path, None, "stream did not contain valid UTF-8".into()))
 }
 
 /// Parses policies from text, each named as if it were a file (tests).
@@ -583,6 +618,12 @@ pub struct ReloadStatus {
 
 /// The policies in force and their reloading: the service the command
 /// layer, the rate limit service and the watcher share.
+///
+/// Reloads run on a thread of their own, never on an async worker (a
+/// 60,000-descriptor file held one for seconds), and requests made while
+/// one runs are coalesced: `RL.POLICY RELOAD`, SIGHUP and the watcher each
+/// take a ticket, and the next load, which starts after every ticket taken
+/// so far, answers them all.
 #[derive(Debug)]
 pub struct Policies {
     path: Option<PathBuf>,
@@ -590,6 +631,9 @@ pub struct Policies {
     /// One reload at a time, so two cannot both build from the same
     /// previous set and the later lose the earlier's carried-over stats.
     reloading: Mutex<()>,
+    queue: Mutex<Queue>,
+    /// The last load's ticket and outcome, for those waiting on theirs.
+    outcome: tokio::sync::watch::Sender<Outcome>,
     /// `--policies-shadow`: every policy reports but never denies.
     pub shadow_all: AtomicBool,
     status: Mutex<ReloadStatus>,
@@ -597,15 +641,45 @@ pub struct Policies {
     pub reloads_failed: AtomicU64,
 }
 
+/// Reload requests not yet served.
+#[derive(Debug, Default)]
+struct Queue {
+    /// Tickets handed out so far (the last one's number).
+    tickets: u64,
+    /// What the latest request asks the next load to use, if one is due.
+    due: Option<LoadArgs>,
+    /// The reload thread is running.
+    running: bool,
+}
+
+/// What a load reads with: the server time to stamp it with, and
+/// `--policies-max-file-size` as it is when the reload is asked for.
+#[derive(Debug, Clone, Copy)]
+pub struct LoadArgs {
+    pub now_ms: u64,
+    pub max_file_size: u64,
+}
+
+/// A reload request's place in line: it is answered by the first load
+/// whose ticket is at least this.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Ticket(u64);
+
+#[derive(Debug, Clone)]
+struct Outcome {
+    ticket: u64,
+    result: Result<usize, ReloadError>,
+}
+
 impl Policies {
     /// Loads `path` (if any) at start; a bad file is an error then.
     pub fn new(
         path: Option<PathBuf>,
         shadow_all: bool,
-        now_ms: u64,
+        args: LoadArgs,
     ) -> Result<Policies, LoadError> {
         let set = match &path {
-            Some(p) => load(p, &PolicySet::default(), now_ms)?,
+            Some(p) => load(p, &PolicySet::default(), args.now_ms, args.max_file_size)?,
             None => PolicySet::default(),
         };
         let ok = path.is_some();
@@ -613,9 +687,14 @@ impl Policies {
             path,
             current: ArcSwap::from_pointee(set),
             reloading: Mutex::new(()),
+            queue: Mutex::new(Queue::default()),
+            outcome: tokio::sync::watch::Sender::new(Outcome {
+                ticket: 0,
+                result: Ok(0),
+            }),
             shadow_all: AtomicBool::new(shadow_all),
             status: Mutex::new(ReloadStatus {
-                last_ok_ms: if ok { now_ms } else { 0 },
+                last_ok_ms: if ok { args.now_ms } else { 0 },
                 last_error: None,
             }),
             reloads_ok: AtomicU64::new(ok as u64),
@@ -626,7 +705,11 @@ impl Policies {
     /// No policy path: `RL.CHECK` finds nothing, `RL.POLICY RELOAD`
     /// says why.
     pub fn empty(shadow_all: bool) -> Policies {
-        Policies::new(None, shadow_all, 0).expect("nothing to load")
+        let args = LoadArgs {
+            now_ms: 0,
+            max_file_size: 0,
+        };
+        Policies::new(None, shadow_all, args).expect("nothing to load")
     }
 
     pub fn path(&self) -> Option<&Path> {
@@ -646,19 +729,87 @@ impl Policies {
         self.status.lock().clone()
     }
 
+    /// Whether the reload thread is running (a load under way or due).
+    pub fn is_reloading(&self) -> bool {
+        self.queue.lock().running
+    }
+
+    /// Asks for a reload on the reload thread (started if it is not
+    /// running) and returns at once; [`Policies::reloaded`] waits for its
+    /// outcome, which is also logged and counted.
+    pub fn request_reload(self: &Arc<Self>, args: LoadArgs) -> Result<Ticket, ReloadError> {
+        if self.path.is_none() {
+            return Err(ReloadError::NoPath);
+        }
+        let mut q = self.queue.lock();
+        q.tickets += 1;
+        let ticket = Ticket(q.tickets);
+        q.due = Some(args);
+        if !q.running {
+            let me = self.clone();
+            let spawned = std::thread::Builder::new()
+                .name("policy-reload".into())
+                .spawn(move || me.serve_requests());
+            if let Err(e) = spawned {
+                q.due = None;
+                let e = ReloadError::Thread(e.to_string());
+                self.outcome.send_replace(Outcome {
+                    ticket: ticket.0,
+                    result: Err(e.clone()),
+                });
+                return Err(e);
+            }
+            q.running = true;
+        }
+        Ok(ticket)
+    }
+
+    /// The reload thread: loads while requests are due, one load for all
+    /// the requests made before it starts.
+    fn serve_requests(&self) {
+        loop {
+            let (ticket, args) = {
+                let mut q = self.queue.lock();
+                match q.due.take() {
+                    Some(args) => (q.tickets, args),
+                    None => {
+                        q.running = false;
+                        return;
+                    }
+                }
+            };
+            let result = self.reload(args);
+            self.outcome.send_replace(Outcome { ticket, result });
+        }
+    }
+
+    /// The outcome of the load that answers `ticket`: how many policies
+    /// are in force, or why the files were refused.
+    pub async fn reloaded(&self, ticket: Ticket) -> Result<usize, ReloadError> {
+        let mut rx = self.outcome.subscribe();
+        let outcome = rx.wait_for(|o| o.ticket >= ticket.0).await;
+        match outcome {
+            Ok(o) => o.result.clone(),
+            // The sender lives as long as `self`.
+            Err(_) => Err(ReloadError::Thread("the reload thread is gone".into())),
+        }
+    }
+
     /// Reads every file again and swaps the new set in whole, or keeps the
     /// set in force and reports why not. Returns the policies now loaded.
-    pub fn reload(&self, now_ms: u64) -> Result<usize, ReloadError> {
+    /// Runs on the calling thread: servers go through
+    /// [`Policies::request_reload`].
+    pub fn reload(&self, args: LoadArgs) -> Result<usize, ReloadError> {
         let path = self.path.as_deref().ok_or(ReloadError::NoPath)?;
         let _one = self.reloading.lock();
         let previous = self.current.load_full();
-        match load(path, &previous, now_ms) {
+        match load(path, &previous, args.now_ms, args.max_file_size) {
             Ok(set) => {
                 let n = set.len();
                 self.current.store(Arc::new(set));
                 self.reloads_ok.fetch_add(1, Ordering::Relaxed);
                 *self.status.lock() = ReloadStatus {
-                    last_ok_ms: now_ms,
+                    last_ok_ms: args.now_ms,
                     last_error: None,
                 };
                 tracing::info!(path = %path.display(), policies = n, "policies reloaded");
@@ -680,4 +831,72 @@ pub enum ReloadError {
     NoPath,
     #[error("{0}")]
     Invalid(LoadError),
+    #[error("cannot start the policy reload thread: {0}")]
+    Thread(String),
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn args() -> LoadArgs {
+        LoadArgs {
+            now_ms: 5,
+            max_file_size: 1 << 20,
+        }
+    }
+
+    /// Requests made while a reload runs are answered by one more load,
+    /// not one each, and each gets the outcome of a load that started
+    /// after it asked.
+    #[tokio::test]
+    async fn reload_requests_coalesce() {
+        let dir = std::env::temp_dir().join(format!("turnstile-coalesce-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&dir);
+        std::fs::create_dir_all(&dir).unwrap();
+        let file = dir.join("p.yaml");
+        let v = |n: u32| {
+            format!("domain: d\ndescriptors:\n  - key: k\n    rate_limit: {{unit: second, requests_per_unit: {n}}}\n")
+        };
+        std::fs::write(&file, v(1)).unwrap();
+        let p = Arc::new(Policies::new(Some(file.clone()), false, args()).unwrap());
+        let loads =
+            || p.reloads_ok.load(Ordering::Relaxed) + p.reloads_failed.load(Ordering::Relaxed);
+        let before = loads();
+        // Hold the reload lock: the first request's load waits on it.
+        let held = p.reloading.lock();
+        let first = p.request_reload(args()).unwrap();
+        let tickets: Vec<Ticket> = (0..50).map(|_| p.request_reload(args()).unwrap()).collect();
+        std::fs::write(&file, v(7)).unwrap();
+        let last = p.request_reload(args()).unwrap();
+        drop(held);
+        assert_eq!(p.reloaded(first).await, Ok(1));
+        for t in tickets {
+            assert_eq!(p.reloaded(t).await, Ok(1));
+        }
+        assert_eq!(p.reloaded(last).await, Ok(1));
+        // The first load, and at most one for the 51 requests after it.
+        let ran = loads() - before;
+        assert!((1..=2).contains(&ran), "{ran} loads for 52 requests");
+        // The last request saw the file as written before it.
+        let set = p.current();
+        let Action::Limit(spec) = set.iter().next().unwrap().def.action else {
+            panic!("a limit")
+        };
+        assert_eq!(spec.params.limit(), 7);
+        drop(set);
+        // Once idle, a new request starts a new load.
+        std::fs::write(&file, "domain: [").unwrap();
+        let t = p.request_reload(args()).unwrap();
+        let err = p.reloaded(t).await.unwrap_err().to_string();
+        assert!(err.contains("p.yaml"), "{err}");
+        assert_eq!(loads() - before, ran + 1);
+        let _ = std::fs::remove_dir_all(&dir);
+    }
+
+    #[test]
+    fn no_path_is_refused_at_once() {
+        let p = Arc::new(Policies::empty(false));
+        assert_eq!(p.request_reload(args()), Err(ReloadError::NoPath));
+    }
 }

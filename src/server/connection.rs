@@ -191,6 +191,19 @@ async fn serve<S: AsyncRead + AsyncWrite + AsRawFd + Unpin>(
                                 Err(why) => return why,
                             }
                         }
+                        Some(Park::PolicyReload(ticket)) => {
+                            let outcome = stops
+                                .around(Wait::Read, state.policies.reloaded(ticket))
+                                .await;
+                            match outcome {
+                                Ok(Ok(_)) => out.ok(),
+                                Ok(Err(e)) => {
+                                    out.error(&format!("ERR {e}"));
+                                    session.stats.error_reply();
+                                }
+                                Err(why) => return why,
+                            }
+                        }
                         None => {}
                     }
                 }

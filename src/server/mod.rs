@@ -304,7 +304,7 @@ pub async fn start(config: &Config, clock: Arc<dyn Clock>) -> Result<ServerHandl
         let policies = crate::policy::Policies::new(
             Some(path.clone()),
             config.policies_shadow,
-            state.clock.now().as_millis(),
+            state.policy_load_args(),
         )?;
         let set = policies.current();
         tracing::info!(path = %path.display(), policies = set.len(), domains = set.domains(), "policies loaded");
@@ -320,6 +320,7 @@ pub async fn start(config: &Config, clock: Arc<dyn Clock>) -> Result<ServerHandl
         crate::policy::watch::start(
             state.upgrade().expect("held above").policies.clone(),
             move |_| {
+                // The outcome is logged by the reload itself.
                 if let Some(state) = state.upgrade() {
                     let _ = state.reload_policies();
                 }

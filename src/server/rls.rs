@@ -4,8 +4,21 @@
 //! gRPC health service beside it. The decision is `cmd::rls`'s; this
 //! module converts messages and maps a refusal to `UNAVAILABLE`, so
 //! Envoy's `failure_mode_deny` chooses what happens then.
+//!
+//! Bounded like the Redis port: at most `--rls-maxclients` connections
+//! (more are closed on accept and counted), the HTTP/2 preface within
+//! `--rls-handshake-timeout`, no silence longer than `--rls-idle-timeout`,
+//! messages up to `--rls-max-message-size` and
+//! `--rls-max-concurrent-streams` calls per connection. Without them,
+//! 1,100 connections that never sent a byte stayed open for good and took
+//! the descriptors Redis clients needed.
 
+use std::future::Future;
+use std::io;
+use std::pin::Pin;
+use std::sync::atomic::Ordering;
 use std::sync::Arc;
+use std::task::{ready, Context, Poll};
 use std::time::Duration;
 
 use envoy_types::pb::envoy::config::core::v3::HeaderValue;
@@ -16,8 +29,10 @@ use envoy_types::pb::envoy::service::ratelimit::v3::rate_limit_service_server::{
     RateLimitService, RateLimitServiceServer,
 };
 use envoy_types::pb::envoy::service::ratelimit::v3::{RateLimitRequest, RateLimitResponse};
-use tokio::net::TcpListener;
-use tokio::sync::watch;
+use tokio::io::{AsyncRead, AsyncWrite, ReadBuf};
+use tokio::net::{TcpListener, TcpStream};
+use tokio::sync::{watch, OwnedSemaphorePermit, Semaphore};
+use tokio::time::{Instant, Sleep};
 
 use crate::cmd::rls::{self, Code, Descriptor, Override};
 use crate::state::State;
@@ -26,10 +41,6 @@ use crate::stats::{Local, RlsOutcome};
 /// A request's whole budget: Envoy's own timeout for the call is 20 ms by
 /// default, so one that waits longer is answered by Envoy anyway.
 const REQUEST_TIMEOUT: Duration = Duration::from_secs(5);
-
-/// Streams one HTTP/2 connection may carry at once (Envoy multiplexes
-/// every rate limit call of a worker over one connection).
-const MAX_STREAMS: u32 = 1024;
 
 /// The service, as tonic calls it.
 pub struct Service {
@@ -154,8 +165,21 @@ pub async fn serve(
     health
         .set_serving::<RateLimitServiceServer<Service>>()
         .await;
-    let service = RateLimitServiceServer::new(Service { state, headers });
-    let incoming = tonic::transport::server::TcpIncoming::from(listener).with_nodelay(Some(true));
+    let settings = &state.settings;
+    let max_message = usize::try_from(settings.rls_max_message_size).unwrap_or(usize::MAX);
+    let streams = settings.rls_max_concurrent_streams;
+    let health_service = health_service.max_decoding_message_size(max_message);
+    let incoming = Incoming {
+        listener,
+        slots: Arc::new(Semaphore::new(
+            usize::try_from(settings.get(&settings.rls_maxclients)).unwrap_or(usize::MAX),
+        )),
+        cap: settings.get(&settings.rls_maxclients),
+        backoff: None,
+        state: state.clone(),
+    };
+    let service = RateLimitServiceServer::new(Service { state, headers })
+        .max_decoding_message_size(max_message);
     let stop = async move {
         let _ = shutdown.wait_for(|&stop| stop).await;
         health
@@ -164,13 +188,219 @@ pub async fn serve(
     };
     let served = tonic::transport::Server::builder()
         .timeout(REQUEST_TIMEOUT)
-        .max_concurrent_streams(MAX_STREAMS)
+        .max_concurrent_streams(streams)
         .add_service(health_service)
         .add_service(service)
         .serve_with_incoming_shutdown(incoming, stop)
         .await;
     if let Err(e) = served {
         tracing::error!("rate limit service stopped: {e}");
+    }
+}
+
+/// The listener's connections as tonic takes them, each holding a slot of
+/// `--rls-maxclients`: past the cap, a connection is closed on accept.
+struct Incoming {
+    listener: TcpListener,
+    slots: Arc<Semaphore>,
+    /// The slots `slots` was made with (at most `u32::MAX`, as the
+    /// setting is bounded, far under the semaphore's own limit); `CONFIG
+    /// SET rls-maxclients` moves the cap by adding or forgetting slots.
+    cap: u64,
+    /// After a failed accept (out of descriptors), a pause before the
+    /// next, instead of a busy loop.
+    backoff: Option<Pin<Box<Sleep>>>,
+    state: Arc<State>,
+}
+
+impl Incoming {
+    /// Follows `CONFIG SET rls-maxclients`: slots are added, or taken out
+    /// of use as they come free.
+    fn follow_cap(&mut self) {
+        let want = self.state.settings.get(&self.state.settings.rls_maxclients);
+        if want > self.cap {
+            let add = usize::try_from(want - self.cap).unwrap_or(usize::MAX);
+            self.slots.add_permits(add);
+            self.cap = want;
+        } else if want < self.cap {
+            let gone = usize::try_from(self.cap - want).unwrap_or(usize::MAX);
+            let taken = self.slots.forget_permits(gone);
+            self.cap -= taken as u64;
+        }
+    }
+}
+
+impl tokio_stream::Stream for Incoming {
+    type Item = io::Result<Guarded>;
+
+    fn poll_next(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Option<Self::Item>> {
+        loop {
+            if let Some(pause) = self.backoff.as_mut() {
+                ready!(pause.as_mut().poll(cx));
+                self.backoff = None;
+            }
+            let stream = match ready!(self.listener.poll_accept(cx)) {
+                Ok((stream, _)) => stream,
+                Err(e) => {
+                    tracing::warn!("rate limit service: accept failed: {e}");
+                    self.backoff = Some(Box::pin(tokio::time::sleep(Duration::from_millis(10))));
+                    continue;
+                }
+            };
+            self.follow_cap();
+            // Over the cap: closed at once (dropping the stream).
+            let Ok(slot) = self.slots.clone().try_acquire_owned() else {
+                self.state
+                    .stats
+                    .rejected_rls
+                    .fetch_add(1, Ordering::Relaxed);
+                continue;
+            };
+            let _ = stream.set_nodelay(true);
+            let settings = &self.state.settings;
+            let ms = |a| Duration::from_millis(settings.get(a));
+            let handshake = ms(&settings.rls_handshake_timeout_ms);
+            let idle = Some(ms(&settings.rls_idle_timeout_ms)).filter(|d| !d.is_zero());
+            return Poll::Ready(Some(Ok(Guarded::new(stream, slot, handshake, idle))));
+        }
+    }
+}
+
+/// The HTTP/2 connection preface every client sends first.
+const PREFACE_LEN: usize = b"PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n".len();
+
+/// A rate limit service connection: holds its slot of the cap until it
+/// is dropped, and fails its reads (which ends the connection) when the
+/// client has not sent the preface within the handshake timeout, or has
+/// sent nothing for the idle timeout.
+struct Guarded {
+    io: TcpStream,
+    _slot: OwnedSemaphorePermit,
+    /// Preface bytes not yet received.
+    preface_left: usize,
+    idle: Option<Duration>,
+    /// When a byte was last read.
+    heard: Instant,
+    /// When the silence runs out: the handshake's deadline, then the
+    /// idle one (moved forward lazily, when it fires, from `heard`).
+    deadline: Option<Pin<Box<Sleep>>>,
+}
+
+impl Guarded {
+    fn new(
+        io: TcpStream,
+        slot: OwnedSemaphorePermit,
+        handshake: Duration,
+        idle: Option<Duration>,
+    ) -> Guarded {
+        let now = Instant::now();
+        Guarded {
+            io,
+            _slot: slot,
+            preface_left: PREFACE_LEN,
+            idle,
+            heard: now,
+            deadline: Some(Box::pin(tokio::time::sleep_until(now + handshake))),
+        }
+    }
+
+    /// Whether the connection has been silent too long; if not, the
+    /// deadline is moved to the next moment it could be.
+    fn poll_silence(&mut self, cx: &mut Context<'_>) -> Poll<io::Error> {
+        loop {
+            let Some(deadline) = self.deadline.as_mut() else {
+                return Poll::Pending;
+            };
+            ready!(deadline.as_mut().poll(cx));
+            if self.preface_left > 0 {
+                return Poll::Ready(io::Error::new(
+                    io::ErrorKind::TimedOut,
+                    "no HTTP/2 preface within --rls-handshake-timeout",
+                ));
+            }
+            let Some(idle) = self.idle else {
+                self.deadline = None;
+                return Poll::Pending;
+            };
+            let due = self.heard + idle;
+            if due <= Instant::now() {
+                return Poll::Ready(io::Error::new(
+                    io::ErrorKind::TimedOut,
+                    "silent for --rls-idle-timeout",
+                ));
+            }
+            deadline.as_mut().reset(due);
+        }
+    }
+}
+
+impl AsyncRead for Guarded {
+    fn poll_read(
+        mut self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        buf: &mut ReadBuf<'_>,
+    ) -> Poll<io::Result<()>> {
+        let before = buf.filled().len();
+        match Pin::new(&mut self.io).poll_read(cx, buf) {
+            Poll::Ready(Ok(())) => {
+                let n = buf.filled().len() - before;
+                if n > 0 {
+                    self.heard = Instant::now();
+                    if self.preface_left > 0 {
+                        self.preface_left = self.preface_left.saturating_sub(n);
+                        if self.preface_left == 0 {
+                            // From the handshake's deadline to the idle one.
+                            let next = self.idle.map(|idle| self.heard + idle);
+                            match (next, self.deadline.as_mut()) {
+                                (Some(at), Some(d)) => d.as_mut().reset(at),
+                                _ => self.deadline = None,
+                            }
+                        }
+                    }
+                }
+                Poll::Ready(Ok(()))
+            }
+            Poll::Ready(Err(e)) => Poll::Ready(Err(e)),
+            Poll::Pending => self.poll_silence(cx).map(Err),
+        }
+    }
+}
+
+impl AsyncWrite for Guarded {
+    fn poll_write(
+        mut self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        buf: &[u8],
+    ) -> Poll<io::Result<usize>> {
+        Pin::new(&mut self.io).poll_write(cx, buf)
+    }
+
+    fn poll_write_vectored(
+        mut self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        bufs: &[io::IoSlice<'_>],
+    ) -> Poll<io::Result<usize>> {
+        Pin::new(&mut self.io).poll_write_vectored(cx, bufs)
+    }
+
+    fn is_write_vectored(&self) -> bool {
+        self.io.is_write_vectored()
+    }
+
+    fn poll_flush(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
+        Pin::new(&mut self.io).poll_flush(cx)
+    }
+
+    fn poll_shutdown(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
+        Pin::new(&mut self.io).poll_shutdown(cx)
+    }
+}
+
+impl tonic::transport::server::Connected for Guarded {
+    type ConnectInfo = tonic::transport::server::TcpConnectInfo;
+
+    fn connect_info(&self) -> Self::ConnectInfo {
+        self.io.connect_info()
     }
 }
 
