@@ -36,6 +36,17 @@ pub unsafe extern "C-unwind" fn redis_pcall(l: *mut ffi::lua_State) -> c_int {
     call(l, true)
 }
 
+// The frames that call into Lua (`call`, `push_reply` and the helpers
+// under them) hold only these, references and integers while they do: a
+// change that gives any of them a destructor fails to compile here instead
+// of being skipped by `longjmp` (tested under a heap that fails mid-reply:
+// `a_reply_past_the_heap_cap_fails_the_script_and_calls_go_on`).
+const _: () = {
+    assert!(!std::mem::needs_drop::<Step>());
+    assert!(!std::mem::needs_drop::<*const [u8]>());
+    assert!(!std::mem::needs_drop::<&mut CallCtx>());
+};
+
 /// What the command step decided, before anything goes back to Lua.
 enum Step {
     /// The reply is in `ctx.reply`.

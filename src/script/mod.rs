@@ -1254,6 +1254,66 @@ mod tests {
         assert!(engine.used_memory() < 16 << 20, "{}", engine.used_memory());
     }
 
+    /// A host whose `big` command answers more than a small Lua heap can
+    /// hold, and every other command `:5`.
+    struct BigReply;
+
+    impl Host for BigReply {
+        fn call(&mut self, req: &Request<'_>, _: Protocol, reply: &mut ReplyBuf) -> Call {
+            if req.arg(0) == b"big" {
+                reply.array(100_000);
+                // Distinct strings: Lua interns equal ones.
+                for i in 0..100_000 {
+                    reply.bulk(format!("{i:064}").as_bytes());
+                }
+            } else {
+                reply.int(5);
+            }
+            Call::default()
+        }
+        fn known(&mut self, _: &[u8]) -> bool {
+            true
+        }
+    }
+
+    /// Lua raises a memory error with `longjmp` out of the middle of
+    /// pushing a reply (`call.rs`), across the Rust frames of `redis.call`:
+    /// the script fails with the heap's error, and the state, its call
+    /// context and its buffers serve the next calls as before. (A frame
+    /// owning a value with `Drop` there would leak or corrupt it; the
+    /// frames' types are checked at compile time in `call.rs`.)
+    #[test]
+    fn a_reply_past_the_heap_cap_fails_the_script_and_calls_go_on() {
+        let engine = Engine::new(EngineConfig {
+            memory_limit: 4 << 20,
+            ..Default::default()
+        });
+        let run = |body: &str| {
+            let script = engine.prepare(body.as_bytes())?;
+            let mut out = ReplyBuf::default();
+            engine.reserve().run(
+                &script,
+                std::iter::empty(),
+                std::iter::empty(),
+                Protocol::Resp2,
+                &mut BigReply,
+                &mut out,
+            )?;
+            Ok::<_, ScriptError>(out.written_since(0).to_vec())
+        };
+        for _ in 0..3 {
+            assert_eq!(
+                run("return #redis.call('big')"),
+                Err(ScriptError::OutOfMemory)
+            );
+            assert_eq!(
+                run("return redis.call('small', 'a', 'b')").unwrap(),
+                b":5\r\n"
+            );
+        }
+        assert!(engine.used_memory() < 4 << 20, "{}", engine.used_memory());
+    }
+
     /// A thread that reserved a state gets one at once while every other
     /// state is held elsewhere: it never waits for a state once it may
     /// hold shards (see `Engine::reserve`).
