@@ -97,6 +97,10 @@ impl Harness {
                     Some(crate::cmd::session::Park::PolicyReload(_)) => {
                         self.out.error("ERR RL.POLICY RELOAD needs a server")
                     }
+                    // Nor a snapshot path: SAVE is refused before it parks.
+                    Some(crate::cmd::session::Park::Save) => {
+                        self.out.error("ERR SAVE needs a server")
+                    }
                     _ => self.out.error("ERR PSYNC needs a socket"),
                 },
                 Step::Drained => break,

@@ -46,7 +46,8 @@ pub struct State {
     /// The TLS port actually bound, with `--tls-port`.
     pub tls_port: Option<u16>,
     /// `--snapshot`: where and how often, and how the last one went.
-    pub persist: Option<crate::persist::Persist>,
+    /// Shared with `SAVE`'s blocking thread (`server/connection.rs`).
+    pub persist: Option<Arc<crate::persist::Persist>>,
     /// The Lua engine and its script cache, shared by every connection.
     pub scripts: crate::script::Engine,
     /// `--policies`: the named limits in force, and their reloading.
@@ -84,7 +85,7 @@ impl State {
             persist: config
                 .snapshot
                 .clone()
-                .map(|path| crate::persist::Persist::new(path, config.snapshot_interval)),
+                .map(|path| Arc::new(crate::persist::Persist::new(path, config.snapshot_interval))),
             scripts: crate::script::Engine::new(crate::script::EngineConfig {
                 busy_threshold: std::time::Duration::from_millis(config.lua_time_limit),
                 // One Lua state per worker thread, and one for a thread

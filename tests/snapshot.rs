@@ -637,3 +637,42 @@ async fn maxclients_fits_the_open_file_limit() {
     let got: Vec<String> = q(&mut c, &["CONFIG", "GET", "maxclients"]).await;
     assert_eq!(got, ["maxclients", "96"]);
 }
+
+/// `SAVE` writes on a blocking thread while its connection waits parked:
+/// with a single async worker, another client is answered while a
+/// snapshot of 200,000 keys is written (it used to wait for the whole
+/// walk and its `fsync`, which ran on the worker).
+#[tokio::test(flavor = "multi_thread", worker_threads = 1)]
+async fn save_holds_no_worker() {
+    use common::Raw;
+    let dir = temp_dir("snap-no-worker");
+    let path = dir.join("dump.tsnap");
+    let s = Server::start_with(with_snapshot(&path)).await;
+    let mut c = s.client().await;
+    for batch in 0..200 {
+        let mut args = vec!["MSET".to_string()];
+        for i in 0..1000 {
+            args.push(format!("k{batch}:{i}"));
+            args.push(i.to_string());
+        }
+        let args: Vec<&str> = args.iter().map(String::as_str).collect();
+        let ok: String = q(&mut c, &args).await;
+        assert_eq!(ok, "OK");
+    }
+    let n: i64 = q(&mut c, &["DBSIZE"]).await;
+    assert_eq!(n, 200_000);
+    let mut saver = Raw::connect(s.addr).await;
+    let mut other = Raw::connect(s.addr).await;
+    saver.send(&common::encode_words(&["SAVE"])).await;
+    // The PING goes after the SAVE, and is answered before it.
+    assert_eq!(other.call(&["PING"]).await, "+PONG\r\n");
+    let early = tokio::time::timeout(Duration::from_millis(1), saver.reply_text()).await;
+    assert!(
+        early.is_err(),
+        "SAVE answered before another client's PING: {early:?}"
+    );
+    assert_eq!(saver.reply_text().await, "+OK\r\n");
+    assert!(path.exists());
+    s.shutdown().await;
+    std::fs::remove_dir_all(&dir).unwrap();
+}

@@ -71,6 +71,8 @@ pub enum Park {
     /// `RL.POLICY RELOAD`: reply `+OK` or the error once the load that
     /// answers this ticket is done.
     PolicyReload(crate::policy::Ticket),
+    /// `SAVE`: reply `+OK` or the error once the snapshot is written.
+    Save,
 }
 
 /// A replica's `REPLCONF listening-port` and `ip-address`.

@@ -7,7 +7,7 @@ use crate::protocol::Request;
 use std::sync::atomic::Ordering;
 
 fn persist<'a>(ctx: &Ctx<'a>) -> Result<&'a Persist, CmdError> {
-    ctx.state.persist.as_ref().ok_or(CmdError::err(
+    ctx.state.persist.as_deref().ok_or(CmdError::err(
         "snapshots are off: start with --snapshot PATH",
     ))
 }
@@ -18,12 +18,11 @@ fn persist<'a>(ctx: &Ctx<'a>) -> Result<&'a Persist, CmdError> {
 /// Writes a snapshot before replying. Unlike Redis's SAVE it does not stop
 /// the server: the store is walked shard by shard, so only this connection
 /// (and others scheduled on the same worker thread) wait for the file.
+/// The walk and its `fsync` run on a blocking thread while the connection
+/// waits parked (`Park::Save`), so no async worker waits for the disk.
 pub fn save(ctx: &mut Ctx<'_>, _req: &Request<'_>) -> Result<(), CmdError> {
-    let p = persist(ctx)?;
-    let state = ctx.state;
-    p.save(&state.store, state.clock.now(), state.stats.writes())
-        .map_err(|e| CmdError::err(format!("{e}")))?;
-    ctx.out.ok();
+    persist(ctx)?;
+    ctx.session.parked = Some(super::session::Park::Save);
     Ok(())
 }
 

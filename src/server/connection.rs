@@ -191,6 +191,17 @@ async fn serve<S: AsyncRead + AsyncWrite + AsRawFd + Unpin>(
                                 Err(why) => return why,
                             }
                         }
+                        Some(Park::Save) => {
+                            let saved = stops.around(Wait::Read, save(state)).await;
+                            match saved {
+                                Ok(Ok(())) => out.ok(),
+                                Ok(Err(e)) => {
+                                    out.error(&format!("ERR {e}"));
+                                    session.stats.error_reply();
+                                }
+                                Err(why) => return why,
+                            }
+                        }
                         Some(Park::PolicyReload(ticket)) => {
                             let outcome = stops
                                 .around(Wait::Read, state.policies.reloaded(ticket))
@@ -234,6 +245,21 @@ async fn serve<S: AsyncRead + AsyncWrite + AsRawFd + Unpin>(
             tracing::warn!(client = info.id, addr = %info.addr, "closing client that reached max query buffer length");
             return Close::QueryBufferLimit;
         }
+    }
+}
+
+/// `SAVE`: a snapshot written on a blocking thread, not this worker (the
+/// walk and the `fsync` may take seconds). If the connection ends first,
+/// the snapshot is still finished.
+async fn save(state: &State) -> Result<(), String> {
+    let Some(p) = state.persist.clone() else {
+        return Err("snapshots are off: start with --snapshot PATH".into());
+    };
+    let (store, now, writes) = (state.store.clone(), state.clock.now(), state.stats.writes());
+    match tokio::task::spawn_blocking(move || p.save(&store, now, writes)).await {
+        Ok(Ok(_)) => Ok(()),
+        Ok(Err(e)) => Err(e.to_string()),
+        Err(e) => Err(format!("the snapshot failed: {e}")),
     }
 }
 

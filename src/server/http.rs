@@ -163,7 +163,7 @@ pub fn readings(state: &State) -> crate::metrics::Readings<'_> {
         maxclients: state.settings.get(&state.settings.maxclients),
         maxmemory: state.settings.get(&state.settings.maxmemory),
         uptime: state.started.elapsed(),
-        persist: state.persist.as_ref(),
+        persist: state.persist.as_deref(),
         scripts_cached: state.scripts.len(),
         lua_memory: state.scripts.used_memory(),
         policies: &state.policies,
