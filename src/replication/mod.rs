@@ -11,6 +11,7 @@
 
 pub mod copy;
 
+use bytes::{Buf, BytesMut};
 use parking_lot::Mutex;
 use std::sync::atomic::{AtomicBool, AtomicU64, AtomicU8, Ordering};
 use std::sync::Arc;
@@ -459,6 +460,41 @@ pub fn apply(store: &Store, kind: u8, body: &[u8], now: Nanos) -> Result<(), App
         k => return Err(ApplyError::Kind(k)),
     }
     Ok(())
+}
+
+/// What one read of the stream held.
+#[derive(Debug, Default, Clone, Copy, PartialEq, Eq)]
+pub struct Applied {
+    /// The primary asked for an acknowledgement now (GETACK).
+    pub getack: bool,
+    /// The full copy ended (SYNCED): the replica is in sync.
+    pub synced: bool,
+}
+
+/// A replica's reader of its primary's stream, the only code that parses
+/// what a primary sends after `PSYNC`: applies every whole frame at the
+/// start of `buf`, logs the stream's frames (not the copy's) verbatim for
+/// this server's own replicas, and leaves a frame not yet whole in `buf`
+/// for the next read. On an error the frames before the bad one stay
+/// applied; the link is dropped and the replica starts over (the fuzz
+/// target `replication_stream` runs this on arbitrary bytes).
+pub fn apply_frames(store: &Store, buf: &mut BytesMut, now: Nanos) -> Result<Applied, ApplyError> {
+    let mut applied = Applied::default();
+    while let Some((kind, body, n)) = effects::next_frame(buf) {
+        apply(store, kind, body, now)?;
+        match kind {
+            SNAP => {}
+            SYNCED => applied.synced = true,
+            k => {
+                // Applied first, then logged: a copy our own replicas take
+                // never lacks what the log holds.
+                store.effects.append(&buf[..n]);
+                applied.getack |= k == effects::GETACK;
+            }
+        }
+        buf.advance(n);
+    }
+    Ok(applied)
 }
 
 /// Appends shard `shard`'s copy, one SNAP frame a key, to `out`; returns

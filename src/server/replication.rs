@@ -597,28 +597,15 @@ async fn stream_from<S: AsyncRead + AsyncWrite + Unpin>(
 /// Applies every whole frame in `buf` (the rest waits for more bytes);
 /// true if the primary asked for an acknowledgement.
 fn apply_frames(state: &State, buf: &mut BytesMut, primary: &str) -> Result<bool, LinkError> {
-    let (store, repl) = (&state.store, &state.replication);
+    let repl = &state.replication;
     let now = state.clock.now();
     repl.last_io_ms.store(now.as_millis(), Ordering::Relaxed);
-    let mut getack = false;
-    while let Some((kind, body, n)) = effects::next_frame(buf) {
-        replication::apply(store, kind, body, now)?;
-        match kind {
-            replication::SNAP => {}
-            replication::SYNCED => {
-                tracing::info!(%primary, "replica synchronised (full copy loaded)");
-                repl.set_link(Link::Up, now.as_millis());
-            }
-            k => {
-                // Applied first, then logged: a copy our own replicas take
-                // never lacks what the log holds.
-                store.effects.append(&buf[..n]);
-                getack |= k == effects::GETACK;
-            }
-        }
-        buf.advance(n);
+    let applied = replication::apply_frames(&state.store, buf, now)?;
+    if applied.synced {
+        tracing::info!(%primary, "replica synchronised (full copy loaded)");
+        repl.set_link(Link::Up, now.as_millis());
     }
-    Ok(getack)
+    Ok(applied.getack)
 }
 
 async fn send_ack<W: AsyncWrite + Unpin>(wr: &mut W, offset: u64) -> Result<(), LinkError> {
