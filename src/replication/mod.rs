@@ -2,7 +2,9 @@
 //! replica applies its primary's stream. The sockets are the server's
 //! (`server/replication.rs`); this module holds the facts `ROLE`, `INFO`,
 //! `WAIT` and `REPLICAOF` read and change, and the pure parts of the
-//! protocol: choosing a partial or a full resync, applying one frame.
+//! protocol: choosing a partial or a full resync, reading and applying
+//! the stream, the full copy the replicas that attach together share
+//! (`copy.rs`), and when a replica has overrun its limits ([`overrun`]).
 //!
 //! The stream carries effects, not commands (`store/effects.rs`): a full
 //! copy is each shard's records, interleaved with the stream so that a
