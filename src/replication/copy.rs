@@ -7,8 +7,8 @@
 //! one chunk a shard, at most [`AHEAD`] chunks ahead of the fastest reader,
 //! so readers that do not read hold up nothing but themselves and the copy
 //! in memory is a few shards. A chunk is dropped once every reader has
-//! written it. A replica may join a copy until its first chunk is dropped
-//! (until then every chunk is still there); it then takes the copy's
+//! written it. A replica may join a copy until a chunk with keys is
+//! dropped (empty shards' chunks change nothing); it then takes the copy's
 //! offset, and the stream from there comes from the backlog.
 //!
 //! What a reader alone holds in memory, the chunks it has not written that
@@ -63,6 +63,8 @@ struct Inner {
     done: bool,
     /// Each reader's id, next chunk, and bytes of it written.
     readers: Vec<(u64, usize, u64)>,
+    /// A chunk with keys was dropped: a replica can no longer join.
+    dropped_keys: bool,
 }
 
 impl Inner {
@@ -86,7 +88,11 @@ impl Inner {
     /// Drops the chunks every reader has written.
     fn trim(&mut self) {
         let slowest = self.readers.iter().map(|r| r.1).min().unwrap_or(self.made);
-        while self.base < slowest && self.chunks.pop_front().is_some() {
+        while self.base < slowest {
+            let Some(chunk) = self.chunks.pop_front() else {
+                break;
+            };
+            self.dropped_keys |= !chunk.bytes.is_empty();
             self.base += 1;
         }
     }
@@ -111,14 +117,18 @@ impl FullCopy {
         (copy, reader)
     }
 
-    /// Adds reader `id` if the copy still holds every chunk it made and
-    /// still has readers.
+    /// Adds reader `id` if the copy still holds every chunk with keys it
+    /// made and still has readers. The joiner starts at the oldest chunk
+    /// held: a shard's chunk only adds its keys, so one without any (an
+    /// empty shard's, already dropped) changes nothing on a replica, and
+    /// the stream from the copy's offset brings what came after.
     pub fn join(self: &Arc<Self>, id: u64) -> Option<Reader> {
         let mut inner = self.inner.lock();
-        if inner.base > 0 || inner.readers.is_empty() {
+        if inner.dropped_keys || inner.readers.is_empty() {
             return None;
         }
-        inner.readers.push((id, 0, 0));
+        let base = inner.base;
+        inner.readers.push((id, base, 0));
         Some(Reader {
             copy: self.clone(),
             id,
@@ -312,7 +322,7 @@ mod tests {
     /// every reader left, the maker stops.
     #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
     async fn a_copy_is_joined_only_whole_and_stops_without_readers() {
-        let store = Arc::new(store_with(100));
+        let store = Arc::new(store_with(5000));
         let (copy, only) = FullCopy::start(String::new(), 0, 0, 1);
         let maker = {
             let (copy, store) = (copy.clone(), store.clone());
@@ -320,11 +330,53 @@ mod tests {
         };
         only.next().await.unwrap();
         only.advance();
-        assert!(copy.join(2).is_none());
+        assert!(copy.join(2).is_none(), "a chunk with keys was dropped");
         drop(only);
         maker.await.unwrap();
         let inner = copy.inner.lock();
         assert!(!inner.done && inner.made <= 1 + AHEAD, "{}", inner.made);
         assert!(inner.chunks.is_empty());
+    }
+
+    /// Six replicas asking at once: the first ones pass the empty shards
+    /// before the others ask, and those still share the one shard with a
+    /// key (it used to be one copy per replica; with joining only while
+    /// the first chunk was held, two here).
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn a_replica_joins_past_empty_shards() {
+        let store = Arc::new(Store::default());
+        let key = (0..)
+            .map(|i| format!("k{i}"))
+            .find(|k| store.shard_of(k.as_bytes()) == 5)
+            .unwrap();
+        store.update(key.as_bytes(), Nanos(0), |e| {
+            *e = Some(Entry::with_expiry_ms(
+                Value::Str(SmallBytes::from(&b"v"[..])),
+                None,
+            ))
+        });
+        let (copy, first) = FullCopy::start(String::new(), 0, 0, 1);
+        let maker = {
+            let (copy, store) = (copy.clone(), store.clone());
+            tokio::task::spawn_blocking(move || copy.make(&store, &ManualClock::new(Nanos(0))))
+        };
+        for _ in 0..5 {
+            let (_, chunk) = first.next().await.unwrap();
+            assert!(chunk.is_empty());
+            first.advance();
+        }
+        assert_eq!(copy.inner.lock().base, 5);
+        let late = copy.join(2).expect("only empty chunks were dropped");
+        let (_, chunk) = late.next().await.unwrap();
+        assert!(
+            !chunk.is_empty(),
+            "the late reader starts at the shard with the key"
+        );
+        late.advance();
+        first.next().await.unwrap();
+        first.advance();
+        assert!(copy.join(3).is_none(), "the chunk with the key is gone");
+        drop((first, late));
+        maker.await.unwrap();
     }
 }
