@@ -50,7 +50,7 @@ pub const HEADER: usize = 5;
 /// `--repl-backlog-size` is a bound, never an allocation. It is also the
 /// most a reader copies while it holds the writers' lock: a full block is
 /// never written again, and is read outside the lock.
-pub const BLOCK: usize = 4 * 1024;
+pub const BLOCK: usize = 16 * 1024;
 
 /// The bytes a frame holds: kind, length, body.
 pub fn frame(buf: &mut Vec<u8>, kind: u8, body: impl FnOnce(&mut Vec<u8>)) {
@@ -434,15 +434,15 @@ mod tests {
         let e = Effects::default();
         e.activate(100 << 30);
         assert_eq!(e.ring.lock().full.len(), 0);
-        let bytes: Vec<u8> = (0..10_000u32).map(|i| i as u8).collect();
+        let bytes: Vec<u8> = (0..100_000u32).map(|i| i as u8).collect();
         e.append(&bytes);
         assert_eq!(stream(&e, 1).unwrap(), bytes);
         {
             let r = e.ring.lock();
-            assert_eq!(r.full.len(), 10_000 / BLOCK);
+            assert_eq!(r.full.len(), 100_000 / BLOCK);
             assert!(r.tail.capacity() <= 2 * BLOCK, "{}", r.tail.capacity());
         }
-        assert_eq!(e.backlog(), (100 << 30, 1, 10_000));
+        assert_eq!(e.backlog(), (100 << 30, 1, 100_000));
     }
 
     /// Blocks go back as the stream moves past the size, and come back
