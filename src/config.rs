@@ -81,12 +81,16 @@ pub struct Config {
     /// takes `NAME=NEWNAME` pairs separated by commas.
     #[arg(long, num_args = 2, value_names = ["NAME", "NEWNAME"], action = clap::ArgAction::Append, allow_hyphen_values = true)]
     pub rename_command: Vec<String>,
-    /// Disconnect a client that does not read its replies: `HARD SOFT
-    /// SECONDS` as in redis.conf's `normal` class (sizes take units; 0
-    /// disables each part). Memory per client stays bounded regardless:
-    /// the server stops reading from a client whose replies are not read.
-    #[arg(long, env = "TURNSTILE_CLIENT_OUTPUT_BUFFER_LIMIT", default_value = "0 0 0", value_parser = OutputLimit::parse, value_name = "HARD SOFT SECONDS")]
-    pub client_output_buffer_limit: OutputLimit,
+    /// Disconnect a client that does not read what it is sent: `CLASS
+    /// HARD SOFT SECONDS` groups as in redis.conf, for the classes
+    /// `normal` and `replica` (or `slave`); a class not named keeps its
+    /// default, and a bare `HARD SOFT SECONDS` is `normal`'s (sizes take
+    /// units; 0 disables each part). Memory per client stays bounded
+    /// regardless: the server stops reading from a client whose replies
+    /// are not read. A replica's unread bytes are its full copy and the
+    /// stream not yet taken.
+    #[arg(long, env = "TURNSTILE_CLIENT_OUTPUT_BUFFER_LIMIT", default_value = OutputLimits::DEFAULT, value_parser = OutputLimits::parse, value_name = "[CLASS] HARD SOFT SECONDS ...")]
+    pub client_output_buffer_limit: OutputLimits,
     /// Prometheus endpoint (`/metrics`, `/healthz`) as HOST:PORT (port 0
     /// picks a free one), or `off`.
     #[arg(long, env = "TURNSTILE_METRICS_ADDR", default_value = "127.0.0.1:9898")]
@@ -232,10 +236,15 @@ pub struct Config {
     pub masteruser: Option<String>,
     /// The newest replication stream bytes a primary keeps, so a replica
     /// that reconnects within them resumes without a full copy (sizes take
-    /// units). A decision's effect is about 100 bytes: 16mb holds about
-    /// 160,000 decisions.
-    #[arg(long, env = "TURNSTILE_REPL_BACKLOG_SIZE", default_value = "16mb", value_parser = parse_memory)]
+    /// units; 16kb to 1gb, taken as the stream grows). A decision's effect
+    /// is about 100 bytes: 16mb holds about 160,000 decisions.
+    #[arg(long, env = "TURNSTILE_REPL_BACKLOG_SIZE", default_value = "16mb", value_parser = parse_backlog_size)]
     pub repl_backlog_size: u64,
+    /// Seconds of silence after which a replication link is dropped: a
+    /// replica that neither acknowledges nor takes data for this long (its
+    /// primary's view), or a primary that sends nothing (its replica's).
+    #[arg(long, env = "TURNSTILE_REPL_TIMEOUT", default_value = "60", value_parser = parse_repl_timeout, value_name = "SECONDS")]
+    pub repl_timeout: u64,
     /// The address a replica tells its primary (and so Sentinel) to reach
     /// it at, behind NAT or a port mapping; default: the address it
     /// connects from.
@@ -554,7 +563,122 @@ fn name_the_variable(e: clap::Error, args: &[std::ffi::OsString]) -> ConfigError
     }
 }
 
-/// `--client-output-buffer-limit`: bytes and seconds; 0 disables a part.
+/// `--repl-backlog-size`'s range: Redis's least, and at most 1 GiB (a
+/// disconnect of about two minutes at 100,000 decisions a second; a longer
+/// one is cheaper to end with a full copy than to hold in memory).
+pub const REPL_BACKLOG_RANGE: (i64, i64) = (16 * 1024, 1 << 30);
+/// `--repl-timeout`'s range, Redis's.
+pub const REPL_TIMEOUT_RANGE: (i64, i64) = (1, i32::MAX as i64);
+
+/// A number within a setting's range, or the words Redis refuses it with
+/// (at `CONFIG SET` and at start-up alike).
+pub fn check_range(n: i128, (min, max): (i64, i64)) -> Result<(), String> {
+    if n < i128::from(min) || n > i128::from(max) {
+        return Err(format!(
+            "argument must be between {min} and {max} inclusive"
+        ));
+    }
+    Ok(())
+}
+
+/// `--repl-backlog-size`: a size within [`REPL_BACKLOG_RANGE`].
+pub fn parse_backlog_size(s: &str) -> Result<u64, String> {
+    let n = parse_memory(s)?;
+    check_range(n.into(), REPL_BACKLOG_RANGE)?;
+    Ok(n)
+}
+
+/// `--repl-timeout`: whole seconds within [`REPL_TIMEOUT_RANGE`].
+pub fn parse_repl_timeout(s: &str) -> Result<u64, String> {
+    let n: i128 = s
+        .trim()
+        .parse()
+        .map_err(|_| "argument couldn't be parsed into an integer".to_string())?;
+    check_range(n, REPL_TIMEOUT_RANGE)?;
+    Ok(n as u64)
+}
+
+/// `--client-output-buffer-limit`: each class's limits.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct OutputLimits {
+    /// Clients: redis.conf's `normal` class.
+    pub normal: OutputLimit,
+    /// Replicas, from their `PSYNC` on: `replica` (or `slave`).
+    pub replica: OutputLimit,
+}
+
+/// Why a `--client-output-buffer-limit` is refused, in Redis's words.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, thiserror::Error)]
+pub enum OutputLimitError {
+    #[error("Wrong number of arguments in buffer limit configuration.")]
+    Arguments,
+    #[error("Invalid client class specified in buffer limit configuration.")]
+    Class,
+    #[error("Error in hard, soft or soft_seconds setting in buffer limit configuration.")]
+    Value,
+}
+
+impl Default for OutputLimits {
+    fn default() -> Self {
+        OutputLimits {
+            normal: OutputLimit::default(),
+            replica: OutputLimit {
+                hard: 256 << 20,
+                soft: 64 << 20,
+                soft_seconds: 60,
+            },
+        }
+    }
+}
+
+impl OutputLimits {
+    /// The flag's default: Redis's, [`OutputLimits::default`].
+    pub const DEFAULT: &'static str = "normal 0 0 0 replica 256mb 64mb 60";
+
+    /// The flag: classes not named keep their defaults.
+    pub fn parse(s: &str) -> Result<OutputLimits, String> {
+        OutputLimits::default()
+            .with(s)
+            .map_err(|e| format!("{e} (expected [CLASS] HARD SOFT SECONDS ...)"))
+    }
+
+    /// These limits with the classes `s` names changed (`CONFIG SET`, as
+    /// Redis's: `replica 256mb 64mb 60` leaves `normal` alone). A bare
+    /// `HARD SOFT SECONDS` is the normal class's.
+    pub fn with(mut self, s: &str) -> Result<OutputLimits, OutputLimitError> {
+        let words: Vec<&str> = s.split_whitespace().collect();
+        if words.len() == 3 && parse_memory(words[0]).is_ok() {
+            self.normal = OutputLimit::from_words(&words)?;
+            return Ok(self);
+        }
+        if words.is_empty() || !words.len().is_multiple_of(4) {
+            return Err(OutputLimitError::Arguments);
+        }
+        for group in words.chunks(4) {
+            let limit = OutputLimit::from_words(&group[1..])?;
+            match group[0].to_ascii_lowercase().as_str() {
+                "normal" => self.normal = limit,
+                "replica" | "slave" => self.replica = limit,
+                _ => return Err(OutputLimitError::Class),
+            }
+        }
+        Ok(self)
+    }
+}
+
+impl std::fmt::Display for OutputLimits {
+    /// As Redis's `CONFIG GET` shows them (bytes, and `slave`).
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let (n, r) = (self.normal, self.replica);
+        write!(
+            f,
+            "normal {} {} {} slave {} {} {}",
+            n.hard, n.soft, n.soft_seconds, r.hard, r.soft, r.soft_seconds
+        )
+    }
+}
+
+/// One class's limits: bytes and seconds; 0 disables a part.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 pub struct OutputLimit {
     pub hard: u64,
@@ -571,15 +695,19 @@ impl OutputLimit {
             ["normal", rest @ ..] => rest,
             all => all,
         };
+        OutputLimit::from_words(words).map_err(|e| format!("{e} (got '{s}')"))
+    }
+
+    /// `HARD SOFT SECONDS`, three words.
+    fn from_words(words: &[&str]) -> Result<OutputLimit, OutputLimitError> {
         let [hard, soft, secs] = words else {
-            return Err(format!("expected 'HARD SOFT SECONDS', got '{s}'"));
+            return Err(OutputLimitError::Arguments);
         };
+        let bad = |_| OutputLimitError::Value;
         Ok(OutputLimit {
-            hard: parse_memory(hard)?,
-            soft: parse_memory(soft)?,
-            soft_seconds: secs
-                .parse()
-                .map_err(|_| format!("invalid seconds '{secs}'"))?,
+            hard: parse_memory(hard).map_err(bad)?,
+            soft: parse_memory(soft).map_err(bad)?,
+            soft_seconds: secs.parse().map_err(|_| OutputLimitError::Value)?,
         })
     }
 }
@@ -699,6 +827,69 @@ mod tests {
         assert_eq!(c.maxclients, 10_000);
         assert_eq!(c.proto_max_bulk_len, 512 * 1024 * 1024);
         assert_eq!(c.client_query_buffer_limit, 1024 * 1024 * 1024);
+    }
+
+    /// `--repl-backlog-size 100gb` used to start, and abort the process
+    /// at the first PSYNC; it is refused at start-up now, in the words
+    /// `CONFIG SET` uses. `--repl-timeout` takes Redis's range.
+    #[test]
+    fn replication_settings_are_bounded_at_start_up() {
+        let err = Config::parse_from(["turnstile", "--repl-backlog-size", "100gb"])
+            .unwrap_err()
+            .to_string();
+        assert!(
+            err.contains("argument must be between 16384 and 1073741824 inclusive"),
+            "{err}"
+        );
+        assert!(Config::parse_from(["turnstile", "--repl-backlog-size", "1kb"]).is_err());
+        let c = Config::parse_from(["turnstile", "--repl-backlog-size", "1gb"]).unwrap();
+        assert_eq!(c.repl_backlog_size, 1 << 30);
+        assert_eq!(Config::default().repl_timeout, 60);
+        let err = Config::parse_from(["turnstile", "--repl-timeout", "0"])
+            .unwrap_err()
+            .to_string();
+        assert!(
+            err.contains("argument must be between 1 and 2147483647 inclusive"),
+            "{err}"
+        );
+        let c = Config::parse_from(["turnstile", "--repl-timeout", "5"]).unwrap();
+        assert_eq!(c.repl_timeout, 5);
+    }
+
+    /// redis.conf's classes: a class not named keeps its limits (the
+    /// replica class defaults to Redis's `256mb 64mb 60`); `slave` is
+    /// `replica`; a bare `HARD SOFT SECONDS` is the normal class.
+    #[test]
+    fn output_limits_take_redis_classes() {
+        let d = Config::default().client_output_buffer_limit;
+        assert_eq!(d, OutputLimits::default());
+        assert_eq!(
+            d.to_string(),
+            "normal 0 0 0 slave 268435456 67108864 60",
+            "as Redis's CONFIG GET shows it"
+        );
+        let bare = OutputLimits::parse("1mb 512kb 10").unwrap();
+        assert_eq!(bare.normal.hard, 1 << 20);
+        assert_eq!(bare.replica, d.replica);
+        let both = OutputLimits::parse("replica 1gb 100mb 5 normal 0 0 0").unwrap();
+        assert_eq!(
+            both.replica,
+            OutputLimit {
+                hard: 1 << 30,
+                soft: 100 << 20,
+                soft_seconds: 5
+            }
+        );
+        assert_eq!(OutputLimits::parse(&both.to_string()), Ok(both));
+        assert_eq!(d.with("SLAVE 1 2 3").unwrap().replica.soft, 2);
+        assert_eq!(d.with("replica 1 2"), Err(OutputLimitError::Arguments));
+        assert_eq!(d.with(""), Err(OutputLimitError::Arguments));
+        assert_eq!(d.with("pubsub 1 2 3"), Err(OutputLimitError::Class));
+        assert_eq!(d.with("replica x 2 3"), Err(OutputLimitError::Value));
+        assert_eq!(d.with("replica 1 2 -3"), Err(OutputLimitError::Value));
+        let c = Config::parse_from(["turnstile", "--client-output-buffer-limit", "replica 0 0 0"])
+            .unwrap();
+        assert_eq!(c.client_output_buffer_limit.replica, OutputLimit::default());
     }
 
     #[test]

@@ -77,8 +77,9 @@
 //!   messages, which its connection writes between batches; `cmd/pubsub.rs`
 //!   serves `SUBSCRIBE`, `PUBLISH`, `PUBSUB` and the rest.
 //! - [`replication`]: who this server follows and who follows it (role,
-//!   history IDs, attached replicas, PSYNC's partial-or-full choice, one
-//!   frame applied on a replica); `cmd/replication.rs` serves `REPLICAOF`,
+//!   history IDs, attached replicas, PSYNC's partial-or-full choice, the
+//!   stream read and applied on a replica, the full copy replicas share
+//!   (`replication/copy.rs`), a replica's limits); `cmd/replication.rs` serves `REPLICAOF`,
 //!   `PSYNC`, `REPLCONF`, `WAIT`, `ROLE` and `INFO replication`, and
 //!   `server/replication.rs` runs the sockets: a feeder per replica, the
 //!   link to the primary, the once-a-second chores; `server/sentinel.rs`

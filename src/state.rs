@@ -12,7 +12,7 @@ use std::time::Instant;
 use crate::clients::Clients;
 use crate::clock::Clock;
 use crate::cluster::Topology;
-use crate::config::{Config, MaxmemoryPolicy, OutputLimit};
+use crate::config::{Config, MaxmemoryPolicy, OutputLimit, OutputLimits};
 use crate::metrics::Metrics;
 use crate::store::Store;
 
@@ -147,6 +147,12 @@ pub struct Settings {
     pub output_hard: AtomicU64,
     pub output_soft: AtomicU64,
     pub output_soft_seconds: AtomicU64,
+    /// Its `replica` class: hard, soft, soft seconds.
+    pub replica_output_hard: AtomicU64,
+    pub replica_output_soft: AtomicU64,
+    pub replica_output_soft_seconds: AtomicU64,
+    /// `--repl-timeout`, seconds.
+    pub repl_timeout_secs: AtomicU64,
     /// `MaxmemoryPolicy::index()`.
     pub maxmemory_policy: AtomicU8,
     /// `--lua-time-limit`, in milliseconds.
@@ -186,9 +192,17 @@ impl Settings {
             client_query_buffer_limit: AtomicU64::new(config.client_query_buffer_limit),
             protected_mode: AtomicBool::new(config.protected_mode),
             maxmemory: AtomicU64::new(config.maxmemory),
-            output_hard: AtomicU64::new(config.client_output_buffer_limit.hard),
-            output_soft: AtomicU64::new(config.client_output_buffer_limit.soft),
-            output_soft_seconds: AtomicU64::new(config.client_output_buffer_limit.soft_seconds),
+            output_hard: AtomicU64::new(config.client_output_buffer_limit.normal.hard),
+            output_soft: AtomicU64::new(config.client_output_buffer_limit.normal.soft),
+            output_soft_seconds: AtomicU64::new(
+                config.client_output_buffer_limit.normal.soft_seconds,
+            ),
+            replica_output_hard: AtomicU64::new(config.client_output_buffer_limit.replica.hard),
+            replica_output_soft: AtomicU64::new(config.client_output_buffer_limit.replica.soft),
+            replica_output_soft_seconds: AtomicU64::new(
+                config.client_output_buffer_limit.replica.soft_seconds,
+            ),
+            repl_timeout_secs: AtomicU64::new(config.repl_timeout),
             maxmemory_policy: AtomicU8::new(config.maxmemory_policy.index()),
             lua_time_limit_ms: AtomicU64::new(config.lua_time_limit),
             scripts_native: AtomicBool::new(config.scripts_native),
@@ -247,10 +261,46 @@ impl Settings {
     }
 
     pub fn output_limit(&self) -> OutputLimit {
-        OutputLimit {
-            hard: self.output_hard.load(Ordering::Relaxed),
-            soft: self.output_soft.load(Ordering::Relaxed),
-            soft_seconds: self.output_soft_seconds.load(Ordering::Relaxed),
+        self.output_limits().normal
+    }
+
+    /// Every class of `--client-output-buffer-limit`.
+    pub fn output_limits(&self) -> OutputLimits {
+        let load = |a: &AtomicU64| a.load(Ordering::Relaxed);
+        let class = |[hard, soft, secs]: [&AtomicU64; 3]| OutputLimit {
+            hard: load(hard),
+            soft: load(soft),
+            soft_seconds: load(secs),
+        };
+        OutputLimits {
+            normal: class(self.output_class(false)),
+            replica: class(self.output_class(true)),
+        }
+    }
+
+    /// `CONFIG SET client-output-buffer-limit`.
+    pub fn set_output_limits(&self, limits: OutputLimits) {
+        for (replica, l) in [(false, limits.normal), (true, limits.replica)] {
+            let [hard, soft, secs] = self.output_class(replica);
+            hard.store(l.hard, Ordering::Relaxed);
+            soft.store(l.soft, Ordering::Relaxed);
+            secs.store(l.soft_seconds, Ordering::Relaxed);
+        }
+    }
+
+    /// One class's atomics: hard, soft, soft seconds.
+    fn output_class(&self, replica: bool) -> [&AtomicU64; 3] {
+        match replica {
+            false => [
+                &self.output_hard,
+                &self.output_soft,
+                &self.output_soft_seconds,
+            ],
+            true => [
+                &self.replica_output_hard,
+                &self.replica_output_soft,
+                &self.replica_output_soft_seconds,
+            ],
         }
     }
 

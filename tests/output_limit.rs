@@ -12,7 +12,7 @@ use turnstile::config::OutputLimit;
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_client_that_never_reads_is_disconnected() {
     let server = Server::start_with(|c| {
-        c.client_output_buffer_limit = OutputLimit {
+        c.client_output_buffer_limit.normal = OutputLimit {
             hard: 256 * 1024,
             soft: 0,
             soft_seconds: 0,
@@ -68,7 +68,7 @@ async fn unread_bytes_in_the_kernel_count_against_the_limit() {
             soft_seconds: 0,
         },
     ] {
-        let server = Server::start_with(|c| c.client_output_buffer_limit = limit).await;
+        let server = Server::start_with(|c| c.client_output_buffer_limit.normal = limit).await;
         let mut other = server.client().await;
         let _: () = q(&mut other, &["SET", "v", &"x".repeat(1024)]).await;
         let mut greedy = Raw::connect(server.addr).await;

@@ -479,3 +479,193 @@ async fn a_copy_that_arrives_with_the_fullresync_line_is_applied() {
     .await;
     fake.abort();
 }
+
+/// A replica's connection from a raw client: `PSYNC ? -1`, and the
+/// `+FULLRESYNC` line's offset.
+async fn fake_replica(primary: &Server) -> (Raw, u64) {
+    let mut raw = primary.raw().await;
+    let line = raw.call(&["PSYNC", "?", "-1"]).await;
+    let offset = line
+        .trim_end()
+        .rsplit(' ')
+        .next()
+        .and_then(|w| w.parse().ok())
+        .unwrap_or_else(|| panic!("not a FULLRESYNC line: {line:?}"));
+    (raw, offset)
+}
+
+/// `repl-backlog-size` is bounded (100gb used to be accepted and allocated
+/// whole, zero-filled, at the first PSYNC: the process aborted), and the
+/// replica limits are settings as Redis names them.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn replication_limits_are_settings_as_redis_names_them() {
+    let primary = Server::start().await;
+    let mut con = primary.client().await;
+    let e = q_err(&mut con, &["CONFIG", "SET", "repl-backlog-size", "100gb"]).await;
+    assert_eq!(
+        e,
+        "ERR CONFIG SET failed (possibly related to argument 'repl-backlog-size') - argument must be between 16384 and 1073741824 inclusive"
+    );
+    let _: () = q(&mut con, &["CONFIG", "SET", "repl-backlog-size", "1gb"]).await;
+    // The largest backlog costs what the stream brings, not its size.
+    let (_fake, _) = fake_replica(&primary).await;
+    let info: String = q(&mut con, &["INFO", "replication"]).await;
+    assert!(info.contains("repl_backlog_active:1"), "{info}");
+    assert!(info.contains("repl_backlog_size:1073741824"), "{info}");
+    assert_pong(&mut con).await;
+
+    let get = |v: Vec<String>| v.get(1).cloned().unwrap_or_default();
+    let limits: Vec<String> = q(&mut con, &["CONFIG", "GET", "client-output-buffer-limit"]).await;
+    assert_eq!(get(limits), "normal 0 0 0 slave 268435456 67108864 60");
+    let _: () = q(
+        &mut con,
+        &[
+            "CONFIG",
+            "SET",
+            "client-output-buffer-limit",
+            "replica 1mb 512kb 10",
+        ],
+    )
+    .await;
+    let limits: Vec<String> = q(&mut con, &["CONFIG", "GET", "client-output-buffer-limit"]).await;
+    assert_eq!(get(limits), "normal 0 0 0 slave 1048576 524288 10");
+    for (value, why) in [
+        (
+            "pubsub 1 2 3",
+            "Invalid client class specified in buffer limit configuration.",
+        ),
+        (
+            "replica 1 2",
+            "Wrong number of arguments in buffer limit configuration.",
+        ),
+        (
+            "replica x 2 3",
+            "Error in hard, soft or soft_seconds setting in buffer limit configuration.",
+        ),
+    ] {
+        let e = q_err(
+            &mut con,
+            &["CONFIG", "SET", "client-output-buffer-limit", value],
+        )
+        .await;
+        assert_eq!(
+            e,
+            format!("ERR CONFIG SET failed (possibly related to argument 'client-output-buffer-limit') - {why}")
+        );
+    }
+    let timeout: Vec<String> = q(&mut con, &["CONFIG", "GET", "repl-timeout"]).await;
+    assert_eq!(get(timeout), "60");
+    let e = q_err(&mut con, &["CONFIG", "SET", "repl-timeout", "0"]).await;
+    assert!(
+        e.ends_with("argument must be between 1 and 2147483647 inclusive"),
+        "{e}"
+    );
+}
+
+/// A replica that never reads is dropped once what it has not taken
+/// passes the replica class's hard limit (it used to stay attached for
+/// ever, with nothing to bound it).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_replica_that_never_reads_is_dropped_at_the_hard_limit() {
+    let primary = Server::start_with(|c| {
+        c.client_output_buffer_limit.replica.hard = 1 << 20;
+        c.repl_backlog_size = 64 << 20;
+    })
+    .await;
+    let (mut fake, _) = fake_replica(&primary).await;
+    let repl = &primary.state().replication;
+    eventually("the replica is attached", || repl.connected() == 1).await;
+    // 16 MiB of effects: more than loopback's socket buffers take.
+    let mut con = primary.client().await;
+    let value = "v".repeat(64 * 1024);
+    let mut pipe = redis::pipe();
+    for i in 0..256 {
+        pipe.cmd("SET").arg(format!("big:{i}")).arg(&value).ignore();
+    }
+    let () = pipe.query_async(&mut con).await.unwrap();
+    eventually("the replica is dropped", || repl.connected() == 0).await;
+    assert!(fake.closed_within(IO_TIMEOUT).await.is_some());
+    assert_pong(&mut con).await;
+}
+
+/// `repl-timeout` on the server's clock: a replica that does not
+/// acknowledge goes once the timeout passes; one that acknowledges every
+/// second (a real replica) stays however long the clock runs.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_replica_that_stops_acknowledging_is_dropped_after_repl_timeout() {
+    let primary = Server::start_with(|c| c.repl_timeout = 5).await;
+    let real = replica_of(&primary).await;
+    in_sync(&primary, &[&real]).await;
+    let (mut fake, _) = fake_replica(&primary).await;
+    let repl = &primary.state().replication;
+    eventually("both replicas are online", || {
+        let r = repl.replicas.lock();
+        r.len() == 2 && r.iter().all(|a| a.online.load(Ordering::Relaxed))
+    })
+    .await;
+    let real_id = repl
+        .replicas
+        .lock()
+        .iter()
+        .find(|a| a.port.load(Ordering::Relaxed) == u64::from(real.addr.port()))
+        .map(|a| a.id)
+        .unwrap();
+    // Second by second, waiting each time for the real replica's
+    // acknowledgement of that second.
+    for _ in 0..8 {
+        advance_all(&[&primary, &real], 1_000);
+        let now = primary.clock.now().as_millis();
+        eventually("the real replica acknowledged", || {
+            repl.replicas
+                .lock()
+                .iter()
+                .any(|a| a.id == real_id && a.acked_at_ms.load(Ordering::Relaxed) >= now)
+        })
+        .await;
+    }
+    eventually("the silent replica is dropped", || repl.connected() == 1).await;
+    assert!(fake.closed_within(IO_TIMEOUT).await.is_some());
+    assert_eq!(repl.replicas.lock()[0].id, real_id);
+    assert_eq!(
+        primary
+            .state()
+            .replication
+            .full_syncs
+            .load(Ordering::Relaxed),
+        2
+    );
+}
+
+/// Replicas that attach while a copy is being sent share it (they used to
+/// make one each, every one pinning its own encoding of a 120 MiB key):
+/// the second is told the first one's offset, and the stream from there
+/// comes from the backlog, so a real replica joining it converges.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn replicas_that_attach_together_share_one_copy() {
+    let primary = Server::start().await;
+    let store = &primary.state().store;
+    let big = (0..)
+        .map(|i| format!("big:{i}"))
+        .find(|k| store.shard_of(k.as_bytes()) == 0)
+        .unwrap();
+    let mut con = primary.client().await;
+    // Bigger than loopback's socket buffers: a replica that does not read
+    // is still writing the first shard's copy.
+    let _: () = q(&mut con, &["SET", &big, &"x".repeat(32 << 20)]).await;
+    load(&mut con, 0).await;
+    let (_stuck, first) = fake_replica(&primary).await;
+    let _: () = q(&mut con, &["SET", "after", "the first copy began"]).await;
+    let now = store.effects.offset();
+    assert!(now > first);
+    let (_other, second) = fake_replica(&primary).await;
+    assert_eq!(
+        second, first,
+        "the second replica shares the first one's copy"
+    );
+    let replica = replica_of(&primary).await;
+    in_sync(&primary, &[&replica]).await;
+    assert_same(&primary, &replica);
+    let repl = &primary.state().replication;
+    assert_eq!(repl.full_syncs.load(Ordering::Relaxed), 3);
+    assert_eq!(repl.connected(), 3);
+}

@@ -398,7 +398,7 @@ async fn a_tls_client_that_never_reads_is_disconnected() {
     let certs = Certs::new();
     let server = Server::start_with(|c| {
         certs.configure(c, false);
-        c.client_output_buffer_limit = OutputLimit {
+        c.client_output_buffer_limit.normal = OutputLimit {
             hard: 256 * 1024,
             soft: 0,
             soft_seconds: 0,

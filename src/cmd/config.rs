@@ -5,7 +5,7 @@
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 
 use super::{error::show, CmdError, Ctx};
-use crate::config::parse_memory;
+use crate::config::{parse_memory, OutputLimits, REPL_BACKLOG_RANGE, REPL_TIMEOUT_RANGE};
 use crate::glob;
 use crate::protocol::Request;
 use crate::state::{Settings, State};
@@ -25,6 +25,8 @@ enum Kind {
     Flag(fn(&Settings) -> &AtomicBool),
     /// `maxmemory-policy`.
     Policy,
+    /// `client-output-buffer-limit`: the classes' limits.
+    OutputLimits,
     /// A text setting; empty is none.
     Text(fn(&Settings) -> &parking_lot::RwLock<Option<String>>),
     ReadOnly(fn(&State) -> String),
@@ -52,6 +54,10 @@ const PARAMS: &[Param] = &[
             min: 0,
             max: i64::MAX,
         },
+    },
+    Param {
+        name: "client-output-buffer-limit",
+        kind: Kind::OutputLimits,
     },
     Param {
         name: "client-query-buffer-limit",
@@ -136,8 +142,17 @@ const PARAMS: &[Param] = &[
         kind: Kind::Number {
             field: |s| &s.repl_backlog_size,
             memory: true,
-            min: 16384,
-            max: i64::MAX,
+            min: REPL_BACKLOG_RANGE.0,
+            max: REPL_BACKLOG_RANGE.1,
+        },
+    },
+    Param {
+        name: "repl-timeout",
+        kind: Kind::Number {
+            field: |s| &s.repl_timeout_secs,
+            memory: false,
+            min: REPL_TIMEOUT_RANGE.0,
+            max: REPL_TIMEOUT_RANGE.1,
         },
     },
     Param {
@@ -257,6 +272,7 @@ fn setting(settings: &Settings, p: &Param) -> Option<String> {
             false => "no".into(),
         },
         Kind::Policy => settings.policy().name().into(),
+        Kind::OutputLimits => settings.output_limits().to_string(),
         Kind::Text(field) => field(settings).read().clone().unwrap_or_default(),
         Kind::ReadOnly(_) => return None,
     })
@@ -319,6 +335,7 @@ pub fn rewrite(ctx: &mut Ctx<'_>, _req: &Request<'_>) -> Result<(), CmdError> {
             Kind::Number { memory: true, .. } => {
                 parse_memory(&said).is_ok_and(|n| n.to_string() == live)
             }
+            Kind::OutputLimits => OutputLimits::parse(&said) == OutputLimits::parse(&live),
             _ => said == live,
         });
         if same {
@@ -388,6 +405,7 @@ pub fn set(ctx: &mut Ctx<'_>, req: &Request<'_>) -> Result<(), CmdError> {
         Number(&'a AtomicU64, u64),
         Flag(&'a AtomicBool, bool),
         Policy(u8),
+        OutputLimits(OutputLimits),
         Password(&'a [u8]),
         Text(&'a parking_lot::RwLock<Option<String>>, Option<String>),
     }
@@ -429,6 +447,11 @@ pub fn set(ctx: &mut Ctx<'_>, req: &Request<'_>) -> Result<(), CmdError> {
                 })?;
                 Change::Policy(p.index())
             }
+            Kind::OutputLimits => {
+                let text = std::str::from_utf8(value).unwrap_or("");
+                let limits = ctx.state.settings.output_limits();
+                Change::OutputLimits(limits.with(text).map_err(|e| failed(&e.to_string()))?)
+            }
             Kind::Number {
                 field,
                 memory,
@@ -444,11 +467,7 @@ pub fn set(ctx: &mut Ctx<'_>, req: &Request<'_>) -> Result<(), CmdError> {
                         .map_err(|_| failed("argument couldn't be parsed into an integer"))?
                         as i128
                 };
-                if n < *min as i128 || n > *max as i128 {
-                    return Err(failed(&format!(
-                        "argument must be between {min} and {max} inclusive"
-                    )));
-                }
+                crate::config::check_range(n, (*min, *max)).map_err(|e| failed(&e))?;
                 Change::Number(field(&ctx.state.settings), n as u64)
             }
         });
@@ -462,6 +481,7 @@ pub fn set(ctx: &mut Ctx<'_>, req: &Request<'_>) -> Result<(), CmdError> {
                 .settings
                 .maxmemory_policy
                 .store(i, Ordering::Relaxed),
+            Change::OutputLimits(l) => ctx.state.settings.set_output_limits(l),
             Change::Password(p) => ctx.state.settings.set_password(Some(p)),
             Change::Text(field, v) => *field.write() = v,
         }

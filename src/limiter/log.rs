@@ -562,15 +562,17 @@ impl State {
         if last.checked_sub(first)? > MAX_OFFSET / 2 {
             return None;
         }
+        // Every slot is checked before any is recorded: a slot out of
+        // order after one far ahead (within the span only if the order
+        // held) would otherwise be recorded past the ring's offsets.
+        let ordered = slots.windows(2).all(|w| w[0].0 <= w[1].0);
+        if !ordered || slots.iter().any(|&(_, c)| c == 0) {
+            return None;
+        }
         let mut s = State::default();
-        let mut prev = first;
         for &(t, c) in slots {
-            if c == 0 || t < prev {
-                return None;
-            }
             s.total().checked_add(c)?;
             s.record(t, c);
-            prev = t;
         }
         s.set_newest(newest);
         s.settle();
@@ -1441,6 +1443,20 @@ mod tests {
             }
             assert_eq!((st.form(), st.base()), (form, base / UNIT), "{period}");
         }
+    }
+
+    #[test]
+    fn restore_refuses_a_slot_out_of_order_after_one_far_ahead() {
+        // Found by the `replication_stream` fuzz target: the span was
+        // checked from the first slot to the last, and the order as each
+        // slot was recorded, so the second slot, 2^59 units ahead, was
+        // recorded (past a narrow ring's 40-bit offsets: a debug assertion,
+        // a silently wrong stamp in release) before the third, back in
+        // order with the first, refused the whole.
+        let t = 0x0006_612d_e1d6_1f88;
+        let slots = [(t, 1), (t + (1 << 59), 1), (t + 1, 1), (t + 2, 1)];
+        assert!(State::restore(t + 2, &slots).is_none());
+        assert!(State::restore(t + 2, &[(t, 1), (t + 1, 1), (t + 2, 1)]).is_some());
     }
 
     #[test]

@@ -2,18 +2,24 @@
 //! replica applies its primary's stream. The sockets are the server's
 //! (`server/replication.rs`); this module holds the facts `ROLE`, `INFO`,
 //! `WAIT` and `REPLICAOF` read and change, and the pure parts of the
-//! protocol: choosing a partial or a full resync, applying one frame.
+//! protocol: choosing a partial or a full resync, reading and applying
+//! the stream, the full copy the replicas that attach together share
+//! (`copy.rs`), and when a replica has overrun its limits ([`overrun`]).
 //!
 //! The stream carries effects, not commands (`store/effects.rs`): a full
 //! copy is each shard's records, interleaved with the stream so that a
 //! shard's copy follows every effect it already holds (see
 //! [`Store::for_each_in_shard_at`](crate::store::Store::for_each_in_shard_at)).
 
+pub mod copy;
+
+use bytes::{Buf, BytesMut};
 use parking_lot::Mutex;
 use std::sync::atomic::{AtomicBool, AtomicU64, AtomicU8, Ordering};
 use std::sync::Arc;
 
 use crate::clock::Nanos;
+use crate::config::OutputLimit;
 use crate::store::effects;
 use crate::store::Store;
 
@@ -26,8 +32,6 @@ pub const SYNCED: u8 = 17;
 /// into the stream this often, so a replica can tell a quiet primary from
 /// a dead link.
 pub const PING_PERIOD: std::time::Duration = std::time::Duration::from_secs(10);
-/// Redis's default `repl-timeout`: a link silent this long is dropped.
-pub const TIMEOUT: std::time::Duration = std::time::Duration::from_secs(60);
 
 /// What this server is.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -75,6 +79,69 @@ pub struct Attached {
     pub acked: AtomicU64,
     /// When it last acknowledged, in server ms.
     pub acked_at_ms: AtomicU64,
+    /// Its last sign of life, in server ms: an acknowledgement, or, while
+    /// it takes its copy, bytes taken (or nothing left to take).
+    pub alive_ms: AtomicU64,
+    /// The next byte of the stream to send it.
+    pub pos: AtomicU64,
+}
+
+impl Attached {
+    /// A replica attached now (`now_ms`, server time).
+    pub fn new(id: u64, ip: String, port: u16, online: bool, now_ms: u64) -> Attached {
+        Attached {
+            id,
+            ip: Mutex::new(ip),
+            port: u64::from(port).into(),
+            online: online.into(),
+            acked: 0.into(),
+            acked_at_ms: now_ms.into(),
+            alive_ms: now_ms.into(),
+            pos: 0.into(),
+        }
+    }
+}
+
+/// Why a replica's link is dropped: Redis's `client-output-buffer-limit
+/// replica` and `repl-timeout`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, thiserror::Error)]
+pub enum Overrun {
+    #[error("{0} bytes not taken, over the hard limit (client-output-buffer-limit replica)")]
+    Hard(u64),
+    #[error(
+        "{0} bytes not taken, over the soft limit for {1} s (client-output-buffer-limit replica)"
+    )]
+    Soft(u64, u64),
+    #[error("no acknowledgement or data taken for over {0} s (repl-timeout)")]
+    Timeout(u64),
+}
+
+/// Whether a replica with `unread` bytes not taken, last alive at
+/// `alive_ms`, is dropped at `now_ms` (server time, so tests drive it).
+/// `soft_since` is when `unread` went over the soft limit, kept by the
+/// caller from one check to the next.
+pub fn overrun(
+    limit: OutputLimit,
+    timeout_secs: u64,
+    now_ms: u64,
+    unread: u64,
+    alive_ms: u64,
+    soft_since: &mut Option<u64>,
+) -> Option<Overrun> {
+    let timeout_ms = timeout_secs.saturating_mul(1000);
+    if now_ms.saturating_sub(alive_ms) > timeout_ms {
+        return Some(Overrun::Timeout(timeout_secs));
+    }
+    if limit.hard > 0 && unread > limit.hard {
+        return Some(Overrun::Hard(unread));
+    }
+    if limit.soft == 0 || unread <= limit.soft {
+        *soft_since = None;
+        return None;
+    }
+    let since = *soft_since.get_or_insert(now_ms);
+    (now_ms.saturating_sub(since) >= limit.soft_seconds.saturating_mul(1000))
+        .then_some(Overrun::Soft(unread, limit.soft_seconds))
 }
 
 /// The replication facts of one server.
@@ -96,6 +163,8 @@ pub struct Replication {
     pub down_since_ms: AtomicU64,
     /// The replicas attached here.
     pub replicas: Mutex<Vec<Arc<Attached>>>,
+    /// The latest full copy, which replicas attaching together share.
+    copy: Mutex<Option<Arc<copy::FullCopy>>>,
     /// Full and partial resyncs served, and partial ones refused.
     pub full_syncs: AtomicU64,
     pub partial_ok: AtomicU64,
@@ -142,6 +211,7 @@ impl Replication {
             last_io_ms: AtomicU64::new(0),
             down_since_ms: AtomicU64::new(0),
             replicas: Mutex::new(Vec::new()),
+            copy: Mutex::new(None),
             full_syncs: AtomicU64::new(0),
             partial_ok: AtomicU64::new(0),
             partial_err: AtomicU64::new(0),
@@ -299,6 +369,29 @@ impl Replication {
         }
     }
 
+    /// The copy replica `id` reads after `resync` answered `Full`: the
+    /// one being made if it may still join it (same history, its first
+    /// chunk still held, the backlog still holding the stream from its
+    /// offset), else a new one, whose maker the caller starts (true).
+    pub fn full_copy(
+        &self,
+        store: &Store,
+        epoch: u64,
+        (replid, offset): (String, u64),
+        id: u64,
+    ) -> (copy::Reader, bool) {
+        let mut current = self.copy.lock();
+        let shared = current.as_ref().filter(|c| {
+            c.epoch == epoch && c.replid == replid && store.effects.holds_from(c.offset + 1)
+        });
+        if let Some(reader) = shared.and_then(|c| c.join(id)) {
+            return (reader, false);
+        }
+        let (copy, reader) = copy::FullCopy::start(replid, offset, epoch, id);
+        *current = Some(copy);
+        (reader, true)
+    }
+
     pub fn attach(&self, a: Arc<Attached>) {
         self.replicas.lock().push(a);
     }
@@ -371,6 +464,41 @@ pub fn apply(store: &Store, kind: u8, body: &[u8], now: Nanos) -> Result<(), App
     Ok(())
 }
 
+/// What one read of the stream held.
+#[derive(Debug, Default, Clone, Copy, PartialEq, Eq)]
+pub struct Applied {
+    /// The primary asked for an acknowledgement now (GETACK).
+    pub getack: bool,
+    /// The full copy ended (SYNCED): the replica is in sync.
+    pub synced: bool,
+}
+
+/// A replica's reader of its primary's stream, the only code that parses
+/// what a primary sends after `PSYNC`: applies every whole frame at the
+/// start of `buf`, logs the stream's frames (not the copy's) verbatim for
+/// this server's own replicas, and leaves a frame not yet whole in `buf`
+/// for the next read. On an error the frames before the bad one stay
+/// applied; the link is dropped and the replica starts over (the fuzz
+/// target `replication_stream` runs this on arbitrary bytes).
+pub fn apply_frames(store: &Store, buf: &mut BytesMut, now: Nanos) -> Result<Applied, ApplyError> {
+    let mut applied = Applied::default();
+    while let Some((kind, body, n)) = effects::next_frame(buf) {
+        apply(store, kind, body, now)?;
+        match kind {
+            SNAP => {}
+            SYNCED => applied.synced = true,
+            k => {
+                // Applied first, then logged: a copy our own replicas take
+                // never lacks what the log holds.
+                store.effects.append(&buf[..n]);
+                applied.getack |= k == effects::GETACK;
+            }
+        }
+        buf.advance(n);
+    }
+    Ok(applied)
+}
+
 /// Appends shard `shard`'s copy, one SNAP frame a key, to `out`; returns
 /// the stream's offset when it was taken (see
 /// [`Store::for_each_in_shard_at`]).
@@ -378,4 +506,44 @@ pub fn copy_shard(store: &Store, shard: usize, now: Nanos, out: &mut Vec<u8>) ->
     store.for_each_in_shard_at(shard, now, |key, entry| {
         effects::frame(out, SNAP, |b| crate::store::snapshot::encode(b, key, entry));
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Redis's rules on plain numbers: the hard limit at once, the soft
+    /// one after its seconds over it (and forgotten once under it), the
+    /// timeout after its seconds without a sign of life.
+    #[test]
+    fn a_replica_overruns_as_redis_decides() {
+        let limit = OutputLimit {
+            hard: 1000,
+            soft: 100,
+            soft_seconds: 10,
+        };
+        let mut since = None;
+        let check = |now, unread, alive, since: &mut Option<u64>| {
+            overrun(limit, 60, now, unread, alive, since)
+        };
+        assert_eq!(check(0, 1001, 0, &mut since), Some(Overrun::Hard(1001)));
+        assert_eq!(check(0, 1000, 0, &mut since), None);
+        assert_eq!(since, Some(0));
+        assert_eq!(check(9_999, 500, 9_000, &mut since), None);
+        assert_eq!(
+            check(10_000, 500, 9_000, &mut since),
+            Some(Overrun::Soft(500, 10))
+        );
+        assert_eq!(check(10_000, 100, 9_000, &mut since), None);
+        assert_eq!(since, None, "back under the soft limit: its clock restarts");
+        assert_eq!(check(15_000, 101, 9_000, &mut since), None);
+        assert_eq!(check(24_999, 101, 9_000, &mut since), None);
+        assert_eq!(check(69_000, 0, 9_000, &mut since), None);
+        assert_eq!(
+            check(69_001, 0, 9_000, &mut since),
+            Some(Overrun::Timeout(60))
+        );
+        let off = OutputLimit::default();
+        assert_eq!(overrun(off, 60, 5, u64::MAX, 5, &mut None), None);
+    }
 }

@@ -359,9 +359,10 @@ async fn flush<S: AsyncWrite + AsRawFd + Unpin>(
 }
 
 /// Bytes the kernel still holds for the client (sent but not acknowledged,
-/// or not sent yet): `SIOCOUTQ`. Read only when an output limit is set.
+/// or not sent yet): `SIOCOUTQ`. Read only when an output limit is set
+/// (a client's, or a replica's: `server/replication.rs`).
 #[cfg(target_os = "linux")]
-fn unsent(fd: RawFd) -> u64 {
+pub(super) fn unsent(fd: RawFd) -> u64 {
     let mut n: libc::c_int = 0;
     // SAFETY: TIOCOUTQ (SIOCOUTQ on a socket) writes one c_int through the
     // pointer, which points at a local that outlives the call; `fd` is the
@@ -375,7 +376,7 @@ fn unsent(fd: RawFd) -> u64 {
 }
 
 #[cfg(not(target_os = "linux"))]
-fn unsent(_fd: RawFd) -> u64 {
+pub(super) fn unsent(_fd: RawFd) -> u64 {
     0
 }
 

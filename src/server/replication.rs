@@ -4,6 +4,7 @@
 //! `replication/`'s; the stream's bytes are `store/effects.rs`'s.
 
 use bytes::{Buf, BytesMut};
+use std::os::fd::{AsRawFd, RawFd};
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
 use std::time::Duration;
@@ -47,6 +48,8 @@ enum LinkError {
     Timeout(Duration),
     #[error("the role changed")]
     Superseded,
+    #[error("{0}")]
+    Overrun(#[from] replication::Overrun),
 }
 
 impl From<effects::Gone> for LinkError {
@@ -56,9 +59,10 @@ impl From<effects::Gone> for LinkError {
 }
 
 /// Serves a replica that sent `PSYNC replid offset` on this connection,
-/// until it goes, the server stops, or this server's history changes
-/// under it (a full copy taken from its own primary).
-pub async fn feed<S: AsyncRead + AsyncWrite + Unpin>(
+/// until it goes, the server stops, this server's history changes under
+/// it (a full copy taken from its own primary), or it overruns its limits
+/// (`client-output-buffer-limit replica`, `repl-timeout`: [`watch`]).
+pub async fn feed<S: AsyncRead + AsyncWrite + AsRawFd + Unpin>(
     socket: S,
     state: &State,
     info: &Arc<ClientInfo>,
@@ -71,35 +75,113 @@ pub async fn feed<S: AsyncRead + AsyncWrite + Unpin>(
         .unwrap_or(usize::MAX);
     let epoch = repl.feeds_epoch();
     let resync = repl.resync(&state.store, &replid, offset, backlog);
+    // A full resync reads a copy, shared with the replicas that attach
+    // with this one; the first starts its maker.
+    let copy = match &resync {
+        Resync::Full { replid, offset } => {
+            let (reader, new) =
+                repl.full_copy(&state.store, epoch, (replid.clone(), *offset), info.id);
+            if new {
+                let (copy, store, clock) = (
+                    reader.copy().clone(),
+                    state.store.clone(),
+                    state.clock.clone(),
+                );
+                tokio::task::spawn_blocking(move || copy.make(&store, &*clock));
+            }
+            Some(reader)
+        }
+        Resync::Partial { .. } => None,
+    };
     let hello = hello.unwrap_or_default();
-    let attached = Arc::new(Attached {
-        id: info.id,
-        ip: parking_lot::Mutex::new(hello.ip.unwrap_or_else(|| info.addr.ip().to_string())),
-        port: (hello.port as u64).into(),
-        online: matches!(resync, Resync::Partial { .. }).into(),
-        acked: 0.into(),
-        acked_at_ms: state.clock.now().as_millis().into(),
-    });
+    let attached = Arc::new(Attached::new(
+        info.id,
+        hello.ip.unwrap_or_else(|| info.addr.ip().to_string()),
+        hello.port,
+        copy.is_none(),
+        state.clock.now().as_millis(),
+    ));
+    let start = match (&resync, &copy) {
+        (Resync::Partial { from, .. }, _) => *from,
+        (_, Some(reader)) => reader.copy().offset + 1,
+        (Resync::Full { offset, .. }, None) => offset + 1,
+    };
+    attached.pos.store(start, Ordering::Relaxed);
     tracing::info!(
         replica = %format!("{}:{}", attached.ip.lock(), hello.port),
         ?resync,
+        shared_copy = ?copy.as_ref().map(|r| r.copy().offset),
         "replica attached"
     );
     info.replica.store(true, Ordering::Relaxed);
     repl.attach(attached.clone());
+    let fd = socket.as_raw_fd();
+    let shared = copy.as_ref().map(|r| r.copy().clone());
     let (rd, mut wr) = tokio::io::split(socket);
+    let start = match (resync, copy) {
+        (_, Some(reader)) => Start::Copy(reader),
+        (Resync::Partial { replid, .. }, None) | (Resync::Full { replid, .. }, None) => {
+            Start::Continue(replid)
+        }
+    };
     let why = tokio::select! {
-        r = send(&mut wr, state, &attached, resync, epoch) => r,
+        r = send(&mut wr, state, &attached, start, epoch) => r,
         r = read_acks(rd, state, &attached) => r,
+        r = watch(state, &attached, shared.as_deref(), fd) => r,
         _ = shutdown.changed() => Ok(()),
         _ = info.killed() => Ok(()),
     };
     repl.detach(info.id);
     match why {
         Ok(()) => tracing::info!(client = info.id, "replica detached"),
+        Err(e @ LinkError::Overrun(_)) => {
+            tracing::warn!(client = info.id, error = %e, "disconnecting replica")
+        }
         Err(e) => tracing::info!(client = info.id, error = %e, "replica link closed"),
     }
     let _ = tokio::time::timeout(Duration::from_secs(1), wr.shutdown()).await;
+}
+
+/// How often a replica's limits are checked.
+const WATCH_EVERY: Duration = Duration::from_millis(100);
+
+/// Drops the replica once it overruns `client-output-buffer-limit
+/// replica` or `repl-timeout`, on the server's clock. Its unread bytes:
+/// the copy it alone holds in memory (see
+/// [`FullCopy::pinned`](replication::copy::FullCopy::pinned)), the stream
+/// it has not taken, and what the kernel still queues for it.
+async fn watch(
+    state: &State,
+    attached: &Attached,
+    copy: Option<&replication::copy::FullCopy>,
+    fd: RawFd,
+) -> Result<(), LinkError> {
+    let mut tick = tokio::time::interval(WATCH_EVERY);
+    let mut soft_since = None;
+    let settings = &state.settings;
+    loop {
+        tick.tick().await;
+        let behind =
+            (state.store.effects.offset() + 1).saturating_sub(attached.pos.load(Ordering::Relaxed));
+        let unread =
+            copy.map_or(0, |c| c.pinned(attached.id)) + behind + super::connection::unsent(fd);
+        if let Some(o) = replication::overrun(
+            settings.output_limits().replica,
+            settings.get(&settings.repl_timeout_secs),
+            state.clock.now().as_millis(),
+            unread,
+            attached.alive_ms.load(Ordering::Relaxed),
+            &mut soft_since,
+        ) {
+            return Err(o.into());
+        }
+    }
+}
+
+/// How a feeder starts: `+CONTINUE <replid>`, or a full copy.
+enum Start {
+    Continue(String),
+    Copy(replication::copy::Reader),
 }
 
 /// The copy (if a full resync), then the stream, as it grows.
@@ -107,57 +189,49 @@ async fn send<W: AsyncWrite + Unpin>(
     wr: &mut W,
     state: &State,
     attached: &Attached,
-    resync: Resync,
+    start: Start,
     epoch: u64,
 ) -> Result<(), LinkError> {
-    let store = &state.store;
-    let fx = &store.effects;
+    let fx = &state.store.effects;
     let repl = &state.replication;
     let mut buf = Vec::with_capacity(CHUNK);
-    let mut pos = match resync {
-        Resync::Partial { from, replid } => {
+    let pos = &attached.pos;
+    match start {
+        Start::Continue(replid) => {
             wr.write_all(format!("+CONTINUE {replid}\r\n").as_bytes())
                 .await?;
-            from
         }
-        Resync::Full { replid, offset } => {
+        Start::Copy(reader) => {
+            let (replid, offset) = (&reader.copy().replid, reader.copy().offset);
             wr.write_all(format!("+FULLRESYNC {replid} {offset}\r\n").as_bytes())
                 .await?;
-            let mut pos = offset + 1;
             // Shard by shard: the stream up to the moment of each shard's
             // copy, then the copy, so no shard's copy is ever older than
-            // effects already sent for its keys. The copies are encoded on
-            // a blocking thread, two ahead of the socket at most, so no
-            // worker stops serving clients to encode.
-            let (tx, mut rx) = tokio::sync::mpsc::channel::<(u64, Vec<u8>)>(2);
-            let (copy_store, clock) = (state.store.clone(), state.clock.clone());
-            let copier = tokio::task::spawn_blocking(move || {
-                for i in 0..copy_store.shard_count() {
-                    let mut copy = Vec::new();
-                    let at = replication::copy_shard(&copy_store, i, clock.now(), &mut copy);
-                    if tx.blocking_send((at, copy)).is_err() {
-                        return;
-                    }
-                }
-            });
-            while let Some((at, copy)) = rx.recv().await {
-                send_until(wr, fx, &mut pos, at, &mut buf).await?;
-                wr.write_all(&copy).await?;
+            // effects already sent for its keys. The copies are made on a
+            // blocking thread, a few ahead of the fastest replica at most,
+            // so no worker stops serving clients to encode.
+            while let Some((at, chunk)) = alive_while(state, attached, reader.next()).await {
+                send_until(wr, state, attached, at, &mut buf).await?;
+                write_out(wr, &chunk, state, attached, |n| reader.wrote(n)).await?;
+                reader.advance();
             }
-            copier
-                .await
-                .map_err(|e| LinkError::Refused(format!("the copy failed: {e}")))?;
+            // Every chunk written: it holds none of them any more.
+            drop(reader);
             let mut end = Vec::new();
             effects::frame(&mut end, replication::SYNCED, |_| {});
             wr.write_all(&end).await?;
+            // As Redis: acknowledgements are due from now, not from the
+            // attach (a long copy is no silence).
+            let now = state.clock.now().as_millis();
+            attached.acked_at_ms.store(now, Ordering::Relaxed);
+            attached.alive_ms.store(now, Ordering::Relaxed);
             attached.online.store(true, Ordering::Relaxed);
             tracing::info!(
                 client = attached.id,
                 "replica synchronised (full copy sent)"
             );
-            pos
         }
-    };
+    }
     loop {
         if repl.feeds_epoch() != epoch {
             return Err(LinkError::Superseded);
@@ -167,10 +241,12 @@ async fn send<W: AsyncWrite + Unpin>(
         woken.as_mut().enable();
         fx.want_wake();
         buf.clear();
-        let n = fx.read(pos, CHUNK, &mut buf)?;
+        let n = fx.read(pos.load(Ordering::Relaxed), CHUNK, &mut buf)?;
         if n > 0 {
-            wr.write_all(&buf).await?;
-            pos += n as u64;
+            write_out(wr, &buf, state, attached, |n| {
+                pos.fetch_add(n as u64, Ordering::Relaxed);
+            })
+            .await?;
             // A trickle under load: let the clients on this worker add to
             // it first, so the stream goes out in few large writes rather
             // than one small write (and one wake-up) per effect.
@@ -185,27 +261,84 @@ async fn send<W: AsyncWrite + Unpin>(
     }
 }
 
-/// Writes the stream from byte `pos` through byte `upto`.
+/// Awaits `f` (the next chunk of a copy, made by another thread) with the
+/// replica counted alive meanwhile: it is not what is waited for.
+async fn alive_while<T>(
+    state: &State,
+    attached: &Attached,
+    f: impl std::future::Future<Output = T>,
+) -> T {
+    let alive = || {
+        attached
+            .alive_ms
+            .store(state.clock.now().as_millis(), Ordering::Relaxed)
+    };
+    alive();
+    let mut tick = tokio::time::interval(WATCH_EVERY);
+    tokio::pin!(f);
+    loop {
+        tokio::select! {
+            r = &mut f => {
+                alive();
+                return r;
+            }
+            _ = tick.tick() => alive(),
+        }
+    }
+}
+
+/// Writes `bytes`, telling `took` what each write took; while the replica
+/// takes its copy, a write that progresses is a sign of life.
+async fn write_out<W: AsyncWrite + Unpin>(
+    wr: &mut W,
+    bytes: &[u8],
+    state: &State,
+    attached: &Attached,
+    mut took: impl FnMut(usize),
+) -> Result<(), LinkError> {
+    let mut done = 0;
+    while done < bytes.len() {
+        let n = wr.write(&bytes[done..]).await?;
+        if n == 0 {
+            return Err(LinkError::Io(std::io::ErrorKind::WriteZero.into()));
+        }
+        done += n;
+        took(n);
+        if !attached.online.load(Ordering::Relaxed) {
+            attached
+                .alive_ms
+                .store(state.clock.now().as_millis(), Ordering::Relaxed);
+        }
+    }
+    Ok(())
+}
+
+/// Writes the stream from the replica's next byte through byte `upto`.
 async fn send_until<W: AsyncWrite + Unpin>(
     wr: &mut W,
-    fx: &effects::Effects,
-    pos: &mut u64,
+    state: &State,
+    attached: &Attached,
     upto: u64,
     buf: &mut Vec<u8>,
 ) -> Result<(), LinkError> {
-    while *pos <= upto {
+    let pos = &attached.pos;
+    loop {
+        let from = pos.load(Ordering::Relaxed);
+        if from > upto {
+            return Ok(());
+        }
         buf.clear();
-        let want = usize::try_from(upto + 1 - *pos)
+        let want = usize::try_from(upto + 1 - from)
             .unwrap_or(usize::MAX)
             .min(CHUNK);
-        let n = fx.read(*pos, want, buf)?;
-        if n == 0 {
-            break;
+        if state.store.effects.read(from, want, buf)? == 0 {
+            return Ok(());
         }
-        wr.write_all(buf).await?;
-        *pos += n as u64;
+        write_out(wr, buf, state, attached, |n| {
+            pos.fetch_add(n as u64, Ordering::Relaxed);
+        })
+        .await?;
     }
-    Ok(())
 }
 
 /// Reads `REPLCONF ACK <offset>` from the replica.
@@ -236,9 +369,9 @@ async fn read_acks<R: AsyncRead + Unpin>(
                 .flatten()
             {
                 attached.acked.fetch_max(n, Ordering::AcqRel);
-                attached
-                    .acked_at_ms
-                    .store(state.clock.now().as_millis(), Ordering::Relaxed);
+                let now = state.clock.now().as_millis();
+                attached.acked_at_ms.store(now, Ordering::Relaxed);
+                attached.alive_ms.store(now, Ordering::Relaxed);
                 state.replication.acked.notify_waiters();
             }
         }
@@ -448,8 +581,9 @@ async fn stream_from<S: AsyncRead + AsyncWrite + Unpin>(
                 }
             }
             _ = ack.tick() => {
-                if last_io.elapsed() > replication::TIMEOUT {
-                    return Err(LinkError::Timeout(replication::TIMEOUT));
+                let timeout = Duration::from_secs(settings.get(&settings.repl_timeout_secs));
+                if last_io.elapsed() > timeout {
+                    return Err(LinkError::Timeout(timeout));
                 }
                 if repl.link() == Link::Up {
                     send_ack(&mut wr, store.effects.offset()).await?;
@@ -463,28 +597,15 @@ async fn stream_from<S: AsyncRead + AsyncWrite + Unpin>(
 /// Applies every whole frame in `buf` (the rest waits for more bytes);
 /// true if the primary asked for an acknowledgement.
 fn apply_frames(state: &State, buf: &mut BytesMut, primary: &str) -> Result<bool, LinkError> {
-    let (store, repl) = (&state.store, &state.replication);
+    let repl = &state.replication;
     let now = state.clock.now();
     repl.last_io_ms.store(now.as_millis(), Ordering::Relaxed);
-    let mut getack = false;
-    while let Some((kind, body, n)) = effects::next_frame(buf) {
-        replication::apply(store, kind, body, now)?;
-        match kind {
-            replication::SNAP => {}
-            replication::SYNCED => {
-                tracing::info!(%primary, "replica synchronised (full copy loaded)");
-                repl.set_link(Link::Up, now.as_millis());
-            }
-            k => {
-                // Applied first, then logged: a copy our own replicas take
-                // never lacks what the log holds.
-                store.effects.append(&buf[..n]);
-                getack |= k == effects::GETACK;
-            }
-        }
-        buf.advance(n);
+    let applied = replication::apply_frames(&state.store, buf, now)?;
+    if applied.synced {
+        tracing::info!(%primary, "replica synchronised (full copy loaded)");
+        repl.set_link(Link::Up, now.as_millis());
     }
-    Ok(getack)
+    Ok(applied.getack)
 }
 
 async fn send_ack<W: AsyncWrite + Unpin>(wr: &mut W, offset: u64) -> Result<(), LinkError> {

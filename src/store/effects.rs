@@ -11,7 +11,10 @@
 //! Effects are appended under the written key's shard lock, so two writes
 //! to one key reach the log in the order they happened. The log keeps the
 //! newest `--repl-backlog-size` bytes (Redis's backlog): a replica that
-//! reconnects within them resumes where it stopped.
+//! reconnects within them resumes where it stopped. It holds them in
+//! blocks of [`BLOCK`] bytes, allocated as the stream grows (the size is
+//! a bound, not an allocation) and immutable once full, so the feeders
+//! read them without holding up the writers.
 //!
 //! ```text
 //! frame  kind: u8  len: u32 (LE)  body[len]
@@ -25,8 +28,10 @@
 //! Offsets count bytes, as Redis's do: `master_repl_offset` is the number
 //! of the last byte written, the first byte being number 1.
 
+use bytes::{Bytes, BytesMut};
 use parking_lot::Mutex;
 use std::cell::RefCell;
+use std::collections::VecDeque;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::OnceLock;
 
@@ -39,6 +44,13 @@ pub const PING: u8 = 4;
 pub const GETACK: u8 = 5;
 /// Bytes before a frame's body.
 pub const HEADER: usize = 5;
+
+/// The backlog grows and shrinks by blocks of this many bytes, as the
+/// stream does (Redis grows its backlog in blocks too), so a
+/// `--repl-backlog-size` is a bound, never an allocation. It is also the
+/// most a reader copies while it holds the writers' lock: a full block is
+/// never written again, and is read outside the lock.
+pub const BLOCK: usize = 16 * 1024;
 
 /// The bytes a frame holds: kind, length, body.
 pub fn frame(buf: &mut Vec<u8>, kind: u8, body: impl FnOnce(&mut Vec<u8>)) {
@@ -73,6 +85,8 @@ pub struct Effects {
     /// exists (created when its first replica attaches, as Redis's is).
     /// A replica logs what its primary sends, verbatim, instead.
     emitting: AtomicBool,
+    /// The writers' lock: taken under a shard's lock by every logged
+    /// write, so no reader holds it longer than a copy of [`BLOCK`] bytes.
     ring: Mutex<Ring>,
     /// `ring.end`, readable without the lock.
     offset: AtomicU64,
@@ -90,14 +104,35 @@ impl std::fmt::Debug for Effects {
     }
 }
 
-/// The backlog: a ring of the newest bytes of the stream.
+/// The backlog: the newest bytes of the stream, in blocks.
 #[derive(Debug, Default)]
 struct Ring {
-    buf: Vec<u8>,
+    /// Full blocks, oldest first, each [`BLOCK`] bytes. Never written
+    /// again: a reader takes one (a reference count) and copies from it
+    /// after letting the lock go.
+    full: VecDeque<Bytes>,
+    /// The block being filled (capacity [`BLOCK`]).
+    tail: BytesMut,
+    /// An evicted block nobody reads any more, to be the next `tail`.
+    spare: Option<BytesMut>,
+    /// Number of the first byte of `full[0]` (of `tail` without one).
+    start: u64,
     /// Number of the last byte written (0: none yet).
     end: u64,
-    /// Bytes of the stream the ring holds (up to its size).
-    held: usize,
+    /// The backlog's size, `--repl-backlog-size`; 0: no backlog.
+    size: usize,
+    /// No byte before this one is held: a backlog made larger does not
+    /// take back the bytes it had let go, though a block may still hold
+    /// them.
+    floor: u64,
+}
+
+/// What one step of a read took under the lock.
+enum Piece {
+    /// Part of a full block, shared.
+    Block(Bytes),
+    /// This many bytes of the block being filled, copied out.
+    Copied(usize),
 }
 
 /// A replica asked for bytes the backlog no longer (or never) held.
@@ -125,43 +160,33 @@ impl Effects {
         let _ = self.wake.set(wake);
     }
 
-    /// Creates the backlog, `size` bytes, if there is none (its offset
-    /// goes on from where the stream is).
+    /// Creates the backlog, at most `size` bytes, if there is none (its
+    /// offset goes on from where the stream is). Nothing is allocated
+    /// until the stream brings bytes.
     pub fn activate(&self, size: usize) {
         let mut r = self.ring.lock();
-        if r.buf.is_empty() {
-            r.buf = vec![0; size.max(1)];
-            r.held = 0;
+        if r.size == 0 {
+            r.size = size.max(1);
+            r.start = r.end + 1;
         }
     }
 
     /// Whether the backlog exists.
     pub fn active(&self) -> bool {
-        !self.ring.lock().buf.is_empty()
+        self.ring.lock().size > 0
     }
 
-    /// Resizes the backlog, keeping its newest bytes.
+    /// Resizes the backlog, keeping its newest bytes; a smaller one gives
+    /// its oldest blocks back at once, a larger one grows as the stream
+    /// does.
     pub fn resize(&self, size: usize) {
         let mut r = self.ring.lock();
-        if r.buf.is_empty() || r.buf.len() == size.max(1) {
+        if r.size == 0 {
             return;
         }
-        let keep = r.held.min(size.max(1));
-        let mut newer = Vec::with_capacity(keep);
-        let first = r.end + 1 - keep as u64;
-        r.copy_into(first, keep, &mut newer);
-        let mut buf = vec![0; size.max(1)];
-        let end = r.end;
-        for (i, b) in newer.into_iter().enumerate() {
-            let n = first + i as u64;
-            let at = ((n - 1) % buf.len() as u64) as usize;
-            buf[at] = b;
-        }
-        *r = Ring {
-            buf,
-            end,
-            held: keep,
-        };
+        r.floor = r.first();
+        r.size = size.max(1);
+        r.evict();
     }
 
     /// Forgets the backlog's bytes and sets the offset (a replica taking
@@ -169,7 +194,7 @@ impl Effects {
     pub fn reset(&self, offset: u64) {
         let mut r = self.ring.lock();
         r.end = offset;
-        r.held = 0;
+        r.clear();
         self.offset.store(offset, Ordering::Release);
     }
 
@@ -181,7 +206,7 @@ impl Effects {
     /// (size, first byte held, bytes held) for `INFO`.
     pub fn backlog(&self) -> (usize, u64, usize) {
         let r = self.ring.lock();
-        (r.buf.len(), r.end + 1 - r.held as u64, r.held)
+        (r.size, r.first(), r.held())
     }
 
     /// Logs `key`'s new state (`None`: deleted). Called under the key's
@@ -227,52 +252,139 @@ impl Effects {
     /// Copies up to `max` bytes of the stream from byte number `from` into
     /// `out`; how many. `Err(Gone)` if the backlog no longer holds `from`.
     pub fn read(&self, from: u64, max: usize, out: &mut Vec<u8>) -> Result<usize, Gone> {
-        let r = self.ring.lock();
-        if from > r.end + 1 || from + (r.held as u64) < r.end + 1 {
-            return Err(Gone);
+        self.read_with(from, max, |b| out.extend_from_slice(b))
+    }
+
+    /// [`Effects::read`], handing the bytes to `sink` piece by piece.
+    /// `sink` never runs under the writers' lock: a reader takes a full
+    /// block's reference, or copies at most [`BLOCK`] bytes of the block
+    /// being filled, then lets the lock go before it copies out, so a
+    /// feeder's copy never holds up a write on any shard.
+    pub fn read_with(
+        &self,
+        from: u64,
+        max: usize,
+        mut sink: impl FnMut(&[u8]),
+    ) -> Result<usize, Gone> {
+        let mut done = 0usize;
+        let mut at = from;
+        let mut tail = [0u8; BLOCK];
+        while done < max {
+            // A full block's reference, or the length copied out of the
+            // block being filled; either way the lock goes before `sink`.
+            let piece = {
+                let r = self.ring.lock();
+                if at > r.end + 1 || at < r.first() {
+                    // Evicted while this read went on: what was read stands.
+                    return if done == 0 { Err(Gone) } else { Ok(done) };
+                }
+                let want = usize::try_from(r.end + 1 - at)
+                    .unwrap_or(usize::MAX)
+                    .min(max - done);
+                if want == 0 {
+                    break;
+                }
+                let tail_start = r.end + 1 - r.tail.len() as u64;
+                if at >= tail_start {
+                    let off = (at - tail_start) as usize;
+                    tail[..want].copy_from_slice(&r.tail[off..off + want]);
+                    Piece::Copied(want)
+                } else {
+                    let i = ((at - r.start) / BLOCK as u64) as usize;
+                    let off = ((at - r.start) % BLOCK as u64) as usize;
+                    let block = &r.full[i];
+                    Piece::Block(block.slice(off..block.len().min(off + want)))
+                }
+            };
+            let n = match piece {
+                Piece::Block(block) => {
+                    sink(&block);
+                    block.len()
+                }
+                Piece::Copied(n) => {
+                    sink(&tail[..n]);
+                    n
+                }
+            };
+            done += n;
+            at += n as u64;
         }
-        let n = ((r.end + 1 - from) as usize).min(max);
-        r.copy_into(from, n, out);
-        Ok(n)
+        Ok(done)
     }
 
     /// Whether byte `from` on is still held (a partial resync can start
     /// there).
     pub fn holds_from(&self, from: u64) -> bool {
         let r = self.ring.lock();
-        !r.buf.is_empty() && from <= r.end + 1 && from + r.held as u64 > r.end
+        r.size > 0 && from <= r.end + 1 && from >= r.first()
     }
 }
 
 impl Ring {
-    fn write(&mut self, mut bytes: &[u8]) {
-        let cap = self.buf.len();
-        self.end += bytes.len() as u64;
-        if cap == 0 {
-            return;
-        }
-        self.held = (self.held + bytes.len()).min(cap);
-        if bytes.len() > cap {
-            bytes = &bytes[bytes.len() - cap..];
-        }
-        // The first byte of `bytes` is number end - len + 1.
-        let first = self.end - bytes.len() as u64 + 1;
-        let at = ((first - 1) % cap as u64) as usize;
-        let head = (cap - at).min(bytes.len());
-        self.buf[at..at + head].copy_from_slice(&bytes[..head]);
-        self.buf[..bytes.len() - head].copy_from_slice(&bytes[head..]);
+    /// Bytes of the stream the backlog holds: the newest `size`.
+    fn held(&self) -> usize {
+        (self.end + 1 - self.first()) as usize
     }
 
-    /// Appends `n` bytes from byte number `from` (held) to `out`.
-    fn copy_into(&self, from: u64, n: usize, out: &mut Vec<u8>) {
-        if n == 0 {
+    /// Number of the first byte held.
+    fn first(&self) -> u64 {
+        let in_blocks = (self.end + 1 - self.start).min(self.size as u64);
+        (self.end + 1 - in_blocks).max(self.floor)
+    }
+
+    fn clear(&mut self) {
+        self.full.clear();
+        self.tail.clear();
+        self.start = self.end + 1;
+    }
+
+    fn write(&mut self, mut bytes: &[u8]) {
+        self.end += bytes.len() as u64;
+        if self.size == 0 {
+            self.start = self.end + 1;
             return;
         }
-        let cap = self.buf.len();
-        let at = ((from - 1) % cap as u64) as usize;
-        let head = (cap - at).min(n);
-        out.extend_from_slice(&self.buf[at..at + head]);
-        out.extend_from_slice(&self.buf[..n - head]);
+        if bytes.len() >= self.size {
+            // Only its newest `size` bytes will be held.
+            self.clear();
+            bytes = &bytes[bytes.len() - self.size..];
+            self.start = self.end + 1 - bytes.len() as u64;
+        }
+        while !bytes.is_empty() {
+            if self.tail.capacity() == 0 {
+                self.tail = self
+                    .spare
+                    .take()
+                    .unwrap_or_else(|| BytesMut::with_capacity(BLOCK));
+            }
+            let take = (BLOCK - self.tail.len()).min(bytes.len());
+            self.tail.extend_from_slice(&bytes[..take]);
+            bytes = &bytes[take..];
+            if self.tail.len() == BLOCK {
+                let block = std::mem::take(&mut self.tail).freeze();
+                self.full.push_back(block);
+            }
+        }
+        self.evict();
+    }
+
+    /// Drops the oldest blocks no byte held is in.
+    fn evict(&mut self) {
+        while let Some(front) = self.full.front() {
+            if self.start + front.len() as u64 > self.first() {
+                break;
+            }
+            self.start += front.len() as u64;
+            if let Some(block) = self.full.pop_front() {
+                // A block no reader holds is the next tail's memory.
+                if let Ok(mut m) = block.try_into_mut() {
+                    if m.capacity() >= BLOCK {
+                        m.clear();
+                        self.spare = Some(m);
+                    }
+                }
+            }
+        }
     }
 }
 
@@ -312,6 +424,149 @@ mod tests {
         e.resize(16);
         e.append(b"z");
         assert_eq!(stream(&e, 19).unwrap(), b"89xyz");
+    }
+
+    /// `--repl-backlog-size 100gb` used to allocate 100 GiB, zero-filled,
+    /// at the first PSYNC (the process aborted); the backlog now takes
+    /// blocks as the stream brings bytes.
+    #[test]
+    fn a_huge_backlog_takes_only_what_the_stream_brings() {
+        let e = Effects::default();
+        e.activate(100 << 30);
+        assert_eq!(e.ring.lock().full.len(), 0);
+        let bytes: Vec<u8> = (0..100_000u32).map(|i| i as u8).collect();
+        e.append(&bytes);
+        assert_eq!(stream(&e, 1).unwrap(), bytes);
+        {
+            let r = e.ring.lock();
+            assert_eq!(r.full.len(), 100_000 / BLOCK);
+            assert!(r.tail.capacity() <= 2 * BLOCK, "{}", r.tail.capacity());
+        }
+        assert_eq!(e.backlog(), (100 << 30, 1, 100_000));
+    }
+
+    /// Blocks go back as the stream moves past the size, and come back
+    /// to be filled again rather than allocated.
+    #[test]
+    fn evicted_blocks_are_reused() {
+        let e = Effects::default();
+        e.activate(2 * BLOCK);
+        for _ in 0..20 {
+            e.append(&[7; BLOCK]);
+        }
+        let r = e.ring.lock();
+        assert!(r.full.len() <= 3, "{}", r.full.len());
+        assert!(r.spare.is_some() || r.tail.capacity() >= BLOCK);
+    }
+
+    /// A reader copying out a full block (here: a sink that waits) does
+    /// not hold up a writer: the writer appends while the reader is in
+    /// the middle of its copy. With the copy made under the writers' lock
+    /// (as it was, up to 256 KiB a time) the writer waited for it, and
+    /// this test deadlocked (the reader waits for the writer's append).
+    #[test]
+    fn a_reader_copying_out_does_not_hold_up_writers() {
+        use std::sync::mpsc;
+        use std::time::Duration;
+        let e = std::sync::Arc::new(Effects::default());
+        e.activate(1 << 20);
+        e.append(&vec![1; 8 * BLOCK]);
+        let (appended_tx, appended_rx) = mpsc::channel::<()>();
+        let (start_tx, start_rx) = mpsc::channel::<()>();
+        let writer = {
+            let e = e.clone();
+            std::thread::spawn(move || {
+                start_rx.recv().unwrap();
+                e.append(b"written while a reader copies");
+                appended_tx.send(()).unwrap();
+            })
+        };
+        let mut pieces = 0;
+        let mut got = Vec::new();
+        let n = e
+            .read_with(1, usize::MAX, |b| {
+                if pieces == 0 {
+                    start_tx.send(()).unwrap();
+                    appended_rx
+                        .recv_timeout(Duration::from_secs(10))
+                        .expect("the writer appended while the reader copied");
+                }
+                pieces += 1;
+                got.extend_from_slice(b);
+            })
+            .unwrap();
+        writer.join().unwrap();
+        assert_eq!(n, got.len());
+        assert_eq!(&got[..8 * BLOCK], &vec![1; 8 * BLOCK][..]);
+        assert_eq!(&got[8 * BLOCK..], b"written while a reader copies");
+        assert!(pieces >= 9, "{pieces}");
+    }
+
+    /// Random appends, resizes and reads against a plain vector of the
+    /// whole stream.
+    #[test]
+    fn the_ring_reads_as_the_stream_it_was_written() {
+        use proptest::prelude::*;
+        #[derive(Debug, Clone)]
+        enum Op {
+            Append(usize),
+            Resize(usize),
+            Read(u64, usize),
+        }
+        let op = prop_oneof![
+            6 => (0usize..3 * BLOCK).prop_map(Op::Append),
+            1 => (1usize..6 * BLOCK).prop_map(Op::Resize),
+            3 => (0u64..40 * BLOCK as u64, 0usize..4 * BLOCK).prop_map(|(f, m)| Op::Read(f, m)),
+        ];
+        proptest!(|(size in 1usize..5 * BLOCK, ops in proptest::collection::vec(op, 1..60))| {
+            let e = Effects::default();
+            e.activate(size);
+            let mut size = size;
+            let mut all: Vec<u8> = Vec::new();
+            // What the backlog holds: the newest bytes, up to its size
+            // when they were written (a larger size takes none back).
+            let mut held = 0usize;
+            for op in ops {
+                match op {
+                    Op::Append(n) => {
+                        let bytes: Vec<u8> =
+                            (0..n).map(|i| (all.len() + i) as u8 ^ (n as u8)).collect();
+                        e.append(&bytes);
+                        all.extend_from_slice(&bytes);
+                        held = (held + n).min(size);
+                    }
+                    Op::Resize(n) => {
+                        e.resize(n);
+                        size = n;
+                        held = held.min(size);
+                    }
+                    Op::Read(from, max) => {
+                        let end = all.len() as u64;
+                        let from = 1 + from % (end + 2);
+                        let held = held as u64;
+                        let mut out = Vec::new();
+                        let got = e.read(from, max, &mut out);
+                        if from > end + 1 || from + held < end + 1 {
+                            prop_assert_eq!(got, Err(Gone));
+                        } else {
+                            let n = ((end + 1 - from) as usize).min(max);
+                            prop_assert_eq!(got, Ok(n));
+                            let at = (from - 1) as usize;
+                            prop_assert_eq!(&out[..], &all[at..at + n]);
+                        }
+                        prop_assert_eq!(e.holds_from(from), from <= end + 1 && from + held > end);
+                    }
+                }
+                prop_assert_eq!(e.offset(), all.len() as u64);
+                let (s, first, h) = e.backlog();
+                prop_assert_eq!(s, size);
+                prop_assert_eq!(h, held);
+                prop_assert_eq!(first, all.len() as u64 + 1 - held as u64);
+                // Memory: what `size` needs, plus at most two blocks.
+                let r = e.ring.lock();
+                prop_assert!(r.full.len() * BLOCK <= size + BLOCK, "{} blocks", r.full.len());
+            }
+        });
     }
 
     #[test]
