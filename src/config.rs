@@ -459,7 +459,7 @@ fn file_arguments(
         let arg = command
             .get_arguments()
             .find(|a| a.get_long() == Some(key.as_str()) && a.get_id() != "config")
-            .ok_or_else(|| invalid(format!("unknown setting '{key}'")))?;
+            .ok_or_else(|| invalid(unknown_setting(&command, &key)))?;
         let id = arg.get_id().as_str();
         if !matches!(
             matches.value_source(id),
@@ -511,6 +511,21 @@ fn file_arguments(
         }
     }
     Ok(out)
+}
+
+/// A config file's unknown key, with the setting it most likely means: the
+/// flag's name when only `_` for `-` or the case differ (`protected_mode`
+/// is `protected-mode`).
+fn unknown_setting(command: &clap::Command, key: &str) -> String {
+    let wanted = key.replace('_', "-").to_ascii_lowercase();
+    match command
+        .get_arguments()
+        .filter_map(|a| a.get_long())
+        .find(|long| *long == wanted && *long != "config")
+    {
+        Some(long) => format!("unknown setting '{key}': did you mean '{long}'?"),
+        None => format!("unknown setting '{key}' (settings are the flags' names, as `turnstile --help` lists them, without `--`)"),
+    }
 }
 
 /// A value clap refused that came from a `TURNSTILE_*` variable (its flag
@@ -963,6 +978,17 @@ mod tests {
         let path = f.0.to_str().unwrap().to_string();
         let err = Config::parse_from(["turnstile", "--config", &path]).unwrap_err();
         assert!(err.to_string().contains("prot"), "{err}");
+        std::fs::remove_file(&f.0).unwrap();
+        // A key in snake case names the setting it means.
+        let mut f = tempfile();
+        writeln!(f.1, "protected_mode = \"no\"").unwrap();
+        let path = f.0.to_str().unwrap().to_string();
+        let err = Config::parse_from(["turnstile", "--config", &path]).unwrap_err();
+        assert!(
+            err.to_string()
+                .contains("unknown setting 'protected_mode': did you mean 'protected-mode'?"),
+            "{err}"
+        );
         std::fs::remove_file(&f.0).unwrap();
     }
 

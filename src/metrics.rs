@@ -281,6 +281,12 @@ pub const POLICY_RELOADS_TOTAL: Def = Def {
         "Policy loads, by result: ok, or error (a bad file refused; the policies in force stayed).",
 };
 
+pub const POLICY_UNMATCHED_TOTAL: Def = Def {
+    name: "turnstile_policy_unmatched_total",
+    unit: Unit::Count,
+    help: "Descriptors that matched no policy and were allowed (RL.CHECK in a loaded domain, the rate limit service in any): a misspelled key or domain shows here.",
+};
+
 pub const POLICY_HITS_TOTAL: Def = Def {
     name: "turnstile_policy_hits_total",
     unit: Unit::Count,
@@ -358,6 +364,7 @@ pub const ALL: &[&Def] = &[
     &LEASES_TOTAL,
     &POLICIES_LOADED,
     &POLICY_RELOADS_TOTAL,
+    &POLICY_UNMATCHED_TOTAL,
     &POLICY_HITS_TOTAL,
     &POLICY_DETAILED_HITS_TOTAL,
     &RLS_REQUESTS_TOTAL,
@@ -484,6 +491,7 @@ pub struct Metrics {
     snapshot_pending: Gauge,
     policies_loaded: Gauge,
     policy_reloads: [Counter; 2],
+    policy_unmatched: Counter,
     /// role=primary, role=replica.
     repl_role: [Gauge; 2],
     repl_offset: Gauge,
@@ -652,6 +660,7 @@ impl Metrics {
             policies_loaded: gauge(&POLICIES_LOADED, vec![]),
             policy_reloads: ["ok", "error"]
                 .map(|r| counter(&POLICY_RELOADS_TOTAL, vec![Label::new(label::RESULT, r)])),
+            policy_unmatched: counter(&POLICY_UNMATCHED_TOTAL, vec![]),
             repl_role: ["primary", "replica"]
                 .map(|r| gauge(&REPLICATION_ROLE, vec![Label::new(label::ROLE, r)])),
             repl_offset: gauge(&REPLICATION_OFFSET_BYTES, vec![]),
@@ -791,6 +800,8 @@ impl Metrics {
         self.policies_loaded.set(set.len() as f64);
         self.policy_reloads[0].absolute(Stats::read(&policies.reloads_ok));
         self.policy_reloads[1].absolute(Stats::read(&policies.reloads_failed));
+        self.policy_unmatched
+            .absolute(Stats::read(&policies.unmatched));
         // One series per policy and stat: names come from the files, never
         // from request values, so the count is bounded by the files.
         let meta = Metadata::new(module_path!(), metrics::Level::INFO, Some(module_path!()));

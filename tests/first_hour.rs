@@ -96,6 +96,24 @@ fn a_bad_environment_variable_is_named() {
     );
 }
 
+/// A port in use (a local redis-server, usually) names the flag that
+/// chooses another.
+#[test]
+fn a_port_clash_names_port() {
+    let taken = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let port = taken.local_addr().unwrap().port().to_string();
+    let mut c = turnstile();
+    c.args(["--port", &port, "--metrics-addr", "off"]);
+    let o = run(c);
+    assert!(!o.status.success());
+    assert!(
+        text(&o).contains(&format!("cannot listen on 127.0.0.1:{port}: "))
+            && text(&o).contains("choose another with --port PORT"),
+        "{}",
+        text(&o)
+    );
+}
+
 #[test]
 fn a_metrics_port_clash_names_metrics_addr() {
     let taken = std::net::TcpListener::bind("127.0.0.1:0").unwrap();

@@ -1372,6 +1372,8 @@ async fn every_bad_argument_is_an_error_and_creates_nothing() {
         (&["10", "60", "ALGO", "leaky"], "ERR unknown ALGO 'leaky': use window, log, gcra or fixed"),
         (&["10", "60", "ALGO", ""], "ERR unknown ALGO '': use window, log, gcra or fixed"),
         (&["10", "60", "FOO", "1"], "ERR unknown option 'FOO'"),
+        (&["10", "60", "gcra"], "ERR unknown option 'gcra': did you mean ALGO gcra?"),
+        (&["10", "60", "LOG"], "ERR unknown option 'LOG': did you mean ALGO log?"),
         (&["10", "60", "COST"], "ERR option COST needs a value"),
         (&["10", "60", "ALGO"], "ERR option ALGO needs a value"),
         (&["10", "60", "ALGO", "gcra", "BURST"], "ERR option BURST needs a value"),

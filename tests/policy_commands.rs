@@ -106,8 +106,16 @@ async fn rl_check_counts_per_value_and_names_the_policy() {
         let v: Value = q(&mut con, &args).await;
         assert_eq!(ints(&v), vec![1, -1, -1, -1, 0], "{d:?}");
     }
-    let v: Value = q(&mut con, &["RL.CHECK", "other-domain", "path", "/"]).await;
-    assert_eq!(last_text(&v), None);
+    // The descriptor that matched no policy was counted (the unlimited one
+    // matched its policy).
+    let info: String = q(&mut con, &["INFO", "policies"]).await;
+    assert!(info.contains("policies_unmatched:1\r\n"), "{info}");
+    // A domain no file declares is an error naming those that are: a
+    // misspelled domain used to allow everything, silently.
+    assert_eq!(
+        q_err(&mut con, &["RL.CHECK", "other-domain", "path", "/"]).await,
+        "ERR unknown policy domain 'other-domain': the loaded domains are edge"
+    );
     // Nested, named, with COST.
     let v: Value = q(
         &mut con,

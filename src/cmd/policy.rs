@@ -217,10 +217,14 @@ pub fn check(ctx: &mut Ctx<'_>, req: &Request<'_>) -> Result<(), CmdError> {
     })?;
     let policies = &ctx.state.policies;
     let set = policies.current();
+    if !set.has_domain(domain) {
+        return Err(unknown_domain(domain, &set));
+    }
     let mut key = std::mem::take(&mut ctx.session.scratch);
     let found = set.resolve(domain, entries, &mut key);
     let result = match found {
         None => {
+            policies.note_unmatched(domain, entries, ctx.now.0 / 1_000_000);
             write_verdict(ctx.out, &Verdict::unlimited(), 1);
             ctx.out.null();
             Ok(())
@@ -247,6 +251,30 @@ pub fn check(ctx: &mut Ctx<'_>, req: &Request<'_>) -> Result<(), CmdError> {
     };
     ctx.session.scratch = key;
     result
+}
+
+/// `RL.CHECK`'s error for a domain no file declares: a misspelled domain,
+/// or a server started without `--policies`, would otherwise allow every
+/// request silently. Names the loaded domains (at most ten).
+fn unknown_domain(domain: &[u8], set: &crate::policy::PolicySet) -> CmdError {
+    let names = set.domain_names();
+    if names.is_empty() {
+        return CmdError::err(format!(
+            "unknown policy domain '{}': no policies are loaded (start with --policies PATH)",
+            String::from_utf8_lossy(domain)
+        ));
+    }
+    let shown = names
+        .iter()
+        .take(10)
+        .map(String::as_str)
+        .collect::<Vec<_>>()
+        .join(", ");
+    let more = if names.len() > 10 { ", ..." } else { "" };
+    CmdError::err(format!(
+        "unknown policy domain '{}': the loaded domains are {shown}{more}",
+        String::from_utf8_lossy(domain)
+    ))
 }
 
 /// `RL.ALLOW key POLICY name [COST n]`: a named policy's limit on the

@@ -176,7 +176,11 @@ pub fn should_rate_limit(
             _ => {
                 let mut key = Vec::new();
                 match set.resolve(domain, d.entries, &mut key) {
-                    None => Plan::Free { unlimited: false },
+                    None => {
+                        // Envoy's meaning: allowed, and counted.
+                        policies.note_unmatched(domain, d.entries, now.0 / 1_000_000);
+                        Plan::Free { unlimited: false }
+                    }
                     Some(m) => {
                         let p: &Policy = m.policy;
                         replacing.extend(p.def.replaces.iter().map(String::as_str));

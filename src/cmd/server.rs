@@ -248,7 +248,7 @@ fn write_section(ctx: &Ctx<'_>, section: &str, t: &mut String) {
             let status = p.status();
             write!(
                 t,
-                "# Policies\r\npolicies_path:{}\r\npolicies_loaded:{}\r\npolicies_domains:{}\r\npolicies_shadow:{}\r\npolicies_reloads_ok:{}\r\npolicies_reloads_failed:{}\r\npolicies_last_reload_ok_ms:{}\r\npolicies_last_reload_status:{}\r\npolicies_last_error:{}\r\n",
+                "# Policies\r\npolicies_path:{}\r\npolicies_loaded:{}\r\npolicies_domains:{}\r\npolicies_shadow:{}\r\npolicies_reloads_ok:{}\r\npolicies_reloads_failed:{}\r\npolicies_last_reload_ok_ms:{}\r\npolicies_last_reload_status:{}\r\npolicies_last_error:{}\r\npolicies_unmatched:{}\r\n",
                 p.path().map(|p| p.display().to_string()).unwrap_or_default(),
                 set.len(),
                 set.domains(),
@@ -259,6 +259,7 @@ fn write_section(ctx: &Ctx<'_>, section: &str, t: &mut String) {
                 if status.last_error.is_some() { "err" } else { "ok" },
                 // One line: the error's own newlines would end the field.
                 status.last_error.unwrap_or_default().replace(['\r', '\n'], " "),
+                Stats::read(&p.unmatched),
             )
         }
         "keyspace" => {

@@ -265,6 +265,17 @@ impl PolicySet {
         self.domains.contains_key(domain)
     }
 
+    /// The domains declared, sorted (for errors naming them).
+    pub fn domain_names(&self) -> Vec<String> {
+        let mut names: Vec<String> = self
+            .domains
+            .keys()
+            .map(|d| String::from_utf8_lossy(d).into_owned())
+            .collect();
+        names.sort();
+        names
+    }
+
     pub fn iter(&self) -> impl Iterator<Item = &Arc<Policy>> {
         self.list.iter()
     }
@@ -639,7 +650,21 @@ pub struct Policies {
     status: Mutex<ReloadStatus>,
     pub reloads_ok: AtomicU64,
     pub reloads_failed: AtomicU64,
+    /// Descriptors that matched no policy (`RL.CHECK` in a loaded domain,
+    /// Envoy's service in any): allowed, and counted so a misspelled key
+    /// or domain shows.
+    pub unmatched: AtomicU64,
+    /// When each domain's unmatched descriptor was last logged (server
+    /// milliseconds): at most once a minute per domain.
+    unmatched_logged: Mutex<HashMap<Box<[u8]>, u64>>,
 }
+
+/// How often an unmatched descriptor is logged, per domain.
+const UNMATCHED_LOG_EVERY_MS: u64 = 60_000;
+
+/// Domains whose last unmatched log is remembered; past it the memory
+/// starts again (a client naming new domains cannot grow it).
+const UNMATCHED_LOG_DOMAINS: usize = 1024;
 
 /// Reload requests not yet served.
 #[derive(Debug, Default)]
@@ -672,6 +697,39 @@ struct Outcome {
 }
 
 impl Policies {
+    /// Counts a descriptor of `domain` that matched no policy, and logs it
+    /// at most once a minute per domain.
+    pub fn note_unmatched(&self, domain: &[u8], entries: &[(&[u8], &[u8])], now_ms: u64) {
+        self.unmatched.fetch_add(1, Ordering::Relaxed);
+        let mut logged = self.unmatched_logged.lock();
+        if logged
+            .get(domain)
+            .is_some_and(|&at| now_ms.saturating_sub(at) < UNMATCHED_LOG_EVERY_MS)
+        {
+            return;
+        }
+        if logged.len() >= UNMATCHED_LOG_DOMAINS {
+            logged.clear();
+        }
+        logged.insert(domain.into(), now_ms);
+        drop(logged);
+        let shown: Vec<String> = entries
+            .iter()
+            .map(|(k, v)| {
+                format!(
+                    "{}={}",
+                    String::from_utf8_lossy(k),
+                    String::from_utf8_lossy(v)
+                )
+            })
+            .collect();
+        tracing::info!(
+            domain = %String::from_utf8_lossy(domain),
+            descriptor = %shown.join(","),
+            "a descriptor matched no policy and was allowed (logged at most once a minute per domain; INFO policies_unmatched counts them all)"
+        );
+    }
+
     /// Loads `path` (if any) at start; a bad file is an error then.
     pub fn new(
         path: Option<PathBuf>,
@@ -699,6 +757,8 @@ impl Policies {
             }),
             reloads_ok: AtomicU64::new(ok as u64),
             reloads_failed: AtomicU64::new(0),
+            unmatched: AtomicU64::new(0),
+            unmatched_logged: Mutex::new(HashMap::new()),
         })
     }
 

@@ -45,8 +45,14 @@ pub struct ServerHandle {
 
 #[derive(Debug, thiserror::Error)]
 pub enum StartError {
-    #[error("cannot listen on {addr}: {source}")]
-    Bind { addr: String, source: io::Error },
+    /// `flag` is the setting that chose the port, named in the error with
+    /// the way out.
+    #[error("cannot listen on {addr}: {source}; choose another with {flag} PORT (or another address with --bind), or stop what listens there{hint}", hint = if addr.ends_with(":6379") { " (often a local redis-server)" } else { "" })]
+    Bind {
+        addr: String,
+        flag: &'static str,
+        source: io::Error,
+    },
     #[error("cannot listen on {addr} for the metrics endpoint: {source}; choose another with --metrics-addr HOST:PORT (TURNSTILE_METRICS_ADDR), or turn it off with --metrics-addr off")]
     MetricsBind { addr: String, source: io::Error },
     #[error(transparent)]
@@ -243,14 +249,17 @@ pub async fn start(config: &Config, clock: Arc<dyn Clock>) -> Result<ServerHandl
         .await
         .map_err(|source| StartError::Bind {
             addr: addr.clone(),
+            flag: "--port",
             source,
         })?;
-    let local = listener
-        .local_addr()
-        .map_err(|source| StartError::Bind { addr, source })?;
+    let local = listener.local_addr().map_err(|source| StartError::Bind {
+        addr,
+        flag: "--port",
+        source,
+    })?;
     let tls_listener = match (tls_acceptor, config.tls_port) {
         (Some(acceptor), Some(port)) => {
-            let (l, a) = bind_port(&config.bind, port).await?;
+            let (l, a) = bind_port(&config.bind, port, "--tls-port").await?;
             Some((l, a, acceptor))
         }
         _ => None,
@@ -271,7 +280,7 @@ pub async fn start(config: &Config, clock: Arc<dyn Clock>) -> Result<ServerHandl
     };
     let rls_listener = match config.rls_port {
         None => None,
-        Some(port) => Some(bind_port(&config.bind, port).await?),
+        Some(port) => Some(bind_port(&config.bind, port, "--rls-port").await?),
     };
     let topology = config.topology(local.port())?;
     if let Some(t) = &topology {
@@ -411,10 +420,15 @@ pub async fn start(config: &Config, clock: Arc<dyn Clock>) -> Result<ServerHandl
 
 /// A further listener on `--bind` (the TLS port, the rate limit service's)
 /// and the address it got.
-async fn bind_port(host: &str, port: u16) -> Result<(TcpListener, SocketAddr), StartError> {
+async fn bind_port(
+    host: &str,
+    port: u16,
+    flag: &'static str,
+) -> Result<(TcpListener, SocketAddr), StartError> {
     let addr = format!("{host}:{port}");
     let bind = |source| StartError::Bind {
         addr: addr.clone(),
+        flag,
         source,
     };
     let l = TcpListener::bind(&addr).await.map_err(bind)?;

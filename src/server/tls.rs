@@ -250,5 +250,7 @@ fn refused(peer: Option<std::net::SocketAddr>, reason: &str) {
         return;
     }
     let not_shown = NOT_SHOWN.swap(0, Ordering::Relaxed);
-    tracing::info!(addr = ?peer, reason, refused_not_shown = not_shown, "TLS handshake refused");
+    // The address plainly (`127.0.0.1:5000`), or `unknown`.
+    let addr = peer.map_or_else(|| "unknown".to_string(), |p| p.to_string());
+    tracing::info!(%addr, reason, refused_not_shown = not_shown, "TLS handshake refused");
 }

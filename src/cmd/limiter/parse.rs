@@ -94,6 +94,14 @@ fn options<A: ArgList + ?Sized>(
             .into_iter()
             .find(|k| is(name, k) && (allow_cost || *k != "COST"));
         let Some(known) = known else {
+            // An algorithm's name alone is the usual slip.
+            if Algorithm::parse(name).is_some() {
+                return Err(CmdError::err(format!(
+                    "unknown option '{}': did you mean ALGO {}?",
+                    show(name),
+                    show(name).to_ascii_lowercase()
+                )));
+            }
             return Err(CmdError::err(format!("unknown option '{}'", show(name))));
         };
         c.next();
