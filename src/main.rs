@@ -60,7 +60,7 @@ async fn serve(config: turnstile::Config) -> ExitCode {
         .with_ansi(ansi)
         .init();
     let mut config = config;
-    config.maxclients = turnstile::server::fit_maxclients(config.maxclients);
+    config.maxclients = turnstile::server::fit_maxclients(&config);
     // Signals are taken over before the server listens: a SIGTERM (or
     // SIGHUP) just after "listening" would otherwise still have its default
     // action and kill the process with no final snapshot.

@@ -196,12 +196,20 @@ const RESERVED_FDS: u64 = 32;
 /// warning) so the next client is refused with `max number of clients
 /// reached` instead of finding no descriptor left (under `ulimit -n 512`
 /// new clients hung without a reply and snapshots failed with "Too many
-/// open files"). The binary calls it at start; an in-process server (the
-/// tests) keeps the limit it is given.
+/// open files"). With `--rls-port`, its `--rls-maxclients` connections
+/// are kept descriptors too (1,100 silent gRPC connections used to take
+/// the Redis port's). The binary calls it at start; an in-process server
+/// (the tests) keeps the limit it is given.
 // `rlim_t` is `u64` here but not on every platform: the casts stay.
 #[allow(clippy::unnecessary_cast)]
-pub fn fit_maxclients(maxclients: u64) -> u64 {
-    let want = maxclients.saturating_add(RESERVED_FDS);
+pub fn fit_maxclients(config: &Config) -> u64 {
+    let maxclients = config.maxclients;
+    let reserved = RESERVED_FDS.saturating_add(if config.rls_port.is_some() {
+        config.rls_maxclients
+    } else {
+        0
+    });
+    let want = maxclients.saturating_add(reserved);
     let mut lim = libc::rlimit {
         rlim_cur: 0,
         rlim_max: 0,
@@ -232,9 +240,9 @@ pub fn fit_maxclients(maxclients: u64) -> u64 {
     if have >= want {
         return maxclients;
     }
-    let fitted = have.saturating_sub(RESERVED_FDS).max(1);
+    let fitted = have.saturating_sub(reserved).max(1);
     tracing::warn!(
-        "maxclients lowered from {maxclients} to {fitted}: the open-file limit is {have} and {RESERVED_FDS} descriptors are kept for the server (raise it with ulimit -n or LimitNOFILE=)"
+        "maxclients lowered from {maxclients} to {fitted}: the open-file limit is {have} and {reserved} descriptors are kept for the server and the rate limit service (raise it with ulimit -n or LimitNOFILE=)"
     );
     fitted
 }
@@ -304,7 +312,7 @@ pub async fn start(config: &Config, clock: Arc<dyn Clock>) -> Result<ServerHandl
     state.tls_port = tls_listener.as_ref().map(|(_, a, _)| a.port());
     state.store.set_blocking(off_the_worker);
     state.scripts.set_blocking(off_the_worker);
-    let maxclients = fit_maxclients(config.maxclients);
+    let maxclients = fit_maxclients(config);
     state
         .settings
         .maxclients
