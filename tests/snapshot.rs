@@ -636,6 +636,12 @@ async fn maxclients_fits_the_open_file_limit() {
     let mut c = server.client().await;
     let got: Vec<String> = q(&mut c, &["CONFIG", "GET", "maxclients"]).await;
     assert_eq!(got, ["maxclients", "96"]);
+    // The rate limit service's connections are kept descriptors too.
+    let server =
+        Process::start_limited(&["--rls-port", "0", "--rls-maxclients", "40"], Some(128)).unwrap();
+    let mut c = server.client().await;
+    let got: Vec<String> = q(&mut c, &["CONFIG", "GET", "maxclients"]).await;
+    assert_eq!(got, ["maxclients", "56"]);
 }
 
 /// `SAVE` writes on a blocking thread while its connection waits parked:
