@@ -280,6 +280,8 @@ def check_block(block, binary, workdir):
     server_args = []
     if steps and re.match(r"(target/release/)?turnstile\s+--", steps[0][0]):
         server_args = shlex.split(steps[0][0])[1:]
+        if server_args and server_args[-1] == "&":  # as typed to keep the shell
+            server_args.pop()
         if steps[0][1] and any(s.strip() for s in steps[0][1]):
             return "a transcript's server command shows no output"
         steps = steps[1:]
