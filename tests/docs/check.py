@@ -29,7 +29,7 @@ annotation (two spaces, `#`, text) at a line's end is not compared.
 server; `turnstile` and `target/release/turnstile` are BINARY; 6379 and
 9898 in commands are the server's and its metrics port, and the real
 ports in the output read back as 6379 and 9898. A transcript whose first
-command is `$ turnstile ARGS` starts its server with ARGS instead.
+command is `$ turnstile ARGS &` starts its server with ARGS instead.
 
 Exit status 0 when every example passes, 1 otherwise, 2 on bad usage.
 Python 3 standard library only.
@@ -278,10 +278,8 @@ def check_block(block, binary, workdir):
     """None when the block passes, else what went wrong."""
     steps = parse_transcript(block.text) if block.is_transcript else None
     server_args = []
-    if steps and re.match(r"(target/release/)?turnstile\s+--", steps[0][0]):
-        server_args = shlex.split(steps[0][0])[1:]
-        if server_args and server_args[-1] == "&":  # as typed to keep the shell
-            server_args.pop()
+    if steps and re.match(r"(target/release/)?turnstile\s+--.*&\s*$", steps[0][0]):
+        server_args = shlex.split(steps[0][0])[1:-1]
         if steps[0][1] and any(s.strip() for s in steps[0][1]):
             return "a transcript's server command shows no output"
         steps = steps[1:]
