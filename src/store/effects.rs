@@ -266,6 +266,16 @@ impl Effects {
         max: usize,
         mut sink: impl FnMut(&[u8]),
     ) -> Result<usize, Gone> {
+        if max == 0 {
+            // Nothing to copy, but a position outside the ring is still
+            // gone (the loop below, which checks it, would not run).
+            let r = self.ring.lock();
+            return if from > r.end + 1 || from < r.first() {
+                Err(Gone)
+            } else {
+                Ok(0)
+            };
+        }
         let mut done = 0usize;
         let mut at = from;
         let mut tail = [0u8; BLOCK];
