@@ -25,7 +25,7 @@ fuzz_target!(|data: &[u8]| {
         Err(e) => {
             assert_eq!(e.path.to_str(), Some("f.yaml"));
             if let Some(line) = e.line {
-                assert!(line >= 1 && line <= text.lines().count() + 1, "{e}");
+                assert!(line >= 1 && line <= yaml_lines(&text) + 1, "{e}");
             }
             return;
         }
@@ -46,3 +46,19 @@ fuzz_target!(|data: &[u8]| {
         let _ = set.resolve(p.domain.as_bytes(), &[(k.as_bytes(), v.as_bytes())], &mut key);
     }
 });
+
+/// Lines as YAML counts them: a lone `\r` breaks a line too (and NEL, LS
+/// and PS), where `str::lines` sees only `\n`. A fuzzed file with one lone
+/// `\r` had its end-of-stream error on line 84 of 83.
+fn yaml_lines(text: &str) -> usize {
+    let mut breaks = 0;
+    let mut chars = text.chars().peekable();
+    while let Some(c) = chars.next() {
+        match c {
+            '\r' if chars.peek() == Some(&'\n') => {}
+            '\n' | '\r' | '\u{85}' | '\u{2028}' | '\u{2029}' => breaks += 1,
+            _ => {}
+        }
+    }
+    breaks + 1
+}
