@@ -236,6 +236,12 @@ pub struct Config {
     /// 160,000 decisions.
     #[arg(long, env = "TURNSTILE_REPL_BACKLOG_SIZE", default_value = "16mb", value_parser = parse_memory)]
     pub repl_backlog_size: u64,
+    /// Seconds between the PINGs a primary writes into the replication
+    /// stream while replicas are attached, so they tell a quiet primary
+    /// from a dead link (Redis's `repl-ping-replica-period`, 1 or more).
+    #[arg(long, env = "TURNSTILE_REPL_PING_REPLICA_PERIOD", default_value_t = 10,
+          value_parser = clap::value_parser!(u64).range(1..=i32::MAX as u64))]
+    pub repl_ping_replica_period: u64,
     /// The address a replica tells its primary (and so Sentinel) to reach
     /// it at, behind NAT or a port mapping; default: the address it
     /// connects from.
