@@ -245,6 +245,12 @@ pub struct Config {
     /// primary's view), or a primary that sends nothing (its replica's).
     #[arg(long, env = "TURNSTILE_REPL_TIMEOUT", default_value = "60", value_parser = parse_repl_timeout, value_name = "SECONDS")]
     pub repl_timeout: u64,
+    /// Seconds between the PINGs a primary writes into the replication
+    /// stream while replicas are attached, so they tell a quiet primary
+    /// from a dead link (Redis's `repl-ping-replica-period`, 1 or more).
+    #[arg(long, env = "TURNSTILE_REPL_PING_REPLICA_PERIOD", default_value_t = 10,
+          value_parser = clap::value_parser!(u64).range(1..=i32::MAX as u64))]
+    pub repl_ping_replica_period: u64,
     /// The address a replica tells its primary (and so Sentinel) to reach
     /// it at, behind NAT or a port mapping; default: the address it
     /// connects from.

@@ -697,7 +697,9 @@ impl Metrics {
         for (i, (ok, err)) in self.commands.iter().enumerate() {
             let (calls, failed) = stats.command(i);
             ok.absolute(calls - failed.min(calls));
-            err.absolute(failed);
+            // Refused requests are errors here, as before INFO's
+            // `rejected_calls` took them out of `calls`.
+            err.absolute(failed + stats.rejected(i));
         }
         for (algo, [allowed, limited], units, near) in &self.decisions {
             let d = stats.decisions(*algo);

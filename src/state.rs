@@ -163,6 +163,8 @@ pub struct Settings {
     pub bind: String,
     /// `--repl-backlog-size`, bytes.
     pub repl_backlog_size: AtomicU64,
+    /// `--repl-ping-replica-period`, seconds.
+    pub repl_ping_replica_period: AtomicU64,
     /// `--replica-priority`, `--replica-announce-port`.
     pub replica_priority: AtomicU64,
     pub replica_announce_port: AtomicU64,
@@ -209,6 +211,7 @@ impl Settings {
             requirepass: RwLock::new(password.as_deref().and_then(Password::new)),
             bind: config.bind.clone(),
             repl_backlog_size: AtomicU64::new(config.repl_backlog_size),
+            repl_ping_replica_period: AtomicU64::new(config.repl_ping_replica_period),
             replica_priority: AtomicU64::new(config.replica_priority),
             replica_announce_port: AtomicU64::new(config.replica_announce_port.into()),
             masterauth: RwLock::new(config.masterauth.clone()),

@@ -34,9 +34,15 @@ pub struct Stats {
     /// `mem_clients_normal`). `--maxmemory` never evicts a key to make room
     /// that these took.
     pub client_buffers: AtomicU64,
-    /// Per command-table entry: calls, and calls answered with an error.
+    /// Per command-table entry: calls, calls answered with an error, and
+    /// requests refused before running (arity, OOM, NOAUTH, ...: Redis's
+    /// `rejected_calls`, not counted in `calls`).
     calls: Box<[AtomicU64]>,
     failed: Box<[AtomicU64]>,
+    rejected: Box<[AtomicU64]>,
+    /// Error replies per error code, Redis's `INFO errorstats` (see
+    /// [`ErrorCode`]), at most [`ERROR_CODES_MAX`] codes.
+    errors: parking_lot::Mutex<Vec<(ErrorCode, u64)>>,
     /// Per command-table entry: whether it writes (for [`Stats::writes`]).
     writes: Box<[bool]>,
     /// Per algorithm: decisions `[allowed, limited]`, units consumed, and
@@ -55,6 +61,48 @@ pub struct Stats {
     rls: [AtomicU64; RlsOutcome::ALL.len()],
     /// Lease events, by [`LeaseEvent`].
     leases: [AtomicU64; LeaseEvent::ALL.len()],
+}
+
+/// Distinct error codes `INFO errorstats` tracks: scripts choose their
+/// own (`redis.error_reply`), so the table is bounded; errors with a code
+/// first seen past it are counted in `total_error_replies` only (Redis 7.0
+/// keeps every code; 7.2 bounds them at the same 128).
+pub const ERROR_CODES_MAX: usize = 128;
+
+/// An error reply's code as Redis's `afterErrorReply` takes it: the text
+/// before the first space within the first 31 bytes, `ERR` when there is
+/// none. Inline, so counting an error allocates nothing.
+#[derive(Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
+pub struct ErrorCode {
+    len: u8,
+    bytes: [u8; 31],
+}
+
+impl ErrorCode {
+    /// The code of an error reply's text (without the leading `-`).
+    pub fn of(text: &[u8]) -> Self {
+        let head = &text[..text.len().min(31)];
+        let code = match head.iter().position(|&b| b == b' ') {
+            Some(i) => &head[..i],
+            None => b"ERR",
+        };
+        let mut bytes = [0; 31];
+        bytes[..code.len()].copy_from_slice(code);
+        ErrorCode {
+            len: code.len() as u8,
+            bytes,
+        }
+    }
+
+    pub fn as_bytes(&self) -> &[u8] {
+        &self.bytes[..usize::from(self.len)]
+    }
+}
+
+impl std::fmt::Debug for ErrorCode {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "{:?}", String::from_utf8_lossy(self.as_bytes()))
+    }
 }
 
 /// How a transaction ended.
@@ -213,6 +261,8 @@ impl Stats {
             client_buffers: AtomicU64::new(0),
             calls: per_command(),
             failed: per_command(),
+            rejected: per_command(),
+            errors: parking_lot::Mutex::new(Vec::new()),
             writes: catalog.writes.clone().into_boxed_slice(),
             decisions: Default::default(),
             units: Default::default(),
@@ -252,6 +302,16 @@ impl Stats {
     /// Calls and failed calls of the command at table index `i`.
     pub fn command(&self, i: usize) -> (u64, u64) {
         (Self::read(&self.calls[i]), Self::read(&self.failed[i]))
+    }
+
+    /// Requests for the command at table index `i` refused before running.
+    pub fn rejected(&self, i: usize) -> u64 {
+        Self::read(&self.rejected[i])
+    }
+
+    /// Error replies per code, in code order (`INFO errorstats`).
+    pub fn error_codes(&self) -> Vec<(ErrorCode, u64)> {
+        self.errors.lock().clone()
     }
 
     /// Calls of write commands so far: a snapshot is due when this moved
@@ -334,6 +394,7 @@ impl Stats {
             .into_iter()
             .chain(self.calls.iter())
             .chain(self.failed.iter())
+            .chain(self.rejected.iter())
             .chain(self.decisions.iter().flatten())
             .chain(self.units.iter())
             .chain(self.near_limit.iter())
@@ -344,6 +405,7 @@ impl Stats {
         for c in all {
             c.store(0, Ordering::Relaxed);
         }
+        self.errors.lock().clear();
     }
 }
 
@@ -351,8 +413,11 @@ impl Stats {
 #[derive(Debug)]
 pub struct Local {
     error_replies: u64,
+    /// Error replies by code since the last flush (few distinct ones).
+    errors: Vec<(ErrorCode, u64)>,
     calls: Vec<u64>,
     failed: Vec<u64>,
+    rejected: Vec<u64>,
     /// A bit per command whose `calls` or `failed` is not 0, so a flush
     /// visits the commands that ran, not the whole table (which cost
     /// about 5,000 instructions per flush, once per read: as much as the
@@ -371,8 +436,10 @@ impl Local {
     pub fn new(commands: usize) -> Self {
         Local {
             error_replies: 0,
+            errors: Vec::new(),
             calls: vec![0; commands],
             failed: vec![0; commands],
+            rejected: vec![0; commands],
             touched: vec![0; commands.div_ceil(64)],
             decisions: [[0; 2]; Algorithm::COUNT],
             units: [0; Algorithm::COUNT],
@@ -392,9 +459,22 @@ impl Local {
         self.dirty = true;
     }
 
-    /// A command was answered with an error.
-    pub fn error_reply(&mut self) {
+    /// A request for the command at table index `i` was refused before
+    /// it ran.
+    pub fn rejected(&mut self, i: usize) {
+        self.rejected[i] += 1;
+        self.touched[i / 64] |= 1 << (i % 64);
+        self.dirty = true;
+    }
+
+    /// An error reply was written; `text` is its line without the `-`.
+    pub fn error_reply(&mut self, text: &[u8]) {
         self.error_replies += 1;
+        let code = ErrorCode::of(text);
+        match self.errors.iter_mut().find(|(c, _)| *c == code) {
+            Some((_, n)) => *n += 1,
+            None => self.errors.push((code, 1)),
+        }
         self.dirty = true;
     }
 
@@ -428,6 +508,14 @@ impl Local {
                 .error_replies
                 .fetch_add(self.error_replies, Ordering::Relaxed);
             self.error_replies = 0;
+            let mut shared = stats.errors.lock();
+            for (code, n) in self.errors.drain(..) {
+                match shared.binary_search_by(|(c, _)| c.cmp(&code)) {
+                    Ok(i) => shared[i].1 += n,
+                    Err(i) if shared.len() < ERROR_CODES_MAX => shared.insert(i, (code, n)),
+                    Err(_) => {}
+                }
+            }
         }
         for (w, word) in self.touched.iter_mut().enumerate() {
             while *word != 0 {
@@ -436,6 +524,7 @@ impl Local {
                 for (local, shared) in [
                     (&mut self.calls[i], &stats.calls[i]),
                     (&mut self.failed[i], &stats.failed[i]),
+                    (&mut self.rejected[i], &stats.rejected[i]),
                 ] {
                     if *local != 0 {
                         shared.fetch_add(*local, Ordering::Relaxed);

@@ -122,7 +122,7 @@ async fn info_and_metrics_agree_after_known_decisions() {
     // Commands: 8 RL.ALLOW ok + 1 error; the same in INFO commandstats.
     assert_eq!(
         info_field(&info, "cmdstat_rl.allow"),
-        "calls=10,failed_calls=1"
+        "calls=10,rejected_calls=0,failed_calls=1"
     );
     assert_eq!(
         sample(

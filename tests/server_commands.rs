@@ -572,6 +572,63 @@ async fn info_sections_and_keyspace() {
     assert!(!srv_only.contains("# Stats"));
 }
 
+/// INFO errorstats counts every error reply by its code (the text before
+/// the first space, ERR without one), scripts' returned errors included;
+/// commandstats tells requests refused before running (`rejected_calls`)
+/// from calls that failed; INFO cpu reads getrusage.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn info_errorstats_rejected_calls_and_cpu() {
+    let srv = Server::start().await;
+    let mut c = srv.client().await;
+    q_err(&mut c, &["GET", "a", "b"]).await;
+    q::<()>(&mut c, &["SET", "s", "x"]).await;
+    q_err(&mut c, &["INCR", "s"]).await;
+    q_err(&mut c, &["LPUSH", "s", "v"]).await;
+    for script in [
+        "return redis.error_reply('MY_ERR_CODE custom msg')",
+        "return redis.error_reply('')",
+    ] {
+        q_err(&mut c, &["EVAL", script, "0"]).await;
+    }
+
+    let info: String = q(&mut c, &["INFO", "errorstats"]).await;
+    assert!(info.starts_with("# Errorstats\r\n"), "{info:?}");
+    let f = info_fields(&info);
+    // GET's arity, INCR's not-an-integer, error_reply('')
+    assert_eq!(f["errorstat_ERR"], "count=3", "{info}");
+    assert_eq!(f["errorstat_WRONGTYPE"], "count=1", "{info}");
+    assert_eq!(f["errorstat_MY_ERR_CODE"], "count=1", "{info}");
+    let stats: String = q(&mut c, &["INFO", "stats"]).await;
+    assert_eq!(info_fields(&stats)["total_error_replies"], "5");
+
+    let cmds: String = q(&mut c, &["INFO", "commandstats"]).await;
+    let f = info_fields(&cmds);
+    assert_eq!(f["cmdstat_get"], "calls=0,rejected_calls=1,failed_calls=0");
+    assert_eq!(f["cmdstat_incr"], "calls=1,rejected_calls=0,failed_calls=1");
+    assert_eq!(f["cmdstat_eval"], "calls=2,rejected_calls=0,failed_calls=2");
+
+    // Not in plain INFO; default has errorstats and cpu.
+    let plain: String = q(&mut c, &["INFO"]).await;
+    assert!(!plain.contains("rejected_calls"));
+    assert!(plain.contains("# Errorstats\r\n") && plain.contains("# CPU\r\n"));
+    let cpu: String = q(&mut c, &["INFO", "cpu"]).await;
+    let f = info_fields(&cpu);
+    for field in [
+        "used_cpu_sys",
+        "used_cpu_user",
+        "used_cpu_sys_children",
+        "used_cpu_user_children",
+    ] {
+        let v: f64 = f[field].parse().unwrap_or(-1.0);
+        assert!(v >= 0.0, "{field}: {cpu}");
+    }
+    assert!(!cpu.contains("# Memory"), "{cpu}");
+
+    q::<()>(&mut c, &["CONFIG", "RESETSTAT"]).await;
+    let info: String = q(&mut c, &["INFO", "errorstats"]).await;
+    assert_eq!(info, "# Errorstats\r\n");
+}
+
 // ---------------------------------------------------------------------------
 // Keyspace and server commands
 // ---------------------------------------------------------------------------

@@ -156,6 +156,15 @@ const PARAMS: &[Param] = &[
         },
     },
     Param {
+        name: "repl-ping-replica-period",
+        kind: Kind::Number {
+            field: |s| &s.repl_ping_replica_period,
+            memory: false,
+            min: 1,
+            max: i32::MAX as i64,
+        },
+    },
+    Param {
         name: "replica-announce-ip",
         kind: Kind::Text(|s| &s.replica_announce_ip),
     },

@@ -116,9 +116,13 @@ pub fn hincrby(ctx: &mut Ctx<'_>, req: &Request<'_>) -> Result<(), CmdError> {
 /// ```
 /// In `long double`, as `INCRBYFLOAT` (`util/long_double.rs`).
 pub fn hincrbyfloat(ctx: &mut Ctx<'_>, req: &Request<'_>) -> Result<(), CmdError> {
-    let by = LongDouble::parse(req.arg(3))
-        .filter(|v| v.is_finite())
-        .ok_or_else(|| CmdError::err("value is not a valid float"))?;
+    let by =
+        LongDouble::parse(req.arg(3)).ok_or_else(|| CmdError::err("value is not a valid float"))?;
+    // Redis refuses an infinite increment with its own message, before
+    // looking at the key.
+    if !by.is_finite() {
+        return Err(CmdError::err("value is NaN or Infinity"));
+    }
     let field = req.arg(2);
     let text = write(ctx, req.arg(1), true, |h: Option<&mut Hash>| {
         let h = h.expect("created");

@@ -133,8 +133,10 @@ pub fn execute(ctx: &mut Ctx<'_>, req: &Request<'_>) {
                 e
             };
             fail(ctx, &e);
-            if let Some(cmd) = cmd {
-                ctx.session.stats.command(table::index_of(cmd), false);
+            // An arity error names no command; Redis still counts it
+            // against the command named.
+            if let Some(cmd) = cmd.or_else(|| ctx.state.renames.lookup(req.arg(0))) {
+                ctx.session.stats.rejected(table::index_of(cmd));
             }
             return;
         }
@@ -237,12 +239,24 @@ pub(crate) fn run(
     let started =
         (ctx.state.time_commands && ctx.session.sample_latency(i)).then(std::time::Instant::now);
     let result = (spec.handler)(ctx, req);
-    if let Err(e) = &result {
-        // A handler that failed after writing part of a reply leaves none.
-        ctx.out.truncate(mark);
-        fail(ctx, e);
-    }
-    ctx.session.stats.command(i, result.is_ok());
+    let ok = match &result {
+        Err(e) => {
+            // A handler that failed after writing part of a reply leaves none.
+            ctx.out.truncate(mark);
+            fail(ctx, e);
+            false
+        }
+        // A reply that is an error (a script's `redis.error_reply`) counts
+        // as one, as in Redis.
+        Ok(()) => match ctx.out.error_at(mark) {
+            Some(text) => {
+                ctx.session.stats.error_reply(text);
+                false
+            }
+            None => true,
+        },
+    };
+    ctx.session.stats.command(i, ok);
     if let Some(t) = started {
         if let Some(m) = &ctx.state.metrics {
             m.observe(i, t.elapsed());
@@ -252,6 +266,7 @@ pub(crate) fn run(
 
 /// Writes an error reply and counts it.
 fn fail(ctx: &mut Ctx<'_>, e: &CmdError) {
-    ctx.out.error(&e.to_string());
-    ctx.session.stats.error_reply();
+    let text = e.to_string();
+    ctx.out.error(&text);
+    ctx.session.stats.error_reply(text.as_bytes());
 }

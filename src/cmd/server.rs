@@ -46,7 +46,7 @@ pub fn time(ctx: &mut Ctx<'_>, _req: &Request<'_>) -> Result<(), CmdError> {
     Ok(())
 }
 
-const SECTIONS: [&str; 10] = [
+const SECTIONS: [&str; 12] = [
     "server",
     "clients",
     "memory",
@@ -54,7 +54,9 @@ const SECTIONS: [&str; 10] = [
     "policies",
     "stats",
     "replication",
+    "cpu",
     "commandstats",
+    "errorstats",
     "cluster",
     "keyspace",
 ];
@@ -211,11 +213,32 @@ fn write_section(ctx: &Ctx<'_>, section: &str, t: &mut String) {
             let _ = t.write_str("# Commandstats\r\n");
             for (i, cmd) in crate::cmd::COMMANDS.iter().enumerate() {
                 let (calls, failed) = stats.command(i);
-                if calls > 0 {
-                    let _ = write!(t, "cmdstat_{}:calls={calls},failed_calls={failed}\r\n", cmd.name);
+                let rejected = stats.rejected(i);
+                if calls > 0 || rejected > 0 {
+                    let _ = write!(
+                        t,
+                        "cmdstat_{}:calls={calls},rejected_calls={rejected},failed_calls={failed}\r\n",
+                        cmd.name
+                    );
                 }
             }
             Ok(())
+        }
+        "errorstats" => {
+            let _ = t.write_str("# Errorstats\r\n");
+            for (code, n) in stats.error_codes() {
+                let code = String::from_utf8_lossy(code.as_bytes());
+                let _ = write!(t, "errorstat_{code}:count={n}\r\n");
+            }
+            Ok(())
+        }
+        "cpu" => {
+            let [sys, user] = cpu_seconds(libc::RUSAGE_SELF);
+            let [sys_children, user_children] = cpu_seconds(libc::RUSAGE_CHILDREN);
+            write!(
+                t,
+                "# CPU\r\nused_cpu_sys:{sys:.6}\r\nused_cpu_user:{user:.6}\r\nused_cpu_sys_children:{sys_children:.6}\r\nused_cpu_user_children:{user_children:.6}\r\n"
+            )
         }
         "replication" => {
             super::replication::info(ctx, t);
@@ -273,4 +296,16 @@ fn write_section(ctx: &Ctx<'_>, section: &str, t: &mut String) {
         }
         _ => Ok(()),
     };
+}
+
+/// CPU seconds `who` (the process, or its waited-for children) spent in
+/// the kernel and in user space, from getrusage(2), as Redis's `INFO cpu`.
+fn cpu_seconds(who: libc::c_int) -> [f64; 2] {
+    // SAFETY: getrusage writes the struct it is given and nothing else.
+    let mut ru: libc::rusage = unsafe { std::mem::zeroed() };
+    if unsafe { libc::getrusage(who, &mut ru) } != 0 {
+        return [0.0; 2];
+    }
+    let secs = |t: libc::timeval| t.tv_sec as f64 + t.tv_usec as f64 / 1e6;
+    [secs(ru.ru_stime), secs(ru.ru_utime)]
 }

@@ -123,6 +123,16 @@ impl ReplyBuf {
         self.buf.truncate(mark);
     }
 
+    /// When the reply written after `mark` (a length from `len()`) is an
+    /// error, its text (without `-` and the line end), for the error
+    /// counters.
+    pub fn error_at(&self, mark: usize) -> Option<&[u8]> {
+        match self.buf.get(mark..)? {
+            [b'-', text @ .., b'\r', b'\n'] => Some(text),
+            _ => None,
+        }
+    }
+
     /// The bytes written after `mark` (a length from `len()`): a script
     /// reads the reply a command gave it.
     pub fn written_since(&self, mark: usize) -> &[u8] {

@@ -28,11 +28,6 @@ pub const SNAP: u8 = 16;
 /// The full copy is complete: the replica is in sync from here.
 pub const SYNCED: u8 = 17;
 
-/// Redis's default `repl-ping-replica-period`: the primary writes a PING
-/// into the stream this often, so a replica can tell a quiet primary from
-/// a dead link.
-pub const PING_PERIOD: std::time::Duration = std::time::Duration::from_secs(10);
-
 /// What this server is.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Role {

@@ -46,6 +46,15 @@ pub fn where_(lua: &Lua) -> String {
     .unwrap_or_default()
 }
 
+/// The name Lua's `luaL_argerror` gives the running C function: as its
+/// caller named it (`encode_max_depth` in `cjson.encode_max_depth(0)`), `?`
+/// when called through `pcall`.
+fn called_as(lua: &Lua) -> String {
+    lua.inspect_stack(0, |d| d.names().name.map(|n| n.into_owned()))
+        .flatten()
+        .unwrap_or_else(|| "?".into())
+}
+
 fn type_name(v: Option<&Value>) -> &'static str {
     match v {
         None => "no value",
@@ -98,6 +107,12 @@ fn arg_str(args: &[Value], i: usize, fname: &str) -> Result<Vec<u8>, String> {
 
 /// A number as Lua 5.1 prints it (`%.14g`).
 pub fn lua_number(n: f64) -> String {
+    number_g(n, 14)
+}
+
+/// `n` in C's `%.{precision}g` (precision 1 to 17), `nan`/`inf` as Lua
+/// prints them.
+fn number_g(n: f64, precision: u8) -> String {
     if n.is_nan() {
         return if n.is_sign_negative() { "-nan" } else { "nan" }.into();
     }
@@ -105,18 +120,30 @@ pub fn lua_number(n: f64) -> String {
         return if n > 0.0 { "inf" } else { "-inf" }.into();
     }
     let mut buf = [0u8; 64];
-    // SAFETY: a 64-byte buffer, its size given; `%.14g` writes under 32.
-    let len = unsafe { libc::snprintf(buf.as_mut_ptr().cast(), buf.len(), c"%.14g".as_ptr(), n) };
+    // SAFETY: a 64-byte buffer, its size given; `%.*g` with at most 17
+    // digits writes under 32.
+    let len = unsafe {
+        libc::snprintf(
+            buf.as_mut_ptr().cast(),
+            buf.len(),
+            c"%.*g".as_ptr(),
+            libc::c_int::from(precision.min(17)),
+            n,
+        )
+    };
     String::from_utf8_lossy(&buf[..(len.max(0) as usize).min(63)]).into_owned()
 }
 
-/// Installs `bit`, `struct`, `cjson` and `cmsgpack` as globals.
-pub fn install(lua: &Lua) -> mlua::Result<()> {
+/// Installs `bit`, `struct`, `cjson` and `cmsgpack` as globals. The
+/// answer is `cjson`'s settings, which the engine puts back to their
+/// defaults before each run.
+pub fn install(lua: &Lua) -> mlua::Result<JsonSettings> {
+    let settings = JsonSettings::default();
     let globals = lua.globals();
     for (name, fns) in [
         ("bit", bit_fns(lua)?),
         ("struct", struct_fns(lua)?),
-        ("cjson", cjson_fns(lua)?),
+        ("cjson", cjson_fns(lua, &settings)?),
         ("cmsgpack", cmsgpack_fns(lua)?),
     ] {
         let lib = lua.create_table()?;
@@ -130,7 +157,7 @@ pub fn install(lua: &Lua) -> mlua::Result<()> {
         "null",
         Value::LightUserData(LightUserData(std::ptr::null_mut())),
     )?;
-    Ok(())
+    Ok(settings)
 }
 
 // ---------------------------------------------------------------------------
@@ -552,7 +579,50 @@ fn struct_fns(lua: &Lua) -> mlua::Result<Vec<(&'static str, mlua::Function)>> {
 // ---------------------------------------------------------------------------
 // cjson
 
-const JSON_MAX_DEPTH: usize = 1000;
+/// lua-cjson's settings, as its configuration functions
+/// (`cjson.encode_max_depth(n)` and the rest) set and answer them. Redis
+/// keeps them in its one Lua state until `SCRIPT FLUSH`; Turnstile's
+/// states are a pool, so a setting carried over would depend on which
+/// state runs the next script: here each run starts from the defaults.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+struct JsonConfig {
+    encode_max_depth: u32,
+    decode_max_depth: u32,
+    /// Significant digits of encoded numbers, 1 to 14.
+    precision: u8,
+    keep_buffer: bool,
+    /// NaN and infinities: 0 refused, 1 written as `nan`/`inf`, 2 as `null`.
+    encode_invalid: u8,
+    decode_invalid: bool,
+}
+
+impl Default for JsonConfig {
+    fn default() -> Self {
+        JsonConfig {
+            encode_max_depth: 1000,
+            decode_max_depth: 1000,
+            precision: 14,
+            keep_buffer: true,
+            encode_invalid: 0,
+            decode_invalid: true,
+        }
+    }
+}
+
+/// One Lua state's `cjson` settings (see [`JsonConfig`]).
+#[derive(Clone, Default)]
+pub struct JsonSettings(std::sync::Arc<parking_lot::Mutex<JsonConfig>>);
+
+impl JsonSettings {
+    /// Back to lua-cjson's defaults, for the next run.
+    pub fn reset(&self) {
+        *self.0.lock() = JsonConfig::default();
+    }
+
+    fn get(&self) -> JsonConfig {
+        *self.0.lock()
+    }
+}
 
 fn json_escape(s: &[u8], out: &mut Vec<u8>) {
     out.push(b'"');
@@ -573,24 +643,37 @@ fn json_escape(s: &[u8], out: &mut Vec<u8>) {
     out.push(b'"');
 }
 
-fn json_number(n: f64, out: &mut Vec<u8>) -> Result<(), String> {
+/// lua-cjson's `json_append_number`: NaN and infinities as
+/// `encode_invalid_numbers` says.
+fn json_number(n: f64, cfg: &JsonConfig, out: &mut Vec<u8>) -> Result<(), String> {
     if !n.is_finite() {
-        return Err("Cannot serialise number: must not be NaN or Inf".into());
+        match cfg.encode_invalid {
+            0 => return Err("Cannot serialise number: must not be NaN or Inf".into()),
+            1 if n.is_nan() => {
+                out.extend_from_slice(b"nan");
+                return Ok(());
+            }
+            1 => {}
+            _ => {
+                out.extend_from_slice(b"null");
+                return Ok(());
+            }
+        }
     }
-    out.extend_from_slice(lua_number(n).as_bytes());
+    out.extend_from_slice(number_g(n, cfg.precision).as_bytes());
     Ok(())
 }
 
-fn json_encode(v: &Value, out: &mut Vec<u8>, depth: usize) -> Result<(), String> {
+fn json_encode(v: &Value, cfg: &JsonConfig, out: &mut Vec<u8>, depth: usize) -> Result<(), String> {
     match v {
         Value::Nil => out.extend_from_slice(b"null"),
         Value::LightUserData(u) if u.0.is_null() => out.extend_from_slice(b"null"),
         Value::Boolean(b) => out.extend_from_slice(if *b { b"true" } else { b"false" }),
-        Value::Integer(i) => json_number(*i as f64, out)?,
-        Value::Number(n) => json_number(*n, out)?,
+        Value::Integer(i) => json_number(*i as f64, cfg, out)?,
+        Value::Number(n) => json_number(*n, cfg, out)?,
         Value::String(s) => json_escape(&s.as_bytes(), out),
         Value::Table(t) => {
-            if depth >= JSON_MAX_DEPTH {
+            if depth >= cfg.encode_max_depth as usize {
                 return Err(format!(
                     "Cannot serialise, excessive nesting ({})",
                     depth + 1
@@ -628,7 +711,7 @@ fn json_encode(v: &Value, out: &mut Vec<u8>, depth: usize) -> Result<(), String>
                         out.push(b',');
                     }
                     let item: Value = t.raw_get(i).unwrap_or(Value::Nil);
-                    json_encode(&item, out, depth + 1)?;
+                    json_encode(&item, cfg, out, depth + 1)?;
                 }
                 out.push(b']');
                 return Ok(());
@@ -649,7 +732,7 @@ fn json_encode(v: &Value, out: &mut Vec<u8>, depth: usize) -> Result<(), String>
                     }
                 }
                 out.push(b':');
-                json_encode(val, out, depth + 1)?;
+                json_encode(val, cfg, out, depth + 1)?;
             }
             out.push(b'}');
         }
@@ -689,6 +772,7 @@ struct Json<'a, 'l> {
     lua: &'l Lua,
     data: &'a [u8],
     pos: usize,
+    max_depth: usize,
 }
 
 impl Json<'_, '_> {
@@ -704,7 +788,7 @@ impl Json<'_, '_> {
     /// `depth` levels down: its table, and whether it closed at once with
     /// `close` (then consumed).
     fn open(&mut self, depth: usize, close: u8) -> Result<(Table, bool), String> {
-        if depth >= JSON_MAX_DEPTH {
+        if depth >= self.max_depth {
             return Err(format!(
                 "Found too many nested data structures ({}) at character {}",
                 depth + 1,
@@ -896,18 +980,23 @@ impl Json<'_, '_> {
     }
 }
 
-fn cjson_fns(lua: &Lua) -> mlua::Result<Vec<(&'static str, mlua::Function)>> {
-    let encode = lua.create_function(|lua, args: Variadic<Value>| {
+fn cjson_fns(
+    lua: &Lua,
+    settings: &JsonSettings,
+) -> mlua::Result<Vec<(&'static str, mlua::Function)>> {
+    let cfg = settings.clone();
+    let encode = lua.create_function(move |lua, args: Variadic<Value>| {
         if args.len() != 1 {
             return fail(lua, "bad argument #1 to 'encode' (expected 1 argument)");
         }
         let mut out = Vec::new();
-        match json_encode(&args[0], &mut out, 0) {
+        match json_encode(&args[0], &cfg.get(), &mut out, 0) {
             Ok(()) => ok(vec![Value::String(lua.create_string(&out)?)]),
             Err(e) => fail(lua, e),
         }
     })?;
-    let decode = lua.create_function(|lua, args: Variadic<Value>| {
+    let cfg = settings.clone();
+    let decode = lua.create_function(move |lua, args: Variadic<Value>| {
         if args.len() != 1 {
             return fail(lua, "bad argument #1 to 'decode' (expected 1 argument)");
         }
@@ -916,6 +1005,7 @@ fn cjson_fns(lua: &Lua) -> mlua::Result<Vec<(&'static str, mlua::Function)>> {
             lua,
             data: &data,
             pos: 0,
+            max_depth: cfg.get().decode_max_depth as usize,
         };
         let v = tri!(lua, p.value(0));
         p.skip_ws();
@@ -924,24 +1014,162 @@ fn cjson_fns(lua: &Lua) -> mlua::Result<Vec<(&'static str, mlua::Function)>> {
         }
         ok(vec![v])
     })?;
-    // The configuration functions: accepted, answering their defaults.
-    let setting = |default: Value| {
-        lua.create_function(move |_, _: Variadic<Value>| ok(vec![default.clone()]))
-    };
+    // `decode_array_with_array_mt` is newer than Redis 7.0's lua-cjson:
+    // accepted, answering its default.
+    let array_mt = lua.create_function(|_, _: Variadic<Value>| ok(vec![Value::Boolean(false)]))?;
     Ok(vec![
         ("encode", encode),
         ("decode", decode),
-        ("encode_keep_buffer", setting(Value::Boolean(true))?),
-        ("encode_max_depth", setting(Value::Integer(1000))?),
-        ("decode_max_depth", setting(Value::Integer(1000))?),
-        ("encode_number_precision", setting(Value::Integer(14))?),
-        ("encode_invalid_numbers", setting(Value::Boolean(false))?),
-        ("decode_invalid_numbers", setting(Value::Boolean(true))?),
         (
-            "decode_array_with_array_mt",
-            setting(Value::Boolean(false))?,
+            "encode_keep_buffer",
+            json_setting(lua, settings, |_, a, n, c| {
+                json_flag(a, n, &mut c.keep_buffer)
+            })?,
         ),
+        (
+            "encode_max_depth",
+            json_setting(lua, settings, |_, a, n, c| {
+                json_depth(a, n, &mut c.encode_max_depth)
+            })?,
+        ),
+        (
+            "decode_max_depth",
+            json_setting(lua, settings, |_, a, n, c| {
+                json_depth(a, n, &mut c.decode_max_depth)
+            })?,
+        ),
+        (
+            "encode_number_precision",
+            json_setting(lua, settings, |_, a, n, c| {
+                let mut v = i64::from(c.precision);
+                json_integer(a, n, 1, 14, &mut v)?;
+                c.precision = v as u8;
+                Ok(Value::Integer(v))
+            })?,
+        ),
+        (
+            "encode_invalid_numbers",
+            // off, on (`nan`, `inf`) or "null"
+            json_setting(lua, settings, |lua, a, n, c| {
+                const OPTIONS: [&str; 3] = ["off", "on", "null"];
+                match json_enum(a, n, &OPTIONS, &mut c.encode_invalid)? {
+                    Value::Nil => lua
+                        .create_string(OPTIONS[usize::from(c.encode_invalid)])
+                        .map(Value::String)
+                        .map_err(|e| e.to_string()),
+                    b => Ok(b),
+                }
+            })?,
+        ),
+        (
+            "decode_invalid_numbers",
+            json_setting(lua, settings, |_, a, n, c| {
+                json_flag(a, n, &mut c.decode_invalid)
+            })?,
+        ),
+        ("decode_array_with_array_mt", array_mt),
     ])
+}
+
+/// lua-cjson's `json_arg_init`: a configuration function takes at most
+/// one argument; `None` when it is absent or nil (a read).
+fn json_arg<'v>(args: &'v [Value], name: &str) -> Result<Option<&'v Value>, String> {
+    if args.len() > 1 {
+        return Err(format!(
+            "bad argument #2 to '{name}' (found too many arguments)"
+        ));
+    }
+    Ok(args.first().filter(|v| !v.is_nil()))
+}
+
+/// lua-cjson's `json_integer_option`: sets the value when given (an
+/// integer in `min..=max`), answers the value in force.
+fn json_integer(
+    args: &[Value],
+    name: &str,
+    min: i64,
+    max: i64,
+    slot: &mut i64,
+) -> Result<i64, String> {
+    if let Some(v) = json_arg(args, name)? {
+        // luaL_checkinteger: a number (or numeric string), truncated.
+        let n = num(v).ok_or_else(|| {
+            format!(
+                "bad argument #1 to '{name}' (number expected, got {})",
+                type_name(Some(v))
+            )
+        })? as i64;
+        if !(min..=max).contains(&n) {
+            return Err(format!(
+                "bad argument #1 to '{name}' (expected integer between {min} and {max})"
+            ));
+        }
+        *slot = n;
+    }
+    Ok(*slot)
+}
+
+/// lua-cjson's `json_enum_option`: a boolean, or one of `options` by
+/// name (`off`, `on`, ...); answers the setting in force, a boolean while
+/// it is `off` or `on`.
+fn json_enum(args: &[Value], name: &str, options: &[&str], slot: &mut u8) -> Result<Value, String> {
+    match json_arg(args, name)? {
+        None => {}
+        Some(Value::Boolean(b)) => *slot = u8::from(*b),
+        Some(v) => {
+            let text = match v {
+                Value::String(s) => s.to_string_lossy(),
+                Value::Integer(_) | Value::Number(_) => lua_number(num(v).unwrap_or(0.0)),
+                other => {
+                    return Err(format!(
+                        "bad argument #1 to '{name}' (string expected, got {})",
+                        type_name(Some(other))
+                    ))
+                }
+            };
+            let i = options
+                .iter()
+                .position(|o| *o == text)
+                .ok_or_else(|| format!("bad argument #1 to '{name}' (invalid option '{text}')"))?;
+            *slot = i as u8;
+        }
+    }
+    Ok(match *slot {
+        0 | 1 => Value::Boolean(*slot == 1),
+        _ => Value::Nil,
+    })
+}
+
+/// A configuration function: `apply` reads the call's arguments (an
+/// error names the function as its caller did) into the settings and
+/// answers the value in force.
+fn json_setting(
+    lua: &Lua,
+    settings: &JsonSettings,
+    apply: fn(&Lua, &[Value], &str, &mut JsonConfig) -> Result<Value, String>,
+) -> mlua::Result<mlua::Function> {
+    let settings = settings.clone();
+    lua.create_function(move |lua, args: Variadic<Value>| {
+        let name = called_as(lua);
+        let answer = apply(lua, &args, &name, &mut settings.0.lock());
+        ok(vec![tri!(lua, answer)])
+    })
+}
+
+/// `encode_max_depth` and `decode_max_depth`: 1 to `INT_MAX`.
+fn json_depth(args: &[Value], name: &str, slot: &mut u32) -> Result<Value, String> {
+    let mut v = i64::from(*slot);
+    json_integer(args, name, 1, i32::MAX.into(), &mut v)?;
+    *slot = v as u32;
+    Ok(Value::Integer(v))
+}
+
+/// `encode_keep_buffer` and `decode_invalid_numbers`: on or off.
+fn json_flag(args: &[Value], name: &str, slot: &mut bool) -> Result<Value, String> {
+    let mut v = u8::from(*slot);
+    let answer = json_enum(args, name, &["off", "on"], &mut v)?;
+    *slot = v == 1;
+    Ok(answer)
 }
 
 // ---------------------------------------------------------------------------

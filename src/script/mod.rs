@@ -296,6 +296,8 @@ struct Vm {
     generation: u64,
     ctx: CtxPtr,
     fields: convert::Fields,
+    /// `cjson`'s settings, back to their defaults at each run.
+    json: libs::JsonSettings,
 }
 
 impl Drop for Vm {
@@ -893,7 +895,7 @@ impl Vm {
             )
         };
         let t = lua.create_table()?;
-        libs::install(&lua)?;
+        let json = libs::install(&lua)?;
         {
             let run = run.clone();
             t.set(
@@ -1034,6 +1036,7 @@ impl Vm {
             generation: 0,
             ctx,
             fields,
+            json,
         })
     }
 
@@ -1088,6 +1091,7 @@ impl Vm {
             }
         }
         let _lend = Lend(self.ctx);
+        self.json.reset();
         call::set_keys_and_args(lua, &self.globals, keys, args)?;
         let results: MultiValue = self.runner.call(f)?;
         let mut results = results.into_iter();

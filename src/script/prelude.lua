@@ -6,6 +6,7 @@ local G = _G
 local rawpcall, rawxpcall, cresume = pcall, xpcall, coroutine.resume
 local type, tostring, error, select, unpack = type, tostring, error, select, unpack
 local setmetatable, rawget, rawset, getinfo = setmetatable, rawget, rawset, debug.getinfo
+local sfind, ssub, sgsub = string.find, string.sub, string.gsub
 
 local function pack(...)
     return { n = select('#', ...), ... }
@@ -91,20 +92,36 @@ end
 -- for each run (they reach the run's host).
 local redis = {}
 T.redis = redis
-redis.error_reply = function(e)
-    if type(e) ~= 'string' then
-        error('wrong number or type of arguments', 0)
-    end
-    if e:sub(1, 1) == '-' then
-        e = e:sub(2)
-    end
-    return { err = e }
+-- Redis 7.0's `luaPushErrorBuff`: the code is the text up to the first
+-- space (`ERR` when there is none), the message the rest, trimmed of CR and
+-- LF; so `redis.error_reply('')` is `ERR ` and `('oops')` is `ERR oops`.
+-- Both answer a bad call with an error reply (returned, not raised), as
+-- Redis's C functions do.
+local BAD_ARGS = 'ERR wrong number or type of arguments'
+local function one_string(...)
+    return select('#', ...) == 1 and type((...)) == 'string'
 end
-redis.status_reply = function(s)
-    if type(s) ~= 'string' then
-        error('wrong number or type of arguments', 0)
+redis.error_reply = function(...)
+    if not one_string(...) then
+        return { err = BAD_ARGS }
     end
-    return { ok = s }
+    local e = ...
+    if ssub(e, 1, 1) ~= '-' then
+        e = '-' .. e
+    end
+    local code, msg = 'ERR', ssub(e, 2)
+    local space = sfind(e, ' ', 1, true)
+    if space then
+        code, msg = ssub(e, 2, space - 1), ssub(e, space + 1)
+    end
+    msg = sgsub(sgsub(msg, '^[\r\n]+', ''), '[\r\n]+$', '')
+    return { err = code .. ' ' .. msg }
+end
+redis.status_reply = function(...)
+    if not one_string(...) then
+        return { err = BAD_ARGS }
+    end
+    return { ok = (...) }
 end
 redis.LOG_DEBUG, redis.LOG_VERBOSE, redis.LOG_NOTICE, redis.LOG_WARNING = 0, 1, 2, 3
 redis.REPL_NONE, redis.REPL_AOF, redis.REPL_SLAVE, redis.REPL_REPLICA, redis.REPL_ALL = 0, 1, 2, 2, 3

@@ -196,8 +196,9 @@ async fn serve<S: AsyncRead + AsyncWrite + AsRawFd + Unpin>(
                             match saved {
                                 Ok(Ok(())) => out.ok(),
                                 Ok(Err(e)) => {
-                                    out.error(&format!("ERR {e}"));
-                                    session.stats.error_reply();
+                                    let text = format!("ERR {e}");
+                                    out.error(&text);
+                                    session.stats.error_reply(text.as_bytes());
                                 }
                                 Err(why) => return why,
                             }
@@ -209,8 +210,9 @@ async fn serve<S: AsyncRead + AsyncWrite + AsRawFd + Unpin>(
                             match outcome {
                                 Ok(Ok(_)) => out.ok(),
                                 Ok(Err(e)) => {
-                                    out.error(&format!("ERR {e}"));
-                                    session.stats.error_reply();
+                                    let text = format!("ERR {e}");
+                                    out.error(&text);
+                                    session.stats.error_reply(text.as_bytes());
                                 }
                                 Err(why) => return why,
                             }

@@ -661,8 +661,8 @@ async fn read_line<R: AsyncRead + Unpin>(
 }
 
 /// Once a second: a primary with replicas writes a PING into the stream
-/// every [`replication::PING_PERIOD`], and the backlog follows `CONFIG SET
-/// repl-backlog-size`.
+/// every `repl-ping-replica-period` seconds (as set now), and the backlog
+/// follows `CONFIG SET repl-backlog-size`.
 pub async fn cron(state: Arc<State>, mut shutdown: watch::Receiver<bool>) {
     let mut tick = tokio::time::interval(Duration::from_secs(1));
     let mut last_ping = tokio::time::Instant::now();
@@ -681,7 +681,8 @@ pub async fn cron(state: Arc<State>, mut shutdown: watch::Receiver<bool>) {
         if !repl.is_replica()
             && fx.emitting()
             && repl.connected() > 0
-            && last_ping.elapsed() >= replication::PING_PERIOD
+            && last_ping.elapsed()
+                >= Duration::from_secs(state.settings.get(&state.settings.repl_ping_replica_period))
         {
             fx.put_bare(effects::PING);
             last_ping = tokio::time::Instant::now();
