@@ -658,3 +658,106 @@ async fn a_run_that_wrote_many_undeclared_keys_is_rolled_back_whole() {
     let stats = r.call(&["INFO", "stats"]).await;
     assert!(stats.contains("scripts_ok:1\r\n"), "{stats}");
 }
+
+/// Errors in scripts are counted once, as Redis 7.0 counts them (its
+/// suite's "Consistent eval error reporting", each expectation here is
+/// one of its): a command refused in a script is a rejected call of it and
+/// one error; a command that fails is a failed call and one error; the
+/// script that fails with (or returns) that error is a failed call of
+/// `EVAL` and no further error. They used to be counted twice.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn script_errors_are_counted_once() {
+    let srv = Server::start().await;
+    let mut r = srv.raw().await;
+    async fn stats(r: &mut Raw) -> (String, String) {
+        (
+            r.call(&["INFO", "errorstats"]).await,
+            r.call(&["INFO", "commandstats"]).await,
+        )
+    }
+    fn field<'a>(info: &'a str, name: &str) -> &'a str {
+        info.lines()
+            .find_map(|l| l.strip_prefix(name).and_then(|l| l.strip_prefix(':')))
+            .unwrap_or("")
+    }
+    type Case<'a> = (&'a [&'a str], bool, &'a str, &'a str, &'a str, &'a str);
+    let cases: &[Case] = &[
+        // (command, under maxmemory 1, error code counted, its count, the
+        // inner command's stats, EVAL's stats)
+        (
+            &["EVAL", "return redis.call('set','x','y')", "1", "x"],
+            true,
+            "errorstat_OOM",
+            "count=1",
+            "cmdstat_set",
+            "calls=1,",
+        ),
+        (
+            &["EVAL", "local t = redis.pcall('set','x','y') if t['err'] == \"OOM command not allowed when used memory > 'maxmemory'.\" then return 1 else return 0 end", "1", "x"],
+            true,
+            "errorstat_OOM",
+            "count=1",
+            "cmdstat_set",
+            "calls=1,",
+        ),
+        (
+            &["EVAL", "return redis.pcall('set','x','y')", "1", "x"],
+            true,
+            "errorstat_OOM",
+            "count=1",
+            "cmdstat_set",
+            "calls=1,",
+        ),
+        (
+            &["EVAL", "return redis.call('select',99)", "0"],
+            false,
+            "errorstat_ERR",
+            "count=1",
+            "cmdstat_select",
+            "calls=1,",
+        ),
+    ];
+    for (i, (cmd, oom, code, count, inner, eval_calls)) in cases.iter().enumerate() {
+        assert_eq!(r.call(&["CONFIG", "RESETSTAT"]).await, "+OK\r\n");
+        let max = if *oom { "1" } else { "0" };
+        assert_eq!(
+            r.call(&["CONFIG", "SET", "maxmemory", max]).await,
+            "+OK\r\n"
+        );
+        let _ = r.call(cmd).await;
+        assert_eq!(
+            r.call(&["CONFIG", "SET", "maxmemory", "0"]).await,
+            "+OK\r\n"
+        );
+        let (errors, commands) = stats(&mut r).await;
+        assert_eq!(field(&errors, code), *count, "case {i}: {errors}");
+        let info = r.call(&["INFO", "stats"]).await;
+        assert_eq!(field(&info, "total_error_replies"), "1", "case {i}: {info}");
+        let inner_stats = field(&commands, inner);
+        if *oom {
+            assert!(
+                inner_stats.starts_with("calls=0,")
+                    && inner_stats.contains("rejected_calls=1,failed_calls=0"),
+                "case {i}: {commands}"
+            );
+        } else {
+            assert!(
+                inner_stats.starts_with("calls=1,")
+                    && inner_stats.contains("rejected_calls=0,failed_calls=1"),
+                "case {i}: {commands}"
+            );
+        }
+        let eval = field(&commands, "cmdstat_eval");
+        assert!(
+            eval.starts_with(eval_calls) && eval.contains("rejected_calls=0"),
+            "case {i}: {commands}"
+        );
+        // A pcall'd error the script only inspects leaves EVAL not failed.
+        let eval_failed = if i == 1 {
+            "failed_calls=0"
+        } else {
+            "failed_calls=1"
+        };
+        assert!(eval.contains(eval_failed), "case {i}: {commands}");
+    }
+}

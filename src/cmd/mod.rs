@@ -243,14 +243,21 @@ pub(crate) fn run(
         Err(e) => {
             // A handler that failed after writing part of a reply leaves none.
             ctx.out.truncate(mark);
-            fail(ctx, e);
+            if std::mem::take(&mut ctx.session.error_counted) {
+                ctx.out.error(&e.to_string());
+            } else {
+                fail(ctx, e);
+            }
             false
         }
         // A reply that is an error (a script's `redis.error_reply`) counts
-        // as one, as in Redis.
+        // as one, as in Redis, unless it is a command's error a script
+        // returned (counted when the command failed).
         Ok(()) => match ctx.out.error_at(mark) {
             Some(text) => {
-                ctx.session.stats.error_reply(text);
+                if !std::mem::take(&mut ctx.session.error_counted) {
+                    ctx.session.stats.error_reply(text);
+                }
                 false
             }
             None => true,

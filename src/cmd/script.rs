@@ -260,6 +260,7 @@ fn run_until_done<'a>(
         let resp = out.proto;
         let started = std::time::Instant::now();
         let result = vm.run(script, keys(), args(), resp, &mut host, out);
+        host.session.error_counted = vm.error_counted();
         if matches!(result, Err(ScriptError::Aborted)) {
             host.roll_back();
             if let Some(later) = &mut host.session.publish_later {
@@ -540,7 +541,20 @@ impl ScriptHost<'_, '_> {
                 };
             }
             Err(Refusal::Error(e)) => {
-                reply.error(&e.to_string());
+                // Counted here, as Redis counts a command a script may not
+                // run: a rejected call of that command (when it is one) and
+                // one error reply, which the script's own is not added to.
+                let text = e.to_string();
+                reply.error(&text);
+                let stats = &mut self.session.stats;
+                stats.error_reply(text.as_bytes());
+                let renames = &self.state.renames;
+                if let Ok((cmd, _)) = table::resolve_with(req, |name| {
+                    use super::rename::Lookup;
+                    renames.lookup(name)
+                }) {
+                    stats.rejected(table::index_of(cmd));
+                }
                 return Call::default();
             }
         };

@@ -51,6 +51,10 @@ pub struct Session {
     /// the messages it published, delivered once its run is the one that
     /// counts, so a re-run never delivers a message twice.
     pub publish_later: Option<Vec<Published>>,
+    /// The script just run failed with (or returned) a command's error,
+    /// which was counted when the command failed: its `EVAL`'s error reply
+    /// is not counted again, as Redis counts it (`cmd::run` takes it).
+    pub error_counted: bool,
 }
 
 /// A message a script published: channel, message.
@@ -110,6 +114,7 @@ impl Session {
             replica_hello: None,
             readonly: false,
             publish_later: None,
+            error_counted: false,
         }
     }
 

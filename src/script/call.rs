@@ -87,6 +87,13 @@ unsafe fn call(l: *mut ffi::lua_State, protected: bool) -> c_int {
         }
         Step::Error => {
             push_err_table(l, &ctx.error);
+            if ctx.counted {
+                // Marked in the state's weak table (upvalue 2): a script
+                // that fails with it, or returns it, is not counted again.
+                ffi::lua_pushvalue(l, -1);
+                ffi::lua_pushboolean(l, 1);
+                ffi::lua_rawset(l, ffi::lua_upvalueindex(2));
+            }
             if protected {
                 1
             } else {
@@ -104,6 +111,7 @@ fn command(l: *mut ffi::lua_State, ctx: &mut CallCtx) -> Step {
         return Step::Stop;
     }
     ctx.error.clear();
+    ctx.counted = false;
     let Some(mut host) = ctx.host else {
         ctx.error
             .extend_from_slice(b"ERR redis.call is only available while a script runs");
@@ -161,6 +169,8 @@ fn command(l: *mut ffi::lua_State, ctx: &mut CallCtx) -> Step {
     if let Some(rest) = bytes.strip_prefix(b"-") {
         let line = rest.strip_suffix(b"\r\n").unwrap_or(rest);
         ctx.error.extend_from_slice(line);
+        // The command layer counted it (a failed command, or a refusal).
+        ctx.counted = true;
         return Step::Error;
     }
     Step::Reply
@@ -346,19 +356,24 @@ unsafe fn push_reply(l: *mut ffi::lua_State, bytes: &[u8], pos: &mut usize, dept
     true
 }
 
-/// Creates `redis.call` or `redis.pcall` in `lua`, reaching `ctx`.
+/// Creates `redis.call` or `redis.pcall` in `lua`, reaching `ctx` and
+/// marking commands' error tables in `counted`.
 pub fn create(
     lua: &mlua::Lua,
     ctx: NonNull<CallCtx>,
+    counted: &mlua::Table,
     protected: bool,
 ) -> mlua::Result<mlua::Function> {
     let f: ffi::lua_CFunction = if protected { redis_pcall } else { redis_call };
-    // SAFETY: pushes one closure with one light userdata upvalue, which is
-    // what exec_raw hands back.
+    // SAFETY: `counted` is at index 1; the closure takes the light
+    // userdata and it as upvalues, and is left alone on the stack, which
+    // is what exec_raw hands back.
     unsafe {
-        lua.exec_raw((), |l| {
+        lua.exec_raw(counted, |l| {
             ffi::lua_pushlightuserdata(l, ctx.as_ptr() as *mut c_void);
-            ffi::lua_pushcclosure(l, f, 1);
+            ffi::lua_pushvalue(l, 1);
+            ffi::lua_pushcclosure(l, f, 2);
+            ffi::lua_remove(l, 1);
         })
     }
 }

@@ -233,6 +233,9 @@ struct Running {
     blocking: OnceLock<Blocking>,
     /// This run has handed its worker's other tasks to another thread.
     handed_off: AtomicBool,
+    /// This run's error (raised, or returned as `{err = ...}`) is a
+    /// command's, counted when the command failed.
+    counted: AtomicBool,
 }
 
 impl Running {
@@ -298,6 +301,9 @@ struct Vm {
     fields: convert::Fields,
     /// `cjson`'s settings, back to their defaults at each run.
     json: libs::JsonSettings,
+    /// Error tables made of commands' errors (weak keys; see
+    /// `CallCtx::counted`).
+    counted: Table,
 }
 
 impl Drop for Vm {
@@ -326,6 +332,10 @@ struct CallCtx {
     spans: Vec<Range<usize>>,
     /// An error reply's or a refusal's text, for `redis.call` to raise.
     error: Vec<u8>,
+    /// `error` is a command's error reply or refusal, which the command
+    /// layer has counted already (`INFO errorstats`): the table made of it
+    /// is marked so, and a script failing with it is not counted again.
+    counted: bool,
 }
 
 /// A state's [`CallCtx`], owned by its [`Vm`] (freed when it drops).
@@ -437,6 +447,7 @@ impl Engine {
                     threshold_ms: AtomicU64::new(threshold_ms),
                     blocking: OnceLock::new(),
                     handed_off: AtomicBool::new(false),
+                    counted: AtomicBool::new(false),
                 });
                 let vm = Vm::new(&cfg, run.clone()).expect("the Lua prelude loads");
                 Slot {
@@ -735,6 +746,12 @@ impl Engine {
 }
 
 impl Reserved<'_> {
+    /// Whether the last run's error reply (raised, or returned) is a
+    /// command's error that the command layer counted already.
+    pub fn error_counted(&self) -> bool {
+        self.slot.run.counted.load(Ordering::Relaxed)
+    }
+
     /// Runs `script` on this reserved state, with `keys` and `args`, and
     /// writes its result to `out` for a client speaking `resp`.
     pub fn run<'k>(
@@ -769,6 +786,7 @@ impl Reserved<'_> {
             &run.abort,
             &run.wrote,
             &run.handed_off,
+            &run.counted,
         ] {
             flag.store(false, Ordering::Relaxed);
         }
@@ -1006,6 +1024,7 @@ impl Vm {
             frame: BytesMut::new(),
             spans: Vec::new(),
             error: Vec::new(),
+            counted: false,
         }))));
         // Owned by the Vm from here; freed by hand if setup fails first.
         struct Guard(Option<CtxPtr>);
@@ -1018,7 +1037,11 @@ impl Vm {
             }
         }
         let mut guard = Guard(Some(ctx));
-        install_calls(&lua, &redis, ctx)?;
+        let counted = lua.create_table()?;
+        let weak = lua.create_table()?;
+        weak.raw_set("__mode", "k")?;
+        counted.set_metatable(Some(weak))?;
+        install_calls(&lua, &redis, ctx, &counted)?;
         let globals: Table = t.raw_get("B")?;
         let runner: Function = t.get("run")?;
         lua.set_memory_limit(cfg.memory_limit)?;
@@ -1037,6 +1060,7 @@ impl Vm {
             ctx,
             fields,
             json,
+            counted,
         })
     }
 
@@ -1097,6 +1121,15 @@ impl Vm {
         let mut results = results.into_iter();
         let ok = matches!(results.next(), Some(Value::Boolean(true)));
         let value = results.next().unwrap_or(Value::Nil);
+        if let Value::Table(t) = &value {
+            if self.counted.raw_get::<bool>(t).unwrap_or(false) {
+                // SAFETY: as above; the script has returned.
+                unsafe { self.ctx.get() }
+                    .run
+                    .counted
+                    .store(true, Ordering::Relaxed);
+            }
+        }
         if ok {
             // SAFETY: as above; the script has returned.
             let script_resp = unsafe { self.ctx.get() }.script_resp;
@@ -1137,9 +1170,9 @@ fn plain(msg: &str) -> mlua::Error {
 /// Creates `redis.call`, `redis.pcall`, `redis.setresp` and
 /// `redis.acl_check_cmd`, once per Lua state; each reaches the run's
 /// [`CallCtx`].
-fn install_calls(lua: &Lua, redis: &Table, ctx: CtxPtr) -> mlua::Result<()> {
-    redis.raw_set("call", call::create(lua, ctx.0, false)?)?;
-    redis.raw_set("pcall", call::create(lua, ctx.0, true)?)?;
+fn install_calls(lua: &Lua, redis: &Table, ctx: CtxPtr, counted: &Table) -> mlua::Result<()> {
+    redis.raw_set("call", call::create(lua, ctx.0, counted, false)?)?;
+    redis.raw_set("pcall", call::create(lua, ctx.0, counted, true)?)?;
     let setresp = lua.create_function(move |_, args: mlua::Variadic<Value>| {
         if args.len() != 1 {
             return Err(plain("redis.setresp() requires one argument."));
