@@ -45,6 +45,10 @@ use crate::protocol::{Protocol, ReplyBuf, Request};
 /// script's `EVALSHA` answers `NOSCRIPT`, and clients send `EVAL` again.
 pub const EVAL_SCRIPTS_MAX: usize = 500;
 
+/// Runs between two steps of a state's collector (Redis's
+/// `LUA_GC_CYCLE_PERIOD`).
+const GC_EVERY: u32 = 50;
+
 /// Instructions between two looks at the clock and the kill flag: about a
 /// millisecond of Lua, and no measurable cost.
 pub const HOOK_EVERY: u32 = 100_000;
@@ -304,6 +308,8 @@ struct Vm {
     /// Error tables made of commands' errors (weak keys; see
     /// `CallCtx::counted`).
     counted: Table,
+    /// Scripts run in this state (for the collector's steps).
+    runs: std::cell::Cell<u32>,
 }
 
 impl Drop for Vm {
@@ -362,7 +368,10 @@ impl CtxPtr {
 /// Re-entrant, so a thread that [reserved](Engine::reserve) a state before
 /// it took shard locks always gets one again without waiting (see there).
 struct Slot {
-    vm: ReentrantMutex<RefCell<Vm>>,
+    /// None until a script first needs it, and again after `SCRIPT FLUSH`
+    /// (as Redis starts a new Lua state): states no client uses take no
+    /// memory.
+    vm: ReentrantMutex<RefCell<Option<Vm>>>,
     run: Arc<Running>,
     /// Bytes its heap held after its last script.
     memory: AtomicUsize,
@@ -375,6 +384,8 @@ struct Slot {
 /// The script engine: the pool of Lua states, the script cache.
 pub struct Engine {
     slots: Box<[Slot]>,
+    /// What each state is made with, when first needed.
+    cfg: EngineConfig,
     cache: RwLock<Cache>,
     /// Moves on every run: scripts' `used` ticks order them for eviction.
     tick: AtomicU64,
@@ -398,10 +409,10 @@ struct Cache {
 pub struct Reserved<'e> {
     engine: &'e Engine,
     slot: &'e Slot,
-    guard: ReentrantMutexGuard<'e, RefCell<Vm>>,
+    guard: VmGuard<'e>,
 }
 
-type VmGuard<'e> = ReentrantMutexGuard<'e, RefCell<Vm>>;
+type VmGuard<'e> = ReentrantMutexGuard<'e, RefCell<Option<Vm>>>;
 
 impl std::fmt::Debug for Engine {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
@@ -449,10 +460,9 @@ impl Engine {
                     handed_off: AtomicBool::new(false),
                     counted: AtomicBool::new(false),
                 });
-                let vm = Vm::new(&cfg, run.clone()).expect("the Lua prelude loads");
                 Slot {
-                    memory: AtomicUsize::new(vm.lua.used_memory()),
-                    vm: ReentrantMutex::new(RefCell::new(vm)),
+                    memory: AtomicUsize::new(0),
+                    vm: ReentrantMutex::new(RefCell::new(None)),
                     run,
                     evicted: parking_lot::Mutex::new(Vec::new()),
                     has_evicted: AtomicBool::new(false),
@@ -461,6 +471,7 @@ impl Engine {
             .collect();
         Engine {
             slots,
+            cfg,
             cache: RwLock::new(Cache::default()),
             tick: AtomicU64::new(0),
             evictions: AtomicU64::new(0),
@@ -535,25 +546,45 @@ impl Engine {
         self.fresh(slot, g)
     }
 
-    /// Drops a state's functions if `SCRIPT FLUSH` ran since it last ran,
-    /// and those of scripts evicted meanwhile.
+    /// Drops a state if `SCRIPT FLUSH` ran since it last ran (the next
+    /// script gets a new one, as in Redis), and the functions of scripts
+    /// evicted meanwhile.
     fn fresh<'s>(&self, slot: &Slot, g: VmGuard<'s>) -> VmGuard<'s> {
         let generation = self.generation.load(Ordering::Acquire);
-        if let Ok(mut vm) = g.try_borrow_mut() {
+        if let Ok(mut cell) = g.try_borrow_mut() {
             if slot.has_evicted.swap(false, Ordering::AcqRel) {
-                for sha in std::mem::take(&mut *slot.evicted.lock()) {
-                    vm.functions.remove(&sha);
+                let evicted = std::mem::take(&mut *slot.evicted.lock());
+                if let Some(vm) = cell.as_mut() {
+                    for sha in evicted {
+                        vm.functions.remove(&sha);
+                    }
                 }
             }
-            if vm.generation != generation {
-                vm.functions.clear();
-                vm.generation = generation;
-                let _ = vm.lua.gc_collect();
-                let _ = vm.lua.gc_collect();
-                slot.memory.store(vm.lua.used_memory(), Ordering::Relaxed);
+            if cell.as_ref().is_some_and(|vm| vm.generation != generation) {
+                *cell = None;
+                slot.memory.store(0, Ordering::Relaxed);
             }
         }
         g
+    }
+
+    /// The slot's state, made now if it has none.
+    fn state<'g>(
+        &self,
+        slot: &Slot,
+        cell: &'g RefCell<Option<Vm>>,
+    ) -> Result<std::cell::RefMut<'g, Vm>, ScriptError> {
+        let mut opt = cell.borrow_mut();
+        if opt.is_none() {
+            let mut vm = Vm::new(&self.cfg, slot.run.clone()).map_err(|e| {
+                ScriptError::Runtime(format!("ERR cannot start a Lua state: {}", errtext(&e)))
+            })?;
+            vm.generation = self.generation.load(Ordering::Acquire);
+            slot.memory.store(vm.lua.used_memory(), Ordering::Relaxed);
+            *opt = Some(vm);
+        }
+        std::cell::RefMut::filter_map(opt, Option::as_mut)
+            .map_err(|_| ScriptError::Runtime("ERR no Lua state".into()))
     }
 
     /// Compiles and caches `body` for `EVAL`; a body cached already is not
@@ -574,7 +605,7 @@ impl Engine {
         }
         let flags = parse_shebang(body)?;
         let (slot, guard) = self.lock();
-        let mut vm = guard.borrow_mut();
+        let mut vm = self.state(slot, &guard)?;
         if let Some(s) = self.cached(&sha, loaded) {
             return Ok(s);
         }
@@ -764,7 +795,7 @@ impl Reserved<'_> {
         out: &mut ReplyBuf,
     ) -> Result<(), ScriptError> {
         let slot = self.slot;
-        let mut vm = self.guard.borrow_mut();
+        let mut vm = self.engine.state(slot, &self.guard)?;
         let sha = &script.0.sha;
         if !vm.functions.contains_key(sha) {
             // Not yet run in this state: compiled from the cached text,
@@ -803,6 +834,13 @@ impl Reserved<'_> {
         }
         run.running.store(false, Ordering::Relaxed);
         run.busy.store(false, Ordering::Relaxed);
+        // A step of the collector every GC_EVERY runs, as Redis takes one,
+        // so a state's garbage stays near what its scripts keep.
+        let runs = vm.runs.get().wrapping_add(1);
+        vm.runs.set(runs);
+        if runs % GC_EVERY == 0 {
+            let _ = vm.lua.gc_step();
+        }
         slot.memory.store(vm.lua.used_memory(), Ordering::Relaxed);
         let sha = script.sha();
         match result {
@@ -1061,6 +1099,7 @@ impl Vm {
             fields,
             json,
             counted,
+            runs: std::cell::Cell::new(0),
         })
     }
 
