@@ -56,11 +56,13 @@
 //!   `CL.THROTTLE` arithmetic over GCRA (`cell.rs`); concurrency limits,
 //!   leases acquired, released, renewed and lapsing (`lease.rs`, pure too,
 //!   with its own operations: `cmd/limiter/lease.rs` serves them).
-//! - [`script`]: the Lua engine behind `EVAL` (`script/mod.rs`): Lua 5.1
-//!   sandboxed as Redis 7.0 sandboxes it (`prelude.lua`), `redis.call`
-//!   and replies into Lua on the raw Lua API (`call.rs`), Lua values into
-//!   replies (`convert.rs`), and the libraries Redis loads, `bit`,
-//!   `struct`, `cjson`, `cmsgpack` (`libs.rs`); `redis.call` reaches the
+//! - [`script`]: the Lua engine behind `EVAL`: the pool of Lua states and
+//!   the script cache (`script/mod.rs`), one state's setup, compilation
+//!   and run (`vm.rs`), Lua 5.1 sandboxed as Redis 7.0 sandboxes it
+//!   (`prelude.lua`), `redis.call` and replies into Lua on the raw Lua API
+//!   (`call.rs`), Lua values into replies (`convert.rs`), and the
+//!   libraries Redis loads, one file each under `libs/` (`bit.rs`,
+//!   `pack.rs` for `struct`, `cjson.rs`, `msgpack.rs`); `redis.call` reaches the
 //!   command table through the `Host` the command layer
 //!   provides (`cmd/script.rs`: EVAL, EVALSHA, SCRIPT, and the shard locks
 //!   that make a script atomic).

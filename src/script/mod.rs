@@ -1,7 +1,7 @@
 //! The Lua engine behind `EVAL`: Lua 5.1 as Redis embeds it (the `mlua`
 //! crate, Lua compiled in), sandboxed as Redis 7.0 sandboxes it, with the
 //! `redis` library and the four libraries Redis loads (`cjson`, `cmsgpack`,
-//! `struct`, `bit`; `libs.rs`, in Rust, each refusing bad input with an
+//! `struct`, `bit`; `libs/`, in Rust, each refusing bad input with an
 //! error, never a crash).
 //!
 //! The engine knows nothing of commands or keys: `redis.call` goes to a
@@ -22,6 +22,9 @@
 mod call;
 mod convert;
 mod libs;
+mod vm;
+
+use vm::{errtext, CallCtx, Outcome, Vm};
 
 use std::collections::HashMap;
 use std::ops::Range;
@@ -287,79 +290,6 @@ impl Running {
             return Err(mlua::Error::RuntimeError(KILLED.into()));
         }
         Ok(VmState::Continue)
-    }
-}
-
-/// The Lua state and what lives in it.
-struct Vm {
-    lua: Lua,
-    /// The sandbox's backing table of globals (`T.B`), where each run's
-    /// `KEYS` and `ARGV` go.
-    globals: Table,
-    /// The prelude's `T.run`: calls a script under Redis's error handler.
-    runner: Function,
-    functions: HashMap<[u8; 40], Function>,
-    /// The engine's flush generation `functions` belong to.
-    generation: u64,
-    ctx: CtxPtr,
-    fields: convert::Fields,
-    /// `cjson`'s settings, back to their defaults at each run.
-    json: libs::JsonSettings,
-    /// Error tables made of commands' errors (weak keys; see
-    /// `CallCtx::counted`).
-    counted: Table,
-    /// Scripts run in this state (for the collector's steps).
-    runs: std::cell::Cell<u32>,
-}
-
-impl Drop for Vm {
-    fn drop(&mut self) {
-        // SAFETY: made by `Box::into_raw` in `Vm::new`, freed once; the
-        // state's functions that hold it are never called again.
-        drop(unsafe { Box::from_raw(self.ctx.0.as_ptr()) });
-    }
-}
-
-/// What `redis.call`, `redis.pcall`, `redis.setresp` and
-/// `redis.acl_check_cmd` reach during one run: one per Lua state, on the
-/// heap, its address an upvalue of the raw functions (`call.rs`) and held
-/// by the others. The functions are created once with the state, not per
-/// run, and the host is lent for the run's length only.
-struct CallCtx {
-    /// The command layer's host, lent by [`Vm::run`] and taken back before
-    /// it returns; `None` between runs.
-    host: Option<NonNull<dyn Host + 'static>>,
-    script_resp: Protocol,
-    run: Arc<Running>,
-    reply: ReplyBuf,
-    /// The request `redis.call` builds, its arguments copied once out of
-    /// Lua; both buffers reused from call to call.
-    frame: BytesMut,
-    spans: Vec<Range<usize>>,
-    /// An error reply's or a refusal's text, for `redis.call` to raise.
-    error: Vec<u8>,
-    /// `error` is a command's error reply or refusal, which the command
-    /// layer has counted already (`INFO errorstats`): the table made of it
-    /// is marked so, and a script failing with it is not counted again.
-    counted: bool,
-}
-
-/// A state's [`CallCtx`], owned by its [`Vm`] (freed when it drops).
-#[derive(Clone, Copy)]
-struct CtxPtr(NonNull<CallCtx>);
-
-// SAFETY: the context is only reached by the thread that holds its state
-// (the engine's lock on it), while a script or the state's setup runs.
-unsafe impl Send for CtxPtr {}
-unsafe impl Sync for CtxPtr {}
-
-impl CtxPtr {
-    /// # Safety
-    /// Only while this thread holds the state, and not while another
-    /// reference from `get` lives.
-    #[allow(clippy::mut_from_ref)]
-    unsafe fn get(&self) -> &mut CallCtx {
-        unsafe { &mut *self.0.as_ptr() }
     }
 }
 
@@ -874,29 +804,6 @@ impl Reserved<'_> {
     }
 }
 
-/// How a run ended, short of an engine failure.
-enum Outcome {
-    /// The result was written.
-    Reply,
-    /// The script raised: the error's text and where.
-    Raised {
-        err: String,
-        source: String,
-        line: i64,
-    },
-    OutOfMemory,
-}
-
-/// The text of an error raised in Rust (a library function, the hook).
-fn errtext(e: &mlua::Error) -> String {
-    match e {
-        mlua::Error::RuntimeError(m) => m.clone(),
-        mlua::Error::CallbackError { cause, .. } => errtext(cause),
-        mlua::Error::MemoryError(_) => "not enough memory".into(),
-        e => e.to_string(),
-    }
-}
-
 /// The first line's flags, as Redis 7 reads `#!lua flags=a,b`.
 fn parse_shebang(body: &[u8]) -> Result<ScriptFlags, ScriptError> {
     let mut flags = ScriptFlags::default();
@@ -937,322 +844,6 @@ fn parse_shebang(body: &[u8]) -> Result<ScriptFlags, ScriptError> {
         }
     }
     Ok(flags)
-}
-
-impl Vm {
-    fn new(cfg: &EngineConfig, run: Arc<Running>) -> mlua::Result<Vm> {
-        // SAFETY: `debug` is what mlua calls unsafe; the prelude keeps
-        // only `debug.getinfo`, for its error handler, and removes the
-        // library from the globals before any script runs, as Redis does.
-        let lua = unsafe {
-            Lua::unsafe_new_with(
-                StdLib::TABLE | StdLib::STRING | StdLib::MATH | StdLib::DEBUG,
-                LuaOptions::default(),
-            )
-        };
-        let t = lua.create_table()?;
-        let json = libs::install(&lua)?;
-        {
-            let run = run.clone();
-            t.set(
-                "stopping",
-                lua.create_function(move |_, ()| Ok(run.stopping()))?,
-            )?;
-        }
-        t.set(
-            "errtext",
-            lua.create_function(|lua, v: Value| {
-                let text = match v {
-                    Value::Error(e) => errtext(&e),
-                    Value::String(s) => s.to_string_lossy(),
-                    other => format!("{other:?}"),
-                };
-                Ok(Value::String(lua.create_string(text)?))
-            })?,
-        )?;
-        {
-            let tt = t.clone();
-            t.set(
-                "rawset",
-                lua.create_function(move |_, (target, k, v): (Table, Value, Value)| {
-                    let protected: Table = tt.raw_get("protected")?;
-                    if !protected.raw_get::<Value>(&target)?.is_nil() {
-                        return Err(mlua::Error::RuntimeError(
-                            "Attempt to modify a readonly table".into(),
-                        ));
-                    }
-                    target.raw_set(k, v)?;
-                    Ok(target)
-                })?,
-            )?;
-        }
-        t.set("version", crate::REDIS_VERSION)?;
-        t.set("version_num", version_num(crate::REDIS_VERSION))?;
-        lua.load(include_str!("prelude.lua"))
-            .set_name("=turnstile")
-            .call::<()>(t.clone())?;
-        let redis: Table = t.raw_get("redis")?;
-        redis.raw_set(
-            "sha1hex",
-            lua.create_function(|lua, args: mlua::Variadic<Value>| {
-                if args.len() != 1 {
-                    return Err(plain("wrong number of arguments"));
-                }
-                let bytes = match &args[0] {
-                    Value::String(s) => s.as_bytes().to_vec(),
-                    v => lua
-                        .coerce_string(v.clone())?
-                        .map(|s| s.as_bytes().to_vec())
-                        .unwrap_or_default(),
-                };
-                lua.create_string(sha1hex(&bytes))
-            })?,
-        )?;
-        redis.raw_set(
-            "log",
-            lua.create_function(|lua, args: mlua::Variadic<Value>| {
-                if args.len() < 2 {
-                    return Err(plain("redis.log() requires two arguments or more."));
-                }
-                let level = match &args[0] {
-                    Value::Integer(i) => *i as f64,
-                    Value::Number(n) => *n,
-                    _ => return Err(plain("First argument must be a number (log level).")),
-                };
-                if !(0.0..=3.0).contains(&level) {
-                    return Err(plain("Invalid debug level."));
-                }
-                let mut text = Vec::new();
-                for v in args.iter().skip(1) {
-                    if let Some(s) = lua.coerce_string(v.clone())? {
-                        if !text.is_empty() {
-                            text.push(b' ');
-                        }
-                        text.extend_from_slice(&s.as_bytes());
-                    }
-                }
-                let text = String::from_utf8_lossy(&text);
-                match level as i64 {
-                    0 => tracing::debug!(target: "turnstile::script", "{text}"),
-                    1 | 2 => tracing::info!(target: "turnstile::script", "{text}"),
-                    _ => tracing::warn!(target: "turnstile::script", "{text}"),
-                }
-                Ok(())
-            })?,
-        )?;
-        redis.raw_set(
-            "set_repl",
-            lua.create_function(|_, args: mlua::Variadic<Value>| {
-                if args.len() != 1 {
-                    return Err(plain("redis.set_repl() requires one argument."));
-                }
-                match &args[0] {
-                    Value::Integer(0..=3) => Ok(()),
-                    _ => Err(plain(
-                        "Invalid replication flags. Use REPL_AOF, REPL_REPLICA, REPL_ALL or REPL_NONE.",
-                    )),
-                }
-            })?,
-        )?;
-        let ctx = CtxPtr(NonNull::from(Box::leak(Box::new(CallCtx {
-            host: None,
-            script_resp: Protocol::Resp2,
-            run: run.clone(),
-            reply: ReplyBuf::default(),
-            frame: BytesMut::new(),
-            spans: Vec::new(),
-            error: Vec::new(),
-            counted: false,
-        }))));
-        // Owned by the Vm from here; freed by hand if setup fails first.
-        struct Guard(Option<CtxPtr>);
-        impl Drop for Guard {
-            fn drop(&mut self) {
-                if let Some(c) = self.0 {
-                    // SAFETY: leaked just above, not yet owned by a Vm.
-                    drop(unsafe { Box::from_raw(c.0.as_ptr()) });
-                }
-            }
-        }
-        let mut guard = Guard(Some(ctx));
-        let counted = lua.create_table()?;
-        let weak = lua.create_table()?;
-        weak.raw_set("__mode", "k")?;
-        counted.set_metatable(Some(weak))?;
-        install_calls(&lua, &redis, ctx, &counted)?;
-        let globals: Table = t.raw_get("B")?;
-        let runner: Function = t.get("run")?;
-        lua.set_memory_limit(cfg.memory_limit)?;
-        lua.set_hook(
-            HookTriggers::new().every_nth_instruction(HOOK_EVERY),
-            move |_, _| run.check(),
-        )?;
-        let fields = convert::Fields::new(&lua)?;
-        guard.0 = None;
-        Ok(Vm {
-            lua,
-            globals,
-            runner,
-            functions: HashMap::new(),
-            generation: 0,
-            ctx,
-            fields,
-            json,
-            counted,
-            runs: std::cell::Cell::new(0),
-        })
-    }
-
-    /// Compiles a script's body as Redis does: one function, chunk name
-    /// `@user_script`, the shebang line kept as a comment so line numbers
-    /// stay the script's.
-    fn compile(&self, body: &[u8], shebang: bool) -> Result<Function, ScriptError> {
-        let mut text = body.to_vec();
-        if shebang {
-            text[0] = b'-';
-            text[1] = b'-';
-        }
-        self.lua
-            .load(text)
-            .set_name("@user_script")
-            .into_function()
-            .map_err(|e| match e {
-                mlua::Error::SyntaxError { message, .. } => ScriptError::Compile(message),
-                mlua::Error::MemoryError(_) => ScriptError::OutOfMemory,
-                e => ScriptError::Compile(errtext(&e)),
-            })
-    }
-
-    fn run<'k>(
-        &self,
-        f: &Function,
-        keys: impl ExactSizeIterator<Item = &'k [u8]>,
-        args: impl ExactSizeIterator<Item = &'k [u8]>,
-        resp: Protocol,
-        host: &mut dyn Host,
-        out: &mut ReplyBuf,
-    ) -> mlua::Result<Outcome> {
-        let lua = &self.lua;
-        {
-            // SAFETY: this thread holds the state; no other reference to
-            // the context lives now.
-            let ctx = unsafe { self.ctx.get() };
-            // SAFETY: the lifetime is erased only for the span of this
-            // call: `Lend` below takes the pointer back before `host`'s
-            // borrow ends, on every path out.
-            let host: NonNull<dyn Host + '_> = NonNull::from(host);
-            ctx.host = Some(unsafe {
-                std::mem::transmute::<NonNull<dyn Host + '_>, NonNull<dyn Host + 'static>>(host)
-            });
-            ctx.script_resp = Protocol::Resp2;
-        }
-        struct Lend(CtxPtr);
-        impl Drop for Lend {
-            fn drop(&mut self) {
-                // SAFETY: as above; the run has returned.
-                unsafe { self.0.get() }.host = None;
-            }
-        }
-        let _lend = Lend(self.ctx);
-        self.json.reset();
-        call::set_keys_and_args(lua, &self.globals, keys, args)?;
-        let results: MultiValue = self.runner.call(f)?;
-        let mut results = results.into_iter();
-        let ok = matches!(results.next(), Some(Value::Boolean(true)));
-        let value = results.next().unwrap_or(Value::Nil);
-        if let Value::Table(t) = &value {
-            if self.counted.raw_get::<bool>(t).unwrap_or(false) {
-                // SAFETY: as above; the script has returned.
-                unsafe { self.ctx.get() }
-                    .run
-                    .counted
-                    .store(true, Ordering::Relaxed);
-            }
-        }
-        if ok {
-            // SAFETY: as above; the script has returned.
-            let script_resp = unsafe { self.ctx.get() }.script_resp;
-            convert::write_value(&value, &self.fields, resp, script_resp, out);
-            return Ok(Outcome::Reply);
-        }
-        Ok(match value {
-            Value::Table(t) => {
-                let err: Value = t.raw_get("err")?;
-                let err = match err {
-                    Value::String(s) => s.to_string_lossy(),
-                    other => lua
-                        .coerce_string(other)?
-                        .map(|s| s.to_string_lossy())
-                        .unwrap_or_else(|| "ERR unknown error".into()),
-                };
-                let source: Option<String> = t.raw_get("source")?;
-                let line: Option<i64> = t.raw_get("line")?;
-                Outcome::Raised {
-                    err: convert::error_line(&err),
-                    source: source.unwrap_or_else(|| "?".into()),
-                    line: line.unwrap_or(0),
-                }
-            }
-            // A memory error skips the handler: its value is Lua's
-            // own message.
-            _ => Outcome::OutOfMemory,
-        })
-    }
-}
-
-/// An error raised as a plain message, with no `source:line:` (as Redis's
-/// C functions raise theirs with `lua_error`).
-fn plain(msg: &str) -> mlua::Error {
-    mlua::Error::RuntimeError(msg.into())
-}
-
-/// Creates `redis.call`, `redis.pcall`, `redis.setresp` and
-/// `redis.acl_check_cmd`, once per Lua state; each reaches the run's
-/// [`CallCtx`].
-fn install_calls(lua: &Lua, redis: &Table, ctx: CtxPtr, counted: &Table) -> mlua::Result<()> {
-    redis.raw_set("call", call::create(lua, ctx.0, counted, false)?)?;
-    redis.raw_set("pcall", call::create(lua, ctx.0, counted, true)?)?;
-    let setresp = lua.create_function(move |_, args: mlua::Variadic<Value>| {
-        if args.len() != 1 {
-            return Err(plain("redis.setresp() requires one argument."));
-        }
-        let resp = match &args[0] {
-            Value::Integer(2) => Protocol::Resp2,
-            Value::Integer(3) => Protocol::Resp3,
-            _ => return Err(plain("RESP version must be 2 or 3.")),
-        };
-        // SAFETY: called by a script, on the thread that holds the state.
-        unsafe { ctx.get() }.script_resp = resp;
-        Ok(())
-    })?;
-    redis.raw_set("setresp", setresp)?;
-    let acl_check = lua.create_function(move |_, args: mlua::Variadic<Value>| {
-        let known = match args.first() {
-            // SAFETY: called by a script, on the thread that holds the
-            // state; the host is set by `Vm::run` for this run.
-            Some(Value::String(name)) => unsafe { ctx.get() }
-                .host
-                .is_some_and(|mut h| unsafe { h.as_mut() }.known(&name.as_bytes())),
-            _ => false,
-        };
-        if known {
-            Ok(true)
-        } else {
-            Err(plain("Invalid command passed to redis.acl_check_cmd()"))
-        }
-    })?;
-    redis.raw_set("acl_check_cmd", acl_check)
-}
-
-/// `7.2.0` as Redis's `REDIS_VERSION_NUM`: `0x00MMmmpp`.
-fn version_num(v: &str) -> i64 {
-    let mut parts = v.split('.').map(|p| p.parse::<i64>().unwrap_or(0));
-    let (a, b, c) = (
-        parts.next().unwrap_or(0),
-        parts.next().unwrap_or(0),
-        parts.next().unwrap_or(0),
-    );
-    (a << 16) | (b << 8) | c
 }
 
 #[cfg(test)]
@@ -1437,6 +1028,6 @@ mod tests {
             &sha1hex(b"return 1"),
             b"e0e1f9fabfc9d4800c877a703b823ac0578ff8db"
         );
-        assert_eq!(version_num("7.2.0"), 0x070200);
+        assert_eq!(vm::version_num("7.2.0"), 0x070200);
     }
 }

@@ -1,0 +1,418 @@
+//! One Lua state and what lives in it: the sandbox's setup (the prelude,
+//! the libraries, `redis.call` and the rest of the `redis` table), a
+//! script's compilation, and one run with its `KEYS`, `ARGV` and result.
+//! The engine (`mod.rs`) keeps a pool of these and the script cache.
+
+use super::*;
+
+/// The Lua state and what lives in it.
+pub(super) struct Vm {
+    pub(super) lua: Lua,
+    /// The sandbox's backing table of globals (`T.B`), where each run's
+    /// `KEYS` and `ARGV` go.
+    pub(super) globals: Table,
+    /// The prelude's `T.run`: calls a script under Redis's error handler.
+    pub(super) runner: Function,
+    pub(super) functions: HashMap<[u8; 40], Function>,
+    /// The engine's flush generation `functions` belong to.
+    pub(super) generation: u64,
+    pub(super) ctx: CtxPtr,
+    pub(super) fields: convert::Fields,
+    /// `cjson`'s settings, back to their defaults at each run.
+    pub(super) json: libs::JsonSettings,
+    /// Error tables made of commands' errors (weak keys; see
+    /// `CallCtx::counted`).
+    pub(super) counted: Table,
+    /// Scripts run in this state (for the collector's steps).
+    pub(super) runs: std::cell::Cell<u32>,
+}
+
+impl Drop for Vm {
+    fn drop(&mut self) {
+        // SAFETY: made by `Box::into_raw` in `Vm::new`, freed once; the
+        // state's functions that hold it are never called again.
+        drop(unsafe { Box::from_raw(self.ctx.0.as_ptr()) });
+    }
+}
+
+/// What `redis.call`, `redis.pcall`, `redis.setresp` and
+/// `redis.acl_check_cmd` reach during one run: one per Lua state, on the
+/// heap, its address an upvalue of the raw functions (`call.rs`) and held
+/// by the others. The functions are created once with the state, not per
+/// run, and the host is lent for the run's length only.
+pub(super) struct CallCtx {
+    /// The command layer's host, lent by [`Vm::run`] and taken back before
+    /// it returns; `None` between runs.
+    pub(super) host: Option<NonNull<dyn Host + 'static>>,
+    pub(super) script_resp: Protocol,
+    pub(super) run: Arc<Running>,
+    pub(super) reply: ReplyBuf,
+    /// The request `redis.call` builds, its arguments copied once out of
+    /// Lua; both buffers reused from call to call.
+    pub(super) frame: BytesMut,
+    pub(super) spans: Vec<Range<usize>>,
+    /// An error reply's or a refusal's text, for `redis.call` to raise.
+    pub(super) error: Vec<u8>,
+    /// `error` is a command's error reply or refusal, which the command
+    /// layer has counted already (`INFO errorstats`): the table made of it
+    /// is marked so, and a script failing with it is not counted again.
+    pub(super) counted: bool,
+}
+
+/// A state's [`CallCtx`], owned by its [`Vm`] (freed when it drops).
+#[derive(Clone, Copy)]
+pub(super) struct CtxPtr(pub(super) NonNull<CallCtx>);
+
+// SAFETY: the context is only reached by the thread that holds its state
+// (the engine's lock on it), while a script or the state's setup runs.
+unsafe impl Send for CtxPtr {}
+unsafe impl Sync for CtxPtr {}
+
+impl CtxPtr {
+    /// # Safety
+    /// Only while this thread holds the state, and not while another
+    /// reference from `get` lives.
+    #[allow(clippy::mut_from_ref)]
+    pub(super) unsafe fn get(&self) -> &mut CallCtx {
+        unsafe { &mut *self.0.as_ptr() }
+    }
+}
+
+/// How a run ended, short of an engine failure.
+pub(super) enum Outcome {
+    /// The result was written.
+    Reply,
+    /// The script raised: the error's text and where.
+    Raised {
+        err: String,
+        source: String,
+        line: i64,
+    },
+    OutOfMemory,
+}
+
+/// The text of an error raised in Rust (a library function, the hook).
+pub(super) fn errtext(e: &mlua::Error) -> String {
+    match e {
+        mlua::Error::RuntimeError(m) => m.clone(),
+        mlua::Error::CallbackError { cause, .. } => errtext(cause),
+        mlua::Error::MemoryError(_) => "not enough memory".into(),
+        e => e.to_string(),
+    }
+}
+
+impl Vm {
+    pub(super) fn new(cfg: &EngineConfig, run: Arc<Running>) -> mlua::Result<Vm> {
+        // SAFETY: `debug` is what mlua calls unsafe; the prelude keeps
+        // only `debug.getinfo`, for its error handler, and removes the
+        // library from the globals before any script runs, as Redis does.
+        let lua = unsafe {
+            Lua::unsafe_new_with(
+                StdLib::TABLE | StdLib::STRING | StdLib::MATH | StdLib::DEBUG,
+                LuaOptions::default(),
+            )
+        };
+        let t = lua.create_table()?;
+        let json = libs::install(&lua)?;
+        {
+            let run = run.clone();
+            t.set(
+                "stopping",
+                lua.create_function(move |_, ()| Ok(run.stopping()))?,
+            )?;
+        }
+        t.set(
+            "errtext",
+            lua.create_function(|lua, v: Value| {
+                let text = match v {
+                    Value::Error(e) => errtext(&e),
+                    Value::String(s) => s.to_string_lossy(),
+                    other => format!("{other:?}"),
+                };
+                Ok(Value::String(lua.create_string(text)?))
+            })?,
+        )?;
+        {
+            let tt = t.clone();
+            t.set(
+                "rawset",
+                lua.create_function(move |_, (target, k, v): (Table, Value, Value)| {
+                    let protected: Table = tt.raw_get("protected")?;
+                    if !protected.raw_get::<Value>(&target)?.is_nil() {
+                        return Err(mlua::Error::RuntimeError(
+                            "Attempt to modify a readonly table".into(),
+                        ));
+                    }
+                    target.raw_set(k, v)?;
+                    Ok(target)
+                })?,
+            )?;
+        }
+        t.set("version", crate::REDIS_VERSION)?;
+        t.set("version_num", version_num(crate::REDIS_VERSION))?;
+        lua.load(include_str!("prelude.lua"))
+            .set_name("=turnstile")
+            .call::<()>(t.clone())?;
+        let redis: Table = t.raw_get("redis")?;
+        redis.raw_set(
+            "sha1hex",
+            lua.create_function(|lua, args: mlua::Variadic<Value>| {
+                if args.len() != 1 {
+                    return Err(plain("wrong number of arguments"));
+                }
+                let bytes = match &args[0] {
+                    Value::String(s) => s.as_bytes().to_vec(),
+                    v => lua
+                        .coerce_string(v.clone())?
+                        .map(|s| s.as_bytes().to_vec())
+                        .unwrap_or_default(),
+                };
+                lua.create_string(sha1hex(&bytes))
+            })?,
+        )?;
+        redis.raw_set(
+            "log",
+            lua.create_function(|lua, args: mlua::Variadic<Value>| {
+                if args.len() < 2 {
+                    return Err(plain("redis.log() requires two arguments or more."));
+                }
+                let level = match &args[0] {
+                    Value::Integer(i) => *i as f64,
+                    Value::Number(n) => *n,
+                    _ => return Err(plain("First argument must be a number (log level).")),
+                };
+                if !(0.0..=3.0).contains(&level) {
+                    return Err(plain("Invalid debug level."));
+                }
+                let mut text = Vec::new();
+                for v in args.iter().skip(1) {
+                    if let Some(s) = lua.coerce_string(v.clone())? {
+                        if !text.is_empty() {
+                            text.push(b' ');
+                        }
+                        text.extend_from_slice(&s.as_bytes());
+                    }
+                }
+                let text = String::from_utf8_lossy(&text);
+                match level as i64 {
+                    0 => tracing::debug!(target: "turnstile::script", "{text}"),
+                    1 | 2 => tracing::info!(target: "turnstile::script", "{text}"),
+                    _ => tracing::warn!(target: "turnstile::script", "{text}"),
+                }
+                Ok(())
+            })?,
+        )?;
+        redis.raw_set(
+            "set_repl",
+            lua.create_function(|_, args: mlua::Variadic<Value>| {
+                if args.len() != 1 {
+                    return Err(plain("redis.set_repl() requires one argument."));
+                }
+                match &args[0] {
+                    Value::Integer(0..=3) => Ok(()),
+                    _ => Err(plain(
+                        "Invalid replication flags. Use REPL_AOF, REPL_REPLICA, REPL_ALL or REPL_NONE.",
+                    )),
+                }
+            })?,
+        )?;
+        let ctx = CtxPtr(NonNull::from(Box::leak(Box::new(CallCtx {
+            host: None,
+            script_resp: Protocol::Resp2,
+            run: run.clone(),
+            reply: ReplyBuf::default(),
+            frame: BytesMut::new(),
+            spans: Vec::new(),
+            error: Vec::new(),
+            counted: false,
+        }))));
+        // Owned by the Vm from here; freed by hand if setup fails first.
+        struct Guard(Option<CtxPtr>);
+        impl Drop for Guard {
+            fn drop(&mut self) {
+                if let Some(c) = self.0 {
+                    // SAFETY: leaked just above, not yet owned by a Vm.
+                    drop(unsafe { Box::from_raw(c.0.as_ptr()) });
+                }
+            }
+        }
+        let mut guard = Guard(Some(ctx));
+        let counted = lua.create_table()?;
+        let weak = lua.create_table()?;
+        weak.raw_set("__mode", "k")?;
+        counted.set_metatable(Some(weak))?;
+        install_calls(&lua, &redis, ctx, &counted)?;
+        let globals: Table = t.raw_get("B")?;
+        let runner: Function = t.get("run")?;
+        lua.set_memory_limit(cfg.memory_limit)?;
+        lua.set_hook(
+            HookTriggers::new().every_nth_instruction(HOOK_EVERY),
+            move |_, _| run.check(),
+        )?;
+        let fields = convert::Fields::new(&lua)?;
+        guard.0 = None;
+        Ok(Vm {
+            lua,
+            globals,
+            runner,
+            functions: HashMap::new(),
+            generation: 0,
+            ctx,
+            fields,
+            json,
+            counted,
+            runs: std::cell::Cell::new(0),
+        })
+    }
+
+    /// Compiles a script's body as Redis does: one function, chunk name
+    /// `@user_script`, the shebang line kept as a comment so line numbers
+    /// stay the script's.
+    pub(super) fn compile(&self, body: &[u8], shebang: bool) -> Result<Function, ScriptError> {
+        let mut text = body.to_vec();
+        if shebang {
+            text[0] = b'-';
+            text[1] = b'-';
+        }
+        self.lua
+            .load(text)
+            .set_name("@user_script")
+            .into_function()
+            .map_err(|e| match e {
+                mlua::Error::SyntaxError { message, .. } => ScriptError::Compile(message),
+                mlua::Error::MemoryError(_) => ScriptError::OutOfMemory,
+                e => ScriptError::Compile(errtext(&e)),
+            })
+    }
+
+    pub(super) fn run<'k>(
+        &self,
+        f: &Function,
+        keys: impl ExactSizeIterator<Item = &'k [u8]>,
+        args: impl ExactSizeIterator<Item = &'k [u8]>,
+        resp: Protocol,
+        host: &mut dyn Host,
+        out: &mut ReplyBuf,
+    ) -> mlua::Result<Outcome> {
+        let lua = &self.lua;
+        {
+            // SAFETY: this thread holds the state; no other reference to
+            // the context lives now.
+            let ctx = unsafe { self.ctx.get() };
+            // SAFETY: the lifetime is erased only for the span of this
+            // call: `Lend` below takes the pointer back before `host`'s
+            // borrow ends, on every path out.
+            let host: NonNull<dyn Host + '_> = NonNull::from(host);
+            ctx.host = Some(unsafe {
+                std::mem::transmute::<NonNull<dyn Host + '_>, NonNull<dyn Host + 'static>>(host)
+            });
+            ctx.script_resp = Protocol::Resp2;
+        }
+        struct Lend(CtxPtr);
+        impl Drop for Lend {
+            fn drop(&mut self) {
+                // SAFETY: as above; the run has returned.
+                unsafe { self.0.get() }.host = None;
+            }
+        }
+        let _lend = Lend(self.ctx);
+        self.json.reset();
+        call::set_keys_and_args(lua, &self.globals, keys, args)?;
+        let results: MultiValue = self.runner.call(f)?;
+        let mut results = results.into_iter();
+        let ok = matches!(results.next(), Some(Value::Boolean(true)));
+        let value = results.next().unwrap_or(Value::Nil);
+        if let Value::Table(t) = &value {
+            if self.counted.raw_get::<bool>(t).unwrap_or(false) {
+                // SAFETY: as above; the script has returned.
+                unsafe { self.ctx.get() }
+                    .run
+                    .counted
+                    .store(true, Ordering::Relaxed);
+            }
+        }
+        if ok {
+            // SAFETY: as above; the script has returned.
+            let script_resp = unsafe { self.ctx.get() }.script_resp;
+            convert::write_value(&value, &self.fields, resp, script_resp, out);
+            return Ok(Outcome::Reply);
+        }
+        Ok(match value {
+            Value::Table(t) => {
+                let err: Value = t.raw_get("err")?;
+                let err = match err {
+                    Value::String(s) => s.to_string_lossy(),
+                    other => lua
+                        .coerce_string(other)?
+                        .map(|s| s.to_string_lossy())
+                        .unwrap_or_else(|| "ERR unknown error".into()),
+                };
+                let source: Option<String> = t.raw_get("source")?;
+                let line: Option<i64> = t.raw_get("line")?;
+                Outcome::Raised {
+                    err: convert::error_line(&err),
+                    source: source.unwrap_or_else(|| "?".into()),
+                    line: line.unwrap_or(0),
+                }
+            }
+            // A memory error skips the handler: its value is Lua's
+            // own message.
+            _ => Outcome::OutOfMemory,
+        })
+    }
+}
+
+/// An error raised as a plain message, with no `source:line:` (as Redis's
+/// C functions raise theirs with `lua_error`).
+fn plain(msg: &str) -> mlua::Error {
+    mlua::Error::RuntimeError(msg.into())
+}
+
+/// Creates `redis.call`, `redis.pcall`, `redis.setresp` and
+/// `redis.acl_check_cmd`, once per Lua state; each reaches the run's
+/// [`CallCtx`].
+fn install_calls(lua: &Lua, redis: &Table, ctx: CtxPtr, counted: &Table) -> mlua::Result<()> {
+    redis.raw_set("call", call::create(lua, ctx.0, counted, false)?)?;
+    redis.raw_set("pcall", call::create(lua, ctx.0, counted, true)?)?;
+    let setresp = lua.create_function(move |_, args: mlua::Variadic<Value>| {
+        if args.len() != 1 {
+            return Err(plain("redis.setresp() requires one argument."));
+        }
+        let resp = match &args[0] {
+            Value::Integer(2) => Protocol::Resp2,
+            Value::Integer(3) => Protocol::Resp3,
+            _ => return Err(plain("RESP version must be 2 or 3.")),
+        };
+        // SAFETY: called by a script, on the thread that holds the state.
+        unsafe { ctx.get() }.script_resp = resp;
+        Ok(())
+    })?;
+    redis.raw_set("setresp", setresp)?;
+    let acl_check = lua.create_function(move |_, args: mlua::Variadic<Value>| {
+        let known = match args.first() {
+            // SAFETY: called by a script, on the thread that holds the
+            // state; the host is set by `Vm::run` for this run.
+            Some(Value::String(name)) => unsafe { ctx.get() }
+                .host
+                .is_some_and(|mut h| unsafe { h.as_mut() }.known(&name.as_bytes())),
+            _ => false,
+        };
+        if known {
+            Ok(true)
+        } else {
+            Err(plain("Invalid command passed to redis.acl_check_cmd()"))
+        }
+    })?;
+    redis.raw_set("acl_check_cmd", acl_check)
+}
+
+/// `7.2.0` as Redis's `REDIS_VERSION_NUM`: `0x00MMmmpp`.
+pub(super) fn version_num(v: &str) -> i64 {
+    let mut parts = v.split('.').map(|p| p.parse::<i64>().unwrap_or(0));
+    let (a, b, c) = (
+        parts.next().unwrap_or(0),
+        parts.next().unwrap_or(0),
+        parts.next().unwrap_or(0),
+    );
+    (a << 16) | (b << 8) | c
+}
