@@ -382,11 +382,12 @@ impl From<CmdError> for Refusal {
 }
 
 impl ScriptHost<'_, '_> {
-    /// The checks Redis's `scriptCall` makes, in its order and words.
-    fn check(
-        &mut self,
+    /// The command `req` names and the spec that runs it (a subcommand's),
+    /// in Redis's words for a script when there is none.
+    fn resolve(
+        &self,
         req: &Request<'_>,
-    ) -> Result<(&'static CommandSpec, &'static CommandSpec), Refusal> {
+    ) -> Result<(&'static CommandSpec, &'static CommandSpec), CmdError> {
         let (cmd, sub) = table::resolve_with(req, |name| {
             use super::rename::Lookup;
             self.state.renames.lookup(name)
@@ -400,7 +401,12 @@ impl ScriptHost<'_, '_> {
             }
             e => e,
         })?;
-        let spec = sub.unwrap_or(cmd);
+        Ok((cmd, sub.unwrap_or(cmd)))
+    }
+
+    /// The checks Redis's `scriptCall` makes of a known command, in its
+    /// order and words.
+    fn permit(&mut self, spec: &'static CommandSpec, req: &Request<'_>) -> Result<(), Refusal> {
         if spec.flags.contains(Flags::NOSCRIPT) {
             return Err(CmdError::err("This Redis command is not allowed from script").into());
         }
@@ -433,8 +439,7 @@ impl ScriptHost<'_, '_> {
             })?;
             self.slot = slot;
         }
-        self.reach(spec, req)?;
-        Ok((cmd, spec))
+        self.reach(spec, req)
     }
 
     /// Makes sure the script holds the shards of every key `spec` reaches
@@ -531,8 +536,12 @@ impl Host for ScriptHost<'_, '_> {
 
 impl ScriptHost<'_, '_> {
     fn call_request(&mut self, req: &Request<'_>, reply: &mut ReplyBuf) -> Call {
-        let (cmd, spec) = match self.check(req) {
+        let (cmd, spec) = match self.resolve(req) {
             Ok(found) => found,
+            Err(e) => return self.refuse(&e, None, reply),
+        };
+        match self.permit(spec, req) {
+            Ok(()) => {}
             Err(Refusal::Abort(stop)) => {
                 self.stop = Some(stop);
                 return Call {
@@ -540,24 +549,8 @@ impl ScriptHost<'_, '_> {
                     abort: true,
                 };
             }
-            Err(Refusal::Error(e)) => {
-                // Counted here, as Redis counts a command a script may not
-                // run: a rejected call of that command (when it is one) and
-                // one error reply, which the script's own is not added to.
-                let text = e.to_string();
-                reply.error(&text);
-                let stats = &mut self.session.stats;
-                stats.error_reply(text.as_bytes());
-                let renames = &self.state.renames;
-                if let Ok((cmd, _)) = table::resolve_with(req, |name| {
-                    use super::rename::Lookup;
-                    renames.lookup(name)
-                }) {
-                    stats.rejected(table::index_of(cmd));
-                }
-                return Call::default();
-            }
-        };
+            Err(Refusal::Error(e)) => return self.refuse(&e, Some(cmd), reply),
+        }
         if spec.flags.contains(Flags::WRITE) {
             self.save_undo(spec, req);
         }
@@ -600,6 +593,25 @@ impl ScriptHost<'_, '_> {
 }
 
 impl ScriptHost<'_, '_> {
+    /// A call refused before it ran, counted as Redis counts a command a
+    /// script may not run: one error reply (which the script's own, if it
+    /// fails with it, is not added to) and, for a known command, a
+    /// rejected call of it.
+    fn refuse(
+        &mut self,
+        e: &CmdError,
+        cmd: Option<&'static CommandSpec>,
+        reply: &mut ReplyBuf,
+    ) -> Call {
+        let text = e.to_string();
+        reply.error(&text);
+        self.session.stats.error_reply(text.as_bytes());
+        if let Some(cmd) = cmd {
+            self.session.stats.rejected(table::index_of(cmd));
+        }
+        Call::default()
+    }
+
     /// Before a write: keeps, for each key it reaches that this run has not
     /// written yet, the value before (see [`ScriptHost::undo`]).
     fn save_undo(&mut self, spec: &CommandSpec, req: &Request<'_>) {

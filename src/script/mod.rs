@@ -127,7 +127,7 @@ struct ScriptInner {
     /// only `EVAL` cached are evicted, least recently used first, past
     /// [`EVAL_SCRIPTS_MAX`].
     loaded: AtomicBool,
-    /// The engine's use tick when it last ran or was cached.
+    /// The engine's tick when it last ran or was cached (see `Engine::tick`).
     used: AtomicU64,
 }
 
@@ -317,7 +317,10 @@ pub struct Engine {
     /// What each state is made with, when first needed.
     cfg: EngineConfig,
     cache: RwLock<Cache>,
-    /// Moves on every run: scripts' `used` ticks order them for eviction.
+    /// Moves with every script cached; a script's `used` is the tick of
+    /// its last run, which orders scripts for eviction to within one
+    /// caching. Runs only read it: a counter every run moved would be one
+    /// more cache line two workers bounce per script.
     tick: AtomicU64,
     /// Scripts evicted since start (`INFO`'s `evicted_scripts`).
     evictions: AtomicU64,
@@ -575,10 +578,13 @@ impl Engine {
         Some(script)
     }
 
-    /// Marks `script` as just used.
+    /// Marks `script` as just used; written only when the tick moved
+    /// since its last run, so a hot script's line is mostly only read.
     fn touch(&self, script: &Script) {
-        let tick = self.tick.fetch_add(1, Ordering::Relaxed);
-        script.0.used.store(tick, Ordering::Relaxed);
+        let tick = self.tick.load(Ordering::Relaxed);
+        if script.0.used.load(Ordering::Relaxed) != tick {
+            script.0.used.store(tick, Ordering::Relaxed);
+        }
     }
 
     /// Forgets the least recently used script that only `EVAL` cached: a
@@ -663,24 +669,16 @@ impl Engine {
             .any(|s| s.run.running.load(Ordering::Relaxed))
     }
 
-    /// Shutdown's stop: every running script that has not written is
-    /// stopped, busy or not (its client gets `SCRIPT KILL`'s error, and
-    /// nothing is lost). Returns whether a script that has written still
-    /// runs: it cannot be stopped without leaving half its writes.
-    pub fn stop_for_shutdown(&self) -> bool {
-        let mut unkillable = false;
+    /// Shutdown's stop: every running script is told to stop, busy or not
+    /// (its client gets `SCRIPT KILL`'s error, and nothing is lost). One
+    /// that has written does not obey ([`Running::stopping`]): stopping it
+    /// would leave half its writes, so shutdown waits for it instead.
+    pub fn stop_for_shutdown(&self) {
         for s in self.slots.iter() {
-            let run = &s.run;
-            if !run.running.load(Ordering::Relaxed) {
-                continue;
-            }
-            if run.wrote.load(Ordering::Relaxed) {
-                unkillable = true;
-            } else {
-                run.kill.store(true, Ordering::Relaxed);
+            if s.run.running.load(Ordering::Relaxed) {
+                s.run.kill.store(true, Ordering::Relaxed);
             }
         }
-        unkillable
     }
 
     /// `SCRIPT KILL`: stops every busy script that has not written.
@@ -895,6 +893,11 @@ mod tests {
     }
 
     fn eval(engine: &Engine, body: &str) -> Result<Vec<u8>, ScriptError> {
+        eval_with(engine, body, &mut NoCommands)
+    }
+
+    /// Runs `body` with no keys or arguments on `host`; the reply's bytes.
+    fn eval_with(engine: &Engine, body: &str, host: &mut dyn Host) -> Result<Vec<u8>, ScriptError> {
         let script = engine.prepare(body.as_bytes())?;
         let mut out = ReplyBuf::default();
         engine.reserve().run(
@@ -902,7 +905,7 @@ mod tests {
             std::iter::empty(),
             std::iter::empty(),
             Protocol::Resp2,
-            &mut NoCommands,
+            host,
             &mut out,
         )?;
         Ok(out.written_since(0).to_vec())
@@ -955,19 +958,7 @@ mod tests {
             memory_limit: 4 << 20,
             ..Default::default()
         });
-        let run = |body: &str| {
-            let script = engine.prepare(body.as_bytes())?;
-            let mut out = ReplyBuf::default();
-            engine.reserve().run(
-                &script,
-                std::iter::empty(),
-                std::iter::empty(),
-                Protocol::Resp2,
-                &mut BigReply,
-                &mut out,
-            )?;
-            Ok::<_, ScriptError>(out.written_since(0).to_vec())
-        };
+        let run = |body: &str| eval_with(&engine, body, &mut BigReply);
         for _ in 0..3 {
             assert_eq!(
                 run("return #redis.call('big')"),
