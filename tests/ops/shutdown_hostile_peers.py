@@ -18,34 +18,24 @@ sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "..", "benches"
 import benchlib  # noqa: E402
 
 
-def send(s, *args):
-    s.sendall(b"*%d\r\n" % len(args) + b"".join(b"$%d\r\n%s\r\n" % (len(a), a) for a in args))
-
-
 def main():
     binary = sys.argv[1]
-    port, rls = benchlib.free_port(), benchlib.free_port()
+    port, rls = benchlib.free_ports(2)
     tmp = tempfile.mkdtemp()
     snap = os.path.join(tmp, "dump.tsnap")
     log = open(os.path.join(tmp, "log"), "w")
     p = subprocess.Popen([binary, "--port", str(port), "--metrics-addr", "off", "--rls-port", str(rls),
                           "--snapshot", snap, "--snapshot-interval", "3600"], stdout=log, stderr=log)
-    for _ in range(100):
-        try:
-            c = socket.create_connection(("127.0.0.1", port))
-            break
-        except OSError:
-            time.sleep(0.1)
-    else:
-        sys.exit("the server did not start")
-    send(c, b"SET", b"big", b"x" * (60 << 20))
+    benchlib.wait_ping(port, p, "turnstile")
+    c = socket.create_connection(("127.0.0.1", port))
+    c.sendall(benchlib.encode(b"SET", b"big", b"x" * (60 << 20)))
     assert c.recv(100) == b"+OK\r\n"
     replicas = []
     for _ in range(3):
         r = socket.socket()
         r.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4096)
         r.connect(("127.0.0.1", port))
-        send(r, b"PSYNC", b"?", b"-1")
+        r.sendall(benchlib.encode(b"PSYNC", b"?", b"-1"))
         replicas.append(r)
     flood = [socket.create_connection(("127.0.0.1", rls)) for _ in range(200)]
     time.sleep(1)
