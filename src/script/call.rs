@@ -93,6 +93,7 @@ unsafe fn call(l: *mut ffi::lua_State, protected: bool) -> c_int {
                 ffi::lua_pushvalue(l, -1);
                 ffi::lua_pushboolean(l, 1);
                 ffi::lua_rawset(l, ffi::lua_upvalueindex(2));
+                ctx.marked = true;
             }
             if protected {
                 1

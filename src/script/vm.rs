@@ -57,6 +57,8 @@ pub(super) struct CallCtx {
     /// layer has counted already (`INFO errorstats`): the table made of it
     /// is marked so, and a script failing with it is not counted again.
     pub(super) counted: bool,
+    /// This run marked a table in `Vm::counted`.
+    pub(super) marked: bool,
 }
 
 /// A state's [`CallCtx`], owned by its [`Vm`] (freed when it drops).
@@ -225,6 +227,7 @@ impl Vm {
             spans: Vec::new(),
             error: Vec::new(),
             counted: false,
+            marked: false,
         }))));
         // Owned by the Vm from here; freed by hand if setup fails first.
         struct Guard(Option<CtxPtr>);
@@ -307,6 +310,7 @@ impl Vm {
                 std::mem::transmute::<NonNull<dyn Host + '_>, NonNull<dyn Host + 'static>>(host)
             });
             ctx.script_resp = Protocol::Resp2;
+            ctx.marked = false;
         }
         struct Lend(CtxPtr);
         impl Drop for Lend {
@@ -322,13 +326,16 @@ impl Vm {
         let mut results = results.into_iter();
         let ok = matches!(results.next(), Some(Value::Boolean(true)));
         let value = results.next().unwrap_or(Value::Nil);
-        if let Value::Table(t) = &value {
+        // SAFETY: as above; the script has returned.
+        let (marked, run) = {
+            let ctx = unsafe { self.ctx.get() };
+            (ctx.marked, &ctx.run)
+        };
+        // Looked up only if this run marked a table: a limiter's script
+        // returns a table on every run, and none of them is an error.
+        if let (true, Value::Table(t)) = (marked, &value) {
             if self.counted.raw_get::<bool>(t).unwrap_or(false) {
-                // SAFETY: as above; the script has returned.
-                unsafe { self.ctx.get() }
-                    .run
-                    .counted
-                    .store(true, Ordering::Relaxed);
+                run.counted.store(true, Ordering::Relaxed);
             }
         }
         if ok {
