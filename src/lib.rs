@@ -113,6 +113,8 @@
 //!   parsing and the x87 `long double` of `INCRBYFLOAT`
 //!   (`util/long_double.rs`), the counting allocator behind `INFO memory`.
 
+#![deny(clippy::undocumented_unsafe_blocks)]
+
 pub mod alloc;
 pub mod clients;
 pub mod clock;

@@ -232,6 +232,7 @@ const BORROWED: usize = 1 << (usize::BITS - 1);
 // SAFETY: an owned block is a `Box<[u64]>`, which is Send and Sync; a
 // borrowed one is a shared `&[u64]` of its owner's block, also both.
 unsafe impl Send for Block {}
+// SAFETY: as for Send: nothing in a block is changed through `&Block`.
 unsafe impl Sync for Block {}
 
 impl Block {
@@ -1663,13 +1664,16 @@ mod tests {
         assert_eq!(seen.as_ptr(), at, "no copy");
         drop(view);
         let unwound = std::panic::catch_unwind(|| {
+            // SAFETY: the view is dropped (unwound) before `st` changes.
             let _view = unsafe { st.view() };
             panic!("a reader fails");
         });
         assert!(unwound.is_err());
         assert_eq!(st, before, "the ring outlived both views");
+        // SAFETY: the view is dropped at once; its clone owns its block.
         let mut changed = unsafe { st.view() }.clone();
         assert!(decide(&mut changed, &p, T0 + 41 * S, 1).allowed);
+        // SAFETY: dropped below, before `st` changes.
         let mut written = unsafe { st.view() };
         assert!(decide(&mut written, &p, T0 + 42 * S, 1).allowed);
         drop(written);
