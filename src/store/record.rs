@@ -200,9 +200,13 @@ pub fn pack(key: &[u8], entry: &Entry) -> Option<(Packed, Params)> {
         }
         Value::Gcra(s) => (Packed::Gcra { tat: s.state.tat }, &s.params, s.expires_at()),
         Value::Log(s) => (Packed::Log, &s.params, s.expires_at()),
-        Value::Str(_) | Value::List(_) | Value::ZSet(_) | Value::Hash(_) | Value::Lease(_) => {
-            return None
-        }
+        // Blocked keys are few and short-lived: stored whole.
+        Value::Str(_)
+        | Value::List(_)
+        | Value::ZSet(_)
+        | Value::Hash(_)
+        | Value::Lease(_)
+        | Value::Blocked(_) => return None,
     };
     (expiry_ms_at(at) == ttl).then_some((packed, *p))
 }
