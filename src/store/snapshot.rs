@@ -893,6 +893,49 @@ mod tests {
         assert_eq!(dump(&loaded, NOW), dump(&store, NOW));
     }
 
+    /// A blocked key and a calendar-aligned fixed limit round-trip as the
+    /// replication stream and snapshots carry them; a calendar code no
+    /// calendar has is refused as corrupt.
+    #[test]
+    fn blocks_and_calendars_round_trip() {
+        use crate::limiter::calendar::{Calendar, Unit};
+        let cal = Calendar {
+            unit: Unit::Month,
+            offset_min: -330,
+        };
+        let mut p = params(10, 30 * 86_400);
+        p.precision = NonZeroU64::new(cal.code()).unwrap();
+        let fixed = Value::Fixed(Stored {
+            params: p,
+            state: fixed::State {
+                start: NOW.0 - 5,
+                count: 12,
+            },
+        });
+        let blocked = Value::Blocked(Box::new(super::super::entry::Blocked {
+            until: NOW.0 + 4 * Nanos::PER_SEC,
+            value: fixed.clone(),
+        }));
+        for v in [fixed, blocked] {
+            let e = Entry::with_expiry_ms(v, Some(NOW.as_millis() + 60_000));
+            let mut buf = Vec::new();
+            encode(&mut buf, b"k", &e);
+            assert_eq!(decode_record(&buf).unwrap(), (b"k".to_vec(), e));
+        }
+        let mut bad = params(10, 60);
+        bad.precision = NonZeroU64::new(5).unwrap();
+        let e = Entry::new(Value::Fixed(Stored {
+            params: bad,
+            state: fixed::State::default(),
+        }));
+        let mut buf = Vec::new();
+        encode(&mut buf, b"k", &e);
+        assert!(matches!(
+            decode_record(&buf),
+            Err(ErrorKind::Corrupt { what, .. }) if what.contains("calendar")
+        ));
+    }
+
     #[test]
     fn collections_round_trip() {
         use super::super::collections::{Hash, List, ZSet};
