@@ -503,6 +503,10 @@ async fn policies_take_calendar_tz_and_block() {
          \x20   value: free\n\
          \x20   rate_limit: {name: free_monthly, unit: month, calendar: true, tz: \"+02:00\", requests_per_unit: 2, block: 30s}\n\
          \x20 - key: plan\n\
+         \x20   value: trial\n\
+         \x20   shadow_mode: true\n\
+         \x20   rate_limit: {name: trial_daily, unit: day, requests_per_unit: 1, block: 1h}\n\
+         \x20 - key: plan\n\
          \x20   value: legacy\n\
          \x20   rate_limit: {name: legacy_monthly, unit: month, requests_per_unit: 2}\n",
     )
@@ -523,6 +527,16 @@ async fn policies_take_calendar_tz_and_block() {
         [0, 2, 0, HOUR_MS],
         "blocked 30 s, the month ends later"
     );
+    // A shadow policy lets a denial through, and blocks nothing.
+    let trial = ["RL.ALLOW", "u2", "POLICY", "trial_daily"];
+    for _ in 0..3 {
+        let d: Vec<i64> = q(&mut con, &trial).await;
+        assert_eq!(d[0], 1);
+    }
+    let state: Vec<redis::Value> = q(&mut con, &["RL.STATE", "u2"]).await;
+    assert!(!format!("{state:?}").contains("blocked_ms"), "{state:?}");
+    let state: Vec<redis::Value> = q(&mut con, &["RL.STATE", "u1"]).await;
+    assert!(format!("{state:?}").contains("blocked_ms"), "{state:?}");
     // Epoch-aligned 30 days, as envoyproxy/ratelimit counts a month.
     let d: Vec<i64> = q(&mut con, &["RL.ALLOW", "u1", "POLICY", "legacy_monthly"]).await;
     let now_s = utc(2026, 1, 31, 21, 0).0 / Nanos::PER_SEC;

@@ -104,6 +104,12 @@ pub fn decide(
                 unlimited: false,
             });
         }
+        // A shadow policy reports what it would do and lets everything
+        // through: it blocks nothing either.
+        Action::Limit(spec) if shadow => LimitSpec {
+            block: None,
+            ..spec
+        },
         Action::Limit(spec) => spec,
     };
     super::limiter::parse::check_cost(&spec, hits)?;
