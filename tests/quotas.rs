@@ -298,6 +298,24 @@ async fn block_denies_for_its_duration_after_a_denial() {
     srv.shutdown().await;
 }
 
+/// redis-cell's `CL.THROTTLE` on a GCRA key under a block is limited
+/// until the block ends, as `RL.ALLOW` is (not `WRONGTYPE`).
+#[tokio::test]
+async fn cl_throttle_honours_a_block() {
+    let (srv, mut con) = at(utc(2026, 7, 1, 0, 0)).await;
+    let k = ["g", "1", "1s", "ALGO", "gcra", "BLOCK", "10s"];
+    allow(&mut con, &k).await;
+    assert_eq!(allow(&mut con, &k).await[..4], [0, 1, 0, 10_000]);
+    let t: Vec<i64> = q(&mut con, &["CL.THROTTLE", "g", "0", "1", "1"]).await;
+    assert_eq!(t, vec![1, 1, 0, 10, 10]);
+    srv.advance_ms(10_000);
+    let t: Vec<i64> = q(&mut con, &["CL.THROTTLE", "g", "0", "1", "1"]).await;
+    assert_eq!(t[..3], [0, 1, 0]);
+    let state: Vec<redis::Value> = q(&mut con, &["RL.STATE", "g"]).await;
+    assert!(!format!("{state:?}").contains("blocked_ms"), "{state:?}");
+    srv.shutdown().await;
+}
+
 #[tokio::test]
 async fn block_in_allowmany_blocks_the_denying_key_only() {
     let (srv, mut con) = at(utc(2026, 7, 1, 0, 0)).await;
