@@ -5,7 +5,7 @@
 
 use super::parse::{self, Clause, ManyRequest};
 use super::reply::write_decision;
-use crate::cmd::{CmdError, Ctx};
+use super::{CmdError, Ctx};
 use crate::limiter::Decision;
 use crate::protocol::Request;
 use crate::store::limit;
