@@ -58,7 +58,8 @@
 //!   each write's resulting state logged under its shard's lock into the
 //!   backlog ring (`store/effects.rs`).
 //! - [`limiter`]: the algorithms, one file each (`window.rs`, `log.rs`,
-//!   `gcra.rs`, `fixed.rs`): pure functions over (state, params, now, cost)
+//!   `gcra.rs`, `fixed.rs`; `calendar.rs` the calendar periods `fixed`
+//!   can follow): pure functions over (state, params, now, cost)
 //!   behind one contract, the `Limiter` trait (`limiter/mod.rs`); redis-cell's
 //!   `CL.THROTTLE` arithmetic over GCRA (`cell.rs`); concurrency limits,
 //!   leases acquired, released, renewed and lapsing (`lease.rs`, pure too,

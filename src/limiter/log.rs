@@ -936,6 +936,28 @@ pub fn refund(state: &mut State, p: &Params, now: u64, mut n: u64) {
     state.settle();
 }
 
+/// Records `n` units at `now` whatever the count (`RL.CHARGE`). A ring at
+/// its slot cap takes them in its newest slot (counted from that slot's
+/// time, so they leave the window a little early), up to what one slot
+/// can count.
+pub fn record(state: &mut State, p: &Params, now: u64, n: u64) {
+    let now = now.max(state.newest());
+    state.expire(now, p.period());
+    let ts = stamp(now, p);
+    if state.has_room(ts, n) {
+        state.record(ts, n);
+        state.set_newest(now);
+    } else if let Some((_, c)) = state.back() {
+        let most = if state.fits(u64::MAX) {
+            u64::MAX
+        } else {
+            MAX_COUNT
+        };
+        state.set_back_count(c.saturating_add(n).min(most.max(c)));
+    }
+    state.settle();
+}
+
 impl super::Limiter for State {
     const ALGORITHM: super::Algorithm = super::Algorithm::Log;
     fn decide(&mut self, p: &Params, now: Nanos, cost: u64) -> Decision {
@@ -946,6 +968,9 @@ impl super::Limiter for State {
     }
     fn refund(&mut self, p: &Params, now: Nanos, n: u64) {
         refund(self, p, now.0, n)
+    }
+    fn record(&mut self, p: &Params, now: Nanos, n: u64) {
+        record(self, p, now.0, n)
     }
     fn expires_at(&self, p: &Params) -> Nanos {
         Nanos(State::expires_at(self, p))
