@@ -5,6 +5,8 @@
 //! charges nothing).
 //!
 //! - [`window`]: the two-bucket sliding-window counter.
+//! - [`sliding`]: five sub-buckets a period, each with where its last
+//!   request fell; nearer the exact window than `window`, same memory class.
 //! - [`log`]: the exact sliding-window log, a ring of (timestamp, count).
 //! - [`gcra`]: the generic cell rate algorithm, one timestamp of state.
 //! - [`fixed`]: fixed windows aligned to the Unix epoch.
@@ -16,6 +18,7 @@ pub mod fixed;
 pub mod gcra;
 pub mod lease;
 pub mod log;
+pub mod sliding;
 pub mod window;
 
 use std::num::NonZeroU64;
@@ -30,18 +33,23 @@ pub enum Algorithm {
     Log,
     Gcra,
     Fixed,
+    Sliding,
 }
 
 impl Algorithm {
     /// How many algorithms there are: the size of per-algorithm tables.
-    pub const COUNT: usize = 4;
+    pub const COUNT: usize = 5;
 
     pub const ALL: [Algorithm; Self::COUNT] = [
         Algorithm::Window,
         Algorithm::Log,
         Algorithm::Gcra,
         Algorithm::Fixed,
+        Algorithm::Sliding,
     ];
+
+    /// The names `ALGO` takes, for error messages.
+    pub const NAMES: &'static str = "window, sliding, log, gcra or fixed";
 
     /// Position in per-algorithm tables (`ALL[a.index()] == a`): a match,
     /// so a new variant is pointed at here.
@@ -51,6 +59,7 @@ impl Algorithm {
             Algorithm::Log => 1,
             Algorithm::Gcra => 2,
             Algorithm::Fixed => 3,
+            Algorithm::Sliding => 4,
         }
     }
 
@@ -61,6 +70,7 @@ impl Algorithm {
             Algorithm::Log => "log",
             Algorithm::Gcra => "gcra",
             Algorithm::Fixed => "fixed",
+            Algorithm::Sliding => "sliding",
         }
     }
 
@@ -71,6 +81,28 @@ impl Algorithm {
             .find(|a| a.name().as_bytes().eq_ignore_ascii_case(name))
     }
 }
+
+/// Implements [`Limiter`] for a module's `State` through its free
+/// functions `decide(&mut State, &Params, u64, u64)`,
+/// `refund(&mut State, &Params, u64, u64)` and
+/// `State::expires_at(&self, &Params) -> u64`.
+macro_rules! limiter_of_fns {
+    ($variant:ident) => {
+        impl $crate::limiter::Limiter for State {
+            const ALGORITHM: $crate::limiter::Algorithm = $crate::limiter::Algorithm::$variant;
+            fn decide(&mut self, p: &Params, now: $crate::clock::Nanos, cost: u64) -> Decision {
+                decide(self, p, now.0, cost)
+            }
+            fn refund(&mut self, p: &Params, now: $crate::clock::Nanos, n: u64) {
+                refund(self, p, now.0, n)
+            }
+            fn expires_at(&self, p: &Params) -> $crate::clock::Nanos {
+                $crate::clock::Nanos(State::expires_at(self, p))
+            }
+        }
+    };
+}
+pub(crate) use limiter_of_fns;
 
 /// One algorithm's state: what every algorithm offers the store and the
 /// commands. Pure: no I/O, no clock, no locks, integer maths. A denied
@@ -115,6 +147,8 @@ pub enum SpecError {
     PrecisionWithoutLog,
     #[error("PRECISION must not exceed the period")]
     PrecisionOverPeriod,
+    #[error("limit {0} is over ALGO sliding's 65535 per period: use ALGO window")]
+    SlidingLimitTooLarge(u64),
     #[error("period is too long for ALGO log (at most 6 days)")]
     LogPeriodTooLong,
     #[error("log limit {limit} per {period_ms}ms could keep {slots} timestamps in one key, over the cap of {cap}: add PRECISION {fit_ms}ms (or coarser), or use ALGO window")]
@@ -146,6 +180,9 @@ impl LimitSpec {
         }
         if precision.is_some_and(|d| d > period) {
             return Err(SpecError::PrecisionOverPeriod);
+        }
+        if algo == Algorithm::Sliding && limit.get() > sliding::MAX_LIMIT {
+            return Err(SpecError::SlidingLimitTooLarge(limit.get()));
         }
         if algo == Algorithm::Log && period.get() > log::MAX_PERIOD {
             return Err(SpecError::LogPeriodTooLong);
@@ -350,6 +387,7 @@ mod algorithm_tests {
                     Algorithm::Log => keeps_the_contract::<log::State>(&p, &steps)?,
                     Algorithm::Gcra => keeps_the_contract::<gcra::State>(&g, &steps)?,
                     Algorithm::Fixed => keeps_the_contract::<fixed::State>(&p, &steps)?,
+                    Algorithm::Sliding => keeps_the_contract::<sliding::State>(&p, &steps)?,
                 }
             }
         }

@@ -19,6 +19,8 @@
 //!                      lowest score first                          (version 2)
 //!            8 hash    fields: u32, (len: u32, field, len: u32, value) * fields,
 //!                      in insertion order                          (version 2)
+//!           10 sliding params, newest sub-bucket number,
+//!                      (count, last-admission step) * 6, newest first (version 4)
 //!          params = limit, period, burst, precision
 //! trailer  0xFF  records: u64  crc32: u32 (CRC-32/IEEE of every byte before it)
 //! ```
@@ -43,13 +45,13 @@ use std::path::{Path, PathBuf};
 use super::entry::{Entry, LeaseKey, Stored, Value};
 use super::{bytes::SmallBytes, Store};
 use crate::clock::Nanos;
-use crate::limiter::{fixed, gcra, lease, log, window, Params};
+use crate::limiter::{fixed, gcra, lease, log, sliding, window, Params};
 
 pub const MAGIC: &[u8; 8] = b"TURNSNAP";
 /// The format written; a loader reads every version up to its own.
-/// Version 2 added lists, sorted sets and hashes, version 3 lease keys;
-/// older files load unchanged (they hold none).
-pub const VERSION: u16 = 3;
+/// Version 2 added lists, sorted sets and hashes, version 3 lease keys,
+/// version 4 `sliding` keys; older files load unchanged (they hold none).
+pub const VERSION: u16 = 4;
 const HEADER_LEN: u64 = 8 + 2 + 2 + 8;
 
 const TAG_STR: u8 = 1;
@@ -61,6 +63,7 @@ const TAG_LIST: u8 = 6;
 const TAG_ZSET: u8 = 7;
 const TAG_HASH: u8 = 8;
 const TAG_LEASE: u8 = 9;
+const TAG_SLIDING: u8 = 10;
 const TAG_END: u8 = 0xFF;
 
 // The checksum is crc32fast's CRC-32 (IEEE): hardware-accelerated
@@ -260,6 +263,7 @@ pub(crate) fn encode(buf: &mut Vec<u8>, key: &[u8], entry: &Entry) {
         Value::Fixed(_) => TAG_FIXED,
         Value::Gcra(_) => TAG_GCRA,
         Value::Log(_) => TAG_LOG,
+        Value::Sliding(_) => TAG_SLIDING,
         Value::List(_) => TAG_LIST,
         Value::ZSet(_) => TAG_ZSET,
         Value::Hash(_) => TAG_HASH,
@@ -278,6 +282,15 @@ pub(crate) fn encode(buf: &mut Vec<u8>, key: &[u8], entry: &Entry) {
             params(buf, &w.params);
             for n in [w.state.start, w.state.prev, w.state.curr] {
                 put(buf, n);
+            }
+        }
+        Value::Sliding(s) => {
+            params(buf, &s.params);
+            put(buf, s.state.newest());
+            for k in 0..sliding::SLOTS {
+                let (count, last) = s.state.slot(k);
+                put(buf, count);
+                put(buf, last.into());
             }
         }
         Value::Fixed(f) => {
@@ -446,6 +459,19 @@ fn decode_value(r: &mut Reader<impl Read>, tag: u8, at: u64) -> Result<Value, Er
                 curr: r.u64()?,
             };
             Value::Window(Stored { params, state })
+        }
+        TAG_SLIDING => {
+            let params = r.params(at)?;
+            if params.limit() > sliding::MAX_LIMIT {
+                return Err(corrupt("sliding limit over 65535"));
+            }
+            let newest = r.u64()?;
+            let mut slots = [(0, 0); sliding::SLOTS];
+            for slot in &mut slots {
+                *slot = (r.u64()?, r.u64()?);
+            }
+            let state = sliding::State::from_parts(newest, slots).map_err(|e| corrupt(e.0))?;
+            Value::Sliding(Stored { params, state })
         }
         TAG_FIXED => {
             let params = r.params(at)?;
