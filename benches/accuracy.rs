@@ -187,11 +187,16 @@ impl AnyState {
     }
 }
 
-fn replay(algo: Algorithm, trace: &[Req], keys: usize) -> Tally {
-    let p = Params::new(
+/// Replays `trace` through `algo`; `steps` > 0 runs the log with
+/// `PRECISION period / steps` (timestamps rounded up to it).
+fn replay(algo: Algorithm, steps: u64, trace: &[Req], keys: usize) -> Tally {
+    let mut p = Params::new(
         NonZeroU64::new(LIMIT).unwrap(),
         NonZeroU64::new(PERIOD).unwrap(),
     );
+    if steps > 0 {
+        p.precision = NonZeroU64::new(PERIOD / steps).unwrap();
+    }
     let mut states: Vec<AnyState> = (0..keys).map(|_| AnyState::new(algo)).collect();
     // Per key: admitted (time, cost) in the last period, and their sum.
     let mut history: Vec<(VecDeque<(u64, u64)>, u64)> = vec![(VecDeque::new(), 0); keys];
@@ -256,12 +261,19 @@ fn main() {
     );
     println!("| algorithm | trace | decisions | admitted | wrongly allowed | wrongly denied | worst units in any period (limit {LIMIT}) | bytes per key |");
     println!("|---|---|---|---|---|---|---|---|");
-    for algo in Algorithm::ALL {
+    // Each algorithm, then the log with its timestamps rounded to a
+    // 256th and a 1024th of the period: how exact a window can be that
+    // knows each admission's time only that well.
+    let runs = Algorithm::ALL
+        .into_iter()
+        .map(|a| (a, 0, a.name().to_string()))
+        .chain([256, 1024].map(|n| (Algorithm::Log, n, format!("log PRECISION period/{n}"))));
+    for (algo, steps, label) in runs {
         for (name, trace, keys) in &traces {
-            let t = replay(algo, trace, *keys);
+            let t = replay(algo, steps, trace, *keys);
             println!(
                 "| {} | {} | {} | {} | {} | {} | {} | {:.0} |",
-                algo.name(),
+                label,
                 name,
                 t.decisions,
                 pct(t.allowed, t.decisions),

@@ -77,14 +77,31 @@ pub fn width(p: &Params) -> u64 {
 }
 
 /// Where `off` (ns into a sub-bucket of `w`) rounds up to, in `1..=255`.
+/// In 64 bits when the product fits (any sub-bucket under 2^56 ns): a
+/// 128-bit division is a library call, and this runs on every admission.
 fn step_of(off: u64, w: u64) -> u8 {
-    (off as u128 * STEPS as u128 / w as u128 + 1) as u8
+    let q = match off.checked_mul(STEPS) {
+        Some(n) => n / w,
+        None => (off as u128 * STEPS as u128 / w as u128) as u64,
+    };
+    (q + 1) as u8
 }
 
 /// Ns from a sub-bucket's start to its last admission, rounded up: never
 /// before the admission, never past the sub-bucket's end.
 fn offset_of(step: u8, w: u64) -> u64 {
-    (step as u128 * w as u128).div_ceil(STEPS as u128) as u64
+    match w.checked_mul(step as u64) {
+        Some(n) => n.div_ceil(STEPS),
+        None => (step as u128 * w as u128).div_ceil(STEPS as u128) as u64,
+    }
+}
+
+/// `n / d`, in 64 bits when `n` fits them.
+fn div_u128(n: u128, d: u128) -> u128 {
+    match (u64::try_from(n), u64::try_from(d)) {
+        (Ok(n), Ok(d)) => (n / d) as u128,
+        _ => n / d,
+    }
 }
 
 /// What the window holds at one moment: `num / den` units (`den` is 1
@@ -197,9 +214,9 @@ impl State {
     }
 
     /// Units in `(now - period, now]`, as estimated (see the module docs).
-    /// `self` is already rolled to `now`'s sub-bucket.
-    fn usage(&self, p: &Params, now: u64, w: u64) -> Usage {
-        let age = self.oldest_age(p, now, w);
+    /// `self` is already rolled to `now`'s sub-bucket, and `age` is its
+    /// [`State::oldest_age`].
+    fn usage(&self, p: &Params, now: u64, w: u64, age: usize) -> Usage {
         let full: u128 = self.counts[..age].iter().map(|&c| c as u128).sum();
         if age >= SLOTS || self.counts[age] == 0 {
             return Usage { num: full, den: 1 };
@@ -242,7 +259,8 @@ pub fn decide(state: &mut State, p: &Params, now: u64, cost: u64) -> Decision {
     let w = width(p);
     let n = now / w;
     let mut cur = state.at(n);
-    let u = cur.usage(p, now, w);
+    let age = cur.oldest_age(p, now, w);
+    let u = cur.usage(p, now, w, age);
     let fits = u.num + cost as u128 * u.den <= limit as u128 * u.den;
     // A count stays within 16 bits (the limit does, except for a period
     // shorter than a sub-bucket, where the oldest is the current one).
@@ -255,10 +273,17 @@ pub fn decide(state: &mut State, p: &Params, now: u64, cost: u64) -> Decision {
         cur.last[0] = cur.last[0].max(step_of(now - n * w, w));
         *state = cur;
     }
-    let after = if allowed { cur.usage(p, now, w) } else { u };
+    let after = match (allowed, age) {
+        (false, _) => u,
+        // The current sub-bucket counts in full: the cost adds as it is.
+        (true, 1..) => Usage {
+            num: u.num + cost as u128 * u.den,
+            den: u.den,
+        },
+        (true, 0) => cur.usage(p, now, w, age),
+    };
     let cap = limit as u128 * after.den;
-    let remaining = (cap.saturating_sub(after.num) / after.den) as u64;
-    let age = cur.oldest_age(p, now, w);
+    let remaining = div_u128(cap.saturating_sub(after.num), after.den) as u64;
     let reset_after = cur
         .last_leaves(p, w, age)
         .map_or(0, |at| at.saturating_sub(now));
@@ -298,7 +323,7 @@ fn retry_after(s: &State, p: &Params, now: u64, w: u64, cost: u64, reset_after: 
             // `c * (last - x) <= room * (last - start)`.
             let span = offset_of(s.last[k], w) as u128;
             let last = start + span as i128;
-            let fits_at = last - (room as u128 * span / c as u128) as i128;
+            let fits_at = last - div_u128(room as u128 * span, c as u128) as i128;
             at = at.max(fits_at);
         }
         // At least 1 ns: a denial for a full 16-bit count fits no sooner.
