@@ -194,8 +194,8 @@ fn replay(algo: Algorithm, steps: u64, trace: &[Req], keys: usize) -> Tally {
         NonZeroU64::new(LIMIT).unwrap(),
         NonZeroU64::new(PERIOD).unwrap(),
     );
-    if steps > 0 {
-        p.precision = NonZeroU64::new(PERIOD / steps).unwrap();
+    if let Some(d) = PERIOD.checked_div(steps).and_then(NonZeroU64::new) {
+        p.precision = d;
     }
     let mut states: Vec<AnyState> = (0..keys).map(|_| AnyState::new(algo)).collect();
     // Per key: admitted (time, cost) in the last period, and their sum.

@@ -103,7 +103,7 @@ impl Records {
             Class::Fixed => prefetch(self.fixed.get(i)),
             Class::Gcra => prefetch(self.gcra.get(i)),
             Class::Log => prefetch(self.log.get(i)),
-            Class::Sliding => prefetch(self.sliding.get(i)),
+            Class::Sliding => crate::util::prefetch_all(self.sliding.get(i)),
         }
     }
 
