@@ -129,6 +129,11 @@ pub trait Limiter: Clone + Default + PartialEq + std::fmt::Debug {
     }
 }
 
+/// `sliding`'s largest limit: a sub-bucket's count is 16 bits. Declared
+/// here, where limits are validated, so that this file need not import
+/// `sliding.rs` (which imports it).
+pub const SLIDING_MAX_LIMIT: u64 = u16::MAX as u64;
+
 /// One limit to check: which algorithm, with which parameters.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct LimitSpec {
@@ -181,7 +186,7 @@ impl LimitSpec {
         if precision.is_some_and(|d| d > period) {
             return Err(SpecError::PrecisionOverPeriod);
         }
-        if algo == Algorithm::Sliding && limit.get() > sliding::MAX_LIMIT {
+        if algo == Algorithm::Sliding && limit.get() > SLIDING_MAX_LIMIT {
             return Err(SpecError::SlidingLimitTooLarge(limit.get()));
         }
         if algo == Algorithm::Log && period.get() > log::MAX_PERIOD {

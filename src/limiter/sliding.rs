@@ -47,7 +47,7 @@ pub const SLOTS: usize = SUBS as usize + 1;
 /// sub-buckets are at least 200 us wide).
 pub const MIN_WIDTH: u64 = 1 << 14;
 /// Largest limit: a sub-bucket's count is 16 bits.
-pub const MAX_LIMIT: u64 = u16::MAX as u64;
+pub const MAX_LIMIT: u64 = super::SLIDING_MAX_LIMIT;
 /// Steps a sub-bucket's last admission is rounded up to.
 const STEPS: u64 = 255;
 const U48_MAX: u64 = (1 << 48) - 1;
