@@ -1,6 +1,7 @@
 //! Commands: one file per family; `table.rs` lists them all. Each handler
 //! parses its arguments, calls the store, and writes its reply.
 
+pub mod aof;
 pub mod args;
 pub mod batch;
 pub mod client;
