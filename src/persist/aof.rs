@@ -353,6 +353,11 @@ impl Aof {
     /// `CONFIG SET appendonly yes`): takes the stream, writes a base, and
     /// is on once the base is in place.
     pub fn start(&self, store: &Store, now: Nanos) -> Result<(), ErrorKind> {
+        if self.rewriting() {
+            return Err(ErrorKind::Io(io::Error::other(
+                "a rewrite of the previous file is still running; try again",
+            )));
+        }
         {
             let mut w = self.writer.lock();
             store.effects.set_capture(true);
@@ -374,6 +379,8 @@ impl Aof {
         self.on.store(false, Ordering::Release);
         store.effects.set_capture(false);
         w.file = None;
+        // A rewrite under way finds no tail to finish with, and gives up.
+        w.tail = None;
         w.pending = Vec::new();
         drop(w);
         self.durable.notify_waiters();
@@ -392,8 +399,14 @@ impl Aof {
     }
 
     fn flush_locked(&self, w: &mut Writer, store: &Store, sync: bool) -> io::Result<()> {
+        let before = w.end;
         w.end = store.effects.take_captured(&mut w.pending);
         let end = w.end;
+        if end < before {
+            // The stream's offsets went back (a replica took its primary's
+            // history): what was asked for before is past it now.
+            self.requested.store(end, Ordering::Release);
+        }
         let Writer {
             file,
             len,
@@ -525,7 +538,9 @@ impl Aof {
         };
         let switched = (|| {
             self.flush_locked(&mut w, store, false)?;
-            let tail = w.tail.take().unwrap_or_default();
+            let tail = w.tail.take().ok_or_else(|| {
+                io::Error::other("the append-only file was turned off during the rewrite")
+            })?;
             file.write_all(&tail)?;
             file.sync_data()?;
             snapshot::install(&tmp, &self.path).map_err(|e| match e {

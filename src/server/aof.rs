@@ -12,6 +12,19 @@ use std::time::{Duration, Instant};
 use crate::persist::aof::Fsync;
 use crate::state::State;
 
+/// Before a reply leaves: with `appendfsync always`, waits until the file
+/// holds, fsynced, every effect in the stream now (the reply's among
+/// them); otherwise asks the writer thread to write them and returns.
+/// Every path that answers a decision (a client's batch, Envoy's gRPC
+/// call, `POST /json`) goes through here.
+pub async fn before_reply(state: &State) {
+    let (aof, fx) = (&state.aof, &state.store.effects);
+    match aof.must_wait(|| fx.offset()) {
+        Some(target) => aof.wait_durable(target).await,
+        None => aof.nudge(fx.offset()),
+    }
+}
+
 /// The writer thread. Dropping it stops the thread after a last write and
 /// fsync of everything served.
 pub struct AofGuard {

@@ -311,7 +311,8 @@ async fn flush<S: AsyncWrite + AsRawFd + Unpin>(
     }
     // `appendfsync always`: no reply before the effects it may follow are
     // in the file, fsynced (one fsync for every connection waiting);
-    // otherwise the writer thread is asked to write them, and replies go.
+    // otherwise the writer thread is asked to write them, and replies go
+    // (`aof::before_reply` for the paths that can afford its future).
     let fx = &state.store.effects;
     match state.aof.must_wait(|| fx.offset()) {
         Some(target) => {
