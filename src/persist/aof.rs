@@ -42,6 +42,11 @@ use crate::store::effects::{self, ApplyError};
 use crate::store::snapshot::{self, ErrorKind, Loaded};
 use crate::store::Store;
 
+/// While writes come, how often the writer thread writes them to the file
+/// with `everysec` or `no` (a crash of the process loses at most this much
+/// of what was acknowledged; of the machine, what was not fsynced).
+pub const BUSY_POLL: Duration = Duration::from_millis(1);
+
 /// `--appendfsync`, as Redis names its values.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 #[repr(u8)]
@@ -147,6 +152,11 @@ pub struct Aof {
     synced: AtomicU64,
     /// The highest offset a connection asked to be written.
     requested: AtomicU64,
+    /// The writer thread found nothing to write and sleeps until asked:
+    /// only then does a connection with `everysec` or `no` wake it (while
+    /// writes come, it looks every [`BUSY_POLL`] instead, so a reply costs
+    /// no wake-up of another thread).
+    idle: AtomicBool,
     wake: Mutex<Wake>,
     cond: Condvar,
     /// Woken after each write of the file: `always` connections wait on it.
@@ -170,6 +180,7 @@ impl Aof {
             written: AtomicU64::new(0),
             synced: AtomicU64::new(0),
             requested: AtomicU64::new(0),
+            idle: AtomicBool::new(true),
             wake: Mutex::new(Wake::default()),
             cond: Condvar::new(),
             durable: tokio::sync::Notify::new(),
@@ -213,11 +224,18 @@ impl Aof {
         (self.synced.load(Ordering::Acquire) < target).then_some(target)
     }
 
-    /// Asks the writer thread to write the stream up to `target` (after a
-    /// batch with `everysec` or `no`): a wake-up only when no one asked for
-    /// as much already.
+    /// After a batch with `everysec` or `no`: wakes the writer thread if
+    /// it sleeps with the stream up to `target` not written.
     #[inline]
     pub fn nudge(&self, target: u64) {
+        if self.idle.load(Ordering::SeqCst) {
+            self.request(target);
+        }
+    }
+
+    /// Asks the writer thread to write the stream up to `target`: a
+    /// wake-up only when no one asked for as much already.
+    fn request(&self, target: u64) {
         if !self.on.load(Ordering::Relaxed) || self.written.load(Ordering::Acquire) >= target {
             return;
         }
@@ -231,7 +249,7 @@ impl Aof {
     /// Resolves once the file holds byte `target` of the stream, fsynced
     /// (or the file was turned off).
     pub async fn wait_durable(&self, target: u64) {
-        self.nudge(target);
+        self.request(target);
         loop {
             let n = self.durable.notified();
             tokio::pin!(n);
@@ -256,6 +274,20 @@ impl Aof {
             return None;
         }
         Some(std::mem::take(&mut w.rewrite))
+    }
+
+    /// For the writer thread: whether it goes to sleep until asked (no
+    /// write came in its last round) or looks again in [`BUSY_POLL`].
+    /// Returns false, and stays awake, if the stream moved past what the
+    /// file holds meanwhile (a connection that looked before `idle` was
+    /// set did not wake it).
+    pub fn set_idle(&self, idle: bool, stream_end: u64) -> bool {
+        self.idle.store(idle, Ordering::SeqCst);
+        if idle && stream_end > self.taken() {
+            self.idle.store(false, Ordering::SeqCst);
+            return false;
+        }
+        idle
     }
 
     fn taken(&self) -> u64 {

@@ -9,7 +9,7 @@ use std::sync::Arc;
 use std::thread;
 use std::time::{Duration, Instant};
 
-use crate::persist::aof::Fsync;
+use crate::persist::aof::{Fsync, BUSY_POLL};
 use crate::state::State;
 
 /// Before a reply leaves: with `appendfsync always`, waits until the file
@@ -75,27 +75,38 @@ fn run(state: &Arc<State>) {
     let (aof, s) = (&state.aof, &state.settings);
     let mut last_sync = Instant::now();
     let mut failing = false;
+    let mut wrote = false;
     loop {
         let fsync = Fsync::from_index(s.appendfsync.load(Ordering::Relaxed));
         aof.set_fsync(fsync);
         follow_setting(state);
+        // While writes come (and the last round found some), look again
+        // in a millisecond instead of being woken by every batch.
+        let offset = state.store.effects.offset();
+        let busy = aof.is_on() && fsync != Fsync::Always && !aof.set_idle(!wrote, offset);
         let timeout = match fsync {
+            _ if busy => BUSY_POLL,
             Fsync::Everysec => SECOND.saturating_sub(last_sync.elapsed()),
             _ => IDLE,
         }
-        .max(Duration::from_millis(1));
+        .max(Duration::from_micros(100));
         let Some(rewrite) = aof.wait(timeout) else {
             break;
         };
+        aof.set_idle(false, 0);
         if !aof.is_on() {
+            wrote = false;
             continue;
         }
+        let before = aof.size.load(Ordering::Relaxed);
         let sync = match fsync {
             Fsync::Always => true,
             Fsync::Everysec => last_sync.elapsed() >= SECOND,
             Fsync::No => false,
         };
-        match aof.flush(&state.store, sync) {
+        let flushed = aof.flush(&state.store, sync);
+        wrote = aof.size.load(Ordering::Relaxed) != before;
+        match flushed {
             Ok(()) => {
                 if sync {
                     last_sync = Instant::now();
