@@ -425,3 +425,71 @@ async fn config_set_appendonly_starts_the_file_from_the_keyspace() {
     std::fs::remove_dir_all(&dir).unwrap();
     std::fs::remove_dir_all(&image).unwrap();
 }
+
+/// What the flags refuse, `CONFIG SET` refuses, in Redis's words.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn config_set_refuses_what_the_flags_refuse() {
+    for args in [
+        &["--appendfsync", "sometimes"][..],
+        &["--auto-aof-rewrite-percentage", "-1"],
+        &["--auto-aof-rewrite-min-size", "lots"],
+        &["--aof-load-truncated", "maybe"],
+        &["--appendonly", "1"],
+        &["--appendfilename", "dir/appendonly.aof"],
+    ] {
+        let argv = std::iter::once("turnstile").chain(args.iter().copied());
+        assert!(Config::parse_from(argv).is_err(), "{args:?}");
+    }
+    let a = Server::start().await;
+    let mut c = a.client().await;
+    for (name, value, why) in [
+        (
+            "appendfsync",
+            "sometimes",
+            "must be one of the following: always, everysec, no",
+        ),
+        (
+            "auto-aof-rewrite-percentage",
+            "-1",
+            "argument must be between 0 and 2147483647 inclusive",
+        ),
+        (
+            "auto-aof-rewrite-min-size",
+            "lots",
+            "argument must be a memory value",
+        ),
+        (
+            "aof-load-truncated",
+            "maybe",
+            "argument must be 'yes' or 'no'",
+        ),
+        ("appendonly", "1", "argument must be 'yes' or 'no'"),
+        ("appendfilename", "other.aof", "can't set immutable config"),
+    ] {
+        let e = common::q_err(&mut c, &["CONFIG", "SET", name, value]).await;
+        assert!(e.contains(why), "{name} {value}: {e}");
+    }
+    let _: () = q(
+        &mut c,
+        &[
+            "CONFIG",
+            "SET",
+            "auto-aof-rewrite-percentage",
+            "50",
+            "auto-aof-rewrite-min-size",
+            "1mb",
+        ],
+    )
+    .await;
+    let v: Vec<String> = q(&mut c, &["CONFIG", "GET", "auto-aof-rewrite-*"]).await;
+    assert_eq!(
+        v,
+        [
+            "auto-aof-rewrite-min-size",
+            "1048576",
+            "auto-aof-rewrite-percentage",
+            "50"
+        ]
+    );
+    a.shutdown().await;
+}
