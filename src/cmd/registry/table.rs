@@ -14,7 +14,7 @@ use crate::cmd::admin::{
 };
 use crate::cmd::data::{hash, keys, list, string, zset};
 use crate::cmd::exec::multi;
-use crate::cmd::limit::{allow, lease, parse, policy, throttle};
+use crate::cmd::limit::{allow, charge, lease, parse, policy, throttle};
 use crate::cmd::script;
 use crate::protocol::Request;
 
@@ -214,6 +214,7 @@ pub static COMMANDS: &[CommandSpec] = &[
         key_finder: Some(parse::many_keys),
         ..cmd! { name: "rl.allowmany", arity: -5, flags: [WRITE | DENYOOM | MOVABLEKEYS], keys: NONE, group: "limiter", since: "0.1.0", complexity: "O(N) where N is the number of limits", summary: "Admits a request only if every one of several limits admits it.", handler: allow::allowmany }
     },
+    cmd! { name: "rl.charge", arity: -5, flags: [WRITE | DENYOOM | FAST], keys: FIRST, group: "limiter", since: "0.3.0", complexity: "O(1); ALGO log: O(slots expired)", summary: "Records units used whatever the key's state (it may overdraw).", handler: charge::charge },
     cmd! { name: "rl.check", arity: -4, flags: [WRITE | DENYOOM | FAST | NOSCRIPT | NO_MULTI], keys: FIRST, group: "limiter", since: "0.2.0", complexity: "O(N) where N is the number of descriptor entries", summary: "Admits or denies a request under the most specific policy matching a descriptor (the key is the domain: counters live in its hash slot).", handler: policy::check },
     cmd! { name: "rl.leases", arity: -2, flags: [READONLY], keys: FIRST, group: "limiter", since: "0.2.0", complexity: "O(log N + C) where N is the number of live leases on the key and C the leases listed (COUNT, 1000 by default)", summary: "Lists a concurrency limit's live leases, a page at a time.", handler: lease::leases },
     cmd! { name: "rl.peek", arity: -4, flags: [READONLY | FAST], keys: FIRST, group: "limiter", since: "0.1.0", complexity: "O(1); ALGO log: O(slots expired)", summary: "Returns what RL.ALLOW would answer, consuming nothing.", handler: allow::peek },
