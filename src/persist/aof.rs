@@ -265,8 +265,13 @@ impl Aof {
     /// or rewrite. `None` once stopped, else whether a rewrite was asked.
     pub fn wait(&self, timeout: Duration) -> Option<bool> {
         let mut w = self.wake.lock();
-        let asked =
-            |w: &Wake| w.stop || w.rewrite || self.requested.load(Ordering::Acquire) > self.taken();
+        // A request left over from before the file was turned off is no
+        // reason to stay awake (the thread would spin while it is off).
+        let asked = |w: &Wake| {
+            w.stop
+                || w.rewrite
+                || (self.is_on() && self.requested.load(Ordering::Acquire) > self.taken())
+        };
         if !asked(&w) {
             self.cond.wait_for(&mut w, timeout);
         }
