@@ -133,16 +133,22 @@ pub fn save(store: &Store, path: &Path, now: Nanos) -> Result<u64, SnapshotError
             return Err(err(ErrorKind::Io(e)));
         }
     };
-    fs::rename(&tmp, path).map_err(|e| {
-        let _ = fs::remove_file(&tmp);
-        err(ErrorKind::Io(e))
+    install(&tmp, path).map_err(err)?;
+    Ok(n)
+}
+
+/// Puts a finished temporary file (fsynced, from [`create_temp`]) in
+/// `path`'s place by rename, then fsyncs the directory so the rename
+/// survives a crash; the temporary file is removed if the rename fails.
+pub fn install(tmp: &Path, path: &Path) -> Result<(), ErrorKind> {
+    fs::rename(tmp, path).map_err(|e| {
+        let _ = fs::remove_file(tmp);
+        ErrorKind::Io(e)
     })?;
     if let Some(dir) = path.parent().filter(|d| !d.as_os_str().is_empty()) {
-        File::open(dir)
-            .and_then(|d| d.sync_all())
-            .map_err(|e| err(ErrorKind::Io(e)))?;
+        File::open(dir).and_then(|d| d.sync_all())?;
     }
-    Ok(n)
+    Ok(())
 }
 
 /// Checks that a snapshot can be written beside `path` (the directory
@@ -162,7 +168,7 @@ pub fn check_writable(path: &Path) -> Result<(), SnapshotError> {
 /// and `O_NOFOLLOW`), readable by the owner alone. A fixed name would let
 /// a symlink planted there make the server truncate and overwrite any
 /// file it can write.
-fn create_temp(path: &Path) -> io::Result<(File, PathBuf)> {
+pub fn create_temp(path: &Path) -> io::Result<(File, PathBuf)> {
     use std::hash::{BuildHasher, Hasher};
     use std::os::unix::fs::OpenOptionsExt;
     let name = path.file_name().unwrap_or_default().to_string_lossy();
@@ -382,6 +388,25 @@ fn len32(n: usize) -> u32 {
 /// on any error the caller refuses to start, so a half-loaded store is
 /// never served.
 pub fn read(store: &Store, r: impl Read, now: Nanos) -> Result<Loaded, ErrorKind> {
+    let (loaded, mut rest, at) = read_prefix(store, r, now)?;
+    let mut byte = [0u8; 1];
+    if rest.read(&mut byte)? != 0 {
+        return Err(ErrorKind::Corrupt {
+            at,
+            what: "bytes after the trailer",
+        });
+    }
+    Ok(loaded)
+}
+
+/// Reads a snapshot from the start of `r` and stops after its trailer:
+/// what it loaded, the reader, and how many bytes the snapshot took (the
+/// append-only file's base is a snapshot, its effects follow).
+pub fn read_prefix<R: Read>(
+    store: &Store,
+    r: R,
+    now: Nanos,
+) -> Result<(Loaded, R, u64), ErrorKind> {
     let mut r = Reader {
         inner: r,
         digest: Some(crc32fast::Hasher::new()),
@@ -434,14 +459,7 @@ pub fn read(store: &Store, r: impl Read, now: Nanos) -> Result<Loaded, ErrorKind
             what: "record count does not match the trailer",
         });
     }
-    let mut rest = [0u8; 1];
-    if r.inner.read(&mut rest)? != 0 {
-        return Err(ErrorKind::Corrupt {
-            at: r.at,
-            what: "bytes after the trailer",
-        });
-    }
-    Ok(loaded)
+    Ok((loaded, r.inner, r.at))
 }
 
 /// Reads one record written by [`encode`] (a replication SET effect):
