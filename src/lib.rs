@@ -54,13 +54,19 @@
 //!   the keyspace, applied through the `Limiter` contract with the TTL it
 //!   implies (`store/limit.rs`); inline short byte
 //!   strings (`store/bytes.rs`); the expiry sweeper (`store/sweeper.rs`);
-//!   snapshots (`store/snapshot.rs`); the replication stream of effects,
+//!   one key's record as the snapshot file, the replication stream and the
+//!   append-only file carry it (`store/codec.rs`); the snapshot file around
+//!   the records (`store/snapshot.rs`); `--maxmemory`'s eviction
+//!   (`store/evict.rs`); the replication stream of effects (every frame
+//!   kind listed once there),
 //!   each write's resulting state logged under its shard's lock into the
 //!   backlog ring (`store/effects.rs`).
 //! - [`limiter`]: the algorithms, one file each (`window.rs`, `log.rs`,
 //!   `gcra.rs`, `fixed.rs`; `calendar.rs` the calendar periods `fixed`
 //!   can follow): pure functions over (state, params, now, cost)
-//!   behind one contract, the `Limiter` trait (`limiter/mod.rs`); redis-cell's
+//!   behind one contract, the `Limiter` trait with the types it speaks in
+//!   (`limiter/contract.rs`, which the algorithm files import; `limiter/mod.rs`
+//!   validates a limit against them, `LimitSpec`); redis-cell's
 //!   `CL.THROTTLE` arithmetic over GCRA (`cell.rs`); concurrency limits,
 //!   leases acquired, released, renewed and lapsing (`lease.rs`, pure too,
 //!   with its own operations: `cmd/limit/lease.rs` serves them).

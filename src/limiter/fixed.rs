@@ -6,7 +6,7 @@
 
 use crate::clock::Nanos;
 
-use super::{Decision, Params};
+use super::contract::{Decision, Params};
 
 /// The count of the window that starts at `start`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
@@ -84,8 +84,8 @@ pub fn record(state: &mut State, p: &Params, now: u64, n: u64) {
     };
 }
 
-impl super::Limiter for State {
-    const ALGORITHM: super::Algorithm = super::Algorithm::Fixed;
+impl super::contract::Limiter for State {
+    const ALGORITHM: super::contract::Algorithm = super::contract::Algorithm::Fixed;
     fn decide(&mut self, p: &Params, now: Nanos, cost: u64) -> Decision {
         decide(self, p, now.0, cost)
     }

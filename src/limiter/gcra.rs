@@ -9,7 +9,7 @@
 
 use crate::clock::Nanos;
 
-use super::{Decision, Params};
+use super::contract::{Decision, Params};
 
 /// The theoretical arrival time; 0 = a full bucket.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
@@ -65,8 +65,8 @@ pub fn record(state: &mut State, p: &Params, now: u64, n: u64) {
     state.tat = state.tat.max(now).saturating_add(step);
 }
 
-impl super::Limiter for State {
-    const ALGORITHM: super::Algorithm = super::Algorithm::Gcra;
+impl super::contract::Limiter for State {
+    const ALGORITHM: super::contract::Algorithm = super::contract::Algorithm::Gcra;
     fn decide(&mut self, p: &Params, now: Nanos, cost: u64) -> Decision {
         decide(self, p, now.0, cost)
     }

@@ -31,7 +31,7 @@
 use std::collections::{BTreeMap, BTreeSet};
 use std::ops::Bound;
 
-use super::Decision;
+use super::contract::Decision;
 
 /// Bytes of a lease id.
 pub const ID_LEN: usize = 16;

@@ -35,7 +35,7 @@
 use crate::clock::Nanos;
 use std::ptr::NonNull;
 
-use super::{Decision, Params};
+use super::contract::{Decision, Params};
 
 /// Time resolution of a slot, in nanoseconds.
 pub const UNIT: u64 = 1_000;
@@ -958,8 +958,8 @@ pub fn record(state: &mut State, p: &Params, now: u64, n: u64) {
     state.settle();
 }
 
-impl super::Limiter for State {
-    const ALGORITHM: super::Algorithm = super::Algorithm::Log;
+impl super::contract::Limiter for State {
+    const ALGORITHM: super::contract::Algorithm = super::contract::Algorithm::Log;
     fn decide(&mut self, p: &Params, now: Nanos, cost: u64) -> Decision {
         decide(self, p, now.0, cost)
     }

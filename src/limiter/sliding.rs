@@ -35,7 +35,7 @@
 //! request that took it leaves, and knowing when needs each admission's
 //! time.
 
-use super::{Decision, Params};
+use super::contract::{Decision, Params};
 
 /// Sub-buckets in a period.
 pub const SUBS: u64 = 5;
@@ -47,7 +47,7 @@ pub const SLOTS: usize = SUBS as usize + 1;
 /// sub-buckets are at least 200 us wide).
 pub const MIN_WIDTH: u64 = 1 << 14;
 /// Largest limit: a sub-bucket's count is 16 bits.
-pub const MAX_LIMIT: u64 = super::SLIDING_MAX_LIMIT;
+pub const MAX_LIMIT: u64 = u16::MAX as u64;
 /// Steps a sub-bucket's last admission is rounded up to.
 const STEPS: u64 = 255;
 const U48_MAX: u64 = (1 << 48) - 1;
@@ -365,7 +365,7 @@ pub fn record(state: &mut State, p: &Params, now: u64, n: u64) {
     *state = cur;
 }
 
-super::limiter_of_fns!(Sliding);
+super::contract::limiter_of_fns!(Sliding);
 
 #[cfg(test)]
 mod tests {

@@ -18,7 +18,7 @@
 //! tests check both bounds; `docs/algorithms.md` has the measured error on
 //! realistic traffic.
 
-use super::{mul_div_floor, Decision, Params};
+use super::contract::{mul_div_floor, Decision, Params};
 
 /// Counts of the bucket starting at `start` and of the one before it.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
@@ -128,7 +128,7 @@ pub fn record(state: &mut State, p: &Params, now: u64, n: u64) {
     *state = cur;
 }
 
-super::limiter_of_fns!(Window);
+super::contract::limiter_of_fns!(Window);
 
 #[cfg(test)]
 mod tests {

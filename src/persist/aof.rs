@@ -666,10 +666,12 @@ pub fn replay(
             r.size = at as u64;
             return Ok(Err((r, at as u64)));
         }
-        effects::apply(store, kind, body, now).map_err(|e| ReplayError::Corrupt {
-            at: at as u64,
-            why: e.to_string(),
-        })?;
+        store
+            .apply_frame(kind, body, now)
+            .map_err(|e| ReplayError::Corrupt {
+                at: at as u64,
+                why: e.to_string(),
+            })?;
         r.effects += 1;
         at += n;
     }

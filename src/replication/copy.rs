@@ -20,7 +20,8 @@ use parking_lot::{Condvar, Mutex};
 use std::collections::VecDeque;
 use std::sync::Arc;
 
-use crate::clock::Clock;
+use crate::clock::{Clock, Nanos};
+use crate::store::effects::{self, SNAP};
 use crate::store::Store;
 
 /// Chunks made before the fastest reader needs them.
@@ -170,7 +171,7 @@ impl FullCopy {
                 }
             }
             let mut out = Vec::new();
-            let at = super::copy_shard(store, shard, clock.now(), &mut out);
+            let at = copy_shard(store, shard, clock.now(), &mut out);
             let mut inner = self.inner.lock();
             if inner.readers.is_empty() {
                 return;
@@ -257,6 +258,15 @@ impl Drop for Reader {
         drop(inner);
         self.copy.taken.notify_all();
     }
+}
+
+/// Appends shard `shard`'s copy, one SNAP frame a key, to `out`; returns
+/// the stream's offset when it was taken (see
+/// [`Store::for_each_in_shard_at`]).
+pub fn copy_shard(store: &Store, shard: usize, now: Nanos, out: &mut Vec<u8>) -> u64 {
+    store.for_each_in_shard_at(shard, now, |key, entry| {
+        effects::frame(out, SNAP, |b| crate::store::codec::encode(b, key, entry));
+    })
 }
 
 #[cfg(test)]

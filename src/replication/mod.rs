@@ -23,10 +23,7 @@ use crate::config::OutputLimit;
 use crate::store::effects;
 use crate::store::Store;
 
-/// A record of the full copy: applied, not part of the stream's offsets.
-pub const SNAP: u8 = 16;
-/// The full copy is complete: the replica is in sync from here.
-pub const SYNCED: u8 = 17;
+pub use crate::store::effects::{SNAP, SYNCED};
 
 /// What this server is.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -433,9 +430,9 @@ pub use crate::store::effects::ApplyError;
 /// it received, verbatim, once applied.
 pub fn apply(store: &Store, kind: u8, body: &[u8], now: Nanos) -> Result<(), ApplyError> {
     match kind {
-        SNAP => effects::apply(store, effects::SET, body, now),
+        SNAP => store.apply_frame(effects::SET, body, now),
         SYNCED => Ok(()),
-        k => effects::apply(store, k, body, now),
+        k => store.apply_frame(k, body, now),
     }
 }
 
@@ -472,15 +469,6 @@ pub fn apply_frames(store: &Store, buf: &mut BytesMut, now: Nanos) -> Result<App
         buf.advance(n);
     }
     Ok(applied)
-}
-
-/// Appends shard `shard`'s copy, one SNAP frame a key, to `out`; returns
-/// the stream's offset when it was taken (see
-/// [`Store::for_each_in_shard_at`]).
-pub fn copy_shard(store: &Store, shard: usize, now: Nanos, out: &mut Vec<u8>) -> u64 {
-    store.for_each_in_shard_at(shard, now, |key, entry| {
-        effects::frame(out, SNAP, |b| crate::store::snapshot::encode(b, key, entry));
-    })
 }
 
 #[cfg(test)]

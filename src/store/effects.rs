@@ -36,13 +36,25 @@ use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::OnceLock;
 
 use super::entry::Entry;
-use crate::clock::Nanos;
 
+// Every frame kind of the stream, in one list: the writes the store logs
+// (1-5) and the full copy's (16, 17), which replication and the
+// append-only file send and read.
+
+/// A key's state after a write: key, then its snapshot record.
 pub const SET: u8 = 1;
+/// A key removed.
 pub const DEL: u8 = 2;
+/// Every key removed (`FLUSHALL`).
 pub const FLUSH: u8 = 3;
+/// The primary's heartbeat (`repl-ping-replica-period`).
 pub const PING: u8 = 4;
+/// The primary asks for an acknowledgement (`WAIT`).
 pub const GETACK: u8 = 5;
+/// A record of the full copy: applied, not part of the stream's offsets.
+pub const SNAP: u8 = 16;
+/// The full copy is complete: the replica is in sync from here.
+pub const SYNCED: u8 = 17;
 /// Bytes before a frame's body.
 pub const HEADER: usize = 5;
 
@@ -65,7 +77,7 @@ pub fn frame(buf: &mut Vec<u8>, kind: u8, body: impl FnOnce(&mut Vec<u8>)) {
 
 /// A SET frame of `key`'s state.
 pub fn set_frame(buf: &mut Vec<u8>, key: &[u8], entry: &Entry) {
-    frame(buf, SET, |b| super::snapshot::encode(b, key, entry));
+    frame(buf, SET, |b| super::codec::encode(b, key, entry));
 }
 
 /// Splits the first whole frame off `buf`: (kind, body, bytes taken).
@@ -83,37 +95,12 @@ pub enum ApplyError {
     #[error("unknown frame kind {0}")]
     Kind(u8),
     #[error("bad record: {0}")]
-    Record(#[from] super::snapshot::ErrorKind),
+    Record(#[from] super::codec::ErrorKind),
 }
 
 /// Whether `kind` is a frame of the stream (not of a replica's full copy).
 pub fn is_stream_kind(kind: u8) -> bool {
     matches!(kind, SET | DEL | FLUSH | PING | GETACK)
-}
-
-/// Applies one frame of the stream to `store`: a replica following its
-/// primary, or the append-only file replayed at start. A state whose
-/// expiry passed by `now` removes the key.
-pub fn apply(store: &super::Store, kind: u8, body: &[u8], now: Nanos) -> Result<(), ApplyError> {
-    match kind {
-        SET => {
-            let (key, entry) = super::snapshot::decode_record(body)?;
-            if entry.is_expired(now) {
-                store.remove(&key, now);
-            } else {
-                store.update(&key, now, |slot| *slot = Some(entry));
-            }
-        }
-        DEL => {
-            store.remove(body, now);
-        }
-        FLUSH => {
-            store.clear();
-        }
-        PING | GETACK => {}
-        k => return Err(ApplyError::Kind(k)),
-    }
-    Ok(())
 }
 
 /// A wake-up for whoever waits for new effects (the replication feeders):

@@ -14,10 +14,10 @@
 
 use std::collections::HashMap;
 use std::hash::BuildHasherDefault;
-use std::sync::atomic::Ordering;
 
 use super::arena::Arena;
 use super::bytes::SmallBytes;
+use super::effects::Effects;
 use super::entry::{self, Entry, Value};
 use super::index::Index;
 use super::params::ParamTable;
@@ -56,6 +56,21 @@ fn split(h: u32) -> (Class, u32) {
         _ => unreachable!("handle {h:#x} has no record class"),
     };
     (class, h & INDEX_MASK)
+}
+
+/// What a shard needs of the store that owns it: the effects log its
+/// writes go to, the hasher its index uses, and the store-wide counters and
+/// hooks its writes feed. A trait, so this file need not name the store
+/// (which names it).
+pub(super) trait Owner {
+    fn effects(&self) -> &Effects;
+    fn hasher(&self) -> &ahash::RandomState;
+    /// A key's state lapsed (a lease key's leases, counted).
+    fn lapsed(&self, e: &Entry);
+    /// A key was removed for its expiry.
+    fn count_expired(&self);
+    /// The shard now holds `len` keys.
+    fn grew_to(&self, len: usize);
 }
 
 /// What the compact classes cannot hold: strings, logs, long keys, TTLs
@@ -504,7 +519,7 @@ impl Shard {
     /// See [`super::Store::update`].
     pub fn update<R>(
         &mut self,
-        store: &super::Store,
+        store: &impl Owner,
         hash: u64,
         key: &[u8],
         now: Nanos,
@@ -528,7 +543,7 @@ impl Shard {
                     store.lapsed(e);
                     cur = None;
                     changed = true;
-                    store.expired.fetch_add(1, Ordering::Relaxed);
+                    store.count_expired();
                 }
                 // A watched key: a write that leaves it as it was (a refused
                 // SET NX, an INCR of a non-number) does not abort its
@@ -544,8 +559,8 @@ impl Shard {
                 if let Some(at) = ttl {
                     *next_expiry_ms = (*next_expiry_ms).min(at);
                 }
-                if store.effects.emitting() {
-                    store.effects.put(key, cur.as_ref());
+                if store.effects().emitting() {
+                    store.effects().put(key, cur.as_ref());
                 }
                 match cur {
                     Some(e) => {
@@ -565,8 +580,8 @@ impl Shard {
                     watches.touch(hash);
                 }
                 if let Some(e) = cur {
-                    if store.effects.emitting() {
-                        store.effects.put(key, Some(&e));
+                    if store.effects().emitting() {
+                        store.effects().put(key, Some(&e));
                     }
                     if let Some(at) = e.expiry_ms() {
                         *volatile += 1;
@@ -574,7 +589,7 @@ impl Shard {
                     }
                     let h = records.put(None, key, e);
                     let records = &*records;
-                    index.insert(hash, h, |h| store.hasher.hash_one(records.key(h)));
+                    index.insert(hash, h, |h| store.hasher().hash_one(records.key(h)));
                     store.grew_to(index.len());
                 }
                 r
@@ -624,11 +639,11 @@ impl Shard {
 
     /// Removes `key`; returns its TTL (`Some(None)` if it had none), or
     /// `None` if it was not there.
-    pub fn remove(&mut self, store: &super::Store, hash: u64, key: &[u8]) -> Option<Option<u64>> {
+    pub fn remove(&mut self, store: &impl Owner, hash: u64, key: &[u8]) -> Option<Option<u64>> {
         let records = &mut self.records;
         let pos = self.index.find(hash, |h| records.key(h) == key)?;
-        if store.effects.emitting() {
-            store.effects.put(key, None);
+        if store.effects().emitting() {
+            store.effects().put(key, None);
         }
         let h = self.index.remove(hash, pos);
         let ttl = records.expiry_ms(h);
@@ -640,8 +655,8 @@ impl Shard {
 
     /// Removes every entry expired at `now`; returns how many. Each lease
     /// key's leases count as lapsed; each removal is logged for replicas.
-    pub fn remove_expired(&mut self, store: &super::Store, now: Nanos) -> usize {
-        let hasher = &store.hasher;
+    pub fn remove_expired(&mut self, store: &impl Owner, now: Nanos) -> usize {
+        let hasher = store.hasher();
         let mut next = u64::MAX;
         let records = &self.records;
         let gone = self.index.retain(
@@ -663,8 +678,8 @@ impl Shard {
                     store.lapsed(e);
                 }
             }
-            if store.effects.emitting() {
-                store.effects.put(self.records.key(h), None);
+            if store.effects().emitting() {
+                store.effects().put(self.records.key(h), None);
             }
             if !self.watches.is_empty() {
                 self.watches.touch(hasher.hash_one(self.records.key(h)));

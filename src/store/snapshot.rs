@@ -42,33 +42,18 @@
 
 use std::fs::{self, File};
 use std::io::{self, BufReader, BufWriter, Read, Write};
-use std::num::NonZeroU64;
 use std::path::{Path, PathBuf};
 
-use super::entry::{Entry, LeaseKey, Stored, Value};
-use super::{bytes::SmallBytes, Store};
+use super::entry::{Entry, Value};
+use super::Store;
 use crate::clock::Nanos;
-use crate::limiter::{fixed, gcra, lease, log, sliding, window, Params};
 
 pub const MAGIC: &[u8; 8] = b"TURNSNAP";
-/// The format written; a loader reads every version up to its own.
-/// Version 2 added lists, sorted sets and hashes, version 3 lease keys,
-/// version 4 blocked keys (`BLOCK`) and calendar-aligned fixed limits;
-/// version 5 `sliding` keys; older files load unchanged (they hold none).
-pub const VERSION: u16 = 5;
 const HEADER_LEN: u64 = 8 + 2 + 2 + 8;
 
-const TAG_STR: u8 = 1;
-const TAG_WINDOW: u8 = 2;
-const TAG_FIXED: u8 = 3;
-const TAG_GCRA: u8 = 4;
-const TAG_LOG: u8 = 5;
-const TAG_LIST: u8 = 6;
-const TAG_ZSET: u8 = 7;
-const TAG_HASH: u8 = 8;
-const TAG_LEASE: u8 = 9;
-const TAG_BLOCKED: u8 = 10;
-const TAG_SLIDING: u8 = 11;
+use super::codec::{decode_value, encode, Reader};
+pub use super::codec::{ErrorKind, VERSION};
+
 const TAG_END: u8 = 0xFF;
 
 // The checksum is crc32fast's CRC-32 (IEEE): hardware-accelerated
@@ -81,22 +66,6 @@ const TAG_END: u8 = 0xFF;
 pub struct SnapshotError {
     pub path: PathBuf,
     pub kind: ErrorKind,
-}
-
-#[derive(Debug, thiserror::Error)]
-pub enum ErrorKind {
-    #[error("{0}")]
-    Io(#[from] io::Error),
-    #[error("not a Turnstile snapshot (wrong magic bytes)")]
-    BadMagic,
-    #[error("written by a newer Turnstile (format version {0}, this one reads up to {VERSION})")]
-    UnsupportedVersion(u16),
-    #[error("truncated: the file ends in the middle of a record (at byte {0})")]
-    Truncated(u64),
-    #[error("checksum mismatch: the file is corrupted")]
-    BadChecksum,
-    #[error("corrupted record at byte {at}: {what}")]
-    Corrupt { at: u64, what: &'static str },
 }
 
 /// What a load found.
@@ -260,130 +229,6 @@ pub fn write(store: &Store, now: Nanos, w: &mut impl Write) -> io::Result<u64> {
     Ok(records)
 }
 
-/// One key's record: also the body of a replication SET effect.
-pub(crate) fn encode(buf: &mut Vec<u8>, key: &[u8], entry: &Entry) {
-    buf.push(tag_of(&entry.value));
-    buf.extend_from_slice(&len32(key.len()).to_le_bytes());
-    buf.extend_from_slice(key);
-    buf.extend_from_slice(&entry.expiry_ms().unwrap_or(0).to_le_bytes());
-    payload(buf, &entry.value);
-}
-
-fn tag_of(value: &Value) -> u8 {
-    match value {
-        Value::Str(_) => TAG_STR,
-        Value::Window(_) => TAG_WINDOW,
-        Value::Fixed(_) => TAG_FIXED,
-        Value::Gcra(_) => TAG_GCRA,
-        Value::Log(_) => TAG_LOG,
-        Value::Sliding(_) => TAG_SLIDING,
-        Value::List(_) => TAG_LIST,
-        Value::ZSet(_) => TAG_ZSET,
-        Value::Hash(_) => TAG_HASH,
-        Value::Lease(_) => TAG_LEASE,
-        Value::Blocked(_) => TAG_BLOCKED,
-    }
-}
-
-/// A value's payload, after its record's header.
-fn payload(buf: &mut Vec<u8>, value: &Value) {
-    let put = |buf: &mut Vec<u8>, n: u64| buf.extend_from_slice(&n.to_le_bytes());
-    let params = |buf: &mut Vec<u8>, p: &Params| {
-        for n in [p.limit(), p.period(), p.burst.get(), p.precision.get()] {
-            put(buf, n);
-        }
-    };
-    match value {
-        Value::Str(s) => {
-            buf.extend_from_slice(&len32(s.len()).to_le_bytes());
-            buf.extend_from_slice(s);
-        }
-        Value::Window(w) => {
-            params(buf, &w.params);
-            for n in [w.state.start, w.state.prev, w.state.curr] {
-                put(buf, n);
-            }
-        }
-        Value::Sliding(s) => {
-            params(buf, &s.params);
-            put(buf, s.state.newest());
-            for k in 0..sliding::SLOTS {
-                let (count, last) = s.state.slot(k);
-                put(buf, count);
-                put(buf, last.into());
-            }
-        }
-        Value::Fixed(f) => {
-            params(buf, &f.params);
-            put(buf, f.state.start);
-            put(buf, f.state.count);
-        }
-        Value::Gcra(g) => {
-            params(buf, &g.params);
-            put(buf, g.state.tat);
-        }
-        Value::Log(l) => {
-            params(buf, &l.params);
-            put(buf, l.state.newest());
-            buf.extend_from_slice(&len32(l.state.slots()).to_le_bytes());
-            for (t, c) in l.state.slots_iter() {
-                put(buf, t);
-                put(buf, c);
-            }
-        }
-        Value::List(l) => {
-            buf.extend_from_slice(&len32(l.len()).to_le_bytes());
-            for item in l.iter() {
-                bytes(buf, item);
-            }
-        }
-        Value::ZSet(z) => {
-            buf.extend_from_slice(&len32(z.len()).to_le_bytes());
-            for (m, score) in z.iter() {
-                put(buf, score.to_bits());
-                bytes(buf, m);
-            }
-        }
-        Value::Hash(h) => {
-            buf.extend_from_slice(&len32(h.len()).to_le_bytes());
-            for (f, v) in h.iter() {
-                bytes(buf, f);
-                bytes(buf, v);
-            }
-        }
-        // Expiries are absolute: a lease that lapses while the server is
-        // down is gone when it loads.
-        Value::Lease(l) => {
-            put(buf, l.limit);
-            buf.extend_from_slice(&len32(l.leases.len()).to_le_bytes());
-            for lease in l.leases.iter() {
-                buf.extend_from_slice(&lease.id);
-                put(buf, lease.expires());
-                put(buf, lease.units());
-            }
-        }
-        Value::Blocked(b) => {
-            put(buf, b.until);
-            buf.push(tag_of(&b.value));
-            payload(buf, &b.value);
-        }
-    }
-}
-
-/// A length-prefixed byte string.
-fn bytes(buf: &mut Vec<u8>, b: &[u8]) {
-    buf.extend_from_slice(&len32(b.len()).to_le_bytes());
-    buf.extend_from_slice(b);
-}
-
-/// Lengths are u32 in the file. Nothing in the store can be longer (a bulk
-/// over `u32::MAX` would need `--proto-max-bulk-len` above 4 GiB and the
-/// memory to match); saturating keeps `encode` total, and such a record
-/// would fail its load loudly rather than silently.
-fn len32(n: usize) -> u32 {
-    u32::try_from(n).unwrap_or(u32::MAX)
-}
-
 /// Reads a snapshot into `store`. Records are inserted as they are read;
 /// on any error the caller refuses to start, so a half-loaded store is
 /// never served.
@@ -462,149 +307,6 @@ pub fn read_prefix<R: Read>(
     Ok((loaded, r.inner, r.at))
 }
 
-/// Reads one record written by [`encode`] (a replication SET effect):
-/// the key and its entry. The whole of `bytes` must be the record.
-pub(crate) fn decode_record(bytes: &[u8]) -> Result<(Vec<u8>, Entry), ErrorKind> {
-    let mut r = Reader {
-        inner: bytes,
-        digest: None,
-        at: 0,
-    };
-    let tag = r.u8()?;
-    let key = r.bytes()?;
-    let expires_ms = r.u64()?;
-    let value = decode_value(&mut r, tag, 0)?;
-    if !r.inner.is_empty() {
-        return Err(ErrorKind::Corrupt {
-            at: r.at,
-            what: "bytes after the record",
-        });
-    }
-    let entry = Entry::with_expiry_ms(value, (expires_ms != 0).then_some(expires_ms));
-    Ok((key, entry))
-}
-
-fn decode_value(r: &mut Reader<impl Read>, tag: u8, at: u64) -> Result<Value, ErrorKind> {
-    let corrupt = |what| ErrorKind::Corrupt { at, what };
-    Ok(match tag {
-        TAG_STR => Value::Str(SmallBytes::from(&r.bytes()?[..])),
-        TAG_WINDOW => {
-            let params = r.params(at)?;
-            let state = window::State {
-                start: r.u64()?,
-                prev: r.u64()?,
-                curr: r.u64()?,
-            };
-            Value::Window(Stored { params, state })
-        }
-        TAG_SLIDING => {
-            let params = r.params(at)?;
-            if params.limit() > sliding::MAX_LIMIT {
-                return Err(corrupt("sliding limit over 65535"));
-            }
-            let newest = r.u64()?;
-            let mut slots = [(0, 0); sliding::SLOTS];
-            for slot in &mut slots {
-                *slot = (r.u64()?, r.u64()?);
-            }
-            let state = sliding::State::from_parts(newest, slots).map_err(|e| corrupt(e.0))?;
-            Value::Sliding(Stored { params, state })
-        }
-        TAG_FIXED => {
-            let params = r.params(at)?;
-            if params.precision.get() > 1 && params.calendar().is_none() {
-                return Err(corrupt("a fixed limit's calendar is unknown"));
-            }
-            let state = fixed::State {
-                start: r.u64()?,
-                count: r.u64()?,
-            };
-            Value::Fixed(Stored { params, state })
-        }
-        TAG_GCRA => {
-            let params = r.params(at)?;
-            let state = gcra::State { tat: r.u64()? };
-            Value::Gcra(Stored { params, state })
-        }
-        TAG_LOG => {
-            let params = r.params(at)?;
-            if params.period() > log::MAX_PERIOD {
-                return Err(corrupt("log period too long"));
-            }
-            let newest = r.u64()?;
-            let n = r.u32()?;
-            // Grown as read, never pre-sized from the file's claim.
-            let mut slots = Vec::new();
-            for _ in 0..n {
-                slots.push((r.u64()?, r.u64()?));
-            }
-            let state = log::State::restore(newest, &slots).ok_or(corrupt("bad log slots"))?;
-            Value::Log(Stored { params, state })
-        }
-        TAG_LIST => {
-            let n = r.u32()?;
-            let mut l = super::collections::List::new();
-            for _ in 0..n {
-                l.push_back(r.bytes()?.into());
-            }
-            Value::List(Box::new(l))
-        }
-        TAG_ZSET => {
-            let n = r.u32()?;
-            let mut z = super::collections::ZSet::default();
-            for _ in 0..n {
-                let score = f64::from_bits(r.u64()?);
-                if score.is_nan() {
-                    return Err(corrupt("a NaN score"));
-                }
-                z.insert(&r.bytes()?, score);
-            }
-            Value::ZSet(Box::new(z))
-        }
-        TAG_HASH => {
-            let n = r.u32()?;
-            let mut h = super::collections::Hash::default();
-            for _ in 0..n {
-                let f = r.bytes()?;
-                h.set(&f, &r.bytes()?);
-            }
-            Value::Hash(Box::new(h))
-        }
-        TAG_LEASE => {
-            let limit = r.u64()?;
-            let n = r.u32()?;
-            let mut items = Vec::new();
-            for _ in 0..n {
-                let mut id = [0u8; lease::ID_LEN];
-                r.fill(&mut id)?;
-                let expires = r.u64()?;
-                let units = r.u64()?;
-                if units > lease::MAX_UNITS {
-                    return Err(corrupt("a lease holds too many units"));
-                }
-                items.push(lease::Lease::new(id, expires, units));
-            }
-            // Lapsed ones are dropped by the key's next operation (the
-            // key itself expires with its last lease).
-            let leases = lease::Leases::from_leases(items, 0);
-            Value::Lease(Box::new(LeaseKey { limit, leases }))
-        }
-        TAG_BLOCKED => {
-            let until = r.u64()?;
-            let tag = r.u8()?;
-            if !matches!(
-                tag,
-                TAG_WINDOW | TAG_FIXED | TAG_GCRA | TAG_LOG | TAG_SLIDING
-            ) {
-                return Err(corrupt("a block over something other than a limit"));
-            }
-            let value = decode_value(r, tag, at)?;
-            Value::Blocked(Box::new(super::entry::Blocked { until, value }))
-        }
-        _ => return Err(corrupt("unknown record type")),
-    })
-}
-
 /// Feeds everything written through the checksum.
 struct Hashing<W> {
     inner: W,
@@ -623,98 +325,14 @@ impl<W: Write> Write for Hashing<W> {
     }
 }
 
-/// Reads fixed-size fields, checksumming them (a file; not a replication
-/// effect, which TCP already checks) and tracking the offset.
-struct Reader<R> {
-    inner: R,
-    digest: Option<crc32fast::Hasher>,
-    at: u64,
-}
-
-impl<R: Read> Reader<R> {
-    fn fill(&mut self, buf: &mut [u8]) -> Result<(), ErrorKind> {
-        match self.inner.read_exact(buf) {
-            Ok(()) => {
-                if let Some(d) = &mut self.digest {
-                    d.update(buf);
-                }
-                self.at += buf.len() as u64;
-                Ok(())
-            }
-            Err(e) if e.kind() == io::ErrorKind::UnexpectedEof => {
-                Err(ErrorKind::Truncated(self.at))
-            }
-            Err(e) => Err(ErrorKind::Io(e)),
-        }
-    }
-
-    fn u8(&mut self) -> Result<u8, ErrorKind> {
-        let mut b = [0u8; 1];
-        self.fill(&mut b)?;
-        Ok(b[0])
-    }
-
-    fn u16(&mut self) -> Result<u16, ErrorKind> {
-        let mut b = [0u8; 2];
-        self.fill(&mut b)?;
-        Ok(u16::from_le_bytes(b))
-    }
-
-    fn u32(&mut self) -> Result<u32, ErrorKind> {
-        let mut b = [0u8; 4];
-        self.fill(&mut b)?;
-        Ok(u32::from_le_bytes(b))
-    }
-
-    fn u64(&mut self) -> Result<u64, ErrorKind> {
-        let mut b = [0u8; 8];
-        self.fill(&mut b)?;
-        Ok(u64::from_le_bytes(b))
-    }
-
-    /// A u32-length-prefixed byte string, read in bounded chunks so a
-    /// corrupted length cannot make us allocate gigabytes up front.
-    fn bytes(&mut self) -> Result<Vec<u8>, ErrorKind> {
-        const CHUNK: usize = 64 * 1024;
-        let len = self.u32()? as usize;
-        // Grown a chunk at a time, each read straight into it (a zeroed
-        // 8 KiB buffer per key was a seventh of a replica's CPU).
-        let mut out = Vec::with_capacity(len.min(CHUNK));
-        while out.len() < len {
-            let at = out.len();
-            let n = (len - at).min(CHUNK);
-            out.resize(at + n, 0);
-            self.fill(&mut out[at..])?;
-        }
-        Ok(out)
-    }
-
-    fn params(&mut self, at: u64) -> Result<Params, ErrorKind> {
-        let mut nz = || -> Result<NonZeroU64, ErrorKind> {
-            NonZeroU64::new(self.u64()?).ok_or(ErrorKind::Corrupt {
-                at,
-                what: "a limiter parameter is zero",
-            })
-        };
-        let p = Params {
-            limit: nz()?,
-            period: nz()?,
-            burst: nz()?,
-            precision: nz()?,
-        };
-        if p.precision > p.period && p.precision.get() > 1 {
-            return Err(ErrorKind::Corrupt {
-                at,
-                what: "precision longer than the period",
-            });
-        }
-        Ok(p)
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::limiter::{fixed, gcra, log, window, Params};
+    use crate::store::bytes::SmallBytes;
+    use crate::store::codec::decode_record;
+    use crate::store::entry::Stored;
+    use std::num::NonZeroU64;
 
     const NOW: Nanos = Nanos(1_700_000_000_000_000_000);
 
