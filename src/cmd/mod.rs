@@ -28,6 +28,7 @@ pub mod snapshot;
 pub mod spec;
 pub mod string;
 pub mod table;
+pub mod top;
 pub mod zset;
 
 pub use error::CmdError;

@@ -10,7 +10,7 @@ use std::sync::LazyLock;
 use super::CmdError;
 use super::{
     client, cluster, command, config, connection, hash, keys, limiter, list, multi, policy, pubsub,
-    replication, script, server, snapshot, string, zset, Ctx,
+    replication, script, server, snapshot, string, top, zset, Ctx,
 };
 use crate::protocol::Request;
 
@@ -219,6 +219,7 @@ pub static COMMANDS: &[CommandSpec] = &[
     cmd! { name: "rl.release", arity: 3, flags: [WRITE | FAST], keys: FIRST, group: "limiter", since: "0.2.0", complexity: "O(N) where N is the number of live leases on the key", summary: "Ends a lease, freeing its units.", handler: limiter::release },
     cmd! { name: "rl.renew", arity: 4, flags: [WRITE | FAST], keys: FIRST, group: "limiter", since: "0.2.0", complexity: "O(N) where N is the number of live leases on the key", summary: "Extends a live lease.", handler: limiter::renew },
     cmd! { name: "rl.reset", arity: -2, flags: [WRITE], keys: ALL, group: "limiter", since: "0.1.0", complexity: "O(N) where N is the number of keys", summary: "Forgets the limiter state of keys.", handler: limiter::reset },
+    cmd! { name: "rl.top", arity: -1, flags: [READONLY | LOADING | STALE], keys: NONE, group: "limiter", since: "0.2.0", complexity: "O(S log S) where S is the number of keys the sketches track (--top-keys)", summary: "Returns the keys with the most denials, admissions or shadow denials on this node, heaviest first.", handler: top::top },
     cmd! { name: "rl.state", arity: 2, flags: [READONLY | FAST], keys: FIRST, group: "limiter", since: "0.1.0", complexity: "O(1)", summary: "Describes a limiter key's state.", handler: limiter::state },
     cmd! { name: "role", arity: 1, flags: [NOSCRIPT | LOADING | STALE | FAST], keys: NONE, group: "server", since: "2.8.12", complexity: "O(1)", summary: "Returns the replication role.", handler: replication::role },
     cmd! { name: "rpop", arity: -2, flags: [WRITE | FAST], keys: FIRST, group: "list", since: "1.0.0", complexity: "O(N) where N is the number of elements returned", summary: "Returns and removes the last elements of a list. Deletes the list if the last element was popped.", handler: list::rpop },
