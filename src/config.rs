@@ -123,7 +123,7 @@ pub struct Config {
     pub log_level: String,
     /// Log lines as `text` (for people) or `json` (one JSON object a
     /// line, the same fields, for log collectors).
-    #[arg(long, env = "TURNSTILE_LOG_FORMAT", default_value = "text", value_parser = ["text", "json"])]
+    #[arg(long, env = "TURNSTILE_LOG_FORMAT", default_value = "text", value_parser = crate::logging::FORMATS)]
     pub log_format: String,
     /// Keys the heavy hitters' sketches count (RL.TOP, the status page):
     /// counters per kind (denied, allowed, shadow) and period, across the

@@ -100,6 +100,7 @@
 //!   back, and a manual clock for tests.
 //! - [`harness`]: the server without sockets (bytes in, replies out, on a
 //!   manual clock), for fuzzing and network-free tests.
+//! - [`logging`]: the log subscriber, text or JSON lines (`--log-format`).
 //! - [`glob`], [`util`], [`alloc`]: Redis-style glob matching, integer
 //!   parsing and the x87 `long double` of `INCRBYFLOAT`
 //!   (`util/long_double.rs`), the counting allocator behind `INFO memory`.
@@ -113,6 +114,7 @@ pub mod config;
 pub mod glob;
 pub mod harness;
 pub mod limiter;
+pub mod logging;
 pub mod metrics;
 pub mod persist;
 pub mod policy;
