@@ -127,7 +127,7 @@ pub struct Config {
     pub log_format: String,
     /// Keys the heavy hitters' sketches count (RL.TOP, the status page):
     /// counters per kind (denied, allowed, shadow) and period, across the
-    /// node; memory is fixed by it, about 2.3 KB per counter at most. A
+    /// node; memory is fixed by it, about 3 KB per counter at most. A
     /// count is over by at most N * 16 / top-keys (N: that kind's
     /// decisions in the period). 0 turns them off.
     #[arg(long, env = "TURNSTILE_TOP_KEYS", default_value_t = crate::stats::top::DEFAULT_KEYS, value_parser = parse_top_keys)]
