@@ -128,8 +128,8 @@ pub struct Config {
     /// Keys the heavy hitters' sketches count (RL.TOP, the status page):
     /// counters per kind (denied, allowed, shadow) and period, across the
     /// node; memory is fixed by it, about 3 KB per counter at most. A
-    /// count is over by at most N * 16 / top-keys (N: that kind's
-    /// decisions in the period). 0 turns them off.
+    /// count is off by at most about W * N / top-keys (W: CPUs, at most 8;
+    /// N: that kind's decisions in the period). 0 turns them off.
     #[arg(long, env = "TURNSTILE_TOP_KEYS", default_value_t = crate::stats::top::DEFAULT_KEYS, value_parser = parse_top_keys)]
     pub top_keys: usize,
     /// The recent period the heavy hitters cover (RL.TOP's longest
