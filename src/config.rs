@@ -5,6 +5,7 @@
 //! default; a value clap reports as "from the default" is then replaced by
 //! the file's, if the file sets it.
 
+use crate::util::parse_host_port;
 use clap::parser::ValueSource;
 use clap::{ArgMatches, Args, CommandFactory, FromArgMatches, Parser, Subcommand};
 use std::path::{Path, PathBuf};
@@ -278,21 +279,6 @@ pub struct Config {
     /// never promotes this one.
     #[arg(long, env = "TURNSTILE_REPLICA_PRIORITY", default_value_t = 100)]
     pub replica_priority: u64,
-}
-
-/// `HOST:PORT` (an IPv6 host in brackets, or bare before the last colon).
-pub fn parse_host_port(s: &str) -> Result<(String, u16), String> {
-    let (host, port) = s
-        .rsplit_once(':')
-        .ok_or_else(|| format!("'{s}' is not HOST:PORT"))?;
-    let port: u16 = port
-        .parse()
-        .map_err(|_| format!("'{port}' is not a port number"))?;
-    let host = host.trim_start_matches('[').trim_end_matches(']');
-    if host.is_empty() {
-        return Err(format!("'{s}' has no host"));
-    }
-    Ok((host.to_string(), port))
 }
 
 #[derive(Debug, thiserror::Error)]

@@ -1,6 +1,6 @@
 //! The server without sockets: bytes in, replies out, on a manual clock.
 //! For fuzzing (every command's parser and algorithm reached through the
-//! connection's own batch loop, `cmd/batch.rs`) and for tests that need no
+//! connection's own batch loop, `cmd/exec/batch.rs`) and for tests that need no
 //! network.
 
 use std::net::SocketAddr;
@@ -9,8 +9,9 @@ use std::sync::Arc;
 use bytes::BytesMut;
 
 use crate::clock::{ManualClock, Nanos};
-use crate::cmd::batch::{self, Step};
-use crate::cmd::session::Session;
+use crate::cmd::exec::batch::{self, Step};
+use crate::cmd::exec::session::{Park, Session};
+use crate::cmd::registry::table::REGISTRY;
 use crate::config::Config;
 use crate::protocol::{Decoder, ReplyBuf};
 use crate::state::State;
@@ -53,11 +54,11 @@ impl Harness {
             None,
             Arc::new(clock.clone()),
             addr,
-            &crate::cmd::table::catalog(),
+            &REGISTRY.catalog(),
         ));
         let info = state.clients.register(([127, 0, 0, 1], 50000).into(), addr);
         Harness {
-            session: Session::new(info, false),
+            session: Session::new(info, false, REGISTRY.commands().len()),
             state,
             clock,
             decoder: Decoder::new(),
@@ -79,6 +80,7 @@ impl Harness {
         loop {
             let step = batch::run(
                 &self.state,
+                &REGISTRY,
                 &mut self.session,
                 &mut self.decoder,
                 &mut self.input,
@@ -91,16 +93,14 @@ impl Harness {
                 // No replicas here: `WAIT` answers at once with none, and
                 // `PSYNC` has no socket to take.
                 Step::Park => match self.session.parked.take() {
-                    Some(crate::cmd::session::Park::Wait { .. }) => self.out.int(0),
+                    Some(Park::Wait { .. }) => self.out.int(0),
                     // Harness states have no policy path: RL.POLICY RELOAD
                     // is refused before it parks.
-                    Some(crate::cmd::session::Park::PolicyReload(_)) => {
+                    Some(Park::PolicyReload(_)) => {
                         self.out.error("ERR RL.POLICY RELOAD needs a server")
                     }
                     // Nor a snapshot path: SAVE is refused before it parks.
-                    Some(crate::cmd::session::Park::Save) => {
-                        self.out.error("ERR SAVE needs a server")
-                    }
+                    Some(Park::Save) => self.out.error("ERR SAVE needs a server"),
                     _ => self.out.error("ERR PSYNC needs a socket"),
                 },
                 Step::Drained => break,

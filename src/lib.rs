@@ -10,9 +10,10 @@
 //! - [`server`]: the listener and accept loop (`server/mod.rs`), one
 //!   client's socket loop (`server/connection.rs`: read, run the batch,
 //!   write under the output limit), the metrics HTTP endpoint and
-//!   `POST /json` (`server/http.rs`), Envoy's rate limit service over
+//!   `POST /json` (`server/http.rs`), the status page on it
+//!   (`server/status.rs`, `status.html`), Envoy's rate limit service over
 //!   gRPC with the health service (`server/rls.rs`: messages in and out,
-//!   the decision is `cmd/rls.rs`'s), the snapshot thread
+//!   the decision is `policy/rls.rs`'s), the snapshot thread
 //!   (`server/snapshots.rs`), `--tls-port`'s rustls config and handshake
 //!   and `--tls-replication`'s client config (`server/tls.rs`),
 //!   replication's feeders and link (`server/replication.rs`), Sentinel's
@@ -21,21 +22,28 @@
 //!   the look-ahead at a batch's keys for prefetching (`peek.rs`), the
 //!   request view (`request.rs`), and the RESP2/RESP3 reply encoder
 //!   (`reply.rs`).
-//! - [`cmd`]: the command table (`cmd/table.rs`: name, arity, flags, key
-//!   positions, handler, one named-field entry per command; the types in
-//!   `cmd/spec.rs`), argument reading (`cmd/args.rs`) and one file per
-//!   command family (`list.rs`, `zset.rs`, `hash.rs` over the shared
-//!   collection access of `collection.rs`; `script.rs` for EVAL and
-//!   SCRIPT); a handler parses
-//!   its arguments, reaches keys through the context's `Keyspace`, writes
-//!   its reply. `cmd/session.rs` is one connection's state (auth, the
-//!   transaction, tallies); `cmd/batch.rs` its decode-and-execute loop
-//!   (the server's and the fuzzing harness's); `cmd/mod.rs` checks and runs
-//!   each request (or queues it in `MULTI`); `cmd/multi.rs` runs
-//!   transactions over the shards they lock; `cmd/limiter/` parses the
-//!   limiter commands and shapes their replies; `cmd/native/` runs the
-//!   limiter libraries' Lua scripts it recognises by SHA1 in Rust, one
-//!   file per library, with the Lua path's replies and effects.
+//! - [`cmd`]: the commands, split by job. `cmd/registry/`: what a
+//!   command is, the context its handler runs with and the registry it
+//!   finds others in (`spec.rs`), the table of every command, one
+//!   named-field entry each with arity, flags, key positions and handler
+//!   (`table.rs`, the only file that names every family; handlers reach it
+//!   through `Ctx::registry`, never by import), `--rename-command`,
+//!   argument reading, errors, `HELP` replies. `cmd/exec/`: one
+//!   connection's run of commands: the decode-and-execute loop (`batch.rs`,
+//!   the server's and the fuzzing harness's), the checks before a command
+//!   runs or is queued (`dispatch.rs`), its run, counters and the
+//!   `--maxmemory` check (`run.rs`), the connection's state (`session.rs`),
+//!   transactions (`tx.rs` the queue and watched keys, `multi.rs` the
+//!   commands, over the shards they lock). `cmd/script/`: `EVAL`, `EVALSHA`,
+//!   `SCRIPT` and the host the Lua engine calls back into;
+//!   `cmd/script/native/` runs the limiter libraries' Lua scripts it
+//!   recognises by SHA1 in Rust, one file per library over the calls they
+//!   share (`ops.rs`). `cmd/data/`: strings, keys, lists, hashes, sorted
+//!   sets. `cmd/limit/`: `RL.ALLOW` and the rest (`allow.rs`), leases,
+//!   `CL.THROTTLE`, their arguments (`parse.rs`), the reply every decision
+//!   shares (`reply.rs`), the policy commands (`policy.rs`). `cmd/admin/`:
+//!   connection, client, config, server, command, cluster, replication,
+//!   snapshot and Pub/Sub commands.
 //! - [`store`]: the sharded keyspace (`store/mod.rs`), with the
 //!   `Keyspace` view every command reaches it through (the store, or the
 //!   shards a transaction holds) and `WATCH`'s write counters; one shard, a
@@ -55,33 +63,35 @@
 //!   behind one contract, the `Limiter` trait (`limiter/mod.rs`); redis-cell's
 //!   `CL.THROTTLE` arithmetic over GCRA (`cell.rs`); concurrency limits,
 //!   leases acquired, released, renewed and lapsing (`lease.rs`, pure too,
-//!   with its own operations: `cmd/limiter/lease.rs` serves them).
+//!   with its own operations: `cmd/limit/lease.rs` serves them).
 //! - [`script`]: the Lua engine behind `EVAL`: the pool of Lua states and
-//!   the script cache (`script/mod.rs`), one state's setup, compilation
+//!   the script cache (`script/mod.rs`), what the engine and its callers
+//!   share (`api.rs`: settings, a compiled script, errors, the `Host`,
+//!   the running script's kill state), one state's setup, compilation
 //!   and run (`vm.rs`), Lua 5.1 sandboxed as Redis 7.0 sandboxes it
 //!   (`prelude.lua`), `redis.call` and replies into Lua on the raw Lua API
-//!   (`call.rs`), Lua values into replies (`convert.rs`), and the
+//!   (`call.rs`, which owns the context a call reaches), Lua values into replies (`convert.rs`), and the
 //!   libraries Redis loads, one file each under `libs/` (`bit.rs`,
-//!   `pack.rs` for `struct`, `cjson.rs`, `msgpack.rs`); `redis.call` reaches the
+//!   `pack.rs` for `struct`, `cjson.rs`, `msgpack.rs`, over their shared argument helpers in `args.rs`); `redis.call` reaches the
 //!   command table through the `Host` the command layer
-//!   provides (`cmd/script.rs`: EVAL, EVALSHA, SCRIPT, and the shard locks
+//!   provides (`cmd/script/mod.rs`: EVAL, EVALSHA, SCRIPT, and the shard locks
 //!   that make a script atomic).
 //! - [`state`]: what every command can reach: store, clock, live settings,
 //!   counters, clients, snapshots.
 //! - [`policy`]: named limits from files in envoyproxy/ratelimit's format:
 //!   one file read and checked (`policy/file.rs`), the match tree, counter
 //!   keys, stats and the atomically swapped set in force (`policy/mod.rs`),
-//!   reloading on file changes (`policy/watch.rs`); `cmd/policy.rs` serves
+//!   reloading on file changes (`policy/watch.rs`); `cmd/limit/policy.rs` serves
 //!   `RL.CHECK`, `RL.ALLOW ... POLICY` and `RL.POLICY` from it, and
-//!   `cmd/rls.rs` decides Envoy's rate limit service requests (a domain's
+//!   `policy/rls.rs` decides Envoy's rate limit service requests (a domain's
 //!   descriptors, all-or-nothing) for `server/rls.rs` and `POST /json`.
 //! - [`pubsub`]: channels, patterns and each subscriber's mailbox of
-//!   messages, which its connection writes between batches; `cmd/pubsub.rs`
+//!   messages, which its connection writes between batches; `cmd/admin/pubsub.rs`
 //!   serves `SUBSCRIBE`, `PUBLISH`, `PUBSUB` and the rest.
 //! - [`replication`]: who this server follows and who follows it (role,
 //!   history IDs, attached replicas, PSYNC's partial-or-full choice, the
 //!   stream read and applied on a replica, the full copy replicas share
-//!   (`replication/copy.rs`), a replica's limits); `cmd/replication.rs` serves `REPLICAOF`,
+//!   (`replication/copy.rs`), a replica's limits); `cmd/admin/replication.rs` serves `REPLICAOF`,
 //!   `PSYNC`, `REPLCONF`, `WAIT`, `ROLE` and `INFO replication`, and
 //!   `server/replication.rs` runs the sockets: a feeder per replica, the
 //!   link to the primary, the once-a-second chores; `server/sentinel.rs`
@@ -90,7 +100,8 @@
 //!   `INFO clients`); [`persist`]: what `SAVE`, `BGSAVE`, `INFO` and the
 //!   snapshot thread share (settings, one writer, the last outcomes).
 //! - [`stats`]: the counters behind `INFO` and `/metrics`, tallied per
-//!   connection and flushed once per batch; [`metrics`]: the Prometheus
+//!   connection and flushed once per batch, and the heavy hitters'
+//!   sketches behind `RL.TOP` (`stats/top.rs`); [`metrics`]: the Prometheus
 //!   exporter and its HTTP endpoint (`/metrics`, `/healthz`).
 //! - [`cluster`]: Redis Cluster's key slots (`cluster/slot.rs`) and the
 //!   topology `--cluster-nodes` or `--cluster-config` describes: shards,
@@ -130,8 +141,5 @@ pub mod util;
 
 pub use clock::{Clock, ManualClock, Nanos, SystemClock};
 pub use config::Config;
+pub use protocol::REDIS_VERSION;
 pub use server::{start, ServerHandle, ShutdownError, StartError};
-
-/// The Redis version reported to clients (`INFO`, `HELLO`): the Redis 7
-/// command set and replies this server follows. Clients gate features on it.
-pub const REDIS_VERSION: &str = "7.2.0";

@@ -526,7 +526,7 @@ impl Metrics {
             &BUILD_INFO,
             vec![
                 Label::new(label::VERSION, env!("CARGO_PKG_VERSION")),
-                Label::new(label::REDIS_VERSION, crate::REDIS_VERSION),
+                Label::new(label::REDIS_VERSION, crate::protocol::REDIS_VERSION),
             ],
         )
         .set(1.0);

@@ -57,6 +57,17 @@ pub struct State {
 }
 
 impl State {
+    /// Bytes a write may still allocate under `--maxmemory` (unbounded
+    /// without one): what a log ring may grow by, checked before it grows.
+    pub fn write_room(&self) -> usize {
+        match self.settings.get(&self.settings.maxmemory) {
+            0 => usize::MAX,
+            max => usize::try_from(max)
+                .unwrap_or(usize::MAX)
+                .saturating_sub(crate::alloc::used_memory()),
+        }
+    }
+
     /// The state of a server whose command table `catalog` describes.
     pub fn new(
         config: &Config,
@@ -340,7 +351,7 @@ mod tests {
 }
 
 /// `--rename-command`'s table, built and read by the command layer
-/// (`cmd/rename.rs`): the lower-case name a client sends -> the position of
+/// (`cmd/registry/rename.rs`): the lower-case name a client sends -> the position of
 /// the command it runs in the command table, or `None` for an original name
 /// renamed away or disabled. Empty: every command under its own name.
 #[derive(Debug, Default)]

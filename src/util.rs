@@ -120,6 +120,21 @@ pub fn strtod(s: &[u8]) -> (f64, bool, bool) {
     (v, used == s.len(), range)
 }
 
+/// `HOST:PORT` (an IPv6 host in brackets, or bare before the last colon).
+pub fn parse_host_port(s: &str) -> Result<(String, u16), String> {
+    let (host, port) = s
+        .rsplit_once(':')
+        .ok_or_else(|| format!("'{s}' is not HOST:PORT"))?;
+    let port: u16 = port
+        .parse()
+        .map_err(|_| format!("'{port}' is not a port number"))?;
+    let host = host.trim_start_matches('[').trim_end_matches(']');
+    if host.is_empty() {
+        return Err(format!("'{s}' has no host"));
+    }
+    Ok((host.to_string(), port))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

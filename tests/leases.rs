@@ -14,7 +14,7 @@ use std::sync::Arc;
 
 use common::*;
 use redis::Value;
-use turnstile::cmd::limiter::lease::{hex, id_of};
+use turnstile::cmd::limit::lease::{hex, id_of};
 use turnstile::Nanos;
 
 /// The lease id at the end of a reply (nil when denied).

@@ -10,7 +10,7 @@ mod common;
 
 use common::*;
 use redis::Value;
-use turnstile::cmd::native::CATALOGUE;
+use turnstile::cmd::script::native::CATALOGUE;
 
 type Con = redis::aio::MultiplexedConnection;
 

@@ -138,7 +138,9 @@ fn client_line(server: &Server, addr: std::net::SocketAddr) -> Option<String> {
         .clients
         .all()
         .into_iter()
-        .map(|c| turnstile::cmd::client::describe(&c))
+        .map(|c| {
+            turnstile::cmd::admin::client::describe(&turnstile::cmd::registry::table::REGISTRY, &c)
+        })
         .find(|l| l.contains(&format!("addr={addr} ")))
 }
 

@@ -446,7 +446,17 @@ async fn reload_holds_no_worker() {
     })
     .await;
     std::fs::write(dir.join("edge.yaml"), &big).unwrap();
-    let mut admin = srv.client().await;
+    // The load of 100,000 descriptors takes seconds in a debug build, more
+    // on a busy machine: the reloading client waits as long as it takes
+    // (the test is that PING does not), so its reply has no 10 s bound.
+    let config = redis::AsyncConnectionConfig::new()
+        .set_connection_timeout(IO_TIMEOUT)
+        .set_response_timeout(Duration::from_secs(300));
+    let mut admin = redis::Client::open(srv.url("", ""))
+        .unwrap()
+        .get_multiplexed_async_connection_with_config(&config)
+        .await
+        .unwrap();
     let mut other = srv.client().await;
     let reload = tokio::spawn(async move {
         let r: redis::RedisResult<String> = redis::cmd("RL.POLICY")

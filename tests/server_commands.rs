@@ -294,7 +294,10 @@ async fn command_count_list_info_docs() {
     let mut c = srv.client().await;
 
     let count = int(&mut c, &["COMMAND", "COUNT"]).await;
-    assert_eq!(count as usize, turnstile::cmd::COMMANDS.len());
+    assert_eq!(
+        count as usize,
+        turnstile::cmd::registry::table::COMMANDS.len()
+    );
     assert!(count >= SUBSET.len() as i64);
 
     let all = val(&mut c, &["COMMAND"]).await;

@@ -43,7 +43,7 @@ use std::time::Duration;
 
 use arbitrary::{Arbitrary, Result, Unstructured};
 use libfuzzer_sys::fuzz_target;
-use turnstile::cmd::table::COMMANDS;
+use turnstile::cmd::registry::table::COMMANDS;
 use turnstile::harness::{encode_request, Harness};
 use turnstile::{Clock, Nanos};
 

@@ -254,7 +254,7 @@ impl Topology {
 }
 
 fn split_addr(addr: &str) -> Result<(String, u16), TopologyError> {
-    crate::config::parse_host_port(addr.trim())
+    crate::util::parse_host_port(addr.trim())
         .ok()
         .filter(|&(_, port)| port != 0)
         .ok_or_else(|| TopologyError::BadAddress(addr.to_string()))

@@ -8,6 +8,7 @@
 //! `watch.rs` reloads on file changes.
 
 pub mod file;
+pub mod rls;
 pub mod watch;
 
 use std::collections::HashMap;
@@ -893,6 +894,32 @@ pub enum ReloadError {
     Invalid(LoadError),
     #[error("cannot start the policy reload thread: {0}")]
     Thread(String),
+}
+
+/// The decision of `requests_per_unit: 0`: denied, nothing to wait for.
+pub const DENY_ALL: crate::limiter::Decision = crate::limiter::Decision {
+    allowed: false,
+    limit: 0,
+    remaining: 0,
+    retry_after: None,
+    reset_after: 0,
+};
+
+/// Takes the state of another algorithm off a policy's counter key: a
+/// reload that changes a policy's algorithm starts its counters afresh
+/// rather than answering WRONGTYPE (a string or collection there still
+/// does).
+pub fn clear_other_algorithm(
+    slot: &mut Option<crate::store::Entry>,
+    spec: &crate::limiter::LimitSpec,
+) {
+    if slot
+        .as_ref()
+        .and_then(|e| e.value.algorithm())
+        .is_some_and(|a| a != spec.algo)
+    {
+        *slot = None;
+    }
 }
 
 #[cfg(test)]

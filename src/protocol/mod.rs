@@ -10,3 +10,7 @@ pub mod request;
 pub use decode::{Decoder, Limits, ProtocolError};
 pub use reply::{Protocol, ReplyBuf};
 pub use request::Request;
+
+/// The Redis version reported to clients (`INFO`, `HELLO`): the Redis 7
+/// command set and replies this server follows. Clients gate features on it.
+pub const REDIS_VERSION: &str = "7.2.0";

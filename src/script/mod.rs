@@ -5,7 +5,7 @@
 //! error, never a crash).
 //!
 //! The engine knows nothing of commands or keys: `redis.call` goes to a
-//! [`Host`] the command layer provides (`cmd/script.rs`), which runs the
+//! [`Host`] the command layer provides (`cmd/script/mod.rs`), which runs the
 //! command and writes its reply as RESP; the engine reads that reply back
 //! into Lua (`convert.rs`), and writes the script's result for the client.
 //!
@@ -19,279 +19,25 @@
 //! `BUSY`) and stops one that `SCRIPT KILL` asked to stop, or that its
 //! host wants to run again over every shard.
 
+mod api;
 mod call;
 mod convert;
 mod libs;
 mod vm;
 
-use vm::{errtext, CallCtx, Outcome, Vm};
+pub use api::*;
+use vm::{errtext, Outcome, Vm};
 
 use std::collections::HashMap;
-use std::ops::Range;
-use std::ptr::NonNull;
 
-use bytes::BytesMut;
 use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, OnceLock};
 use std::time::{Duration, Instant};
 
-use mlua::{Function, HookTriggers, Lua, LuaOptions, MultiValue, StdLib, Table, Value, VmState};
 use parking_lot::{ReentrantMutex, ReentrantMutexGuard, RwLock};
 use std::cell::RefCell;
 
-use crate::protocol::{Protocol, ReplyBuf, Request};
-
-/// Scripts cached by `EVAL` (not `SCRIPT LOAD`) kept at most: past it the
-/// least recently used one is forgotten, as Redis 7.4 does, so clients
-/// that build a new script text per call (a value spliced into the body)
-/// cannot grow the cache and the Lua heaps without bound. An evicted
-/// script's `EVALSHA` answers `NOSCRIPT`, and clients send `EVAL` again.
-pub const EVAL_SCRIPTS_MAX: usize = 500;
-
-/// Runs between two steps of a state's collector (Redis's
-/// `LUA_GC_CYCLE_PERIOD`).
-const GC_EVERY: u32 = 50;
-
-/// Instructions between two looks at the clock and the kill flag: about a
-/// millisecond of Lua, and no measurable cost.
-pub const HOOK_EVERY: u32 = 100_000;
-
-/// What `SCRIPT KILL` makes a script raise (Redis's words).
-const KILLED: &str = "Script killed by user with SCRIPT KILL...";
-
-/// A script that has run this long hands its worker's other tasks to
-/// another thread (see [`Running::hand_off`]): no rate-limiter script runs
-/// anywhere near this long, so only runaway ones pay for it.
-const HANDOFF_AFTER: Duration = Duration::from_millis(10);
-
-/// How long a hand-off waits for another thread to take the worker's
-/// tasks.
-const HANDOFF_WAIT: Duration = Duration::from_millis(2);
-
-/// A wait for the Lua state shorter than this stays on its thread.
-const SHORT_WAIT: Duration = Duration::from_micros(50);
-
-/// How the engine waits for the Lua state while another script holds it
-/// long (see `store::Blocking`).
-pub type Blocking = fn(&mut dyn FnMut());
-
-#[derive(Debug, Clone)]
-pub struct EngineConfig {
-    /// Run time past which a script is busy (Redis's
-    /// `busy-reply-threshold`).
-    pub busy_threshold: Duration,
-    /// Cap on each Lua state's heap, in bytes.
-    pub memory_limit: usize,
-    /// Lua states in the pool: the worker threads, and one more.
-    pub states: usize,
-}
-
-impl Default for EngineConfig {
-    fn default() -> Self {
-        EngineConfig {
-            busy_threshold: Duration::from_secs(5),
-            memory_limit: 256 << 20,
-            states: 3,
-        }
-    }
-}
-
-/// What a script's shebang line (`#!lua flags=...`) declares.
-#[derive(Clone, Copy, Default, Debug, PartialEq, Eq)]
-pub struct ScriptFlags {
-    /// The script has a shebang line (Redis then checks its flags up
-    /// front; without one, every command it calls is checked).
-    pub shebang: bool,
-    pub no_writes: bool,
-    pub allow_oom: bool,
-    pub allow_stale: bool,
-    pub no_cluster: bool,
-    pub allow_cross_slot_keys: bool,
-}
-
-/// A compiled script in the cache.
-#[derive(Clone, Debug)]
-pub struct Script(Arc<ScriptInner>);
-
-#[derive(Debug)]
-struct ScriptInner {
-    sha: [u8; 40],
-    /// The text, for the states that have not compiled it yet.
-    body: Box<[u8]>,
-    flags: ScriptFlags,
-    /// A run of it reached a key it did not declare: later runs keep what
-    /// they overwrite, so that they can be stopped and run again even
-    /// after writing (`cmd::script`).
-    undeclared: AtomicBool,
-    /// `SCRIPT LOAD` cached it: it stays until `SCRIPT FLUSH`. Scripts
-    /// only `EVAL` cached are evicted, least recently used first, past
-    /// [`EVAL_SCRIPTS_MAX`].
-    loaded: AtomicBool,
-    /// The engine's tick when it last ran or was cached (see `Engine::tick`).
-    used: AtomicU64,
-}
-
-impl Script {
-    /// The SHA1 of its text, 40 lower-case hex digits.
-    pub fn sha(&self) -> &str {
-        std::str::from_utf8(&self.0.sha).unwrap_or_default()
-    }
-
-    pub fn flags(&self) -> ScriptFlags {
-        self.0.flags
-    }
-
-    /// Whether a run of it reached a key it did not declare.
-    pub fn undeclared(&self) -> bool {
-        self.0.undeclared.load(Ordering::Relaxed)
-    }
-
-    /// Remembers that a run of it reached a key it did not declare.
-    pub fn mark_undeclared(&self) {
-        self.0.undeclared.store(true, Ordering::Relaxed);
-    }
-}
-
-/// Why a script did not give a reply. `Display` is the whole Redis error
-/// line, without the leading `-`.
-#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-pub enum ScriptError {
-    #[error("NOSCRIPT No matching script. Please use EVAL.")]
-    NoScript,
-    #[error("ERR Error compiling script (new function): {0}")]
-    Compile(String),
-    /// A shebang Redis would refuse; the text is Redis's whole line.
-    #[error("{0}")]
-    Shebang(String),
-    /// The script raised; the text is the whole error line.
-    #[error("{0}")]
-    Runtime(String),
-    /// `SCRIPT KILL` stopped it; the text is the whole error line.
-    #[error("{0}")]
-    Killed(String),
-    #[error("ERR The script used more than the Lua heap's limit of memory, and was stopped")]
-    OutOfMemory,
-    /// The host stopped it to run it again (it wrote nothing).
-    #[error("ERR script stopped to run again")]
-    Aborted,
-}
-
-/// Why `SCRIPT KILL` could not stop a script.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum KillError {
-    NotBusy,
-    /// It has written: stopping it would leave half its writes.
-    Unkillable,
-}
-
-/// What a command run for `redis.call` did.
-#[derive(Clone, Copy, Debug, Default)]
-pub struct Call {
-    /// It changed the keyspace (the script can no longer be killed).
-    pub wrote: bool,
-    /// The host cannot let the script go on: stop it now, with no further
-    /// call (`run` then answers [`ScriptError::Aborted`]).
-    pub abort: bool,
-}
-
-/// Where `redis.call` goes: the command layer.
-pub trait Host {
-    /// Runs `req` (its first argument is the command name, in any case)
-    /// and writes its reply, in protocol `resp`, to `reply`: a refusal or a
-    /// command's error as an error reply.
-    fn call(&mut self, req: &Request<'_>, resp: Protocol, reply: &mut ReplyBuf) -> Call;
-
-    /// Whether `name` is a command (`redis.acl_check_cmd`).
-    fn known(&mut self, name: &[u8]) -> bool;
-}
-
-/// The SHA1 of `body` as 40 lower-case hex digits.
-pub fn sha1hex(body: &[u8]) -> [u8; 40] {
-    let digest = ring::digest::digest(&ring::digest::SHA1_FOR_LEGACY_USE_ONLY, body);
-    let mut out = [0u8; 40];
-    for (i, b) in digest.as_ref().iter().enumerate() {
-        out[2 * i] = b"0123456789abcdef"[(b >> 4) as usize];
-        out[2 * i + 1] = b"0123456789abcdef"[(b & 15) as usize];
-    }
-    out
-}
-
-/// A SHA1 as a client wrote it, lower-cased, if it has the length of one.
-fn sha_key(sha: &[u8]) -> Option<[u8; 40]> {
-    let mut key: [u8; 40] = sha.try_into().ok()?;
-    key.make_ascii_lowercase();
-    Some(key)
-}
-
-/// State the hook and `SCRIPT KILL` share with the running script.
-#[derive(Debug)]
-struct Running {
-    base: Instant,
-    /// Nanoseconds after `base` the running script started.
-    started: AtomicU64,
-    running: AtomicBool,
-    busy: AtomicBool,
-    kill: AtomicBool,
-    /// The host asked to stop (to run again over every shard).
-    abort: AtomicBool,
-    wrote: AtomicBool,
-    threshold_ms: AtomicU64,
-    /// How a long wait is moved off the async worker (see [`Blocking`]).
-    blocking: OnceLock<Blocking>,
-    /// This run has handed its worker's other tasks to another thread.
-    handed_off: AtomicBool,
-    /// This run's error (raised, or returned as `{err = ...}`) is a
-    /// command's, counted when the command failed.
-    counted: AtomicBool,
-}
-
-impl Running {
-    /// Whether the script must stop now. A kill (`SCRIPT KILL`, shutdown)
-    /// that arrives while a command of the script writes is not obeyed:
-    /// `wrote` is set by this thread right after that command, so a
-    /// script is never stopped with half its writes done.
-    fn stopping(&self) -> bool {
-        (self.kill.load(Ordering::Relaxed) && !self.wrote.load(Ordering::Relaxed))
-            || self.abort.load(Ordering::Relaxed)
-    }
-
-    /// A script this long keeps its thread a while: the tasks queued on
-    /// that async worker (other clients, the socket poller) are handed to
-    /// another thread instead of waiting for the script to end. The
-    /// runtime moves them while this thread waits inside the blocking
-    /// section; [`HANDOFF_WAIT`] gives the new thread time to take them,
-    /// after which the script goes on without them.
-    fn hand_off(&self) {
-        if let Some(wait) = self.blocking.get() {
-            wait(&mut || std::thread::sleep(HANDOFF_WAIT));
-        }
-    }
-
-    /// The hook: notes a script past the threshold, stops a killed one.
-    fn check(&self) -> mlua::Result<VmState> {
-        if !self.running.load(Ordering::Relaxed) {
-            return Ok(VmState::Continue);
-        }
-        let ran = self.base.elapsed().as_nanos() as u64 - self.started.load(Ordering::Relaxed);
-        if ran >= HANDOFF_AFTER.as_nanos() as u64 && !self.handed_off.swap(true, Ordering::Relaxed)
-        {
-            self.hand_off();
-        }
-        let threshold = self
-            .threshold_ms
-            .load(Ordering::Relaxed)
-            .saturating_mul(1_000_000);
-        // Other clients must now be answered BUSY: make sure this thread's
-        // worker role has moved on (a second try).
-        if ran >= threshold && !self.busy.swap(true, Ordering::Relaxed) {
-            self.hand_off();
-        }
-        if self.stopping() {
-            return Err(mlua::Error::RuntimeError(KILLED.into()));
-        }
-        Ok(VmState::Continue)
-    }
-}
+use crate::protocol::{Protocol, ReplyBuf};
 
 /// One Lua state of the pool, and what its hook and `SCRIPT KILL` share.
 ///
@@ -802,51 +548,10 @@ impl Reserved<'_> {
     }
 }
 
-/// The first line's flags, as Redis 7 reads `#!lua flags=a,b`.
-fn parse_shebang(body: &[u8]) -> Result<ScriptFlags, ScriptError> {
-    let mut flags = ScriptFlags::default();
-    if !body.starts_with(b"#!") {
-        return Ok(flags);
-    }
-    flags.shebang = true;
-    let Some(end) = body.iter().position(|&b| b == b'\n') else {
-        return Err(ScriptError::Shebang("ERR Invalid script shebang".into()));
-    };
-    let line = String::from_utf8_lossy(&body[..end]);
-    let mut words = line.split(' ').filter(|w| !w.is_empty());
-    let engine = words.next().unwrap_or_default();
-    if engine != "#!lua" {
-        return Err(ScriptError::Shebang(format!(
-            "ERR Unexpected engine in script shebang: {engine}"
-        )));
-    }
-    for word in words {
-        let Some(list) = word.strip_prefix("flags=") else {
-            return Err(ScriptError::Shebang(format!(
-                "ERR Unknown lua shebang option: {word}"
-            )));
-        };
-        for flag in list.split(',').filter(|f| !f.is_empty()) {
-            match flag {
-                "no-writes" => flags.no_writes = true,
-                "allow-oom" => flags.allow_oom = true,
-                "allow-stale" => flags.allow_stale = true,
-                "no-cluster" => flags.no_cluster = true,
-                "allow-cross-slot-keys" => flags.allow_cross_slot_keys = true,
-                other => {
-                    return Err(ScriptError::Shebang(format!(
-                        "ERR Unexpected flag in script shebang: {other}"
-                    )))
-                }
-            }
-        }
-    }
-    Ok(flags)
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::protocol::Request;
 
     #[test]
     fn shebangs_as_redis_reads_them() {

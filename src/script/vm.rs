@@ -3,7 +3,18 @@
 //! script's compilation, and one run with its `KEYS`, `ARGV` and result.
 //! The engine (`mod.rs`) keeps a pool of these and the script cache.
 
-use super::*;
+use std::collections::HashMap;
+use std::ptr::NonNull;
+use std::sync::atomic::Ordering;
+use std::sync::Arc;
+
+use bytes::BytesMut;
+use mlua::{Function, HookTriggers, Lua, LuaOptions, MultiValue, StdLib, Table, Value};
+
+use super::api::*;
+use super::call::{self, CallCtx, CtxPtr};
+use super::{convert, libs};
+use crate::protocol::{Protocol, ReplyBuf};
 
 /// The Lua state and what lives in it.
 pub(super) struct Vm {
@@ -32,51 +43,6 @@ impl Drop for Vm {
         // SAFETY: made by `Box::into_raw` in `Vm::new`, freed once; the
         // state's functions that hold it are never called again.
         drop(unsafe { Box::from_raw(self.ctx.0.as_ptr()) });
-    }
-}
-
-/// What `redis.call`, `redis.pcall`, `redis.setresp` and
-/// `redis.acl_check_cmd` reach during one run: one per Lua state, on the
-/// heap, its address an upvalue of the raw functions (`call.rs`) and held
-/// by the others. The functions are created once with the state, not per
-/// run, and the host is lent for the run's length only.
-pub(super) struct CallCtx {
-    /// The command layer's host, lent by [`Vm::run`] and taken back before
-    /// it returns; `None` between runs.
-    pub(super) host: Option<NonNull<dyn Host + 'static>>,
-    pub(super) script_resp: Protocol,
-    pub(super) run: Arc<Running>,
-    pub(super) reply: ReplyBuf,
-    /// The request `redis.call` builds, its arguments copied once out of
-    /// Lua; both buffers reused from call to call.
-    pub(super) frame: BytesMut,
-    pub(super) spans: Vec<Range<usize>>,
-    /// An error reply's or a refusal's text, for `redis.call` to raise.
-    pub(super) error: Vec<u8>,
-    /// `error` is a command's error reply or refusal, which the command
-    /// layer has counted already (`INFO errorstats`): the table made of it
-    /// is marked so, and a script failing with it is not counted again.
-    pub(super) counted: bool,
-    /// This run marked a table in `Vm::counted`.
-    pub(super) marked: bool,
-}
-
-/// A state's [`CallCtx`], owned by its [`Vm`] (freed when it drops).
-#[derive(Clone, Copy)]
-pub(super) struct CtxPtr(pub(super) NonNull<CallCtx>);
-
-// SAFETY: the context is only reached by the thread that holds its state
-// (the engine's lock on it), while a script or the state's setup runs.
-unsafe impl Send for CtxPtr {}
-unsafe impl Sync for CtxPtr {}
-
-impl CtxPtr {
-    /// # Safety
-    /// Only while this thread holds the state, and not while another
-    /// reference from `get` lives.
-    #[allow(clippy::mut_from_ref)]
-    pub(super) unsafe fn get(&self) -> &mut CallCtx {
-        unsafe { &mut *self.0.as_ptr() }
     }
 }
 
@@ -150,8 +116,8 @@ impl Vm {
                 })?,
             )?;
         }
-        t.set("version", crate::REDIS_VERSION)?;
-        t.set("version_num", version_num(crate::REDIS_VERSION))?;
+        t.set("version", crate::protocol::REDIS_VERSION)?;
+        t.set("version_num", version_num(crate::protocol::REDIS_VERSION))?;
         lua.load(include_str!("prelude.lua"))
             .set_name("=turnstile")
             .call::<()>(t.clone())?;

@@ -1,8 +1,9 @@
 //! One client: read, decode every complete request in the buffer, run each,
 //! collect every reply in one write buffer, write once per batch.
 
+use super::replication::unsent;
 use bytes::BytesMut;
-use std::os::fd::{AsRawFd, RawFd};
+use std::os::fd::AsRawFd;
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
 use std::time::Duration;
@@ -10,8 +11,10 @@ use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt};
 use tokio::sync::watch;
 
 use crate::clients::ClientInfo;
-use crate::cmd::batch::{self, End, Step};
-use crate::cmd::session::{Park, Session};
+use crate::cmd::admin::pubsub;
+use crate::cmd::exec::batch::{self, End, Step};
+use crate::cmd::exec::session::{Park, Session};
+use crate::cmd::registry::table::REGISTRY;
 use crate::protocol::{Decoder, ReplyBuf};
 use crate::state::{State, Stats};
 
@@ -48,11 +51,15 @@ pub async fn run<S: AsyncRead + AsyncWrite + AsRawFd + Unpin>(
     info: Arc<ClientInfo>,
     mut shutdown: watch::Receiver<bool>,
 ) {
-    let mut session = Session::new(info.clone(), state.settings.password().is_some());
+    let mut session = Session::new(
+        info.clone(),
+        state.settings.password().is_some(),
+        REGISTRY.commands().len(),
+    );
     let mut why = serve(&mut socket, state, &mut session, &mut shutdown).await;
     if let Close::Psync(replid, offset) = std::mem::replace(&mut why, Close::Eof) {
         session.tx.clear(&state.store);
-        crate::cmd::pubsub::forget(state, &mut session);
+        pubsub::forget(state, &mut session);
         let hello = session.replica_hello.take();
         super::replication::feed(socket, state, &info, hello, (replid, offset), shutdown).await;
         return;
@@ -60,7 +67,7 @@ pub async fn run<S: AsyncRead + AsyncWrite + AsRawFd + Unpin>(
     // A queue dies with its connection; its watches go back to the store,
     // its subscriptions to the channels.
     session.tx.clear(&state.store);
-    crate::cmd::pubsub::forget(state, &mut session);
+    pubsub::forget(state, &mut session);
     match &why {
         Close::OutputLimit => tracing::warn!(
             client = info.id,
@@ -154,6 +161,7 @@ async fn serve<S: AsyncRead + AsyncWrite + AsRawFd + Unpin>(
         let close = loop {
             match batch::run(
                 state,
+                &REGISTRY,
                 session,
                 &mut decoder,
                 &mut buf,
@@ -358,28 +366,6 @@ async fn flush<S: AsyncWrite + AsRawFd + Unpin>(
     Stats::add(&state.stats.net_output_bytes, total as u64);
     buf.clear();
     Ok(())
-}
-
-/// Bytes the kernel still holds for the client (sent but not acknowledged,
-/// or not sent yet): `SIOCOUTQ`. Read only when an output limit is set
-/// (a client's, or a replica's: `server/replication.rs`).
-#[cfg(target_os = "linux")]
-pub(super) fn unsent(fd: RawFd) -> u64 {
-    let mut n: libc::c_int = 0;
-    // SAFETY: TIOCOUTQ (SIOCOUTQ on a socket) writes one c_int through the
-    // pointer, which points at a local that outlives the call; `fd` is the
-    // open socket the caller borrows.
-    let ok = unsafe { libc::ioctl(fd, libc::TIOCOUTQ, &mut n) } == 0;
-    if ok {
-        n.max(0) as u64
-    } else {
-        0
-    }
-}
-
-#[cfg(not(target_os = "linux"))]
-pub(super) fn unsent(_fd: RawFd) -> u64 {
-    0
 }
 
 /// This connection's share of [`Stats::client_buffers`]: updated when its

@@ -11,6 +11,9 @@ pub mod snapshots;
 pub mod status;
 pub mod tls;
 
+use crate::cmd::registry::rename;
+use crate::cmd::registry::spec::Registry;
+use crate::cmd::registry::table::REGISTRY;
 use std::io;
 use std::net::SocketAddr;
 use std::sync::atomic::Ordering;
@@ -61,7 +64,7 @@ pub enum StartError {
     #[error("cluster: {0}")]
     Cluster(#[from] crate::cluster::TopologyError),
     #[error(transparent)]
-    Rename(#[from] crate::cmd::rename::RenameError),
+    Rename(#[from] crate::cmd::registry::rename::RenameError),
     #[error(transparent)]
     Snapshot(#[from] crate::store::snapshot::SnapshotError),
     #[error(transparent)]
@@ -305,8 +308,9 @@ pub async fn start(config: &Config, clock: Arc<dyn Clock>) -> Result<ServerHandl
                 .sum::<usize>()
         );
     }
-    let renames = crate::cmd::rename::build(&config.renames())?;
-    let catalog = crate::cmd::table::catalog();
+    let registry: &Registry = &REGISTRY;
+    let renames = rename::build(registry, &config.renames())?;
+    let catalog = registry.catalog();
     let mut state = State::new(config, password, clock.clone(), local, &catalog);
     state.cluster = topology;
     state.renames = renames;

@@ -15,7 +15,7 @@ use tokio_rustls::rustls::pki_types::ServerName;
 use tokio_rustls::TlsConnector;
 
 use crate::clients::ClientInfo;
-use crate::cmd::session::ReplicaHello;
+use crate::cmd::exec::session::ReplicaHello;
 use crate::protocol::{Decoder, Limits};
 use crate::replication::{self, Attached, Link, Resync, Role};
 use crate::state::State;
@@ -163,8 +163,7 @@ async fn watch(
         tick.tick().await;
         let behind =
             (state.store.effects.offset() + 1).saturating_sub(attached.pos.load(Ordering::Relaxed));
-        let unread =
-            copy.map_or(0, |c| c.pinned(attached.id)) + behind + super::connection::unsent(fd);
+        let unread = copy.map_or(0, |c| c.pinned(attached.id)) + behind + unsent(fd);
         if let Some(o) = replication::overrun(
             settings.output_limits().replica,
             settings.get(&settings.repl_timeout_secs),
@@ -688,4 +687,25 @@ pub async fn cron(state: Arc<State>, mut shutdown: watch::Receiver<bool>) {
             last_ping = tokio::time::Instant::now();
         }
     }
+}
+/// Bytes the kernel still holds for the client (sent but not acknowledged,
+/// or not sent yet): `SIOCOUTQ`. Read only when an output limit is set
+/// (a client's, or a replica's: `server/replication.rs`).
+#[cfg(target_os = "linux")]
+pub(super) fn unsent(fd: RawFd) -> u64 {
+    let mut n: libc::c_int = 0;
+    // SAFETY: TIOCOUTQ (SIOCOUTQ on a socket) writes one c_int through the
+    // pointer, which points at a local that outlives the call; `fd` is the
+    // open socket the caller borrows.
+    let ok = unsafe { libc::ioctl(fd, libc::TIOCOUTQ, &mut n) } == 0;
+    if ok {
+        n.max(0) as u64
+    } else {
+        0
+    }
+}
+
+#[cfg(not(target_os = "linux"))]
+pub(super) fn unsent(_fd: RawFd) -> u64 {
+    0
 }

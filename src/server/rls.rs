@@ -34,7 +34,7 @@ use tokio::net::{TcpListener, TcpStream};
 use tokio::sync::{watch, OwnedSemaphorePermit, Semaphore};
 use tokio::time::{Instant, Sleep};
 
-use crate::cmd::rls::{self, Code, Descriptor, Override};
+use crate::policy::rls::{self, Code, Descriptor, Override};
 use crate::state::State;
 use crate::stats::{Local, RlsOutcome};
 

@@ -117,7 +117,7 @@ pub fn json(state: &State, history: &History) -> String {
     let clients = state.clients.len().saturating_sub(repl.connected());
     json!({
         "version": env!("CARGO_PKG_VERSION"),
-        "redis_version": crate::REDIS_VERSION,
+        "redis_version": crate::protocol::REDIS_VERSION,
         "role": replication["role"],
         "uptime_seconds": state.started.elapsed().as_secs(),
         "decisions": {"allowed": allowed, "denied": denied},

@@ -56,7 +56,7 @@ pub struct Stats {
     transactions: [AtomicU64; TxOutcome::ALL.len()],
     /// Script runs ended, by [`ScriptOutcome`].
     scripts: [AtomicU64; ScriptOutcome::ALL.len()],
-    /// Script runs answered by the native catalogue (`cmd/native`), not
+    /// Script runs answered by the native catalogue (`cmd/script/native`), not
     /// the Lua VM; also counted in `scripts`.
     pub scripts_native: AtomicU64,
     /// Rate limit service calls answered, by [`RlsOutcome`].

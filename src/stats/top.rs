@@ -5,7 +5,9 @@
 //! Each kind of decision has one Space-Saving sketch (Metwally, Agrawal and
 //! El Abbadi, 2005) per stripe for the time since start, and a ring of
 //! [`SLICES`] + 1 sketches of `--top-window / SLICES` each for the recent
-//! window. The [`STRIPES`] stripes form one set per CPU (at most 8); a
+//! window; a decision updates its slice only, and a slice leaving the
+//! ring is added to the since-start sketch (a merge of summaries, whose
+//! error bounds add). The [`STRIPES`] stripes form one set per CPU (at most 8); a
 //! thread counts in its own set, where a key's stripe is chosen by its
 //! hash, and reading adds a key's counts across sets and slices. A sketch
 //! of `m` counters that has seen `N` decisions overstates a key's count by
@@ -150,8 +152,14 @@ impl Pending {
             let slice = n.at.0 / top.slice_ns;
             let sketches = &mut stripe.kinds[n.kind as usize];
             let entry = Entry::new(n.hash, n.policy, key, n.cut);
-            sketches.total.add(&entry, top.cap, 0);
-            sketches.slices[(slice % (SLICES as u64 + 1)) as usize].add(&entry, top.cap, slice);
+            let at = (slice % (SLICES as u64 + 1)) as usize;
+            let Sketches { total, slices } = sketches;
+            // A slice leaving the ring adds its counts to the since-start
+            // sketch first: one update a decision, not two.
+            if slices[at].epoch != slice && !slices[at].entries.is_empty() {
+                total.absorb(&slices[at], top.cap);
+            }
+            slices[at].add(&entry, 1, top.cap, slice);
         }
         drop(held);
         self.noted.clear();
@@ -228,7 +236,9 @@ struct Sketch {
 impl Sketch {
     /// Counts one decision of `e`'s key; a sketch of another slice is
     /// emptied first.
-    fn add(&mut self, e: &Entry, cap: usize, epoch: u64) {
+    /// Counts `n` decisions of `e`'s key (which may already be `e.err`
+    /// over).
+    fn add(&mut self, e: &Entry, n: u64, cap: usize, epoch: u64) {
         if self.index.is_empty() {
             self.entries.reserve_exact(cap);
             self.heap.reserve_exact(cap);
@@ -239,10 +249,11 @@ impl Sketch {
             self.clear();
             self.epoch = epoch;
         }
-        self.seen += 1;
+        self.seen += n;
         if let Some(i) = self.find(e.hash) {
             let h = self.place[i] as usize;
-            self.heap[h].0 += 1;
+            self.heap[h].0 += n;
+            self.entries[i].err += e.err;
             self.sift_down(h);
             return;
         }
@@ -250,7 +261,7 @@ impl Sketch {
             let i = self.entries.len();
             self.entries.push(*e);
             self.place.push(i as u32);
-            self.heap.push((1, i as u32));
+            self.heap.push((n, i as u32));
             self.insert(e.hash, i);
             self.sift_up(i);
             return;
@@ -260,10 +271,23 @@ impl Sketch {
         let (min, i) = self.heap[0];
         let i = i as usize;
         self.remove(self.entries[i].hash);
-        self.entries[i] = Entry { err: min, ..*e };
-        self.heap[0].0 = min + 1;
+        self.entries[i] = Entry {
+            err: min + e.err,
+            ..*e
+        };
+        self.heap[0].0 = min + n;
         self.insert(e.hash, i);
         self.sift_down(0);
+    }
+
+    /// Adds another sketch's counts (a merge of Space-Saving summaries:
+    /// the error bounds add, Agarwal et al., 2012), keeping `seen` whole.
+    fn absorb(&mut self, other: &Sketch, cap: usize) {
+        let seen = self.seen + other.seen;
+        for (e, count) in other.counted() {
+            self.add(e, count, cap, self.epoch);
+        }
+        self.seen = seen;
     }
 
     fn clear(&mut self) {
@@ -489,7 +513,11 @@ impl Top {
             let stripe = stripe.lock();
             let sketches = &stripe.kinds[kind as usize];
             let live: Vec<&Sketch> = match period {
-                Period::All => vec![&sketches.total],
+                // Every slice still in the ring has not been added to the
+                // total yet.
+                Period::All => std::iter::once(&sketches.total)
+                    .chain(sketches.slices.iter())
+                    .collect(),
                 Period::Recent(ns) => {
                     let first = self.first_slice(ns, current);
                     sketches
@@ -528,7 +556,7 @@ impl Top {
                 let s = s.lock();
                 let sk = &s.kinds[kind as usize];
                 match period {
-                    Period::All => sk.total.seen,
+                    Period::All => sk.total.seen + sk.slices.iter().map(|s| s.seen).sum::<u64>(),
                     Period::Recent(ns) => {
                         let first = self.first_slice(ns, current);
                         sk.slices
@@ -653,6 +681,27 @@ mod tests {
                 .len(),
             2
         );
+    }
+
+    #[test]
+    fn slices_leaving_the_ring_are_kept_in_the_total() {
+        let top = Top::new(64, Duration::from_secs(60));
+        for slice in 0..20 {
+            note_n(&top, Kind::Allowed, b"k", 2, slice * 10 * SEC);
+            note_n(
+                &top,
+                Kind::Allowed,
+                format!("once{slice}").as_bytes(),
+                1,
+                slice * 10 * SEC,
+            );
+        }
+        let now = Nanos(195 * SEC);
+        let all = top.read(Kind::Allowed, 1, None, Period::All, now);
+        assert_eq!((all[0].key.as_slice(), all[0].count), (&b"k"[..], 40));
+        assert_eq!(top.seen(Kind::Allowed, Period::All, now), 60);
+        let recent = top.read(Kind::Allowed, 1, None, Period::Recent(60 * SEC), now);
+        assert_eq!(recent[0].count, 14, "six slices back and the current one");
     }
 
     #[test]

@@ -1,6 +1,6 @@
 //! `bit`: LuaBitOp's functions over 32-bit integers.
 
-use super::*;
+use super::args::*;
 
 /// LuaBitOp's argument conversion: the number rounded to an integer,
 /// then wrapped to 32 bits.

@@ -1,6 +1,6 @@
 //! `cjson`: lua-cjson's encoder, decoder and settings.
 
-use super::*;
+use super::args::*;
 
 /// lua-cjson's settings, as its configuration functions
 /// (`cjson.encode_max_depth(n)` and the rest) set and answer them. Redis

@@ -1,6 +1,6 @@
 //! `cmsgpack`: lua-cmsgpack's `pack` and `unpack`.
 
-use super::*;
+use super::args::*;
 
 const MSGPACK_MAX_NESTING: usize = 16;
 

@@ -1,7 +1,7 @@
 //! `struct`: Roberto Ierusalimschy's binary packing (`pack`, `unpack`,
 //! `size`).
 
-use super::*;
+use super::args::*;
 
 struct Fmt<'a> {
     f: &'a [u8],

@@ -1,0 +1,578 @@
+//! CONFIG GET / SET / RESETSTAT / HELP over the settings `CONFIG SET` may
+//! change at run time (`state::Settings`) and a few read-only facts clients
+//! ask for (redis-benchmark reads `save` and `appendonly` at start).
+
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+
+use super::{error::show, CmdError, Ctx};
+use crate::config::{parse_memory, OutputLimits, REPL_BACKLOG_RANGE, REPL_TIMEOUT_RANGE};
+use crate::glob;
+use crate::protocol::Request;
+use crate::state::{Settings, State};
+
+enum Kind {
+    /// A number in a `Settings` atomic; sizes accept memory units. Values
+    /// outside Redis's range for it are refused as Redis refuses them (a
+    /// `proto-max-bulk-len` of 0 would lock every client out).
+    Number {
+        field: fn(&Settings) -> &AtomicU64,
+        memory: bool,
+        min: i64,
+        max: i64,
+    },
+    Password,
+    /// A yes/no setting.
+    Flag(fn(&Settings) -> &AtomicBool),
+    /// `maxmemory-policy`.
+    Policy,
+    /// `client-output-buffer-limit`: the classes' limits.
+    OutputLimits,
+    /// A text setting; empty is none.
+    Text(fn(&Settings) -> &parking_lot::RwLock<Option<String>>),
+    ReadOnly(fn(&State) -> String),
+}
+
+struct Param {
+    name: &'static str,
+    kind: Kind,
+}
+
+const PARAMS: &[Param] = &[
+    Param {
+        name: "appendonly",
+        kind: Kind::ReadOnly(|_| "no".into()),
+    },
+    Param {
+        name: "bind",
+        kind: Kind::ReadOnly(|s| s.settings.bind.clone()),
+    },
+    Param {
+        name: "busy-reply-threshold",
+        kind: Kind::Number {
+            field: |s| &s.lua_time_limit_ms,
+            memory: false,
+            min: 0,
+            max: i64::MAX,
+        },
+    },
+    Param {
+        name: "client-output-buffer-limit",
+        kind: Kind::OutputLimits,
+    },
+    Param {
+        name: "client-query-buffer-limit",
+        kind: Kind::Number {
+            field: |s| &s.client_query_buffer_limit,
+            memory: true,
+            min: 1024 * 1024,
+            max: i64::MAX,
+        },
+    },
+    Param {
+        name: "databases",
+        kind: Kind::ReadOnly(|_| "1".into()),
+    },
+    Param {
+        name: "lua-time-limit",
+        kind: Kind::Number {
+            field: |s| &s.lua_time_limit_ms,
+            memory: false,
+            min: 0,
+            max: i64::MAX,
+        },
+    },
+    Param {
+        name: "masterauth",
+        kind: Kind::Text(|s| &s.masterauth),
+    },
+    Param {
+        name: "masteruser",
+        kind: Kind::Text(|s| &s.masteruser),
+    },
+    Param {
+        name: "maxclients",
+        kind: Kind::Number {
+            field: |s| &s.maxclients,
+            memory: false,
+            min: 1,
+            max: u32::MAX as i64,
+        },
+    },
+    Param {
+        name: "maxmemory",
+        kind: Kind::Number {
+            field: |s| &s.maxmemory,
+            memory: true,
+            min: 0,
+            max: i64::MAX,
+        },
+    },
+    Param {
+        name: "maxmemory-policy",
+        kind: Kind::Policy,
+    },
+    Param {
+        name: "policies-max-file-size",
+        kind: Kind::Number {
+            field: |s| &s.policies_max_file_size,
+            memory: true,
+            min: 1,
+            max: i64::MAX,
+        },
+    },
+    Param {
+        name: "port",
+        kind: Kind::ReadOnly(|s| s.addr.port().to_string()),
+    },
+    Param {
+        name: "protected-mode",
+        kind: Kind::Flag(|s| &s.protected_mode),
+    },
+    Param {
+        name: "proto-max-bulk-len",
+        kind: Kind::Number {
+            field: |s| &s.proto_max_bulk_len,
+            memory: true,
+            min: 1024 * 1024,
+            max: i64::MAX,
+        },
+    },
+    Param {
+        name: "repl-backlog-size",
+        kind: Kind::Number {
+            field: |s| &s.repl_backlog_size,
+            memory: true,
+            min: REPL_BACKLOG_RANGE.0,
+            max: REPL_BACKLOG_RANGE.1,
+        },
+    },
+    Param {
+        name: "repl-timeout",
+        kind: Kind::Number {
+            field: |s| &s.repl_timeout_secs,
+            memory: false,
+            min: REPL_TIMEOUT_RANGE.0,
+            max: REPL_TIMEOUT_RANGE.1,
+        },
+    },
+    Param {
+        name: "repl-ping-replica-period",
+        kind: Kind::Number {
+            field: |s| &s.repl_ping_replica_period,
+            memory: false,
+            min: 1,
+            max: i32::MAX as i64,
+        },
+    },
+    Param {
+        name: "replica-announce-ip",
+        kind: Kind::Text(|s| &s.replica_announce_ip),
+    },
+    Param {
+        name: "replica-announce-port",
+        kind: Kind::Number {
+            field: |s| &s.replica_announce_port,
+            memory: false,
+            min: 0,
+            max: 65535,
+        },
+    },
+    Param {
+        name: "replica-priority",
+        kind: Kind::Number {
+            field: |s| &s.replica_priority,
+            memory: false,
+            min: 0,
+            max: i32::MAX as i64,
+        },
+    },
+    Param {
+        name: "replicaof",
+        kind: Kind::ReadOnly(|s| match s.replication.role() {
+            crate::replication::Role::Primary => String::new(),
+            crate::replication::Role::Replica { host, port } => format!("{host} {port}"),
+        }),
+    },
+    Param {
+        name: "requirepass",
+        kind: Kind::Password,
+    },
+    Param {
+        name: "rls-handshake-timeout",
+        kind: Kind::Number {
+            field: |s| &s.rls_handshake_timeout_ms,
+            memory: false,
+            min: 1,
+            max: i32::MAX as i64,
+        },
+    },
+    Param {
+        name: "rls-idle-timeout",
+        kind: Kind::Number {
+            field: |s| &s.rls_idle_timeout_ms,
+            memory: false,
+            min: 0,
+            max: i32::MAX as i64,
+        },
+    },
+    Param {
+        name: "rls-max-concurrent-streams",
+        kind: Kind::ReadOnly(|s| s.settings.rls_max_concurrent_streams.to_string()),
+    },
+    Param {
+        name: "rls-max-message-size",
+        kind: Kind::ReadOnly(|s| s.settings.rls_max_message_size.to_string()),
+    },
+    Param {
+        name: "rls-maxclients",
+        kind: Kind::Number {
+            field: |s| &s.rls_maxclients,
+            memory: false,
+            min: 1,
+            max: u32::MAX as i64,
+        },
+    },
+    Param {
+        name: "save",
+        // Redis's "<seconds> <changes>": with --snapshot, a snapshot
+        // follows any change within the interval.
+        kind: Kind::ReadOnly(|s| {
+            s.persist.as_ref().map_or(String::new(), |p| {
+                format!("{} 1", p.interval().as_secs().max(1))
+            })
+        }),
+    },
+    Param {
+        name: "scripts-native",
+        kind: Kind::Flag(|s| &s.scripts_native),
+    },
+    Param {
+        name: "tls-port",
+        kind: Kind::ReadOnly(|s| s.tls_port.unwrap_or(0).to_string()),
+    },
+    Param {
+        name: "top-keys",
+        kind: Kind::ReadOnly(|s| s.stats.top.keys().to_string()),
+    },
+    Param {
+        name: "top-window",
+        kind: Kind::ReadOnly(|s| (s.stats.top.window_ns() / 1_000_000_000).to_string()),
+    },
+    Param {
+        name: "timeout",
+        kind: Kind::Number {
+            field: |s| &s.timeout_secs,
+            memory: false,
+            min: 0,
+            max: i32::MAX as i64,
+        },
+    },
+];
+
+fn value_of(state: &State, p: &Param) -> String {
+    match &p.kind {
+        Kind::ReadOnly(f) => f(state),
+        _ => setting(&state.settings, p).unwrap_or_default(),
+    }
+}
+
+/// The value of a setting `CONFIG SET` may change (`None` for the rest).
+fn setting(settings: &Settings, p: &Param) -> Option<String> {
+    Some(match &p.kind {
+        Kind::Number { field, .. } => field(settings).load(Ordering::Relaxed).to_string(),
+        Kind::Password => settings
+            .password()
+            .map(|p| String::from_utf8_lossy(&p).into_owned())
+            .unwrap_or_default(),
+        Kind::Flag(field) => match field(settings).load(Ordering::Relaxed) {
+            true => "yes".into(),
+            false => "no".into(),
+        },
+        Kind::Policy => settings.policy().name().into(),
+        Kind::OutputLimits => settings.output_limits().to_string(),
+        Kind::Text(field) => field(settings).read().clone().unwrap_or_default(),
+        Kind::ReadOnly(_) => return None,
+    })
+}
+
+/// ```text
+/// CONFIG REWRITE
+/// ```
+/// Writes the settings in force back to the `--config` file, as Redis
+/// rewrites redis.conf: a key the file has is updated, a setting away from
+/// its default is added, the rest of the file (comments, order, settings
+/// `CONFIG SET` cannot change) is kept. `replicaof` follows the role
+/// (Sentinel rewrites it at every failover). The file is replaced whole,
+/// by rename, so a crash leaves the old one.
+pub fn rewrite(ctx: &mut Ctx<'_>, _req: &Request<'_>) -> Result<(), CmdError> {
+    let state = ctx.state;
+    let Some(path) = &state.config_file else {
+        return Err(CmdError::err("The server is running without a config file"));
+    };
+    let failed = |e: &dyn std::fmt::Display| {
+        tracing::warn!(path = %path.display(), error = %e, "CONFIG REWRITE failed");
+        CmdError::err(format!("Rewriting config file: {e}"))
+    };
+    let text = match std::fs::read_to_string(path) {
+        Ok(t) => t,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => String::new(),
+        Err(e) => return Err(failed(&e)),
+    };
+    let mut doc: toml_edit::DocumentMut = text.parse().map_err(|e| failed(&e))?;
+    let defaults = Settings::new(&crate::config::Config::default(), None);
+    for p in PARAMS {
+        let (live, default) = match &p.kind {
+            Kind::ReadOnly(_) if p.name == "replicaof" => (
+                match state.replication.role() {
+                    crate::replication::Role::Primary => String::new(),
+                    crate::replication::Role::Replica { host, port } => {
+                        format!("{host}:{port}")
+                    }
+                },
+                String::new(),
+            ),
+            Kind::ReadOnly(_) => continue,
+            Kind::Password if state.password_from_file => continue,
+            _ => (
+                setting(&state.settings, p).unwrap_or_default(),
+                setting(&defaults, p).unwrap_or_default(),
+            ),
+        };
+        if !doc.contains_key(p.name) && live == default {
+            continue;
+        }
+        // A value the file already says, in its own words ("1gb"), stays.
+        let said = doc.get(p.name).and_then(|v| match v.as_value()? {
+            toml_edit::Value::String(s) => Some(s.value().clone()),
+            toml_edit::Value::Integer(n) => Some(n.value().to_string()),
+            toml_edit::Value::Boolean(b) => Some(if *b.value() { "yes" } else { "no" }.into()),
+            _ => None,
+        });
+        let same = said.is_some_and(|said| match &p.kind {
+            Kind::Number { memory: true, .. } => {
+                parse_memory(&said).is_ok_and(|n| n.to_string() == live)
+            }
+            Kind::OutputLimits => OutputLimits::parse(&said) == OutputLimits::parse(&live),
+            _ => said == live,
+        });
+        if same {
+            continue;
+        }
+        let text_kind = matches!(p.kind, Kind::Password | Kind::Text(_) | Kind::ReadOnly(_));
+        if text_kind && live.is_empty() {
+            doc.remove(p.name);
+            continue;
+        }
+        doc[p.name] = match (&p.kind, live.parse::<i64>()) {
+            (Kind::Number { .. }, Ok(n)) => toml_edit::value(n),
+            (Kind::Flag(_), _) => toml_edit::value(live == "yes"),
+            _ => toml_edit::value(live),
+        };
+    }
+    let mut text = doc.to_string();
+    if !text.ends_with('\n') {
+        text.push('\n');
+    }
+    let tmp = path.with_extension("rewrite.tmp");
+    std::fs::write(&tmp, text)
+        .and_then(|()| std::fs::rename(&tmp, path))
+        .map_err(|e| {
+            let _ = std::fs::remove_file(&tmp);
+            failed(&e)
+        })?;
+    tracing::info!(path = %path.display(), "CONFIG REWRITE executed with success");
+    ctx.out.ok();
+    Ok(())
+}
+
+/// ```text
+/// CONFIG GET parameter [parameter ...]
+/// ```
+pub fn get(ctx: &mut Ctx<'_>, req: &Request<'_>) -> Result<(), CmdError> {
+    let mut found: Vec<&Param> = Vec::new();
+    for pattern in req.args().skip(2) {
+        let pattern = pattern.to_ascii_lowercase();
+        for p in PARAMS {
+            if glob::matches(&pattern, p.name.as_bytes()) && !found.iter().any(|f| f.name == p.name)
+            {
+                found.push(p);
+            }
+        }
+    }
+    ctx.out.map(found.len());
+    for p in found {
+        ctx.out.bulk_str(p.name);
+        ctx.out.bulk_str(&value_of(ctx.state, p));
+    }
+    Ok(())
+}
+
+/// ```text
+/// CONFIG SET parameter value [parameter value ...]
+/// ```
+/// All-or-nothing: every pair is checked before any is applied.
+pub fn set(ctx: &mut Ctx<'_>, req: &Request<'_>) -> Result<(), CmdError> {
+    if !req.len().is_multiple_of(2) {
+        return Err(CmdError::err(format!(
+            "Unknown option or number of arguments for CONFIG SET - '{}'",
+            show(req.arg(req.len() - 1))
+        )));
+    }
+    enum Change<'a> {
+        Number(&'a AtomicU64, u64),
+        Flag(&'a AtomicBool, bool),
+        Policy(u8),
+        OutputLimits(OutputLimits),
+        Password(&'a [u8]),
+        Text(&'a parking_lot::RwLock<Option<String>>, Option<String>),
+    }
+    let mut changes = Vec::new();
+    for i in (2..req.len()).step_by(2) {
+        let (name, value) = (req.arg(i), req.arg(i + 1));
+        let Some(p) = PARAMS
+            .iter()
+            .find(|p| p.name.as_bytes().eq_ignore_ascii_case(name))
+        else {
+            return Err(CmdError::err(format!(
+                "Unknown option or number of arguments for CONFIG SET - '{}'",
+                show(name)
+            )));
+        };
+        let failed = |why: &str| {
+            CmdError::err(format!(
+                "CONFIG SET failed (possibly related to argument '{}') - {why}",
+                p.name
+            ))
+        };
+        changes.push(match &p.kind {
+            Kind::ReadOnly(_) => return Err(failed("can't set immutable config")),
+            Kind::Password => Change::Password(value),
+            Kind::Text(field) => Change::Text(
+                field(&ctx.state.settings),
+                (!value.is_empty()).then(|| String::from_utf8_lossy(value).into_owned()),
+            ),
+            Kind::Flag(field) => {
+                let text = std::str::from_utf8(value).unwrap_or("");
+                let b = crate::config::parse_yes_no(text)
+                    .map_err(|_| failed("argument must be 'yes' or 'no'"))?;
+                Change::Flag(field(&ctx.state.settings), b)
+            }
+            Kind::Policy => {
+                let text = std::str::from_utf8(value).unwrap_or("");
+                let p = crate::config::MaxmemoryPolicy::parse(text).map_err(|_| {
+                    failed("argument(s) must be one of the following: noeviction, volatile-ttl")
+                })?;
+                Change::Policy(p.index())
+            }
+            Kind::OutputLimits => {
+                let text = std::str::from_utf8(value).unwrap_or("");
+                let limits = ctx.state.settings.output_limits();
+                Change::OutputLimits(limits.with(text).map_err(|e| failed(&e.to_string()))?)
+            }
+            Kind::Number {
+                field,
+                memory,
+                min,
+                max,
+            } => {
+                let text = std::str::from_utf8(value).unwrap_or("");
+                let n: i128 = if *memory {
+                    parse_memory(text).map_err(|_| failed("argument must be a memory value"))?
+                        as i128
+                } else {
+                    text.parse::<i64>()
+                        .map_err(|_| failed("argument couldn't be parsed into an integer"))?
+                        as i128
+                };
+                crate::config::check_range(n, (*min, *max)).map_err(|e| failed(&e))?;
+                Change::Number(field(&ctx.state.settings), n as u64)
+            }
+        });
+    }
+    for c in changes {
+        match c {
+            Change::Number(field, n) => field.store(n, Ordering::Relaxed),
+            Change::Flag(field, b) => field.store(b, Ordering::Relaxed),
+            Change::Policy(i) => ctx
+                .state
+                .settings
+                .maxmemory_policy
+                .store(i, Ordering::Relaxed),
+            Change::OutputLimits(l) => ctx.state.settings.set_output_limits(l),
+            Change::Password(p) => ctx.state.settings.set_password(Some(p)),
+            Change::Text(field, v) => *field.write() = v,
+        }
+    }
+    ctx.out.ok();
+    Ok(())
+}
+
+/// ```text
+/// CONFIG RESETSTAT
+/// ```
+pub fn resetstat(ctx: &mut Ctx<'_>, _req: &Request<'_>) -> Result<(), CmdError> {
+    ctx.state.stats.reset();
+    ctx.out.ok();
+    Ok(())
+}
+
+/// ```text
+/// CONFIG HELP
+/// ```
+pub fn help(ctx: &mut Ctx<'_>, _req: &Request<'_>) -> Result<(), CmdError> {
+    crate::cmd::registry::help::write_help(
+        ctx,
+        "CONFIG",
+        &[
+            "GET <pattern>",
+            "    Return parameters matching the glob-like <pattern> and their values.",
+            "SET <directive> <value>",
+            "    Set the configuration <directive> to <value>.",
+            "RESETSTAT",
+            "    Reset statistics reported by the INFO command.",
+            "REWRITE",
+            "    Rewrite the configuration file.",
+        ],
+    );
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use clap::CommandFactory;
+
+    /// Parameters Redis clients read that are not Turnstile flags:
+    /// redis.conf names with a fixed answer, and Redis 7's new name for
+    /// `lua-time-limit`.
+    const NOT_FLAGS: &[&str] = &["appendonly", "databases", "save", "busy-reply-threshold"];
+
+    /// A `CONFIG` parameter is the flag of the same name (and the config
+    /// file's key): one name per setting, wherever it is set.
+    #[test]
+    fn every_parameter_is_named_as_its_flag() {
+        let cli = crate::config::Cli::command();
+        let flags: Vec<&str> = cli.get_arguments().filter_map(|a| a.get_long()).collect();
+        for p in PARAMS {
+            if NOT_FLAGS.contains(&p.name) {
+                assert!(
+                    !flags.contains(&p.name),
+                    "{} is a flag now: take it off NOT_FLAGS",
+                    p.name
+                );
+                continue;
+            }
+            assert!(
+                flags.contains(&p.name),
+                "CONFIG {} has no --{0} flag",
+                p.name
+            );
+        }
+        let mut names: Vec<&str> = PARAMS.iter().map(|p| p.name).collect();
+        names.sort_unstable();
+        assert!(
+            names.windows(2).all(|w| w[0] < w[1]),
+            "CONFIG parameters are listed once each, in order: {names:?}"
+        );
+    }
+}

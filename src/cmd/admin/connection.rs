@@ -1,0 +1,196 @@
+//! Connection commands: PING, ECHO, HELLO, AUTH, SELECT, QUIT, RESET.
+
+use std::sync::atomic::Ordering;
+
+use super::args::{int, is, Cursor};
+use super::{CmdError, Ctx};
+use crate::protocol::{Protocol, Request};
+
+/// ```text
+/// PING [message]
+/// ```
+pub fn ping(ctx: &mut Ctx<'_>, req: &Request<'_>) -> Result<(), CmdError> {
+    // A RESP2 subscriber's replies share the stream with its messages:
+    // Redis answers it with an array.
+    if ctx.session.subscriptions() > 0 && ctx.out.proto == Protocol::Resp2 {
+        if req.len() > 2 {
+            return Err(CmdError::WrongArity("ping".into()));
+        }
+        ctx.out.array(2);
+        ctx.out.bulk(b"pong");
+        ctx.out.bulk(if req.len() == 2 { req.arg(1) } else { b"" });
+        return Ok(());
+    }
+    match req.len() {
+        1 => ctx.out.simple("PONG"),
+        2 => ctx.out.bulk(req.arg(1)),
+        _ => return Err(CmdError::WrongArity("ping".into())),
+    }
+    Ok(())
+}
+
+/// ```text
+/// ECHO message
+/// ```
+pub fn echo(ctx: &mut Ctx<'_>, req: &Request<'_>) -> Result<(), CmdError> {
+    ctx.out.bulk(req.arg(1));
+    Ok(())
+}
+
+/// Checks a password against `requirepass` in constant time, so the reply
+/// time says nothing about how much of a guess was right, nor about the
+/// password's length.
+fn check_password(ctx: &mut Ctx<'_>, user: Option<&[u8]>, pass: &[u8]) -> Result<(), CmdError> {
+    let Some(pass_ok) = ctx.state.settings.password_matches(pass) else {
+        if user.is_none() {
+            return Err(CmdError::err(
+                "AUTH <password> called without any password configured for the default user. Are you sure your configuration is correct?",
+            ));
+        }
+        // With no password, the default user accepts any password.
+        return if user.is_some_and(|u| u == b"default") {
+            Ok(())
+        } else {
+            Err(CmdError::WrongPass)
+        };
+    };
+    let user_ok = user.is_none_or(|u| u == b"default");
+    if user_ok && pass_ok {
+        ctx.session.authenticated = true;
+        Ok(())
+    } else {
+        crate::state::Stats::add(&ctx.state.stats.auth_failures, 1);
+        Err(CmdError::WrongPass)
+    }
+}
+
+/// ```text
+/// AUTH [username] password
+/// ```
+pub fn auth(ctx: &mut Ctx<'_>, req: &Request<'_>) -> Result<(), CmdError> {
+    match req.len() {
+        2 => check_password(ctx, None, req.arg(1))?,
+        3 => check_password(ctx, Some(req.arg(1)), req.arg(2))?,
+        _ => return Err(CmdError::Syntax),
+    }
+    ctx.out.ok();
+    Ok(())
+}
+
+/// ```text
+/// HELLO [protover [AUTH username password] [SETNAME clientname]]
+/// ```
+pub fn hello(ctx: &mut Ctx<'_>, req: &Request<'_>) -> Result<(), CmdError> {
+    let mut proto = ctx.out.proto;
+    if req.len() >= 2 {
+        proto = match int(req, 1) {
+            Ok(2) => Protocol::Resp2,
+            Ok(3) => Protocol::Resp3,
+            Ok(_) => {
+                return Err(CmdError::Prefixed(
+                    "NOPROTO unsupported protocol version".into(),
+                ))
+            }
+            Err(_) => {
+                return Err(CmdError::err(
+                    "Protocol version is not an integer or out of range",
+                ))
+            }
+        };
+    }
+    let mut name = None;
+    let mut c = Cursor::new(req, 2);
+    while let Some(opt) = c.next() {
+        let more = req.len() - c.position();
+        if is(opt, "AUTH") && more >= 2 {
+            let (user, pass) = (c.next_required()?, c.next_required()?);
+            check_password(ctx, Some(user), pass)?;
+        } else if is(opt, "SETNAME") && more >= 1 {
+            let given = c.next_required()?;
+            super::client::validate_name(given)?;
+            name = Some(given);
+        } else {
+            return Err(CmdError::err(format!(
+                "Syntax error in HELLO option '{}'",
+                super::error::show(opt)
+            )));
+        }
+    }
+    if !ctx.session.authenticated {
+        return Err(CmdError::Prefixed(
+            "NOAUTH HELLO must be called with the client already authenticated, otherwise the HELLO <proto> AUTH <user> <pass> option can be used to authenticate the client and select the RESP protocol version at the same time".into(),
+        ));
+    }
+    if let Some(name) = name {
+        *ctx.session.info.name.lock() = (!name.is_empty()).then(|| name.into());
+    }
+    ctx.out.proto = proto;
+    ctx.session
+        .info
+        .resp
+        .store(proto.version() as u8, Ordering::Relaxed);
+    let out = &mut *ctx.out;
+    out.map(7);
+    out.bulk_str("server");
+    out.bulk_str("redis");
+    out.bulk_str("version");
+    out.bulk_str(crate::protocol::REDIS_VERSION);
+    out.bulk_str("proto");
+    out.int(proto.version());
+    out.bulk_str("id");
+    out.int(ctx.session.info.id as i64);
+    out.bulk_str("mode");
+    out.bulk_str("standalone");
+    out.bulk_str("role");
+    out.bulk_str("master");
+    out.bulk_str("modules");
+    out.array(0);
+    Ok(())
+}
+
+/// ```text
+/// SELECT index
+/// ```
+/// Only database 0 exists: a limiter has no use for numbered databases.
+pub fn select(ctx: &mut Ctx<'_>, req: &Request<'_>) -> Result<(), CmdError> {
+    match int(req, 1) {
+        Ok(0) => {
+            ctx.out.ok();
+            Ok(())
+        }
+        Ok(_) => Err(CmdError::err("DB index is out of range")),
+        Err(_) => Err(CmdError::NotInteger),
+    }
+}
+
+/// ```text
+/// QUIT
+/// ```
+pub fn quit(ctx: &mut Ctx<'_>, _req: &Request<'_>) -> Result<(), CmdError> {
+    ctx.out.ok();
+    ctx.session.close_after_reply = true;
+    Ok(())
+}
+
+/// ```text
+/// RESET
+/// ```
+/// Back to a fresh connection: RESP2, no name, and (with a password set)
+/// not authenticated.
+pub fn reset(ctx: &mut Ctx<'_>, _req: &Request<'_>) -> Result<(), CmdError> {
+    ctx.out.proto = Protocol::Resp2;
+    ctx.session.info.resp.store(2, Ordering::Relaxed);
+    *ctx.session.info.name.lock() = None;
+    ctx.session.authenticated = ctx.state.settings.password().is_none();
+    // Discards a transaction and unwatches, as Redis's RESET does.
+    if ctx.session.tx.in_multi() {
+        ctx.state
+            .stats
+            .transaction(crate::stats::TxOutcome::Discarded);
+    }
+    ctx.session.tx.clear(&ctx.state.store);
+    super::pubsub::forget(ctx.state, ctx.session);
+    ctx.session.readonly = false;
+    ctx.out.simple("RESET");
+    Ok(())
+}

@@ -1,0 +1,15 @@
+//! Commands that run the server rather than reach keys: connection,
+//! client, config, server, command, cluster, replication, snapshot and
+//! Pub/Sub.
+
+pub mod client;
+pub mod cluster;
+pub mod command;
+pub mod config;
+pub mod connection;
+pub mod pubsub;
+pub mod replication;
+pub mod server;
+pub mod snapshot;
+
+use super::{args, error, CmdError, CommandSpec, Ctx, Flags};

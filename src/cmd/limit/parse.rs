@@ -1,0 +1,406 @@
+//! Parsing limiter arguments into validated types, before anything runs:
+//! a bad argument is an `ERR` and changes nothing.
+
+use std::num::NonZeroU64;
+
+use super::args::{is, ArgList, Cursor};
+use super::{error::show, CmdError};
+use crate::limiter::lease::MAX_UNITS;
+use crate::limiter::Algorithm;
+pub use crate::limiter::LimitSpec;
+use crate::protocol::Request;
+use crate::util::parse_i64;
+
+/// `RL.ALLOW` / `RL.PEEK`: one key, one limit, one cost.
+#[derive(Debug, Clone, Copy)]
+pub struct AllowRequest<'a> {
+    pub key: &'a [u8],
+    pub spec: LimitSpec,
+    pub cost: u64,
+}
+
+/// One clause of `RL.ALLOWMANY`.
+#[derive(Debug, Clone, Copy)]
+pub enum Clause {
+    /// `LIMIT key limit period [ALGO ...]`: a rate limit.
+    Limit(LimitSpec),
+    /// `LEASE key limit ttl`: a concurrency limit (`RL.ACQUIRE`'s).
+    Lease { limit: u64, ttl: u64 },
+}
+
+/// `RL.ALLOWMANY`: several (key, clause) pairs, one cost, and the lease
+/// id its `LEASE` clauses take (`ID`, or the server's).
+#[derive(Debug, Clone)]
+pub struct ManyRequest<'a> {
+    pub clauses: Vec<(&'a [u8], Clause)>,
+    pub cost: u64,
+    pub id: Option<&'a [u8]>,
+}
+
+/// A positive integer argument, named in the error.
+pub fn positive(arg: &[u8], what: &str) -> Result<u64, CmdError> {
+    match parse_i64(arg) {
+        Some(n) if n > 0 => Ok(n as u64),
+        _ => Err(CmdError::err(format!("{what} must be a positive integer"))),
+    }
+}
+
+/// A duration: an integer number of seconds, or an integer with a unit
+/// (`250ms`, `10s`, `15m`, `1h`, `1d`). Returns nanoseconds, positive and
+/// checked against overflow.
+pub fn duration(arg: &[u8], what: &str) -> Result<u64, CmdError> {
+    use crate::util::DurationError;
+    crate::util::parse_duration(arg).map_err(|e| match e {
+        DurationError::Invalid => CmdError::err(format!(
+            "invalid {what} '{}': use whole seconds or a whole number with ms, s, m, h or d",
+            show(arg)
+        )),
+        DurationError::Zero => CmdError::err(format!("{what} must be positive")),
+        DurationError::OutOfRange => CmdError::err(format!("{what} is out of range")),
+    })
+}
+
+/// Options that may follow a limit, each at most once.
+#[derive(Debug, Default)]
+struct Options {
+    algo: Option<Algorithm>,
+    cost: Option<u64>,
+    burst: Option<u64>,
+    precision: Option<u64>,
+}
+
+/// How much of the grammar a walk checks: everything (the parser), or
+/// only its structure (the key finder, which must report keys wherever
+/// they are, whatever the values say).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Check {
+    Values,
+    Structure,
+}
+
+/// Reads `NAME value` options until the end or (when `stop_at_limit`) the
+/// next `LIMIT`.
+fn options<A: ArgList + ?Sized>(
+    c: &mut Cursor<'_, A>,
+    stop_at_limit: bool,
+    allow_cost: bool,
+    check: Check,
+) -> Result<Options, CmdError> {
+    let mut o = Options::default();
+    while let Some(name) = c.peek() {
+        if stop_at_limit && (is(name, "LIMIT") || is(name, "LEASE")) {
+            break;
+        }
+        let known = ["ALGO", "COST", "BURST", "PRECISION"]
+            .into_iter()
+            .find(|k| is(name, k) && (allow_cost || *k != "COST"));
+        let Some(known) = known else {
+            // An algorithm's name alone is the usual slip.
+            if Algorithm::parse(name).is_some() {
+                return Err(CmdError::err(format!(
+                    "unknown option '{}': did you mean ALGO {}?",
+                    show(name),
+                    show(name).to_ascii_lowercase()
+                )));
+            }
+            return Err(CmdError::err(format!("unknown option '{}'", show(name))));
+        };
+        c.next();
+        let value = c.value_for(known)?;
+        if check == Check::Structure {
+            continue;
+        }
+        let twice = || CmdError::err(format!("option {known} given twice"));
+        match known {
+            "ALGO" => {
+                let a = Algorithm::parse(value).ok_or_else(|| {
+                    CmdError::err(format!(
+                        "unknown ALGO '{}': use window, log, gcra or fixed",
+                        show(value)
+                    ))
+                })?;
+                if o.algo.replace(a).is_some() {
+                    return Err(twice());
+                }
+            }
+            "COST" => {
+                if o.cost.replace(positive(value, "COST")?).is_some() {
+                    return Err(twice());
+                }
+            }
+            "BURST" => {
+                if o.burst.replace(positive(value, "BURST")?).is_some() {
+                    return Err(twice());
+                }
+            }
+            _ => {
+                if o.precision.replace(duration(value, "PRECISION")?).is_some() {
+                    return Err(twice());
+                }
+            }
+        }
+    }
+    Ok(o)
+}
+
+/// `key limit period` then options, at the cursor: the key, and (checking
+/// values) a validated limit and its `COST`. The walk's one grammar.
+#[allow(clippy::type_complexity)]
+fn limit<'a, A: ArgList + ?Sized>(
+    c: &mut Cursor<'a, A>,
+    stop_at_limit: bool,
+    allow_cost: bool,
+    check: Check,
+) -> Result<(&'a [u8], Option<(LimitSpec, Option<u64>)>), CmdError> {
+    let (Some(key), Some(limit), Some(period)) = (c.next(), c.next(), c.next()) else {
+        return Err(CmdError::Syntax);
+    };
+    if check == Check::Structure {
+        options(c, stop_at_limit, allow_cost, check)?;
+        return Ok((key, None));
+    }
+    let limit = positive(limit, "limit")?;
+    let period = duration(period, "period")?;
+    let o = options(c, stop_at_limit, allow_cost, check)?;
+    let nz = |n: u64| NonZeroU64::new(n).expect("validated positive");
+    let spec = LimitSpec::new(
+        o.algo.unwrap_or_default(),
+        nz(limit),
+        nz(period),
+        o.burst.map(nz),
+        o.precision.map(nz),
+    )
+    .map_err(|e| CmdError::err(e.to_string()))?;
+    Ok((key, Some((spec, o.cost))))
+}
+
+/// A cost that can never fit is an error, not an eternal "retry later".
+pub fn check_cost(spec: &LimitSpec, cost: u64) -> Result<(), CmdError> {
+    let capacity = spec.capacity();
+    if cost > capacity {
+        return Err(CmdError::err(if spec.algo == Algorithm::Gcra {
+            "cost exceeds burst"
+        } else {
+            "cost exceeds limit"
+        }));
+    }
+    Ok(())
+}
+
+/// A lease's `COST`: within its limit, and what one lease can hold.
+pub fn check_lease_cost(limit: u64, cost: u64) -> Result<(), CmdError> {
+    if cost > limit {
+        return Err(CmdError::err("cost exceeds limit"));
+    }
+    if cost > MAX_UNITS {
+        return Err(CmdError::err(format!(
+            "a lease holds at most {MAX_UNITS} units"
+        )));
+    }
+    Ok(())
+}
+
+/// ```text
+/// RL.ALLOW key limit period [ALGO window|log|gcra|fixed] [COST n] [BURST b] [PRECISION d]
+/// ```
+pub fn allow_request<'a>(req: &'a Request<'_>) -> Result<AllowRequest<'a>, CmdError> {
+    let mut c = Cursor::new(req, 1);
+    let (key, checked) = limit(&mut c, false, true, Check::Values)?;
+    let (spec, cost) = checked.expect("values checked");
+    let cost = cost.unwrap_or(1);
+    check_cost(&spec, cost)?;
+    Ok(AllowRequest { key, spec, cost })
+}
+
+/// `RL.ALLOW key POLICY name [COST n]` (and `RL.PEEK`'s): the key, the
+/// policy's name and the cost, or `None` for the inline form.
+#[allow(clippy::type_complexity)]
+pub fn named_request<'a>(
+    req: &'a Request<'_>,
+) -> Result<Option<(&'a [u8], &'a [u8], u64)>, CmdError> {
+    if req.len() < 4 || !is(req.arg(2), "POLICY") {
+        return Ok(None);
+    }
+    let cost = match req.len() {
+        4 => 1,
+        6 if is(req.arg(4), "COST") => positive(req.arg(5), "COST")?,
+        _ => return Err(CmdError::Syntax),
+    };
+    Ok(Some((req.arg(1), req.arg(3), cost)))
+}
+
+/// Most `LIMIT` clauses one `RL.ALLOWMANY` takes: far more than any real
+/// request (a few per user, IP, route and period), few enough that one
+/// request cannot hold a worker and its shards for long.
+pub const MAX_LIMITS: usize = 1024;
+
+/// ```text
+/// RL.ALLOWMANY [COST n] [ID lease_id] LIMIT key limit period [ALGO a] [BURST b] [PRECISION d]
+///     [LIMIT ...] [LEASE key limit ttl ...]
+/// ```
+/// Checks in O(n log n): at most [`MAX_LIMITS`] clauses, each key once.
+pub fn many_request<'a>(req: &'a Request<'_>) -> Result<ManyRequest<'a>, CmdError> {
+    let mut clauses = Vec::new();
+    let (cost, id) = walk_many(req, Check::Values, |key, _, checked, cost| {
+        let clause = checked.expect("values checked");
+        match clause {
+            Clause::Limit(spec) => check_cost(&spec, cost)?,
+            Clause::Lease { limit, .. } => check_lease_cost(limit, cost)?,
+        }
+        clauses.push((key, clause));
+        Ok(())
+    })?;
+    if clauses.is_empty() {
+        return Err(CmdError::err(
+            "RL.ALLOWMANY needs at least one LIMIT or LEASE",
+        ));
+    }
+    // A key holds one limiter state: two clauses on it would charge it
+    // twice for one request.
+    let mut keys: Vec<&[u8]> = clauses.iter().map(|(k, _)| *k).collect();
+    keys.sort_unstable();
+    if let Some(pair) = keys.windows(2).find(|p| p[0] == p[1]) {
+        return Err(CmdError::err(format!(
+            "key '{}' appears in more than one LIMIT or LEASE",
+            show(pair[0])
+        )));
+    }
+    Ok(ManyRequest { clauses, cost, id })
+}
+
+/// `RL.ALLOWMANY`'s grammar, walked once for the parser and once for the
+/// key finder: `on_clause` gets each clause's key, its position, (when
+/// checking values) its validated clause, and the request's `COST`; its
+/// error ends the walk. Returns the `COST` and the `ID`.
+#[allow(clippy::type_complexity)]
+fn walk_many<'a, A: ArgList + ?Sized>(
+    args: &'a A,
+    check: Check,
+    mut on_clause: impl FnMut(&'a [u8], usize, Option<Clause>, u64) -> Result<(), CmdError>,
+) -> Result<(u64, Option<&'a [u8]>), CmdError> {
+    let mut c = Cursor::new(args, 1);
+    let mut cost = 1;
+    if c.keyword("COST") {
+        let value = c.value_for("COST")?;
+        if check == Check::Values {
+            cost = positive(value, "COST")?;
+        }
+    }
+    let mut id = None;
+    if c.keyword("ID") {
+        let value = c.value_for("ID")?;
+        if value.is_empty() && check == Check::Values {
+            return Err(CmdError::err("ID must not be empty"));
+        }
+        id = Some(value);
+    }
+    let mut clauses = 0;
+    while let Some(arg) = c.next() {
+        let lease = is(arg, "LEASE");
+        if !lease && !is(arg, "LIMIT") {
+            return Err(CmdError::err(format!(
+                "expected LIMIT or LEASE, got '{}'",
+                show(arg)
+            )));
+        }
+        if clauses == MAX_LIMITS {
+            return Err(CmdError::err(format!(
+                "RL.ALLOWMANY takes at most {MAX_LIMITS} LIMIT and LEASE clauses"
+            )));
+        }
+        clauses += 1;
+        let at = c.position();
+        if lease {
+            let (Some(key), Some(limit), Some(ttl)) = (c.next(), c.next(), c.next()) else {
+                return Err(CmdError::Syntax);
+            };
+            let clause = match check {
+                Check::Structure => None,
+                Check::Values => Some(Clause::Lease {
+                    limit: positive(limit, "limit")?,
+                    ttl: duration(ttl, "ttl")?,
+                }),
+            };
+            on_clause(key, at, clause, cost)?;
+            continue;
+        }
+        let (key, checked) = limit(&mut c, true, false, check)?;
+        on_clause(key, at, checked.map(|(spec, _)| Clause::Limit(spec)), cost)?;
+    }
+    Ok((cost, id))
+}
+
+/// Key positions of an `RL.ALLOWMANY` request: the argument after each
+/// `LIMIT` (for `COMMAND GETKEYS` and cluster routing), found by walking
+/// the parser's grammar without checking values; a request malformed
+/// past some clause yields the keys before it.
+pub fn many_keys(args: &[&[u8]]) -> Vec<usize> {
+    let mut keys = Vec::new();
+    let _ = walk_many(args, Check::Structure, |_, at, _, _| {
+        keys.push(at);
+        Ok(())
+    });
+    keys
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const S: u64 = 1_000_000_000;
+
+    #[test]
+    fn durations() {
+        assert_eq!(duration(b"10", "p"), Ok(10 * S));
+        assert_eq!(duration(b"250ms", "p"), Ok(250_000_000));
+        assert_eq!(duration(b"10s", "p"), Ok(10 * S));
+        assert_eq!(duration(b"15m", "p"), Ok(900 * S));
+        assert_eq!(duration(b"1h", "p"), Ok(3600 * S));
+        assert_eq!(duration(b"1D", "p"), Ok(86_400 * S));
+        for bad in [
+            &b"1e9"[..],
+            b"-1s",
+            b"1.5s",
+            b"s",
+            b"",
+            b"10 s",
+            b"10w",
+            b"010",
+        ] {
+            assert!(
+                duration(bad, "p").is_err(),
+                "{:?}",
+                String::from_utf8_lossy(bad)
+            );
+        }
+        assert!(duration(b"0", "p")
+            .unwrap_err()
+            .to_string()
+            .contains("positive"));
+        assert!(duration(b"99999999999d", "p")
+            .unwrap_err()
+            .to_string()
+            .contains("range"));
+        assert!(duration(b"99999999999999999999999", "p").is_err());
+    }
+
+    #[test]
+    fn many_keys_follow_each_limit() {
+        let args: Vec<&[u8]> = vec![
+            b"RL.ALLOWMANY",
+            b"COST",
+            b"2",
+            b"LIMIT",
+            b"a",
+            b"10",
+            b"1s",
+            b"ALGO",
+            b"log",
+            b"LIMIT",
+            b"b",
+            b"100",
+            b"1d",
+        ];
+        assert_eq!(many_keys(&args), vec![4, 10]);
+    }
+}
