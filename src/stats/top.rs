@@ -422,9 +422,8 @@ pub struct Top {
     window_ns: u64,
     slice_ns: u64,
     /// Sets of stripes, one per CPU (at most 8): a thread counts in its
-    /// own set, so two workers never pull the same sketch between their
-    /// caches (sharing one set of stripes cost 0.2 us a decision, two
-    /// workers fighting over each sketch's cache lines).
+    /// own set, so two workers do not pull one sketch's cache lines
+    /// between them or wait on its lock.
     sets: usize,
     stripes: Box<[Mutex<Stripe>]>,
 }
