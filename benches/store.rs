@@ -25,6 +25,7 @@ fn spec(algo: Algorithm) -> LimitSpec {
             NonZeroU64::new(1_000_000).unwrap(),
             NonZeroU64::new(60 * S).unwrap(),
         ),
+        block: None,
     }
 }
 

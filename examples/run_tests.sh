@@ -12,7 +12,8 @@
 #     latest  examples/express/latest/package-lock.json  ioredis 6.x: RESP2, RESP3
 #             (the example's .js files are copied to a temporary directory
 #             that uses latest/node_modules)
-#   ASGI (pip install into a venv, python test_app.py PORT, TURNSTILE_PROTOCOL=2|3):
+#   ASGI (pip install into a venv, python test_app.py PORT, TURNSTILE_PROTOCOL=2|3),
+#   and the LLM gateway in llm-gateway/ (python test_gateway.py PORT, same venvs):
 #     pinned  asgi/requirements.txt         redis-py 5.x: RESP2, RESP3
 #             venv $EXAMPLES_VENV (default examples/asgi/.venv)
 #     latest  asgi/requirements-latest.txt  redis-py 8.x: RESP2, RESP3
@@ -104,6 +105,18 @@ run_asgi() {   # run_asgi VENV LABEL PROTOCOL
     fi
 }
 
+run_llm() {   # run_llm VENV LABEL PROTOCOL
+    local label="llm-gateway, $2, RESP$3"
+    echo
+    echo "=== [+$((SECONDS - T0))s] $label"
+    if (cd "$HERE/llm-gateway" && TURNSTILE_PROTOCOL=$3 timeout 60 "$1/bin/python" test_gateway.py "$PORT"); then
+        record PASS "$label"
+    else
+        echo "=== FAILED: $label" >&2
+        record FAIL "$label"
+    fi
+}
+
 # --- Express, pinned --------------------------------------------------------
 EXPRESS=$HERE/express
 IOREDIS_PINNED=$(pkg_version "$EXPRESS/package-lock.json" ioredis)
@@ -150,6 +163,8 @@ for which in pinned latest; do
     if venv_install "$venv" "$req"; then
         run_asgi "$venv" "$label" 2
         run_asgi "$venv" "$label" 3
+        run_llm "$venv" "$label" 2
+        run_llm "$venv" "$label" 3
     else
         echo "=== FAILED: pip install -r $req" >&2
         record FAIL "asgi, $label: pip install"

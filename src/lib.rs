@@ -59,7 +59,8 @@
 //!   each write's resulting state logged under its shard's lock into the
 //!   backlog ring (`store/effects.rs`).
 //! - [`limiter`]: the algorithms, one file each (`window.rs`, `log.rs`,
-//!   `gcra.rs`, `fixed.rs`): pure functions over (state, params, now, cost)
+//!   `gcra.rs`, `fixed.rs`; `calendar.rs` the calendar periods `fixed`
+//!   can follow): pure functions over (state, params, now, cost)
 //!   behind one contract, the `Limiter` trait (`limiter/mod.rs`); redis-cell's
 //!   `CL.THROTTLE` arithmetic over GCRA (`cell.rs`); concurrency limits,
 //!   leases acquired, released, renewed and lapsing (`lease.rs`, pure too,
@@ -115,6 +116,8 @@
 //! - [`glob`], [`util`], [`alloc`]: Redis-style glob matching, integer
 //!   parsing and the x87 `long double` of `INCRBYFLOAT`
 //!   (`util/long_double.rs`), the counting allocator behind `INFO memory`.
+
+#![deny(clippy::undocumented_unsafe_blocks)]
 
 pub mod alloc;
 pub mod clients;

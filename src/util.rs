@@ -90,14 +90,38 @@ pub fn parse_f64(s: &[u8]) -> Option<f64> {
 /// `%.17g`, as Redis 7.0 writes a double in a reply (`inf`/`-inf` for
 /// the infinities).
 pub fn format_g17(d: f64) -> String {
-    if d.is_infinite() {
-        return if d > 0.0 { "inf" } else { "-inf" }.into();
+    let mut buf = [0u8; 32];
+    String::from_utf8_lossy(format_g(d, 17, &mut buf)).into_owned()
+}
+
+/// C's `%.{precision}g` of `x` (precision 1 to 17) into `buf`, the bytes
+/// written: the one formatter every `%g` goes through (Redis's `%.17g`
+/// replies and script arguments, Lua 5.1's `%.14g`, cjson's configured
+/// precision). An integer that `%g` writes in full (below
+/// `10^precision`) skips `snprintf`: the common case in scripts.
+pub fn format_g(x: f64, precision: u8, buf: &mut [u8; 32]) -> &[u8] {
+    let precision = precision.clamp(1, 17);
+    let exact = 10f64.powi(i32::from(precision));
+    if x.fract() == 0.0 && x.abs() < exact && !(x == 0.0 && x.is_sign_negative()) {
+        let mut b = itoa::Buffer::new();
+        let s = b.format(x as i64).as_bytes();
+        buf[..s.len()].copy_from_slice(s);
+        return &buf[..s.len()];
     }
-    let mut buf = [0u8; 64];
-    // SAFETY: a 64-byte buffer whose size snprintf is given; `%.17g` of a
-    // double writes at most 24 bytes and a NUL.
-    let n = unsafe { libc::snprintf(buf.as_mut_ptr().cast(), buf.len(), c"%.17g".as_ptr(), d) };
-    String::from_utf8_lossy(&buf[..(n.max(0) as usize).min(buf.len() - 1)]).into_owned()
+    // SAFETY: the buffer's size is passed; `%.*g` of a double with at most
+    // 17 digits writes at most 24 bytes and a NUL (sign, digits, point,
+    // exponent), and `nan`/`inf` fewer.
+    let n = unsafe {
+        libc::snprintf(
+            buf.as_mut_ptr().cast(),
+            buf.len(),
+            c"%.*g".as_ptr(),
+            libc::c_int::from(precision),
+            x,
+        )
+    };
+    let n = (n.max(0) as usize).min(buf.len() - 1);
+    &buf[..n]
 }
 
 /// C's `strtod` over `s`: the value and whether it used every byte (a NUL
@@ -137,6 +161,33 @@ pub fn parse_host_port(s: &str) -> Result<(String, u16), String> {
 
 #[cfg(test)]
 mod tests {
+    #[test]
+    fn format_g_is_c_percent_g() {
+        let g = |x: f64, p: u8| {
+            let mut b = [0u8; 32];
+            String::from_utf8(super::format_g(x, p, &mut b).to_vec()).unwrap()
+        };
+        assert_eq!(g(0.1, 17), "0.10000000000000001");
+        assert_eq!(g(0.1, 14), "0.1");
+        assert_eq!(g(3.0, 17), "3");
+        assert_eq!(g(-42.0, 14), "-42");
+        assert_eq!(g(-0.0, 17), "-0");
+        assert_eq!(g(1e17, 17), "1e+17");
+        assert_eq!(g(99_999_999_999_999_999.0, 17), "1e+17");
+        assert_eq!(g(1e14, 14), "1e+14");
+        assert_eq!(g(1_700_000_000_123_456.0, 17), "1700000000123456");
+        assert_eq!(g(1_700_000_000_123_456.0, 14), "1.7000000001235e+15");
+        assert_eq!(
+            g(-1.234_567_890_123_456_7e-308, 17),
+            "-1.2345678901234567e-308"
+        );
+        assert_eq!(g(f64::INFINITY, 17), "inf");
+        assert_eq!(g(f64::NEG_INFINITY, 14), "-inf");
+        assert_eq!(g(f64::NAN, 14), "nan");
+        assert_eq!(g(2.5, 1), "2");
+        assert_eq!(super::format_g17(1e100), "1e+100");
+    }
+
     use super::*;
 
     #[test]

@@ -1301,7 +1301,8 @@ async fn changed_limit_or_period_takes_effect_at_once() {
 // 9. Bad arguments
 // ---------------------------------------------------------------------------
 
-const INVALID_PERIOD: &str = "': use whole seconds or a whole number with ms, s, m, h or d";
+const INVALID_PERIOD: &str =
+    "': use whole seconds, a whole number with ms, s, m, h, d or w, or 1mo or 1y";
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn every_bad_argument_is_an_error_and_creates_nothing() {
@@ -1342,7 +1343,7 @@ async fn every_bad_argument_is_an_error_and_creates_nothing() {
         ));
         // Every bad period for every algorithm.
         for p in [
-            "1e9", "-1s", "1.5s", "1.5", "-1", "10w", "s", "", "010", "1 s",
+            "1e9", "-1s", "1.5s", "1.5", "-1", "10x", "2mo", "s", "", "010", "1 s",
         ] {
             cases.push((
                 base(&["10", p, "ALGO", algo]),
@@ -1460,7 +1461,7 @@ async fn bad_allowmany_arguments_charge_nothing() {
         ),
         (
             &["LIMIT", "a", "5", "10", "LIMIT", "b", "5", "1.5s"],
-            "ERR invalid period '1.5s': use whole seconds or a whole number with ms, s, m, h or d",
+            "ERR invalid period '1.5s': use whole seconds, a whole number with ms, s, m, h, d or w, or 1mo or 1y",
         ),
         (
             &[

@@ -196,6 +196,8 @@ fn derived_expiry(v: &Value) -> Option<u64> {
         Value::Fixed(s) => Some(s.state.expires_at(&s.params)),
         Value::Gcra(s) => Some(s.state.expires_at()),
         Value::Log(s) => Some(s.state.expires_at(&s.params)),
+        // The model blocks nothing; a block lasts past its state at most.
+        Value::Blocked(b) => derived_expiry(&b.value).map(|t| t.max(b.until)),
     }
 }
 
@@ -227,9 +229,11 @@ enum CanonValue {
 fn canon(e: &Entry) -> Canon {
     let value = match &e.value {
         Value::Str(s) => CanonValue::Str(s.as_slice().to_vec()),
-        v @ (Value::List(_) | Value::ZSet(_) | Value::Hash(_) | Value::Lease(_)) => {
-            CanonValue::Collection(format!("{v:?}"))
-        }
+        v @ (Value::List(_)
+        | Value::ZSet(_)
+        | Value::Hash(_)
+        | Value::Lease(_)
+        | Value::Blocked(_)) => CanonValue::Collection(format!("{v:?}")),
         Value::Window(s) => {
             CanonValue::Window(s.params, [s.state.start, s.state.prev, s.state.curr])
         }
@@ -427,6 +431,7 @@ fn apply_write(w: &Write, slot: &mut Option<Entry>, now: Nanos) -> Outcome {
             let spec = LimitSpec {
                 algo: *algo,
                 params: *params,
+                block: None,
             };
             let want = apply::allow(&mut official, &spec, now, *cost, usize::MAX);
             let got = allow(slot, *algo, params, now, *cost);

@@ -1,7 +1,8 @@
-//! Fixed windows aligned to multiples of `period` from the Unix epoch, for
-//! calendar quotas ("10 000 per day, reset at 00:00 UTC"). Admits up to
-//! twice the limit across a window boundary: that is the price of its
-//! simplicity, and why `window` and `log` exist.
+//! Fixed windows aligned to multiples of `period` from the Unix epoch, or
+//! to the calendar (`calendar.rs`: days, ISO weeks, months and years, with
+//! a `TZ` offset), for quotas ("10 000 per month, reset on the 1st").
+//! Admits up to twice the limit across a window boundary: that is the
+//! price of its simplicity, and why `window` and `log` exist.
 
 use crate::clock::Nanos;
 
@@ -14,20 +15,29 @@ pub struct State {
     pub count: u64,
 }
 
-impl State {
-    /// The state as seen at `now`: a past window counts nothing.
-    fn at(self, now: u64, period: u64) -> State {
-        let start = now - now % period;
-        if self.start == start {
-            self
-        } else {
-            State { start, count: 0 }
+/// The window holding `now`: its start and end.
+fn bounds(p: &Params, now: u64) -> (u64, u64) {
+    match p.calendar() {
+        Some(c) => c.window(now),
+        None => {
+            let start = now - now % p.period();
+            (start, start.saturating_add(p.period()))
         }
+    }
+}
+
+impl State {
+    /// The state as seen at `now` (in the window ending at the second
+    /// value): a past window counts nothing.
+    fn at(self, now: u64, p: &Params) -> (State, u64) {
+        let (start, end) = bounds(p, now);
+        let count = if self.start == start { self.count } else { 0 };
+        (State { start, count }, end)
     }
 
     /// When this state stops mattering: the end of its window.
     pub fn expires_at(&self, p: &Params) -> u64 {
-        self.start.saturating_add(p.period())
+        bounds(p, self.start).1
     }
 }
 
@@ -36,10 +46,8 @@ pub fn decide(state: &mut State, p: &Params, now: u64, cost: u64) -> Decision {
     // Time only moves forward for a key: a clock behind the stored window
     // neither re-opens an earlier window nor forgets this one's count.
     let now = now.max(state.start);
-    let period = p.period();
     let limit = p.limit();
-    let cur = state.at(now, period);
-    let window_end = cur.start.saturating_add(period);
+    let (cur, window_end) = state.at(now, p);
     let to_end = window_end - now;
     let allowed = cur.count.saturating_add(cost) <= limit;
     let count = if allowed { cur.count + cost } else { cur.count };
@@ -60,10 +68,19 @@ pub fn decide(state: &mut State, p: &Params, now: u64, cost: u64) -> Decision {
 
 /// Gives back up to `n` units of the current window.
 pub fn refund(state: &mut State, p: &Params, now: u64, n: u64) {
-    let cur = state.at(now.max(state.start), p.period());
+    let (cur, _) = state.at(now.max(state.start), p);
     *state = State {
         start: cur.start,
         count: cur.count.saturating_sub(n),
+    };
+}
+
+/// Adds `n` units to the current window, over the limit if need be.
+pub fn record(state: &mut State, p: &Params, now: u64, n: u64) {
+    let (cur, _) = state.at(now.max(state.start), p);
+    *state = State {
+        start: cur.start,
+        count: cur.count.saturating_add(n),
     };
 }
 
@@ -74,6 +91,9 @@ impl super::Limiter for State {
     }
     fn refund(&mut self, p: &Params, now: Nanos, n: u64) {
         refund(self, p, now.0, n)
+    }
+    fn record(&mut self, p: &Params, now: Nanos, n: u64) {
+        record(self, p, now.0, n)
     }
     fn expires_at(&self, p: &Params) -> Nanos {
         Nanos(State::expires_at(self, p))

@@ -58,6 +58,13 @@ pub fn refund(state: &mut State, p: &Params, now: u64, n: u64) {
     state.tat = state.tat.saturating_sub(back).max(now.min(state.tat));
 }
 
+/// Adds `n` units at `now`, past the tolerance if need be: the TAT moves
+/// on by `n` emission intervals.
+pub fn record(state: &mut State, p: &Params, now: u64, n: u64) {
+    let step = emission_interval(p).saturating_mul(n);
+    state.tat = state.tat.max(now).saturating_add(step);
+}
+
 impl super::Limiter for State {
     const ALGORITHM: super::Algorithm = super::Algorithm::Gcra;
     fn decide(&mut self, p: &Params, now: Nanos, cost: u64) -> Decision {
@@ -65,6 +72,9 @@ impl super::Limiter for State {
     }
     fn refund(&mut self, p: &Params, now: Nanos, n: u64) {
         refund(self, p, now.0, n)
+    }
+    fn record(&mut self, p: &Params, now: Nanos, n: u64) {
+        record(self, p, now.0, n)
     }
     fn expires_at(&self, _: &Params) -> Nanos {
         Nanos(State::expires_at(self))

@@ -232,6 +232,7 @@ const BORROWED: usize = 1 << (usize::BITS - 1);
 // SAFETY: an owned block is a `Box<[u64]>`, which is Send and Sync; a
 // borrowed one is a shared `&[u64]` of its owner's block, also both.
 unsafe impl Send for Block {}
+// SAFETY: as for Send: nothing in a block is changed through `&Block`.
 unsafe impl Sync for Block {}
 
 impl Block {
@@ -935,6 +936,28 @@ pub fn refund(state: &mut State, p: &Params, now: u64, mut n: u64) {
     state.settle();
 }
 
+/// Records `n` units at `now` whatever the count (`RL.CHARGE`). A ring at
+/// its slot cap takes them in its newest slot (counted from that slot's
+/// time, so they leave the window a little early), up to what one slot
+/// can count.
+pub fn record(state: &mut State, p: &Params, now: u64, n: u64) {
+    let now = now.max(state.newest());
+    state.expire(now, p.period());
+    let ts = stamp(now, p);
+    if state.has_room(ts, n) {
+        state.record(ts, n);
+        state.set_newest(now);
+    } else if let Some((_, c)) = state.back() {
+        let most = if state.fits(u64::MAX) {
+            u64::MAX
+        } else {
+            MAX_COUNT
+        };
+        state.set_back_count(c.saturating_add(n).min(most.max(c)));
+    }
+    state.settle();
+}
+
 impl super::Limiter for State {
     const ALGORITHM: super::Algorithm = super::Algorithm::Log;
     fn decide(&mut self, p: &Params, now: Nanos, cost: u64) -> Decision {
@@ -945,6 +968,9 @@ impl super::Limiter for State {
     }
     fn refund(&mut self, p: &Params, now: Nanos, n: u64) {
         refund(self, p, now.0, n)
+    }
+    fn record(&mut self, p: &Params, now: Nanos, n: u64) {
+        record(self, p, now.0, n)
     }
     fn expires_at(&self, p: &Params) -> Nanos {
         Nanos(State::expires_at(self, p))
@@ -1663,13 +1689,16 @@ mod tests {
         assert_eq!(seen.as_ptr(), at, "no copy");
         drop(view);
         let unwound = std::panic::catch_unwind(|| {
+            // SAFETY: the view is dropped (unwound) before `st` changes.
             let _view = unsafe { st.view() };
             panic!("a reader fails");
         });
         assert!(unwound.is_err());
         assert_eq!(st, before, "the ring outlived both views");
+        // SAFETY: the view is dropped at once; its clone owns its block.
         let mut changed = unsafe { st.view() }.clone();
         assert!(decide(&mut changed, &p, T0 + 41 * S, 1).allowed);
+        // SAFETY: dropped below, before `st` changes.
         let mut written = unsafe { st.view() };
         assert!(decide(&mut written, &p, T0 + 42 * S, 1).allowed);
         drop(written);

@@ -7,10 +7,12 @@
 //! - [`window`]: the two-bucket sliding-window counter.
 //! - [`log`]: the exact sliding-window log, a ring of (timestamp, count).
 //! - [`gcra`]: the generic cell rate algorithm, one timestamp of state.
-//! - [`fixed`]: fixed windows aligned to the Unix epoch.
+//! - [`fixed`]: fixed windows aligned to the Unix epoch, or to the
+//!   calendar ([`calendar`]: days, ISO weeks, months, years, with an offset).
 //! - [`lease`]: concurrency limits, leases on units in flight (its own
 //!   operations: acquire, release, renew).
 
+pub mod calendar;
 pub mod cell;
 pub mod fixed;
 pub mod gcra;
@@ -85,6 +87,21 @@ pub trait Limiter: Clone + Default + PartialEq + std::fmt::Debug {
     fn peek(&self, p: &Params, now: Nanos, cost: u64) -> Decision {
         self.clone().decide(p, now, cost)
     }
+    /// Records `n` units at `now` whatever the state: `RL.CHARGE`, which
+    /// may overdraw (the overdraft then denies until it leaves the window).
+    fn record(&mut self, p: &Params, now: Nanos, n: u64);
+    /// Records `n` units and answers as a decision: allowed if usage is
+    /// within the limit after the charge, `remaining` what could still be
+    /// admitted now, `retry_after` when one unit fits again.
+    fn charge(&mut self, p: &Params, now: Nanos, n: u64) -> Decision {
+        self.record(p, now, n);
+        let after = self.peek(p, now, 0);
+        Decision {
+            allowed: after.allowed,
+            retry_after: (!after.allowed).then(|| self.peek(p, now, 1).retry_after.unwrap_or(0)),
+            ..after
+        }
+    }
     /// Gives back up to `n` units, never below empty.
     fn refund(&mut self, p: &Params, now: Nanos, n: u64);
     /// When the state stops mattering: the key's TTL. The one place this
@@ -97,11 +114,14 @@ pub trait Limiter: Clone + Default + PartialEq + std::fmt::Debug {
     }
 }
 
-/// One limit to check: which algorithm, with which parameters.
+/// One limit to check: which algorithm, with which parameters, and the
+/// penalty for a denial (`BLOCK`: the key denies everything for this
+/// long, in ns).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct LimitSpec {
     pub algo: Algorithm,
     pub params: Params,
+    pub block: Option<NonZeroU64>,
 }
 
 /// Why a limit's parameters were refused, in words a client or a policy
@@ -117,6 +137,12 @@ pub enum SpecError {
     PrecisionOverPeriod,
     #[error("period is too long for ALGO log (at most 6 days)")]
     LogPeriodTooLong,
+    #[error("period {0} is a calendar period: only ALGO fixed counts by the calendar")]
+    CalendarWithoutFixed(&'static str),
+    #[error("TZ is only valid with ALGO fixed")]
+    TzWithoutFixed,
+    #[error("TZ needs a calendar period: 1d, 1w, 1mo or 1y")]
+    TzWithoutCalendar,
     #[error("log limit {limit} per {period_ms}ms could keep {slots} timestamps in one key, over the cap of {cap}: add PRECISION {fit_ms}ms (or coarser), or use ALGO window")]
     LogTooLarge {
         limit: u64,
@@ -165,7 +191,49 @@ impl LimitSpec {
                 fit_ms: log::precision_to_fit(&params) / 1_000_000,
             });
         }
-        Ok(LimitSpec { algo, params })
+        Ok(LimitSpec {
+            algo,
+            params,
+            block: None,
+        })
+    }
+
+    /// Aligns a `fixed` limit to the calendar: `unit` is the calendar unit
+    /// its period named (`1d`, `1w`, `1mo`, `1y`), `offset_min` its `TZ`.
+    /// Weeks and days are plain durations for the other algorithms
+    /// (a day in UTC is always 86,400 s); months and years have no fixed
+    /// length, so only `fixed` takes them. A `1d` with no offset is left
+    /// as it was (its epoch-aligned windows are the UTC days already).
+    pub fn with_calendar(
+        mut self,
+        unit: Option<calendar::Unit>,
+        offset_min: Option<i16>,
+    ) -> Result<LimitSpec, SpecError> {
+        use calendar::Unit;
+        if self.algo != Algorithm::Fixed {
+            if let Some(u @ (Unit::Month | Unit::Year)) = unit {
+                return Err(SpecError::CalendarWithoutFixed(u.name()));
+            }
+            if offset_min.is_some() {
+                return Err(SpecError::TzWithoutFixed);
+            }
+            return Ok(self);
+        }
+        let Some(unit) = unit else {
+            return match offset_min {
+                Some(_) => Err(SpecError::TzWithoutCalendar),
+                None => Ok(self),
+            };
+        };
+        if unit == Unit::Day && offset_min.is_none() {
+            return Ok(self);
+        }
+        let c = calendar::Calendar {
+            unit,
+            offset_min: offset_min.unwrap_or(0),
+        };
+        self.params.precision = NonZeroU64::new(c.code()).unwrap_or(NonZeroU64::MIN);
+        Ok(self)
     }
 
     /// The most one request may cost: `burst` under GCRA, else `limit`.
@@ -187,8 +255,10 @@ pub struct Params {
     pub period: NonZeroU64,
     /// GCRA only: the bucket's capacity (defaults to `limit`).
     pub burst: NonZeroU64,
-    /// Log only: timestamps are rounded up to a multiple of this (ns);
-    /// 1 = exact.
+    /// Log: timestamps are rounded up to a multiple of this (ns); 1 =
+    /// exact. Fixed: the calendar its windows follow
+    /// ([`calendar::Calendar::code`]; 1 = epoch-aligned multiples of
+    /// `period`). Read through [`Params::calendar`].
     pub precision: NonZeroU64,
 }
 
@@ -209,6 +279,14 @@ impl Params {
 
     pub fn period(&self) -> u64 {
         self.period.get()
+    }
+
+    /// The calendar a `fixed` limit's windows follow, if any.
+    pub fn calendar(&self) -> Option<calendar::Calendar> {
+        match self.precision.get() {
+            1 => None,
+            code => calendar::Calendar::from_code(code),
+        }
     }
 }
 
@@ -330,6 +408,78 @@ mod algorithm_tests {
         Ok(())
     }
 
+    /// Charges (`RL.CHARGE`) through the trait alone: a charge is
+    /// allowed iff usage is within the limit after it; an overdraft
+    /// denies the next request until `retry_after`, when one unit fits
+    /// again; a refund never leaves usage below empty (a full refund
+    /// gives back the whole capacity); the state's TTL still bounds it.
+    fn charges_keep_the_contract<S: Limiter>(
+        p: &Params,
+        steps: &[(u64, u64, u64)],
+    ) -> Result<(), TestCaseError> {
+        let a = S::ALGORITHM;
+        let mut st = S::default();
+        let mut now = Nanos(1_700_000_000 * Nanos::PER_SEC);
+        let capacity = if a == Algorithm::Gcra {
+            p.burst.get()
+        } else {
+            p.limit()
+        };
+        for &(gap_ms, n, refund) in steps {
+            now = Nanos(now.0 + gap_ms * 1_000_000);
+            let before = st.peek(p, now, 0).remaining;
+            let d = st.charge(p, now, n);
+            prop_assert_eq!(
+                d.remaining,
+                before.saturating_sub(n),
+                "{:?}: n not recorded",
+                a
+            );
+            prop_assert!(d.remaining <= capacity, "{:?}: remaining over capacity", a);
+            prop_assert_eq!(d.allowed, st.peek(p, now, 0).allowed, "{:?}", a);
+            if d.allowed {
+                prop_assert_eq!(d.retry_after, None);
+            } else {
+                let next = st.peek(p, now, 1);
+                prop_assert!(
+                    !next.allowed,
+                    "{:?}: an overdraft admitted the next request",
+                    a
+                );
+                let wait = d.retry_after.expect("a denial says when");
+                prop_assert!(wait > 0);
+                prop_assert!(
+                    st.peek(p, Nanos(now.0 + wait), 1).allowed,
+                    "{:?}: still denied at retry_after {}",
+                    a,
+                    wait
+                );
+            }
+            prop_assert!(
+                st.expires_at(p) > now || n == 0,
+                "{:?}: a charge already expired",
+                a
+            );
+            if refund > 0 {
+                st.refund(p, now, refund);
+                let left = st.peek(p, now, 1);
+                prop_assert!(left.remaining < capacity, "{:?}: usage below empty", a);
+                if refund == u64::MAX {
+                    prop_assert!(left.allowed, "{:?}: a full refund left usage", a);
+                    prop_assert_eq!(left.remaining, capacity - 1, "{:?}", a);
+                }
+            }
+            let end = st.expires_at(p).max(now);
+            prop_assert_eq!(
+                st.peek(p, end, 1),
+                S::default().peek(p, end, 1),
+                "{:?}: an overdraft outlived its TTL",
+                a
+            );
+        }
+        Ok(())
+    }
+
     proptest! {
         #[test]
         fn every_algorithm_keeps_the_contract(
@@ -343,13 +493,22 @@ mod algorithm_tests {
                 NonZeroU64::new(period_ms * 1_000_000).unwrap(),
             );
             let g = Params { burst: NonZeroU64::new(burst).unwrap(), ..p };
+            // Charges of up to three times the limit: most overdraw.
+            let charges: Vec<_> = steps
+                .iter()
+                .map(|&(gap, cost, refund)| (gap, cost * limit.max(2) / 2, refund))
+                .collect();
+            fn both<S: Limiter>(p: &Params, steps: &[(u64, u64, u64)], charges: &[(u64, u64, u64)]) -> Result<(), TestCaseError> {
+                keeps_the_contract::<S>(p, steps)?;
+                charges_keep_the_contract::<S>(p, charges)
+            }
             // One line per algorithm: a new one is added here.
             for a in Algorithm::ALL {
                 match a {
-                    Algorithm::Window => keeps_the_contract::<window::State>(&p, &steps)?,
-                    Algorithm::Log => keeps_the_contract::<log::State>(&p, &steps)?,
-                    Algorithm::Gcra => keeps_the_contract::<gcra::State>(&g, &steps)?,
-                    Algorithm::Fixed => keeps_the_contract::<fixed::State>(&p, &steps)?,
+                    Algorithm::Window => both::<window::State>(&p, &steps, &charges)?,
+                    Algorithm::Log => both::<log::State>(&p, &steps, &charges)?,
+                    Algorithm::Gcra => both::<gcra::State>(&g, &steps, &charges)?,
+                    Algorithm::Fixed => both::<fixed::State>(&p, &steps, &charges)?,
                 }
             }
         }

@@ -123,6 +123,13 @@ pub fn refund(state: &mut State, p: &Params, now: u64, n: u64) {
     *state = cur;
 }
 
+/// Adds `n` units to the current bucket, over the limit if need be.
+pub fn record(state: &mut State, p: &Params, now: u64, n: u64) {
+    let mut cur = state.at(now, p.period());
+    cur.curr = cur.curr.saturating_add(n);
+    *state = cur;
+}
+
 impl super::Limiter for State {
     const ALGORITHM: super::Algorithm = super::Algorithm::Window;
     fn decide(&mut self, p: &Params, now: Nanos, cost: u64) -> Decision {
@@ -130,6 +137,9 @@ impl super::Limiter for State {
     }
     fn refund(&mut self, p: &Params, now: Nanos, n: u64) {
         refund(self, p, now.0, n)
+    }
+    fn record(&mut self, p: &Params, now: Nanos, n: u64) {
+        record(self, p, now.0, n)
     }
     fn expires_at(&self, p: &Params) -> Nanos {
         Nanos(State::expires_at(self, p))

@@ -8,6 +8,7 @@ use std::num::NonZeroU64;
 
 use serde::Deserialize;
 
+use crate::limiter::calendar::{self, Period};
 use crate::limiter::{Algorithm, LimitSpec};
 
 /// A file's root: one domain and its descriptors.
@@ -167,6 +168,17 @@ impl Unit {
         Unit::ALL.into_iter().find(|&u| u as i32 == n)
     }
 
+    /// The calendar unit `calendar: true` makes of this one, if any.
+    fn calendar(self) -> Option<calendar::Unit> {
+        match self {
+            Unit::Day => Some(calendar::Unit::Day),
+            Unit::Week => Some(calendar::Unit::Week),
+            Unit::Month => Some(calendar::Unit::Month),
+            Unit::Year => Some(calendar::Unit::Year),
+            Unit::Second | Unit::Minute | Unit::Hour => None,
+        }
+    }
+
     /// The unit a period of `ns` nanoseconds is exactly, if any.
     pub fn of_period(ns: u64) -> Option<Unit> {
         Unit::ALL
@@ -249,6 +261,17 @@ struct WrittenLimit {
     burst: Option<u64>,
     #[serde(default)]
     precision: Option<Scalar>,
+    /// `unit: day|week|month|year` follows the calendar (ISO weeks from
+    /// Monday, calendar months and years) rather than envoyproxy/
+    /// ratelimit's epoch-aligned spans of 1, 7, 30 and 365 days.
+    #[serde(default)]
+    calendar: bool,
+    /// `+HH:MM` or `-HH:MM`: where a calendar period's boundaries fall.
+    #[serde(default)]
+    tz: Option<String>,
+    /// A denial blocks the counter key for this long (`BLOCK`).
+    #[serde(default)]
+    block: Option<Scalar>,
 }
 
 #[derive(Deserialize)]
@@ -334,15 +357,20 @@ fn action(w: &WrittenLimit) -> Result<(Action, Option<Unit>, u32), String> {
         None | Some("") => None,
         Some(u) => Some(Unit::parse(u).ok_or_else(|| format!("invalid rate limit unit '{u}'"))?),
     };
-    let ours =
-        w.algorithm.is_some() || w.period.is_some() || w.burst.is_some() || w.precision.is_some();
+    let ours = w.algorithm.is_some()
+        || w.period.is_some()
+        || w.burst.is_some()
+        || w.precision.is_some()
+        || w.calendar
+        || w.tz.is_some()
+        || w.block.is_some();
     if w.unlimited {
         if unit.is_some() {
             return Err("should not specify rate limit unit when unlimited".into());
         }
         if ours {
             return Err(
-                "an unlimited rate_limit takes no algorithm, period, burst or precision".into(),
+                "an unlimited rate_limit takes no algorithm, period, burst, precision, calendar, tz or block".into(),
             );
         }
         return Ok((Action::Unlimited, None, 0));
@@ -353,10 +381,43 @@ fn action(w: &WrittenLimit) -> Result<(Action, Option<Unit>, u32), String> {
             Some(u) => format!("invalid rate limit unit '{u}'"),
             None => "invalid rate limit unit '': give unit (second, minute, hour, day, week, month, year) or period".into(),
         }),
-        (Some(u), None) => NonZeroU64::new(u.seconds() * 1_000_000_000).expect("positive"),
-        (None, Some(p)) => duration(p, "period")?,
+        (Some(u), None) => Period {
+            ns: u.seconds() * 1_000_000_000,
+            unit: None,
+        },
+        (None, Some(p)) => {
+            let text = p.text();
+            calendar::parse_period(text.as_bytes()).map_err(|_| {
+                format!("invalid period '{text}': use whole seconds, a whole number with ms, s, m, h, d or w, or 1mo or 1y")
+            })?
+        }
     };
-    let unit = Unit::of_period(period.get());
+    let period = match (w.calendar, unit) {
+        (false, _) => period,
+        (true, Some(u)) => Period {
+            unit: Some(u.calendar().ok_or_else(|| {
+                format!(
+                    "calendar: true needs unit day, week, month or year, not {}",
+                    u.name()
+                )
+            })?),
+            ..period
+        },
+        (true, None) if period.unit.is_some() => period,
+        (true, None) => {
+            return Err("calendar: true needs a period of 1d, 1w, 1mo or 1y".into());
+        }
+    };
+    let tz =
+        w.tz.as_deref()
+            .map(|t| {
+                calendar::parse_offset(t.as_bytes())
+                    .ok_or_else(|| format!("invalid tz '{t}': use +HH:MM or -HH:MM, at most 18:00"))
+            })
+            .transpose()?;
+    let block = w.block.as_ref().map(|b| duration(b, "block")).transpose()?;
+    let unit = Unit::of_period(period.ns);
+    let period_ns = NonZeroU64::new(period.ns).ok_or("period must be positive")?;
     let requests = w.requests_per_unit.unwrap_or(0);
     let algo = match w.algorithm.as_deref() {
         None => Algorithm::Fixed,
@@ -380,14 +441,18 @@ fn action(w: &WrittenLimit) -> Result<(Action, Option<Unit>, u32), String> {
         .as_ref()
         .map(|p| duration(p, "precision"))
         .transpose()?;
-    let spec = LimitSpec::new(algo, limit, period, burst, precision).map_err(|e| {
-        // The command's words name its options in capitals; a file's
-        // fields are lower case.
-        e.to_string()
-            .replace("BURST", "burst")
-            .replace("PRECISION", "precision")
-            .replace("ALGO ", "algorithm ")
-    })?;
+    let mut spec = LimitSpec::new(algo, limit, period_ns, burst, precision)
+        .and_then(|s| s.with_calendar(period.unit, tz))
+        .map_err(|e| {
+            // The command's words name its options in capitals; a file's
+            // fields are lower case.
+            e.to_string()
+                .replace("BURST", "burst")
+                .replace("PRECISION", "precision")
+                .replace("ALGO ", "algorithm ")
+                .replace("TZ", "tz")
+        })?;
+    spec.block = block;
     Ok((Action::Limit(spec), unit, requests))
 }
 

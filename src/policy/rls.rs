@@ -447,6 +447,30 @@ fn decide_all(
         out[i] = Some((d, 0));
     }
     if blocked {
+        // Each enforced limit that denied takes its `BLOCK` penalty.
+        for (plan, d) in plans.iter().zip(out.iter_mut()) {
+            if let (
+                Plan::Limit {
+                    spec,
+                    key,
+                    shadow: false,
+                    refund: false,
+                    ..
+                },
+                Some((d, _)),
+            ) = (plan, d)
+            {
+                if !d.allowed && spec.block.is_some() {
+                    let blocked = lock.update(key, now, |slot| {
+                        super::clear_other_algorithm(slot, spec);
+                        limit::block(slot, spec, now)
+                    });
+                    if let Some(until) = blocked {
+                        *d = limit::under_block(*d, until, now);
+                    }
+                }
+            }
+        }
         return Ok(out);
     }
     if growth > room {

@@ -263,10 +263,11 @@ impl ReplyBuf {
     /// A sorted set's score as Redis 7.0 writes it (`%.17g`): a bulk
     /// string in RESP2, a double in RESP3.
     pub fn score(&mut self, d: f64) {
-        let text = crate::util::format_g17(d);
+        let mut buf = [0u8; 32];
+        let text = crate::util::format_g(d, 17, &mut buf);
         match self.proto {
-            Protocol::Resp2 => self.bulk(text.as_bytes()),
-            Protocol::Resp3 => self.line(b',', text.as_bytes()),
+            Protocol::Resp2 => self.bulk(text),
+            Protocol::Resp3 => self.line(b',', text),
         }
     }
 

@@ -61,10 +61,11 @@ pub(super) struct CallCtx {
 #[derive(Clone, Copy)]
 pub(super) struct CtxPtr(pub(super) NonNull<CallCtx>);
 
-// SAFETY: the context is only reached by the thread that holds its state
-// (the engine's lock on it), while a script or the state's setup runs.
+// SAFETY: a state (its `Vm`, which owns this pointer) moves between
+// threads only inside the engine's lock on its slot, and the context is
+// reached only through [`CtxPtr::get`], by the thread that holds that lock,
+// while a script or the state's setup runs. Not Sync: nothing shares it.
 unsafe impl Send for CtxPtr {}
-unsafe impl Sync for CtxPtr {}
 
 impl CtxPtr {
     /// # Safety
@@ -72,6 +73,9 @@ impl CtxPtr {
     /// reference from `get` lives.
     #[allow(clippy::mut_from_ref)]
     pub(super) unsafe fn get(&self) -> &mut CallCtx {
+        // SAFETY: the pointer is the live box `Vm::new` leaked (freed only
+        // when the `Vm` drops); the caller holds the state and no other
+        // reference from `get` lives (this function's contract).
         unsafe { &mut *self.0.as_ptr() }
     }
 }
@@ -183,6 +187,7 @@ fn command(l: *mut ffi::lua_State, ctx: &mut CallCtx) -> Step {
         // SAFETY: `i` is within the stack; a string's bytes stay valid
         // while it is on the stack, and are copied at once.
         match unsafe { ffi::lua_type(l, i) } {
+            // SAFETY: as above.
             ffi::LUA_TSTRING => unsafe {
                 let mut len = 0usize;
                 let p = ffi::lua_tolstring(l, i, &mut len);
@@ -192,6 +197,7 @@ fn command(l: *mut ffi::lua_State, ctx: &mut CallCtx) -> Step {
             // As Redis writes it (`%.17g`; Lua's own `%.14g` would lose
             // digits of a microsecond timestamp), with no Lua string.
             ffi::LUA_TNUMBER => {
+                // SAFETY: `i` is within the stack and holds a number.
                 let x = unsafe { ffi::lua_tonumber(l, i) };
                 number_text(x, &mut ctx.frame);
             }
@@ -233,22 +239,8 @@ fn command(l: *mut ffi::lua_State, ctx: &mut CallCtx) -> Step {
 /// `lua_Number2str` (`%.14g`): `redis.call('set', k, 1700000000123456)`
 /// stores every digit.
 fn number_text(x: f64, out: &mut bytes::BytesMut) {
-    unsafe extern "C" {
-        fn snprintf(buf: *mut c_char, size: usize, fmt: *const c_char, ...) -> c_int;
-    }
     let mut buf = [0u8; 32];
-    // SAFETY: the buffer's size is passed; `%.17g` of a double fits in 32
-    // bytes (at most 17 digits, sign, point, exponent).
-    let n = unsafe {
-        snprintf(
-            buf.as_mut_ptr() as *mut c_char,
-            buf.len(),
-            c"%.17g".as_ptr(),
-            x,
-        )
-    };
-    let n = (n.max(0) as usize).min(buf.len() - 1);
-    out.extend_from_slice(&buf[..n]);
+    out.extend_from_slice(crate::util::format_g(x, 17, &mut buf));
 }
 
 /// Raises `msg` as a Lua error (a string, which the error handler prefixes

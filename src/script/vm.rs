@@ -272,6 +272,7 @@ impl Vm {
             // call: `Lend` below takes the pointer back before `host`'s
             // borrow ends, on every path out.
             let host: NonNull<dyn Host + '_> = NonNull::from(host);
+            // SAFETY: see above: `Lend` clears it before the borrow ends.
             ctx.host = Some(unsafe {
                 std::mem::transmute::<NonNull<dyn Host + '_>, NonNull<dyn Host + 'static>>(host)
             });
@@ -292,8 +293,8 @@ impl Vm {
         let mut results = results.into_iter();
         let ok = matches!(results.next(), Some(Value::Boolean(true)));
         let value = results.next().unwrap_or(Value::Nil);
-        // SAFETY: as above; the script has returned.
         let (marked, run) = {
+            // SAFETY: as above; the script has returned.
             let ctx = unsafe { self.ctx.get() };
             (ctx.marked, &ctx.run)
         };

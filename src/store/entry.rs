@@ -41,6 +41,19 @@ pub enum Value {
     List(Box<collections::List>),
     ZSet(Box<collections::ZSet>),
     Hash(Box<collections::Hash>),
+    /// Rate-limit state under a `BLOCK` penalty, boxed (rare, and the box
+    /// keeps `Value` at 64 bytes): every request is denied, uncounted,
+    /// until the block ends; the state beneath goes on ageing.
+    Blocked(Box<Blocked>),
+}
+
+/// A rate-limit key under a `BLOCK` penalty.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Blocked {
+    /// When the block ends (ns on the server clock).
+    pub until: u64,
+    /// The key's rate-limit state (never `Blocked` itself).
+    pub value: Value,
 }
 
 // Every variant, the log's included, fits 64 bytes: the size of a general
@@ -96,6 +109,7 @@ impl Value {
             Value::List(_) => "list",
             Value::ZSet(_) => "zset",
             Value::Hash(_) => "hash",
+            Value::Blocked(b) => b.value.type_name(),
         }
     }
 
@@ -119,6 +133,7 @@ impl Value {
             Value::Fixed(_) => Some(Algorithm::Fixed),
             Value::Gcra(_) => Some(Algorithm::Gcra),
             Value::Log(_) => Some(Algorithm::Log),
+            Value::Blocked(b) => b.value.algorithm(),
         }
     }
 }
@@ -188,7 +203,14 @@ impl Entry {
 
     /// Heap bytes owned beyond the table slot.
     pub fn heap_size(&self) -> usize {
-        match &self.value {
+        self.value.heap_size()
+    }
+}
+
+impl Value {
+    /// Heap bytes this value owns.
+    pub fn heap_size(&self) -> usize {
+        match self {
             Value::Str(s) => s.heap_size(),
             Value::Log(l) => l.state.heap_size(),
             Value::List(l) => {
@@ -198,6 +220,7 @@ impl Entry {
             Value::Hash(h) => std::mem::size_of::<collections::Hash>() + h.heap_size(),
             Value::Lease(l) => std::mem::size_of::<LeaseKey>() + l.leases.heap_bytes(),
             Value::Window(_) | Value::Fixed(_) | Value::Gcra(_) => 0,
+            Value::Blocked(b) => std::mem::size_of::<Blocked>() + b.value.heap_size(),
         }
     }
 }

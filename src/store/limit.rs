@@ -7,7 +7,7 @@
 use crate::clock::Nanos;
 use crate::limiter::lease::{Acquired, Lapsed, LeaseId, Leases};
 use crate::limiter::{fixed, gcra, log, window, Algorithm, Decision, LimitSpec, Limiter, Params};
-use crate::store::entry::{LeaseKey, Stored};
+use crate::store::entry::{Blocked, LeaseKey, Stored};
 use crate::store::{Entry, Value};
 
 /// Why a limiter operation on a key was refused.
@@ -37,12 +37,14 @@ macro_rules! held {
             fn get(v: &Value) -> Option<&Stored<Self>> {
                 match v {
                     Value::$variant(s) => Some(s),
+                    Value::Blocked(b) => Self::get(&b.value),
                     _ => None,
                 }
             }
             fn get_mut(v: &mut Value) -> Option<&mut Stored<Self>> {
                 match v {
                     Value::$variant(s) => Some(s),
+                    Value::Blocked(b) => Self::get_mut(&mut b.value),
                     _ => None,
                 }
             }
@@ -82,9 +84,11 @@ fn keep_until(slot: &mut Option<Entry>, at: Nanos, now: Nanos) {
 }
 
 /// Runs one limit against the entry in `slot`, charging it if admitted.
-/// A denied request writes nothing (the log may drop expired slots). An
-/// admission that would allocate more than `room` bytes (`--maxmemory`'s
-/// headroom) is refused before anything is held.
+/// A denied request writes nothing (the log may drop expired slots), but
+/// for the limit's `BLOCK` penalty; a key under a block is denied,
+/// uncounted, until it ends. An admission that would allocate more than
+/// `room` bytes (`--maxmemory`'s headroom) is refused before anything is
+/// held.
 pub fn allow(
     slot: &mut Option<Entry>,
     spec: &LimitSpec,
@@ -92,7 +96,152 @@ pub fn allow(
     cost: u64,
     room: usize,
 ) -> Result<Decision, LimitError> {
-    with_state!(spec.algo, allow_with(slot, &spec.params, now, cost, room))
+    if let Some(d) = blocked(slot.as_ref(), spec, now)? {
+        return Ok(d);
+    }
+    unblock(slot, now);
+    let d = with_state!(spec.algo, allow_with(slot, &spec.params, now, cost, room))?;
+    Ok(match d.allowed {
+        true => d,
+        false => block(slot, spec, now).map_or(d, |until| under_block(d, until, now)),
+    })
+}
+
+/// `RL.CHARGE`: records `n` units whatever the state (it may overdraw),
+/// answering allowed if usage is within the limit after it. A charge that
+/// leaves the key over its limit is a denial, which its `BLOCK` penalty
+/// follows; a key under a block is charged and answers denied.
+pub fn charge(
+    slot: &mut Option<Entry>,
+    spec: &LimitSpec,
+    now: Nanos,
+    n: u64,
+    room: usize,
+) -> Result<Decision, LimitError> {
+    let held = blocked(slot.as_ref(), spec, now)?;
+    unblock(slot, now);
+    let d = with_state!(spec.algo, charge_with(slot, &spec.params, now, n, room))?;
+    Ok(match (held, d.allowed) {
+        (Some(b), _) => under_block(d, now.0 + b.retry_after.unwrap_or(0), now),
+        (None, true) => d,
+        (None, false) => block(slot, spec, now).map_or(d, |until| under_block(d, until, now)),
+    })
+}
+
+fn charge_with<S: Held>(
+    slot: &mut Option<Entry>,
+    p: &Params,
+    now: Nanos,
+    n: u64,
+    room: usize,
+) -> Result<Decision, LimitError> {
+    let entry = slot.get_or_insert_with(|| {
+        Entry::new(S::into_value(Stored {
+            params: *p,
+            state: S::default(),
+        }))
+    });
+    let block_end = match &entry.value {
+        Value::Blocked(b) => b.until,
+        _ => 0,
+    };
+    let stored = S::get_mut(&mut entry.value).ok_or(LimitError::WrongType)?;
+    if stored.state.growth() > room {
+        return Err(LimitError::OutOfMemory);
+    }
+    let d = stored.state.charge(p, now, n);
+    stored.params = *p;
+    let at = stored.expires_at().max(Nanos(block_end));
+    keep_until(slot, at, now);
+    Ok(d)
+}
+
+/// The answer for a key under a block at `now`: denied, uncounted,
+/// retry at the block's end; `None` if the key is not blocked (or its
+/// block has ended). `WRONGTYPE` for a key of another algorithm.
+fn blocked(
+    entry: Option<&Entry>,
+    spec: &LimitSpec,
+    now: Nanos,
+) -> Result<Option<Decision>, LimitError> {
+    let Some(Value::Blocked(b)) = entry.map(|e| &e.value) else {
+        return Ok(None);
+    };
+    if b.until <= now.0 {
+        return Ok(None);
+    }
+    let (beneath, _) = peek_state(entry, spec, now, 1)?;
+    Ok(Some(under_block(beneath, b.until, now)))
+}
+
+/// Drops a block that has ended, leaving the state beneath.
+fn unblock(slot: &mut Option<Entry>, now: Nanos) {
+    let Some(entry) = slot.as_mut() else { return };
+    let Value::Blocked(b) = &mut entry.value else {
+        return;
+    };
+    if b.until > now.0 {
+        return;
+    }
+    let beneath = std::mem::replace(&mut b.value, Value::Str(Default::default()));
+    entry.value = beneath;
+    let at = match &entry.value {
+        Value::Window(s) => s.expires_at(),
+        Value::Fixed(s) => s.expires_at(),
+        Value::Gcra(s) => s.expires_at(),
+        Value::Log(s) => s.expires_at(),
+        _ => return,
+    };
+    keep_until(slot, at, now);
+}
+
+/// After a denial: `spec`'s `BLOCK` penalty, if it has one, blocks the key
+/// from `now` (a fresh key's empty state is kept beneath) and returns the
+/// block's end. A key already under a block keeps its end: denials during
+/// a block do not extend it.
+pub fn block(slot: &mut Option<Entry>, spec: &LimitSpec, now: Nanos) -> Option<u64> {
+    let duration = spec.block?;
+    let until = now.0.saturating_add(duration.get());
+    let entry = match slot {
+        Some(e) if matches!(e.value, Value::Blocked(_)) => return None,
+        Some(e) => e,
+        None => slot.insert(Entry::new(fresh_value(spec))),
+    };
+    let beneath = std::mem::replace(&mut entry.value, Value::Str(Default::default()));
+    entry.value = Value::Blocked(Box::new(Blocked {
+        until,
+        value: beneath,
+    }));
+    let at = entry
+        .expiry_ms()
+        .unwrap_or(0)
+        .max(super::entry::expiry_ms_at(Nanos(until)));
+    entry.set_expiry_ms(Some(at));
+    Some(until)
+}
+
+/// `d` for a key blocked until `until`: denied, nothing left, retry at
+/// the block's end (or later, if the limit beneath still denies then).
+pub fn under_block(d: Decision, until: u64, now: Nanos) -> Decision {
+    let wait = until.saturating_sub(now.0);
+    Decision {
+        allowed: false,
+        remaining: 0,
+        retry_after: Some(wait.max(d.retry_after.unwrap_or(0))),
+        reset_after: wait.max(d.reset_after),
+        ..d
+    }
+}
+
+/// An empty state of `spec`'s algorithm.
+fn fresh_value(spec: &LimitSpec) -> Value {
+    fn fresh<S: Held>(p: &Params) -> Value {
+        S::into_value(Stored {
+            params: *p,
+            state: S::default(),
+        })
+    }
+    with_state!(spec.algo, fresh(&spec.params))
 }
 
 fn allow_with<S: Held>(
@@ -140,6 +289,19 @@ pub fn peek(
     now: Nanos,
     cost: u64,
 ) -> Result<(Decision, usize), LimitError> {
+    if let Some(d) = blocked(entry, spec, now)? {
+        return Ok((d, 0));
+    }
+    peek_state(entry, spec, now, cost)
+}
+
+/// What the state beneath any block would answer.
+fn peek_state(
+    entry: Option<&Entry>,
+    spec: &LimitSpec,
+    now: Nanos,
+    cost: u64,
+) -> Result<(Decision, usize), LimitError> {
     with_state!(spec.algo, peek_with(entry, &spec.params, now, cost))
 }
 
@@ -168,16 +330,23 @@ pub fn refund(slot: &mut Option<Entry>, now: Nanos, n: u64) -> Result<bool, Limi
     let Some(entry) = slot.as_mut() else {
         return Ok(false);
     };
-    let at = match &mut entry.value {
-        Value::Str(_) | Value::List(_) | Value::ZSet(_) | Value::Hash(_) | Value::Lease(_) => {
-            return Err(LimitError::WrongType)
-        }
+    let (value, block_end) = match &mut entry.value {
+        Value::Blocked(b) => (&mut b.value, b.until),
+        v => (v, 0),
+    };
+    let at = match value {
+        Value::Str(_)
+        | Value::List(_)
+        | Value::ZSet(_)
+        | Value::Hash(_)
+        | Value::Lease(_)
+        | Value::Blocked(_) => return Err(LimitError::WrongType),
         Value::Window(s) => refund_with(s, now, n),
         Value::Fixed(s) => refund_with(s, now, n),
         Value::Gcra(s) => refund_with(s, now, n),
         Value::Log(s) => refund_with(s, now, n),
     };
-    keep_until(slot, at, now);
+    keep_until(slot, at.max(Nanos(block_end)), now);
     Ok(true)
 }
 
@@ -310,6 +479,7 @@ mod tests {
     fn log_spec(limit: u64) -> LimitSpec {
         LimitSpec {
             algo: Algorithm::Log,
+            block: None,
             params: Params::new(
                 NonZeroU64::new(limit).unwrap(),
                 NonZeroU64::new(60 * S).unwrap(),

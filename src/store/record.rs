@@ -161,6 +161,16 @@ fn limiter_entry(value: Value, stops_at: u64) -> Entry {
     Entry::with_expiry(value, Some(Nanos(stops_at)))
 }
 
+/// What a fixed record's window number counts in: the period, or for a
+/// calendar-aligned limit (whose windows are months, weeks, ...: no
+/// multiple of one length) whole minutes, which every boundary is.
+fn fixed_unit(p: &Params) -> u64 {
+    match p.calendar() {
+        Some(_) => 60 * Nanos::PER_SEC,
+        None => p.period(),
+    }
+}
+
 /// `start / period` if `start` is a bucket boundary that fits 48 bits.
 fn bucket(start: u64, period: u64) -> Option<u64> {
     let (q, r) = (start / period, start % period);
@@ -193,16 +203,20 @@ pub fn pack(key: &[u8], entry: &Entry) -> Option<(Packed, Params)> {
         Value::Fixed(s) => {
             let (st, p) = (&s.state, &s.params);
             let packed = Packed::Fixed {
-                bucket: bucket(st.start, p.period())?,
+                bucket: bucket(st.start, fixed_unit(p))?,
                 count: u32_of(st.count)?,
             };
             (packed, p, s.expires_at())
         }
         Value::Gcra(s) => (Packed::Gcra { tat: s.state.tat }, &s.params, s.expires_at()),
         Value::Log(s) => (Packed::Log, &s.params, s.expires_at()),
-        Value::Str(_) | Value::List(_) | Value::ZSet(_) | Value::Hash(_) | Value::Lease(_) => {
-            return None
-        }
+        // Blocked keys are few and short-lived: stored whole.
+        Value::Str(_)
+        | Value::List(_)
+        | Value::ZSet(_)
+        | Value::Hash(_)
+        | Value::Lease(_)
+        | Value::Blocked(_) => return None,
     };
     (expiry_ms_at(at) == ttl).then_some((packed, *p))
 }
@@ -238,7 +252,7 @@ fn decode_window(r: &WindowRec, p: &Params) -> window::State {
 
 fn decode_fixed(r: &FixedRec, p: &Params) -> fixed::State {
     fixed::State {
-        start: r.get::<6>(BODY) * p.period(),
+        start: r.get::<6>(BODY) * fixed_unit(p),
         count: r.get::<4>(BODY + 6),
     }
 }
@@ -431,6 +445,36 @@ mod tests {
         assert_eq!(with_log(&r, &p, |v| v.clone()), e);
         assert_eq!(take_log(&mut r, &p), e);
         assert_eq!(r.heap_size(), 0, "the ring moved out");
+    }
+
+    /// A calendar month's window (no multiple of its nominal 30 days)
+    /// still packs: its number counts minutes.
+    #[test]
+    fn calendar_windows_pack() {
+        use crate::limiter::calendar::{Calendar, Unit};
+        let c = Calendar {
+            unit: Unit::Month,
+            offset_min: 330,
+        };
+        let mut p = params_secs(10_000, 30 * 86_400);
+        p.precision = std::num::NonZeroU64::new(c.code()).unwrap();
+        let (start, _) = c.window(1_772_000_000 * S);
+        assert_ne!(start % p.period(), 0);
+        let f = fixed::State { start, count: 7 };
+        let e = with_ttl(
+            Value::Fixed(Stored {
+                params: p,
+                state: f,
+            }),
+            f.expires_at(&p),
+        );
+        let Some(Packed::Fixed { bucket, count }) = packed(b"m", &e) else {
+            panic!("a calendar window is stored whole")
+        };
+        let mut r = FixedRec::new(b"m", 1);
+        r.set_fixed(bucket, count);
+        assert_eq!(fixed_entry(&r, &p), e);
+        assert_eq!(Some(fixed_ttl(&r, &p)), e.expiry_ms());
     }
 
     #[test]

@@ -19,7 +19,10 @@
 //!                      lowest score first                          (version 2)
 //!            8 hash    fields: u32, (len: u32, field, len: u32, value) * fields,
 //!                      in insertion order                          (version 2)
-//!          params = limit, period, burst, precision
+//!            9 lease   limit, leases: u32, (id, expires, units) * leases (version 3)
+//!           10 blocked until (ns), tag: u8 (2..=5), that tag's payload (version 4)
+//!          params = limit, period, burst, precision (a fixed limit's
+//!                   precision is its calendar code, limiter/calendar.rs)
 //! trailer  0xFF  records: u64  crc32: u32 (CRC-32/IEEE of every byte before it)
 //! ```
 //!
@@ -47,9 +50,10 @@ use crate::limiter::{fixed, gcra, lease, log, window, Params};
 
 pub const MAGIC: &[u8; 8] = b"TURNSNAP";
 /// The format written; a loader reads every version up to its own.
-/// Version 2 added lists, sorted sets and hashes, version 3 lease keys;
+/// Version 2 added lists, sorted sets and hashes, version 3 lease keys,
+/// version 4 blocked keys (`BLOCK`) and calendar-aligned fixed limits;
 /// older files load unchanged (they hold none).
-pub const VERSION: u16 = 3;
+pub const VERSION: u16 = 4;
 const HEADER_LEN: u64 = 8 + 2 + 2 + 8;
 
 const TAG_STR: u8 = 1;
@@ -61,6 +65,7 @@ const TAG_LIST: u8 = 6;
 const TAG_ZSET: u8 = 7;
 const TAG_HASH: u8 = 8;
 const TAG_LEASE: u8 = 9;
+const TAG_BLOCKED: u8 = 10;
 const TAG_END: u8 = 0xFF;
 
 // The checksum is crc32fast's CRC-32 (IEEE): hardware-accelerated
@@ -248,13 +253,15 @@ pub fn write(store: &Store, now: Nanos, w: &mut impl Write) -> io::Result<u64> {
 
 /// One key's record: also the body of a replication SET effect.
 pub(crate) fn encode(buf: &mut Vec<u8>, key: &[u8], entry: &Entry) {
-    let put = |buf: &mut Vec<u8>, n: u64| buf.extend_from_slice(&n.to_le_bytes());
-    let params = |buf: &mut Vec<u8>, p: &Params| {
-        for n in [p.limit(), p.period(), p.burst.get(), p.precision.get()] {
-            put(buf, n);
-        }
-    };
-    let tag = match &entry.value {
+    buf.push(tag_of(&entry.value));
+    buf.extend_from_slice(&len32(key.len()).to_le_bytes());
+    buf.extend_from_slice(key);
+    buf.extend_from_slice(&entry.expiry_ms().unwrap_or(0).to_le_bytes());
+    payload(buf, &entry.value);
+}
+
+fn tag_of(value: &Value) -> u8 {
+    match value {
         Value::Str(_) => TAG_STR,
         Value::Window(_) => TAG_WINDOW,
         Value::Fixed(_) => TAG_FIXED,
@@ -264,12 +271,19 @@ pub(crate) fn encode(buf: &mut Vec<u8>, key: &[u8], entry: &Entry) {
         Value::ZSet(_) => TAG_ZSET,
         Value::Hash(_) => TAG_HASH,
         Value::Lease(_) => TAG_LEASE,
+        Value::Blocked(_) => TAG_BLOCKED,
+    }
+}
+
+/// A value's payload, after its record's header.
+fn payload(buf: &mut Vec<u8>, value: &Value) {
+    let put = |buf: &mut Vec<u8>, n: u64| buf.extend_from_slice(&n.to_le_bytes());
+    let params = |buf: &mut Vec<u8>, p: &Params| {
+        for n in [p.limit(), p.period(), p.burst.get(), p.precision.get()] {
+            put(buf, n);
+        }
     };
-    buf.push(tag);
-    buf.extend_from_slice(&len32(key.len()).to_le_bytes());
-    buf.extend_from_slice(key);
-    put(buf, entry.expiry_ms().unwrap_or(0));
-    match &entry.value {
+    match value {
         Value::Str(s) => {
             buf.extend_from_slice(&len32(s.len()).to_le_bytes());
             buf.extend_from_slice(s);
@@ -328,6 +342,11 @@ pub(crate) fn encode(buf: &mut Vec<u8>, key: &[u8], entry: &Entry) {
                 put(buf, lease.expires());
                 put(buf, lease.units());
             }
+        }
+        Value::Blocked(b) => {
+            put(buf, b.until);
+            buf.push(tag_of(&b.value));
+            payload(buf, &b.value);
         }
     }
 }
@@ -449,6 +468,9 @@ fn decode_value(r: &mut Reader<impl Read>, tag: u8, at: u64) -> Result<Value, Er
         }
         TAG_FIXED => {
             let params = r.params(at)?;
+            if params.precision.get() > 1 && params.calendar().is_none() {
+                return Err(corrupt("a fixed limit's calendar is unknown"));
+            }
             let state = fixed::State {
                 start: r.u64()?,
                 count: r.u64()?,
@@ -522,6 +544,15 @@ fn decode_value(r: &mut Reader<impl Read>, tag: u8, at: u64) -> Result<Value, Er
             // key itself expires with its last lease).
             let leases = lease::Leases::from_leases(items, 0);
             Value::Lease(Box::new(LeaseKey { limit, leases }))
+        }
+        TAG_BLOCKED => {
+            let until = r.u64()?;
+            let tag = r.u8()?;
+            if !matches!(tag, TAG_WINDOW | TAG_FIXED | TAG_GCRA | TAG_LOG) {
+                return Err(corrupt("a block over something other than a limit"));
+            }
+            let value = decode_value(r, tag, at)?;
+            Value::Blocked(Box::new(super::entry::Blocked { until, value }))
         }
         _ => return Err(corrupt("unknown record type")),
     })
@@ -755,6 +786,7 @@ mod tests {
             let spec = LimitSpec {
                 algo,
                 params: params(10, 60),
+                block: None,
             };
             let d = store.update(key, NOW, |slot| {
                 crate::store::limit::allow(slot, &spec, NOW, 3, usize::MAX)
@@ -859,6 +891,49 @@ mod tests {
         let loaded = Store::new(4);
         read(&loaded, &old[..], NOW).expect("a version 1 file loads");
         assert_eq!(dump(&loaded, NOW), dump(&store, NOW));
+    }
+
+    /// A blocked key and a calendar-aligned fixed limit round-trip as the
+    /// replication stream and snapshots carry them; a calendar code no
+    /// calendar has is refused as corrupt.
+    #[test]
+    fn blocks_and_calendars_round_trip() {
+        use crate::limiter::calendar::{Calendar, Unit};
+        let cal = Calendar {
+            unit: Unit::Month,
+            offset_min: -330,
+        };
+        let mut p = params(10, 30 * 86_400);
+        p.precision = NonZeroU64::new(cal.code()).unwrap();
+        let fixed = Value::Fixed(Stored {
+            params: p,
+            state: fixed::State {
+                start: NOW.0 - 5,
+                count: 12,
+            },
+        });
+        let blocked = Value::Blocked(Box::new(super::super::entry::Blocked {
+            until: NOW.0 + 4 * Nanos::PER_SEC,
+            value: fixed.clone(),
+        }));
+        for v in [fixed, blocked] {
+            let e = Entry::with_expiry_ms(v, Some(NOW.as_millis() + 60_000));
+            let mut buf = Vec::new();
+            encode(&mut buf, b"k", &e);
+            assert_eq!(decode_record(&buf).unwrap(), (b"k".to_vec(), e));
+        }
+        let mut bad = params(10, 60);
+        bad.precision = NonZeroU64::new(5).unwrap();
+        let e = Entry::new(Value::Fixed(Stored {
+            params: bad,
+            state: fixed::State::default(),
+        }));
+        let mut buf = Vec::new();
+        encode(&mut buf, b"k", &e);
+        assert!(matches!(
+            decode_record(&buf),
+            Err(ErrorKind::Corrupt { what, .. }) if what.contains("calendar")
+        ));
     }
 
     #[test]

@@ -114,7 +114,7 @@ def scenario(proto):
     expect_error(lambda: r.execute_command("RL.ALLOW", bad, 5, 10, "COST", 6), "cost exceeds limit", "cost > limit")
     expect_error(
         lambda: r.execute_command("RL.ALLOW", bad, 5, "1e9"),
-        "invalid period '1e9': use whole seconds or a whole number with ms, s, m, h or d",
+        "invalid period '1e9': use whole seconds, a whole number with ms, s, m, h, d or w, or 1mo or 1y",
         "bad duration",
     )
     eq(r.exists(bad), 0, "bad arguments create no key")

@@ -301,8 +301,9 @@ fn write_section(ctx: &Ctx<'_>, section: &str, t: &mut String) {
 /// CPU seconds `who` (the process, or its waited-for children) spent in
 /// the kernel and in user space, from getrusage(2), as Redis's `INFO cpu`.
 fn cpu_seconds(who: libc::c_int) -> [f64; 2] {
-    // SAFETY: getrusage writes the struct it is given and nothing else.
+    // SAFETY: `rusage` is plain integers, for which all zeroes is valid.
     let mut ru: libc::rusage = unsafe { std::mem::zeroed() };
+    // SAFETY: getrusage writes the struct it is given and nothing else.
     if unsafe { libc::getrusage(who, &mut ru) } != 0 {
         return [0.0; 2];
     }

@@ -178,3 +178,37 @@ pub fn hgetall(ctx: &mut Ctx<'_>, req: &Request<'_>) -> Result<(), CmdError> {
         }
     })
 }
+
+/// ```text
+/// HKEYS key
+/// ```
+pub fn hkeys(ctx: &mut Ctx<'_>, req: &Request<'_>) -> Result<(), CmdError> {
+    read(ctx, req.arg(1), |h: Option<&Hash>, out| {
+        out.array(h.map_or(0, Hash::len));
+        for (f, _) in h.into_iter().flat_map(Hash::iter) {
+            out.bulk(f);
+        }
+    })
+}
+
+/// ```text
+/// HVALS key
+/// ```
+pub fn hvals(ctx: &mut Ctx<'_>, req: &Request<'_>) -> Result<(), CmdError> {
+    read(ctx, req.arg(1), |h: Option<&Hash>, out| {
+        out.array(h.map_or(0, Hash::len));
+        for (_, v) in h.into_iter().flat_map(Hash::iter) {
+            out.bulk(v);
+        }
+    })
+}
+
+/// ```text
+/// HSTRLEN key field
+/// ```
+pub fn hstrlen(ctx: &mut Ctx<'_>, req: &Request<'_>) -> Result<(), CmdError> {
+    read(ctx, req.arg(1), |h: Option<&Hash>, out| {
+        let len = h.and_then(|h| h.get(req.arg(2))).map_or(0, |v| v.len());
+        out.int(len as i64);
+    })
+}

@@ -4,7 +4,7 @@
 //! (`store/limit.rs`), then writes the reply (`reply.rs`).
 
 use super::reply::{ms_ceil, write_decision};
-use super::{lease, parse, policy, CmdError, Ctx};
+use super::{charge, lease, parse, policy, CmdError, Ctx};
 use crate::limiter::lease::Lapsed;
 use crate::limiter::Decision;
 use crate::protocol::Request;
@@ -69,6 +69,9 @@ pub fn peek(ctx: &mut Ctx<'_>, req: &Request<'_>) -> Result<(), CmdError> {
 pub fn allowmany(ctx: &mut Ctx<'_>, req: &Request<'_>) -> Result<(), CmdError> {
     use parse::Clause;
     let r = parse::many_request(req)?;
+    if r.charge {
+        return charge::many(ctx, r);
+    }
     let has_lease = r
         .clauses
         .iter()
@@ -105,7 +108,15 @@ pub fn allowmany(ctx: &mut Ctx<'_>, req: &Request<'_>) -> Result<(), CmdError> {
             break;
         }
     }
-    let (index, d) = binding.expect("at least one clause");
+    let (index, mut d) = binding.expect("at least one clause");
+    // The denying limit's `BLOCK` penalty (a blocked key's denial keeps
+    // its block as it is).
+    if let (false, Clause::Limit(spec)) = (d.allowed, &r.clauses[index].1) {
+        let key = r.clauses[index].0;
+        if let Some(until) = lock.update(key, now, |slot| limit::block(slot, spec, now)) {
+            d = limit::under_block(d, until, now);
+        }
+    }
     let mut gone = Lapsed::default();
     if d.allowed {
         if growth > room {
@@ -250,12 +261,23 @@ pub fn state(ctx: &mut Ctx<'_>, req: &Request<'_>) -> Result<(), CmdError> {
             return Ok(());
         }
         let algo = e.value.algorithm().ok_or(CmdError::WrongType)?;
-        let mut fields: Vec<(&str, i64)> = Vec::with_capacity(6);
+        let mut fields: Vec<(&str, i64)> = Vec::with_capacity(7);
         let ms = |ns: u64| (ns / 1_000_000) as i64;
-        let params = match &e.value {
-            Value::Str(_) | Value::List(_) | Value::ZSet(_) | Value::Hash(_) | Value::Lease(_) => {
-                return Err(CmdError::WrongType)
+        let value = match &e.value {
+            Value::Blocked(b) => {
+                let left = b.until.saturating_sub(now.0);
+                fields.push(("blocked_ms", ms_ceil(left)));
+                &b.value
             }
+            v => v,
+        };
+        let params = match value {
+            Value::Str(_)
+            | Value::List(_)
+            | Value::ZSet(_)
+            | Value::Hash(_)
+            | Value::Lease(_)
+            | Value::Blocked(_) => return Err(CmdError::WrongType),
             Value::Window(s) => {
                 fields.push(("bucket_start_ms", ms(s.state.start)));
                 fields.push(("previous", s.state.prev as i64));

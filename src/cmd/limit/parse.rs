@@ -5,6 +5,7 @@ use std::num::NonZeroU64;
 
 use super::args::{is, ArgList, Cursor};
 use super::{error::show, CmdError};
+use crate::limiter::calendar::{self, Period};
 use crate::limiter::lease::MAX_UNITS;
 use crate::limiter::Algorithm;
 pub use crate::limiter::LimitSpec;
@@ -29,12 +30,23 @@ pub enum Clause {
 }
 
 /// `RL.ALLOWMANY`: several (key, clause) pairs, one cost, and the lease
-/// id its `LEASE` clauses take (`ID`, or the server's).
+/// id its `LEASE` clauses take (`ID`, or the server's). With `CHARGE n`
+/// instead of `COST n`, `cost` is recorded under every limit whatever
+/// their state (`RL.CHARGE`'s meaning).
 #[derive(Debug, Clone)]
 pub struct ManyRequest<'a> {
     pub clauses: Vec<(&'a [u8], Clause)>,
     pub cost: u64,
+    pub charge: bool,
     pub id: Option<&'a [u8]>,
+}
+
+/// `RL.CHARGE`: one key, one limit, `n` units to record.
+#[derive(Debug, Clone, Copy)]
+pub struct ChargeRequest<'a> {
+    pub key: &'a [u8],
+    pub spec: LimitSpec,
+    pub n: u64,
 }
 
 /// A positive integer argument, named in the error.
@@ -60,6 +72,21 @@ pub fn duration(arg: &[u8], what: &str) -> Result<u64, CmdError> {
     })
 }
 
+/// A period: a duration, `Nw` weeks, or the calendar's `1mo` and `1y`
+/// (`limiter/calendar.rs`). Returns its length in ns and the calendar
+/// unit it names, if any.
+pub fn period(arg: &[u8]) -> Result<Period, CmdError> {
+    use crate::util::DurationError;
+    calendar::parse_period(arg).map_err(|e| match e {
+        DurationError::Invalid => CmdError::err(format!(
+            "invalid period '{}': use whole seconds, a whole number with ms, s, m, h, d or w, or 1mo or 1y",
+            show(arg)
+        )),
+        DurationError::Zero => CmdError::err("period must be positive"),
+        DurationError::OutOfRange => CmdError::err("period is out of range"),
+    })
+}
+
 /// Options that may follow a limit, each at most once.
 #[derive(Debug, Default)]
 struct Options {
@@ -67,6 +94,10 @@ struct Options {
     cost: Option<u64>,
     burst: Option<u64>,
     precision: Option<u64>,
+    /// `TZ ±HH:MM`: minutes east of UTC.
+    tz: Option<i16>,
+    /// `BLOCK duration`, in ns.
+    block: Option<u64>,
 }
 
 /// How much of the grammar a walk checks: everything (the parser), or
@@ -91,7 +122,7 @@ fn options<A: ArgList + ?Sized>(
         if stop_at_limit && (is(name, "LIMIT") || is(name, "LEASE")) {
             break;
         }
-        let known = ["ALGO", "COST", "BURST", "PRECISION"]
+        let known = ["ALGO", "COST", "BURST", "PRECISION", "TZ", "BLOCK"]
             .into_iter()
             .find(|k| is(name, k) && (allow_cost || *k != "COST"));
         let Some(known) = known else {
@@ -133,6 +164,22 @@ fn options<A: ArgList + ?Sized>(
                     return Err(twice());
                 }
             }
+            "TZ" => {
+                let offset = calendar::parse_offset(value).ok_or_else(|| {
+                    CmdError::err(format!(
+                        "invalid TZ '{}': use +HH:MM or -HH:MM, at most 18:00",
+                        show(value)
+                    ))
+                })?;
+                if o.tz.replace(offset).is_some() {
+                    return Err(twice());
+                }
+            }
+            "BLOCK" => {
+                if o.block.replace(duration(value, "BLOCK")?).is_some() {
+                    return Err(twice());
+                }
+            }
             _ => {
                 if o.precision.replace(duration(value, "PRECISION")?).is_some() {
                     return Err(twice());
@@ -160,18 +207,46 @@ fn limit<'a, A: ArgList + ?Sized>(
         return Ok((key, None));
     }
     let limit = positive(limit, "limit")?;
-    let period = duration(period, "period")?;
+    let period = self::period(period)?;
     let o = options(c, stop_at_limit, allow_cost, check)?;
+    Ok((key, Some((spec(limit, period, &o)?, o.cost))))
+}
+
+/// The validated limit of `limit` per `period` with options `o`.
+fn spec(limit: u64, period: Period, o: &Options) -> Result<LimitSpec, CmdError> {
     let nz = |n: u64| NonZeroU64::new(n).expect("validated positive");
-    let spec = LimitSpec::new(
+    let mut spec = LimitSpec::new(
         o.algo.unwrap_or_default(),
         nz(limit),
-        nz(period),
+        nz(period.ns),
         o.burst.map(nz),
         o.precision.map(nz),
     )
+    .and_then(|s| s.with_calendar(period.unit, o.tz))
     .map_err(|e| CmdError::err(e.to_string()))?;
-    Ok((key, Some((spec, o.cost))))
+    spec.block = o.block.map(nz);
+    Ok(spec)
+}
+
+/// ```text
+/// RL.CHARGE key limit period n [ALGO ...] [BURST b] [PRECISION d] [TZ ±HH:MM] [BLOCK d]
+/// ```
+/// `n` may exceed the limit (the charge overdraws); `COST` is `n` here.
+pub fn charge_request<'a>(req: &'a Request<'_>) -> Result<ChargeRequest<'a>, CmdError> {
+    let mut c = Cursor::new(req, 1);
+    let (Some(key), Some(limit), Some(period), Some(n)) = (c.next(), c.next(), c.next(), c.next())
+    else {
+        return Err(CmdError::Syntax);
+    };
+    let limit = positive(limit, "limit")?;
+    let period = self::period(period)?;
+    let n = positive(n, "charge")?;
+    let o = options(&mut c, false, false, Check::Values)?;
+    Ok(ChargeRequest {
+        key,
+        spec: spec(limit, period, &o)?,
+        n,
+    })
 }
 
 /// A cost that can never fit is an error, not an eternal "retry later".
@@ -241,10 +316,17 @@ pub const MAX_LIMITS: usize = 1024;
 /// Checks in O(n log n): at most [`MAX_LIMITS`] clauses, each key once.
 pub fn many_request<'a>(req: &'a Request<'_>) -> Result<ManyRequest<'a>, CmdError> {
     let mut clauses = Vec::new();
-    let (cost, id) = walk_many(req, Check::Values, |key, _, checked, cost| {
+    let (cost, charge, id) = walk_many(req, Check::Values, |key, _, checked, cost, charge| {
         let clause = checked.expect("values checked");
         match clause {
+            // A charge may overdraw: any amount is recorded.
+            Clause::Limit(_) if charge => {}
             Clause::Limit(spec) => check_cost(&spec, cost)?,
+            Clause::Lease { .. } if charge => {
+                return Err(CmdError::err(
+                    "CHARGE takes LIMIT clauses only: leases are held, not charged",
+                ))
+            }
             Clause::Lease { limit, .. } => check_lease_cost(limit, cost)?,
         }
         clauses.push((key, clause));
@@ -265,25 +347,39 @@ pub fn many_request<'a>(req: &'a Request<'_>) -> Result<ManyRequest<'a>, CmdErro
             show(pair[0])
         )));
     }
-    Ok(ManyRequest { clauses, cost, id })
+    Ok(ManyRequest {
+        clauses,
+        cost,
+        charge,
+        id,
+    })
 }
 
 /// `RL.ALLOWMANY`'s grammar, walked once for the parser and once for the
 /// key finder: `on_clause` gets each clause's key, its position, (when
-/// checking values) its validated clause, and the request's `COST`; its
-/// error ends the walk. Returns the `COST` and the `ID`.
+/// checking values) its validated clause, the request's `COST` (or
+/// `CHARGE`) and whether it is a charge; its error ends the walk. Returns
+/// the `COST`, whether it is a `CHARGE`, and the `ID`.
 #[allow(clippy::type_complexity)]
 fn walk_many<'a, A: ArgList + ?Sized>(
     args: &'a A,
     check: Check,
-    mut on_clause: impl FnMut(&'a [u8], usize, Option<Clause>, u64) -> Result<(), CmdError>,
-) -> Result<(u64, Option<&'a [u8]>), CmdError> {
+    mut on_clause: impl FnMut(&'a [u8], usize, Option<Clause>, u64, bool) -> Result<(), CmdError>,
+) -> Result<(u64, bool, Option<&'a [u8]>), CmdError> {
     let mut c = Cursor::new(args, 1);
     let mut cost = 1;
-    if c.keyword("COST") {
-        let value = c.value_for("COST")?;
+    let (given, charge) = match c.keyword("COST") {
+        true => (true, false),
+        false => {
+            let charge = c.keyword("CHARGE");
+            (charge, charge)
+        }
+    };
+    if given {
+        let what = if charge { "CHARGE" } else { "COST" };
+        let value = c.value_for(what)?;
         if check == Check::Values {
-            cost = positive(value, "COST")?;
+            cost = positive(value, what)?;
         }
     }
     let mut id = None;
@@ -321,13 +417,14 @@ fn walk_many<'a, A: ArgList + ?Sized>(
                     ttl: duration(ttl, "ttl")?,
                 }),
             };
-            on_clause(key, at, clause, cost)?;
+            on_clause(key, at, clause, cost, charge)?;
             continue;
         }
         let (key, checked) = limit(&mut c, true, false, check)?;
-        on_clause(key, at, checked.map(|(spec, _)| Clause::Limit(spec)), cost)?;
+        let clause = checked.map(|(spec, _)| Clause::Limit(spec));
+        on_clause(key, at, clause, cost, charge)?;
     }
-    Ok((cost, id))
+    Ok((cost, charge, id))
 }
 
 /// Key positions of an `RL.ALLOWMANY` request: the argument after each
@@ -336,7 +433,7 @@ fn walk_many<'a, A: ArgList + ?Sized>(
 /// past some clause yields the keys before it.
 pub fn many_keys(args: &[&[u8]]) -> Vec<usize> {
     let mut keys = Vec::new();
-    let _ = walk_many(args, Check::Structure, |_, at, _, _| {
+    let _ = walk_many(args, Check::Structure, |_, at, _, _, _| {
         keys.push(at);
         Ok(())
     });

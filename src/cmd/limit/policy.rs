@@ -10,7 +10,7 @@ use super::reply::write_decision;
 use super::{parse, CmdError, Ctx};
 use crate::clock::Nanos;
 use crate::cmd::exec::session::Park;
-use crate::limiter::Decision;
+use crate::limiter::{Decision, LimitSpec};
 use crate::policy::{clear_other_algorithm, Action, Policy, DENY_ALL};
 use crate::protocol::{ReplyBuf, Request};
 use crate::stats::Local;
@@ -83,6 +83,12 @@ pub fn decide(
                 unlimited: false,
             });
         }
+        // A shadow policy reports what it would do and lets everything
+        // through: it blocks nothing either.
+        Action::Limit(spec) if shadow => LimitSpec {
+            block: None,
+            ..spec
+        },
         Action::Limit(spec) => spec,
     };
     parse::check_cost(&spec, hits)?;

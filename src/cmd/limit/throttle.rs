@@ -64,13 +64,29 @@ pub fn throttle(ctx: &mut Ctx<'_>, req: &Request<'_>) -> Result<(), CmdError> {
     };
     let now = ctx.now;
     let t = ctx.db.update(req.arg(1), now, |slot| {
-        let mut state = match slot.as_ref() {
-            Some(e) => match &e.value {
-                Value::Gcra(s) => s.state,
+        // A GCRA key under an `RL.ALLOW ... BLOCK` penalty is limited
+        // until the block ends, uncounted; a block that has ended goes
+        // with the next write.
+        let (mut state, block_end) = match slot.as_ref().map(|e| &e.value) {
+            Some(Value::Gcra(s)) => (s.state, 0),
+            Some(Value::Blocked(b)) => match &b.value {
+                Value::Gcra(s) => (s.state, b.until),
                 _ => return Err(CmdError::WrongType),
             },
-            None => gcra::State::default(),
+            Some(_) => return Err(CmdError::WrongType),
+            None => (gcra::State::default(), 0),
         };
+        if block_end > now.0 {
+            let t = cell::throttle(&mut state, &quota, now.0, 0);
+            let wait = block_end - now.0;
+            return Ok(cell::Throttle {
+                limited: true,
+                remaining: 0,
+                retry_after: Some(wait.max(t.retry_after.unwrap_or(0))),
+                reset_after: wait.max(t.reset_after),
+                ..t
+            });
+        }
         let t = cell::throttle(&mut state, &quota, now.0, quantity);
         if !t.limited && quantity > 0 {
             // The key lives until the bucket is full again.

@@ -14,7 +14,7 @@ use crate::cmd::admin::{
 };
 use crate::cmd::data::{hash, keys, list, string, zset};
 use crate::cmd::exec::multi;
-use crate::cmd::limit::{allow, lease, parse, policy, throttle, top};
+use crate::cmd::limit::{allow, charge, lease, parse, policy, throttle, top};
 use crate::cmd::script;
 use crate::protocol::Request;
 
@@ -166,11 +166,14 @@ pub static COMMANDS: &[CommandSpec] = &[
     cmd! { name: "hgetall", arity: 2, flags: [READONLY], keys: FIRST, group: "hash", since: "2.0.0", complexity: "O(N) where N is the size of the hash.", summary: "Returns all fields and values in a hash.", handler: hash::hgetall },
     cmd! { name: "hincrby", arity: 4, flags: [WRITE | DENYOOM | FAST], keys: FIRST, group: "hash", since: "2.0.0", complexity: "O(1)", summary: "Increments the integer value of a field in a hash by a number. Uses 0 as initial value if the field doesn't exist.", handler: hash::hincrby },
     cmd! { name: "hincrbyfloat", arity: 4, flags: [WRITE | DENYOOM | FAST], keys: FIRST, group: "hash", since: "2.6.0", complexity: "O(1)", summary: "Increments the floating point value of a field by a number. Uses 0 as initial value if the field doesn't exist.", handler: hash::hincrbyfloat },
+    cmd! { name: "hkeys", arity: 2, flags: [READONLY], keys: FIRST, group: "hash", since: "2.0.0", complexity: "O(N) where N is the size of the hash.", summary: "Returns all fields in a hash.", handler: hash::hkeys },
     cmd! { name: "hlen", arity: 2, flags: [READONLY | FAST], keys: FIRST, group: "hash", since: "2.0.0", complexity: "O(1)", summary: "Returns the number of fields in a hash.", handler: hash::hlen },
     cmd! { name: "hmget", arity: -3, flags: [READONLY | FAST], keys: FIRST, group: "hash", since: "2.0.0", complexity: "O(N) where N is the number of fields being requested.", summary: "Returns the values of all fields in a hash.", handler: hash::hmget },
     cmd! { name: "hmset", arity: -4, flags: [WRITE | DENYOOM | FAST], keys: FIRST, group: "hash", since: "2.0.0", complexity: "O(N) where N is the number of fields being set.", summary: "Sets the values of multiple fields.", handler: hash::hmset },
     cmd! { name: "hset", arity: -4, flags: [WRITE | DENYOOM | FAST], keys: FIRST, group: "hash", since: "2.0.0", complexity: "O(1) for each field/value pair added, so O(N) to add N field/value pairs when the command is called with multiple field/value pairs.", summary: "Creates or modifies the value of a field in a hash.", handler: hash::hset },
     cmd! { name: "hsetnx", arity: 4, flags: [WRITE | DENYOOM | FAST], keys: FIRST, group: "hash", since: "2.0.0", complexity: "O(1)", summary: "Sets the value of a field in a hash only when the field doesn't exist.", handler: hash::hsetnx },
+    cmd! { name: "hstrlen", arity: 3, flags: [READONLY | FAST], keys: FIRST, group: "hash", since: "3.2.0", complexity: "O(1)", summary: "Returns the length of the value of a field.", handler: hash::hstrlen },
+    cmd! { name: "hvals", arity: 2, flags: [READONLY], keys: FIRST, group: "hash", since: "2.0.0", complexity: "O(N) where N is the size of the hash.", summary: "Returns all values in a hash.", handler: hash::hvals },
     cmd! { name: "incr", arity: 2, flags: [WRITE | DENYOOM | FAST], keys: FIRST, group: "string", since: "1.0.0", complexity: "O(1)", summary: "Increments the integer value of a key by one.", handler: string::incr },
     cmd! { name: "incrby", arity: 3, flags: [WRITE | DENYOOM | FAST], keys: FIRST, group: "string", since: "1.0.0", complexity: "O(1)", summary: "Increments the integer value of a key by a number.", handler: string::incrby },
     cmd! { name: "incrbyfloat", arity: 3, flags: [WRITE | DENYOOM | FAST], keys: FIRST, group: "string", since: "2.6.0", complexity: "O(1)", summary: "Increment the floating point value of a key by a number. Uses 0 as initial value if the key doesn't exist.", handler: string::incrbyfloat },
@@ -213,6 +216,7 @@ pub static COMMANDS: &[CommandSpec] = &[
         key_finder: Some(parse::many_keys),
         ..cmd! { name: "rl.allowmany", arity: -5, flags: [WRITE | DENYOOM | MOVABLEKEYS], keys: NONE, group: "limiter", since: "0.1.0", complexity: "O(N) where N is the number of limits", summary: "Admits a request only if every one of several limits admits it.", handler: allow::allowmany }
     },
+    cmd! { name: "rl.charge", arity: -5, flags: [WRITE | DENYOOM | FAST], keys: FIRST, group: "limiter", since: "0.3.0", complexity: "O(1); ALGO log: O(slots expired)", summary: "Records units used whatever the key's state (it may overdraw).", handler: charge::charge },
     cmd! { name: "rl.check", arity: -4, flags: [WRITE | DENYOOM | FAST | NOSCRIPT | NO_MULTI], keys: FIRST, group: "limiter", since: "0.2.0", complexity: "O(N) where N is the number of descriptor entries", summary: "Admits or denies a request under the most specific policy matching a descriptor (the key is the domain: counters live in its hash slot).", handler: policy::check },
     cmd! { name: "rl.leases", arity: -2, flags: [READONLY], keys: FIRST, group: "limiter", since: "0.2.0", complexity: "O(log N + C) where N is the number of live leases on the key and C the leases listed (COUNT, 1000 by default)", summary: "Lists a concurrency limit's live leases, a page at a time.", handler: lease::leases },
     cmd! { name: "rl.peek", arity: -4, flags: [READONLY | FAST], keys: FIRST, group: "limiter", since: "0.1.0", complexity: "O(1); ALGO log: O(slots expired)", summary: "Returns what RL.ALLOW would answer, consuming nothing.", handler: allow::peek },

@@ -103,17 +103,6 @@ pub(super) fn number_g(n: f64, precision: u8) -> String {
     if n.is_infinite() {
         return if n > 0.0 { "inf" } else { "-inf" }.into();
     }
-    let mut buf = [0u8; 64];
-    // SAFETY: a 64-byte buffer, its size given; `%.*g` with at most 17
-    // digits writes under 32.
-    let len = unsafe {
-        libc::snprintf(
-            buf.as_mut_ptr().cast(),
-            buf.len(),
-            c"%.*g".as_ptr(),
-            libc::c_int::from(precision.min(17)),
-            n,
-        )
-    };
-    String::from_utf8_lossy(&buf[..(len.max(0) as usize).min(63)]).into_owned()
+    let mut buf = [0u8; 32];
+    String::from_utf8_lossy(crate::util::format_g(n, precision, &mut buf)).into_owned()
 }

@@ -243,36 +243,13 @@ pub fn through_lua(i: i64) -> i64 {
 /// writes one (not Lua's own `%.14g`, which loses digits), into `buf`;
 /// the bytes written.
 pub fn fmt_num(x: f64, buf: &mut [u8; 32]) -> &[u8] {
-    fmt_g(x, buf, c"%.17g", 1e17)
+    crate::util::format_g(x, 17, buf)
 }
 
 /// A number as Lua 5.1 writes it into a string (`..`, `tostring`:
 /// `lua_Number2str`, `%.14g`).
 pub fn lua_str(x: f64, buf: &mut [u8; 32]) -> &[u8] {
-    fmt_g(x, buf, c"%.14g", 1e14)
-}
-
-/// `x` by `fmt`; an integer below `exact` (where `fmt` writes every digit)
-/// without `snprintf`.
-fn fmt_g<'b>(x: f64, buf: &'b mut [u8; 32], fmt: &std::ffi::CStr, exact: f64) -> &'b [u8] {
-    if x.fract() == 0.0 && x.abs() < exact && !(x == 0.0 && x.is_sign_negative()) {
-        let mut b = itoa::Buffer::new();
-        let s = b.format(x as i64).as_bytes();
-        buf[..s.len()].copy_from_slice(s);
-        return &buf[..s.len()];
-    }
-    // SAFETY: the buffer's size is passed; `%.17g` of a double fits in 32
-    // bytes (17 digits, sign, point, exponent).
-    let n = unsafe {
-        libc::snprintf(
-            buf.as_mut_ptr() as *mut libc::c_char,
-            buf.len(),
-            fmt.as_ptr(),
-            x,
-        )
-    };
-    let n = (n.max(0) as usize).min(buf.len() - 1);
-    &buf[..n]
+    crate::util::format_g(x, 14, buf)
 }
 
 /// `KEYS[1] .. ':' .. n`, on the stack when it fits.
