@@ -8,6 +8,7 @@ machine: CPU per operation is the steadier figure.
     python3 benches/ab.py OLD_BINARY NEW_BINARY [--reps 4] [-n 1000000]
         [--algos window,gcra,fixed,log] [--scripts] [-P 16] [-r 100000]
         [--a-args "--threads 1"] [--b-args "--threads 2"] [--preload 10000000]
+        [--b-algos sliding]
 
 `--scripts` adds compare.py's Lua limiters (EVALSHA), loaded into both.
 `--a-args`/`--b-args` add flags to one server: the same binary twice
@@ -15,6 +16,9 @@ compares two settings (how the default `--threads` was chosen).
 `--preload N` first loads N window keys (`window:%012d`, the names
 redis-benchmark's `__rand_int__` makes) into both servers, and sets `-r N`:
 the lookups of a large keyspace, as `scale.py`'s keyspace scenario.
+`--b-algos` gives B other algorithms, pairwise with `--algos`: `--algos
+window --b-algos sliding` runs A's window against B's sliding (a new
+algorithm against the one it would replace, in one alternated run).
 
 Example: build the previous commit in a worktree and compare:
 
@@ -38,6 +42,7 @@ def main():
     ap.add_argument("-P", dest="pipeline", type=int, default=16)
     ap.add_argument("-r", dest="randomkeys", type=int, default=100_000)
     ap.add_argument("--algos", default="window,gcra,fixed,log")
+    ap.add_argument("--b-algos", help="B's algorithms, pairwise with --algos (default the same)")
     ap.add_argument("--scripts", action="store_true", help="also the Lua limiters of compare.py")
     ap.add_argument("--no-ping", action="store_true")
     ap.add_argument("--a-args", default="", help="extra flags for server A")
@@ -53,8 +58,15 @@ def main():
         for s in servers.values():
             scale.preload(s, b"window:%012d", opts.preload)
         opts.randomkeys = opts.preload
-    tests = [(f"RL.ALLOW {a}", ["RL.ALLOW", f"{a}:__rand_int__", "100", "60", "ALGO", a])
-             for a in opts.algos.split(",") if a]
+    def allow(a):
+        return ["RL.ALLOW", f"{a}:__rand_int__", "100", "60", "ALGO", a]
+
+    algos = [a for a in opts.algos.split(",") if a]
+    b_algos = [a for a in (opts.b_algos or opts.algos).split(",") if a]
+    if len(b_algos) != len(algos):
+        ap.error("--b-algos needs as many algorithms as --algos")
+    tests = [(f"RL.ALLOW {a}" if a == b else f"RL.ALLOW {a} (A) vs {b} (B)", {"A": allow(a), "B": allow(b)})
+             for a, b in zip(algos, b_algos)]
     if not opts.no_ping:
         tests.append(("PING_MBULK", ["-t", "ping_mbulk"]))
     if opts.scripts:

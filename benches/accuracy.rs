@@ -3,13 +3,18 @@
 //! exact answer: a request is rightly admitted iff the units this algorithm
 //! admitted in the `period` before it, plus its cost, fit the limit.
 //!
+//! Each algorithm's memory is beside its error: the bytes of its packed
+//! record (`store/record.rs`), and for `log` the ring's heap block on top,
+//! at its largest over the trace (the mean over keys for many keys).
+//!
 //! Run: `cargo bench --bench accuracy` (prints a markdown table; the table
 //! in docs/algorithms.md comes from it). Deterministic: a fixed seed.
 
 use std::collections::VecDeque;
 use std::num::NonZeroU64;
 
-use turnstile::limiter::{fixed, gcra, log, window, Algorithm, Decision, Params};
+use turnstile::limiter::{fixed, gcra, log, sliding, window, Algorithm, Decision, Params};
+use turnstile::store::record;
 
 const S: u64 = 1_000_000_000;
 const LIMIT: u64 = 100;
@@ -54,6 +59,23 @@ fn poisson(load: f64, n: usize, seed: u64) -> Vec<Req> {
             (0, t, 1)
         })
         .collect()
+}
+
+/// On/off bursts: Poisson at `load` times the limit's rate for the first
+/// `on` of every period, then quiet for the rest of it.
+fn on_off(load: f64, on: f64, n: usize, seed: u64) -> Vec<Req> {
+    let mut rng = Rng(seed);
+    let mean = PERIOD as f64 / (LIMIT as f64 * load);
+    let on_ns = (PERIOD as f64 * on) as u64;
+    let mut t = START;
+    let mut out = Vec::with_capacity(n);
+    while out.len() < n {
+        t += rng.exp(mean);
+        if (t - START) % PERIOD < on_ns {
+            out.push((0, t, 1));
+        }
+    }
+    out
 }
 
 /// Bursts of `LIMIT` requests just before and just after bucket
@@ -119,6 +141,9 @@ struct Tally {
     wrongly_denied: u64,
     /// Most units admitted in any period-long interval, over the limit.
     worst: u64,
+    /// Bytes of state per key: the record, plus the log's heap block at
+    /// its largest (the mean over keys).
+    bytes: f64,
 }
 
 enum AnyState {
@@ -126,6 +151,7 @@ enum AnyState {
     Log(log::State),
     Gcra(gcra::State),
     Fixed(fixed::State),
+    Sliding(sliding::State),
 }
 
 impl AnyState {
@@ -135,6 +161,7 @@ impl AnyState {
             Algorithm::Log => AnyState::Log(Default::default()),
             Algorithm::Gcra => AnyState::Gcra(Default::default()),
             Algorithm::Fixed => AnyState::Fixed(Default::default()),
+            Algorithm::Sliding => AnyState::Sliding(Default::default()),
         }
     }
 
@@ -144,19 +171,37 @@ impl AnyState {
             AnyState::Log(s) => log::decide(s, p, now, cost),
             AnyState::Gcra(s) => gcra::decide(s, p, now, cost),
             AnyState::Fixed(s) => fixed::decide(s, p, now, cost),
+            AnyState::Sliding(s) => sliding::decide(s, p, now, cost),
+        }
+    }
+
+    /// The packed record's bytes, and the heap block the state holds.
+    fn bytes(&self) -> (usize, usize) {
+        match self {
+            AnyState::Window(_) => (record::WINDOW_LEN, 0),
+            AnyState::Log(s) => (std::mem::size_of::<record::LogRec>(), s.heap_size()),
+            AnyState::Gcra(_) => (record::GCRA_LEN, 0),
+            AnyState::Fixed(_) => (record::FIXED_LEN, 0),
+            AnyState::Sliding(_) => (record::SLIDING_LEN, 0),
         }
     }
 }
 
-fn replay(algo: Algorithm, trace: &[Req], keys: usize) -> Tally {
-    let p = Params::new(
+/// Replays `trace` through `algo`; `steps` > 0 runs the log with
+/// `PRECISION period / steps` (timestamps rounded up to it).
+fn replay(algo: Algorithm, steps: u64, trace: &[Req], keys: usize) -> Tally {
+    let mut p = Params::new(
         NonZeroU64::new(LIMIT).unwrap(),
         NonZeroU64::new(PERIOD).unwrap(),
     );
+    if let Some(d) = PERIOD.checked_div(steps).and_then(NonZeroU64::new) {
+        p.precision = d;
+    }
     let mut states: Vec<AnyState> = (0..keys).map(|_| AnyState::new(algo)).collect();
     // Per key: admitted (time, cost) in the last period, and their sum.
     let mut history: Vec<(VecDeque<(u64, u64)>, u64)> = vec![(VecDeque::new(), 0); keys];
     let mut t = Tally::default();
+    let mut heap_peak = vec![0usize; keys];
     for &(key, now, cost) in trace {
         let (recent, sum) = &mut history[key];
         while let Some(&(at, c)) = recent.front() {
@@ -168,6 +213,7 @@ fn replay(algo: Algorithm, trace: &[Req], keys: usize) -> Tally {
         }
         let exact = *sum + cost <= LIMIT;
         let d = states[key].decide(&p, now, cost);
+        heap_peak[key] = heap_peak[key].max(states[key].bytes().1);
         t.decisions += 1;
         match (d.allowed, exact) {
             (true, false) => t.wrongly_allowed += 1,
@@ -181,6 +227,8 @@ fn replay(algo: Algorithm, trace: &[Req], keys: usize) -> Tally {
             t.worst = t.worst.max(*sum);
         }
     }
+    let record = states.first().map_or(0, |s| s.bytes().0);
+    t.bytes = record as f64 + heap_peak.iter().sum::<usize>() as f64 / keys as f64;
     t
 }
 
@@ -194,6 +242,11 @@ fn main() {
         ("Poisson at 0.5x the limit", poisson(0.5, 200_000, 1), 1),
         ("Poisson at 1x the limit", poisson(1.0, 200_000, 2), 1),
         ("Poisson at 2x the limit", poisson(2.0, 200_000, 3), 1),
+        (
+            "on/off: 0.3 of each period at 4x, then quiet",
+            on_off(4.0, 0.3, 200_000, 6),
+            1,
+        ),
         ("bursts at bucket boundaries", boundary_bursts(500), 1),
         (
             "1000 keys, heavy-tailed rates",
@@ -206,20 +259,28 @@ fn main() {
         "Limit {LIMIT} per {} s; every decision compared with the exact sliding-window answer.\n",
         PERIOD / S
     );
-    println!("| algorithm | trace | decisions | admitted | wrongly allowed | wrongly denied | worst units in any period (limit {LIMIT}) |");
-    println!("|---|---|---|---|---|---|---|");
-    for algo in Algorithm::ALL {
+    println!("| algorithm | trace | decisions | admitted | wrongly allowed | wrongly denied | worst units in any period (limit {LIMIT}) | bytes per key |");
+    println!("|---|---|---|---|---|---|---|---|");
+    // Each algorithm, then the log with its timestamps rounded to a
+    // 256th and a 1024th of the period: how exact a window can be that
+    // knows each admission's time only that well.
+    let runs = Algorithm::ALL
+        .into_iter()
+        .map(|a| (a, 0, a.name().to_string()))
+        .chain([256, 1024].map(|n| (Algorithm::Log, n, format!("log PRECISION period/{n}"))));
+    for (algo, steps, label) in runs {
         for (name, trace, keys) in &traces {
-            let t = replay(algo, trace, *keys);
+            let t = replay(algo, steps, trace, *keys);
             println!(
-                "| {} | {} | {} | {} | {} | {} | {} |",
-                algo.name(),
+                "| {} | {} | {} | {} | {} | {} | {} | {:.0} |",
+                label,
                 name,
                 t.decisions,
                 pct(t.allowed, t.decisions),
                 pct(t.wrongly_allowed, t.decisions),
                 pct(t.wrongly_denied, t.decisions),
                 t.worst,
+                t.bytes,
             );
         }
     }

@@ -161,7 +161,8 @@ def redis_benchmark(port, pid, args, n, pipeline=1, clients=50, randomkeys=10000
 def alternating_medians(servers, args, n, pipeline, reps, randomkeys=100000):
     """Runs one redis-benchmark test `reps` times on each server of the
     dict `servers`, alternating their order each round, the idle ones
-    paused. Returns {name: (median ops/s, median server CPU us/op)}."""
+    paused. `args` may be a dict {name: args}: each server its own test.
+    Returns {name: (median ops/s, median server CPU us/op)}."""
     runs = {w: [] for w in servers}
     for rep in range(reps):
         order = list(servers) if rep % 2 == 0 else list(reversed(servers))
@@ -170,7 +171,8 @@ def alternating_medians(servers, args, n, pipeline, reps, randomkeys=100000):
                 other.pause()
             s = servers[which]
             s.resume()
-            runs[which].append(redis_benchmark(s.port, s.pid, args, n, pipeline=pipeline,
+            test = args[which] if isinstance(args, dict) else args
+            runs[which].append(redis_benchmark(s.port, s.pid, test, n, pipeline=pipeline,
                                                randomkeys=randomkeys))
     for s in servers.values():
         s.resume()

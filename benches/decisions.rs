@@ -8,7 +8,7 @@ use std::num::NonZeroU64;
 use std::time::Duration;
 
 use criterion::{criterion_group, criterion_main, Criterion};
-use turnstile::limiter::{cell, fixed, gcra, log, window, Params};
+use turnstile::limiter::{cell, fixed, gcra, log, sliding, window, Params};
 
 const S: u64 = 1_000_000_000;
 
@@ -30,6 +30,13 @@ fn decisions(c: &mut Criterion) {
         b.iter(|| {
             now += 1_000_000;
             black_box(window::decide(&mut st, &p, black_box(now), 1))
+        })
+    });
+    g.bench_function("sliding", |b| {
+        let (mut st, mut now) = (sliding::State::default(), 1_700_000_000 * S);
+        b.iter(|| {
+            now += 1_000_000;
+            black_box(sliding::decide(&mut st, &p, black_box(now), 1))
         })
     });
     g.bench_function("fixed", |b| {

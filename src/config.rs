@@ -145,6 +145,32 @@ pub struct Config {
     /// is seconds). A crash loses at most this much.
     #[arg(long, env = "TURNSTILE_SNAPSHOT_INTERVAL", default_value = "1s", value_parser = parse_duration)]
     pub snapshot_interval: std::time::Duration,
+    /// Append every write's effect to a file (`--appendfilename`, beside
+    /// the snapshot, else in the working directory), replayed at start:
+    /// yes or no. With it on, a crash loses at most what --appendfsync
+    /// allows (see docs/durability.md).
+    #[arg(long, env = "TURNSTILE_APPENDONLY", default_value = "no", value_parser = parse_yes_no, action = clap::ArgAction::Set, value_name = "yes|no")]
+    pub appendonly: bool,
+    /// When the append-only file is fsynced: `always` (before the reply to
+    /// a write; nothing acknowledged is lost), `everysec` (once a second),
+    /// `no` (when the OS decides).
+    #[arg(long, env = "TURNSTILE_APPENDFSYNC", default_value = "everysec", value_parser = crate::persist::aof::Fsync::parse, value_name = "always|everysec|no")]
+    pub appendfsync: crate::persist::aof::Fsync,
+    /// The append-only file's name (a name, not a path, as Redis's).
+    #[arg(long, env = "TURNSTILE_APPENDFILENAME", default_value = "appendonly.aof", value_parser = parse_file_name)]
+    pub appendfilename: String,
+    /// Rewrite the append-only file when it has grown this many percent
+    /// over its base (its size after the last rewrite); 0: never.
+    #[arg(long, env = "TURNSTILE_AUTO_AOF_REWRITE_PERCENTAGE", default_value_t = 100,
+          value_parser = clap::value_parser!(u64).range(0..=i32::MAX as u64))]
+    pub auto_aof_rewrite_percentage: u64,
+    /// ... and is at least this large (sizes take units).
+    #[arg(long, env = "TURNSTILE_AUTO_AOF_REWRITE_MIN_SIZE", default_value = "64mb", value_parser = parse_memory)]
+    pub auto_aof_rewrite_min_size: u64,
+    /// A torn last record in the append-only file (a write cut short by a
+    /// crash) is cut off with a warning (yes), or refuses the start (no).
+    #[arg(long, env = "TURNSTILE_AOF_LOAD_TRUNCATED", default_value = "yes", value_parser = parse_yes_no, action = clap::ArgAction::Set, value_name = "yes|no")]
+    pub aof_load_truncated: bool,
     /// Also serve TLS on this port (0 picks a free one); needs
     /// --tls-cert-file and --tls-key-file.
     #[arg(long, env = "TURNSTILE_TLS_PORT")]
@@ -342,7 +368,16 @@ impl Config {
         .min(64)
     }
 
-    /// Where to serve metrics, or `None` for `--metrics-addr off`.
+    /// Where the append-only file is: `--appendfilename` beside the
+    /// snapshot, else in the working directory.
+    pub fn aof_path(&self) -> PathBuf {
+        match self.snapshot.as_deref().and_then(|p| p.parent()) {
+            Some(dir) if !dir.as_os_str().is_empty() => dir.join(&self.appendfilename),
+            _ => PathBuf::from(&self.appendfilename),
+        }
+    }
+
+    /// Whether metrics are served (not `--metrics-addr off`).
     pub fn metrics_enabled(&self) -> bool {
         !self.metrics_addr.eq_ignore_ascii_case("off")
     }
@@ -790,6 +825,14 @@ pub fn parse_yes_no(s: &str) -> Result<bool, String> {
         "no" => Ok(false),
         _ => Err(format!("expected yes or no, got '{s}'")),
     }
+}
+
+/// A file name without a directory (`--appendfilename`).
+pub fn parse_file_name(s: &str) -> Result<String, String> {
+    if s.is_empty() || s.contains('/') || s == "." || s == ".." {
+        return Err("appendfilename can't be a path, just a filename".into());
+    }
+    Ok(s.to_string())
 }
 
 /// A duration: `250ms`, `1s`, `2m`, `1h`, or a bare number of seconds;

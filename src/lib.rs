@@ -99,7 +99,10 @@
 //!   follows Sentinel's failovers in cluster mode (`--cluster-sentinels`).
 //! - [`clients`]: the registry of connected clients (`CLIENT LIST/KILL`,
 //!   `INFO clients`); [`persist`]: what `SAVE`, `BGSAVE`, `INFO` and the
-//!   snapshot thread share (settings, one writer, the last outcomes).
+//!   snapshot thread share (settings, one writer, the last outcomes), and
+//!   the append-only file (`persist/aof.rs`: the effects stream after a
+//!   snapshot-format base, its loading, rewrite and group-commit fsync;
+//!   its writer thread is `server/aof.rs`, `BGREWRITEAOF` `cmd/admin/aof.rs`).
 //! - [`stats`]: the counters behind `INFO` and `/metrics`, tallied per
 //!   connection and flushed once per batch, and the heavy hitters'
 //!   sketches behind `RL.TOP` (`stats/top.rs`); [`metrics`]: the Prometheus

@@ -48,6 +48,9 @@ pub struct State {
     /// `--snapshot`: where and how often, and how the last one went.
     /// Shared with `SAVE`'s blocking thread (`server/connection.rs`).
     pub persist: Option<Arc<crate::persist::Persist>>,
+    /// The append-only file (`--appendonly`), on or off; its writer thread
+    /// is `server/aof.rs`.
+    pub aof: Arc<crate::persist::aof::Aof>,
     /// The Lua engine and its script cache, shared by every connection.
     pub scripts: crate::script::Engine,
     /// `--policies`: the named limits in force, and their reloading.
@@ -100,6 +103,7 @@ impl State {
                 .snapshot
                 .clone()
                 .map(|path| Arc::new(crate::persist::Persist::new(path, config.snapshot_interval))),
+            aof: Arc::new(crate::persist::aof::Aof::new(config.aof_path())),
             scripts: crate::script::Engine::new(crate::script::EngineConfig {
                 busy_threshold: std::time::Duration::from_millis(config.lua_time_limit),
                 // One Lua state per worker thread, and one for a thread
@@ -188,6 +192,14 @@ pub struct Settings {
     pub replica_announce_ip: RwLock<Option<String>>,
     /// `--policies-max-file-size`, bytes.
     pub policies_max_file_size: AtomicU64,
+    /// `--appendonly`, `--appendfsync` (`Fsync as u8`),
+    /// `--auto-aof-rewrite-percentage`, `--auto-aof-rewrite-min-size`
+    /// (bytes), `--aof-load-truncated`; the writer thread follows them.
+    pub appendonly: AtomicBool,
+    pub appendfsync: AtomicU8,
+    pub auto_aof_rewrite_percentage: AtomicU64,
+    pub auto_aof_rewrite_min_size: AtomicU64,
+    pub aof_load_truncated: AtomicBool,
     /// `--rls-maxclients`, `--rls-handshake-timeout` and
     /// `--rls-idle-timeout` (ms): read at each connection.
     pub rls_maxclients: AtomicU64,
@@ -232,6 +244,11 @@ impl Settings {
             masteruser: RwLock::new(config.masteruser.clone()),
             replica_announce_ip: RwLock::new(config.replica_announce_ip.clone()),
             policies_max_file_size: AtomicU64::new(config.policies_max_file_size),
+            appendonly: AtomicBool::new(config.appendonly),
+            appendfsync: AtomicU8::new(config.appendfsync as u8),
+            auto_aof_rewrite_percentage: AtomicU64::new(config.auto_aof_rewrite_percentage),
+            auto_aof_rewrite_min_size: AtomicU64::new(config.auto_aof_rewrite_min_size),
+            aof_load_truncated: AtomicBool::new(config.aof_load_truncated),
             rls_maxclients: AtomicU64::new(config.rls_maxclients),
             rls_handshake_timeout_ms: AtomicU64::new(config.rls_handshake_timeout),
             rls_idle_timeout_ms: AtomicU64::new(config.rls_idle_timeout),

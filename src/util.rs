@@ -3,6 +3,19 @@
 
 pub mod long_double;
 
+/// [`prefetch`] of every cache line `r` spans (its first and last byte):
+/// a packed record that is not a divisor of 64 bytes long straddles two
+/// lines at many of its positions in an arena.
+#[inline(always)]
+pub fn prefetch_all<T>(r: &T) {
+    prefetch(r);
+    let size = std::mem::size_of::<T>();
+    if size > 1 {
+        // SAFETY: the last byte of `*r`, inside the same allocation.
+        prefetch(unsafe { &*(r as *const T).cast::<u8>().add(size - 1) });
+    }
+}
+
 /// Asks the CPU to start loading the cache line holding `r`, so that a
 /// later read finds it there. Only a hint: it reads nothing the program
 /// sees and cannot fault, so it is safe whatever `r` is. No stable

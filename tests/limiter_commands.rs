@@ -20,7 +20,7 @@ type Con = redis::aio::MultiplexedConnection;
 
 const START_NS: u64 = START_SECS * 1_000_000_000;
 const WRONGTYPE: &str = "WRONGTYPE Operation against a key holding the wrong kind of value";
-const ALGOS: [&str; 4] = ["window", "log", "gcra", "fixed"];
+const ALGOS: [&str; 5] = ["window", "sliding", "log", "gcra", "fixed"];
 
 async fn int(con: &mut Con, args: &[&str]) -> i64 {
     q(con, args).await
@@ -271,6 +271,8 @@ async fn resp3_reply_is_the_same_positional_array() {
         let want = match algo {
             "window" => [1, 10, 9, -1, 20_000],
             "gcra" => [1, 10, 9, -1, 1_000],
+            // Its admission's recorded step: a 255th of a 2 s sub-bucket.
+            "sliding" => [1, 10, 9, -1, 10_008],
             _ => [1, 10, 9, -1, 10_000],
         };
         for (c, proto) in [(&mut c2, 2), (&mut c3, 3)] {
@@ -476,7 +478,7 @@ async fn peek_writes_nothing() {
         }
         assert_eq!(before, after, "{algo}");
     }
-    assert_eq!(int(&mut c, &["DBSIZE"]).await, 4);
+    assert_eq!(int(&mut c, &["DBSIZE"]).await, ALGOS.len() as i64);
     // Errors as RL.ALLOW's.
     assert_eq!(
         q_err(&mut c, &["RL.PEEK", "x", "5", "10", "COST", "6"]).await,
@@ -950,10 +952,18 @@ async fn reset_forgets_and_counts() {
     assert_eq!(
         int(
             &mut c,
-            &["RL.RESET", "x:window", "x:log", "nope", "x:gcra", "x:fixed"]
+            &[
+                "RL.RESET",
+                "x:window",
+                "x:log",
+                "nope",
+                "x:gcra",
+                "x:fixed",
+                "x:sliding"
+            ]
         )
         .await,
-        4
+        5
     );
     assert_eq!(int(&mut c, &["DBSIZE"]).await, 0);
     for algo in ALGOS {
@@ -1010,6 +1020,11 @@ async fn state_fields_per_algorithm() {
     .await;
     ints(&mut c, &["RL.ALLOW", "sl", "5", "10", "ALGO", "log"]).await;
     ints(&mut c, &["RL.ALLOW", "sl", "5", "10", "ALGO", "log"]).await;
+    ints(
+        &mut c,
+        &["RL.ALLOW", "ss", "5", "10", "ALGO", "sliding", "COST", "2"],
+    )
+    .await;
     let ms = |off: u64| (START_MS + off).to_string();
     let cases = [
         (
@@ -1060,6 +1075,20 @@ async fn state_fields_per_algorithm() {
                 ("slots", "2".into()),
                 ("ttl_ms", "10000".into()),
                 ("type", "rl-log".into()),
+            ]),
+        ),
+        (
+            // Charged at the start of a 2 s sub-bucket: its last admission
+            // is recorded a 255th in (7.84 ms), so the key lives until
+            // then plus the period.
+            "ss",
+            owned(&[
+                ("algorithm", "sliding".into()),
+                ("limit", "5".into()),
+                ("period_ms", "10000".into()),
+                ("count", "2".into()),
+                ("ttl_ms", "10008".into()),
+                ("type", "rl-sliding".into()),
             ]),
         ),
     ];
@@ -1370,8 +1399,9 @@ async fn every_bad_argument_is_an_error_and_creates_nothing() {
         (&["10", "60", "ALGO", "gcra", "BURST", "0"], "ERR BURST must be a positive integer"),
         (&["10", "60", "ALGO", "gcra", "BURST", "-3"], "ERR BURST must be a positive integer"),
         (&["10", "60", "ALGO", "gcra", "BURST", PAST_I64], "ERR BURST must be a positive integer"),
-        (&["10", "60", "ALGO", "leaky"], "ERR unknown ALGO 'leaky': use window, log, gcra or fixed"),
-        (&["10", "60", "ALGO", ""], "ERR unknown ALGO '': use window, log, gcra or fixed"),
+        (&["65536", "60", "ALGO", "sliding"], "ERR limit 65536 is over ALGO sliding's 65535 per period: use ALGO window"),
+        (&["10", "60", "ALGO", "leaky"], "ERR unknown ALGO 'leaky': use window, sliding, log, gcra or fixed"),
+        (&["10", "60", "ALGO", ""], "ERR unknown ALGO '': use window, sliding, log, gcra or fixed"),
         (&["10", "60", "FOO", "1"], "ERR unknown option 'FOO'"),
         (&["10", "60", "gcra"], "ERR unknown option 'gcra': did you mean ALGO gcra?"),
         (&["10", "60", "LOG"], "ERR unknown option 'LOG': did you mean ALGO log?"),
@@ -1486,7 +1516,7 @@ async fn bad_allowmany_arguments_charge_nothing() {
         ),
         (
             &["LIMIT", "a", "5", "10", "ALGO", "nope"],
-            "ERR unknown ALGO 'nope': use window, log, gcra or fixed",
+            "ERR unknown ALGO 'nope': use window, sliding, log, gcra or fixed",
         ),
         (
             &[

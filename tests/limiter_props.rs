@@ -3,7 +3,7 @@
 
 use proptest::prelude::*;
 use std::num::NonZeroU64;
-use turnstile::limiter::{fixed, gcra, log, window, Decision, Params};
+use turnstile::limiter::{fixed, gcra, log, sliding, window, Decision, Params};
 
 const MS: u64 = 1_000_000;
 const T0: u64 = 1_700_000_000_000 * MS;
@@ -110,6 +110,59 @@ proptest! {
         prop_assert!(worst_interval(&admitted, p.period()) <= 2 * limit);
     }
 
+    /// `sliding` counts every admitted unit in the window but those of the
+    /// oldest sub-bucket, which it estimates: so any period-long interval
+    /// holds at most `limit` plus the most units admitted in one
+    /// sub-bucket, weighted costs included.
+    #[test]
+    fn sliding_bounds(reqs in traffic(), limit in 1u64..20, period_ms in 1u64..3000) {
+        let p = params(limit, period_ms);
+        let mut st = sliding::State::default();
+        let admitted = run(&mut st, &reqs, limit, |s, now, c| sliding::decide(s, &p, now, c), true);
+        let w = sliding::width(&p);
+        let mut per_sub = std::collections::HashMap::new();
+        for &(t, c) in &admitted {
+            *per_sub.entry(t / w).or_insert(0) += c;
+        }
+        let most = per_sub.values().copied().max().unwrap_or(0);
+        prop_assert!(worst_interval(&admitted, p.period()) <= limit + most);
+    }
+
+    /// Exactness where it holds: when every admission of the oldest
+    /// sub-bucket (the one holding `now - period`) is at least a 255th of
+    /// a sub-bucket behind `now - period` (its last admission's recorded
+    /// step is then behind too), or it has none, `sliding` decides exactly
+    /// as the sliding-window log would on the same admitted history.
+    #[test]
+    fn sliding_is_exact_when_the_oldest_sub_bucket_has_left(reqs in traffic(), limit in 1u64..20, period_ms in 1u64..3000) {
+        let p = params(limit, period_ms);
+        let w = sliding::width(&p);
+        let mut st = sliding::State::default();
+        let mut admitted: Vec<(u64, u64)> = Vec::new();
+        let mut now = T0;
+        for &(gap, cost) in &reqs {
+            now += gap;
+            let cost = cost.min(limit);
+            let x = now - p.period();
+            let start = x / w * w;
+            let clear = admitted
+                .iter()
+                .filter(|&&(t, _)| t >= start && t < start + w)
+                .all(|&(t, _)| t + w.div_ceil(255) <= x);
+            let in_window: u64 = admitted.iter().filter(|&&(t, _)| t > x).map(|&(_, c)| c).sum();
+            let d = sliding::decide(&mut st, &p, now, cost);
+            if clear {
+                prop_assert_eq!(d.allowed, in_window + cost <= limit, "at {}", now - T0);
+                if d.allowed {
+                    prop_assert_eq!(d.remaining, limit - in_window - cost);
+                }
+            }
+            if d.allowed {
+                admitted.push((now, cost));
+            }
+        }
+    }
+
     #[test]
     fn gcra_matches_a_reference_token_bucket(reqs in traffic(), limit in 1u64..20, burst in 1u64..20, period_ms in 1u64..3000) {
         let p = Params { burst: NonZeroU64::new(burst).unwrap(), ..params(limit, period_ms) };
@@ -158,6 +211,13 @@ proptest! {
         log::decide(&mut l, &p, now, charge);
         log::refund(&mut l, &p, now, give);
         prop_assert_eq!(l.total(), charge.saturating_sub(give));
+
+        let mut s = sliding::State::default();
+        sliding::decide(&mut s, &p, now, charge);
+        sliding::refund(&mut s, &p, now, give);
+        prop_assert_eq!(s.total(), charge.saturating_sub(give));
+        let left = sliding::decide(&mut s.clone(), &p, now, 1).remaining;
+        prop_assert_eq!(left, (limit - charge.saturating_sub(give)).saturating_sub(1));
 
         let mut g = gcra::State::default();
         gcra::decide(&mut g, &p, now, charge);

@@ -60,7 +60,7 @@ fn assert_same(primary: &Server, replica: &Server) {
 /// One round of writes over every kind of state.
 async fn load(con: &mut redis::aio::MultiplexedConnection, round: usize) {
     for i in 0..40 {
-        for algo in ["window", "log", "gcra", "fixed"] {
+        for algo in ["window", "sliding", "log", "gcra", "fixed"] {
             let key = format!("rl:{algo}:{}", i % 7);
             let _: redis::Value = q(con, &["RL.ALLOW", &key, "5", "10s", "ALGO", algo]).await;
         }

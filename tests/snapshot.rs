@@ -39,6 +39,8 @@ const LIMITERS: &[(&str, &[&str])] = &[
     ("g:part", &["5", "60", "ALGO", "gcra", "BURST", "8"]),
     ("f:full", &["5", "60", "ALGO", "fixed"]),
     ("f:part", &["5", "60", "ALGO", "fixed"]),
+    ("s:full", &["5", "60", "ALGO", "sliding"]),
+    ("s:part", &["5", "60", "ALGO", "sliding"]),
 ];
 
 /// Sends the same traffic to a server: every `:full` key exhausted (and
@@ -141,7 +143,7 @@ async fn exhausted_limits_stay_exhausted_across_a_restart() {
     let path = dir.join("dump.tsnap");
     let a = Server::start_with(with_snapshot(&path)).await;
     let mut c = a.client().await;
-    for algo in ["window", "log", "gcra", "fixed"] {
+    for algo in ["window", "sliding", "log", "gcra", "fixed"] {
         for _ in 0..3 {
             let r: Vec<i64> = q(&mut c, &["RL.ALLOW", algo, "3", "60", "ALGO", algo]).await;
             assert_eq!(r[0], 1);
@@ -151,7 +153,7 @@ async fn exhausted_limits_stay_exhausted_across_a_restart() {
     a.shutdown().await;
     let b = Server::start_with(with_snapshot(&path)).await;
     let mut c = b.client().await;
-    for algo in ["window", "log", "gcra", "fixed"] {
+    for algo in ["window", "sliding", "log", "gcra", "fixed"] {
         let r: Vec<i64> = q(&mut c, &["RL.ALLOW", algo, "3", "60", "ALGO", algo]).await;
         assert_eq!(r[0], 0, "{algo} must still deny: {r:?}");
         assert!(r[3] > 0, "{algo}: retry_after {r:?}");

@@ -28,7 +28,7 @@ use std::collections::{BTreeMap, HashMap, HashSet};
 use std::num::NonZeroU64;
 use turnstile::clock::Nanos;
 use turnstile::limiter::LimitSpec;
-use turnstile::limiter::{fixed, gcra, log, window, Algorithm, Decision, Params};
+use turnstile::limiter::{fixed, gcra, log, sliding, window, Algorithm, Decision, Params};
 use turnstile::store::entry::Stored;
 use turnstile::store::limit::{self as apply, LimitError};
 use turnstile::store::{Entry, SmallBytes, Store, Value};
@@ -70,6 +70,24 @@ impl Algo for window::State {
     }
     fn wrap(s: Stored<Self>) -> Value {
         Value::Window(s)
+    }
+}
+
+impl Algo for sliding::State {
+    fn run(&mut self, p: &Params, now: u64, cost: u64) -> Decision {
+        sliding::decide(self, p, now, cost)
+    }
+    fn stops_mattering_at(&self, p: &Params) -> u64 {
+        self.expires_at(p)
+    }
+    fn stored_mut(v: &mut Value) -> Option<&mut Stored<Self>> {
+        match v {
+            Value::Sliding(s) => Some(s),
+            _ => None,
+        }
+    }
+    fn wrap(s: Stored<Self>) -> Value {
+        Value::Sliding(s)
     }
 }
 
@@ -182,6 +200,7 @@ fn allow(
         Algorithm::Fixed => allow_with::<fixed::State>(slot, p, now, cost),
         Algorithm::Gcra => allow_with::<gcra::State>(slot, p, now, cost),
         Algorithm::Log => allow_with::<log::State>(slot, p, now, cost),
+        Algorithm::Sliding => allow_with::<sliding::State>(slot, p, now, cost),
     }
 }
 
@@ -198,6 +217,7 @@ fn derived_expiry(v: &Value) -> Option<u64> {
         Value::Log(s) => Some(s.state.expires_at(&s.params)),
         // The model blocks nothing; a block lasts past its state at most.
         Value::Blocked(b) => derived_expiry(&b.value).map(|t| t.max(b.until)),
+        Value::Sliding(s) => Some(s.state.expires_at(&s.params)),
     }
 }
 
@@ -215,6 +235,7 @@ enum CanonValue {
     Window(Params, [u64; 3]),
     Fixed(Params, [u64; 2]),
     Gcra(Params, u64),
+    Sliding(Params, u64, Vec<(u64, u8)>),
     Log {
         params: Params,
         total: u64,
@@ -239,6 +260,11 @@ fn canon(e: &Entry) -> Canon {
         }
         Value::Fixed(s) => CanonValue::Fixed(s.params, [s.state.start, s.state.count]),
         Value::Gcra(s) => CanonValue::Gcra(s.params, s.state.tat),
+        Value::Sliding(s) => CanonValue::Sliding(
+            s.params,
+            s.state.newest(),
+            (0..sliding::SLOTS).map(|k| s.state.slot(k)).collect(),
+        ),
         Value::Log(s) => {
             let slots: Vec<(u64, u64)> = s.state.slots_iter().collect();
             assert_eq!(slots.len(), s.state.slots());
@@ -288,8 +314,12 @@ fn nz(n: u64) -> NonZeroU64 {
 
 /// Parameters as `parse.rs` validates them for `algo`: `BURST` only for
 /// gcra (else the limit), `PRECISION` only for the log (at most the
-/// period, which is at most `log::MAX_PERIOD`).
+/// period, which is at most `log::MAX_PERIOD`), a sliding limit within
+/// `sliding::MAX_LIMIT`.
 fn normalize(algo: Algorithm, mut p: Params) -> Params {
+    if algo == Algorithm::Sliding {
+        p.limit = p.limit.min(nz(sliding::MAX_LIMIT));
+    }
     if algo != Algorithm::Gcra {
         p.burst = p.limit;
     }

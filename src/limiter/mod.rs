@@ -5,6 +5,8 @@
 //! charges nothing).
 //!
 //! - [`window`]: the two-bucket sliding-window counter.
+//! - [`sliding`]: five sub-buckets a period, each with where its last
+//!   request fell; nearer the exact window than `window`, same memory class.
 //! - [`log`]: the exact sliding-window log, a ring of (timestamp, count).
 //! - [`gcra`]: the generic cell rate algorithm, one timestamp of state.
 //! - [`fixed`]: fixed windows aligned to the Unix epoch, or to the
@@ -18,6 +20,7 @@ pub mod fixed;
 pub mod gcra;
 pub mod lease;
 pub mod log;
+pub mod sliding;
 pub mod window;
 
 use std::num::NonZeroU64;
@@ -32,18 +35,23 @@ pub enum Algorithm {
     Log,
     Gcra,
     Fixed,
+    Sliding,
 }
 
 impl Algorithm {
     /// How many algorithms there are: the size of per-algorithm tables.
-    pub const COUNT: usize = 4;
+    pub const COUNT: usize = 5;
 
     pub const ALL: [Algorithm; Self::COUNT] = [
         Algorithm::Window,
         Algorithm::Log,
         Algorithm::Gcra,
         Algorithm::Fixed,
+        Algorithm::Sliding,
     ];
+
+    /// The names `ALGO` takes, for error messages.
+    pub const NAMES: &'static str = "window, sliding, log, gcra or fixed";
 
     /// Position in per-algorithm tables (`ALL[a.index()] == a`): a match,
     /// so a new variant is pointed at here.
@@ -53,6 +61,7 @@ impl Algorithm {
             Algorithm::Log => 1,
             Algorithm::Gcra => 2,
             Algorithm::Fixed => 3,
+            Algorithm::Sliding => 4,
         }
     }
 
@@ -63,6 +72,7 @@ impl Algorithm {
             Algorithm::Log => "log",
             Algorithm::Gcra => "gcra",
             Algorithm::Fixed => "fixed",
+            Algorithm::Sliding => "sliding",
         }
     }
 
@@ -73,6 +83,31 @@ impl Algorithm {
             .find(|a| a.name().as_bytes().eq_ignore_ascii_case(name))
     }
 }
+
+/// Implements [`Limiter`] for a module's `State` through its free
+/// functions `decide(&mut State, &Params, u64, u64)`,
+/// `refund(&mut State, &Params, u64, u64)` and
+/// `State::expires_at(&self, &Params) -> u64`.
+macro_rules! limiter_of_fns {
+    ($variant:ident) => {
+        impl $crate::limiter::Limiter for State {
+            const ALGORITHM: $crate::limiter::Algorithm = $crate::limiter::Algorithm::$variant;
+            fn decide(&mut self, p: &Params, now: $crate::clock::Nanos, cost: u64) -> Decision {
+                decide(self, p, now.0, cost)
+            }
+            fn refund(&mut self, p: &Params, now: $crate::clock::Nanos, n: u64) {
+                refund(self, p, now.0, n)
+            }
+            fn record(&mut self, p: &Params, now: $crate::clock::Nanos, n: u64) {
+                record(self, p, now.0, n)
+            }
+            fn expires_at(&self, p: &Params) -> $crate::clock::Nanos {
+                $crate::clock::Nanos(State::expires_at(self, p))
+            }
+        }
+    };
+}
+pub(crate) use limiter_of_fns;
 
 /// One algorithm's state: what every algorithm offers the store and the
 /// commands. Pure: no I/O, no clock, no locks, integer maths. A denied
@@ -114,6 +149,11 @@ pub trait Limiter: Clone + Default + PartialEq + std::fmt::Debug {
     }
 }
 
+/// `sliding`'s largest limit: a sub-bucket's count is 16 bits. Declared
+/// here, where limits are validated, so that this file need not import
+/// `sliding.rs` (which imports it).
+pub const SLIDING_MAX_LIMIT: u64 = u16::MAX as u64;
+
 /// One limit to check: which algorithm, with which parameters, and the
 /// penalty for a denial (`BLOCK`: the key denies everything for this
 /// long, in ns).
@@ -135,6 +175,8 @@ pub enum SpecError {
     PrecisionWithoutLog,
     #[error("PRECISION must not exceed the period")]
     PrecisionOverPeriod,
+    #[error("limit {0} is over ALGO sliding's 65535 per period: use ALGO window")]
+    SlidingLimitTooLarge(u64),
     #[error("period is too long for ALGO log (at most 6 days)")]
     LogPeriodTooLong,
     #[error("period {0} is a calendar period: only ALGO fixed counts by the calendar")]
@@ -172,6 +214,9 @@ impl LimitSpec {
         }
         if precision.is_some_and(|d| d > period) {
             return Err(SpecError::PrecisionOverPeriod);
+        }
+        if algo == Algorithm::Sliding && limit.get() > SLIDING_MAX_LIMIT {
+            return Err(SpecError::SlidingLimitTooLarge(limit.get()));
         }
         if algo == Algorithm::Log && period.get() > log::MAX_PERIOD {
             return Err(SpecError::LogPeriodTooLong);
@@ -509,6 +554,7 @@ mod algorithm_tests {
                     Algorithm::Log => both::<log::State>(&p, &steps, &charges)?,
                     Algorithm::Gcra => both::<gcra::State>(&g, &steps, &charges)?,
                     Algorithm::Fixed => both::<fixed::State>(&p, &steps, &charges)?,
+                    Algorithm::Sliding => both::<sliding::State>(&p, &steps, &charges)?,
                 }
             }
         }

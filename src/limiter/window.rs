@@ -18,8 +18,6 @@
 //! tests check both bounds; `docs/algorithms.md` has the measured error on
 //! realistic traffic.
 
-use crate::clock::Nanos;
-
 use super::{mul_div_floor, Decision, Params};
 
 /// Counts of the bucket starting at `start` and of the one before it.
@@ -130,21 +128,7 @@ pub fn record(state: &mut State, p: &Params, now: u64, n: u64) {
     *state = cur;
 }
 
-impl super::Limiter for State {
-    const ALGORITHM: super::Algorithm = super::Algorithm::Window;
-    fn decide(&mut self, p: &Params, now: Nanos, cost: u64) -> Decision {
-        decide(self, p, now.0, cost)
-    }
-    fn refund(&mut self, p: &Params, now: Nanos, n: u64) {
-        refund(self, p, now.0, n)
-    }
-    fn record(&mut self, p: &Params, now: Nanos, n: u64) {
-        record(self, p, now.0, n)
-    }
-    fn expires_at(&self, p: &Params) -> Nanos {
-        Nanos(State::expires_at(self, p))
-    }
-}
+super::limiter_of_fns!(Window);
 
 #[cfg(test)]
 mod tests {

@@ -422,7 +422,7 @@ fn action(w: &WrittenLimit) -> Result<(Action, Option<Unit>, u32), String> {
     let algo = match w.algorithm.as_deref() {
         None => Algorithm::Fixed,
         Some(a) => Algorithm::parse(a.as_bytes())
-            .ok_or_else(|| format!("unknown algorithm '{a}': use window, log, gcra or fixed"))?,
+            .ok_or_else(|| format!("unknown algorithm '{a}': use {}", Algorithm::NAMES))?,
     };
     let Some(limit) = NonZeroU64::new(requests.into()) else {
         if ours {

@@ -340,7 +340,9 @@ impl Replication {
     /// not (its backlog is made when its first replica comes, as Redis's).
     pub fn resync(&self, store: &Store, replid: &str, offset: i64, backlog_size: usize) -> Resync {
         let fx = &store.effects;
-        if !self.is_replica() && !fx.emitting() {
+        // The append-only file may have turned logging on without a
+        // backlog: a replica needs the backlog.
+        if !self.is_replica() && !fx.active() {
             fx.activate(backlog_size);
             fx.set_emitting(true);
         }
@@ -424,39 +426,17 @@ pub fn new_id() -> String {
     out
 }
 
-/// A frame the replica could not apply: the link is dropped and the
-/// replica starts over with a full copy.
-#[derive(Debug, thiserror::Error)]
-pub enum ApplyError {
-    #[error("unknown frame kind {0}")]
-    Kind(u8),
-    #[error("bad record: {0}")]
-    Record(#[from] crate::store::snapshot::ErrorKind),
-}
+pub use crate::store::effects::ApplyError;
 
 /// Applies one frame of the stream (or of the copy) to a replica's store.
 /// Writes on a replica are not logged by the store: the link appends what
 /// it received, verbatim, once applied.
 pub fn apply(store: &Store, kind: u8, body: &[u8], now: Nanos) -> Result<(), ApplyError> {
     match kind {
-        effects::SET | SNAP => {
-            let (key, entry) = crate::store::snapshot::decode_record(body)?;
-            if entry.is_expired(now) {
-                store.remove(&key, now);
-            } else {
-                store.update(&key, now, |slot| *slot = Some(entry));
-            }
-        }
-        effects::DEL => {
-            store.remove(body, now);
-        }
-        effects::FLUSH => {
-            store.clear();
-        }
-        effects::PING | effects::GETACK | SYNCED => {}
-        k => return Err(ApplyError::Kind(k)),
+        SNAP => effects::apply(store, effects::SET, body, now),
+        SYNCED => Ok(()),
+        k => effects::apply(store, k, body, now),
     }
-    Ok(())
 }
 
 /// What one read of the stream held.

@@ -317,6 +317,19 @@ async fn flush<S: AsyncWrite + AsRawFd + Unpin>(
     if out.is_empty() {
         return Ok(());
     }
+    // `appendfsync always`: no reply before the effects it may follow are
+    // in the file, fsynced (one fsync for every connection waiting);
+    // otherwise the writer thread is asked to write them, and replies go
+    // (`aof::before_reply` for the paths that can afford its future).
+    let fx = &state.store.effects;
+    match state.aof.must_wait(|| fx.offset()) {
+        Some(target) => {
+            stops
+                .around(Wait::Write, state.aof.wait_durable(target))
+                .await?
+        }
+        None => state.aof.nudge(fx.offset()),
+    }
     let limit = state.settings.output_limit();
     let limited = limit.hard > 0 || limit.soft > 0;
     let buf = out.buffer();

@@ -165,6 +165,7 @@ async fn json(
         }
     };
     let (status, body) = super::rls::json(state, rls_headers, &body);
+    super::aof::before_reply(state).await;
     reply(status, body)
 }
 

@@ -2,6 +2,7 @@
 //! task, and shuts down gracefully: stop accepting, let every connection
 //! finish the replies it has decoded, then return.
 
+pub mod aof;
 pub mod connection;
 pub mod http;
 pub mod replication;
@@ -28,6 +29,7 @@ use tokio_rustls::TlsAcceptor;
 use crate::clock::Clock;
 use crate::config::{Config, ConfigError};
 use crate::state::{State, Stats};
+use crate::store::snapshot;
 use crate::store::sweeper::{self, SweeperGuard};
 
 /// A running server.
@@ -43,6 +45,8 @@ pub struct ServerHandle {
     task: JoinHandle<()>,
     _sweeper: SweeperGuard,
     persist: Option<snapshots::PersistGuard>,
+    /// The append-only file's writer thread.
+    aof: Option<aof::AofGuard>,
     /// Reloads the policies when their files change; stops when dropped.
     _policy_watch: Option<crate::policy::watch::Watch>,
 }
@@ -67,6 +71,8 @@ pub enum StartError {
     Rename(#[from] crate::cmd::registry::rename::RenameError),
     #[error(transparent)]
     Snapshot(#[from] crate::store::snapshot::SnapshotError),
+    #[error(transparent)]
+    Aof(#[from] crate::persist::aof::AofError),
     #[error(transparent)]
     Tls(#[from] tls::TlsError),
     #[error("policies: {0}")]
@@ -124,9 +130,12 @@ impl ServerHandle {
             // open is not waited for past this.
             let _ = tokio::time::timeout(RLS_DRAIN, rls).await;
         }
-        // Every decoded command has been answered: the final snapshot holds
-        // all of them.
-        let Some(p) = self.persist else {
+        // Every decoded command has been answered: the append-only file
+        // and the final snapshot hold all of them.
+        if let Some(a) = self.aof.take() {
+            let _ = tokio::task::spawn_blocking(move || a.finish()).await;
+        }
+        let Some(p) = self.persist.take() else {
             return Ok(());
         };
         let path = p.path().to_owned();
@@ -334,7 +343,15 @@ pub async fn start(config: &Config, clock: Arc<dyn Clock>) -> Result<ServerHandl
         state.policies = Arc::new(policies);
     }
     if let Some(p) = &state.persist {
-        load_snapshot(&state, p.path())?;
+        snapshot::check_writable(p.path())?;
+    }
+    if !(config.appendonly && load_aof(&state)?) {
+        if let Some(p) = &state.persist {
+            load_snapshot(&state, p.path())?;
+        }
+    }
+    if config.appendonly {
+        start_aof(&state)?;
     }
     let state = Arc::new(state);
     let policy_watch = {
@@ -350,6 +367,7 @@ pub async fn start(config: &Config, clock: Arc<dyn Clock>) -> Result<ServerHandl
         )?
     };
     let persist = snapshots::spawn(state.clone());
+    let aof = aof::spawn(state.clone());
     let sweeper = sweeper::spawn(state.store.clone(), clock);
     let (shutdown_tx, shutdown_rx) = watch::channel(false);
     let metrics_addr = metrics_listener.map(|(l, a)| {
@@ -427,6 +445,7 @@ pub async fn start(config: &Config, clock: Arc<dyn Clock>) -> Result<ServerHandl
         task,
         _sweeper: sweeper,
         persist,
+        aof: Some(aof),
         _policy_watch: policy_watch,
     })
 }
@@ -458,27 +477,11 @@ const MAX_FLOOR_AHEAD: u64 = 86_400 * crate::clock::Nanos::PER_SEC;
 /// start; a damaged one stops the server, untouched, rather than serve
 /// with limits forgotten.
 fn load_snapshot(state: &State, path: &std::path::Path) -> Result<(), StartError> {
-    use crate::store::snapshot;
-    snapshot::check_writable(path)?;
     let started = std::time::Instant::now();
     match snapshot::load(&state.store, path, state.clock.now())? {
         None => tracing::info!(path = %path.display(), "no snapshot yet; starting empty"),
         Some(loaded) => {
-            // A snapshot written under a clock far ahead of this one (a
-            // wrong clock then, or now) must not drag server time there
-            // for good: past the bound it sets no floor.
-            let now = state.clock.now();
-            if loaded.written_at.0 > now.0.saturating_add(MAX_FLOOR_AHEAD) {
-                tracing::warn!(
-                    path = %path.display(),
-                    written_at_ms = loaded.written_at.as_millis(),
-                    now_ms = now.as_millis(),
-                    "snapshot was written more than a day ahead of this clock; \
-                     not moving server time to it (its keys keep their expiries)"
-                );
-            } else {
-                state.clock.not_before(loaded.written_at);
-            }
+            floor_clock(state, path, loaded.written_at);
             tracing::info!(
                 path = %path.display(),
                 keys = loaded.keys,
@@ -488,6 +491,75 @@ fn load_snapshot(state: &State, path: &std::path::Path) -> Result<(), StartError
                 "snapshot loaded"
             );
         }
+    }
+    Ok(())
+}
+
+/// A snapshot (or an append-only file's base) written under a clock far
+/// ahead of this one (a wrong clock then, or now) must not drag server
+/// time there for good: past the bound it sets no floor.
+fn floor_clock(state: &State, path: &std::path::Path, written_at: crate::clock::Nanos) {
+    let now = state.clock.now();
+    if written_at.0 > now.0.saturating_add(MAX_FLOOR_AHEAD) {
+        tracing::warn!(
+            path = %path.display(),
+            written_at_ms = written_at.as_millis(),
+            now_ms = now.as_millis(),
+            "snapshot was written more than a day ahead of this clock; \
+             not moving server time to it (its keys keep their expiries)"
+        );
+    } else {
+        state.clock.not_before(written_at);
+    }
+}
+
+/// With `--appendonly yes`, loads the append-only file if there is one:
+/// it holds every write up to the crash or stop, later than any snapshot,
+/// so the snapshot is not loaded (as Redis loads the AOF alone). False if
+/// there is no file yet. A file that does not read stops the server,
+/// untouched (but for a torn tail cut off under `--aof-load-truncated`).
+fn load_aof(state: &State) -> Result<bool, StartError> {
+    let aof = &state.aof;
+    let started = std::time::Instant::now();
+    let truncated_ok = state.settings.aof_load_truncated.load(Ordering::Relaxed);
+    let Some(r) = aof.load(&state.store, state.clock.now(), truncated_ok)? else {
+        return Ok(false);
+    };
+    floor_clock(state, aof.path(), r.base.written_at);
+    aof.open_existing(&state.store, &r)
+        .map_err(|source| crate::persist::aof::AofError::Io {
+            path: aof.path().to_owned(),
+            source,
+        })?;
+    tracing::info!(
+        path = %aof.path().display(),
+        keys = state.store.len(),
+        base_keys = r.base.keys,
+        effects = r.effects,
+        truncated_bytes = r.truncated,
+        ms = started.elapsed().as_millis() as u64,
+        "append-only file loaded"
+    );
+    Ok(true)
+}
+
+/// Turns the append-only file on before the first client: writes are
+/// logged from here, and a file that was not loaded starts from a base of
+/// what the snapshot held.
+fn start_aof(state: &State) -> Result<(), StartError> {
+    let aof = &state.aof;
+    aof.set_fsync(crate::persist::aof::Fsync::from_index(
+        state.settings.appendfsync.load(Ordering::Relaxed),
+    ));
+    state.store.effects.set_emitting(true);
+    if !aof.is_on() {
+        aof.start(&state.store, state.clock.now()).map_err(|kind| {
+            crate::persist::aof::AofError::Base {
+                path: aof.path().to_owned(),
+                kind,
+            }
+        })?;
+        tracing::info!(path = %aof.path().display(), "append-only file started");
     }
     Ok(())
 }

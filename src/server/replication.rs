@@ -602,6 +602,11 @@ fn apply_frames(state: &State, buf: &mut BytesMut, primary: &str) -> Result<bool
     let applied = replication::apply_frames(&state.store, buf, now)?;
     if applied.synced {
         tracing::info!(%primary, "replica synchronised (full copy loaded)");
+        // The copy's records are not in the stream: the append-only file
+        // takes them in a fresh base.
+        if state.aof.is_on() {
+            state.aof.request_rewrite();
+        }
         repl.set_link(Link::Up, now.as_millis());
     }
     Ok(applied.getack)

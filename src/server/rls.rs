@@ -147,7 +147,9 @@ impl RateLimitService for Service {
         &self,
         request: tonic::Request<RateLimitRequest>,
     ) -> Result<tonic::Response<RateLimitResponse>, tonic::Status> {
-        decide(&self.state, request.get_ref(), self.headers)
+        let decided = decide(&self.state, request.get_ref(), self.headers);
+        super::aof::before_reply(&self.state).await;
+        decided
             .map(tonic::Response::new)
             .map_err(|e| tonic::Status::unavailable(e.to_string()))
     }

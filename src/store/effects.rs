@@ -36,6 +36,7 @@ use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::OnceLock;
 
 use super::entry::Entry;
+use crate::clock::Nanos;
 
 pub const SET: u8 = 1;
 pub const DEL: u8 = 2;
@@ -73,6 +74,46 @@ pub fn next_frame(buf: &[u8]) -> Option<(u8, &[u8], usize)> {
     let len = u32::from_le_bytes(head[1..].try_into().ok()?) as usize;
     let body = buf.get(HEADER..HEADER + len)?;
     Some((head[0], body, HEADER + len))
+}
+
+/// A frame that could not be applied: a replica drops its link and starts
+/// over; the append-only file refuses to load.
+#[derive(Debug, thiserror::Error)]
+pub enum ApplyError {
+    #[error("unknown frame kind {0}")]
+    Kind(u8),
+    #[error("bad record: {0}")]
+    Record(#[from] super::snapshot::ErrorKind),
+}
+
+/// Whether `kind` is a frame of the stream (not of a replica's full copy).
+pub fn is_stream_kind(kind: u8) -> bool {
+    matches!(kind, SET | DEL | FLUSH | PING | GETACK)
+}
+
+/// Applies one frame of the stream to `store`: a replica following its
+/// primary, or the append-only file replayed at start. A state whose
+/// expiry passed by `now` removes the key.
+pub fn apply(store: &super::Store, kind: u8, body: &[u8], now: Nanos) -> Result<(), ApplyError> {
+    match kind {
+        SET => {
+            let (key, entry) = super::snapshot::decode_record(body)?;
+            if entry.is_expired(now) {
+                store.remove(&key, now);
+            } else {
+                store.update(&key, now, |slot| *slot = Some(entry));
+            }
+        }
+        DEL => {
+            store.remove(body, now);
+        }
+        FLUSH => {
+            store.clear();
+        }
+        PING | GETACK => {}
+        k => return Err(ApplyError::Kind(k)),
+    }
+    Ok(())
 }
 
 /// A wake-up for whoever waits for new effects (the replication feeders):
@@ -125,6 +166,11 @@ struct Ring {
     /// take back the bytes it had let go, though a block may still hold
     /// them.
     floor: u64,
+    /// The append-only file takes the stream: every byte is also kept in
+    /// `captured` until its writer takes it (`persist/aof.rs`), under this
+    /// same lock, so the file holds the stream in the order of its offsets.
+    capture: bool,
+    captured: Vec<u8>,
 }
 
 /// What one step of a read took under the lock.
@@ -322,6 +368,30 @@ impl Effects {
         Ok(done)
     }
 
+    /// Starts or stops keeping the stream for the append-only file; what
+    /// was kept and not taken is dropped when it stops.
+    pub fn set_capture(&self, on: bool) {
+        let mut r = self.ring.lock();
+        r.capture = on;
+        if !on {
+            r.captured = Vec::new();
+        }
+    }
+
+    /// Moves what was kept for the append-only file since the last take to
+    /// the end of `out` (a swap when `out` is empty: the lock is held for
+    /// no copy); returns the number of the last byte taken.
+    pub fn take_captured(&self, out: &mut Vec<u8>) -> u64 {
+        let mut r = self.ring.lock();
+        if out.is_empty() {
+            std::mem::swap(out, &mut r.captured);
+        } else {
+            out.extend_from_slice(&r.captured);
+            r.captured.clear();
+        }
+        r.end
+    }
+
     /// Whether byte `from` on is still held (a partial resync can start
     /// there).
     pub fn holds_from(&self, from: u64) -> bool {
@@ -350,6 +420,9 @@ impl Ring {
 
     fn write(&mut self, mut bytes: &[u8]) {
         self.end += bytes.len() as u64;
+        if self.capture {
+            self.captured.extend_from_slice(bytes);
+        }
         if self.size == 0 {
             self.start = self.end + 1;
             return;

@@ -10,7 +10,7 @@ use super::bytes::SmallBytes;
 use super::collections;
 use crate::clock::Nanos;
 use crate::limiter::lease::Leases;
-use crate::limiter::{fixed, gcra, log, window, Algorithm, Params};
+use crate::limiter::{fixed, gcra, log, sliding, window, Algorithm, Params};
 
 /// A key's value and expiry.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -33,6 +33,7 @@ pub enum Value {
     Fixed(Stored<fixed::State>),
     Gcra(Stored<gcra::State>),
     Log(Stored<log::State>),
+    Sliding(Stored<sliding::State>),
     /// A concurrency limit's live leases (`RL.ACQUIRE`), boxed: a lease
     /// key is rare beside rate-limit keys, and its leases are a vector.
     Lease(Box<LeaseKey>),
@@ -105,6 +106,7 @@ impl Value {
             Value::Fixed(_) => "rl-fixed",
             Value::Gcra(_) => "rl-gcra",
             Value::Log(_) => "rl-log",
+            Value::Sliding(_) => "rl-sliding",
             Value::Lease(_) => "rl-lease",
             Value::List(_) => "list",
             Value::ZSet(_) => "zset",
@@ -134,6 +136,7 @@ impl Value {
             Value::Gcra(_) => Some(Algorithm::Gcra),
             Value::Log(_) => Some(Algorithm::Log),
             Value::Blocked(b) => b.value.algorithm(),
+            Value::Sliding(_) => Some(Algorithm::Sliding),
         }
     }
 }
@@ -219,7 +222,7 @@ impl Value {
             Value::ZSet(z) => std::mem::size_of::<collections::ZSet>() + z.heap_size(),
             Value::Hash(h) => std::mem::size_of::<collections::Hash>() + h.heap_size(),
             Value::Lease(l) => std::mem::size_of::<LeaseKey>() + l.leases.heap_bytes(),
-            Value::Window(_) | Value::Fixed(_) | Value::Gcra(_) => 0,
+            Value::Window(_) | Value::Fixed(_) | Value::Gcra(_) | Value::Sliding(_) => 0,
             Value::Blocked(b) => std::mem::size_of::<Blocked>() + b.value.heap_size(),
         }
     }

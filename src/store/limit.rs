@@ -6,7 +6,9 @@
 
 use crate::clock::Nanos;
 use crate::limiter::lease::{Acquired, Lapsed, LeaseId, Leases};
-use crate::limiter::{fixed, gcra, log, window, Algorithm, Decision, LimitSpec, Limiter, Params};
+use crate::limiter::{
+    fixed, gcra, log, sliding, window, Algorithm, Decision, LimitSpec, Limiter, Params,
+};
 use crate::store::entry::{Blocked, LeaseKey, Stored};
 use crate::store::{Entry, Value};
 
@@ -59,6 +61,7 @@ held!(window, Window);
 held!(fixed, Fixed);
 held!(gcra, Gcra);
 held!(log, Log);
+held!(sliding, Sliding);
 
 /// Runs `$f::<S>` for the state type of `$algo`: the one match on the
 /// algorithm, so a new one is pointed at here by the compiler.
@@ -69,6 +72,7 @@ macro_rules! with_state {
             Algorithm::Fixed => $f::<fixed::State>($($arg),*),
             Algorithm::Gcra => $f::<gcra::State>($($arg),*),
             Algorithm::Log => $f::<log::State>($($arg),*),
+            Algorithm::Sliding => $f::<sliding::State>($($arg),*),
         }
     };
 }
@@ -345,6 +349,7 @@ pub fn refund(slot: &mut Option<Entry>, now: Nanos, n: u64) -> Result<bool, Limi
         Value::Fixed(s) => refund_with(s, now, n),
         Value::Gcra(s) => refund_with(s, now, n),
         Value::Log(s) => refund_with(s, now, n),
+        Value::Sliding(s) => refund_with(s, now, n),
     };
     keep_until(slot, at.max(Nanos(block_end)), now);
     Ok(true)

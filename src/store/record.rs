@@ -1,6 +1,6 @@
-//! Compact records: how a limiter key is stored. The three constant-size
-//! algorithms (`window`, `fixed`, `gcra`) pack into 26-32 bytes with no
-//! padding, instead of a 96-byte general record; a `log` key is its key
+//! Compact records: how a limiter key is stored. The four constant-size
+//! algorithms (`window`, `sliding`, `fixed`, `gcra`) pack into 26-42 bytes
+//! with no padding, instead of a 96-byte general record; a `log` key is its key
 //! and id beside the log's 24-byte ring handle ([`LogRec`], 48 bytes).
 //!
 //! | bytes | field |
@@ -10,6 +10,7 @@
 //! | window: 6 + 4 + 4 | bucket number (`start / period`), previous count, current count |
 //! | fixed: 6 + 4 | window number, count |
 //! | gcra: 8 | TAT (ns) |
+//! | sliding: 24 | newest sub-bucket number, six counts, six last-admission steps (`limiter/sliding.rs`) |
 //! | log: 24 | one slot inline, or the handle of its ring (`limiter/log.rs`) |
 //!
 //! There is no expiry field: a limiter key's TTL is always the moment its
@@ -24,7 +25,7 @@
 //! period of 10 us or more.
 
 use crate::clock::Nanos;
-use crate::limiter::{fixed, gcra, log, window, Limiter, Params};
+use crate::limiter::{fixed, gcra, log, sliding, window, Limiter, Params};
 use crate::store::entry::{expiry_ms_at, Entry, Stored, Value};
 
 /// Longest key a compact record holds inline.
@@ -41,6 +42,7 @@ const U48_MAX: u64 = (1 << 48) - 1;
 pub const WINDOW_LEN: usize = BODY + 6 + 4 + 4;
 pub const FIXED_LEN: usize = BODY + 6 + 4;
 pub const GCRA_LEN: usize = BODY + 8;
+pub const SLIDING_LEN: usize = BODY + sliding::BYTES;
 
 /// A packed record of `N` bytes (alignment 1, so no padding).
 #[derive(Clone, Copy)]
@@ -51,6 +53,7 @@ pub type KeyRec = Rec<BODY>;
 pub type WindowRec = Rec<WINDOW_LEN>;
 pub type FixedRec = Rec<FIXED_LEN>;
 pub type GcraRec = Rec<GCRA_LEN>;
+pub type SlidingRec = Rec<SLIDING_LEN>;
 
 impl<const N: usize> Default for Rec<N> {
     fn default() -> Self {
@@ -146,6 +149,10 @@ pub enum Packed {
     Gcra {
         tat: u64,
     },
+    /// Every state fits: its 24 bytes are the record's.
+    Sliding {
+        state: sliding::State,
+    },
     /// The ring moves into the record from the entry itself.
     Log,
 }
@@ -210,6 +217,11 @@ pub fn pack(key: &[u8], entry: &Entry) -> Option<(Packed, Params)> {
         }
         Value::Gcra(s) => (Packed::Gcra { tat: s.state.tat }, &s.params, s.expires_at()),
         Value::Log(s) => (Packed::Log, &s.params, s.expires_at()),
+        Value::Sliding(s) => (
+            Packed::Sliding { state: s.state },
+            &s.params,
+            s.expires_at(),
+        ),
         // Blocked keys are few and short-lived: stored whole.
         Value::Str(_)
         | Value::List(_)
@@ -240,6 +252,18 @@ impl GcraRec {
     pub fn set_gcra(&mut self, tat: u64) {
         self.put::<8>(BODY, tat);
     }
+}
+
+impl SlidingRec {
+    pub fn set_sliding(&mut self, state: &sliding::State) {
+        self.0[BODY..].copy_from_slice(&state.to_bytes());
+    }
+}
+
+fn decode_sliding(r: &SlidingRec) -> sliding::State {
+    let mut b = [0u8; sliding::BYTES];
+    b.copy_from_slice(&r.0[BODY..]);
+    sliding::State::from_bytes(&b)
 }
 
 fn decode_window(r: &WindowRec, p: &Params) -> window::State {
@@ -324,6 +348,14 @@ pub fn gcra_entry(r: &GcraRec, p: &Params) -> Entry {
     )
 }
 
+pub fn sliding_entry(r: &SlidingRec, p: &Params) -> Entry {
+    let state = decode_sliding(r);
+    limiter_entry(
+        Value::Sliding(Stored { params: *p, state }),
+        state.expires_at(p),
+    )
+}
+
 /// TTLs (ms) of the records, without building an entry: for the sweeper.
 pub fn window_ttl(r: &WindowRec, p: &Params) -> u64 {
     ttl_of(&decode_window(r, p), p)
@@ -335,6 +367,10 @@ pub fn fixed_ttl(r: &FixedRec, p: &Params) -> u64 {
 
 pub fn gcra_ttl(r: &GcraRec, p: &Params) -> u64 {
     ttl_of(&decode_gcra(r), p)
+}
+
+pub fn sliding_ttl(r: &SlidingRec, p: &Params) -> u64 {
+    ttl_of(&decode_sliding(r), p)
 }
 
 #[cfg(test)]
@@ -349,6 +385,7 @@ mod tests {
         assert_eq!(std::mem::size_of::<WindowRec>(), 32);
         assert_eq!(std::mem::size_of::<FixedRec>(), 28);
         assert_eq!(std::mem::size_of::<GcraRec>(), 26);
+        assert_eq!(std::mem::size_of::<SlidingRec>(), 42);
     }
 
     fn with_ttl(value: Value, at_ns: u64) -> Entry {
@@ -475,6 +512,30 @@ mod tests {
         r.set_fixed(bucket, count);
         assert_eq!(fixed_entry(&r, &p), e);
         assert_eq!(Some(fixed_ttl(&r, &p)), e.expiry_ms());
+    }
+
+    #[test]
+    fn sliding_round_trip() {
+        let p = params_secs(50, 10);
+        let mut st = sliding::State::default();
+        for i in 0..30 {
+            sliding::decide(&mut st, &p, 1_700_000_000 * S + i * 700_000_000, 1 + i % 4);
+        }
+        let e = with_ttl(
+            Value::Sliding(Stored {
+                params: p,
+                state: st,
+            }),
+            st.expires_at(&p),
+        );
+        let Some(Packed::Sliding { state }) = packed(b"sk", &e) else {
+            panic!("not sliding")
+        };
+        let mut r = SlidingRec::new(b"sk", 9);
+        r.set_sliding(&state);
+        assert_eq!((r.key(), r.pid()), (&b"sk"[..], 9));
+        assert_eq!(sliding_entry(&r, &p), e);
+        assert_eq!(Some(sliding_ttl(&r, &p)), e.expiry_ms());
     }
 
     #[test]

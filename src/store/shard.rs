@@ -21,7 +21,7 @@ use super::bytes::SmallBytes;
 use super::entry::{self, Entry, Value};
 use super::index::Index;
 use super::params::ParamTable;
-use super::record::{self, FixedRec, GcraRec, LogRec, Packed, Rec, WindowRec};
+use super::record::{self, FixedRec, GcraRec, LogRec, Packed, Rec, SlidingRec, WindowRec};
 use crate::clock::Nanos;
 
 const CLASS_SHIFT: u32 = 29;
@@ -35,6 +35,7 @@ enum Class {
     Fixed = 2,
     Gcra = 3,
     Log = 4,
+    Sliding = 5,
 }
 
 fn handle(class: Class, i: u32) -> u32 {
@@ -50,6 +51,7 @@ fn split(h: u32) -> (Class, u32) {
         2 => Class::Fixed,
         3 => Class::Gcra,
         4 => Class::Log,
+        5 => Class::Sliding,
         // Handles are made only by `handle`.
         _ => unreachable!("handle {h:#x} has no record class"),
     };
@@ -74,6 +76,7 @@ struct Records {
     fixed: Arena<FixedRec>,
     gcra: Arena<GcraRec>,
     log: Arena<LogRec>,
+    sliding: Arena<SlidingRec>,
     params: ParamTable,
 }
 
@@ -86,6 +89,7 @@ impl Records {
             Class::Fixed => self.fixed.get(i).key(),
             Class::Gcra => self.gcra.get(i).key(),
             Class::Log => self.log.get(i).key(),
+            Class::Sliding => self.sliding.get(i).key(),
         }
     }
 
@@ -99,6 +103,7 @@ impl Records {
             Class::Fixed => prefetch(self.fixed.get(i)),
             Class::Gcra => prefetch(self.gcra.get(i)),
             Class::Log => prefetch(self.log.get(i)),
+            Class::Sliding => crate::util::prefetch_all(self.sliding.get(i)),
         }
     }
 
@@ -117,6 +122,10 @@ impl Records {
             Class::Gcra => {
                 let r = self.gcra.get(i);
                 record::gcra_entry(r, params.get(r.pid()))
+            }
+            Class::Sliding => {
+                let r = self.sliding.get(i);
+                record::sliding_entry(r, params.get(r.pid()))
             }
             // Callers match these first.
             Class::General | Class::Log => unreachable!("{class:?} records are not decoded"),
@@ -178,6 +187,10 @@ impl Records {
                 let r = self.log.get(i);
                 Some(record::log_ttl(r, params.get(r.pid())))
             }
+            Class::Sliding => {
+                let r = self.sliding.get(i);
+                Some(record::sliding_ttl(r, params.get(r.pid())))
+            }
         }
     }
 
@@ -189,6 +202,7 @@ impl Records {
             Class::Fixed => Some(self.fixed.get(i).pid()),
             Class::Gcra => Some(self.gcra.get(i).pid()),
             Class::Log => Some(self.log.get(i).pid()),
+            Class::Sliding => Some(self.sliding.get(i).pid()),
         }
     }
 
@@ -204,6 +218,7 @@ impl Records {
             Class::Fixed => self.fixed.free(i),
             Class::Gcra => self.gcra.free(i),
             Class::Log => self.log.free(i),
+            Class::Sliding => self.sliding.free(i),
         }
     }
 
@@ -217,6 +232,7 @@ impl Records {
                 Packed::Fixed { .. } => Class::Fixed,
                 Packed::Gcra { .. } => Class::Gcra,
                 Packed::Log => Class::Log,
+                Packed::Sliding { .. } => Class::Sliding,
             };
             // The same class: the record is rewritten in place (its key
             // stays; its parameter id changes only with the parameters).
@@ -239,6 +255,9 @@ impl Records {
                     }
                     (Packed::Gcra { tat }, _) => {
                         put_rec(&mut self.gcra, same, key, pid, |r| r.set_gcra(tat))
+                    }
+                    (Packed::Sliding { state }, _) => {
+                        put_rec(&mut self.sliding, same, key, pid, |r| r.set_sliding(&state))
                     }
                     (Packed::Log, Value::Log(l)) => {
                         place(&mut self.log, same, record::encode_log(key, pid, l.state))
@@ -287,6 +306,7 @@ impl Records {
             self.fixed.growth(),
             self.gcra.growth(),
             self.log.growth(),
+            self.sliding.growth(),
         ]
         .into_iter()
         .max()
@@ -300,6 +320,7 @@ impl Records {
             + self.fixed.allocation_size()
             + self.gcra.allocation_size()
             + self.log.allocation_size()
+            + self.sliding.allocation_size()
             + self.params.allocation_size()
     }
 }
@@ -679,6 +700,7 @@ impl Shard {
         compact!(fixed, Class::Fixed);
         compact!(gcra, Class::Gcra);
         compact!(log, Class::Log);
+        compact!(sliding, Class::Sliding);
         for (from, to) in moves {
             let hash = hasher.hash_one(self.records.key(to));
             let pos = self
@@ -727,6 +749,7 @@ impl Shard {
             + r.fixed.chunk_bytes()
             + r.gcra.chunk_bytes()
             + r.log.chunk_bytes()
+            + r.sliding.chunk_bytes()
     }
 
     pub fn heap_size(&self) -> usize {
@@ -739,7 +762,7 @@ impl Shard {
                     g.key.heap_size() + g.entry.as_ref().map_or(0, Entry::heap_size)
                 }
                 (Class::Log, i) => records.log.get(i).heap_size(),
-                (Class::Window | Class::Fixed | Class::Gcra, _) => 0,
+                (Class::Window | Class::Fixed | Class::Gcra | Class::Sliding, _) => 0,
             })
             .sum()
     }

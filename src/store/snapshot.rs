@@ -20,7 +20,9 @@
 //!            8 hash    fields: u32, (len: u32, field, len: u32, value) * fields,
 //!                      in insertion order                          (version 2)
 //!            9 lease   limit, leases: u32, (id, expires, units) * leases (version 3)
-//!           10 blocked until (ns), tag: u8 (2..=5), that tag's payload (version 4)
+//!           10 blocked until (ns), tag: u8 (2..=5 or 11), that tag's payload (version 4)
+//!           11 sliding params, newest sub-bucket number,
+//!                      (count, last-admission step) * 6, newest first (version 5)
 //!          params = limit, period, burst, precision (a fixed limit's
 //!                   precision is its calendar code, limiter/calendar.rs)
 //! trailer  0xFF  records: u64  crc32: u32 (CRC-32/IEEE of every byte before it)
@@ -46,14 +48,14 @@ use std::path::{Path, PathBuf};
 use super::entry::{Entry, LeaseKey, Stored, Value};
 use super::{bytes::SmallBytes, Store};
 use crate::clock::Nanos;
-use crate::limiter::{fixed, gcra, lease, log, window, Params};
+use crate::limiter::{fixed, gcra, lease, log, sliding, window, Params};
 
 pub const MAGIC: &[u8; 8] = b"TURNSNAP";
 /// The format written; a loader reads every version up to its own.
 /// Version 2 added lists, sorted sets and hashes, version 3 lease keys,
 /// version 4 blocked keys (`BLOCK`) and calendar-aligned fixed limits;
-/// older files load unchanged (they hold none).
-pub const VERSION: u16 = 4;
+/// version 5 `sliding` keys; older files load unchanged (they hold none).
+pub const VERSION: u16 = 5;
 const HEADER_LEN: u64 = 8 + 2 + 2 + 8;
 
 const TAG_STR: u8 = 1;
@@ -66,6 +68,7 @@ const TAG_ZSET: u8 = 7;
 const TAG_HASH: u8 = 8;
 const TAG_LEASE: u8 = 9;
 const TAG_BLOCKED: u8 = 10;
+const TAG_SLIDING: u8 = 11;
 const TAG_END: u8 = 0xFF;
 
 // The checksum is crc32fast's CRC-32 (IEEE): hardware-accelerated
@@ -130,16 +133,22 @@ pub fn save(store: &Store, path: &Path, now: Nanos) -> Result<u64, SnapshotError
             return Err(err(ErrorKind::Io(e)));
         }
     };
-    fs::rename(&tmp, path).map_err(|e| {
-        let _ = fs::remove_file(&tmp);
-        err(ErrorKind::Io(e))
+    install(&tmp, path).map_err(err)?;
+    Ok(n)
+}
+
+/// Puts a finished temporary file (fsynced, from [`create_temp`]) in
+/// `path`'s place by rename, then fsyncs the directory so the rename
+/// survives a crash; the temporary file is removed if the rename fails.
+pub fn install(tmp: &Path, path: &Path) -> Result<(), ErrorKind> {
+    fs::rename(tmp, path).map_err(|e| {
+        let _ = fs::remove_file(tmp);
+        ErrorKind::Io(e)
     })?;
     if let Some(dir) = path.parent().filter(|d| !d.as_os_str().is_empty()) {
-        File::open(dir)
-            .and_then(|d| d.sync_all())
-            .map_err(|e| err(ErrorKind::Io(e)))?;
+        File::open(dir).and_then(|d| d.sync_all())?;
     }
-    Ok(n)
+    Ok(())
 }
 
 /// Checks that a snapshot can be written beside `path` (the directory
@@ -159,7 +168,7 @@ pub fn check_writable(path: &Path) -> Result<(), SnapshotError> {
 /// and `O_NOFOLLOW`), readable by the owner alone. A fixed name would let
 /// a symlink planted there make the server truncate and overwrite any
 /// file it can write.
-fn create_temp(path: &Path) -> io::Result<(File, PathBuf)> {
+pub fn create_temp(path: &Path) -> io::Result<(File, PathBuf)> {
     use std::hash::{BuildHasher, Hasher};
     use std::os::unix::fs::OpenOptionsExt;
     let name = path.file_name().unwrap_or_default().to_string_lossy();
@@ -267,6 +276,7 @@ fn tag_of(value: &Value) -> u8 {
         Value::Fixed(_) => TAG_FIXED,
         Value::Gcra(_) => TAG_GCRA,
         Value::Log(_) => TAG_LOG,
+        Value::Sliding(_) => TAG_SLIDING,
         Value::List(_) => TAG_LIST,
         Value::ZSet(_) => TAG_ZSET,
         Value::Hash(_) => TAG_HASH,
@@ -292,6 +302,15 @@ fn payload(buf: &mut Vec<u8>, value: &Value) {
             params(buf, &w.params);
             for n in [w.state.start, w.state.prev, w.state.curr] {
                 put(buf, n);
+            }
+        }
+        Value::Sliding(s) => {
+            params(buf, &s.params);
+            put(buf, s.state.newest());
+            for k in 0..sliding::SLOTS {
+                let (count, last) = s.state.slot(k);
+                put(buf, count);
+                put(buf, last.into());
             }
         }
         Value::Fixed(f) => {
@@ -369,6 +388,25 @@ fn len32(n: usize) -> u32 {
 /// on any error the caller refuses to start, so a half-loaded store is
 /// never served.
 pub fn read(store: &Store, r: impl Read, now: Nanos) -> Result<Loaded, ErrorKind> {
+    let (loaded, mut rest, at) = read_prefix(store, r, now)?;
+    let mut byte = [0u8; 1];
+    if rest.read(&mut byte)? != 0 {
+        return Err(ErrorKind::Corrupt {
+            at,
+            what: "bytes after the trailer",
+        });
+    }
+    Ok(loaded)
+}
+
+/// Reads a snapshot from the start of `r` and stops after its trailer:
+/// what it loaded, the reader, and how many bytes the snapshot took (the
+/// append-only file's base is a snapshot, its effects follow).
+pub fn read_prefix<R: Read>(
+    store: &Store,
+    r: R,
+    now: Nanos,
+) -> Result<(Loaded, R, u64), ErrorKind> {
     let mut r = Reader {
         inner: r,
         digest: Some(crc32fast::Hasher::new()),
@@ -421,14 +459,7 @@ pub fn read(store: &Store, r: impl Read, now: Nanos) -> Result<Loaded, ErrorKind
             what: "record count does not match the trailer",
         });
     }
-    let mut rest = [0u8; 1];
-    if r.inner.read(&mut rest)? != 0 {
-        return Err(ErrorKind::Corrupt {
-            at: r.at,
-            what: "bytes after the trailer",
-        });
-    }
-    Ok(loaded)
+    Ok((loaded, r.inner, r.at))
 }
 
 /// Reads one record written by [`encode`] (a replication SET effect):
@@ -465,6 +496,19 @@ fn decode_value(r: &mut Reader<impl Read>, tag: u8, at: u64) -> Result<Value, Er
                 curr: r.u64()?,
             };
             Value::Window(Stored { params, state })
+        }
+        TAG_SLIDING => {
+            let params = r.params(at)?;
+            if params.limit() > sliding::MAX_LIMIT {
+                return Err(corrupt("sliding limit over 65535"));
+            }
+            let newest = r.u64()?;
+            let mut slots = [(0, 0); sliding::SLOTS];
+            for slot in &mut slots {
+                *slot = (r.u64()?, r.u64()?);
+            }
+            let state = sliding::State::from_parts(newest, slots).map_err(|e| corrupt(e.0))?;
+            Value::Sliding(Stored { params, state })
         }
         TAG_FIXED => {
             let params = r.params(at)?;
@@ -548,7 +592,10 @@ fn decode_value(r: &mut Reader<impl Read>, tag: u8, at: u64) -> Result<Value, Er
         TAG_BLOCKED => {
             let until = r.u64()?;
             let tag = r.u8()?;
-            if !matches!(tag, TAG_WINDOW | TAG_FIXED | TAG_GCRA | TAG_LOG) {
+            if !matches!(
+                tag,
+                TAG_WINDOW | TAG_FIXED | TAG_GCRA | TAG_LOG | TAG_SLIDING
+            ) {
                 return Err(corrupt("a block over something other than a limit"));
             }
             let value = decode_value(r, tag, at)?;

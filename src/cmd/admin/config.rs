@@ -25,6 +25,11 @@ enum Kind {
     Flag(fn(&Settings) -> &AtomicBool),
     /// `maxmemory-policy`.
     Policy,
+    /// One of a few names, kept as its index.
+    Choice(
+        fn(&Settings) -> &std::sync::atomic::AtomicU8,
+        &'static [&'static str],
+    ),
     /// `client-output-buffer-limit`: the classes' limits.
     OutputLimits,
     /// A text setting; empty is none.
@@ -39,8 +44,42 @@ struct Param {
 
 const PARAMS: &[Param] = &[
     Param {
+        name: "aof-load-truncated",
+        kind: Kind::Flag(|s| &s.aof_load_truncated),
+    },
+    Param {
+        name: "appendfilename",
+        kind: Kind::ReadOnly(|s| {
+            let path = s.aof.path();
+            path.file_name()
+                .map_or(String::new(), |n| n.to_string_lossy().into_owned())
+        }),
+    },
+    Param {
+        name: "appendfsync",
+        kind: Kind::Choice(|s| &s.appendfsync, &crate::persist::aof::Fsync::NAMES),
+    },
+    Param {
         name: "appendonly",
-        kind: Kind::ReadOnly(|_| "no".into()),
+        kind: Kind::Flag(|s| &s.appendonly),
+    },
+    Param {
+        name: "auto-aof-rewrite-min-size",
+        kind: Kind::Number {
+            field: |s| &s.auto_aof_rewrite_min_size,
+            memory: true,
+            min: 0,
+            max: i64::MAX,
+        },
+    },
+    Param {
+        name: "auto-aof-rewrite-percentage",
+        kind: Kind::Number {
+            field: |s| &s.auto_aof_rewrite_percentage,
+            memory: false,
+            min: 0,
+            max: i32::MAX as i64,
+        },
     },
     Param {
         name: "bind",
@@ -289,6 +328,9 @@ fn setting(settings: &Settings, p: &Param) -> Option<String> {
             false => "no".into(),
         },
         Kind::Policy => settings.policy().name().into(),
+        Kind::Choice(field, names) => names
+            .get(usize::from(field(settings).load(Ordering::Relaxed)))
+            .map_or(String::new(), |n| n.to_string()),
         Kind::OutputLimits => settings.output_limits().to_string(),
         Kind::Text(field) => field(settings).read().clone().unwrap_or_default(),
         Kind::ReadOnly(_) => return None,
@@ -422,6 +464,7 @@ pub fn set(ctx: &mut Ctx<'_>, req: &Request<'_>) -> Result<(), CmdError> {
         Number(&'a AtomicU64, u64),
         Flag(&'a AtomicBool, bool),
         Policy(u8),
+        Choice(&'a std::sync::atomic::AtomicU8, u8),
         OutputLimits(OutputLimits),
         Password(&'a [u8]),
         Text(&'a parking_lot::RwLock<Option<String>>, Option<String>),
@@ -464,6 +507,18 @@ pub fn set(ctx: &mut Ctx<'_>, req: &Request<'_>) -> Result<(), CmdError> {
                 })?;
                 Change::Policy(p.index())
             }
+            Kind::Choice(field, names) => {
+                let i = names
+                    .iter()
+                    .position(|n| n.as_bytes().eq_ignore_ascii_case(value))
+                    .ok_or_else(|| {
+                        failed(&format!(
+                            "argument(s) must be one of the following: {}",
+                            names.join(", ")
+                        ))
+                    })?;
+                Change::Choice(field(&ctx.state.settings), i as u8)
+            }
             Kind::OutputLimits => {
                 let text = std::str::from_utf8(value).unwrap_or("");
                 let limits = ctx.state.settings.output_limits();
@@ -498,11 +553,18 @@ pub fn set(ctx: &mut Ctx<'_>, req: &Request<'_>) -> Result<(), CmdError> {
                 .settings
                 .maxmemory_policy
                 .store(i, Ordering::Relaxed),
+            Change::Choice(field, i) => field.store(i, Ordering::Relaxed),
             Change::OutputLimits(l) => ctx.state.settings.set_output_limits(l),
             Change::Password(p) => ctx.state.settings.set_password(Some(p)),
             Change::Text(field, v) => *field.write() = v,
         }
     }
+    // The append-only file's thread follows `appendonly` and
+    // `appendfsync` at its next round: now.
+    let s = &ctx.state.settings;
+    let fsync = crate::persist::aof::Fsync::from_index(s.appendfsync.load(Ordering::Relaxed));
+    ctx.state.aof.set_fsync(fsync);
+    ctx.state.aof.poke();
     ctx.out.ok();
     Ok(())
 }
@@ -545,7 +607,7 @@ mod tests {
     /// Parameters Redis clients read that are not Turnstile flags:
     /// redis.conf names with a fixed answer, and Redis 7's new name for
     /// `lua-time-limit`.
-    const NOT_FLAGS: &[&str] = &["appendonly", "databases", "save", "busy-reply-threshold"];
+    const NOT_FLAGS: &[&str] = &["databases", "save", "busy-reply-threshold"];
 
     /// A `CONFIG` parameter is the flag of the same name (and the config
     /// file's key): one name per setting, wherever it is set.

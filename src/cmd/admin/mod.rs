@@ -1,7 +1,8 @@
 //! Commands that run the server rather than reach keys: connection,
-//! client, config, server, command, cluster, replication, snapshot and
-//! Pub/Sub.
+//! client, config, server, command, cluster, replication, snapshot, the
+//! append-only file and Pub/Sub.
 
+pub mod aof;
 pub mod client;
 pub mod cluster;
 pub mod command;

@@ -264,7 +264,8 @@ fn write_section(ctx: &Ctx<'_>, section: &str, t: &mut String) {
                 Stats::read(&p.failures),
                 Stats::read(&p.last_keys),
             ),
-        },
+        }
+        .and_then(|()| super::aof::info(state, t)),
         "policies" => {
             let p = &state.policies;
             let set = p.current();

@@ -12,7 +12,7 @@ use crate::stats::LeaseEvent;
 use crate::store::{limit, Value};
 
 /// ```text
-/// RL.ALLOW key limit period [ALGO window|log|gcra|fixed] [COST n] [BURST b] [PRECISION d]
+/// RL.ALLOW key limit period [ALGO window|sliding|log|gcra|fixed] [COST n] [BURST b] [PRECISION d]
 /// RL.ALLOW key POLICY name [COST n]
 /// ```
 pub fn allow(ctx: &mut Ctx<'_>, req: &Request<'_>) -> Result<(), CmdError> {
@@ -292,6 +292,10 @@ pub fn state(ctx: &mut Ctx<'_>, req: &Request<'_>) -> Result<(), CmdError> {
             Value::Gcra(s) => {
                 fields.push(("burst", s.params.burst.get() as i64));
                 fields.push(("tat_ms", ms(s.state.tat)));
+                s.params
+            }
+            Value::Sliding(s) => {
+                fields.push(("count", s.state.total() as i64));
                 s.params
             }
             Value::Log(s) => {

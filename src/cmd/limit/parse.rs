@@ -146,8 +146,9 @@ fn options<A: ArgList + ?Sized>(
             "ALGO" => {
                 let a = Algorithm::parse(value).ok_or_else(|| {
                     CmdError::err(format!(
-                        "unknown ALGO '{}': use window, log, gcra or fixed",
-                        show(value)
+                        "unknown ALGO '{}': use {}",
+                        show(value),
+                        Algorithm::NAMES
                     ))
                 })?;
                 if o.algo.replace(a).is_some() {
@@ -276,7 +277,7 @@ pub fn check_lease_cost(limit: u64, cost: u64) -> Result<(), CmdError> {
 }
 
 /// ```text
-/// RL.ALLOW key limit period [ALGO window|log|gcra|fixed] [COST n] [BURST b] [PRECISION d]
+/// RL.ALLOW key limit period [ALGO window|sliding|log|gcra|fixed] [COST n] [BURST b] [PRECISION d]
 /// ```
 pub fn allow_request<'a>(req: &'a Request<'_>) -> Result<AllowRequest<'a>, CmdError> {
     let mut c = Cursor::new(req, 1);

@@ -10,7 +10,7 @@ use std::sync::LazyLock;
 use super::error::CmdError;
 use super::spec::{CommandSpec, Ctx, Flags, KeySpec, Registry};
 use crate::cmd::admin::{
-    client, cluster, command, config, connection, pubsub, replication, server, snapshot,
+    aof, client, cluster, command, config, connection, pubsub, replication, server, snapshot,
 };
 use crate::cmd::data::{hash, keys, list, string, zset};
 use crate::cmd::exec::multi;
@@ -121,6 +121,7 @@ static PUBSUB_SUBCOMMANDS: [CommandSpec; 4] = [
 pub static COMMANDS: &[CommandSpec] = &[
     cmd! { name: "asking", arity: 1, flags: [FAST], keys: NONE, group: "cluster", since: "3.0.0", complexity: "O(1)", summary: "Signals that a cluster client is following an -ASK redirect.", handler: cluster::accept },
     cmd! { name: "auth", arity: -2, flags: [NOSCRIPT | LOADING | STALE | FAST | NO_AUTH | ALLOW_BUSY], keys: NONE, group: "connection", since: "1.0.0", complexity: "O(N) where N is the number of passwords defined for the user", summary: "Authenticates the connection.", handler: connection::auth },
+    cmd! { name: "bgrewriteaof", arity: 1, flags: [ADMIN | NOSCRIPT], keys: NONE, group: "server", since: "1.0.0", complexity: "O(1)", summary: "Asynchronously rewrites the append-only file to disk.", handler: aof::bgrewriteaof },
     cmd! { name: "bgsave", arity: -1, flags: [ADMIN | NOSCRIPT], keys: NONE, group: "server", since: "1.0.0", complexity: "O(1)", summary: "Asynchronously saves the database(s) to disk.", handler: snapshot::bgsave },
     cmd! { name: "cl.throttle", arity: -5, flags: [WRITE | DENYOOM | FAST], keys: FIRST, group: "limiter", since: "0.1.0", complexity: "O(1)", summary: "Admits or denies a request as redis-cell's GCRA does.", handler: throttle::throttle },
     cmd! { name: "client", arity: -2, flags: [], keys: NONE, group: "connection", since: "2.4.0", complexity: "Depends on subcommand.", summary: "A container for client connection commands.", handler: container_without_subcommand, subcommands: &CLIENT_SUBCOMMANDS },

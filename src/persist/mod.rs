@@ -10,6 +10,11 @@
 //! previous snapshot stays in place; the server keeps deciding, since a
 //! limiter that refused every request over a full disk would take the
 //! fleet behind it down with it.
+//!
+//! The append-only file (`--appendonly`), which records every write between
+//! snapshots, is [`aof`].
+
+pub mod aof;
 
 use parking_lot::{Condvar, Mutex};
 use std::path::{Path, PathBuf};

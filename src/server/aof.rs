@@ -1,0 +1,194 @@
+//! The append-only file's writer thread: it writes the stream to the file
+//! when a connection asks (after each batch that wrote), fsyncs as
+//! `appendfsync` says, rewrites the file when `BGREWRITEAOF` asks or it
+//! has grown past `auto-aof-rewrite-*`, and follows `CONFIG SET
+//! appendonly`. The file itself is [`crate::persist::aof`]'s.
+
+use std::sync::atomic::Ordering;
+use std::sync::Arc;
+use std::thread;
+use std::time::{Duration, Instant};
+
+use crate::persist::aof::{Fsync, BUSY_POLL};
+use crate::state::State;
+
+/// Before a reply leaves: with `appendfsync always`, waits until the file
+/// holds, fsynced, every effect in the stream now (the reply's among
+/// them); otherwise asks the writer thread to write them and returns.
+/// Every path that answers a decision (a client's batch, Envoy's gRPC
+/// call, `POST /json`) goes through here.
+pub async fn before_reply(state: &State) {
+    let (aof, fx) = (&state.aof, &state.store.effects);
+    match aof.must_wait(|| fx.offset()) {
+        Some(target) => aof.wait_durable(target).await,
+        None => aof.nudge(fx.offset()),
+    }
+}
+
+/// The writer thread. Dropping it stops the thread after a last write and
+/// fsync of everything served.
+pub struct AofGuard {
+    state: Arc<State>,
+    thread: Option<thread::JoinHandle<()>>,
+}
+
+impl AofGuard {
+    /// Stops the thread: the file then holds every effect, fsynced.
+    pub fn finish(mut self) {
+        self.stop();
+    }
+
+    fn stop(&mut self) {
+        self.state.aof.stop();
+        if let Some(t) = self.thread.take() {
+            let _ = t.join();
+        }
+    }
+}
+
+impl Drop for AofGuard {
+    fn drop(&mut self) {
+        self.stop();
+    }
+}
+
+/// Starts the writer thread (it idles while the file is off).
+pub fn spawn(state: Arc<State>) -> AofGuard {
+    let thread_state = state.clone();
+    let thread = thread::Builder::new()
+        .name("turnstile-aof".into())
+        .spawn(move || run(&thread_state))
+        .expect("spawning the append-only file thread");
+    AofGuard {
+        state,
+        thread: Some(thread),
+    }
+}
+
+/// How long the thread sleeps with nothing asked: it looks at the
+/// settings this often.
+const IDLE: Duration = Duration::from_secs(1);
+/// `everysec`'s period.
+const SECOND: Duration = Duration::from_secs(1);
+
+fn run(state: &Arc<State>) {
+    let (aof, s) = (&state.aof, &state.settings);
+    let mut last_sync = Instant::now();
+    let mut failing = false;
+    let mut wrote = false;
+    loop {
+        let fsync = Fsync::from_index(s.appendfsync.load(Ordering::Relaxed));
+        aof.set_fsync(fsync);
+        follow_setting(state);
+        // While writes come (and the last round found some), look again
+        // in a millisecond instead of being woken by every batch.
+        let offset = state.store.effects.offset();
+        let busy = aof.is_on() && fsync != Fsync::Always && !aof.set_idle(!wrote, offset);
+        let timeout = match fsync {
+            _ if busy => BUSY_POLL,
+            Fsync::Everysec => SECOND.saturating_sub(last_sync.elapsed()),
+            _ => IDLE,
+        }
+        .max(Duration::from_micros(100));
+        let Some(rewrite) = aof.wait(timeout) else {
+            break;
+        };
+        aof.set_idle(false, 0);
+        if !aof.is_on() {
+            wrote = false;
+            continue;
+        }
+        let before = aof.size.load(Ordering::Relaxed);
+        let sync = match fsync {
+            Fsync::Always => true,
+            Fsync::Everysec => last_sync.elapsed() >= SECOND,
+            Fsync::No => false,
+        };
+        let flushed = aof.flush(&state.store, sync);
+        wrote = aof.size.load(Ordering::Relaxed) != before;
+        match flushed {
+            Ok(()) => {
+                if sync {
+                    last_sync = Instant::now();
+                }
+                if failing {
+                    tracing::info!("append-only file written again");
+                    failing = false;
+                }
+            }
+            Err(e) => {
+                // Logged once per failing spell; retried each round, and
+                // `always` replies wait for it meanwhile.
+                if !failing {
+                    tracing::error!(path = %aof.path().display(), "append-only file write failed: {e}");
+                    failing = true;
+                }
+                thread::sleep(Duration::from_millis(100));
+            }
+        }
+        let (pct, min) = (
+            s.get(&s.auto_aof_rewrite_percentage),
+            s.get(&s.auto_aof_rewrite_min_size),
+        );
+        if (rewrite || aof.wants_rewrite(pct, min)) && !aof.rewriting() {
+            rewrite_in_background(state.clone());
+        }
+    }
+    if aof.is_on() {
+        match aof.close(&state.store) {
+            Ok(()) => {
+                tracing::info!(path = %aof.path().display(), "append-only file written and fsynced")
+            }
+            Err(e) => {
+                tracing::error!(path = %aof.path().display(), "append-only file: the last write failed: {e}")
+            }
+        }
+    }
+}
+
+/// Starts or stops the file when `CONFIG SET appendonly` changed it.
+fn follow_setting(state: &State) {
+    let (aof, fx) = (&state.aof, &state.store.effects);
+    let wanted = state.settings.appendonly.load(Ordering::Relaxed);
+    if wanted == aof.is_on() {
+        return;
+    }
+    if wanted {
+        // Logged before the base is walked: what the walk misses, the
+        // stream has.
+        if !state.replication.is_replica() {
+            fx.set_emitting(true);
+        }
+        match aof.start(&state.store, state.clock.now()) {
+            Ok(()) => tracing::info!(path = %aof.path().display(), "append-only file on"),
+            Err(e) => {
+                tracing::error!(path = %aof.path().display(), "append-only file could not start: {e}");
+                fx.set_capture(false);
+                state.settings.appendonly.store(false, Ordering::Relaxed);
+            }
+        }
+    } else {
+        if let Err(e) = aof.close(&state.store) {
+            tracing::error!(path = %aof.path().display(), "append-only file: the last write failed: {e}");
+        }
+        // Effects stay logged only for a backlog.
+        if !fx.active() {
+            fx.set_emitting(false);
+        }
+        tracing::info!(path = %aof.path().display(), "append-only file off");
+    }
+}
+
+/// A rewrite on its own thread: the writer keeps writing the old file
+/// meanwhile.
+pub fn rewrite_in_background(state: Arc<State>) {
+    let spawned = thread::Builder::new()
+        .name("turnstile-aof-rewrite".into())
+        .spawn(move || {
+            // The outcome is logged and kept for INFO by the rewrite.
+            let _ = state.aof.rewrite(&state.store, state.clock.now());
+        });
+    if let Err(e) = spawned {
+        tracing::error!("append-only file rewrite: cannot start its thread: {e}");
+    }
+}

@@ -1,0 +1,495 @@
+//! The append-only file (`--appendonly yes`) through real servers and
+//! clients: what a crash leaves behind is the file as it is at that
+//! moment, so these tests copy the live file (with `appendfsync always`
+//! every acknowledged write is in it) and start a second server from the
+//! copy. SIGKILL of the real binary is `tests/ops/aof_crash.py`.
+
+mod common;
+
+use common::{q, Server, START_SECS};
+use redis::aio::MultiplexedConnection;
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use turnstile::persist::aof::Fsync;
+use turnstile::{Clock, Config, ManualClock, Nanos};
+
+fn temp_dir(name: &str) -> PathBuf {
+    let dir = std::env::temp_dir().join(format!("turnstile-aof-{name}-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(&dir).unwrap();
+    dir
+}
+
+/// A server with the append-only file on in `dir` (beside a snapshot that
+/// is never written: its interval is an hour).
+fn durable(dir: &Path, fsync: Fsync) -> impl FnOnce(&mut Config) + '_ {
+    move |c: &mut Config| {
+        c.snapshot = Some(dir.join("dump.tsnap"));
+        c.snapshot_interval = std::time::Duration::from_secs(3600);
+        c.appendonly = true;
+        c.appendfsync = fsync;
+    }
+}
+
+/// The file a crash of `s` now would leave, copied to a new directory.
+fn crash_image(dir: &Path, name: &str) -> PathBuf {
+    let to = temp_dir(name);
+    std::fs::copy(dir.join("appendonly.aof"), to.join("appendonly.aof")).unwrap();
+    to
+}
+
+async fn info_field(c: &mut MultiplexedConnection, field: &str) -> String {
+    let info: String = q(c, &["INFO", "persistence"]).await;
+    info.lines()
+        .find_map(|l| l.strip_prefix(&format!("{field}:")))
+        .unwrap_or_else(|| panic!("no {field} in {info}"))
+        .to_string()
+}
+
+/// One key per algorithm and kind, some deleted, some flushed away.
+async fn traffic(s: &Server, c: &mut MultiplexedConnection) {
+    for step in 0..4 {
+        for algo in ["window", "log", "gcra", "fixed"] {
+            let key = format!("{algo}:k");
+            let _: Vec<i64> = q(c, &["RL.ALLOW", &key, "10", "60", "ALGO", algo]).await;
+            if step < 2 {
+                let key = format!("{algo}:gone");
+                let _: Vec<i64> = q(c, &["RL.ALLOW", &key, "10", "60", "ALGO", algo]).await;
+            }
+        }
+        s.advance_ms(700);
+    }
+    let _: () = q(c, &["SET", "s:plain", "v"]).await;
+    let _: () = q(c, &["SET", "s:ttl", "w", "PX", "50000"]).await;
+    let _: i64 = q(c, &["INCRBY", "s:count", "41"]).await;
+    let _: i64 = q(c, &["INCR", "s:count"]).await;
+    let _: i64 = q(c, &["HSET", "h", "f", "1"]).await;
+    let _: Vec<i64> = q(c, &["CL.THROTTLE", "cell", "4", "10", "60", "3"]).await;
+    for algo in ["window", "log", "gcra", "fixed"] {
+        let _: i64 = q(c, &["DEL", &format!("{algo}:gone")]).await;
+    }
+}
+
+/// What every key answers now, charging nothing.
+async fn observe(c: &mut MultiplexedConnection) -> Vec<String> {
+    let mut seen = Vec::new();
+    for algo in ["window", "log", "gcra", "fixed"] {
+        for key in [format!("{algo}:k"), format!("{algo}:gone")] {
+            let reply: Vec<i64> = q(c, &["RL.PEEK", &key, "10", "60", "ALGO", algo]).await;
+            let pttl: i64 = q(c, &["PTTL", &key]).await;
+            seen.push(format!("{key} {reply:?} pttl={pttl}"));
+        }
+    }
+    for key in ["s:plain", "s:ttl", "s:count"] {
+        let v: Option<String> = q(c, &["GET", key]).await;
+        let pttl: i64 = q(c, &["PTTL", key]).await;
+        seen.push(format!("{key}={v:?} pttl={pttl}"));
+    }
+    let h: Option<String> = q(c, &["HGET", "h", "f"]).await;
+    let cell: Vec<i64> = q(c, &["CL.THROTTLE", "cell", "4", "10", "60", "0"]).await;
+    let n: i64 = q(c, &["DBSIZE"]).await;
+    seen.push(format!("h.f={h:?} cell={cell:?} dbsize={n}"));
+    seen
+}
+
+/// A server started from `dir`'s files with the clock at `now`.
+async fn restart(dir: &Path, now: Nanos) -> Server {
+    Server::start_at(now, durable(dir, Fsync::Always)).await
+}
+
+async fn start_error(dir: &Path, truncated_ok: bool) -> String {
+    let mut config = Config::for_tests();
+    durable(dir, Fsync::Always)(&mut config);
+    config.aof_load_truncated = truncated_ok;
+    let clock = ManualClock::new(Nanos(START_SECS * Nanos::PER_SEC));
+    match turnstile::start(&config, Arc::new(clock)).await {
+        Ok(_) => panic!("the server started"),
+        Err(e) => e.to_string(),
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn replay_restores_every_count() {
+    let dir = temp_dir("replay");
+    let a = Server::start_with(durable(&dir, Fsync::Always)).await;
+    let mut c = a.client().await;
+    assert_eq!(info_field(&mut c, "aof_enabled").await, "1");
+    traffic(&a, &mut c).await;
+    let expected = observe(&mut c).await;
+    let image = crash_image(&dir, "replay-image");
+
+    let b = restart(&image, a.clock.now()).await;
+    let mut cb = b.client().await;
+    assert_eq!(observe(&mut cb).await, expected);
+    // And the restarted server appends to the file it loaded.
+    let _: Vec<i64> = q(
+        &mut cb,
+        &["RL.ALLOW", "fixed:k", "10", "60", "ALGO", "fixed"],
+    )
+    .await;
+    let after = observe(&mut cb).await;
+    let image2 = crash_image(&image, "replay-image2");
+    let c2 = restart(&image2, b.clock.now()).await;
+    assert_eq!(observe(&mut c2.client().await).await, after);
+
+    // FLUSHALL is an effect too.
+    let _: () = q(&mut c, &["FLUSHALL"]).await;
+    let image3 = crash_image(&dir, "replay-image3");
+    let d = restart(&image3, a.clock.now()).await;
+    let n: i64 = q(&mut d.client().await, &["DBSIZE"]).await;
+    assert_eq!(n, 0);
+
+    for s in [a, b, c2, d] {
+        s.shutdown().await;
+    }
+    for d in [&dir, &image, &image2, &image3] {
+        std::fs::remove_dir_all(d).unwrap();
+    }
+}
+
+/// Clients charge keys while BGREWRITEAOF runs again and again: the file
+/// left at the end (a fresh base plus what came during and after each
+/// rewrite) holds every acknowledged decision.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_rewrite_under_load_keeps_every_count() {
+    const KEYS: usize = 200;
+    const CLIENTS: usize = 4;
+    const ROUNDS: usize = 30;
+    let dir = temp_dir("rewrite");
+    let a = Server::start_with(durable(&dir, Fsync::Always)).await;
+    let mut admin = a.client().await;
+    let mut tasks = Vec::new();
+    for t in 0..CLIENTS {
+        let mut c = a.client().await;
+        tasks.push(tokio::spawn(async move {
+            let mut allowed = vec![0i64; KEYS];
+            for round in 0..ROUNDS {
+                let mut pipe = redis::pipe();
+                for k in 0..KEYS {
+                    let key = format!("k{}", (k + t + round) % KEYS);
+                    pipe.cmd("RL.ALLOW")
+                        .arg(key)
+                        .arg(1_000_000)
+                        .arg(3600)
+                        .arg("ALGO")
+                        .arg("fixed");
+                }
+                let replies: Vec<Vec<i64>> = pipe.query_async(&mut c).await.unwrap();
+                for (k, r) in replies.iter().enumerate() {
+                    allowed[(k + t + round) % KEYS] += r[0];
+                }
+            }
+            allowed
+        }));
+    }
+    let mut rewrites_asked = 0;
+    while !tasks.iter().all(|t| t.is_finished()) {
+        let r: redis::RedisResult<String> =
+            common::cmd(&["BGREWRITEAOF"]).query_async(&mut admin).await;
+        if r.is_ok() {
+            rewrites_asked += 1;
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(20)).await;
+    }
+    let mut allowed = vec![0i64; KEYS];
+    for t in tasks {
+        for (k, n) in t.await.unwrap().into_iter().enumerate() {
+            allowed[k] += n;
+        }
+    }
+    common::eventually("the last rewrite finished", || !a.state().aof.rewriting()).await;
+    let rewrites: u64 = info_field(&mut admin, "aof_rewrites")
+        .await
+        .parse()
+        .unwrap();
+    assert!(
+        rewrites_asked >= 1 && rewrites >= 1,
+        "asked {rewrites_asked}, done {rewrites}"
+    );
+    assert_eq!(
+        info_field(&mut admin, "aof_last_bgrewrite_status").await,
+        "ok"
+    );
+    let base: u64 = info_field(&mut admin, "aof_base_size")
+        .await
+        .parse()
+        .unwrap();
+    let size: u64 = info_field(&mut admin, "aof_current_size")
+        .await
+        .parse()
+        .unwrap();
+    let file = std::fs::read(dir.join("appendonly.aof")).unwrap();
+    assert_eq!(size, file.len() as u64);
+    assert!(
+        base > 0 && file.starts_with(b"TURNSNAP"),
+        "a rewritten file starts with its base"
+    );
+
+    let image = crash_image(&dir, "rewrite-image");
+    let b = restart(&image, a.clock.now()).await;
+    let mut cb = b.client().await;
+    for (k, n) in allowed.iter().enumerate() {
+        let r: Vec<i64> = q(
+            &mut cb,
+            &[
+                "RL.PEEK",
+                &format!("k{k}"),
+                "1000000",
+                "3600",
+                "ALGO",
+                "fixed",
+            ],
+        )
+        .await;
+        assert_eq!(1_000_000 - r[2] - 1, *n, "k{k}: remaining {r:?}");
+    }
+    assert_eq!(
+        allowed.iter().sum::<i64>(),
+        (CLIENTS * ROUNDS * KEYS) as i64,
+        "every request was allowed and counted"
+    );
+    a.shutdown().await;
+    b.shutdown().await;
+    std::fs::remove_dir_all(&dir).unwrap();
+    std::fs::remove_dir_all(&image).unwrap();
+}
+
+/// The offset of the `n`th frame after the base (0: the first), and the
+/// file's bytes.
+fn frame_at(file: &[u8], base: usize, n: usize) -> usize {
+    let mut at = base;
+    for _ in 0..n {
+        let len = u32::from_le_bytes(file[at + 1..at + 5].try_into().unwrap()) as usize;
+        at += 5 + len;
+    }
+    at
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_torn_last_record_is_cut_off_and_the_rest_loads() {
+    let dir = temp_dir("torn");
+    let a = Server::start_with(durable(&dir, Fsync::Always)).await;
+    let mut c = a.client().await;
+    traffic(&a, &mut c).await;
+    let expected = observe(&mut c).await;
+    let image = crash_image(&dir, "torn-image");
+    let path = image.join("appendonly.aof");
+    let whole = std::fs::read(&path).unwrap();
+    // A crash in the middle of the next write: its first bytes only.
+    let _: Vec<i64> = q(
+        &mut c,
+        &["RL.ALLOW", "fixed:k", "10", "60", "ALGO", "fixed"],
+    )
+    .await;
+    let next = std::fs::read(dir.join("appendonly.aof")).unwrap();
+    let torn_frame = &next[whole.len()..];
+    assert!(torn_frame.len() > 12, "{}", torn_frame.len());
+    for cut in [1, 4, 5, 12, torn_frame.len() - 1] {
+        let mut torn = whole.clone();
+        torn.extend_from_slice(&torn_frame[..cut]);
+        std::fs::write(&path, &torn).unwrap();
+        // Refused when asked to (aof-load-truncated no), untouched.
+        let e = start_error(&image, false).await;
+        assert!(e.contains(&format!("torn at byte {}", whole.len())), "{e}");
+        assert!(e.contains(&path.display().to_string()), "{e}");
+        assert_eq!(std::fs::read(&path).unwrap(), torn);
+        // Loaded up to it by default, and the tail cut off.
+        let b = restart(&image, a.clock.now()).await;
+        assert_eq!(observe(&mut b.client().await).await, expected, "cut {cut}");
+        b.shutdown().await;
+        let after = std::fs::read(&path).unwrap();
+        assert_eq!(&after[..whole.len()], &whole[..], "cut {cut}");
+    }
+    // Zeros where a crash left the file longer than what was written.
+    let mut zeros = whole.clone();
+    zeros.extend_from_slice(&[0; 4096]);
+    std::fs::write(&path, &zeros).unwrap();
+    let b = restart(&image, a.clock.now()).await;
+    assert_eq!(observe(&mut b.client().await).await, expected);
+    b.shutdown().await;
+    a.shutdown().await;
+    std::fs::remove_dir_all(&dir).unwrap();
+    std::fs::remove_dir_all(&image).unwrap();
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn corruption_before_the_end_refuses_to_start() {
+    let dir = temp_dir("corrupt");
+    let a = Server::start_with(durable(&dir, Fsync::Always)).await;
+    let mut c = a.client().await;
+    let base: usize = info_field(&mut c, "aof_base_size").await.parse().unwrap();
+    traffic(&a, &mut c).await;
+    let image = crash_image(&dir, "corrupt-image");
+    let path = image.join("appendonly.aof");
+    let good = std::fs::read(&path).unwrap();
+    let third = frame_at(&good, base, 3);
+
+    // A frame kind no stream has.
+    let mut bad = good.clone();
+    bad[third] = 0x77;
+    std::fs::write(&path, &bad).unwrap();
+    for truncated_ok in [true, false] {
+        let e = start_error(&image, truncated_ok).await;
+        assert!(e.contains(&format!("corrupted at byte {third}")), "{e}");
+        assert!(e.contains(&path.display().to_string()), "{e}");
+        assert!(e.contains("unknown frame kind 119"), "{e}");
+        assert_eq!(
+            std::fs::read(&path).unwrap(),
+            bad,
+            "the file is left as it is"
+        );
+    }
+
+    // A SET whose record names no known type.
+    let mut bad = good.clone();
+    assert_eq!(bad[third], 1, "the third frame is a SET");
+    bad[third + 5] = 0x42;
+    std::fs::write(&path, &bad).unwrap();
+    let e = start_error(&image, true).await;
+    assert!(
+        e.contains(&format!("corrupted at byte {third}: bad record")),
+        "{e}"
+    );
+
+    // The base's checksum.
+    let mut bad = good.clone();
+    bad[base / 2] ^= 0x10;
+    std::fs::write(&path, &bad).unwrap();
+    let e = start_error(&image, true).await;
+    assert!(e.contains("in its base"), "{e}");
+
+    a.shutdown().await;
+    std::fs::remove_dir_all(&dir).unwrap();
+    std::fs::remove_dir_all(&image).unwrap();
+}
+
+/// CONFIG SET turns the file on (a base of the keyspace as it is) and
+/// off; the settings read back as Redis names them.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn config_set_appendonly_starts_the_file_from_the_keyspace() {
+    let dir = temp_dir("config");
+    let a = Server::start_with(|c| {
+        c.snapshot = Some(dir.join("dump.tsnap"));
+        c.snapshot_interval = std::time::Duration::from_secs(3600);
+    })
+    .await;
+    let mut c = a.client().await;
+    assert_eq!(info_field(&mut c, "aof_enabled").await, "0");
+    let e = common::q_err(&mut c, &["BGREWRITEAOF"]).await;
+    assert!(e.contains("append-only file is off"), "{e}");
+    traffic(&a, &mut c).await;
+    let v: Vec<String> = q(&mut c, &["CONFIG", "GET", "appendfsync"]).await;
+    assert_eq!(v, ["appendfsync", "everysec"]);
+    let e = common::q_err(&mut c, &["CONFIG", "SET", "appendfsync", "sometimes"]).await;
+    assert!(
+        e.contains("must be one of the following: always, everysec, no"),
+        "{e}"
+    );
+    let _: () = q(
+        &mut c,
+        &[
+            "CONFIG",
+            "SET",
+            "appendfsync",
+            "always",
+            "appendonly",
+            "yes",
+        ],
+    )
+    .await;
+    common::eventually("the file is on", || a.state().aof.is_on()).await;
+    let _: Vec<i64> = q(
+        &mut c,
+        &["RL.ALLOW", "fixed:k", "10", "60", "ALGO", "fixed"],
+    )
+    .await;
+    let expected = observe(&mut c).await;
+    let image = crash_image(&dir, "config-image");
+    let b = restart(&image, a.clock.now()).await;
+    assert_eq!(observe(&mut b.client().await).await, expected);
+    b.shutdown().await;
+
+    let _: () = q(&mut c, &["CONFIG", "SET", "appendonly", "no"]).await;
+    common::eventually("the file is off", || !a.state().aof.is_on()).await;
+    let size = std::fs::metadata(dir.join("appendonly.aof")).unwrap().len();
+    let _: Vec<i64> = q(
+        &mut c,
+        &["RL.ALLOW", "fixed:k", "10", "60", "ALGO", "fixed"],
+    )
+    .await;
+    assert_eq!(
+        std::fs::metadata(dir.join("appendonly.aof")).unwrap().len(),
+        size
+    );
+    a.shutdown().await;
+    std::fs::remove_dir_all(&dir).unwrap();
+    std::fs::remove_dir_all(&image).unwrap();
+}
+
+/// What the flags refuse, `CONFIG SET` refuses, in Redis's words.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn config_set_refuses_what_the_flags_refuse() {
+    for args in [
+        &["--appendfsync", "sometimes"][..],
+        &["--auto-aof-rewrite-percentage", "-1"],
+        &["--auto-aof-rewrite-min-size", "lots"],
+        &["--aof-load-truncated", "maybe"],
+        &["--appendonly", "1"],
+        &["--appendfilename", "dir/appendonly.aof"],
+    ] {
+        let argv = std::iter::once("turnstile").chain(args.iter().copied());
+        assert!(Config::parse_from(argv).is_err(), "{args:?}");
+    }
+    let a = Server::start().await;
+    let mut c = a.client().await;
+    for (name, value, why) in [
+        (
+            "appendfsync",
+            "sometimes",
+            "must be one of the following: always, everysec, no",
+        ),
+        (
+            "auto-aof-rewrite-percentage",
+            "-1",
+            "argument must be between 0 and 2147483647 inclusive",
+        ),
+        (
+            "auto-aof-rewrite-min-size",
+            "lots",
+            "argument must be a memory value",
+        ),
+        (
+            "aof-load-truncated",
+            "maybe",
+            "argument must be 'yes' or 'no'",
+        ),
+        ("appendonly", "1", "argument must be 'yes' or 'no'"),
+        ("appendfilename", "other.aof", "can't set immutable config"),
+    ] {
+        let e = common::q_err(&mut c, &["CONFIG", "SET", name, value]).await;
+        assert!(e.contains(why), "{name} {value}: {e}");
+    }
+    let _: () = q(
+        &mut c,
+        &[
+            "CONFIG",
+            "SET",
+            "auto-aof-rewrite-percentage",
+            "50",
+            "auto-aof-rewrite-min-size",
+            "1mb",
+        ],
+    )
+    .await;
+    let v: Vec<String> = q(&mut c, &["CONFIG", "GET", "auto-aof-rewrite-*"]).await;
+    assert_eq!(
+        v,
+        [
+            "auto-aof-rewrite-min-size",
+            "1048576",
+            "auto-aof-rewrite-percentage",
+            "50"
+        ]
+    );
+    a.shutdown().await;
+}
