@@ -122,6 +122,21 @@ pub struct Config {
     /// Log filter: error, warn, info, debug, trace, or a tracing directive.
     #[arg(long, env = "TURNSTILE_LOG_LEVEL", default_value = "info")]
     pub log_level: String,
+    /// Log lines as `text` (for people) or `json` (one JSON object a
+    /// line, the same fields, for log collectors).
+    #[arg(long, env = "TURNSTILE_LOG_FORMAT", default_value = "text", value_parser = crate::logging::FORMATS)]
+    pub log_format: String,
+    /// Keys the heavy hitters' sketches count (RL.TOP, the status page):
+    /// counters per kind (denied, allowed, shadow) and period, across the
+    /// node; memory is fixed by it, about 3 KB per counter at most. A
+    /// count is off by at most about W * N / top-keys (W: CPUs, at most 8;
+    /// N: that kind's decisions in the period). 0 turns them off.
+    #[arg(long, env = "TURNSTILE_TOP_KEYS", default_value_t = crate::stats::top::DEFAULT_KEYS, value_parser = parse_top_keys)]
+    pub top_keys: usize,
+    /// The recent period the heavy hitters cover (RL.TOP's longest
+    /// WINDOW), kept in six slices.
+    #[arg(long, env = "TURNSTILE_TOP_WINDOW", default_value = "60s", value_parser = parse_duration)]
+    pub top_window: std::time::Duration,
     /// Keep the keyspace across restarts in this file: written every
     /// --snapshot-interval and on SIGTERM, loaded at start. Off by default.
     #[arg(long, env = "TURNSTILE_SNAPSHOT", value_name = "PATH")]
@@ -628,6 +643,16 @@ pub fn parse_backlog_size(s: &str) -> Result<u64, String> {
     let n = parse_memory(s)?;
     check_range(n.into(), REPL_BACKLOG_RANGE)?;
     Ok(n)
+}
+
+/// `--top-keys`: at most 1,048,576 (about 2.4 GB of sketches).
+pub fn parse_top_keys(s: &str) -> Result<usize, String> {
+    let n: i128 = s
+        .trim()
+        .parse()
+        .map_err(|_| "argument couldn't be parsed into an integer".to_string())?;
+    check_range(n, (0, 1 << 20))?;
+    Ok(n as usize)
 }
 
 /// `--repl-timeout`: whole seconds within [`REPL_TIMEOUT_RANGE`].

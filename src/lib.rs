@@ -10,7 +10,8 @@
 //! - [`server`]: the listener and accept loop (`server/mod.rs`), one
 //!   client's socket loop (`server/connection.rs`: read, run the batch,
 //!   write under the output limit), the metrics HTTP endpoint and
-//!   `POST /json` (`server/http.rs`), Envoy's rate limit service over
+//!   `POST /json` (`server/http.rs`), the status page on it
+//!   (`server/status.rs`, `status.html`), Envoy's rate limit service over
 //!   gRPC with the health service (`server/rls.rs`: messages in and out,
 //!   the decision is `policy/rls.rs`'s), the snapshot thread
 //!   (`server/snapshots.rs`), `--tls-port`'s rustls config and handshake
@@ -109,7 +110,8 @@
 //!   snapshot-format base, its loading, rewrite and group-commit fsync;
 //!   its writer thread is `server/aof.rs`, `BGREWRITEAOF` `cmd/admin/aof.rs`).
 //! - [`stats`]: the counters behind `INFO` and `/metrics`, tallied per
-//!   connection and flushed once per batch; [`metrics`]: the Prometheus
+//!   connection and flushed once per batch, and the heavy hitters'
+//!   sketches behind `RL.TOP` (`stats/top.rs`); [`metrics`]: the Prometheus
 //!   exporter and its HTTP endpoint (`/metrics`, `/healthz`).
 //! - [`cluster`]: Redis Cluster's key slots (`cluster/slot.rs`) and the
 //!   topology `--cluster-nodes` or `--cluster-config` describes: shards,
@@ -119,6 +121,7 @@
 //!   back, and a manual clock for tests.
 //! - [`harness`]: the server without sockets (bytes in, replies out, on a
 //!   manual clock), for fuzzing and network-free tests.
+//! - [`logging`]: the log subscriber, text or JSON lines (`--log-format`).
 //! - [`glob`], [`util`], [`alloc`]: Redis-style glob matching, integer
 //!   parsing and the x87 `long double` of `INCRBYFLOAT`
 //!   (`util/long_double.rs`), the counting allocator behind `INFO memory`.
@@ -134,6 +137,7 @@ pub mod config;
 pub mod glob;
 pub mod harness;
 pub mod limiter;
+pub mod logging;
 pub mod metrics;
 pub mod persist;
 pub mod policy;

@@ -55,10 +55,8 @@ async fn serve(config: turnstile::Config) -> ExitCode {
     // scripts that read "turnstile listening local=..." get plain text.
     use std::io::IsTerminal;
     let ansi = std::io::stdout().is_terminal() && std::env::var_os("NO_COLOR").is_none();
-    tracing_subscriber::fmt()
-        .with_env_filter(filter)
-        .with_ansi(ansi)
-        .init();
+    use tracing_subscriber::util::SubscriberInitExt;
+    turnstile::logging::subscriber(&config.log_format, filter, ansi, std::io::stdout).init();
     let mut config = config;
     config.maxclients = turnstile::server::fit_maxclients(&config);
     // Signals are taken over before the server listens: a SIGTERM (or

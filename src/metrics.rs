@@ -12,6 +12,7 @@
 //! Only the latency histogram is recorded on the request path, through a
 //! handle registered once per command.
 
+use std::sync::OnceLock;
 use std::time::Duration;
 
 use crate::clock::ForwardSteps;
@@ -91,12 +92,6 @@ pub const SCRIPTS_TOTAL: Def = Def {
     name: "turnstile_scripts_total",
     unit: Unit::Count,
     help: "Script runs (EVAL, EVALSHA and their _RO forms) ended, by result: ok, error (raised, did not compile, out of memory), killed (SCRIPT KILL).",
-};
-
-pub const SCRIPT_DURATION_SECONDS: Def = Def {
-    name: SCRIPT_LATENCY,
-    unit: Unit::Seconds,
-    help: "Time to run a script, its commands included.",
 };
 
 pub const SCRIPTS_CACHED: Def = Def {
@@ -374,7 +369,6 @@ pub const ALL: &[&Def] = &[
     &UNITS_CONSUMED_TOTAL,
     &TRANSACTIONS_TOTAL,
     &SCRIPTS_TOTAL,
-    &SCRIPT_DURATION_SECONDS,
     &SCRIPTS_CACHED,
     &LUA_MEMORY_BYTES,
     &AUTH_FAILURES_TOTAL,
@@ -446,14 +440,17 @@ pub const LATENCY_BUCKETS: [f64; 17] = [
 ];
 
 const LATENCY: &str = "turnstile_command_duration_seconds";
-const SCRIPT_LATENCY: &str = "turnstile_script_duration_seconds";
 
 /// Every metric, registered once at start.
 pub struct Metrics {
     recorder: PrometheusRecorder,
     handle: PrometheusHandle,
-    latency: Box<[Histogram]>,
-    commands: Box<[(Counter, Counter)]>,
+    /// Per command-table entry, registered at first use.
+    latency: Box<[OnceLock<Histogram>]>,
+    commands: Box<[OnceLock<(Counter, Counter)>]>,
+    /// Command names by table index, for the series registered later.
+    names: Box<[&'static str]>,
+    meta: Metadata<'static>,
     decisions: Vec<(Algorithm, [Counter; 2], Counter, Counter)>,
     connections_received: Counter,
     rejected_maxclients: Counter,
@@ -467,7 +464,6 @@ pub struct Metrics {
     scripts: Vec<(ScriptOutcome, Counter)>,
     rls: Vec<(RlsOutcome, Counter)>,
     leases: Vec<(LeaseEvent, Counter)>,
-    script_latency: Histogram,
     scripts_cached: Gauge,
     lua_memory: Gauge,
     clock_backward_steps: Counter,
@@ -507,8 +503,6 @@ impl Metrics {
         let recorder = PrometheusBuilder::new()
             .set_buckets_for_metric(Matcher::Full(LATENCY.into()), &LATENCY_BUCKETS)
             .expect("buckets are non-empty")
-            .set_buckets_for_metric(Matcher::Full(SCRIPT_LATENCY.into()), &LATENCY_BUCKETS)
-            .expect("buckets are non-empty")
             .build_recorder();
         let handle = recorder.handle();
         let r = &recorder;
@@ -536,32 +530,8 @@ impl Metrics {
             ],
         )
         .set(1.0);
-        let latency = catalog
-            .names
-            .iter()
-            .map(|&name| {
-                r.register_histogram(
-                    &Key::from_parts(LATENCY, vec![Label::new(label::COMMAND, name)]),
-                    &meta,
-                )
-            })
-            .collect();
-        let commands = catalog
-            .names
-            .iter()
-            .map(|&name| {
-                let status = |s: &'static str| {
-                    counter(
-                        &COMMANDS_TOTAL,
-                        vec![
-                            Label::new(label::COMMAND, name),
-                            Label::new(label::STATUS, s),
-                        ],
-                    )
-                };
-                (status("ok"), status("error"))
-            })
-            .collect();
+        let latency = catalog.names.iter().map(|_| OnceLock::new()).collect();
+        let commands = catalog.names.iter().map(|_| OnceLock::new()).collect();
         let decisions = Algorithm::ALL
             .into_iter()
             .map(|a| {
@@ -586,6 +556,7 @@ impl Metrics {
         Metrics {
             latency,
             commands,
+            names: catalog.names.clone().into_boxed_slice(),
             decisions,
             connections_received: counter(&CONNECTIONS_RECEIVED_TOTAL, vec![]),
             rejected_maxclients: counter(
@@ -635,7 +606,6 @@ impl Metrics {
                     (e, counter(&LEASES_TOTAL, labels))
                 })
                 .collect(),
-            script_latency: r.register_histogram(&Key::from_name(SCRIPT_LATENCY), &meta),
             scripts_cached: gauge(&SCRIPTS_CACHED, vec![]),
             lua_memory: gauge(&LUA_MEMORY_BYTES, vec![]),
             clock_backward_steps: counter(&CLOCK_BACKWARD_STEPS_TOTAL, vec![]),
@@ -670,17 +640,36 @@ impl Metrics {
                 .map(|k| counter(&REPLICATION_SYNCS_TOTAL, vec![Label::new(label::KIND, k)])),
             recorder,
             handle,
+            meta,
         }
     }
 
     /// Records one command's latency (command-table index `i`).
+    /// The command's histogram is registered at its first sample: a
+    /// command that never ran has no series (as Redis's `commandstats`).
     pub fn observe(&self, i: usize, elapsed: Duration) {
-        self.latency[i].record(elapsed.as_secs_f64());
+        self.latency[i]
+            .get_or_init(|| self.register_latency(i))
+            .record(elapsed.as_secs_f64());
     }
 
-    /// Records how long one script ran.
-    pub fn observe_script(&self, elapsed: Duration) {
-        self.script_latency.record(elapsed.as_secs_f64());
+    fn register_latency(&self, i: usize) -> Histogram {
+        let key = Key::from_parts(LATENCY, vec![Label::new(label::COMMAND, self.names[i])]);
+        self.recorder.register_histogram(&key, &self.meta)
+    }
+
+    /// The command's `ok` and `error` counters, registered when first
+    /// needed: a command never called has none.
+    fn register_command(&self, i: usize) -> (Counter, Counter) {
+        let status = |s: &'static str| {
+            let labels = vec![
+                Label::new(label::COMMAND, self.names[i]),
+                Label::new(label::STATUS, s),
+            ];
+            self.recorder
+                .register_counter(&Key::from_parts(COMMANDS_TOTAL.name, labels), &self.meta)
+        };
+        (status("ok"), status("error"))
     }
 
     /// Folds recorded histogram samples into their buckets, so memory stays
@@ -694,12 +683,17 @@ impl Metrics {
     /// The exposition, with every counter and gauge set from `r`.
     pub fn render(&self, r: &Readings<'_>) -> String {
         let stats = r.stats;
-        for (i, (ok, err)) in self.commands.iter().enumerate() {
+        for (i, slot) in self.commands.iter().enumerate() {
             let (calls, failed) = stats.command(i);
+            let rejected = stats.rejected(i);
+            if calls == 0 && rejected == 0 && slot.get().is_none() {
+                continue;
+            }
+            let (ok, err) = slot.get_or_init(|| self.register_command(i));
             ok.absolute(calls - failed.min(calls));
             // Refused requests are errors here, as before INFO's
             // `rejected_calls` took them out of `calls`.
-            err.absolute(failed + stats.rejected(i));
+            err.absolute(failed + rejected);
         }
         for (algo, [allowed, limited], units, near) in &self.decisions {
             let d = stats.decisions(*algo);

@@ -83,7 +83,10 @@ impl State {
             store: Arc::new(Store::default()),
             clock,
             settings: Settings::new(config, password),
-            stats: Stats::new(catalog),
+            stats: Stats::with_top(
+                catalog,
+                crate::stats::top::Top::new(config.top_keys, config.top_window),
+            ),
             clients: Clients::default(),
             metrics: config.metrics_enabled().then(|| Metrics::new(catalog)),
             cluster: None,

@@ -238,6 +238,13 @@ pub fn should_rate_limit(
                 }
                 if *hits > 0 {
                     stats.decision(spec.algo, &d, charged);
+                    stats.key_decision(
+                        key,
+                        d.allowed,
+                        *shadow,
+                        policy.map(|p| p.name.as_str()),
+                        now,
+                    );
                 }
                 if let Some(p) = policy {
                     let used = d.limit.saturating_sub(d.remaining);
@@ -255,6 +262,7 @@ pub fn should_rate_limit(
                 if let Some(p) = policy {
                     p.record(key, *hits, true, *shadow, 0, 0);
                 }
+                stats.key_decision(key, false, *shadow, policy.map(|p| p.name.as_str()), now);
                 status_of(&super::DENY_ALL, applied, *shadow)
             }
         };

@@ -1,6 +1,7 @@
 //! The HTTP endpoint on `--metrics-addr`: `/metrics` (Prometheus text),
-//! `/healthz`, and envoyproxy/ratelimit's `POST /json` (the rate limit
-//! service's decision in JSON). Bounded like the Redis port: at most
+//! `/healthz`, the status page (`/` and `/status.json`, `status.rs`), and
+//! envoyproxy/ratelimit's `POST /json` (the rate limit service's decision
+//! in JSON). Bounded like the Redis port: at most
 //! [`MAX_CONNECTIONS`] at once (more are closed on accept), request
 //! headers within [`HEADER_TIMEOUT`], and any connection closed after
 //! [`CONNECTION_LIMIT`], so idle or trickling clients cannot hold
@@ -31,8 +32,9 @@ pub const CONNECTION_LIMIT: Duration = Duration::from_secs(60);
 /// with long values fits many times over).
 pub const MAX_JSON_BODY: usize = 1 << 20;
 
-/// Serves `/metrics`, `/healthz` and `/json` until `shutdown` fires; also
-/// folds histogram samples every few seconds. `rls_headers` is
+/// Serves `/metrics`, `/healthz`, the status page and `/json` until
+/// `shutdown` fires; also samples the decision totals every second (the
+/// status page's chart) and folds histogram samples every five. `rls_headers` is
 /// `--rls-headers`, for `/json`'s answers.
 pub async fn serve(
     listener: TcpListener,
@@ -40,13 +42,17 @@ pub async fn serve(
     rls_headers: bool,
     mut shutdown: watch::Receiver<bool>,
 ) {
-    let mut upkeep = tokio::time::interval(Duration::from_secs(5));
+    let mut upkeep = tokio::time::interval(Duration::from_secs(1));
+    let mut ticks = 0u64;
+    let history = Arc::new(super::status::History::default());
     let slots = Arc::new(Semaphore::new(MAX_CONNECTIONS));
     loop {
         let accepted = tokio::select! {
             r = listener.accept() => r,
             _ = upkeep.tick() => {
-                if let Some(m) = &state.metrics {
+                history.sample(&state);
+                ticks += 1;
+                if let (Some(m), 0) = (&state.metrics, ticks % 5) {
                     m.upkeep();
                 }
                 continue;
@@ -63,14 +69,16 @@ pub async fn serve(
             continue;
         };
         let state = state.clone();
+        let history = history.clone();
         tokio::spawn(async move {
             let service = hyper::service::service_fn(move |req: Request<hyper::body::Incoming>| {
                 let state = state.clone();
+                let history = history.clone();
                 async move {
                     if req.uri().path() == "/json" && req.method() == Method::POST {
                         return Ok::<_, Infallible>(json(&state, rls_headers, req).await);
                     }
-                    Ok(respond(&state, &req))
+                    Ok(respond(&state, &history, &req))
                 }
             });
             let io = hyper_util::rt::TokioIo::new(stream);
@@ -84,7 +92,11 @@ pub async fn serve(
     }
 }
 
-fn respond<B>(state: &State, req: &Request<B>) -> Response<Full<Bytes>> {
+fn respond<B>(
+    state: &State,
+    history: &super::status::History,
+    req: &Request<B>,
+) -> Response<Full<Bytes>> {
     let reply = |status: StatusCode, content_type: &str, body: String| {
         Response::builder()
             .status(status)
@@ -103,7 +115,17 @@ fn respond<B>(state: &State, req: &Request<B>) -> Response<Full<Bytes>> {
                 .unwrap_or_default(),
         ),
         (&Method::GET, "/healthz") => reply(StatusCode::OK, "text/plain", "ok\n".into()),
-        (_, "/metrics" | "/healthz" | "/json") => reply(
+        (&Method::GET, "/") => reply(
+            StatusCode::OK,
+            "text/html; charset=utf-8",
+            super::status::PAGE.into(),
+        ),
+        (&Method::GET, "/status.json") => reply(
+            StatusCode::OK,
+            "application/json",
+            super::status::json(state, history),
+        ),
+        (_, "/" | "/metrics" | "/healthz" | "/json" | "/status.json") => reply(
             StatusCode::METHOD_NOT_ALLOWED,
             "text/plain",
             "method not allowed\n".into(),
@@ -111,7 +133,7 @@ fn respond<B>(state: &State, req: &Request<B>) -> Response<Full<Bytes>> {
         _ => reply(
             StatusCode::NOT_FOUND,
             "text/plain",
-            "not found: try /metrics, /healthz or POST /json\n".into(),
+            "not found: try /, /status.json, /metrics, /healthz or POST /json\n".into(),
         ),
     }
 }

@@ -9,6 +9,7 @@ pub mod replication;
 pub mod rls;
 pub mod sentinel;
 pub mod snapshots;
+pub mod status;
 pub mod tls;
 
 use crate::cmd::registry::rename;

@@ -290,6 +290,14 @@ const PARAMS: &[Param] = &[
         kind: Kind::ReadOnly(|s| s.tls_port.unwrap_or(0).to_string()),
     },
     Param {
+        name: "top-keys",
+        kind: Kind::ReadOnly(|s| s.stats.top.keys().to_string()),
+    },
+    Param {
+        name: "top-window",
+        kind: Kind::ReadOnly(|s| (s.stats.top.window_ns() / 1_000_000_000).to_string()),
+    },
+    Param {
         name: "timeout",
         kind: Kind::Number {
             field: |s| &s.timeout_secs,

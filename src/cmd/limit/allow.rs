@@ -27,6 +27,9 @@ pub fn allow(ctx: &mut Ctx<'_>, req: &Request<'_>) -> Result<(), CmdError> {
     })?;
     let charged = if d.allowed { r.cost } else { 0 };
     ctx.session.stats.decision(r.spec.algo, &d, charged);
+    ctx.session
+        .stats
+        .key_decision(r.key, d.allowed, false, None, now);
     write_decision(ctx.out, &d, 0);
     Ok(())
 }
@@ -158,6 +161,7 @@ pub fn allowmany(ctx: &mut Ctx<'_>, req: &Request<'_>) -> Result<(), CmdError> {
     if let Clause::Limit(spec) = r.clauses[index].1 {
         stats.decision(spec.algo, &d, 0);
     }
+    stats.key_decision(r.clauses[index].0, d.allowed, false, None, now);
     if d.allowed {
         for (_, clause) in &r.clauses {
             if let Clause::Limit(spec) = clause {

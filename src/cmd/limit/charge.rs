@@ -23,6 +23,9 @@ pub fn charge(ctx: &mut Ctx<'_>, req: &Request<'_>) -> Result<(), CmdError> {
         limit::charge(slot, &r.spec, now, r.n, room)
     })?;
     ctx.session.stats.decision(r.spec.algo, &d, r.n);
+    ctx.session
+        .stats
+        .key_decision(r.key, d.allowed, false, None, now);
     write_decision(ctx.out, &d, 0);
     Ok(())
 }
@@ -69,6 +72,9 @@ pub(super) fn many(ctx: &mut Ctx<'_>, r: ManyRequest<'_>) -> Result<(), CmdError
     drop(lock);
     let (index, d) = binding.ok_or(CmdError::Syntax)?;
     ctx.session.stats.decision(limits[index].1.algo, &d, 0);
+    ctx.session
+        .stats
+        .key_decision(limits[index].0, d.allowed, false, None, now);
     for (_, spec) in &limits {
         ctx.session.stats.units(spec.algo, r.cost);
     }

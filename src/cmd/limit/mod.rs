@@ -10,5 +10,6 @@ pub mod parse;
 pub mod policy;
 pub mod reply;
 pub mod throttle;
+pub mod top;
 
 use super::{args, error, CmdError, Ctx};

@@ -75,6 +75,7 @@ pub fn decide(
             let d = DENY_ALL;
             if !peek {
                 policy.record(key, hits, true, shadow, 0, 0);
+                stats.key_decision(key, false, shadow, Some(&policy.name), now);
             }
             return Ok(Verdict {
                 decision: d,
@@ -107,6 +108,7 @@ pub fn decide(
         stats.decision(spec.algo, &d, charged);
         let used = d.limit.saturating_sub(d.remaining);
         policy.record(key, hits, !d.allowed, shadow, used, d.limit);
+        stats.key_decision(key, d.allowed, shadow, Some(&policy.name), now);
         d
     };
     Ok(Verdict {

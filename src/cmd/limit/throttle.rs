@@ -108,6 +108,9 @@ pub fn throttle(ctx: &mut Ctx<'_>, req: &Request<'_>) -> Result<(), CmdError> {
         ctx.session
             .stats
             .decision(crate::limiter::Algorithm::Gcra, &d, charged);
+        ctx.session
+            .stats
+            .key_decision(req.arg(1), d.allowed, false, None, now);
     }
     let out = &mut *ctx.out;
     out.array(5);

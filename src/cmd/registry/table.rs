@@ -14,7 +14,7 @@ use crate::cmd::admin::{
 };
 use crate::cmd::data::{hash, keys, list, string, zset};
 use crate::cmd::exec::multi;
-use crate::cmd::limit::{allow, charge, lease, parse, policy, throttle};
+use crate::cmd::limit::{allow, charge, lease, parse, policy, throttle, top};
 use crate::cmd::script;
 use crate::protocol::Request;
 
@@ -227,6 +227,7 @@ pub static COMMANDS: &[CommandSpec] = &[
     cmd! { name: "rl.renew", arity: 4, flags: [WRITE | FAST], keys: FIRST, group: "limiter", since: "0.2.0", complexity: "O(N) where N is the number of live leases on the key", summary: "Extends a live lease.", handler: lease::renew },
     cmd! { name: "rl.reset", arity: -2, flags: [WRITE], keys: ALL, group: "limiter", since: "0.1.0", complexity: "O(N) where N is the number of keys", summary: "Forgets the limiter state of keys.", handler: allow::reset },
     cmd! { name: "rl.state", arity: 2, flags: [READONLY | FAST], keys: FIRST, group: "limiter", since: "0.1.0", complexity: "O(1)", summary: "Describes a limiter key's state.", handler: allow::state },
+    cmd! { name: "rl.top", arity: -1, flags: [READONLY | LOADING | STALE], keys: NONE, group: "limiter", since: "0.2.0", complexity: "O(S log S) where S is the number of keys the sketches track (--top-keys)", summary: "Returns the keys with the most denials, admissions or shadow denials on this node, heaviest first.", handler: top::top },
     cmd! { name: "role", arity: 1, flags: [NOSCRIPT | LOADING | STALE | FAST], keys: NONE, group: "server", since: "2.8.12", complexity: "O(1)", summary: "Returns the replication role.", handler: replication::role },
     cmd! { name: "rpop", arity: -2, flags: [WRITE | FAST], keys: FIRST, group: "list", since: "1.0.0", complexity: "O(N) where N is the number of elements returned", summary: "Returns and removes the last elements of a list. Deletes the list if the last element was popped.", handler: list::rpop },
     cmd! { name: "rpush", arity: -3, flags: [WRITE | DENYOOM | FAST], keys: FIRST, group: "list", since: "1.0.0", complexity: "O(1) for each element added, so O(N) to add N elements when the command is called with multiple arguments.", summary: "Appends one or more elements to a list. Creates the key if it doesn't exist.", handler: list::rpush },

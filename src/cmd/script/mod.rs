@@ -171,14 +171,10 @@ fn run(
     // it calls no write command.
     if ctx.state.settings.scripts_native.load(Ordering::Relaxed) {
         if let Some(native) = native::find(script.sha()) {
-            let started = ctx.state.metrics.is_some().then(std::time::Instant::now);
             let over = over_maxmemory(ctx.state);
             let ro = read_only || flags.no_writes;
             if native::run(ctx, native, req, n, over, ro) {
                 let state = ctx.state;
-                if let (Some(m), Some(t)) = (&state.metrics, started) {
-                    m.observe_script(t.elapsed());
-                }
                 state.stats.script(ScriptOutcome::Ok);
                 crate::stats::Stats::add(&state.stats.scripts_native, 1);
                 return Ok(());
@@ -265,7 +261,6 @@ fn run_until_done<'a>(
         };
         let mark = out.len();
         let resp = out.proto;
-        let started = std::time::Instant::now();
         let result = vm.run(script, keys(), args(), resp, &mut host, out);
         host.session.error_counted = vm.error_counted();
         if matches!(result, Err(ScriptError::Aborted)) {
@@ -278,9 +273,6 @@ fn run_until_done<'a>(
         reached = std::mem::take(&mut host.reached);
         drop(host);
         if !matches!(result, Err(ScriptError::Aborted)) {
-            if let Some(m) = &state.metrics {
-                m.observe_script(started.elapsed());
-            }
             state.stats.script(match result {
                 Ok(()) => ScriptOutcome::Ok,
                 Err(ScriptError::Killed(_)) => ScriptOutcome::Killed,

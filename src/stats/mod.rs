@@ -5,6 +5,8 @@
 //! connection tallies into its own [`Local`] with plain integers and adds it
 //! to the shared [`Stats`] once per batch of pipelined commands.
 
+pub mod top;
+
 use std::sync::atomic::{AtomicU64, Ordering};
 
 use crate::limiter::{Algorithm, Decision};
@@ -61,6 +63,8 @@ pub struct Stats {
     rls: [AtomicU64; RlsOutcome::ALL.len()],
     /// Lease events, by [`LeaseEvent`].
     leases: [AtomicU64; LeaseEvent::ALL.len()],
+    /// The keys most denied, admitted and shadow-denied (`RL.TOP`).
+    pub top: top::Top,
 }
 
 /// Distinct error codes `INFO errorstats` tracks: scripts choose their
@@ -239,8 +243,15 @@ pub struct Catalog {
 }
 
 impl Stats {
-    /// Counters for the commands of `catalog`.
+    /// Counters for the commands of `catalog`, with the default heavy
+    /// hitters' sketches.
     pub fn new(catalog: &Catalog) -> Self {
+        let window = std::time::Duration::from_secs(60);
+        Self::with_top(catalog, top::Top::new(top::DEFAULT_KEYS, window))
+    }
+
+    /// Counters for the commands of `catalog`, and `top`.
+    pub fn with_top(catalog: &Catalog, top: top::Top) -> Self {
         let per_command = || {
             (0..catalog.names.len())
                 .map(|_| AtomicU64::new(0))
@@ -272,6 +283,7 @@ impl Stats {
             scripts_native: AtomicU64::new(0),
             rls: Default::default(),
             leases: Default::default(),
+            top,
         }
     }
 }
@@ -406,6 +418,7 @@ impl Stats {
             c.store(0, Ordering::Relaxed);
         }
         self.errors.lock().clear();
+        self.top.reset();
     }
 }
 
@@ -429,6 +442,8 @@ pub struct Local {
     dirty: bool,
     /// A decision or units were counted since the last flush.
     decided: bool,
+    /// Decisions by key, for the heavy hitters' sketches ([`Stats::top`]).
+    pub top: top::Pending,
 }
 
 impl Local {
@@ -446,6 +461,7 @@ impl Local {
             near_limit: [0; Algorithm::COUNT],
             dirty: false,
             decided: false,
+            top: top::Pending::default(),
         }
     }
 }
@@ -491,6 +507,21 @@ impl Local {
         self.decided = true;
     }
 
+    /// A decision on `key` for the heavy hitters (`RL.TOP`): `allowed` by
+    /// the limit, a denial let through if `shadow`, under `policy` if one
+    /// decided. Copies the key into a buffer this tally reuses.
+    pub fn key_decision(
+        &mut self,
+        key: &[u8],
+        allowed: bool,
+        shadow: bool,
+        policy: Option<&str>,
+        at: crate::clock::Nanos,
+    ) {
+        self.top
+            .note(top::Kind::of(allowed, shadow), key, policy, at);
+    }
+
     /// Units consumed by one more limit of a multi-limit request.
     pub fn units(&mut self, a: Algorithm, charged: u64) {
         self.units[algo_index(a)] += charged;
@@ -500,6 +531,9 @@ impl Local {
 
     /// Adds the tally to `stats` and clears it.
     pub fn flush(&mut self, stats: &Stats) {
+        if !self.top.is_empty() {
+            self.top.flush(&stats.top);
+        }
         if !self.dirty {
             return;
         }
