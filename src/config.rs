@@ -137,6 +137,12 @@ pub struct Config {
     /// WINDOW), kept in six slices.
     #[arg(long, env = "TURNSTILE_TOP_WINDOW", default_value = "60s", value_parser = parse_duration)]
     pub top_window: std::time::Duration,
+    /// Admissions the heavy hitters count: one in N at random, each
+    /// weighing N (denials and shadow denials are all counted). Admissions
+    /// are most decisions; sampling them keeps the sketches' cost per
+    /// decision small. 1 counts every one.
+    #[arg(long, env = "TURNSTILE_TOP_SAMPLE", default_value_t = crate::stats::top::DEFAULT_SAMPLE, value_parser = clap::value_parser!(u32).range(1..=65_536))]
+    pub top_sample: u32,
     /// Keep the keyspace across restarts in this file: written every
     /// --snapshot-interval and on SIGTERM, loaded at start. Off by default.
     #[arg(long, env = "TURNSTILE_SNAPSHOT", value_name = "PATH")]

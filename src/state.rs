@@ -85,7 +85,7 @@ impl State {
             settings: Settings::new(config, password),
             stats: Stats::with_top(
                 catalog,
-                crate::stats::top::Top::new(config.top_keys, config.top_window),
+                crate::stats::top::Top::new(config.top_keys, config.top_window, config.top_sample),
             ),
             clients: Clients::default(),
             metrics: config.metrics_enabled().then(|| Metrics::new(catalog)),

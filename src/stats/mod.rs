@@ -247,7 +247,10 @@ impl Stats {
     /// hitters' sketches.
     pub fn new(catalog: &Catalog) -> Self {
         let window = std::time::Duration::from_secs(60);
-        Self::with_top(catalog, top::Top::new(top::DEFAULT_KEYS, window))
+        Self::with_top(
+            catalog,
+            top::Top::new(top::DEFAULT_KEYS, window, top::DEFAULT_SAMPLE),
+        )
     }
 
     /// Counters for the commands of `catalog`, and `top`.
@@ -444,6 +447,10 @@ pub struct Local {
     decided: bool,
     /// Decisions by key, for the heavy hitters' sketches ([`Stats::top`]).
     pub top: top::Pending,
+    /// `--top-sample`, as of the last flush (1 until then: every
+    /// admission counted, each weighing 1), and the draw that picks which.
+    top_sample: u32,
+    top_draw: u64,
 }
 
 impl Local {
@@ -462,6 +469,8 @@ impl Local {
             dirty: false,
             decided: false,
             top: top::Pending::default(),
+            top_sample: 1,
+            top_draw: 0x9E37_79B9_7F4A_7C15,
         }
     }
 }
@@ -518,8 +527,22 @@ impl Local {
         policy: Option<&str>,
         at: crate::clock::Nanos,
     ) {
-        self.top
-            .note(top::Kind::of(allowed, shadow), key, policy, at);
+        let kind = top::Kind::of(allowed, shadow);
+        let mut weight = 1;
+        if kind == top::Kind::Allowed && self.top_sample > 1 {
+            // One admission in `top_sample`, at random (a 64-bit LCG's top
+            // bits): a fixed stride would never count some keys of a
+            // client that cycles through them.
+            self.top_draw = self
+                .top_draw
+                .wrapping_mul(6_364_136_223_846_793_005)
+                .wrapping_add(1_442_695_040_888_963_407);
+            if !(self.top_draw >> 32).is_multiple_of(u64::from(self.top_sample)) {
+                return;
+            }
+            weight = self.top_sample;
+        }
+        self.top.note(kind, key, policy, at, weight);
     }
 
     /// Units consumed by one more limit of a multi-limit request.
@@ -531,6 +554,7 @@ impl Local {
 
     /// Adds the tally to `stats` and clears it.
     pub fn flush(&mut self, stats: &Stats) {
+        self.top_sample = stats.top.sample();
         if !self.top.is_empty() {
             self.top.flush(&stats.top);
         }

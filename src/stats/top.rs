@@ -41,6 +41,8 @@ pub const STRIPES: usize = 16;
 pub const SLICES: usize = 6;
 /// `--top-keys`' default: counters per kind and period across the node.
 pub const DEFAULT_KEYS: usize = 512;
+/// `--top-sample`'s default: one admission in 16 counted.
+pub const DEFAULT_SAMPLE: u32 = 16;
 
 /// What a decision was.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -91,6 +93,8 @@ fn key_hash(key: &[u8], policy: u32) -> u64 {
 #[derive(Debug, Clone, Copy)]
 struct Noted {
     kind: Kind,
+    /// How many decisions it stands for (a sampled admission, more than one).
+    weight: u32,
     hash: u64,
     policy: u32,
     at: Nanos,
@@ -111,11 +115,12 @@ pub struct Pending {
 
 impl Pending {
     /// Notes one decision on `key` (under the policy named, if any).
-    pub fn note(&mut self, kind: Kind, key: &[u8], policy: Option<&str>, at: Nanos) {
+    pub fn note(&mut self, kind: Kind, key: &[u8], policy: Option<&str>, at: Nanos, weight: u32) {
         let tag = policy_tag(policy);
         let kept = &key[..key.len().min(KEY_MAX)];
         self.noted.push(Noted {
             kind,
+            weight,
             hash: key_hash(key, tag),
             policy: tag,
             at,
@@ -159,7 +164,7 @@ impl Pending {
             if slices[at].epoch != slice && !slices[at].entries.is_empty() {
                 total.absorb(&slices[at], top.cap);
             }
-            slices[at].add(&entry, 1, top.cap, slice);
+            slices[at].add(&entry, u64::from(n.weight), top.cap, slice);
         }
         drop(held);
         self.noted.clear();
@@ -419,6 +424,9 @@ pub struct Hitter {
 pub struct Top {
     /// Counters per sketch (per stripe); 0 turns the sketches off.
     cap: usize,
+    /// Admissions are counted one in this many, each weighing as many
+    /// (`--top-sample`).
+    sample: u32,
     window_ns: u64,
     slice_ns: u64,
     /// Sets of stripes, one per CPU (at most 8): a thread counts in its
@@ -439,10 +447,11 @@ impl Top {
     /// Sketches of `keys` counters per kind and period across the node
     /// (rounded up to a multiple of [`STRIPES`]; 0 is off), the recent
     /// period covering `window`.
-    pub fn new(keys: usize, window: std::time::Duration) -> Top {
+    pub fn new(keys: usize, window: std::time::Duration, sample: u32) -> Top {
         let window_ns = (window.as_nanos() as u64).max(SLICES as u64);
         Top {
             cap: keys.div_ceil(STRIPES),
+            sample: sample.max(1),
             window_ns,
             sets: std::thread::available_parallelism()
                 .map_or(1, |n| n.get())
@@ -462,6 +471,11 @@ impl Top {
     /// Counters per kind and period across the node.
     pub fn keys(&self) -> usize {
         self.cap * STRIPES
+    }
+
+    /// `--top-sample`: admissions are counted one in this many.
+    pub fn sample(&self) -> u32 {
+        self.sample
     }
 
     /// The most bytes the sketches can hold (each allocated at its first
@@ -593,14 +607,14 @@ mod tests {
     fn note_n(top: &Top, kind: Kind, key: &[u8], n: usize, at: u64) {
         let mut p = Pending::default();
         for _ in 0..n {
-            p.note(kind, key, None, Nanos(at));
+            p.note(kind, key, None, Nanos(at), 1);
         }
         p.flush(top);
     }
 
     #[test]
     fn heavy_keys_come_first_among_many_light_ones() {
-        let top = Top::new(256, Duration::from_secs(60));
+        let top = Top::new(256, Duration::from_secs(60), 1);
         note_n(&top, Kind::Denied, b"A", 600, SEC);
         note_n(&top, Kind::Denied, b"B", 300, SEC);
         note_n(&top, Kind::Denied, b"C", 120, SEC);
@@ -625,7 +639,7 @@ mod tests {
 
     #[test]
     fn the_recent_window_forgets_old_slices() {
-        let top = Top::new(64, Duration::from_secs(60));
+        let top = Top::new(64, Duration::from_secs(60), 1);
         note_n(&top, Kind::Shadow, b"old", 5, 0);
         note_n(&top, Kind::Shadow, b"new", 2, 100 * SEC);
         let recent = top.read(
@@ -648,7 +662,7 @@ mod tests {
     #[test]
     fn an_evicted_slot_is_taken_over_and_the_index_stays_whole() {
         // One stripe's sketch holds 1 key per 16 node-wide: 16 = 1 each.
-        let top = Top::new(16, Duration::from_secs(60));
+        let top = Top::new(16, Duration::from_secs(60), 1);
         for round in 0..50u64 {
             for i in 0..40 {
                 note_n(&top, Kind::Allowed, format!("k{i}").as_bytes(), 1, round);
@@ -662,11 +676,11 @@ mod tests {
 
     #[test]
     fn a_policy_filter_and_long_keys() {
-        let top = Top::new(64, Duration::from_secs(60));
+        let top = Top::new(64, Duration::from_secs(60), 1);
         let long = [b'x'; 100];
         let mut p = Pending::default();
-        p.note(Kind::Denied, &long, Some("edge"), Nanos(0));
-        p.note(Kind::Denied, b"plain", None, Nanos(0));
+        p.note(Kind::Denied, &long, Some("edge"), Nanos(0), 1);
+        p.note(Kind::Denied, b"plain", None, Nanos(0), 1);
         p.flush(&top);
         let got = top.read(Kind::Denied, 10, Some("edge"), Period::All, Nanos(0));
         assert_eq!(got.len(), 1);
@@ -684,7 +698,7 @@ mod tests {
 
     #[test]
     fn slices_leaving_the_ring_are_kept_in_the_total() {
-        let top = Top::new(64, Duration::from_secs(60));
+        let top = Top::new(64, Duration::from_secs(60), 1);
         for slice in 0..20 {
             note_n(&top, Kind::Allowed, b"k", 2, slice * 10 * SEC);
             note_n(
@@ -705,7 +719,7 @@ mod tests {
 
     #[test]
     fn counts_from_several_threads_are_added() {
-        let top = Top::new(64, Duration::from_secs(60));
+        let top = Top::new(64, Duration::from_secs(60), 1);
         std::thread::scope(|s| {
             for _ in 0..3 {
                 s.spawn(|| note_n(&top, Kind::Denied, b"A", 10, SEC));
@@ -720,7 +734,7 @@ mod tests {
 
     #[test]
     fn off_counts_nothing() {
-        let top = Top::new(0, Duration::from_secs(60));
+        let top = Top::new(0, Duration::from_secs(60), 1);
         note_n(&top, Kind::Denied, b"A", 3, 0);
         assert!(top
             .read(Kind::Denied, 10, None, Period::All, Nanos(0))
@@ -728,7 +742,7 @@ mod tests {
         assert_eq!(top.max_bytes(), 0);
         // The default: 512 counters, each about 3 KB at most over its
         // kinds, periods and slices.
-        let default = Top::new(DEFAULT_KEYS, Duration::from_secs(60));
+        let default = Top::new(DEFAULT_KEYS, Duration::from_secs(60), 1);
         println!("default sketches: at most {} bytes", default.max_bytes());
         assert!(default.max_bytes() <= 512 * 3000, "{}", default.max_bytes());
     }

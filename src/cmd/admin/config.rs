@@ -294,6 +294,10 @@ const PARAMS: &[Param] = &[
         kind: Kind::ReadOnly(|s| s.stats.top.keys().to_string()),
     },
     Param {
+        name: "top-sample",
+        kind: Kind::ReadOnly(|s| s.stats.top.sample().to_string()),
+    },
+    Param {
         name: "top-window",
         kind: Kind::ReadOnly(|s| (s.stats.top.window_ns() / 1_000_000_000).to_string()),
     },
