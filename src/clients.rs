@@ -34,6 +34,14 @@ pub struct ClientInfo {
     pub psubs: AtomicU32,
     /// A replica's link (it sent `PSYNC`): flag `S`, `TYPE replica`.
     pub replica: AtomicBool,
+    /// The query buffer's unread bytes and its capacity, as the connection
+    /// last stored them (once a batch): `CLIENT LIST`'s `qbuf` and
+    /// `qbuf-free`.
+    qbuf_len: AtomicU32,
+    qbuf_cap: AtomicU32,
+    /// The clients' cron asks the connection to give its idle query buffer
+    /// back (through the same wake-up as a kill).
+    release: AtomicBool,
     killed: AtomicBool,
     kill: Notify,
 }
@@ -48,9 +56,39 @@ impl ClientInfo {
         self.killed.load(Ordering::SeqCst)
     }
 
-    /// Resolves when another client kills this one.
+    /// Resolves when another client kills this one, or the clients' cron
+    /// asks for its idle query buffer ([`ClientInfo::take_release`] tells
+    /// which).
     pub async fn killed(&self) {
         self.kill.notified().await
+    }
+
+    /// Stores the query buffer's unread bytes and capacity.
+    pub fn set_qbuf(&self, len: usize, cap: usize) {
+        let c = |n: usize| u32::try_from(n).unwrap_or(u32::MAX);
+        self.qbuf_len.store(c(len), Ordering::Relaxed);
+        self.qbuf_cap.store(c(cap), Ordering::Relaxed);
+    }
+
+    /// Asks the connection to free its query buffer if it is still idle
+    /// when it wakes, as Redis frees an idle client's after 2 s.
+    pub fn request_release(&self) {
+        self.release.store(true, Ordering::Relaxed);
+        self.kill.notify_one();
+    }
+
+    /// Whether a release was asked for since the last call.
+    pub fn take_release(&self) -> bool {
+        self.release.swap(false, Ordering::Relaxed)
+    }
+
+    /// Whether the connection holds a query buffer with nothing unread in
+    /// it, and has run no command for `ms` milliseconds.
+    pub fn holds_idle_buffer(&self, ms: u64) -> bool {
+        let now = self.created.elapsed().as_millis() as u64;
+        self.qbuf_cap.load(Ordering::Relaxed) > 0
+            && self.qbuf_len.load(Ordering::Relaxed) == 0
+            && now.saturating_sub(self.last_active_ms.load(Ordering::Relaxed)) >= ms
     }
 
     /// Marks the client active now (once per batch of commands).
@@ -93,7 +131,7 @@ impl ClientInfo {
         let age = self.created.elapsed().as_secs();
         let idle = age.saturating_sub(self.last_active_ms.load(Ordering::Relaxed) / 1000);
         format!(
-            "id={} addr={} laddr={} fd=-1 name={} age={} idle={} flags={} db=0 sub={} psub={} ssub=0 multi=-1 qbuf=0 qbuf-free=0 argv-mem=0 multi-mem=0 rbs=0 rbp=0 obl=0 oll=0 omem=0 tot-mem=0 events=r cmd={} user=default redir=-1 resp={} lib-name={} lib-ver={}",
+            "id={} addr={} laddr={} fd=-1 name={} age={} idle={} flags={} db=0 sub={} psub={} ssub=0 multi=-1 qbuf={} qbuf-free={} argv-mem=0 multi-mem=0 rbs=0 rbp=0 obl=0 oll=0 omem=0 tot-mem=0 events=r cmd={} user=default redir=-1 resp={} lib-name={} lib-ver={}",
             self.id,
             self.addr,
             self.laddr,
@@ -109,6 +147,10 @@ impl ClientInfo {
             },
             self.subs.load(Ordering::Relaxed),
             self.psubs.load(Ordering::Relaxed),
+            self.qbuf_len.load(Ordering::Relaxed),
+            self.qbuf_cap
+                .load(Ordering::Relaxed)
+                .saturating_sub(self.qbuf_len.load(Ordering::Relaxed)),
             cmd,
             self.resp.load(Ordering::Relaxed),
             text(&self.lib_name),
@@ -140,6 +182,9 @@ impl Clients {
             subs: AtomicU32::new(0),
             psubs: AtomicU32::new(0),
             replica: AtomicBool::new(false),
+            qbuf_len: AtomicU32::new(0),
+            qbuf_cap: AtomicU32::new(0),
+            release: AtomicBool::new(false),
             killed: AtomicBool::new(false),
             kill: Notify::new(),
         });

@@ -567,3 +567,56 @@ async fn client_info_names_the_current_command() {
     let list = r.call(&["CLIENT", "LIST"]).await;
     assert!(list.contains(" cmd=client|list "), "{list}");
 }
+
+/// `CLIENT LIST`'s `qbuf` and `qbuf-free`, as Redis reports them: a
+/// client's query buffer is 16 KiB while it is in use, grows for a large
+/// argument, goes back to 16 KiB after a round of small requests, and is
+/// given back when the clients' cron finds it idle (asked for here
+/// directly, so the test waits on no clock).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn client_list_reports_the_query_buffer_and_idle_ones_are_freed() {
+    let srv = Server::start().await;
+    let mut c = srv.client().await;
+    let _: () = q(&mut c, &["CLIENT", "SETNAME", "qb"]).await;
+    let field = |line: &str, name: &str| -> u64 {
+        line.split(' ')
+            .find_map(|f| f.strip_prefix(&format!("{name}=")))
+            .and_then(|v| v.parse().ok())
+            .unwrap_or_else(|| panic!("no {name} in {line}"))
+    };
+    let mine = |list: String| -> String {
+        list.lines()
+            .find(|l| l.contains(" name=qb "))
+            .expect("the client is listed")
+            .to_string()
+    };
+    let total = |line: &str| field(line, "qbuf") + field(line, "qbuf-free");
+    let line = mine(q(&mut c, &["CLIENT", "LIST"]).await);
+    assert_eq!(total(&line), 16 * 1024, "{line}");
+    // A 400 KB argument grows it; a small request after shrinks it back.
+    let big = "A".repeat(400_000);
+    let _: () = q(&mut c, &["SET", "x", &big]).await;
+    let line = mine(q(&mut c, &["CLIENT", "LIST"]).await);
+    assert!(total(&line) > 32 * 1024, "{line}");
+    let _: () = q(&mut c, &["SET", "x", "small"]).await;
+    let line = mine(q(&mut c, &["CLIENT", "LIST"]).await);
+    assert_eq!(total(&line), 16 * 1024, "{line}");
+    // The cron's request: the idle connection frees its buffer.
+    let info = srv
+        .state()
+        .clients
+        .all()
+        .into_iter()
+        .find(|i| i.name.lock().as_deref() == Some(&b"qb"[..]))
+        .expect("registered");
+    info.request_release();
+    eventually("the idle buffer is freed", || {
+        info.describe("x").contains(" qbuf=0 qbuf-free=0 ")
+    })
+    .await;
+    // It is made again for the next request, which is answered.
+    let pong: String = q(&mut c, &["PING"]).await;
+    assert_eq!(pong, "PONG");
+    let line = mine(q(&mut c, &["CLIENT", "LIST"]).await);
+    assert!(total(&line) > 0, "{line}");
+}

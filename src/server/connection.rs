@@ -38,6 +38,9 @@ enum Close {
     OutputLimit,
     /// `PSYNC`: the connection is a replica's link now.
     Psync(String, i64),
+    /// Not a close: the clients' cron asked an idle connection for its
+    /// query buffer (see [`release_idle_buffers`]).
+    Release,
     // Read through `Debug`, in the log line.
     #[allow(dead_code)]
     Io(std::io::Error),
@@ -96,6 +99,9 @@ async fn serve<S: AsyncRead + AsyncWrite + AsRawFd + Unpin>(
         bytes: 0,
     };
     let mut buf = BytesMut::with_capacity(READ_CHUNK);
+    // Bytes read since the buffer was last empty: a buffer a large request
+    // grew shrinks after a round of small ones.
+    let mut since_empty = 0usize;
     let mut out = ReplyBuf::with_capacity(READ_CHUNK);
     let mut decoder = Decoder::new();
     let mut stops = Stops {
@@ -108,14 +114,9 @@ async fn serve<S: AsyncRead + AsyncWrite + AsRawFd + Unpin>(
         subscribed: false,
     };
     loop {
-        // Every request read has been answered: read again from the start of
-        // the buffer, so a connection keeps touching the same few cache
-        // lines instead of walking its 16 KiB (with a thousand connections
-        // that walk evicts everything else from the caches).
-        if buf.is_empty() {
-            let _ = buf.try_reclaim(READ_CHUNK);
-        }
-        if buf.capacity() - buf.len() < READ_CHUNK / 4 {
+        // A buffer given back while idle is made again by the next read
+        // (at first small: `read_buf` asks for room as it needs it).
+        if buf.capacity() > 0 && buf.capacity() - buf.len() < READ_CHUNK / 4 {
             buf.reserve(READ_CHUNK);
         }
         // A subscriber also wakes for messages published to it.
@@ -145,12 +146,21 @@ async fn serve<S: AsyncRead + AsyncWrite + AsRawFd + Unpin>(
         };
         let read = match read {
             Ok(r) => r,
+            Err(Close::Release) => {
+                if buf.is_empty() {
+                    buf = BytesMut::new();
+                    info.set_qbuf(0, 0);
+                    held.set(out.capacity());
+                }
+                continue;
+            }
             Err(why) => return why,
         };
         match read {
             Ok(0) => return Close::Eof,
             Ok(n) => {
                 stops.heard = tokio::time::Instant::now();
+                since_empty += n;
                 Stats::add(&state.stats.net_input_bytes, n as u64);
                 held.set(buf.capacity() + out.capacity());
             }
@@ -235,6 +245,24 @@ async fn serve<S: AsyncRead + AsyncWrite + AsRawFd + Unpin>(
             }
         };
         batch::finish(state, session, commands);
+        // Every request read has been answered: read again from the start
+        // of the buffer, so a connection keeps touching the same few cache
+        // lines instead of walking its 16 KiB (with a thousand connections
+        // that walk evicts everything else from the caches). A buffer a
+        // large request grew goes back to its usual size after a round of
+        // small requests (Redis's query buffer peak rule), so one big
+        // argument does not hold its memory for good.
+        if buf.is_empty() {
+            if buf.capacity() > 2 * READ_CHUNK && since_empty < READ_CHUNK {
+                buf = BytesMut::with_capacity(READ_CHUNK);
+            } else {
+                let _ = buf.try_reclaim(READ_CHUNK);
+            }
+            since_empty = 0;
+        }
+        // Before the replies go: a client that reads its reply and asks
+        // `CLIENT LIST` sees its buffer as the batch left it.
+        info.set_qbuf(buf.len(), buf.capacity());
         if let Some(subs) = &session.subs {
             subs.mailbox.drain_into(&mut out);
         }
@@ -494,9 +522,42 @@ impl Stops<'_> {
                         self.stopping = Some(tokio::time::Instant::now());
                     }
                 }
-                _ = self.info.killed() => return Err(Close::Killed),
+                _ = self.info.killed() => {
+                    if self.info.is_killed() {
+                        return Err(Close::Killed);
+                    }
+                    // The clients' cron: a reader gives its buffer back; a
+                    // writer leaves the request for the cron's next round.
+                    if wait == Wait::Read && self.info.take_release() {
+                        return Err(Close::Release);
+                    }
+                }
                 _ = until(idle_at) => return Err(Close::Idle),
                 _ = until(grace_at) => return Err(Close::Shutdown),
+            }
+        }
+    }
+}
+
+/// How long a connection runs no command before its empty query buffer is
+/// given back: Redis's 2 s.
+const BUFFER_IDLE_MS: u64 = 2_000;
+
+/// The clients' cron: once a second, asks each connection idle for
+/// [`BUFFER_IDLE_MS`] with an empty query buffer to free it, as Redis's
+/// `clientsCronResizeQueryBuffer` does, so idle connections hold no
+/// 16 KiB each. The request wakes the connection through its kill
+/// notification, so reads pay for no timer of their own.
+pub(super) async fn release_idle_buffers(state: Arc<State>, mut shutdown: watch::Receiver<bool>) {
+    let mut tick = tokio::time::interval(Duration::from_secs(1));
+    loop {
+        tokio::select! {
+            _ = tick.tick() => {}
+            _ = shutdown.changed() => return,
+        }
+        for client in state.clients.all() {
+            if client.holds_idle_buffer(BUFFER_IDLE_MS) {
+                client.request_release();
             }
         }
     }

@@ -425,6 +425,10 @@ pub async fn start(config: &Config, clock: Arc<dyn Clock>) -> Result<ServerHandl
         shutdown_rx.clone(),
     ));
     tokio::spawn(replication::cron(state.clone(), shutdown_rx.clone()));
+    tokio::spawn(connection::release_idle_buffers(
+        state.clone(),
+        shutdown_rx.clone(),
+    ));
     let task = tokio::spawn(accept_loop(listener, tls, state.clone(), shutdown_rx));
     // Plaintext first: scripts take the first "listening" line's port.
     tracing::info!(%local, "turnstile listening");
