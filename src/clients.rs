@@ -56,10 +56,21 @@ impl ClientInfo {
         self.killed.load(Ordering::SeqCst)
     }
 
-    /// Resolves when another client kills this one, or the clients' cron
-    /// asks for its idle query buffer ([`ClientInfo::take_release`] tells
-    /// which).
+    /// Resolves when another client kills this one.
     pub async fn killed(&self) {
+        loop {
+            self.kill.notified().await;
+            if self.is_killed() {
+                return;
+            }
+        }
+    }
+
+    /// Resolves when another client kills this one, or the clients' cron
+    /// asks for its idle query buffer ([`ClientInfo::is_killed`] and
+    /// [`ClientInfo::take_release`] tell which): one wake-up for both, so a
+    /// connection's reads wait on nothing more.
+    pub async fn woken(&self) {
         self.kill.notified().await
     }
 
@@ -82,11 +93,13 @@ impl ClientInfo {
         self.release.swap(false, Ordering::Relaxed)
     }
 
-    /// Whether the connection holds a query buffer with nothing unread in
-    /// it, and has run no command for `ms` milliseconds.
+    /// Whether the connection (a client's, not a replica's link) holds a
+    /// query buffer with nothing unread in it, and has run no command for
+    /// `ms` milliseconds.
     pub fn holds_idle_buffer(&self, ms: u64) -> bool {
         let now = self.created.elapsed().as_millis() as u64;
-        self.qbuf_cap.load(Ordering::Relaxed) > 0
+        !self.replica.load(Ordering::Relaxed)
+            && self.qbuf_cap.load(Ordering::Relaxed) > 0
             && self.qbuf_len.load(Ordering::Relaxed) == 0
             && now.saturating_sub(self.last_active_ms.load(Ordering::Relaxed)) >= ms
     }

@@ -522,7 +522,7 @@ impl Stops<'_> {
                         self.stopping = Some(tokio::time::Instant::now());
                     }
                 }
-                _ = self.info.killed() => {
+                _ = self.info.woken() => {
                     if self.info.is_killed() {
                         return Err(Close::Killed);
                     }
