@@ -123,7 +123,7 @@ async fn serve<S: AsyncRead + AsyncWrite + AsRawFd + Unpin>(
         let mailbox = session.subs.as_ref().map(|s| s.mailbox.clone());
         stops.subscribed = session.subscriptions() > 0;
         let read = match &mailbox {
-            None => stops.around(Wait::Read, socket.read_buf(&mut buf)).await,
+            None => stops.around(Wait::Request, socket.read_buf(&mut buf)).await,
             Some(mailbox) => {
                 let either = async {
                     tokio::select! {
@@ -131,7 +131,7 @@ async fn serve<S: AsyncRead + AsyncWrite + AsRawFd + Unpin>(
                         _ = mailbox.ready() => None,
                     }
                 };
-                match stops.around(Wait::Read, either).await {
+                match stops.around(Wait::Request, either).await {
                     Ok(Some(r)) => Ok(r),
                     Ok(None) => {
                         mailbox.drain_into(&mut out);
@@ -468,6 +468,11 @@ const SHUTDOWN_GRACE: Duration = Duration::from_secs(5);
 /// What a connection waits for.
 #[derive(Clone, Copy, PartialEq, Eq)]
 enum Wait {
+    /// The next request: the only wait in which an idle connection gives
+    /// its query buffer back.
+    Request,
+    /// A parked command's end (`WAIT`, `SAVE`, a policy reload): counts as
+    /// a read for shutdown, keeps the buffer.
     Read,
     Write,
 }
@@ -493,7 +498,7 @@ impl Stops<'_> {
         tokio::pin!(io);
         loop {
             let stopping = self.stopping();
-            if stopping && wait == Wait::Read {
+            if stopping && wait != Wait::Write {
                 return Err(Close::Shutdown);
             }
             let timeout = match self.subscribed {
@@ -526,9 +531,11 @@ impl Stops<'_> {
                     if self.info.is_killed() {
                         return Err(Close::Killed);
                     }
-                    // The clients' cron: a reader gives its buffer back; a
-                    // writer leaves the request for the cron's next round.
-                    if wait == Wait::Read && self.info.take_release() {
+                    // The clients' cron: a connection waiting for its next
+                    // request gives its buffer back; one busy with a
+                    // parked command or a write leaves the request for the
+                    // cron's next round.
+                    if wait == Wait::Request && self.info.take_release() {
                         return Err(Close::Release);
                     }
                 }
