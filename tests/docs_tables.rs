@@ -112,3 +112,55 @@ fn the_native_scripts_table_in_scripting_md_is_the_catalogue() {
         );
     }
 }
+
+/// The `turnstile_*` names a text mentions, histogram suffixes taken off.
+fn metric_names(text: &str) -> std::collections::BTreeSet<String> {
+    let mut out = std::collections::BTreeSet::new();
+    let mut rest = text;
+    while let Some(at) = rest.find("turnstile_") {
+        let tail = &rest[at..];
+        let end = tail
+            .find(|c: char| !(c.is_ascii_lowercase() || c.is_ascii_digit() || c == '_'))
+            .unwrap_or(tail.len());
+        let name = &tail[..end];
+        let name = ["_bucket", "_count", "_sum"]
+            .iter()
+            .find_map(|s| name.strip_suffix(s))
+            .unwrap_or(name);
+        out.insert(name.trim_end_matches('_').to_string());
+        rest = &tail[end..];
+    }
+    out
+}
+
+#[test]
+fn the_metrics_table_and_the_dashboard_name_only_defined_metrics() {
+    let defined: std::collections::BTreeSet<String> = turnstile::metrics::ALL
+        .iter()
+        .map(|d| d.name.to_string())
+        .collect();
+    let ops = std::fs::read_to_string(doc("operations.md")).expect("operations.md");
+    // The metrics table: a row's first cell names its metrics.
+    let table: std::collections::BTreeSet<String> = ops
+        .lines()
+        .filter(|l| l.starts_with("| `turnstile_"))
+        .filter_map(|l| l.split('|').nth(1))
+        .flat_map(metric_names)
+        .collect();
+    let missing: Vec<&String> = defined.difference(&table).collect();
+    let unknown: Vec<&String> = table.difference(&defined).collect();
+    assert!(
+        missing.is_empty() && unknown.is_empty(),
+        "docs/operations.md's metrics table: missing {missing:?}, not defined {unknown:?}"
+    );
+    let dashboard = std::fs::read_to_string(
+        PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("grafana/dashboards/turnstile.json"),
+    )
+    .expect("the dashboard");
+    let queried = metric_names(&dashboard);
+    let unknown: Vec<&String> = queried.difference(&defined).collect();
+    assert!(
+        unknown.is_empty(),
+        "the dashboard queries metrics that are not defined: {unknown:?}"
+    );
+}
