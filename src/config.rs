@@ -841,20 +841,21 @@ pub fn parse_file_name(s: &str) -> Result<String, String> {
     Ok(s.to_string())
 }
 
-/// A duration: `250ms`, `1s`, `2m`, `1h`, or a bare number of seconds;
+/// A duration flag in the one grammar limits use too
+/// ([`crate::util::parse_duration`]): `250ms`, `1s`, `2m`, `1h`, `1d`, or a
+/// bare number of seconds;
 /// zero is refused (an interval of nothing would spin).
 pub fn parse_duration(s: &str) -> Result<std::time::Duration, String> {
-    let units = [
-        ("ms", 1),
-        ("", 1000),
-        ("s", 1000),
-        ("m", 60_000),
-        ("h", 3_600_000),
-    ];
-    match scaled(s, "duration", &units, ": use ms, s, m or h")? {
-        0 => Err(format!("duration '{s}' must be more than zero")),
-        ms => Ok(std::time::Duration::from_millis(ms)),
-    }
+    use crate::util::DurationError;
+    crate::util::parse_duration(s.trim().as_bytes())
+        .map(std::time::Duration::from_nanos)
+        .map_err(|e| match e {
+            DurationError::Zero => format!("duration '{s}' must be more than zero"),
+            DurationError::OutOfRange => format!("duration '{s}' is out of range"),
+            DurationError::Invalid => format!(
+                "invalid duration '{s}': use whole seconds, or a whole number with ms, s, m, h or d"
+            ),
+        })
 }
 
 /// Parses a size the way Redis's config does: bytes, or a number with
@@ -1124,6 +1125,8 @@ mod tests {
         assert_eq!(parse_duration("3"), Ok(Duration::from_secs(3)));
         assert_eq!(parse_duration("250ms"), Ok(Duration::from_millis(250)));
         assert_eq!(parse_duration("2m"), Ok(Duration::from_secs(120)));
+        // One grammar with limits' periods: days too.
+        assert_eq!(parse_duration("1d"), Ok(Duration::from_secs(86_400)));
         assert!(parse_duration("0s").is_err());
         assert!(parse_duration("-1s").is_err());
         assert!(parse_duration("1e9").is_err());
