@@ -157,6 +157,18 @@ pub fn strtod(s: &[u8]) -> (f64, bool, bool) {
     (v, used == s.len(), range)
 }
 
+/// One step of a 64-bit LCG (Knuth's MMIX constants), the samplers' cheap
+/// randomness (one command in 16 timed, one admission in N counted): its
+/// top bits are uniform enough to pick one in a power of two or in N.
+/// Returns the new state.
+#[inline]
+pub fn lcg_step(state: &mut u64) -> u64 {
+    *state = state
+        .wrapping_mul(6_364_136_223_846_793_005)
+        .wrapping_add(1_442_695_040_888_963_407);
+    *state
+}
+
 /// `HOST:PORT` (an IPv6 host in brackets, or bare before the last colon).
 pub fn parse_host_port(s: &str) -> Result<(String, u16), String> {
     let (host, port) = s

@@ -4,8 +4,6 @@
 //! Admits up to twice the limit across a window boundary: that is the
 //! price of its simplicity, and why `window` and `log` exist.
 
-use crate::clock::Nanos;
-
 use super::contract::{Decision, Params};
 
 /// The count of the window that starts at `start`.
@@ -84,21 +82,7 @@ pub fn record(state: &mut State, p: &Params, now: u64, n: u64) {
     };
 }
 
-impl super::contract::Limiter for State {
-    const ALGORITHM: super::contract::Algorithm = super::contract::Algorithm::Fixed;
-    fn decide(&mut self, p: &Params, now: Nanos, cost: u64) -> Decision {
-        decide(self, p, now.0, cost)
-    }
-    fn refund(&mut self, p: &Params, now: Nanos, n: u64) {
-        refund(self, p, now.0, n)
-    }
-    fn record(&mut self, p: &Params, now: Nanos, n: u64) {
-        record(self, p, now.0, n)
-    }
-    fn expires_at(&self, p: &Params) -> Nanos {
-        Nanos(State::expires_at(self, p))
-    }
-}
+super::contract::limiter_of_fns!(Fixed);
 
 #[cfg(test)]
 mod tests {

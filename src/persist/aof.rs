@@ -211,26 +211,25 @@ impl Aof {
         self.always.store(fsync == Fsync::Always, Ordering::Relaxed);
     }
 
-    /// The offset a connection's replies must wait for before they are
-    /// written (`appendfsync always`), if any: every byte of the stream so
-    /// far, unless the file already holds it fsynced. One load without
-    /// the file.
+    /// Before replies leave, the one check every reply path makes: with
+    /// `appendfsync always`, the offset they must wait for
+    /// ([`Aof::wait_durable`]): every byte of the stream so far, unless the
+    /// file already holds it fsynced. With `everysec` or `no`, wakes the
+    /// writer thread if it sleeps with the stream not written, and answers
+    /// `None`. One load without the file.
     #[inline]
-    pub fn must_wait(&self, stream_end: impl FnOnce() -> u64) -> Option<u64> {
-        if !self.always.load(Ordering::Relaxed) || !self.on.load(Ordering::Relaxed) {
+    pub fn reply_gate(&self, stream_end: impl FnOnce() -> u64) -> Option<u64> {
+        if !self.on.load(Ordering::Relaxed) {
             return None;
         }
         let target = stream_end();
-        (self.synced.load(Ordering::Acquire) < target).then_some(target)
-    }
-
-    /// After a batch with `everysec` or `no`: wakes the writer thread if
-    /// it sleeps with the stream up to `target` not written.
-    #[inline]
-    pub fn nudge(&self, target: u64) {
+        if self.always.load(Ordering::Relaxed) {
+            return (self.synced.load(Ordering::Acquire) < target).then_some(target);
+        }
         if self.idle.load(Ordering::SeqCst) {
             self.request(target);
         }
+        None
     }
 
     /// Asks the writer thread to write the stream up to `target`: a

@@ -19,9 +19,8 @@ use crate::state::State;
 /// call, `POST /json`) goes through here.
 pub async fn before_reply(state: &State) {
     let (aof, fx) = (&state.aof, &state.store.effects);
-    match aof.must_wait(|| fx.offset()) {
-        Some(target) => aof.wait_durable(target).await,
-        None => aof.nudge(fx.offset()),
+    if let Some(target) = aof.reply_gate(|| fx.offset()) {
+        aof.wait_durable(target).await;
     }
 }
 

@@ -348,15 +348,12 @@ async fn flush<S: AsyncWrite + AsRawFd + Unpin>(
     // `appendfsync always`: no reply before the effects it may follow are
     // in the file, fsynced (one fsync for every connection waiting);
     // otherwise the writer thread is asked to write them, and replies go
-    // (`aof::before_reply` for the paths that can afford its future).
+    // (as `aof::before_reply`, inside this connection's stops).
     let fx = &state.store.effects;
-    match state.aof.must_wait(|| fx.offset()) {
-        Some(target) => {
-            stops
-                .around(Wait::Write, state.aof.wait_durable(target))
-                .await?
-        }
-        None => state.aof.nudge(fx.offset()),
+    if let Some(target) = state.aof.reply_gate(|| fx.offset()) {
+        stops
+            .around(Wait::Write, state.aof.wait_durable(target))
+            .await?;
     }
     let limit = state.settings.output_limit();
     let limited = limit.hard > 0 || limit.soft > 0;

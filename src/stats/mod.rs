@@ -448,7 +448,8 @@ pub struct Local {
     /// Decisions by key, for the heavy hitters' sketches ([`Stats::top`]).
     pub top: top::Pending,
     /// `--top-sample`, as of the last flush (1 until then: every
-    /// admission counted, each weighing 1), and the draw that picks which.
+    /// admission counted, each weighing 1; 0 with the sketches off), and
+    /// the draw that picks which.
     top_sample: u32,
     top_draw: u64,
 }
@@ -527,17 +528,18 @@ impl Local {
         policy: Option<&str>,
         at: crate::clock::Nanos,
     ) {
+        // The sketches are off (`--top-keys 0`): nothing to note.
+        if self.top_sample == 0 {
+            return;
+        }
         let kind = top::Kind::of(allowed, shadow);
         let mut weight = 1;
         if kind == top::Kind::Allowed && self.top_sample > 1 {
-            // One admission in `top_sample`, at random (a 64-bit LCG's top
-            // bits): a fixed stride would never count some keys of a
-            // client that cycles through them.
-            self.top_draw = self
-                .top_draw
-                .wrapping_mul(6_364_136_223_846_793_005)
-                .wrapping_add(1_442_695_040_888_963_407);
-            if !(self.top_draw >> 32).is_multiple_of(u64::from(self.top_sample)) {
+            // One admission in `top_sample`, at random: a fixed stride
+            // would never count some keys of a client that cycles through
+            // them.
+            let draw = crate::util::lcg_step(&mut self.top_draw);
+            if !(draw >> 32).is_multiple_of(u64::from(self.top_sample)) {
                 return;
             }
             weight = self.top_sample;
@@ -554,7 +556,10 @@ impl Local {
 
     /// Adds the tally to `stats` and clears it.
     pub fn flush(&mut self, stats: &Stats) {
-        self.top_sample = stats.top.sample();
+        self.top_sample = match stats.top.keys() {
+            0 => 0,
+            _ => stats.top.sample(),
+        };
         if !self.top.is_empty() {
             self.top.flush(&stats.top);
         }

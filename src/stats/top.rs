@@ -156,7 +156,6 @@ impl Pending {
             let key = &self.keys[n.start as usize..][..usize::from(n.len)];
             let slice = n.at.0 / top.slice_ns;
             let sketches = &mut stripe.kinds[n.kind as usize];
-            let entry = Entry::new(n.hash, n.policy, key, n.cut);
             let at = (slice % (SLICES as u64 + 1)) as usize;
             let Sketches { total, slices } = sketches;
             // A slice leaving the ring adds its counts to the since-start
@@ -164,7 +163,10 @@ impl Pending {
             if slices[at].epoch != slice && !slices[at].entries.is_empty() {
                 total.absorb(&slices[at], top.cap);
             }
-            slices[at].add(&entry, u64::from(n.weight), top.cap, slice);
+            // The entry (its key copied) is made only for a key the sketch
+            // takes in, not for one it already counts.
+            let entry = || Entry::new(n.hash, n.policy, key, n.cut);
+            slices[at].add(n.hash, 0, u64::from(n.weight), top.cap, slice, entry);
         }
         drop(held);
         self.noted.clear();
@@ -239,11 +241,18 @@ struct Sketch {
 }
 
 impl Sketch {
-    /// Counts one decision of `e`'s key; a sketch of another slice is
-    /// emptied first.
-    /// Counts `n` decisions of `e`'s key (which may already be `e.err`
-    /// over).
-    fn add(&mut self, e: &Entry, n: u64, cap: usize, epoch: u64) {
+    /// Counts `n` decisions of the key hashed `hash` (which may already be
+    /// `err` over); `entry` makes its entry if the sketch takes it in. A
+    /// sketch of another slice is emptied first.
+    fn add(
+        &mut self,
+        hash: u64,
+        err: u64,
+        n: u64,
+        cap: usize,
+        epoch: u64,
+        entry: impl FnOnce() -> Entry,
+    ) {
         if self.index.is_empty() {
             self.entries.reserve_exact(cap);
             self.heap.reserve_exact(cap);
@@ -255,19 +264,19 @@ impl Sketch {
             self.epoch = epoch;
         }
         self.seen += n;
-        if let Some(i) = self.find(e.hash) {
+        if let Some(i) = self.find(hash) {
             let h = self.place[i] as usize;
             self.heap[h].0 += n;
-            self.entries[i].err += e.err;
+            self.entries[i].err += err;
             self.sift_down(h);
             return;
         }
         if self.entries.len() < cap {
             let i = self.entries.len();
-            self.entries.push(*e);
+            self.entries.push(Entry { err, ..entry() });
             self.place.push(i as u32);
             self.heap.push((n, i as u32));
-            self.insert(e.hash, i);
+            self.insert(hash, i);
             self.sift_up(i);
             return;
         }
@@ -277,11 +286,11 @@ impl Sketch {
         let i = i as usize;
         self.remove(self.entries[i].hash);
         self.entries[i] = Entry {
-            err: min + e.err,
-            ..*e
+            err: min + err,
+            ..entry()
         };
         self.heap[0].0 = min + n;
-        self.insert(e.hash, i);
+        self.insert(hash, i);
         self.sift_down(0);
     }
 
@@ -290,7 +299,7 @@ impl Sketch {
     fn absorb(&mut self, other: &Sketch, cap: usize) {
         let seen = self.seen + other.seen;
         for (e, count) in other.counted() {
-            self.add(e, count, cap, self.epoch);
+            self.add(e.hash, e.err, count, cap, self.epoch, || *e);
         }
         self.seen = seen;
     }

@@ -189,14 +189,15 @@ fn unblock(slot: &mut Option<Entry>, now: Nanos) {
     }
     let beneath = std::mem::replace(&mut b.value, Value::Str(Default::default()));
     entry.value = beneath;
-    let at = match &entry.value {
-        Value::Window(s) => s.expires_at(),
-        Value::Fixed(s) => s.expires_at(),
-        Value::Gcra(s) => s.expires_at(),
-        Value::Log(s) => s.expires_at(),
-        _ => return,
+    fn state_expiry<S: Held>(v: &Value) -> Option<Nanos> {
+        S::get(v).map(Stored::expires_at)
+    }
+    let Some(algo) = entry.value.algorithm() else {
+        return;
     };
-    keep_until(slot, at, now);
+    if let Some(at) = with_state!(algo, state_expiry(&entry.value)) {
+        keep_until(slot, at, now);
+    }
 }
 
 /// After a denial: `spec`'s `BLOCK` penalty, if it has one, blocks the key

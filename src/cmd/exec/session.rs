@@ -139,11 +139,8 @@ impl Session {
             *w |= bit;
             return true;
         }
-        self.sampler = self
-            .sampler
-            .wrapping_mul(6_364_136_223_846_793_005)
-            .wrapping_add(1_442_695_040_888_963_407);
-        self.sampler >> (64 - LATENCY_SAMPLE_EVERY.trailing_zeros()) == 0
+        crate::util::lcg_step(&mut self.sampler) >> (64 - LATENCY_SAMPLE_EVERY.trailing_zeros())
+            == 0
     }
 }
 

@@ -38,18 +38,18 @@ pub fn charge(ctx: &mut Ctx<'_>, req: &Request<'_>) -> Result<(), CmdError> {
 pub(super) fn many(ctx: &mut Ctx<'_>, r: ManyRequest<'_>) -> Result<(), CmdError> {
     let now = ctx.now;
     let room = ctx.state.write_room();
-    let limits: Vec<_> = r
-        .clauses
-        .iter()
-        .filter_map(|(key, c)| match c {
+    // The parser refuses leases with CHARGE: every clause is a limit, so a
+    // position among them is the clause's index. Walked again where needed
+    // rather than collected, so a request allocates nothing for it.
+    let limits = || {
+        r.clauses.iter().filter_map(|(key, c)| match c {
             Clause::Limit(spec) => Some((*key, spec)),
-            // The parser refuses leases with CHARGE.
             Clause::Lease { .. } => None,
         })
-        .collect();
-    let mut lock = ctx.db.lock_many(limits.iter().map(|(k, _)| *k));
+    };
+    let mut lock = ctx.db.lock_many(limits().map(|(k, _)| k));
     let mut growth = 0usize;
-    for (key, spec) in &limits {
+    for (key, spec) in limits() {
         let (_, grows) = lock
             .get(key, now, |e| limit::peek(Some(e), spec, now, 1))
             .unwrap_or_else(|| limit::peek(None, spec, now, 1))?;
@@ -59,7 +59,7 @@ pub(super) fn many(ctx: &mut Ctx<'_>, r: ManyRequest<'_>) -> Result<(), CmdError
         return Err(CmdError::OutOfMemory);
     }
     let mut binding: Option<(usize, Decision)> = None;
-    for (i, (key, spec)) in limits.iter().enumerate() {
+    for (i, (key, spec)) in limits().enumerate() {
         let d = lock.update(key, now, |slot| {
             limit::charge(slot, spec, now, r.cost, usize::MAX)
         })?;
@@ -71,11 +71,12 @@ pub(super) fn many(ctx: &mut Ctx<'_>, r: ManyRequest<'_>) -> Result<(), CmdError
     }
     drop(lock);
     let (index, d) = binding.ok_or(CmdError::Syntax)?;
-    ctx.session.stats.decision(limits[index].1.algo, &d, 0);
+    let (key, spec) = limits().nth(index).ok_or(CmdError::Syntax)?;
+    ctx.session.stats.decision(spec.algo, &d, 0);
     ctx.session
         .stats
-        .key_decision(limits[index].0, d.allowed, false, None, now);
-    for (_, spec) in &limits {
+        .key_decision(key, d.allowed, false, None, now);
+    for (_, spec) in limits() {
         ctx.session.stats.units(spec.algo, r.cost);
     }
     write_decision(ctx.out, &d, 1);
