@@ -30,7 +30,7 @@ from datetime import datetime, timezone
 from benchlib import require, die_with_parent, ROOT, free_port, redis_benchmark, wait_ping
 
 # The limiter scripts are read from the native catalogue's copies
-# (src/cmd/native/lua/), one text for the benchmark and the catalogue's
+# (src/cmd/script/native/lua/), one text for the benchmark and the catalogue's
 # SHA1 (tests/native_scripts.rs checks it):
 # - the classic two-bucket sliding-window counter, two string keys per
 #   limiter (current and previous window), estimate interpolated;
@@ -38,7 +38,7 @@ from benchlib import require, die_with_parent, ROOT, free_port, redis_benchmark,
 # - the Python `limits` library's fixed-window script (limits 5.x,
 #   incr_expire.lua, with a leading newline), the one Flask-Limiter runs on
 #   every request by default.
-LUA = ROOT / "src/cmd/native/lua"
+LUA = ROOT / "src/cmd/script/native/lua"
 TWO_BUCKET_LUA = (LUA / "seed_two_bucket.lua").read_text()
 ZSET_LOG_LUA = (LUA / "seed_zset_log.lua").read_text()
 LIMITS_FIXED_LUA = (LUA / "bench_limits_incr_expire.lua").read_text()

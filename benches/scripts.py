@@ -4,12 +4,12 @@
     benches/scripts.py [--reps 3] [-n 200000] [-P 16] [--no-build] [--quick]
 
 Starts `target/release/turnstile` twice, as shipped (catalogued scripts
-run natively, `cmd/native`) and with `--scripts-native no` (every script in
+run natively, `cmd/script/native`) and with `--scripts-native no` (every script in
 the Lua VM), and Debian's `redis-server` (--save '' --appendonly no), on
 free loopback ports; loads every catalogued script redis-benchmark can
 drive (compare.py's seeds, the `limits` fixed, moving and sliding
 windows, rate-limiter-flexible, rate-limit-redis, django-redis: the texts
-in src/cmd/native/lua/) into
+in src/cmd/script/native/lua/) into
 each, and runs `redis-benchmark -c 50 -r 100000` with EVALSHA against each
 in turn (the idle ones paused), `--reps` times alternating. Prints medians
 of ops/s and of server CPU per call (its /proc/<pid>/stat before and
@@ -21,7 +21,7 @@ import argparse
 import benchlib
 import compare
 
-LUA = benchlib.ROOT / "src/cmd/native/lua"
+LUA = benchlib.ROOT / "src/cmd/script/native/lua"
 
 # name, script, EVALSHA arguments after the SHA (numkeys, key, args).
 SCRIPTS = compare.SCRIPTS + [

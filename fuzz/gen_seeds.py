@@ -70,7 +70,7 @@ def decoder_literals():
 
 def command_lines():
     """Argument lists of the tests' commands (`&["RL.ALLOW", "k", ...]`)."""
-    names = set(re.findall(r'cmd!\(\s*"([a-z.]+)"', read("src/cmd/table.rs")))
+    names = set(re.findall(r'name:\s*"([a-z.]+)"', read("src/cmd/registry/table.rs")))
     lines = []
     for rel in (
         "tests/limiter_commands.rs",

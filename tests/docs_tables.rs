@@ -164,3 +164,130 @@ fn the_metrics_table_and_the_dashboard_name_only_defined_metrics() {
         "the dashboard queries metrics that are not defined: {unknown:?}"
     );
 }
+
+/// Paths a file may name that are not in this repository: other projects'
+/// files (Redis's test suite, envoyproxy/ratelimit's fixtures), examples of
+/// the shape of a path, and what a run generates (virtualenvs, fuzz output).
+const NOT_OURS: &[&str] = &[
+    "docs/latest",
+    "examples/ratelimit/config",
+    "src/a",
+    "src/version.h",
+    "tests/support",
+    "tests/test_helper.tcl",
+    "tests/unit",
+    "fuzz/artifacts",
+    "fuzz/artifacts-found",
+    "fuzz/coverage",
+    "fuzz/cargo-fuzz",
+    "fuzz/target",
+];
+
+/// Every repository path a source, script or doc names (`src/...`,
+/// `benches/...`, `docs/...`): a file moved without its mentions fails
+/// here rather than in a CI step that reads it (a benchmark once read the
+/// native scripts from their old folder).
+#[test]
+fn every_path_the_repository_names_exists() {
+    let root = PathBuf::from(env!("CARGO_MANIFEST_DIR"));
+    let mut files = Vec::new();
+    for top in [
+        "src", "docs", "benches", "tests", "fuzz", ".ci", "deploy", "examples",
+    ] {
+        walk(&root.join(top), &mut files);
+    }
+    for top in ["README.md", "CONTRIBUTING.md", "CHANGELOG.md", "Dockerfile"] {
+        files.push(root.join(top));
+    }
+    let mut missing = Vec::new();
+    for file in &files {
+        let Ok(text) = std::fs::read_to_string(file) else {
+            continue;
+        };
+        for path in named_paths(&text) {
+            let theirs = |p: &&str| path == *p || path.starts_with(&format!("{p}/"));
+            if NOT_OURS.iter().any(theirs) || path.contains(".venv") {
+                continue;
+            }
+            if !root.join(&path).exists() {
+                missing.push(format!(
+                    "{}: {path}",
+                    file.strip_prefix(&root).unwrap().display()
+                ));
+            }
+        }
+    }
+    assert!(
+        missing.is_empty(),
+        "paths named but not in the repository:\n{}",
+        missing.join("\n")
+    );
+}
+
+fn walk(dir: &std::path::Path, out: &mut Vec<PathBuf>) {
+    let Ok(entries) = std::fs::read_dir(dir) else {
+        return;
+    };
+    for entry in entries.flatten() {
+        let path = entry.path();
+        let name = entry.file_name();
+        let name = name.to_string_lossy();
+        if path.is_dir() {
+            if !matches!(
+                &*name,
+                "target" | "node_modules" | "corpus" | "artifacts" | ".venv"
+            ) {
+                walk(&path, out);
+            }
+        } else if [
+            ".rs", ".md", ".py", ".sh", ".toml", ".yml", ".yaml", ".js", ".lua",
+        ]
+        .iter()
+        .any(|ext| name.ends_with(ext))
+            || name == "run"
+        {
+            out.push(path);
+        }
+    }
+}
+
+/// The `top/...` paths in a text, for the repository's own top folders.
+fn named_paths(text: &str) -> Vec<String> {
+    const TOPS: &[&str] = &[
+        "src/",
+        "benches/",
+        "docs/",
+        ".ci/",
+        "deploy/",
+        "examples/",
+        "fuzz/",
+        "tests/",
+    ];
+    let bytes = text.as_bytes();
+    let path_byte = |b: u8| b.is_ascii_alphanumeric() || matches!(b, b'_' | b'.' | b'/' | b'-');
+    let mut found = Vec::new();
+    let mut i = 0;
+    while i < bytes.len() {
+        let starts = (i == 0 || !path_byte(bytes[i - 1]))
+            && TOPS.iter().any(|t| bytes[i..].starts_with(t.as_bytes()));
+        if !starts {
+            i += 1;
+            continue;
+        }
+        let mut end = i;
+        while end < bytes.len() && path_byte(bytes[end]) {
+            end += 1;
+        }
+        let path = text[i..end].trim_end_matches(['.', '/']);
+        // A bare `src/` or a glob-like `tests/*.rs` names no one file.
+        if path.len() > 4
+            && !path.ends_with('-')
+            && bytes.get(end) != Some(&b'*')
+            && bytes.get(end) != Some(&b'{')
+        {
+            found.push(path.to_string());
+        }
+        i = end;
+    }
+    found
+}

@@ -1,4 +1,4 @@
-//! The native scripts (`cmd/native`): each catalogued script, run natively
+//! The native scripts (`cmd/script/native`): each catalogued script, run natively
 //! on one server and in Lua on another (`scripts-native no`), step by step
 //! over random keys, arguments, odd stored values and clock moves, must
 //! answer the same bytes (RESP2 and RESP3) and leave the same keys, types,

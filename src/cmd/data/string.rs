@@ -392,7 +392,7 @@ fn incr_by(ctx: &mut Ctx<'_>, req: &Request<'_>, delta: i64) -> Result<(), CmdEr
 
 /// `INCRBY`'s change to a key's slot: the new value, or the error
 /// `INCRBY` answers (the slot then untouched). Shared with the native
-/// scripts (`cmd/native`).
+/// scripts (`cmd/script/native`).
 pub(crate) fn add_to(slot: &mut Option<Entry>, delta: i64) -> Result<i64, CmdError> {
     let current = match slot.as_ref() {
         None => 0,

@@ -166,7 +166,7 @@ fn run(
             return Err(CmdError::OutOfMemory);
         }
     }
-    // A catalogued script runs in Rust when it can (`cmd/native`): no Lua
+    // A catalogued script runs in Rust when it can (`cmd/script/native`): no Lua
     // state, no shard locks beyond its keys'. Read-only, only as long as
     // it calls no write command.
     if ctx.state.settings.scripts_native.load(Ordering::Relaxed) {
