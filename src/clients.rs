@@ -44,12 +44,42 @@ pub struct ClientInfo {
     release: AtomicBool,
     killed: AtomicBool,
     kill: Notify,
+    /// The connection's socket while it is open, so that [`ClientInfo::close`]
+    /// reaches a connection that cannot look at its kill notification: one
+    /// parked on its thread waiting for a shard a script holds. Detached
+    /// under this lock before the socket closes, so a descriptor is never
+    /// shut once another file may have it.
+    socket: Mutex<Option<std::os::fd::RawFd>>,
 }
 
 impl ClientInfo {
     pub fn kill(&self) {
         self.killed.store(true, Ordering::SeqCst);
         self.kill.notify_one();
+    }
+
+    /// Kills the client (another one asked: `CLIENT KILL`) and shuts its
+    /// socket at once: the client sees the close whatever its connection
+    /// is doing, as Redis closes a killed client before serving it again.
+    pub fn close(&self) {
+        self.kill();
+        if let Some(fd) = *self.socket.lock() {
+            // SAFETY: `fd` is open: its connection attached it and detaches
+            // it under this lock before closing it. `shutdown` changes no
+            // memory and leaves the descriptor for its owner to close.
+            unsafe { libc::shutdown(fd, libc::SHUT_RDWR) };
+        }
+    }
+
+    /// Lets [`ClientInfo::close`] shut the connection's socket.
+    pub fn attach_socket(&self, fd: std::os::fd::RawFd) {
+        *self.socket.lock() = Some(fd);
+    }
+
+    /// Before the socket closes (or moves to a replica's feed, which
+    /// watches its kill notification): no close reaches it any more.
+    pub fn detach_socket(&self) {
+        *self.socket.lock() = None;
     }
 
     pub fn is_killed(&self) -> bool {
@@ -200,6 +230,7 @@ impl Clients {
             release: AtomicBool::new(false),
             killed: AtomicBool::new(false),
             kill: Notify::new(),
+            socket: Mutex::new(None),
         });
         self.map.insert(id, info.clone());
         info

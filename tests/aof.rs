@@ -493,3 +493,49 @@ async fn config_set_refuses_what_the_flags_refuse() {
     );
     a.shutdown().await;
 }
+
+async fn repl_offset(c: &mut MultiplexedConnection) -> u64 {
+    let info: String = q(c, &["INFO", "replication"]).await;
+    info.lines()
+        .find_map(|l| l.strip_prefix("master_repl_offset:"))
+        .unwrap()
+        .parse()
+        .unwrap()
+}
+
+/// A script stopped after writing (it reaches every key, `DBSIZE`,
+/// holding one shard), rolled back and run again sends its write to the
+/// file (and replicas) once, as the run that counts, and counts its
+/// commands once: the stream used to carry the abandoned write, its
+/// undoing and the write again, and `cmdstat_incr` counted two calls.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_script_run_again_sends_its_effects_and_counts_its_calls_once() {
+    let dir = temp_dir("rerun");
+    let s = Server::start_with(durable(&dir, Fsync::Always)).await;
+    let mut c = s.client().await;
+    let script = "if ARGV[1] == '1' then redis.call('INCR', KEYS[1]) end \
+                  redis.call('DBSIZE') return 1";
+    // The first run finds the script reaches every key (nothing written:
+    // it runs again over every shard), and remembers it.
+    let _: i64 = q(&mut c, &["EVAL", script, "1", "k1", "0"]).await;
+    // One INCR's frame, measured on a key of the same length and value.
+    let before = repl_offset(&mut c).await;
+    let _: i64 = q(&mut c, &["INCR", "k2"]).await;
+    let one_write = repl_offset(&mut c).await - before;
+    assert!(one_write > 0, "the file takes the stream");
+    let _: () = q(&mut c, &["CONFIG", "RESETSTAT"]).await;
+    // This run writes, then is stopped and run again holding every shard.
+    let before = repl_offset(&mut c).await;
+    let _: i64 = q(&mut c, &["EVAL", script, "1", "k3", "1"]).await;
+    assert_eq!(repl_offset(&mut c).await - before, one_write);
+    let got: String = q(&mut c, &["GET", "k3"]).await;
+    assert_eq!(got, "1");
+    let stats: String = q(&mut c, &["INFO", "commandstats"]).await;
+    let incr = stats
+        .lines()
+        .find(|l| l.starts_with("cmdstat_incr:"))
+        .unwrap_or_else(|| panic!("no cmdstat_incr in {stats}"));
+    assert!(incr.starts_with("cmdstat_incr:calls=1,"), "{incr}");
+    s.shutdown().await;
+    let _ = std::fs::remove_dir_all(&dir);
+}

@@ -800,3 +800,45 @@ async fn lua_states_are_made_when_needed_and_kept_small() {
     let used = lua_memory(&r.call(&["INFO", "memory"]).await);
     assert!(used > 0 && used < 100 * 1024, "{used}");
 }
+
+/// A client waiting for a shard a script holds is parked on its thread,
+/// where it cannot look at its kill notification: `CLIENT KILL` closes its
+/// socket at once. It used to stay connected until the script ended (here
+/// never: the script loops until it is stopped).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn client_kill_closes_a_client_waiting_for_a_scripts_shard() {
+    // No BUSY replies while the test runs: the waiting is what is tested.
+    let srv = Server::start_with(|c| c.lua_time_limit = 600_000).await;
+    let mut runner = srv.raw().await;
+    runner
+        .send(&encode_words(&["EVAL", "while true do end", "1", "k"]))
+        .await;
+    let mut waiter = srv.raw().await;
+    let id = waiter.call(&["CLIENT", "ID"]).await;
+    let id = id.trim_start_matches(':').trim_end().to_string();
+    let mut admin = srv.raw().await;
+    let state = srv.state().clone();
+    eventually("the script runs", || state.scripts.running()).await;
+    waiter.send(&encode_words(&["GET", "k"])).await;
+    // The waiter has read its GET and waits for k's shard.
+    let mut waiting = false;
+    for _ in 0..500 {
+        let list = admin.call(&["CLIENT", "LIST", "ID", &id]).await;
+        if list.contains(" cmd=get ") {
+            waiting = true;
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+    assert!(waiting, "the waiter runs GET");
+    assert_eq!(admin.call(&["CLIENT", "KILL", "ID", &id]).await, ":1\r\n");
+    let left = waiter.closed_within(Duration::from_secs(5)).await;
+    let still_running = state.scripts.running();
+    // Not busy (so not for SCRIPT KILL): stopped as shutdown stops it,
+    // before any assertion, so a failure does not leave it spinning.
+    state.scripts.stop_for_shutdown();
+    assert_eq!(left.as_deref(), Some(&b""[..]), "closed, with no reply");
+    assert!(still_running, "closed while the script still ran");
+    let killed = runner.reply_text().await;
+    assert!(killed.starts_with("-ERR Script killed"), "{killed}");
+}

@@ -59,8 +59,12 @@ pub async fn run<S: AsyncRead + AsyncWrite + AsRawFd + Unpin>(
         state.settings.password().is_some(),
         REGISTRY.commands().len(),
     );
+    // Dropped before `socket` (locals go before parameters), panic or not.
+    let attached = Attached(&info);
+    info.attach_socket(socket.as_raw_fd());
     let mut why = serve(&mut socket, state, &mut session, &mut shutdown).await;
     if let Close::Psync(replid, offset) = std::mem::replace(&mut why, Close::Eof) {
+        drop(attached);
         session.tx.clear(&state.store);
         pubsub::forget(state, &mut session);
         let hello = session.replica_hello.take();
@@ -83,6 +87,16 @@ pub async fn run<S: AsyncRead + AsyncWrite + AsRawFd + Unpin>(
     }
     // Immediate on TCP; on TLS it sends close_notify, which may block.
     let _ = tokio::time::timeout(CLOSE_TIMEOUT, socket.shutdown()).await;
+}
+
+/// Detaches a connection's socket from its client's entry when dropped
+/// (see [`ClientInfo::close`]).
+struct Attached<'a>(&'a ClientInfo);
+
+impl Drop for Attached<'_> {
+    fn drop(&mut self) {
+        self.0.detach_socket();
+    }
 }
 
 async fn serve<S: AsyncRead + AsyncWrite + AsRawFd + Unpin>(

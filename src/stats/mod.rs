@@ -554,6 +554,75 @@ impl Local {
         self.decided = true;
     }
 
+    /// A tally for one script run that may be stopped and run again (see
+    /// [`Local::enter_run`]).
+    pub fn for_a_run(&self) -> Local {
+        Local::new(self.calls.len())
+    }
+
+    /// Counts into `run`'s (empty) tally from now until
+    /// [`Local::leave_run`]; `run` holds this one meanwhile.
+    pub fn enter_run(&mut self, run: &mut Local) {
+        run.top_sample = self.top_sample;
+        run.top_draw = self.top_draw;
+        std::mem::swap(self, run);
+    }
+
+    /// Counts here again, with the run's tally added (`keep`: the run
+    /// counts) or forgotten (it was stopped to run again); `run` is left
+    /// empty for the next. An abandoned run's commands, errors and
+    /// decisions are not counted twice.
+    pub fn leave_run(&mut self, run: &mut Local, keep: bool) {
+        std::mem::swap(self, run);
+        self.absorb(run, keep);
+    }
+
+    fn absorb(&mut self, run: &mut Local, keep: bool) {
+        let add = |to: &mut u64, from: &mut u64| *to += std::mem::take(from) * keep as u64;
+        add(&mut self.error_replies, &mut run.error_replies);
+        for (code, n) in run.errors.drain(..) {
+            if !keep {
+                continue;
+            }
+            match self.errors.iter_mut().find(|(c, _)| *c == code) {
+                Some((_, m)) => *m += n,
+                None => self.errors.push((code, n)),
+            }
+        }
+        for (w, word) in run.touched.iter_mut().enumerate() {
+            if keep {
+                self.touched[w] |= *word;
+            }
+            while *word != 0 {
+                let i = w * 64 + word.trailing_zeros() as usize;
+                *word &= *word - 1;
+                add(&mut self.calls[i], &mut run.calls[i]);
+                add(&mut self.failed[i], &mut run.failed[i]);
+                add(&mut self.rejected[i], &mut run.rejected[i]);
+            }
+        }
+        if std::mem::take(&mut run.decided) {
+            let pairs = self
+                .decisions
+                .iter_mut()
+                .flatten()
+                .zip(run.decisions.iter_mut().flatten())
+                .chain(self.units.iter_mut().zip(run.units.iter_mut()))
+                .chain(self.near_limit.iter_mut().zip(run.near_limit.iter_mut()));
+            for (to, from) in pairs {
+                add(to, from);
+            }
+            self.decided |= keep;
+        }
+        self.dirty |= std::mem::take(&mut run.dirty) && keep;
+        if keep {
+            self.top.append(&mut run.top);
+            self.top_draw = run.top_draw;
+        } else {
+            run.top.clear();
+        }
+    }
+
     /// Adds the tally to `stats` and clears it.
     pub fn flush(&mut self, stats: &Stats) {
         self.top_sample = match stats.top.keys() {
@@ -619,6 +688,45 @@ impl Local {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_run_counts_only_if_it_is_kept() {
+        let n = 70;
+        let catalog = Catalog {
+            names: vec!["cmd"; n],
+            writes: vec![false; n],
+        };
+        let stats = Stats::new(&catalog);
+        let mut local = Local::new(n);
+        let mut run = local.for_a_run();
+        local.command(1, true);
+        for keep in [false, true] {
+            local.enter_run(&mut run);
+            local.command(65, false);
+            local.error_reply(b"ERR no");
+            let d = Decision {
+                allowed: true,
+                limit: 10,
+                remaining: 8,
+                retry_after: None,
+                reset_after: 0,
+            };
+            local.decision(Algorithm::Gcra, &d, 2);
+            local.leave_run(&mut run, keep);
+        }
+        local.flush(&stats);
+        assert_eq!(stats.command(1), (1, 0));
+        assert_eq!(
+            stats.command(65),
+            (1, 1),
+            "the abandoned run's call is not counted"
+        );
+        assert_eq!(stats.error_replies.load(Ordering::Relaxed), 1);
+        assert_eq!(
+            stats.units[algo_index(Algorithm::Gcra)].load(Ordering::Relaxed),
+            2
+        );
+    }
 
     #[test]
     fn a_flush_publishes_every_command_that_ran_once() {

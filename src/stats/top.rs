@@ -135,11 +135,26 @@ impl Pending {
         self.noted.is_empty()
     }
 
+    /// Moves `other`'s decisions after this one's, leaving it empty.
+    pub fn append(&mut self, other: &mut Pending) {
+        let base = self.keys.len() as u32;
+        self.noted.extend(other.noted.drain(..).map(|n| Noted {
+            start: n.start + base,
+            ..n
+        }));
+        self.keys.append(&mut other.keys);
+    }
+
+    /// Forgets the noted decisions.
+    pub fn clear(&mut self) {
+        self.noted.clear();
+        self.keys.clear();
+    }
+
     /// Adds the noted decisions to `top` and forgets them.
     pub fn flush(&mut self, top: &Top) {
         if top.cap == 0 {
-            self.noted.clear();
-            self.keys.clear();
+            self.clear();
             return;
         }
         let mut held: Option<(usize, parking_lot::MutexGuard<'_, Stripe>)> = None;
@@ -169,8 +184,7 @@ impl Pending {
             slices[at].add(n.hash, 0, u64::from(n.weight), top.cap, slice, entry);
         }
         drop(held);
-        self.noted.clear();
-        self.keys.clear();
+        self.clear();
     }
 }
 

@@ -173,8 +173,55 @@ enum Piece {
 pub struct Gone;
 
 thread_local! {
-    /// Where an effect is encoded before the ring's lock is taken.
-    static SCRATCH: RefCell<Vec<u8>> = const { RefCell::new(Vec::new()) };
+    /// Where an effect is encoded before the ring's lock is taken; while
+    /// this thread holds its effects ([`Effects::hold`]), where they wait.
+    static SCRATCH: RefCell<Scratch> = const {
+        RefCell::new(Scratch { buf: Vec::new(), held: false })
+    };
+}
+
+struct Scratch {
+    buf: Vec<u8>,
+    held: bool,
+}
+
+/// A thread's effects, held back from the stream until the run that made
+/// them is known to count: a script run that may be stopped, rolled back
+/// and run again must reach replicas and the append-only file once, as
+/// the run that counts, never as its abandoned tries and their undoing.
+/// Dropped, it sends what it holds (a panic mid-run leaves the keys as
+/// written, and replicas must follow them); [`Held::discard`] forgets it.
+/// Release it before the shard locks its writes were made under, so each
+/// key's frames stay in the order of its writes.
+#[must_use = "effects are held until the guard is dropped"]
+pub struct Held<'a> {
+    effects: &'a Effects,
+}
+
+impl Held<'_> {
+    /// Forgets what was held since the guard was made, and goes on holding
+    /// (a run stopped and rolled back; the next one starts clean).
+    pub fn discard(&self) {
+        SCRATCH.with(|s| s.borrow_mut().buf.clear());
+    }
+}
+
+impl Drop for Held<'_> {
+    fn drop(&mut self) {
+        SCRATCH.with(|s| {
+            let mut s = s.borrow_mut();
+            s.held = false;
+            if !s.buf.is_empty() {
+                self.effects.append(&s.buf);
+            }
+            s.buf.clear();
+            // A script that wrote 200,000 keys does not keep its frames'
+            // room on this thread for good.
+            if s.buf.capacity() > BLOCK {
+                s.buf = Vec::new();
+            }
+        });
+    }
 }
 
 impl Effects {
@@ -246,19 +293,45 @@ impl Effects {
     /// shard lock, only while [`Effects::emitting`].
     pub fn put(&self, key: &[u8], entry: Option<&Entry>) {
         SCRATCH.with(|s| {
-            let mut s = s.borrow_mut();
-            s.clear();
-            match entry {
-                Some(e) => set_frame(&mut s, key, e),
-                None => frame(&mut s, DEL, |b| b.extend_from_slice(key)),
+            let s = &mut *s.borrow_mut();
+            if !s.held {
+                s.buf.clear();
             }
-            self.append(&s);
+            match entry {
+                Some(e) => set_frame(&mut s.buf, key, e),
+                None => frame(&mut s.buf, DEL, |b| b.extend_from_slice(key)),
+            }
+            if !s.held {
+                self.append(&s.buf);
+            }
         });
     }
 
     /// Logs a frame with no body (FLUSH, PING, GETACK).
     pub fn put_bare(&self, kind: u8) {
-        self.append(&[kind, 0, 0, 0, 0]);
+        let frame = [kind, 0, 0, 0, 0];
+        let held = SCRATCH.with(|s| {
+            let s = &mut *s.borrow_mut();
+            if s.held {
+                s.buf.extend_from_slice(&frame);
+            }
+            s.held
+        });
+        if !held {
+            self.append(&frame);
+        }
+    }
+
+    /// Holds this thread's effects back until the guard is dropped (see
+    /// [`Held`]). Not nested: a run holds once.
+    pub fn hold(&self) -> Held<'_> {
+        SCRATCH.with(|s| {
+            let mut s = s.borrow_mut();
+            debug_assert!(!s.held, "effects held twice on one thread");
+            s.held = true;
+            s.buf.clear();
+        });
+        Held { effects: self }
     }
 
     /// Appends bytes to the stream: an encoded frame, or what a replica

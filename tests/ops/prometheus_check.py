@@ -869,7 +869,7 @@ def main():
         # in the rate window.
         t_end = time.time()
         wait_for("a scrape after the traffic",
-                 lambda: (prom.value(f"timestamp({up})") or 0) > t_end + 1.0, 15, interval=0.25)
+                 lambda: (prom.value(f"timestamp({up})") or 0) > t_end + 1.0, 30, interval=0.25)
         at = time.time()
         samples = prom.value(f"count_over_time({up}[1m])", at)
         R.check(samples is not None and samples >= 5, "prometheus scraped turnstile at least 5 times",

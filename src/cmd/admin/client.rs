@@ -165,6 +165,16 @@ pub fn list(ctx: &mut Ctx<'_>, req: &Request<'_>) -> Result<(), CmdError> {
     Ok(())
 }
 
+/// Kills a client: another at once (its socket shut: it may be parked
+/// waiting for a script), this one after its reply, as Redis does.
+fn close(c: &crate::clients::ClientInfo, me: u64) {
+    if c.id == me {
+        c.kill();
+    } else {
+        c.close();
+    }
+}
+
 /// ```text
 /// CLIENT KILL ip:port
 /// CLIENT KILL [ID id] [ADDR ip:port] [LADDR ip:port] [SKIPME yes|no] ...
@@ -180,7 +190,7 @@ pub fn kill(ctx: &mut Ctx<'_>, req: &Request<'_>) -> Result<(), CmdError> {
         let Some(target) = target else {
             return Err(CmdError::err("No such client"));
         };
-        target.kill();
+        close(target, ctx.session.info.id);
         ctx.out.ok();
         return Ok(());
     }
@@ -224,7 +234,7 @@ pub fn kill(ctx: &mut Ctx<'_>, req: &Request<'_>) -> Result<(), CmdError> {
             && kind.is_none_or(|k| k == ClientType::of(&c))
             && !(skipme && c.id == me);
         if hit {
-            c.kill();
+            close(&c, me);
             killed += 1;
         }
     }

@@ -22,6 +22,9 @@ pub struct Session {
     pub close_after_reply: bool,
     /// Counters since the last batch, flushed into `Stats` after it.
     pub stats: Local,
+    /// A script run's counters, added to `stats` if the run counts (kept
+    /// between runs: a run allocates none).
+    pub run_stats: Option<Box<Local>>,
     /// `MULTI`'s queue and the `WATCH`ed keys.
     pub tx: TxState,
     /// The transaction queue or the watched keys passed
@@ -106,6 +109,7 @@ impl Session {
             authenticated: !password_set,
             close_after_reply: false,
             stats: Local::new(commands),
+            run_stats: None,
             tx: TxState::default(),
             query_limit_hit: false,
             scratch: Vec::new(),

@@ -237,13 +237,30 @@ fn run_until_done<'a>(
     let mut reached: Vec<usize> = Vec::new();
     let mut reruns = 0;
     let mut every_shard = false;
-    loop {
+    // A run that may be stopped and run again counts its commands and
+    // sends its effects (to replicas, to the append-only file) only if it
+    // is the run that counts (inside `EXEC` a script never runs again).
+    let store = match *db {
+        Keyspace::Store(store) => Some(store),
+        Keyspace::Held(_) => None,
+    };
+    let mut run_stats = store.map(|_| {
+        session
+            .run_stats
+            .take()
+            .unwrap_or_else(|| Box::new(session.stats.for_a_run()))
+    });
+    let result = loop {
         let shards = match *db {
             Keyspace::Store(store) if every_shard => Shards::Own(store.lock_all()),
             Keyspace::Store(store) if reached.is_empty() => Shards::Own(store.lock_many(keys())),
             Keyspace::Store(store) => Shards::Own(store.lock_many_and(keys(), &reached)),
             Keyspace::Held(held) => Shards::Tx(held),
         };
+        if let Some(run) = &mut run_stats {
+            session.stats.enter_run(run);
+        }
+        let held = store.map(|s| s.effects.hold());
         let mut host = ScriptHost {
             state,
             registry,
@@ -263,15 +280,25 @@ fn run_until_done<'a>(
         let resp = out.proto;
         let result = vm.run(script, keys(), args(), resp, &mut host, out);
         host.session.error_counted = vm.error_counted();
-        if matches!(result, Err(ScriptError::Aborted)) {
+        let aborted = matches!(result, Err(ScriptError::Aborted));
+        if aborted {
             host.roll_back();
             if let Some(later) = &mut host.session.publish_later {
                 later.clear();
             }
+            if let Some(held) = &held {
+                held.discard();
+            }
         }
+        // The effects go out before the shard locks do, so each key's
+        // frames keep the order of its writes.
+        drop(held);
         let stop = host.stop;
         reached = std::mem::take(&mut host.reached);
         drop(host);
+        if let Some(run) = &mut run_stats {
+            session.stats.leave_run(run, !aborted);
+        }
         if !matches!(result, Err(ScriptError::Aborted)) {
             state.stats.script(match result {
                 Ok(()) => ScriptOutcome::Ok,
@@ -280,18 +307,20 @@ fn run_until_done<'a>(
             });
         }
         match result {
-            Ok(()) => return Ok(()),
-            Err(ScriptError::Aborted) if !every_shard && matches!(*db, Keyspace::Store(_)) => {
+            Ok(()) => break Ok(()),
+            Err(ScriptError::Aborted) if !every_shard && store.is_some() => {
                 out.truncate(mark);
                 reruns += 1;
                 every_shard = stop == Some(Stop::EveryShard) || reruns > RERUNS;
             }
             Err(e) => {
                 out.truncate(mark);
-                return Err(script_error(e));
+                break Err(script_error(e));
             }
         }
-    }
+    };
+    session.run_stats = run_stats;
+    result
 }
 
 /// Whether memory in use is past `--maxmemory` (none set: never).
