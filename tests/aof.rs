@@ -6,7 +6,7 @@
 
 mod common;
 
-use common::{q, Server, START_SECS};
+use common::{info_u64, q, Server, START_SECS};
 use redis::aio::MultiplexedConnection;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
@@ -494,15 +494,6 @@ async fn config_set_refuses_what_the_flags_refuse() {
     a.shutdown().await;
 }
 
-async fn repl_offset(c: &mut MultiplexedConnection) -> u64 {
-    let info: String = q(c, &["INFO", "replication"]).await;
-    info.lines()
-        .find_map(|l| l.strip_prefix("master_repl_offset:"))
-        .unwrap()
-        .parse()
-        .unwrap()
-}
-
 /// A script stopped after writing (it reaches every key, `DBSIZE`,
 /// holding one shard), rolled back and run again sends its write to the
 /// file (and replicas) once, as the run that counts, and counts its
@@ -519,15 +510,18 @@ async fn a_script_run_again_sends_its_effects_and_counts_its_calls_once() {
     // it runs again over every shard), and remembers it.
     let _: i64 = q(&mut c, &["EVAL", script, "1", "k1", "0"]).await;
     // One INCR's frame, measured on a key of the same length and value.
-    let before = repl_offset(&mut c).await;
+    let before = info_u64(&mut c, "replication", "master_repl_offset").await;
     let _: i64 = q(&mut c, &["INCR", "k2"]).await;
-    let one_write = repl_offset(&mut c).await - before;
+    let one_write = info_u64(&mut c, "replication", "master_repl_offset").await - before;
     assert!(one_write > 0, "the file takes the stream");
     let _: () = q(&mut c, &["CONFIG", "RESETSTAT"]).await;
     // This run writes, then is stopped and run again holding every shard.
-    let before = repl_offset(&mut c).await;
+    let before = info_u64(&mut c, "replication", "master_repl_offset").await;
     let _: i64 = q(&mut c, &["EVAL", script, "1", "k3", "1"]).await;
-    assert_eq!(repl_offset(&mut c).await - before, one_write);
+    assert_eq!(
+        info_u64(&mut c, "replication", "master_repl_offset").await - before,
+        one_write
+    );
     let got: String = q(&mut c, &["GET", "k3"]).await;
     assert_eq!(got, "1");
     let stats: String = q(&mut c, &["INFO", "commandstats"]).await;

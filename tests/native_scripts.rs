@@ -436,13 +436,7 @@ async fn one_byte_off_runs_in_lua() {
 }
 
 async fn native_runs(c: &mut Con) -> u64 {
-    let info: String = q(c, &["INFO", "stats"]).await;
-    info.lines()
-        .find_map(|l| l.strip_prefix("scripts_native:"))
-        .unwrap()
-        .trim()
-        .parse()
-        .unwrap()
+    info_u64(c, "stats", "scripts_native").await
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

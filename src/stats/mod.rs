@@ -689,14 +689,18 @@ impl Local {
 mod tests {
     use super::*;
 
+    /// Shared counters for a table of `n` commands.
+    fn stats_for(n: usize) -> Stats {
+        Stats::new(&Catalog {
+            names: vec!["cmd"; n],
+            writes: vec![false; n],
+        })
+    }
+
     #[test]
     fn a_run_counts_only_if_it_is_kept() {
         let n = 70;
-        let catalog = Catalog {
-            names: vec!["cmd"; n],
-            writes: vec![false; n],
-        };
-        let stats = Stats::new(&catalog);
+        let stats = stats_for(n);
         let mut local = Local::new(n);
         let mut run = local.for_a_run();
         local.command(1, true);
@@ -731,11 +735,7 @@ mod tests {
     #[test]
     fn a_flush_publishes_every_command_that_ran_once() {
         let n = 130;
-        let catalog = Catalog {
-            names: vec!["cmd"; n],
-            writes: vec![false; n],
-        };
-        let stats = Stats::new(&catalog);
+        let stats = stats_for(n);
         let mut local = Local::new(n);
         // Both sides of each 64-bit word of the touched set.
         let ran = [0, 1, 63, 64, 65, n - 1];

@@ -439,6 +439,17 @@ impl Raw {
     }
 }
 
+/// A number `INFO section` reports as `field:`.
+pub async fn info_u64(c: &mut MultiplexedConnection, section: &str, field: &str) -> u64 {
+    let info: String = q(c, &["INFO", section]).await;
+    info.lines()
+        .find_map(|l| l.strip_prefix(field)?.strip_prefix(':'))
+        .unwrap_or_else(|| panic!("no {field} in INFO {section}"))
+        .trim()
+        .parse()
+        .unwrap()
+}
+
 /// Polls `cond` (without advancing the manual clock) until it holds, for
 /// server-side bookkeeping that finishes just after a socket closes.
 pub async fn eventually(what: &str, mut cond: impl FnMut() -> bool) {
