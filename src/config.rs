@@ -53,16 +53,16 @@ pub struct Config {
     #[arg(long, env = "TURNSTILE_REQUIREPASS_FILE")]
     pub requirepass_file: Option<PathBuf>,
     /// Most clients connected at once; the next one is refused.
-    #[arg(long, env = "TURNSTILE_MAXCLIENTS", default_value_t = 10_000)]
+    #[arg(long, value_parser = number_of(&number::MAXCLIENTS), env = "TURNSTILE_MAXCLIENTS", default_value_t = 10_000)]
     pub maxclients: u64,
     /// Close a client idle for this many seconds; 0 = never.
-    #[arg(long, env = "TURNSTILE_TIMEOUT", default_value_t = 0)]
+    #[arg(long, value_parser = number_of(&number::TIMEOUT), env = "TURNSTILE_TIMEOUT", default_value_t = 0)]
     pub timeout: u64,
     /// Largest bulk string a request may carry (bytes; k/kb/m/mb/g/gb units).
-    #[arg(long, env = "TURNSTILE_PROTO_MAX_BULK_LEN", default_value = "512mb", value_parser = parse_memory)]
+    #[arg(long, value_parser = number_of(&number::PROTO_MAX_BULK_LEN), env = "TURNSTILE_PROTO_MAX_BULK_LEN", default_value = "512mb")]
     pub proto_max_bulk_len: u64,
     /// Largest unprocessed input a client may have buffered.
-    #[arg(long, env = "TURNSTILE_CLIENT_QUERY_BUFFER_LIMIT", default_value = "1gb", value_parser = parse_memory)]
+    #[arg(long, value_parser = number_of(&number::CLIENT_QUERY_BUFFER_LIMIT), env = "TURNSTILE_CLIENT_QUERY_BUFFER_LIMIT", default_value = "1gb")]
     pub client_query_buffer_limit: u64,
     /// Refuse clients from non-loopback addresses while no password is set
     /// (Redis's protected mode): yes or no.
@@ -70,7 +70,7 @@ pub struct Config {
     pub protected_mode: bool,
     /// Memory cap (bytes, k/kb/m/mb/g/gb units); 0 = none. Past it, what
     /// happens to writes is --maxmemory-policy's choice.
-    #[arg(long, env = "TURNSTILE_MAXMEMORY", default_value = "0", value_parser = parse_memory)]
+    #[arg(long, value_parser = number_of(&number::MAXMEMORY), env = "TURNSTILE_MAXMEMORY", default_value = "0")]
     pub maxmemory: u64,
     /// At the cap: `noeviction` refuses writes with -OOM; `volatile-ttl`
     /// evicts the keys nearest their expiry (a limiter key about to expire
@@ -167,11 +167,10 @@ pub struct Config {
     pub appendfilename: String,
     /// Rewrite the append-only file when it has grown this many percent
     /// over its base (its size after the last rewrite); 0: never.
-    #[arg(long, env = "TURNSTILE_AUTO_AOF_REWRITE_PERCENTAGE", default_value_t = 100,
-          value_parser = clap::value_parser!(u64).range(0..=i32::MAX as u64))]
+    #[arg(long, value_parser = number_of(&number::AUTO_AOF_REWRITE_PERCENTAGE), env = "TURNSTILE_AUTO_AOF_REWRITE_PERCENTAGE", default_value_t = 100)]
     pub auto_aof_rewrite_percentage: u64,
     /// ... and is at least this large (sizes take units).
-    #[arg(long, env = "TURNSTILE_AUTO_AOF_REWRITE_MIN_SIZE", default_value = "64mb", value_parser = parse_memory)]
+    #[arg(long, value_parser = number_of(&number::AUTO_AOF_REWRITE_MIN_SIZE), env = "TURNSTILE_AUTO_AOF_REWRITE_MIN_SIZE", default_value = "64mb")]
     pub auto_aof_rewrite_min_size: u64,
     /// A torn last record in the append-only file (a write cut short by a
     /// crash) is cut off with a warning (yes), or refuses the start (no).
@@ -199,7 +198,7 @@ pub struct Config {
     /// Milliseconds a Lua script may run before other clients are answered
     /// BUSY and SCRIPT KILL may stop it (Redis's `busy-reply-threshold`).
     #[arg(
-        long,
+        long, value_parser = number_of(&number::LUA_TIME_LIMIT),
         env = "TURNSTILE_LUA_TIME_LIMIT",
         default_value_t = 5_000,
         value_name = "MS"
@@ -223,7 +222,7 @@ pub struct Config {
     pub policies_shadow: bool,
     /// The largest policy file read (sizes take units); a larger one is
     /// refused whole, naming its size and this cap.
-    #[arg(long, env = "TURNSTILE_POLICIES_MAX_FILE_SIZE", default_value = "4mb", value_parser = parse_memory)]
+    #[arg(long, value_parser = number_of(&number::POLICIES_MAX_FILE_SIZE), env = "TURNSTILE_POLICIES_MAX_FILE_SIZE", default_value = "4mb")]
     pub policies_max_file_size: u64,
     /// Serve Envoy's rate limit service (gRPC
     /// `envoy.service.ratelimit.v3.RateLimitService` and the gRPC health
@@ -239,12 +238,12 @@ pub struct Config {
     /// closed on accept (counted as
     /// `turnstile_connections_rejected_total{reason="rls_maxclients"}`).
     /// Envoy holds one per worker thread.
-    #[arg(long, env = "TURNSTILE_RLS_MAXCLIENTS", default_value_t = 256, value_parser = clap::value_parser!(u64).range(1..=u32::MAX as u64))]
+    #[arg(long, value_parser = number_of(&number::RLS_MAXCLIENTS), env = "TURNSTILE_RLS_MAXCLIENTS", default_value_t = 256)]
     pub rls_maxclients: u64,
     /// Milliseconds a new rate limit service connection has to send the
     /// HTTP/2 connection preface before it is closed.
     #[arg(
-        long,
+        long, value_parser = number_of(&number::RLS_HANDSHAKE_TIMEOUT),
         env = "TURNSTILE_RLS_HANDSHAKE_TIMEOUT",
         default_value_t = 5_000,
         value_name = "MS"
@@ -253,7 +252,7 @@ pub struct Config {
     /// Milliseconds a rate limit service connection may stay silent (no
     /// byte read) before it is closed; 0: no limit. Envoy reconnects.
     #[arg(
-        long,
+        long, value_parser = number_of(&number::RLS_IDLE_TIMEOUT),
         env = "TURNSTILE_RLS_IDLE_TIMEOUT",
         default_value_t = 300_000,
         value_name = "MS"
@@ -286,18 +285,17 @@ pub struct Config {
     /// that reconnects within them resumes without a full copy (sizes take
     /// units; 16kb to 1gb, taken as the stream grows). A decision's effect
     /// is about 100 bytes: 16mb holds about 160,000 decisions.
-    #[arg(long, env = "TURNSTILE_REPL_BACKLOG_SIZE", default_value = "16mb", value_parser = parse_backlog_size)]
+    #[arg(long, value_parser = number_of(&number::REPL_BACKLOG_SIZE), env = "TURNSTILE_REPL_BACKLOG_SIZE", default_value = "16mb")]
     pub repl_backlog_size: u64,
     /// Seconds of silence after which a replication link is dropped: a
     /// replica that neither acknowledges nor takes data for this long (its
     /// primary's view), or a primary that sends nothing (its replica's).
-    #[arg(long, env = "TURNSTILE_REPL_TIMEOUT", default_value = "60", value_parser = parse_repl_timeout, value_name = "SECONDS")]
+    #[arg(long, value_parser = number_of(&number::REPL_TIMEOUT), env = "TURNSTILE_REPL_TIMEOUT", default_value = "60", value_name = "SECONDS")]
     pub repl_timeout: u64,
     /// Seconds between the PINGs a primary writes into the replication
     /// stream while replicas are attached, so they tell a quiet primary
     /// from a dead link (Redis's `repl-ping-replica-period`, 1 or more).
-    #[arg(long, env = "TURNSTILE_REPL_PING_REPLICA_PERIOD", default_value_t = 10,
-          value_parser = clap::value_parser!(u64).range(1..=i32::MAX as u64))]
+    #[arg(long, value_parser = number_of(&number::REPL_PING_REPLICA_PERIOD), env = "TURNSTILE_REPL_PING_REPLICA_PERIOD", default_value_t = 10)]
     pub repl_ping_replica_period: u64,
     /// The address a replica tells its primary (and so Sentinel) to reach
     /// it at, behind NAT or a port mapping; default: the address it
@@ -305,11 +303,11 @@ pub struct Config {
     #[arg(long, env = "TURNSTILE_REPLICA_ANNOUNCE_IP", value_name = "IP")]
     pub replica_announce_ip: Option<String>,
     /// The port a replica tells its primary it listens on; 0: its own.
-    #[arg(long, env = "TURNSTILE_REPLICA_ANNOUNCE_PORT", default_value_t = 0)]
-    pub replica_announce_port: u16,
+    #[arg(long, value_parser = number_of(&number::REPLICA_ANNOUNCE_PORT), env = "TURNSTILE_REPLICA_ANNOUNCE_PORT", default_value_t = 0)]
+    pub replica_announce_port: u64,
     /// Sentinel promotes the replica with the lowest priority first; 0
     /// never promotes this one.
-    #[arg(long, env = "TURNSTILE_REPLICA_PRIORITY", default_value_t = 100)]
+    #[arg(long, value_parser = number_of(&number::REPLICA_PRIORITY), env = "TURNSTILE_REPLICA_PRIORITY", default_value_t = 100)]
     pub replica_priority: u64,
 }
 
@@ -626,12 +624,93 @@ fn name_the_variable(e: clap::Error, args: &[std::ffi::OsString]) -> ConfigError
     }
 }
 
-/// `--repl-backlog-size`'s range: Redis's least, and at most 1 GiB (a
-/// disconnect of about two minutes at 100,000 decisions a second; a longer
-/// one is cheaper to end with a full copy than to hold in memory).
-pub const REPL_BACKLOG_RANGE: (i64, i64) = (16 * 1024, 1 << 30);
-/// `--repl-timeout`'s range, Redis's.
-pub const REPL_TIMEOUT_RANGE: (i64, i64) = (1, i32::MAX as i64);
+/// A numeric setting's range and form, declared once for its flag, its
+/// config-file key and `CONFIG SET`, which refuse the same values with the
+/// same words (Redis's `config.c` keeps one row per setting too).
+#[derive(Debug, Clone, Copy)]
+pub struct Number {
+    pub min: i64,
+    pub max: i64,
+    /// A size: memory units (`kb`, `mb`, `gb`) are accepted.
+    pub memory: bool,
+}
+
+impl Number {
+    /// A whole number from `min` to `max`.
+    pub const fn count(min: i64, max: i64) -> Number {
+        Number {
+            min,
+            max,
+            memory: false,
+        }
+    }
+
+    /// A size (memory units accepted) from `min` to `max` bytes.
+    pub const fn size(min: i64, max: i64) -> Number {
+        Number {
+            min,
+            max,
+            memory: true,
+        }
+    }
+
+    /// Reads and checks a flag's or a file's value; a bad size says which
+    /// units there are.
+    pub fn parse(&self, s: &str) -> Result<u64, String> {
+        self.read(s, parse_memory)
+    }
+
+    /// Reads and checks a `CONFIG SET` value, refused in Redis's words.
+    pub fn parse_config_set(&self, s: &str) -> Result<u64, String> {
+        self.read(s, |s| {
+            parse_memory(s).map_err(|_| "argument must be a memory value".to_string())
+        })
+    }
+
+    fn read(&self, s: &str, size: impl Fn(&str) -> Result<u64, String>) -> Result<u64, String> {
+        let n: i128 = if self.memory {
+            size(s)?.into()
+        } else {
+            s.trim()
+                .parse::<i64>()
+                .map_err(|_| "argument couldn't be parsed into an integer".to_string())?
+                .into()
+        };
+        check_range(n, (self.min, self.max))?;
+        Ok(n as u64)
+    }
+}
+
+/// Each numeric setting `CONFIG SET` may change, as Redis bounds it (a
+/// `proto-max-bulk-len` under 1 MiB or a `maxclients` of 0 would lock
+/// clients out) or, for Turnstile's own, as their meaning does.
+pub mod number {
+    use super::Number;
+
+    const I32: i64 = i32::MAX as i64;
+    const U32: i64 = u32::MAX as i64;
+
+    pub const AUTO_AOF_REWRITE_MIN_SIZE: Number = Number::size(0, i64::MAX);
+    pub const AUTO_AOF_REWRITE_PERCENTAGE: Number = Number::count(0, I32);
+    pub const CLIENT_QUERY_BUFFER_LIMIT: Number = Number::size(1024 * 1024, i64::MAX);
+    pub const LUA_TIME_LIMIT: Number = Number::count(0, i64::MAX);
+    pub const MAXCLIENTS: Number = Number::count(1, U32);
+    pub const MAXMEMORY: Number = Number::size(0, i64::MAX);
+    pub const POLICIES_MAX_FILE_SIZE: Number = Number::size(1, i64::MAX);
+    pub const PROTO_MAX_BULK_LEN: Number = Number::size(1024 * 1024, i64::MAX);
+    /// Redis's least, and at most 1 GiB (a disconnect of about two
+    /// minutes at 100,000 decisions a second; a longer one is cheaper to
+    /// end with a full copy than to hold in memory).
+    pub const REPL_BACKLOG_SIZE: Number = Number::size(16 * 1024, 1 << 30);
+    pub const REPL_TIMEOUT: Number = Number::count(1, I32);
+    pub const REPL_PING_REPLICA_PERIOD: Number = Number::count(1, I32);
+    pub const REPLICA_ANNOUNCE_PORT: Number = Number::count(0, 65535);
+    pub const REPLICA_PRIORITY: Number = Number::count(0, I32);
+    pub const RLS_HANDSHAKE_TIMEOUT: Number = Number::count(1, I32);
+    pub const RLS_IDLE_TIMEOUT: Number = Number::count(0, I32);
+    pub const RLS_MAXCLIENTS: Number = Number::count(1, U32);
+    pub const TIMEOUT: Number = Number::count(0, I32);
+}
 
 /// A number within a setting's range, or the words Redis refuses it with
 /// (at `CONFIG SET` and at start-up alike).
@@ -644,11 +723,9 @@ pub fn check_range(n: i128, (min, max): (i64, i64)) -> Result<(), String> {
     Ok(())
 }
 
-/// `--repl-backlog-size`: a size within [`REPL_BACKLOG_RANGE`].
-pub fn parse_backlog_size(s: &str) -> Result<u64, String> {
-    let n = parse_memory(s)?;
-    check_range(n.into(), REPL_BACKLOG_RANGE)?;
-    Ok(n)
+/// The parser a numeric flag takes: its row in [`number`].
+fn number_of(n: &'static Number) -> impl Fn(&str) -> Result<u64, String> + Clone + Send + Sync {
+    move |s| n.parse(s)
 }
 
 /// `--top-keys`: at most 1,048,576 (about 2.4 GB of sketches).
@@ -659,16 +736,6 @@ pub fn parse_top_keys(s: &str) -> Result<usize, String> {
         .map_err(|_| "argument couldn't be parsed into an integer".to_string())?;
     check_range(n, (0, 1 << 20))?;
     Ok(n as usize)
-}
-
-/// `--repl-timeout`: whole seconds within [`REPL_TIMEOUT_RANGE`].
-pub fn parse_repl_timeout(s: &str) -> Result<u64, String> {
-    let n: i128 = s
-        .trim()
-        .parse()
-        .map_err(|_| "argument couldn't be parsed into an integer".to_string())?;
-    check_range(n, REPL_TIMEOUT_RANGE)?;
-    Ok(n as u64)
 }
 
 /// `--client-output-buffer-limit`: each class's limits.

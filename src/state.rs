@@ -239,7 +239,7 @@ impl Settings {
             repl_backlog_size: AtomicU64::new(config.repl_backlog_size),
             repl_ping_replica_period: AtomicU64::new(config.repl_ping_replica_period),
             replica_priority: AtomicU64::new(config.replica_priority),
-            replica_announce_port: AtomicU64::new(config.replica_announce_port.into()),
+            replica_announce_port: AtomicU64::new(config.replica_announce_port),
             masterauth: RwLock::new(config.masterauth.clone()),
             masteruser: RwLock::new(config.masteruser.clone()),
             replica_announce_ip: RwLock::new(config.replica_announce_ip.clone()),

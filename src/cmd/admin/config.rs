@@ -5,20 +5,17 @@
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 
 use super::{error::show, CmdError, Ctx};
-use crate::config::{parse_memory, OutputLimits, REPL_BACKLOG_RANGE, REPL_TIMEOUT_RANGE};
+use crate::config::{number, OutputLimits};
 use crate::glob;
 use crate::protocol::Request;
 use crate::state::{Settings, State};
 
 enum Kind {
-    /// A number in a `Settings` atomic; sizes accept memory units. Values
-    /// outside Redis's range for it are refused as Redis refuses them (a
-    /// `proto-max-bulk-len` of 0 would lock every client out).
+    /// A number in a `Settings` atomic, read and checked as its flag is
+    /// (`config::number`: its range, memory units for a size).
     Number {
         field: fn(&Settings) -> &AtomicU64,
-        memory: bool,
-        min: i64,
-        max: i64,
+        number: &'static crate::config::Number,
     },
     Password,
     /// A yes/no setting.
@@ -67,18 +64,14 @@ const PARAMS: &[Param] = &[
         name: "auto-aof-rewrite-min-size",
         kind: Kind::Number {
             field: |s| &s.auto_aof_rewrite_min_size,
-            memory: true,
-            min: 0,
-            max: i64::MAX,
+            number: &number::AUTO_AOF_REWRITE_MIN_SIZE,
         },
     },
     Param {
         name: "auto-aof-rewrite-percentage",
         kind: Kind::Number {
             field: |s| &s.auto_aof_rewrite_percentage,
-            memory: false,
-            min: 0,
-            max: i32::MAX as i64,
+            number: &number::AUTO_AOF_REWRITE_PERCENTAGE,
         },
     },
     Param {
@@ -89,9 +82,7 @@ const PARAMS: &[Param] = &[
         name: "busy-reply-threshold",
         kind: Kind::Number {
             field: |s| &s.lua_time_limit_ms,
-            memory: false,
-            min: 0,
-            max: i64::MAX,
+            number: &number::LUA_TIME_LIMIT,
         },
     },
     Param {
@@ -102,9 +93,7 @@ const PARAMS: &[Param] = &[
         name: "client-query-buffer-limit",
         kind: Kind::Number {
             field: |s| &s.client_query_buffer_limit,
-            memory: true,
-            min: 1024 * 1024,
-            max: i64::MAX,
+            number: &number::CLIENT_QUERY_BUFFER_LIMIT,
         },
     },
     Param {
@@ -115,9 +104,7 @@ const PARAMS: &[Param] = &[
         name: "lua-time-limit",
         kind: Kind::Number {
             field: |s| &s.lua_time_limit_ms,
-            memory: false,
-            min: 0,
-            max: i64::MAX,
+            number: &number::LUA_TIME_LIMIT,
         },
     },
     Param {
@@ -132,18 +119,14 @@ const PARAMS: &[Param] = &[
         name: "maxclients",
         kind: Kind::Number {
             field: |s| &s.maxclients,
-            memory: false,
-            min: 1,
-            max: u32::MAX as i64,
+            number: &number::MAXCLIENTS,
         },
     },
     Param {
         name: "maxmemory",
         kind: Kind::Number {
             field: |s| &s.maxmemory,
-            memory: true,
-            min: 0,
-            max: i64::MAX,
+            number: &number::MAXMEMORY,
         },
     },
     Param {
@@ -154,9 +137,7 @@ const PARAMS: &[Param] = &[
         name: "policies-max-file-size",
         kind: Kind::Number {
             field: |s| &s.policies_max_file_size,
-            memory: true,
-            min: 1,
-            max: i64::MAX,
+            number: &number::POLICIES_MAX_FILE_SIZE,
         },
     },
     Param {
@@ -171,36 +152,28 @@ const PARAMS: &[Param] = &[
         name: "proto-max-bulk-len",
         kind: Kind::Number {
             field: |s| &s.proto_max_bulk_len,
-            memory: true,
-            min: 1024 * 1024,
-            max: i64::MAX,
+            number: &number::PROTO_MAX_BULK_LEN,
         },
     },
     Param {
         name: "repl-backlog-size",
         kind: Kind::Number {
             field: |s| &s.repl_backlog_size,
-            memory: true,
-            min: REPL_BACKLOG_RANGE.0,
-            max: REPL_BACKLOG_RANGE.1,
+            number: &number::REPL_BACKLOG_SIZE,
         },
     },
     Param {
         name: "repl-timeout",
         kind: Kind::Number {
             field: |s| &s.repl_timeout_secs,
-            memory: false,
-            min: REPL_TIMEOUT_RANGE.0,
-            max: REPL_TIMEOUT_RANGE.1,
+            number: &number::REPL_TIMEOUT,
         },
     },
     Param {
         name: "repl-ping-replica-period",
         kind: Kind::Number {
             field: |s| &s.repl_ping_replica_period,
-            memory: false,
-            min: 1,
-            max: i32::MAX as i64,
+            number: &number::REPL_PING_REPLICA_PERIOD,
         },
     },
     Param {
@@ -211,18 +184,14 @@ const PARAMS: &[Param] = &[
         name: "replica-announce-port",
         kind: Kind::Number {
             field: |s| &s.replica_announce_port,
-            memory: false,
-            min: 0,
-            max: 65535,
+            number: &number::REPLICA_ANNOUNCE_PORT,
         },
     },
     Param {
         name: "replica-priority",
         kind: Kind::Number {
             field: |s| &s.replica_priority,
-            memory: false,
-            min: 0,
-            max: i32::MAX as i64,
+            number: &number::REPLICA_PRIORITY,
         },
     },
     Param {
@@ -240,18 +209,14 @@ const PARAMS: &[Param] = &[
         name: "rls-handshake-timeout",
         kind: Kind::Number {
             field: |s| &s.rls_handshake_timeout_ms,
-            memory: false,
-            min: 1,
-            max: i32::MAX as i64,
+            number: &number::RLS_HANDSHAKE_TIMEOUT,
         },
     },
     Param {
         name: "rls-idle-timeout",
         kind: Kind::Number {
             field: |s| &s.rls_idle_timeout_ms,
-            memory: false,
-            min: 0,
-            max: i32::MAX as i64,
+            number: &number::RLS_IDLE_TIMEOUT,
         },
     },
     Param {
@@ -266,9 +231,7 @@ const PARAMS: &[Param] = &[
         name: "rls-maxclients",
         kind: Kind::Number {
             field: |s| &s.rls_maxclients,
-            memory: false,
-            min: 1,
-            max: u32::MAX as i64,
+            number: &number::RLS_MAXCLIENTS,
         },
     },
     Param {
@@ -305,9 +268,7 @@ const PARAMS: &[Param] = &[
         name: "timeout",
         kind: Kind::Number {
             field: |s| &s.timeout_secs,
-            memory: false,
-            min: 0,
-            max: i32::MAX as i64,
+            number: &number::TIMEOUT,
         },
     },
 ];
@@ -395,9 +356,7 @@ pub fn rewrite(ctx: &mut Ctx<'_>, _req: &Request<'_>) -> Result<(), CmdError> {
             _ => None,
         });
         let same = said.is_some_and(|said| match &p.kind {
-            Kind::Number { memory: true, .. } => {
-                parse_memory(&said).is_ok_and(|n| n.to_string() == live)
-            }
+            Kind::Number { number, .. } => number.parse(&said).is_ok_and(|n| n.to_string() == live),
             Kind::OutputLimits => OutputLimits::parse(&said) == OutputLimits::parse(&live),
             _ => said == live,
         });
@@ -528,23 +487,10 @@ pub fn set(ctx: &mut Ctx<'_>, req: &Request<'_>) -> Result<(), CmdError> {
                 let limits = ctx.state.settings.output_limits();
                 Change::OutputLimits(limits.with(text).map_err(|e| failed(&e.to_string()))?)
             }
-            Kind::Number {
-                field,
-                memory,
-                min,
-                max,
-            } => {
+            Kind::Number { field, number } => {
                 let text = std::str::from_utf8(value).unwrap_or("");
-                let n: i128 = if *memory {
-                    parse_memory(text).map_err(|_| failed("argument must be a memory value"))?
-                        as i128
-                } else {
-                    text.parse::<i64>()
-                        .map_err(|_| failed("argument couldn't be parsed into an integer"))?
-                        as i128
-                };
-                crate::config::check_range(n, (*min, *max)).map_err(|e| failed(&e))?;
-                Change::Number(field(&ctx.state.settings), n as u64)
+                let n = number.parse_config_set(text).map_err(|e| failed(&e))?;
+                Change::Number(field(&ctx.state.settings), n)
             }
         });
     }
@@ -612,6 +558,42 @@ mod tests {
     /// redis.conf names with a fixed answer, and Redis 7's new name for
     /// `lua-time-limit`.
     const NOT_FLAGS: &[&str] = &["databases", "save", "busy-reply-threshold"];
+
+    /// A numeric parameter's flag accepts exactly what `CONFIG SET`
+    /// accepts: at each end of its range and one past it. A flag took
+    /// `--maxclients 0` and `--proto-max-bulk-len 1`, which `CONFIG SET`
+    /// refuses, when the two kept their ranges apart.
+    #[test]
+    fn numeric_flags_accept_what_config_set_accepts() {
+        let mut checked = 0;
+        for p in PARAMS {
+            let Kind::Number { number, .. } = &p.kind else {
+                continue;
+            };
+            if NOT_FLAGS.contains(&p.name) {
+                continue;
+            }
+            let (min, max) = (i128::from(number.min), i128::from(number.max));
+            for v in [min - 1, min, min + 1, max - 1, max, max + 1] {
+                let text = v.to_string();
+                let at_runtime = number.parse_config_set(&text).is_ok();
+                assert_eq!(
+                    at_runtime,
+                    (min..=max).contains(&v),
+                    "CONFIG SET {} {v}",
+                    p.name
+                );
+                let flag = format!("--{}={v}", p.name);
+                let at_start = crate::config::Config::parse_from(["turnstile", &flag]).is_ok();
+                assert_eq!(
+                    at_start, at_runtime,
+                    "{flag} at start-up, against CONFIG SET"
+                );
+            }
+            checked += 1;
+        }
+        assert!(checked >= 15, "{checked} numeric parameters checked");
+    }
 
     /// A `CONFIG` parameter is the flag of the same name (and the config
     /// file's key): one name per setting, wherever it is set.
