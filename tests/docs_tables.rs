@@ -291,3 +291,100 @@ fn named_paths(text: &str) -> Vec<String> {
     }
     found
 }
+
+/// The flags table in `docs/operations.md` names every flag, and no other;
+/// a row for one flag gives its environment variable and default as the
+/// command line declares them (rows that group flags are checked for
+/// names only).
+#[test]
+fn the_flags_table_in_operations_md_is_the_command_line() {
+    use clap::CommandFactory;
+    let cli = turnstile::config::Cli::command();
+    let text = std::fs::read_to_string(doc("operations.md")).unwrap();
+    let table = text
+        .split("## Flags")
+        .nth(1)
+        .and_then(|t| t.split("\n\n").find(|p| p.starts_with("| flag |")))
+        .expect("operations.md has a flags table under ## Flags");
+    let mut named = std::collections::BTreeSet::new();
+    let mut wrong = Vec::new();
+    for row in table.lines().skip(2) {
+        let cells: Vec<&str> = row.trim_matches('|').split(" | ").collect();
+        let flags: Vec<&str> = cells[0]
+            .split('`')
+            .skip(1)
+            .step_by(2)
+            .filter_map(|f| f.strip_prefix("--"))
+            .map(|f| f.split(' ').next().unwrap())
+            .collect();
+        named.extend(flags.iter().map(|f| f.to_string()));
+        let [flag] = flags[..] else { continue };
+        let Some(arg) = cli.get_arguments().find(|a| a.get_long() == Some(flag)) else {
+            continue;
+        };
+        let env = arg.get_env().map(|e| e.to_string_lossy().into_owned());
+        let env_cell = cells[1].split('`').nth(1).map(str::to_string);
+        // Its variable takes `NAME=NEWNAME` pairs: `Config::renames` reads it.
+        let by_hand = flag == "rename-command";
+        if env != env_cell && !by_hand {
+            wrong.push(format!(
+                "--{flag}: environment {env_cell:?} in the table, {env:?} in the code"
+            ));
+        }
+        let default: Vec<String> = arg
+            .get_default_values()
+            .iter()
+            .map(|d| d.to_string_lossy().into_owned())
+            .collect();
+        let default_cell = cells[2].split('`').nth(1);
+        match (default.first(), default_cell) {
+            (Some(d), Some(c)) if d == c => {}
+            // None, or one made from other flags (`--bind`:`--port`).
+            (None, None) => {}
+            (None, Some(c)) if c.starts_with("--") => {}
+            (d, c) => wrong.push(format!(
+                "--{flag}: default {c:?} in the table, {d:?} in the code"
+            )),
+        }
+    }
+    let flags: std::collections::BTreeSet<String> = cli
+        .get_arguments()
+        .filter_map(|a| a.get_long())
+        .filter(|l| !matches!(*l, "help" | "version"))
+        .map(str::to_string)
+        .collect();
+    for f in flags.difference(&named) {
+        wrong.push(format!("--{f} is not in the table"));
+    }
+    for f in named.difference(&flags) {
+        wrong.push(format!("--{f} is in the table but not a flag"));
+    }
+    assert!(
+        wrong.is_empty(),
+        "docs/operations.md's flags table:\n{}",
+        wrong.join("\n")
+    );
+}
+
+/// `docs/operations.md`'s list of what `CONFIG SET` changes is the
+/// parameters it does change.
+#[test]
+fn the_config_set_list_in_operations_md_is_the_parameters() {
+    let text = std::fs::read_to_string(doc("operations.md")).unwrap();
+    let start = text
+        .find("`CONFIG SET` changes `")
+        .expect("operations.md lists what CONFIG SET changes");
+    let list = &text[start..][..text[start..].find("at run time").expect("... at run time")];
+    let listed: std::collections::BTreeSet<&str> = list
+        .split('`')
+        .skip(3)
+        .step_by(2)
+        .filter(|w| !w.contains(' '))
+        .collect();
+    let settable: std::collections::BTreeSet<&str> =
+        turnstile::cmd::admin::config::settable().collect();
+    assert_eq!(
+        listed, settable,
+        "operations.md (left) against CONFIG SET's parameters (right)"
+    );
+}

@@ -1485,3 +1485,93 @@ async fn keys_and_values_of_every_small_length() {
         .unwrap();
     assert_eq!(n, 1, "the empty key is a key");
 }
+
+/// Every setting `CONFIG SET` changes accepts there exactly what its
+/// start-up flag accepts, over values of every form (numbers at and past
+/// the ends of ranges, sizes, yes/no, names, output limits): the two
+/// paths are walked for real, the server's `CONFIG SET` and the flags'
+/// parser, and each accepted change is put back.
+#[tokio::test]
+async fn config_set_and_the_flags_accept_the_same_values() {
+    let dir = std::env::temp_dir().join(format!("turnstile-config-walk-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(&dir).unwrap();
+    let snapshot = dir.join("dump.tsnap");
+    let srv = Server::start_with(|c| {
+        c.snapshot = Some(snapshot.clone());
+        c.snapshot_interval = std::time::Duration::from_secs(3600);
+    })
+    .await;
+    let mut r = srv.raw().await;
+    let values = [
+        "",
+        "0",
+        "1",
+        "-1",
+        "100",
+        "1023",
+        "16383",
+        "16384",
+        "65535",
+        "65536",
+        "1048575",
+        "1048576",
+        "2147483647",
+        "2147483648",
+        "4294967295",
+        "4294967296",
+        "1kb",
+        "1mb",
+        "1gb",
+        "2gb",
+        "12zz",
+        "yes",
+        "no",
+        "YES",
+        "maybe",
+        "always",
+        "everysec",
+        "never",
+        "noeviction",
+        "volatile-ttl",
+        "allkeys-lru",
+        "0 0 0",
+        "normal 1mb 1mb 1",
+        "replica 256mb 64mb 60",
+        "replica 1mb",
+        "pubsub 1mb 1mb 1",
+    ];
+    let settable = turnstile::cmd::admin::config::settable();
+    let mut walked = 0;
+    for name in settable {
+        // Aliases and secrets: no flag of that name, or any text goes.
+        if matches!(
+            name,
+            "busy-reply-threshold" | "requirepass" | "masterauth" | "masteruser"
+        ) {
+            continue;
+        }
+        let before = r.call(&["CONFIG", "GET", name]).await;
+        let before = before.lines().nth(4).unwrap_or("").to_string();
+        for v in values {
+            let set = r.call(&["CONFIG", "SET", name, v]).await;
+            let at_runtime = set == "+OK\r\n";
+            if at_runtime {
+                let back = r.call(&["CONFIG", "SET", name, &before]).await;
+                assert_eq!(back, "+OK\r\n", "{name} back to {before:?}");
+            }
+            let flag = format!("--{name}={v}");
+            let at_start = turnstile::config::Config::parse_from(["turnstile", &flag]).is_ok();
+            assert_eq!(
+                at_start,
+                at_runtime,
+                "{flag} at start-up against CONFIG SET {name} {v:?} ({})",
+                set.trim_end()
+            );
+        }
+        walked += 1;
+    }
+    assert!(walked >= 25, "{walked} settings walked");
+    srv.shutdown().await;
+    let _ = std::fs::remove_dir_all(&dir);
+}

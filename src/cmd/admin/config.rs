@@ -549,6 +549,14 @@ pub fn help(ctx: &mut Ctx<'_>, _req: &Request<'_>) -> Result<(), CmdError> {
     Ok(())
 }
 
+/// The parameters `CONFIG SET` changes, by name (for the docs' check).
+pub fn settable() -> impl Iterator<Item = &'static str> {
+    PARAMS
+        .iter()
+        .filter(|p| !matches!(p.kind, Kind::ReadOnly(_)))
+        .map(|p| p.name)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
