@@ -16,6 +16,10 @@ compares two settings (how the default `--threads` was chosen).
 `--preload N` first loads N window keys (`window:%012d`, the names
 redis-benchmark's `__rand_int__` makes) into both servers, and sets `-r N`:
 the lookups of a large keyspace, as `scale.py`'s keyspace scenario.
+`--denials` adds, for each algorithm, a test where almost every decision
+is a denial (a limit of 1 an hour over 1,000 keys): what a denial costs,
+e.g. the heavy hitters' counting (`--a-args "--top-keys 0"` against the
+default, the same binary twice).
 `--b-algos` gives B other algorithms, pairwise with `--algos`: `--algos
 window --b-algos sliding` runs A's window against B's sliding (a new
 algorithm against the one it would replace, in one alternated run).
@@ -32,6 +36,9 @@ from pathlib import Path
 
 import benchlib
 
+# Keys of the denial tests: each admitted once, then denied for the hour.
+DENIAL_KEYS = 1000
+
 
 def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
@@ -45,6 +52,8 @@ def main():
     ap.add_argument("--b-algos", help="B's algorithms, pairwise with --algos (default the same)")
     ap.add_argument("--scripts", action="store_true", help="also the Lua limiters of compare.py")
     ap.add_argument("--no-ping", action="store_true")
+    ap.add_argument("--denials", action="store_true",
+                    help="also each algorithm where nearly every decision is a denial")
     ap.add_argument("--a-args", default="", help="extra flags for server A")
     ap.add_argument("--b-args", default="", help="extra flags for server B")
     ap.add_argument("--preload", type=int, default=0, metavar="N",
@@ -65,10 +74,16 @@ def main():
     b_algos = [a for a in (opts.b_algos or opts.algos).split(",") if a]
     if len(b_algos) != len(algos):
         ap.error("--b-algos needs as many algorithms as --algos")
-    tests = [(f"RL.ALLOW {a}" if a == b else f"RL.ALLOW {a} (A) vs {b} (B)", {"A": allow(a), "B": allow(b)})
+    # (name, args, key space or None for -r)
+    tests = [(f"RL.ALLOW {a}" if a == b else f"RL.ALLOW {a} (A) vs {b} (B)", {"A": allow(a), "B": allow(b)}, None)
              for a, b in zip(algos, b_algos)]
+    if opts.denials:
+        def deny(a):
+            return ["RL.ALLOW", f"deny:{a}:__rand_int__", "1", "3600", "ALGO", a]
+        tests += [(f"RL.ALLOW {a}, denied", {"A": deny(a), "B": deny(b)}, DENIAL_KEYS)
+                  for a, b in zip(algos, b_algos)]
     if not opts.no_ping:
-        tests.append(("PING_MBULK", ["-t", "ping_mbulk"]))
+        tests.append(("PING_MBULK", ["-t", "ping_mbulk"], None))
     if opts.scripts:
         import compare
         for name, body, args in compare.SCRIPTS:
@@ -77,14 +92,14 @@ def main():
                 with benchlib.Client(s.port) as c:
                     shas.add(c("SCRIPT", "LOAD", body))
             (sha,) = shas
-            tests.append((f"Lua {name}", ["EVALSHA", sha.decode(), *args]))
+            tests.append((f"Lua {name}", ["EVALSHA", sha.decode(), *args], None))
     print(f"A = {opts.a} {opts.a_args}\nB = {opts.b} {opts.b_args}\n-n {opts.n} -P {opts.pipeline} -r {opts.randomkeys}, "
           f"{opts.reps} runs each, alternated\n")
     print(f"| test | A ops/s | B ops/s | B/A ops | A CPU us/op | B CPU us/op | B/A CPU |")
     print("|---|---|---|---|---|---|---|")
-    for name, args in tests:
+    for name, args, keys in tests:
         med = benchlib.alternating_medians(servers, args, opts.n, opts.pipeline, opts.reps,
-                                           randomkeys=opts.randomkeys)
+                                           randomkeys=keys or opts.randomkeys)
         (ao, ac), (bo, bc) = med["A"], med["B"]
         print(f"| {name} | {ao:,.0f} | {bo:,.0f} | {bo / ao:.2f}x | {ac:.3f} | {bc:.3f} | "
               f"{bc / ac:.2f}x |", flush=True)
