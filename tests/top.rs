@@ -224,3 +224,21 @@ async fn sampled_admissions_still_find_the_hot_key() {
     let denied: Vec<Value> = q(&mut c, &["RL.TOP", "DENIED", "COUNT", "1"]).await;
     assert_eq!(pairs(&denied), vec![("over".to_string(), 29)]);
 }
+
+/// A lease refused (`RL.ACQUIRE` past its limit) is a denial on its key:
+/// the key a client keeps asking leases of heads `RL.TOP DENIED`. Leases
+/// were not counted.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn refused_leases_are_denials() {
+    let server = Server::start_with(|c| c.top_sample = 1).await;
+    let mut c = server.client().await;
+    let acquire = |key: &str| ["RL.ACQUIRE", key, "2", "60"].map(String::from).to_vec();
+    let mut calls: Vec<Vec<String>> = (0..40).map(|_| acquire("pool:db")).collect();
+    calls.extend((0..5).map(|_| acquire("pool:cache")));
+    pipelined(&mut c, &calls).await;
+    let got: Vec<Value> = q(&mut c, &["RL.TOP", "DENIED"]).await;
+    assert_eq!(
+        pairs(&got),
+        [("pool:db".to_string(), 38), ("pool:cache".to_string(), 3)]
+    );
+}

@@ -135,6 +135,10 @@ pub fn acquire(ctx: &mut Ctx<'_>, req: &Request<'_>) -> Result<(), CmdError> {
         (true, true) => LeaseEvent::Retried,
     };
     ctx.state.stats.lease(event, 1);
+    // A lease refused is a denial on its key, for `RL.TOP` as any other.
+    ctx.session
+        .stats
+        .key_decision(r.key, a.decision.allowed, false, None, now);
     write_decision(ctx.out, &a.decision, 1);
     match (a.decision.allowed, r.id) {
         (false, _) => ctx.out.null(),
