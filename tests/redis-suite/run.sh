@@ -124,14 +124,20 @@ for file in "${FILES[@]}"; do
     name=${file//\//_}
     port=$(free_port)
     start_server "$port" "$WORK/$name.server.log"
-    rc=0
     # the harness's own server listens on the first free port of the 32
-    # below --baseport (it also wants each port + 10000 free): a random
-    # block, so that two runs at once do not collide
-    base=$((20032 + 32 * (RANDOM % 1000)))
-    (cd "$WORK/tree" && timeout 900 ./runtest --host 127.0.0.1 --port "$port" --singledb \
-        --durable --ignore-encoding --ignore-digest --timeout 300 --baseport "$base" \
-        --single "$file") >"$WORK/$name.out" 2>&1 || rc=$?
+    # from --baseport (it also wants each port + 10000 free): a random
+    # block below Linux's ephemeral ports (32768 on), where the system's
+    # own outgoing connections cannot take it first; tried again on a new
+    # block if one was taken all the same
+    for attempt in 1 2 3; do
+        rc=0
+        base=$((11008 + 32 * (RANDOM % 340)))
+        (cd "$WORK/tree" && timeout 900 ./runtest --host 127.0.0.1 --port "$port" --singledb \
+            --durable --ignore-encoding --ignore-digest --timeout 300 --baseport "$base" \
+            --single "$file") >"$WORK/$name.out" 2>&1 || rc=$?
+        grep -q "couldn't open socket: address already in use" "$WORK/$name.out" || break
+        echo "redis-suite: $file: the harness's port block at $base was taken (attempt $attempt)" >&2
+    done
     stop_server
     sed -i 's/\x1b\[[0-9;]*m//g' "$WORK/$name.out"
     sed -nE 's/^\[ok\]: (.*) \([0-9]+ ms\)$/\1/p' "$WORK/$name.out" | sort -u >"$WORK/$name.ok"
