@@ -685,7 +685,7 @@ impl Number {
 /// `proto-max-bulk-len` under 1 MiB or a `maxclients` of 0 would lock
 /// clients out) or, for Turnstile's own, as their meaning does.
 pub mod number {
-    use super::Number;
+    use crate::config::Number;
 
     const I32: i64 = i32::MAX as i64;
     const U32: i64 = u32::MAX as i64;
