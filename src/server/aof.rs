@@ -70,6 +70,22 @@ const IDLE: Duration = Duration::from_secs(1);
 /// `everysec`'s period.
 const SECOND: Duration = Duration::from_secs(1);
 
+/// How long the thread waits for a request before its next round. With
+/// the file off there is nothing to sync: it only looks at the settings
+/// (turning the file on wakes it at once). It used to wait out
+/// `everysec`'s second from a last sync that never came, which is no wait
+/// at all: the thread woke every 100 µs, about 10% of a core on an idle
+/// server with the file off, the default.
+fn round_timeout(on: bool, busy: bool, fsync: Fsync, since_sync: Duration) -> Duration {
+    match fsync {
+        _ if !on => IDLE,
+        _ if busy => BUSY_POLL,
+        Fsync::Everysec => SECOND.saturating_sub(since_sync),
+        _ => IDLE,
+    }
+    .max(Duration::from_micros(100))
+}
+
 fn run(state: &Arc<State>) {
     let (aof, s) = (&state.aof, &state.settings);
     let mut last_sync = Instant::now();
@@ -83,12 +99,7 @@ fn run(state: &Arc<State>) {
         // in a millisecond instead of being woken by every batch.
         let offset = state.store.effects.offset();
         let busy = aof.is_on() && fsync != Fsync::Always && !aof.set_idle(!wrote, offset);
-        let timeout = match fsync {
-            _ if busy => BUSY_POLL,
-            Fsync::Everysec => SECOND.saturating_sub(last_sync.elapsed()),
-            _ => IDLE,
-        }
-        .max(Duration::from_micros(100));
+        let timeout = round_timeout(aof.is_on(), busy, fsync, last_sync.elapsed());
         let Some(rewrite) = aof.wait(timeout) else {
             break;
         };
@@ -189,5 +200,31 @@ pub fn rewrite_in_background(state: Arc<State>) {
         });
     if let Err(e) = spawned {
         tracing::error!("append-only file rewrite: cannot start its thread: {e}");
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_thread_with_the_file_off_waits_a_second() {
+        let long_ago = Duration::from_secs(3600);
+        for fsync in [Fsync::Always, Fsync::Everysec, Fsync::No] {
+            assert_eq!(round_timeout(false, false, fsync, long_ago), IDLE);
+        }
+        // On: everysec syncs when its second is up, not later.
+        assert_eq!(
+            round_timeout(true, false, Fsync::Everysec, long_ago),
+            Duration::from_micros(100)
+        );
+        assert_eq!(
+            round_timeout(true, false, Fsync::Everysec, Duration::from_millis(400)),
+            Duration::from_millis(600)
+        );
+        assert_eq!(
+            round_timeout(true, true, Fsync::Everysec, long_ago),
+            BUSY_POLL.max(Duration::from_micros(100))
+        );
     }
 }

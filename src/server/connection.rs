@@ -180,6 +180,12 @@ async fn serve<S: AsyncRead + AsyncWrite + AsRawFd + Unpin>(
             }
             Err(e) => return Close::Io(e),
         }
+        // Messages published before these commands arrived go out before
+        // their replies, as Redis writes them into the subscriber's output
+        // first: a `PING` after a `PUBLISH` is answered after its message.
+        if let Some(mailbox) = &mailbox {
+            mailbox.drain_into(&mut out);
+        }
 
         let mut commands = 0u64;
         let close = loop {
