@@ -589,27 +589,18 @@ impl Local {
                 None => self.errors.push((code, n)),
             }
         }
-        for (w, word) in run.touched.iter_mut().enumerate() {
-            if keep {
-                self.touched[w] |= *word;
-            }
-            while *word != 0 {
-                let i = w * 64 + word.trailing_zeros() as usize;
-                *word &= *word - 1;
-                add(&mut self.calls[i], &mut run.calls[i]);
-                add(&mut self.failed[i], &mut run.failed[i]);
-                add(&mut self.rejected[i], &mut run.rejected[i]);
+        if keep {
+            for (to, from) in self.touched.iter_mut().zip(&run.touched) {
+                *to |= from;
             }
         }
+        for i in take_touched(&mut run.touched) {
+            add(&mut self.calls[i], &mut run.calls[i]);
+            add(&mut self.failed[i], &mut run.failed[i]);
+            add(&mut self.rejected[i], &mut run.rejected[i]);
+        }
         if std::mem::take(&mut run.decided) {
-            let pairs = self
-                .decisions
-                .iter_mut()
-                .flatten()
-                .zip(run.decisions.iter_mut().flatten())
-                .chain(self.units.iter_mut().zip(run.units.iter_mut()))
-                .chain(self.near_limit.iter_mut().zip(run.near_limit.iter_mut()));
-            for (to, from) in pairs {
+            for (to, from) in self.decision_counters().zip(run.decision_counters()) {
                 add(to, from);
             }
             self.decided |= keep;
@@ -621,6 +612,16 @@ impl Local {
         } else {
             run.top.clear();
         }
+    }
+
+    /// The decision counters, in the order of [`Stats`]' own:
+    /// decisions, units, near-limit admissions.
+    fn decision_counters(&mut self) -> impl Iterator<Item = &mut u64> {
+        self.decisions
+            .iter_mut()
+            .flatten()
+            .chain(&mut self.units)
+            .chain(&mut self.near_limit)
     }
 
     /// Adds the tally to `stats` and clears it.
@@ -649,19 +650,15 @@ impl Local {
                 }
             }
         }
-        for (w, word) in self.touched.iter_mut().enumerate() {
-            while *word != 0 {
-                let i = w * 64 + word.trailing_zeros() as usize;
-                *word &= *word - 1;
-                for (local, shared) in [
-                    (&mut self.calls[i], &stats.calls[i]),
-                    (&mut self.failed[i], &stats.failed[i]),
-                    (&mut self.rejected[i], &stats.rejected[i]),
-                ] {
-                    if *local != 0 {
-                        shared.fetch_add(*local, Ordering::Relaxed);
-                        *local = 0;
-                    }
+        for i in take_touched(&mut self.touched) {
+            for (local, shared) in [
+                (&mut self.calls[i], &stats.calls[i]),
+                (&mut self.failed[i], &stats.failed[i]),
+                (&mut self.rejected[i], &stats.rejected[i]),
+            ] {
+                if *local != 0 {
+                    shared.fetch_add(*local, Ordering::Relaxed);
+                    *local = 0;
                 }
             }
         }
@@ -669,20 +666,34 @@ impl Local {
         if !std::mem::take(&mut self.decided) {
             return;
         }
-        let pairs = self
+        let shared = stats
             .decisions
-            .iter_mut()
+            .iter()
             .flatten()
-            .zip(stats.decisions.iter().flatten())
-            .chain(self.units.iter_mut().zip(stats.units.iter()))
-            .chain(self.near_limit.iter_mut().zip(stats.near_limit.iter()));
-        for (local, shared) in pairs {
+            .chain(&stats.units)
+            .chain(&stats.near_limit);
+        for (local, shared) in self.decision_counters().zip(shared) {
             if *local != 0 {
                 shared.fetch_add(*local, Ordering::Relaxed);
                 *local = 0;
             }
         }
     }
+}
+
+/// The commands a tally's touched set names, clearing it as they are
+/// taken.
+fn take_touched(touched: &mut [u64]) -> impl Iterator<Item = usize> + '_ {
+    touched.iter_mut().enumerate().flat_map(|(w, word)| {
+        std::iter::from_fn(move || {
+            if *word == 0 {
+                return None;
+            }
+            let i = w * 64 + word.trailing_zeros() as usize;
+            *word &= *word - 1;
+            Some(i)
+        })
+    })
 }
 
 #[cfg(test)]
