@@ -842,3 +842,63 @@ async fn client_kill_closes_a_client_waiting_for_a_scripts_shard() {
     let killed = runner.reply_text().await;
     assert!(killed.starts_with("-ERR Script killed"), "{killed}");
 }
+
+/// A looping script's worker is handed on even when the first hand-off
+/// finds no thread to take it. On one worker, with the runtime's only
+/// spare thread busy for 300 ms, the hand-off at 10 ms cannot happen and
+/// the worker comes back to the script's thread. It was tried only once:
+/// no socket was read again, `SCRIPT KILL` included, until the script
+/// ended (here never), and a loaded machine hung this way in CI. It is
+/// tried again every 10 ms now. The client is a plain blocking socket with
+/// a read timeout: the server's runtime stalled would stall its timers.
+#[test]
+fn a_looping_scripts_worker_is_handed_on_once_a_thread_is_free() {
+    use std::io::{Read, Write};
+    let rt = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(1)
+        .max_blocking_threads(1)
+        .enable_all()
+        .build()
+        .unwrap();
+    rt.block_on(async {
+        let srv = Server::start_with(|c| c.lua_time_limit = 50).await;
+        let connect = || {
+            let s = std::net::TcpStream::connect(srv.addr).unwrap();
+            s.set_read_timeout(Some(IO_TIMEOUT)).unwrap();
+            s
+        };
+        let mut runner = connect();
+        let mut other = connect();
+        let call = |s: &mut std::net::TcpStream, words: &[&str]| {
+            s.write_all(&encode_words(words)).unwrap();
+            let mut buf = [0u8; 512];
+            let n = s.read(&mut buf).expect("a reply within IO_TIMEOUT");
+            String::from_utf8_lossy(&buf[..n]).into_owned()
+        };
+        assert_eq!(call(&mut other, &["PING"]), "+PONG\r\n");
+        // The spare thread is taken before the script starts.
+        let spare = tokio::task::spawn_blocking(|| std::thread::sleep(Duration::from_millis(300)));
+        runner
+            .write_all(&encode_words(&["EVAL", "while true do end", "0"]))
+            .unwrap();
+        let mut answered = None;
+        for _ in 0..500 {
+            let reply = call(&mut other, &["SCRIPT", "KILL"]);
+            if reply == "+OK\r\n" {
+                answered = Some(reply);
+                break;
+            }
+            assert_eq!(reply, "-NOTBUSY No scripts in execution right now.\r\n");
+            std::thread::sleep(Duration::from_millis(10));
+        }
+        assert_eq!(answered.as_deref(), Some("+OK\r\n"));
+        let mut buf = [0u8; 512];
+        let n = runner.read(&mut buf).expect("the script's reply");
+        let killed = String::from_utf8_lossy(&buf[..n]);
+        assert!(
+            killed.starts_with("-ERR Script killed by user with SCRIPT KILL"),
+            "{killed}"
+        );
+        spare.await.unwrap();
+    });
+}

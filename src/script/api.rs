@@ -30,12 +30,15 @@ pub const HOOK_EVERY: u32 = 100_000;
 pub(super) const KILLED: &str = "Script killed by user with SCRIPT KILL...";
 
 /// A script that has run this long hands its worker's other tasks to
-/// another thread (see [`Running::hand_off`]): no rate-limiter script runs
-/// anywhere near this long, so only runaway ones pay for it.
+/// another thread (see [`Running::hand_off`]), and again each time as long
+/// again has passed: no rate-limiter script runs anywhere near this long,
+/// so only runaway ones pay for it.
 pub(super) const HANDOFF_AFTER: Duration = Duration::from_millis(10);
 
-/// How long a hand-off waits for another thread to take the worker's
-/// tasks.
+/// How long a hand-off waits for the runtime to show it goes on without
+/// this thread. One that does not (a loaded machine: the new thread has
+/// not started yet) is tried again [`HANDOFF_AFTER`] later, so a script
+/// that loops for ever never keeps the other clients waiting long.
 pub(super) const HANDOFF_WAIT: Duration = Duration::from_millis(2);
 
 /// A wait for the Lua state shorter than this stays on its thread.
@@ -44,6 +47,11 @@ pub(super) const SHORT_WAIT: Duration = Duration::from_micros(50);
 /// How the engine waits for the Lua state while another script holds it
 /// long (see `store::Blocking`).
 pub type Blocking = fn(&mut dyn FnMut());
+
+/// How a script that runs long hands its async worker to another thread,
+/// waiting at most the time given for the runtime to go on without this
+/// one (see `server::hand_off_worker`).
+pub type HandOff = fn(Duration);
 
 #[derive(Debug, Clone)]
 pub struct EngineConfig {
@@ -206,10 +214,10 @@ pub(super) struct Running {
     pub(super) abort: AtomicBool,
     pub(super) wrote: AtomicBool,
     pub(super) threshold_ms: AtomicU64,
-    /// How a long wait is moved off the async worker (see [`Blocking`]).
-    pub(super) blocking: OnceLock<Blocking>,
-    /// This run has handed its worker's other tasks to another thread.
-    pub(super) handed_off: AtomicBool,
+    /// How a long run hands its async worker on (see [`HandOff`]).
+    pub(super) hand_off: OnceLock<HandOff>,
+    /// When (nanoseconds into the run) it last did; 0 before the first.
+    pub(super) handed_at: AtomicU64,
     /// This run's error (raised, or returned as `{err = ...}`) is a
     /// command's, counted when the command failed.
     pub(super) counted: AtomicBool,
@@ -227,34 +235,36 @@ impl Running {
 
     /// A script this long keeps its thread a while: the tasks queued on
     /// that async worker (other clients, the socket poller) are handed to
-    /// another thread instead of waiting for the script to end. The
-    /// runtime moves them while this thread waits inside the blocking
-    /// section; [`HANDOFF_WAIT`] gives the new thread time to take them,
-    /// after which the script goes on without them.
-    fn hand_off(&self) {
-        if let Some(wait) = self.blocking.get() {
-            wait(&mut || std::thread::sleep(HANDOFF_WAIT));
+    /// another thread instead of waiting for the script to end. Tried
+    /// again every [`HANDOFF_AFTER`] while the script runs: a hand-off can
+    /// come too early for the new thread on a loaded machine, and then the
+    /// worker's tasks come back to this thread.
+    fn hand_off(&self, ran: u64) {
+        let last = self.handed_at.load(Ordering::Relaxed);
+        let every = HANDOFF_AFTER.as_nanos() as u64;
+        if ran < last.saturating_add(every) {
+            return;
+        }
+        self.handed_at.store(ran, Ordering::Relaxed);
+        if let Some(hand_off) = self.hand_off.get() {
+            hand_off(HANDOFF_WAIT);
         }
     }
 
-    /// The hook: notes a script past the threshold, stops a killed one.
+    /// The hook: hands a long script's worker on, notes a script past the
+    /// threshold, stops a killed one.
     pub(super) fn check(&self) -> mlua::Result<VmState> {
         if !self.running.load(Ordering::Relaxed) {
             return Ok(VmState::Continue);
         }
         let ran = self.base.elapsed().as_nanos() as u64 - self.started.load(Ordering::Relaxed);
-        if ran >= HANDOFF_AFTER.as_nanos() as u64 && !self.handed_off.swap(true, Ordering::Relaxed)
-        {
-            self.hand_off();
-        }
+        self.hand_off(ran);
         let threshold = self
             .threshold_ms
             .load(Ordering::Relaxed)
             .saturating_mul(1_000_000);
-        // Other clients must now be answered BUSY: make sure this thread's
-        // worker role has moved on (a second try).
-        if ran >= threshold && !self.busy.swap(true, Ordering::Relaxed) {
-            self.hand_off();
+        if ran >= threshold {
+            self.busy.store(true, Ordering::Relaxed);
         }
         if self.stopping() {
             return Err(mlua::Error::RuntimeError(KILLED.into()));

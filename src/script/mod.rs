@@ -135,8 +135,8 @@ impl Engine {
                     abort: AtomicBool::new(false),
                     wrote: AtomicBool::new(false),
                     threshold_ms: AtomicU64::new(threshold_ms),
-                    blocking: OnceLock::new(),
-                    handed_off: AtomicBool::new(false),
+                    hand_off: OnceLock::new(),
+                    handed_at: AtomicU64::new(0),
                     counted: AtomicBool::new(false),
                 });
                 Slot {
@@ -159,11 +159,12 @@ impl Engine {
         }
     }
 
-    /// Sets how long waits for a Lua state are made; once.
-    pub fn set_blocking(&self, wait: Blocking) {
+    /// Sets how long waits for a Lua state are made, and how a long
+    /// script hands its async worker on; once.
+    pub fn set_blocking(&self, wait: Blocking, hand_off: HandOff) {
         let _ = self.blocking.set(wait);
         for s in self.slots.iter() {
-            let _ = s.run.blocking.set(wait);
+            let _ = s.run.hand_off.set(hand_off);
         }
     }
 
@@ -485,16 +486,10 @@ impl Reserved<'_> {
         let run = &*slot.run;
         run.started
             .store(run.base.elapsed().as_nanos() as u64, Ordering::Relaxed);
-        for flag in [
-            &run.busy,
-            &run.kill,
-            &run.abort,
-            &run.wrote,
-            &run.handed_off,
-            &run.counted,
-        ] {
+        for flag in [&run.busy, &run.kill, &run.abort, &run.wrote, &run.counted] {
             flag.store(false, Ordering::Relaxed);
         }
+        run.handed_at.store(0, Ordering::Relaxed);
         run.running.store(true, Ordering::Relaxed);
         let result = vm.run(f, keys, args, resp, host, out);
         if matches!(

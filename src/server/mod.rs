@@ -325,7 +325,7 @@ pub async fn start(config: &Config, clock: Arc<dyn Clock>) -> Result<ServerHandl
     state.renames = renames;
     state.tls_port = tls_listener.as_ref().map(|(_, a, _)| a.port());
     state.store.set_blocking(off_the_worker);
-    state.scripts.set_blocking(off_the_worker);
+    state.scripts.set_blocking(off_the_worker, hand_off_worker);
     let maxclients = fit_maxclients(config);
     state
         .settings
@@ -716,6 +716,28 @@ fn off_the_worker(wait: &mut dyn FnMut()) {
             tokio::task::block_in_place(wait)
         }
         _ => wait(),
+    }
+}
+
+/// Hands the async worker a long script runs on to another thread
+/// (`script::HandOff`). `block_in_place` moves the worker's queued tasks
+/// to a new thread while this one waits inside it; the task spawned there
+/// wakes a parked worker, which then polls the sockets. Without that the
+/// other workers can sleep on their condition variable with no one
+/// polling (the worker that ran the script was the poller): no client,
+/// not even `SCRIPT KILL`, is read until the script ends. Waits at most
+/// `limit` for that task to run (elsewhere: this thread is inside).
+fn hand_off_worker(limit: std::time::Duration) {
+    if let Ok(h) = tokio::runtime::Handle::try_current() {
+        if h.runtime_flavor() == tokio::runtime::RuntimeFlavor::MultiThread {
+            let (ran, answered) = std::sync::mpsc::sync_channel(1);
+            tokio::task::block_in_place(|| {
+                h.spawn(async move {
+                    let _ = ran.try_send(());
+                });
+                let _ = answered.recv_timeout(limit);
+            });
+        }
     }
 }
 

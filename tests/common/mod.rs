@@ -139,6 +139,17 @@ impl Server {
     }
 }
 
+/// A test that fails while a script loops would otherwise never end: the
+/// runtime's drop waits for the worker the script runs on. Dropping the
+/// server stops every running script first, as shutdown does.
+impl Drop for Server {
+    fn drop(&mut self) {
+        if let Some(h) = &self.handle {
+            h.state().scripts.stop_for_shutdown();
+        }
+    }
+}
+
 /// A multiplexed `redis` crate connection with bounded connect and response
 /// times.
 pub async fn connect_url(url: &str) -> redis::RedisResult<MultiplexedConnection> {
