@@ -11,9 +11,14 @@
 
 use std::alloc::{GlobalAlloc, Layout, System};
 use std::cell::Cell;
-use std::sync::atomic::{AtomicIsize, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicIsize, Ordering};
 
 static ALLOCATED: AtomicIsize = AtomicIsize::new(0);
+
+/// Set by the binary that installs [`CountingAlloc`] ([`installed`]):
+/// until then [`count_elsewhere`] counts nothing, so the figure stays 0
+/// and [`used_memory`] falls back to RSS.
+static INSTALLED: AtomicBool = AtomicBool::new(false);
 
 /// Bytes a thread may count before adding them to [`ALLOCATED`].
 const BATCH: isize = 64 * 1024;
@@ -39,6 +44,20 @@ fn count(n: isize) {
     if batched.is_err() {
         ALLOCATED.fetch_add(n, Ordering::Relaxed);
     }
+}
+
+/// Bytes allocated outside the global allocator (`n` negative: freed),
+/// counted as if through it: the Lua states' heaps (`script::heap`).
+pub fn count_elsewhere(n: isize) {
+    if INSTALLED.load(Ordering::Relaxed) {
+        count(n);
+    }
+}
+
+/// Says that [`CountingAlloc`] is the global allocator (the binary calls
+/// it first thing).
+pub fn installed() {
+    INSTALLED.store(true, Ordering::Relaxed);
 }
 
 pub struct CountingAlloc;

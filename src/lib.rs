@@ -75,7 +75,7 @@
 //!   the script cache (`script/mod.rs`), what the engine and its callers
 //!   share (`api.rs`: settings, a compiled script, errors, the `Host`,
 //!   the running script's kill state), one state's setup, compilation
-//!   and run (`vm.rs`), Lua 5.1 sandboxed as Redis 7.0 sandboxes it
+//!   and run (`vm.rs`), the state's own heap and its cap (`heap.rs`), Lua 5.1 sandboxed as Redis 7.0 sandboxes it
 //!   (`prelude.lua`), `redis.call` and replies into Lua on the raw Lua API
 //!   (`call.rs`, which owns the context a call reaches), Lua values into replies (`convert.rs`), and the
 //!   libraries Redis loads, one file each under `libs/` (`bit.rs`,

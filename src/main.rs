@@ -20,6 +20,7 @@ fn main() -> ExitCode {
             return ExitCode::from(2);
         }
     };
+    turnstile::alloc::installed();
     turnstile::alloc::one_arena();
     let mut builder = tokio::runtime::Builder::new_multi_thread();
     // The bound on threads waiting off the async workers: clients waiting

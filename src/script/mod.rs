@@ -22,6 +22,7 @@
 mod api;
 mod call;
 mod convert;
+mod heap;
 mod libs;
 mod vm;
 
@@ -260,7 +261,7 @@ impl Engine {
                 ScriptError::Runtime(format!("ERR cannot start a Lua state: {}", errtext(&e)))
             })?;
             vm.generation = self.generation.load(Ordering::Acquire);
-            slot.memory.store(vm.lua.used_memory(), Ordering::Relaxed);
+            slot.memory.store(vm.state.used(), Ordering::Relaxed);
             *opt = Some(vm);
         }
         std::cell::RefMut::filter_map(opt, Option::as_mut)
@@ -291,7 +292,7 @@ impl Engine {
         }
         let f = vm.compile(body, flags.shebang)?;
         vm.functions.insert(sha, f);
-        slot.memory.store(vm.lua.used_memory(), Ordering::Relaxed);
+        slot.memory.store(vm.state.used(), Ordering::Relaxed);
         let script = Script(Arc::new(ScriptInner {
             sha,
             body: body.into(),
@@ -498,8 +499,10 @@ impl Reserved<'_> {
         ) {
             // What the failed script built is garbage now: collect it, so
             // the next script starts under the cap.
-            let _ = vm.lua.gc_collect();
-            let _ = vm.lua.gc_collect();
+            vm.state.uncapped(|| {
+                let _ = vm.lua.gc_collect();
+                let _ = vm.lua.gc_collect();
+            });
         }
         run.running.store(false, Ordering::Relaxed);
         run.busy.store(false, Ordering::Relaxed);
@@ -508,9 +511,9 @@ impl Reserved<'_> {
         let runs = vm.runs.get().wrapping_add(1);
         vm.runs.set(runs);
         if runs % GC_EVERY == 0 {
-            let _ = vm.lua.gc_step();
+            vm.state.uncapped(|| vm.lua.gc_step()).ok();
         }
-        slot.memory.store(vm.lua.used_memory(), Ordering::Relaxed);
+        slot.memory.store(vm.state.used(), Ordering::Relaxed);
         let sha = script.sha();
         match result {
             Ok(Outcome::Reply) => Ok(()),

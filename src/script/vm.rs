@@ -9,11 +9,11 @@ use std::sync::atomic::Ordering;
 use std::sync::Arc;
 
 use bytes::BytesMut;
-use mlua::{Function, HookTriggers, Lua, LuaOptions, MultiValue, StdLib, Table, Value};
+use mlua::{Function, HookTriggers, Lua, MultiValue, Table, Value};
 
 use super::api::*;
 use super::call::{self, CallCtx, CtxPtr};
-use super::{convert, libs};
+use super::{convert, heap, libs};
 use crate::protocol::{Protocol, ReplyBuf};
 
 /// The Lua state and what lives in it.
@@ -36,6 +36,9 @@ pub(super) struct Vm {
     pub(super) counted: Table,
     /// Scripts run in this state (for the collector's steps).
     pub(super) runs: std::cell::Cell<u32>,
+    /// The state itself, on its own heap: the last field, so every
+    /// handle above is gone when it closes.
+    pub(super) state: heap::State,
 }
 
 impl Drop for Vm {
@@ -71,15 +74,11 @@ pub(super) fn errtext(e: &mlua::Error) -> String {
 
 impl Vm {
     pub(super) fn new(cfg: &EngineConfig, run: Arc<Running>) -> mlua::Result<Vm> {
-        // SAFETY: `debug` is what mlua calls unsafe; the prelude keeps
-        // only `debug.getinfo`, for its error handler, and removes the
-        // library from the globals before any script runs, as Redis does.
-        let lua = unsafe {
-            Lua::unsafe_new_with(
-                StdLib::TABLE | StdLib::STRING | StdLib::MATH | StdLib::DEBUG,
-                LuaOptions::default(),
-            )
-        };
+        // With `debug`, which the prelude keeps only `debug.getinfo` of,
+        // for its error handler, and removes from the globals before any
+        // script runs, as Redis does.
+        let state = heap::State::new(cfg.memory_limit)?;
+        let lua = state.lua().clone();
         let t = lua.create_table()?;
         let json = libs::install(&lua)?;
         {
@@ -213,7 +212,6 @@ impl Vm {
         install_calls(&lua, &redis, ctx, &counted)?;
         let globals: Table = t.raw_get("B")?;
         let runner: Function = t.get("run")?;
-        lua.set_memory_limit(cfg.memory_limit)?;
         lua.set_hook(
             HookTriggers::new().every_nth_instruction(HOOK_EVERY),
             move |_, _| run.check(),
@@ -231,6 +229,7 @@ impl Vm {
             json,
             counted,
             runs: std::cell::Cell::new(0),
+            state,
         })
     }
 
