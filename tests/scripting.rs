@@ -833,12 +833,16 @@ async fn client_kill_closes_a_client_waiting_for_a_scripts_shard() {
     assert!(waiting, "the waiter runs GET");
     assert_eq!(admin.call(&["CLIENT", "KILL", "ID", &id]).await, ":1\r\n");
     let left = waiter.closed_within(Duration::from_secs(5)).await;
+    // Killed is gone, as in Redis, though its connection is still parked
+    // in the registry: a second kill finds nobody.
+    let again = admin.call(&["CLIENT", "KILL", "ID", &id]).await;
     let still_running = state.scripts.running();
     // Not busy (so not for SCRIPT KILL): stopped as shutdown stops it,
     // before any assertion, so a failure does not leave it spinning.
     state.scripts.stop_for_shutdown();
     assert_eq!(left.as_deref(), Some(&b""[..]), "closed, with no reply");
     assert!(still_running, "closed while the script still ran");
+    assert_eq!(again, ":0\r\n", "a killed client is not killed twice");
     let killed = runner.reply_text().await;
     assert!(killed.starts_with("-ERR Script killed"), "{killed}");
 }

@@ -184,9 +184,12 @@ pub fn kill(ctx: &mut Ctx<'_>, req: &Request<'_>) -> Result<(), CmdError> {
     if req.len() == 3 {
         // The old form: one address, and an error if nobody has it.
         let addr = req.arg(2);
+        // A client already killed is gone, as `CLIENT LIST` has it: its
+        // socket may close (`ClientInfo::close`) before its connection
+        // leaves the registry.
         let target = clients
             .iter()
-            .find(|c| c.addr.to_string().as_bytes() == addr);
+            .find(|c| !c.is_killed() && c.addr.to_string().as_bytes() == addr);
         let Some(target) = target else {
             return Err(CmdError::err("No such client"));
         };
@@ -228,7 +231,8 @@ pub fn kill(ctx: &mut Ctx<'_>, req: &Request<'_>) -> Result<(), CmdError> {
     let me = ctx.session.info.id;
     let mut killed = 0;
     for c in clients {
-        let hit = id.is_none_or(|id| c.id == id)
+        let hit = !c.is_killed()
+            && id.is_none_or(|id| c.id == id)
             && addr.is_none_or(|a| c.addr.to_string().as_bytes() == a)
             && laddr.is_none_or(|a| c.laddr.to_string().as_bytes() == a)
             && kind.is_none_or(|k| k == ClientType::of(&c))
