@@ -254,7 +254,24 @@ impl Clients {
 
     /// Every client, ordered by id as Redis lists them.
     pub fn all(&self) -> Vec<Arc<ClientInfo>> {
-        let mut v: Vec<_> = self.map.iter().map(|e| e.value().clone()).collect();
+        self.sorted(|_| true)
+    }
+
+    /// Every client not killed, by id: what `CLIENT LIST` and `CLIENT
+    /// KILL` see. A killed client is gone for Redis at once; here its
+    /// socket may close ([`ClientInfo::close`]) before its connection
+    /// leaves the registry.
+    pub fn live(&self) -> Vec<Arc<ClientInfo>> {
+        self.sorted(|c| !c.is_killed())
+    }
+
+    fn sorted(&self, keep: impl Fn(&ClientInfo) -> bool) -> Vec<Arc<ClientInfo>> {
+        let mut v: Vec<_> = self
+            .map
+            .iter()
+            .filter(|e| keep(e.value()))
+            .map(|e| e.value().clone())
+            .collect();
         v.sort_by_key(|c| c.id);
         v
     }

@@ -66,10 +66,10 @@ unsafe extern "C" fn alloc(
 }
 
 /// A Lua state on its own heap, with the libraries the sandbox starts
-/// from loaded, and mlua's handle on it. Dropped after every other handle
-/// of the state: it closes the state and frees the heap.
+/// from loaded. Dropped after every mlua handle of the state (the `Lua`
+/// [`State::new`] returns included): it closes the state and frees the
+/// heap.
 pub(super) struct State {
-    lua: std::mem::ManuallyDrop<mlua::Lua>,
     raw: *mut ffi::lua_State,
     heap: *mut Heap,
 }
@@ -78,14 +78,15 @@ pub(super) struct State {
 // `Lua` (itself `Send` with the `send` feature) already moves between
 // threads; this thread holds the state whenever it touches them.
 unsafe impl Send for State {}
-// SAFETY: as above: `Lua` is `Sync` and serialises use of the state.
+// SAFETY: as above: `Lua` is `Sync` and serialises use of the state,
+// and the heap is touched only by the thread holding it.
 unsafe impl Sync for State {}
 
 impl State {
     /// A state capped at `limit` bytes, with Lua's base, table, string,
     /// math and debug libraries (the sandbox's prelude keeps only what
-    /// Redis keeps of them).
-    pub(super) fn new(limit: usize) -> mlua::Result<State> {
+    /// Redis keeps of them), and mlua's handle on it, to drop first.
+    pub(super) fn new(limit: usize) -> mlua::Result<(State, mlua::Lua)> {
         let heap = Box::into_raw(Box::new(Heap { used: 0, limit }));
         // SAFETY: `alloc` keeps its contract for this heap, which lives
         // until the state is closed (`Drop`).
@@ -123,18 +124,10 @@ impl State {
             }
         }
         // SAFETY: `raw` is a live state; the `Lua` cached in it lives
-        // until the state is closed, and the clone taken here is dropped
-        // before that (`Drop`).
+        // until the state is closed, and the caller drops the clone taken
+        // here before the `State` (as `Drop` requires).
         let lua = unsafe { mlua::Lua::get_or_init_from_ptr(raw) }.clone();
-        Ok(State {
-            lua: std::mem::ManuallyDrop::new(lua),
-            raw,
-            heap,
-        })
-    }
-
-    pub(super) fn lua(&self) -> &mlua::Lua {
-        &self.lua
+        Ok((State { raw, heap }, lua))
     }
 
     /// Runs `f` with the cap lifted: the collector, after a script that
@@ -164,12 +157,9 @@ impl State {
 
 impl Drop for State {
     fn drop(&mut self) {
-        // SAFETY: dropped once, here; the `Lua` is gone before the state
-        // it points into is closed.
-        unsafe { std::mem::ManuallyDrop::drop(&mut self.lua) };
-        // SAFETY: every handle of the state is gone (this field is
-        // dropped last); closing frees every block through `alloc`,
-        // whose heap is freed only after.
+        // SAFETY: every handle of the state is gone (its owner drops this
+        // last); closing frees every block through `alloc`, whose heap is
+        // freed only after.
         unsafe {
             ffi::lua_close(self.raw);
             drop(Box::from_raw(self.heap));
@@ -186,8 +176,7 @@ mod tests {
     /// back what the failed script built.
     #[test]
     fn the_cap_refuses_growth_and_the_state_goes_on() {
-        let state = State::new(1 << 20).unwrap();
-        let lua = state.lua();
+        let (state, lua) = State::new(1 << 20).unwrap();
         let at_start = state.used();
         assert!(at_start > 0 && at_start < 1 << 20, "{at_start}");
         let hog = lua.load("local t = {} for i = 1, 1e7 do t[i] = tostring(i) end");
@@ -196,5 +185,7 @@ mod tests {
         state.uncapped(|| lua.gc_collect()).unwrap();
         assert!(state.used() < at_start + (64 << 10), "{}", state.used());
         assert_eq!(lua.load("return 40 + 2").eval::<i64>().unwrap(), 42);
+        // The handle first, as `Drop` requires.
+        drop(lua);
     }
 }

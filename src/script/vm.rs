@@ -77,8 +77,7 @@ impl Vm {
         // With `debug`, which the prelude keeps only `debug.getinfo` of,
         // for its error handler, and removes from the globals before any
         // script runs, as Redis does.
-        let state = heap::State::new(cfg.memory_limit)?;
-        let lua = state.lua().clone();
+        let (state, lua) = heap::State::new(cfg.memory_limit)?;
         let t = lua.create_table()?;
         let json = libs::install(&lua)?;
         {

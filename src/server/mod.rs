@@ -711,12 +711,18 @@ pub fn protected_mode_refuses(protected: bool, password_set: bool, peer: std::ne
 /// KILL` reaches the script). Elsewhere (the snapshot and sweeper threads,
 /// a current-thread runtime in tests) the wait runs where it is.
 fn off_the_worker(wait: &mut dyn FnMut()) {
-    match tokio::runtime::Handle::try_current() {
-        Ok(h) if h.runtime_flavor() == tokio::runtime::RuntimeFlavor::MultiThread => {
-            tokio::task::block_in_place(wait)
-        }
-        _ => wait(),
+    match multi_thread_runtime() {
+        Some(_) => tokio::task::block_in_place(wait),
+        None => wait(),
     }
+}
+
+/// The runtime this thread runs in, if it is a multi-thread one: the only
+/// kind `block_in_place` may be called in.
+fn multi_thread_runtime() -> Option<tokio::runtime::Handle> {
+    tokio::runtime::Handle::try_current()
+        .ok()
+        .filter(|h| h.runtime_flavor() == tokio::runtime::RuntimeFlavor::MultiThread)
 }
 
 /// Hands the async worker a long script runs on to another thread
@@ -728,17 +734,16 @@ fn off_the_worker(wait: &mut dyn FnMut()) {
 /// not even `SCRIPT KILL`, is read until the script ends. Waits at most
 /// `limit` for that task to run (elsewhere: this thread is inside).
 fn hand_off_worker(limit: std::time::Duration) {
-    if let Ok(h) = tokio::runtime::Handle::try_current() {
-        if h.runtime_flavor() == tokio::runtime::RuntimeFlavor::MultiThread {
-            let (ran, answered) = std::sync::mpsc::sync_channel(1);
-            tokio::task::block_in_place(|| {
-                h.spawn(async move {
-                    let _ = ran.try_send(());
-                });
-                let _ = answered.recv_timeout(limit);
-            });
-        }
-    }
+    let Some(h) = multi_thread_runtime() else {
+        return;
+    };
+    let (ran, answered) = std::sync::mpsc::sync_channel(1);
+    tokio::task::block_in_place(|| {
+        h.spawn(async move {
+            let _ = ran.try_send(());
+        });
+        let _ = answered.recv_timeout(limit);
+    });
 }
 
 #[cfg(test)]

@@ -150,12 +150,9 @@ pub fn list(ctx: &mut Ctx<'_>, req: &Request<'_>) -> Result<(), CmdError> {
         }
     }
     let mut text = String::new();
-    for c in ctx.state.clients.all() {
-        // A client killed is gone for Redis at once; here its connection
-        // closes a moment later, unlisted meanwhile.
+    for c in ctx.state.clients.live() {
         if ids.as_ref().is_none_or(|ids| ids.contains(&c.id))
             && kind.is_none_or(|k| k == ClientType::of(&c))
-            && !c.is_killed()
         {
             text.push_str(&describe(ctx.registry, &c));
             text.push('\n');
@@ -180,16 +177,13 @@ fn close(c: &crate::clients::ClientInfo, me: u64) {
 /// CLIENT KILL [ID id] [ADDR ip:port] [LADDR ip:port] [SKIPME yes|no] ...
 /// ```
 pub fn kill(ctx: &mut Ctx<'_>, req: &Request<'_>) -> Result<(), CmdError> {
-    let clients = ctx.state.clients.all();
+    let clients = ctx.state.clients.live();
     if req.len() == 3 {
         // The old form: one address, and an error if nobody has it.
         let addr = req.arg(2);
-        // A client already killed is gone, as `CLIENT LIST` has it: its
-        // socket may close (`ClientInfo::close`) before its connection
-        // leaves the registry.
         let target = clients
             .iter()
-            .find(|c| !c.is_killed() && c.addr.to_string().as_bytes() == addr);
+            .find(|c| c.addr.to_string().as_bytes() == addr);
         let Some(target) = target else {
             return Err(CmdError::err("No such client"));
         };
@@ -231,8 +225,7 @@ pub fn kill(ctx: &mut Ctx<'_>, req: &Request<'_>) -> Result<(), CmdError> {
     let me = ctx.session.info.id;
     let mut killed = 0;
     for c in clients {
-        let hit = !c.is_killed()
-            && id.is_none_or(|id| c.id == id)
+        let hit = id.is_none_or(|id| c.id == id)
             && addr.is_none_or(|a| c.addr.to_string().as_bytes() == a)
             && laddr.is_none_or(|a| c.laddr.to_string().as_bytes() == a)
             && kind.is_none_or(|k| k == ClientType::of(&c))
