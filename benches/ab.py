@@ -6,7 +6,7 @@ each, and the ratio B/A. For judging a change to the hot path on this noisy
 machine: CPU per operation is the steadier figure.
 
     python3 benches/ab.py OLD_BINARY NEW_BINARY [--reps 4] [-n 1000000]
-        [--algos window,gcra,fixed,log] [--scripts] [-P 16] [-r 100000]
+        [--algos window,gcra,fixed,log] [--scripts] [-P 16] [-r 100000] [-c 50]
         [--a-args "--threads 1"] [--b-args "--threads 2"] [--preload 10000000]
         [--b-algos sliding]
 
@@ -48,6 +48,7 @@ def main():
     ap.add_argument("-n", type=int, default=1_000_000)
     ap.add_argument("-P", dest="pipeline", type=int, default=16)
     ap.add_argument("-r", dest="randomkeys", type=int, default=100_000)
+    ap.add_argument("-c", dest="clients", type=int, default=50, help="redis-benchmark's connections")
     ap.add_argument("--algos", default="window,gcra,fixed,log")
     ap.add_argument("--b-algos", help="B's algorithms, pairwise with --algos (default the same)")
     ap.add_argument("--scripts", action="store_true", help="also the Lua limiters of compare.py")
@@ -86,20 +87,20 @@ def main():
         tests.append(("PING_MBULK", ["-t", "ping_mbulk"], None))
     if opts.scripts:
         import compare
-        for name, body, args in compare.SCRIPTS:
+        for name, body, args in compare.SCRIPTS + compare.GENERAL_SCRIPTS:
             shas = set()
             for s in servers.values():
                 with benchlib.Client(s.port) as c:
                     shas.add(c("SCRIPT", "LOAD", body))
             (sha,) = shas
             tests.append((f"Lua {name}", ["EVALSHA", sha.decode(), *args], None))
-    print(f"A = {opts.a} {opts.a_args}\nB = {opts.b} {opts.b_args}\n-n {opts.n} -P {opts.pipeline} -r {opts.randomkeys}, "
+    print(f"A = {opts.a} {opts.a_args}\nB = {opts.b} {opts.b_args}\n-n {opts.n} -P {opts.pipeline} -r {opts.randomkeys} -c {opts.clients}, "
           f"{opts.reps} runs each, alternated\n")
     print(f"| test | A ops/s | B ops/s | B/A ops | A CPU us/op | B CPU us/op | B/A CPU |")
     print("|---|---|---|---|---|---|---|")
     for name, args, keys in tests:
         med = benchlib.alternating_medians(servers, args, opts.n, opts.pipeline, opts.reps,
-                                           randomkeys=keys or opts.randomkeys)
+                                           randomkeys=keys or opts.randomkeys, clients=opts.clients)
         (ao, ac), (bo, bc) = med["A"], med["B"]
         print(f"| {name} | {ao:,.0f} | {bo:,.0f} | {bo / ao:.2f}x | {ac:.3f} | {bc:.3f} | "
               f"{bc / ac:.2f}x |", flush=True)

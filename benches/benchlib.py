@@ -158,7 +158,7 @@ def redis_benchmark(port, pid, args, n, pipeline=1, clients=50, randomkeys=10000
     }
 
 
-def alternating_medians(servers, args, n, pipeline, reps, randomkeys=100000):
+def alternating_medians(servers, args, n, pipeline, reps, randomkeys=100000, clients=50):
     """Runs one redis-benchmark test `reps` times on each server of the
     dict `servers`, alternating their order each round, the idle ones
     paused. `args` may be a dict {name: args}: each server its own test.
@@ -173,7 +173,7 @@ def alternating_medians(servers, args, n, pipeline, reps, randomkeys=100000):
             s.resume()
             test = args[which] if isinstance(args, dict) else args
             runs[which].append(redis_benchmark(s.port, s.pid, test, n, pipeline=pipeline,
-                                               randomkeys=randomkeys))
+                                               clients=clients, randomkeys=randomkeys))
     for s in servers.values():
         s.resume()
     return {w: (statistics.median(r["ops"] for r in runs[w]),

@@ -7,10 +7,15 @@ limiters, with redis-benchmark, on this machine, in one run.
 
 Starts `target/release/turnstile` twice (as shipped, a worker thread per
 core; and with `--threads 1`, one core as Redis uses) and Debian's
-`redis-server` (--save '' --appendonly no) on free loopback ports, loads the two Lua limiters into
+`redis-server` (--save '' --appendonly no) on free loopback ports, loads the Lua limiters into
 both (the two-bucket sliding-window counter, the sorted-set log and the
-`limits` library's fixed window, called with EVALSHA), and runs `redis-benchmark -c 50 -r 100000` against both,
-alternating servers, each test `--reps` times, without and with `-P 16`.
+`limits` library's fixed window, which Turnstile's native catalogue runs in
+Rust; and benches/lua/own_*.lua, a two-bucket counter and a sorted-set log
+written for the benchmarks and kept out of the catalogue, which run in its
+Lua VM; all called with EVALSHA), and runs `redis-benchmark -c 50 -r 100000`
+against both, each test `--reps` times, without and with `-P 16`, then the
+baseline, `RL.ALLOW window` and the uncatalogued scripts again without
+pipelining at `-c 500`.
 For every run it records ops/s, p50 and p99 (redis-benchmark's CSV), and the
 server's CPU time per operation (the sum over its threads of
 /proc/<pid>/stat, user + system before and after, divided by operations):
@@ -50,9 +55,23 @@ SCRIPTS = [
     ("limits fixed window", LIMITS_FIXED_LUA, ["1", "lf:__rand_int__", "60", "1"]),
 ]
 
+# Scripts outside the native catalogue (benches/lua/own_*.lua, written for
+# the benchmarks in the articles' style: keys built inside the script,
+# TIME), which Turnstile always runs in its Lua VM: what a hand-written
+# limiter costs.
+OWN = ROOT / "benches/lua"
+GENERAL_SCRIPTS = [
+    ("own two-bucket, general path", (OWN / "own_two_bucket.lua").read_text(), ["1", "ob:__rand_int__", "100", "60"]),
+    ("own zset log, general path", (OWN / "own_zset_log.lua").read_text(), ["1", "oz:__rand_int__", "100", "60"]),
+]
 
-def bench(port, pid, args, n, pipeline):
-    return redis_benchmark(port, pid, args, n, pipeline, clients=50, randomkeys=100000)
+# Connections of the extra pass without pipelining (a fleet's many
+# clients), over the tests marked `wide`.
+WIDE_CLIENTS = 500
+
+
+def bench(port, pid, args, n, pipeline, clients=50):
+    return redis_benchmark(port, pid, args, n, pipeline, clients=clients, randomkeys=100000)
 
 
 def main():
@@ -92,7 +111,7 @@ def main():
         wait_ping(t1port, turnstile1, "turnstile --threads 1")
         wait_ping(rport, redis, "redis-server")
         sha = {}
-        for name, script, _ in SCRIPTS:
+        for name, script, _ in SCRIPTS + GENERAL_SCRIPTS:
             for port in (rport, tport):
                 r = subprocess.run(["redis-cli", "-p", str(port), "SCRIPT", "LOAD", script],
                                    capture_output=True, text=True, check=True)
@@ -117,7 +136,7 @@ def main():
             ("Turnstile", tport, turnstile.pid, "RL.ALLOWMANY (2 limits)",
              ["RL.ALLOWMANY", "LIMIT", "ip:__rand_int__", "100", "60", "LIMIT", "user:__rand_int__", "1000", "1h", "ALGO", "fixed"]),
         ]
-        for name, _, args in SCRIPTS:
+        for name, _, args in SCRIPTS + GENERAL_SCRIPTS:
             for server, port, pid in (("Redis", rport, redis.pid), ("Turnstile", tport, turnstile.pid)):
                 tests.append((server, port, pid, f"Lua {name} (EVALSHA)", ["EVALSHA", sha[name], *args]))
         one = "Turnstile 1 thread"
@@ -129,13 +148,18 @@ def main():
             tests.append((one, t1port, turnstile1.pid, f"RL.ALLOW {algo}",
                           ["RL.ALLOW", f"{algo}:__rand_int__", "100", "60", "ALGO", algo]))
         tests.append((one, t1port, turnstile1.pid, "CL.THROTTLE", ["CL.THROTTLE", "cell:__rand_int__", "99", "100", "60"]))
+        # The wide pass: what a fleet's many connections cost, without
+        # pipelining, for the baseline, one decision and the general path.
+        wide_names = {"PING_MBULK", "INCR", "RL.ALLOW window"} | {f"Lua {n} (EVALSHA)" for n, _, _ in GENERAL_SCRIPTS}
+        wide = [t for t in tests if t[3] in wide_names]
+        passes = [(1, 50, opts.n, tests), (16, 50, opts.pipelined_n, tests), (1, WIDE_CLIENTS, opts.n, wide)]
         results = {}
         for rep in range(opts.reps):
-            for pipeline, n in [(1, opts.n), (16, opts.pipelined_n)]:
-                for server, port, pid, name, args in tests:
-                    res = bench(port, pid, args, n, pipeline)
-                    results.setdefault((pipeline, server, name), []).append(res)
-                    print(f"rep {rep + 1} -P {pipeline:2} {server:9} {name:28} {res['ops']:>11.0f} ops/s "
+            for pipeline, clients, n, run in passes:
+                for server, port, pid, name, args in run:
+                    res = bench(port, pid, args, n, pipeline, clients)
+                    results.setdefault((pipeline, clients, server, name), []).append(res)
+                    print(f"rep {rep + 1} -P {pipeline:2} -c {clients:3} {server:9} {name:28} {res['ops']:>11.0f} ops/s "
                           f"p50 {res['p50']:.3f} p99 {res['p99']:.3f} ms  {res['cpu_us']:.2f} us CPU/op", file=sys.stderr)
     finally:
         for p in (turnstile, turnstile1, redis):
@@ -148,30 +172,34 @@ def main():
 
     med = {k: {f: statistics.median(r[f] for r in v) for f in ("ops", "p50", "p99", "cpu_us")} for k, v in results.items()}
     lines = []
-    for pipeline in (1, 16):
-        incr = med[(pipeline, "Redis", "INCR")]
-        lua = [med[(pipeline, "Redis", t)]["ops"] for t in ("Lua two-bucket (EVALSHA)", "Lua zset log (EVALSHA)")]
-        scripts = [(n, med[(pipeline, "Turnstile", f"Lua {n} (EVALSHA)")], med[(pipeline, "Redis", f"Lua {n} (EVALSHA)")])
-                   for n, _, _ in SCRIPTS]
-        ping = {s: med[(pipeline, s, "PING_MBULK")]["ops"] for s in ("Turnstile", one)}
-        title = "no pipelining" if pipeline == 1 else "-P 16"
+    for pipeline, clients, _, run in passes:
+        def m(server, name):
+            return med[(pipeline, clients, server, name)]
+        incr = m("Redis", "INCR")
+        lua = [m("Redis", t)["ops"] for t in ("Lua two-bucket (EVALSHA)", "Lua zset log (EVALSHA)") if (pipeline, clients, "Redis", t) in med]
+        scripts = [(n, m("Turnstile", f"Lua {n} (EVALSHA)"), m("Redis", f"Lua {n} (EVALSHA)"))
+                   for n, _, _ in SCRIPTS + GENERAL_SCRIPTS if (pipeline, clients, "Redis", f"Lua {n} (EVALSHA)") in med]
+        ping = {s: m(s, "PING_MBULK")["ops"] for s in ("Turnstile", one)}
+        title = (f"no pipelining, {clients} connections" if pipeline == 1 else f"-P {pipeline}, {clients} connections")
         lines += [
             f"### {title}",
             "",
             "| server | test | ops/s | p50 ms | p99 ms | server CPU us/op | ops/s vs Redis INCR | ops/s vs best Redis Lua | ops/s vs own PING_MBULK | CPU/op vs Redis INCR |",
             "|---|---|---|---|---|---|---|---|---|---|",
         ]
-        for server, _, _, name, _ in tests:
-            m = med[(pipeline, server, name)]
+        for server, _, _, name, _ in run:
+            r = m(server, name)
             limiter = server != "Redis" and name not in ("PING_MBULK", "INCR")
+            vs_lua = f"{r['ops'] / max(lua):.2f}x" if lua else ""
             lines.append(
-                f"| {server} | {name} | {m['ops']:,.0f} | {m['p50']:.3f} | {m['p99']:.3f} | {m['cpu_us']:.2f} | "
-                f"{m['ops'] / incr['ops']:.2f}x | "
-                + (f"{m['ops'] / max(lua):.2f}x | {m['ops'] / ping[server]:.2f}x | {m['cpu_us'] / incr['cpu_us']:.2f}x |" if limiter else "| | |")
+                f"| {server} | {name} | {r['ops']:,.0f} | {r['p50']:.3f} | {r['p99']:.3f} | {r['cpu_us']:.2f} | "
+                f"{r['ops'] / incr['ops']:.2f}x | "
+                + (f"{vs_lua} | {r['ops'] / ping[server]:.2f}x | {r['cpu_us'] / incr['cpu_us']:.2f}x |" if limiter else "| | |")
             )
         lines += [
             "",
-            "The same Lua scripts, Turnstile against Redis:",
+            "The same Lua scripts, Turnstile against Redis (the first three run natively in Turnstile, the "
+            "\"general path\" ones in its Lua VM):",
             "",
             "| script | Turnstile ops/s | Redis ops/s | ops/s ratio | Turnstile CPU us/op | Redis CPU us/op | CPU ratio |",
             "|---|---|---|---|---|---|---|",
@@ -192,7 +220,8 @@ def main():
         start,
         f"Measured {datetime.now(timezone.utc).strftime('%Y-%m-%d %H:%M UTC')} on {os.cpu_count()} cores ({cpu}), "
         f"{platform.system()} {platform.release()}, Redis {redis_version}, by `benches/compare.sh` "
-        f"(`redis-benchmark -c 50 -r 100000 --csv`, -n {opts.n} without and {opts.pipelined_n} with `-P 16`, "
+        f"(`redis-benchmark -c 50 -r 100000 --csv`, -n {opts.n} without and {opts.pipelined_n} with `-P 16`; "
+        f"a subset again without pipelining at `-c {WIDE_CLIENTS}`; "
         f"medians of {opts.reps} runs per test, servers alternated).",
         "",
         table,

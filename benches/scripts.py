@@ -48,7 +48,7 @@ SCRIPTS = compare.SCRIPTS + [
      ["2", "ls:__rand_int__:p", "ls:__rand_int__:c", "2", "1", "1"]),
     ("limits sliding window get", (LUA / "limits_sliding_window.lua").read_text(),
      ["2", "ls:__rand_int__:p", "ls:__rand_int__:c", "1"]),
-]
+] + compare.GENERAL_SCRIPTS  # not catalogued: the VM in both Turnstile columns
 
 
 def main():

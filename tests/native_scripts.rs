@@ -570,3 +570,38 @@ async fn read_only_get_scripts_run_natively_until_they_would_write() {
     assert!(cs.contains("cmdstat_rename:calls=1,"), "{cs}");
     assert!(cs.contains("cmdstat_lindex:calls="), "{cs}");
 }
+
+/// The benchmarks' own limiters (`benches/lua/own_*.lua`), which measure
+/// the general Lua path, are outside the catalogue and run in the VM: with
+/// their keys built inside the script, they limit as written.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_benchmarks_own_scripts_are_not_catalogued_and_limit_in_lua() {
+    let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("benches/lua");
+    let srv = Server::start().await;
+    let mut c = srv.client().await;
+    for (file, first, second, denied) in [
+        ("own_two_bucket.lua", "[1, 1, 1]", "[1, 0, 2]", "[0, 0, 2]"),
+        ("own_zset_log.lua", "[1, 1]", "[1, 2]", "[0, 2]"),
+    ] {
+        let text = std::fs::read_to_string(root.join(file)).unwrap();
+        let sha = turnstile::script::sha1hex(text.as_bytes());
+        let sha = std::str::from_utf8(&sha).unwrap();
+        assert!(
+            turnstile::cmd::script::native::find(sha).is_none(),
+            "{file} is catalogued"
+        );
+        let loaded: String = q(&mut c, &["SCRIPT", "LOAD", &text]).await;
+        assert_eq!(loaded, sha);
+        let mut run = Vec::new();
+        for _ in 0..3 {
+            let got: Vec<i64> = q(&mut c, &["EVALSHA", sha, "1", file, "2", "60"]).await;
+            run.push(format!("{got:?}"));
+        }
+        assert_eq!(run, [first, second, denied], "{file}");
+    }
+    assert_eq!(native_runs(&mut c).await, 0);
+    let zcard: i64 = q(&mut c, &["ZCARD", "own_zset_log.lua:log"]).await;
+    assert_eq!(zcard, 2);
+    let keys: Vec<String> = q(&mut c, &["KEYS", "own_two_bucket.lua:w:*"]).await;
+    assert_eq!(keys.len(), 1, "{keys:?}");
+}

@@ -264,7 +264,17 @@ unsafe fn push_bytes(l: *mut ffi::lua_State, b: &[u8]) {
 /// One line from `*pos`, without its CRLF.
 fn line<'b>(bytes: &'b [u8], pos: &mut usize) -> Option<&'b [u8]> {
     let rest = bytes.get(*pos..)?;
-    let end = memchr::memmem::find(rest, b"\r\n")?;
+    // `memchr` for each CR, not `memmem`, whose searcher is built on every
+    // call: header lines are a few bytes, and a CR not followed by LF
+    // (none is, in replies this server writes) is only stepped over.
+    let mut from = 0;
+    let end = loop {
+        let cr = from + memchr::memchr(b'\r', &rest[from..])?;
+        if rest.get(cr + 1) == Some(&b'\n') {
+            break cr;
+        }
+        from = cr + 1;
+    };
     *pos += end + 2;
     Some(&rest[..end])
 }

@@ -81,7 +81,8 @@ pub struct Engine {
 /// `EVAL` cached (the evictable ones).
 #[derive(Default)]
 struct Cache {
-    scripts: HashMap<[u8; 40], Script>,
+    /// Keyed by ahash, not SipHash: looked up on every `EVALSHA`.
+    scripts: HashMap<[u8; 40], Script, ahash::RandomState>,
     evictable: usize,
 }
 

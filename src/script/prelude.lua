@@ -274,14 +274,20 @@ end
 B._G = G
 T.B = B
 protected[G] = B
-local gmt = {
+-- A read goes from the empty global table to `B` as a table, inside the
+-- VM's own lookup (no call), and only a name `B` lacks reaches the
+-- function that raises Redis's error; with a function as `G`'s `__index`,
+-- every global a script read (`redis`, `KEYS`, `tonumber`) was a Lua call.
+-- The error's level 2 is still the script's line: the hop through `B`
+-- adds no frame.
+setmetatable(B, {
     __index = function(_, k)
-        local v = B[k]
-        if v == nil then
-            error("Script attempted to access nonexistent global variable '" .. tostring(k) .. "'", 2)
-        end
-        return v
+        error("Script attempted to access nonexistent global variable '" .. tostring(k) .. "'", 2)
     end,
+    __metatable = false,
+})
+local gmt = {
+    __index = B,
     __newindex = function()
         error('Attempt to modify a readonly table', 2)
     end,

@@ -24,7 +24,8 @@ pub(super) struct Vm {
     pub(super) globals: Table,
     /// The prelude's `T.run`: calls a script under Redis's error handler.
     pub(super) runner: Function,
-    pub(super) functions: HashMap<[u8; 40], Function>,
+    /// Keyed by ahash, not SipHash: looked up on every run.
+    pub(super) functions: HashMap<[u8; 40], Function, ahash::RandomState>,
     /// The engine's flush generation `functions` belong to.
     pub(super) generation: u64,
     pub(super) ctx: CtxPtr,
@@ -221,7 +222,7 @@ impl Vm {
             lua,
             globals,
             runner,
-            functions: HashMap::new(),
+            functions: HashMap::default(),
             generation: 0,
             ctx,
             fields,
