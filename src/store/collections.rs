@@ -71,7 +71,9 @@ impl ScoreBound {
 
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct ZSet {
-    scores: HashMap<Bytes, Score>,
+    /// Keyed ahash, not SipHash (hash flooding is resisted either way):
+    /// a sliding log hashes its member on every add and remove.
+    scores: HashMap<Bytes, Score, ahash::RandomState>,
     order: BTreeSet<(Score, Bytes)>,
 }
 
