@@ -175,6 +175,13 @@ def main():
              "LIMIT", "m", "1000000000", "1d", "ALGO", "log"],
             ["RL.STATE", "l"],
         ],
+        # inside EXEC the commands after a SUBSCRIBE still run, as in Redis
+        # (the transaction model once compared them with a subscriber's
+        # refusals)
+        "exec-after-subscribe": [
+            ["MULTI"], ["SUBSCRIBE", "a"], ["PUBLISH", "n", "10"], ["SET", "x", "1"],
+            ["RL.ALLOW", "lim", "0", "60", "ALGO", "gcra"], ["EXEC"], ["GET", "x"], ["PING"],
+        ],
     }
     for name, s in stress.items():
         s = [[a.encode() for a in args] for args in s]
