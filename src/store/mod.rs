@@ -530,8 +530,8 @@ pub struct WatchMark {
 }
 
 /// Shard indices of a multi-key lock. Inline up to [`INLINE_SHARDS`]:
-/// a script or transaction on a handful of keys locks without touching
-/// the allocator. (Its `realloc` takes glibc's arena lock every time, and
+/// a script or transaction on a handful of keys takes its locks, and
+/// reaches further shards, without touching the allocator. (Its `realloc` takes glibc's arena lock every time, and
 /// with one arena for every worker, `alloc::one_arena`, two workers
 /// running scripts waited on it: 63% of the server's futex calls.)
 type Shards = SmallVec<[usize; INLINE_SHARDS]>;
