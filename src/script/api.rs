@@ -22,6 +22,11 @@ pub const EVAL_SCRIPTS_MAX: usize = 500;
 /// `LUA_GC_CYCLE_PERIOD`).
 pub(super) const GC_EVERY: u32 = 50;
 
+/// Kilobytes of collector work each of those steps does: Redis passes
+/// `LUA_GC_CYCLE_PERIOD` to `lua_gc(LUA_GCSTEP)`, so the collector keeps
+/// pace with scripts that allocate (one basic step did not).
+pub(super) const GC_STEP_KB: i32 = 50;
+
 /// Instructions between two looks at the clock and the kill flag: about a
 /// millisecond of Lua, and no measurable cost.
 pub const HOOK_EVERY: u32 = 100_000;

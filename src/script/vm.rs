@@ -217,6 +217,9 @@ impl Vm {
             move |_, _| run.check(),
         )?;
         let fields = convert::Fields::new(&lua)?;
+        // Setting up left a third of the heap as garbage (the prelude's
+        // main chunk, its temporaries): a state starts at what it keeps.
+        lua.gc_collect()?;
         guard.0 = None;
         Ok(Vm {
             lua,
@@ -231,6 +234,18 @@ impl Vm {
             runs: std::cell::Cell::new(0),
             state,
         })
+    }
+
+    /// [`GC_STEP_KB`] of collector work, as Redis's `lua_gc(LUA_GCSTEP)`
+    /// call does it (mlua's `gc_step` asks for one basic step only).
+    pub(super) fn gc_step(&self) -> mlua::Result<()> {
+        // SAFETY: `lua_gc` on the state mlua hands over, with no value
+        // pushed or popped; mlua runs it protected.
+        unsafe {
+            self.lua.exec_raw::<()>((), |l| {
+                mlua::ffi::lua_gc(l, mlua::ffi::LUA_GCSTEP, GC_STEP_KB);
+            })
+        }
     }
 
     /// Compiles a script's body as Redis does: one function, chunk name
