@@ -62,8 +62,9 @@
 //!   kind listed once there),
 //!   each write's resulting state logged under its shard's lock into the
 //!   backlog ring (`store/effects.rs`).
-//! - [`limiter`]: the algorithms, one file each (`window.rs`, `log.rs`,
-//!   `gcra.rs`, `fixed.rs`; `calendar.rs` the calendar periods `fixed`
+//! - [`limiter`]: the algorithms, one file each (`window.rs`, `log/`,
+//!   whose ring's storage is `log/slots.rs`, `gcra.rs`, `fixed.rs`;
+//!   `calendar.rs` the calendar periods `fixed`
 //!   can follow): pure functions over (state, params, now, cost)
 //!   behind one contract, the `Limiter` trait with the types it speaks in
 //!   (`limiter/contract.rs`, which the algorithm files import; `limiter/mod.rs`

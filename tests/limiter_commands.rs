@@ -2033,8 +2033,8 @@ async fn log_reset_after_forgets_refunds() {
 /// PRECISION, slot stamps are rounded *up* into the future; a later request
 /// on the same key with a finer (or no) PRECISION (changing parameters is
 /// allowed) stamps an earlier time. Debug build: "attempt to subtract with
-/// overflow" at src/limiter/log.rs:102, the connection dies. Release build:
-/// the offset wraps, the slot lands ~12.7 days in the future, the key's TTL
+/// overflow" in the ring's offset (src/limiter/log/), the connection dies.
+/// Release build: the offset wraps, the slot lands ~12.7 days in the future, the key's TTL
 /// becomes ~1_099_571_628 ms and its units stay counted that long (lockout).
 /// The same happens if the server clock ever steps back.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -500,8 +500,8 @@ mod tests {
     fn a_ring_grows_only_within_the_room_left() {
         let spec = log_spec(10);
         let mut slot = None;
-        // Single requests: a compact ring, full at six slots.
-        for i in 0..6 {
+        // Single requests: a compact ring, full at eight slots.
+        for i in 0..8 {
             let d = allow(
                 &mut slot,
                 &spec,
@@ -517,20 +517,20 @@ mod tests {
             _ => unreachable!(),
         };
         let (slots, growth) = ring(&slot);
-        assert_eq!(slots, 6);
-        assert!(growth > 0, "a ring of six is full");
+        assert_eq!(slots, 8);
+        assert!(growth > 0, "a ring of eight is full");
         let now = Nanos(1_000 * S + 10_000);
         assert_eq!(
             allow(&mut slot, &spec, now, 1, growth - 1),
             Err(LimitError::OutOfMemory)
         );
-        assert_eq!(ring(&slot).0, 6, "nothing recorded");
+        assert_eq!(ring(&slot).0, 8, "nothing recorded");
         // A request that would be denied anyway is answered.
-        let d = allow(&mut slot, &spec, now, 7, 0).unwrap();
+        let d = allow(&mut slot, &spec, now, 3, 0).unwrap();
         assert!(!d.allowed);
         let d = allow(&mut slot, &spec, now, 1, growth).unwrap();
         assert!(d.allowed);
-        assert_eq!(ring(&slot).0, 7);
+        assert_eq!(ring(&slot).0, 9);
         let (d, grows) = peek(slot.as_ref(), &spec, now, 1).unwrap();
         assert!(d.allowed);
         assert_eq!(grows, 0, "room for one more");

@@ -11,7 +11,7 @@
 //! | fixed: 6 + 4 | window number, count |
 //! | gcra: 8 | TAT (ns) |
 //! | sliding: 24 | newest sub-bucket number, six counts, six last-admission steps (`limiter/sliding.rs`) |
-//! | log: 24 | one slot inline, or the handle of its ring (`limiter/log.rs`) |
+//! | log: 24 | one slot inline, or the handle of its ring (`limiter/log/`) |
 //!
 //! There is no expiry field: a limiter key's TTL is always the moment its
 //! state stops mattering, derived from the state itself (`expires_at`), so

@@ -33,15 +33,17 @@
 //! than `limit` in any `period`-long interval.
 
 use crate::clock::Nanos;
-use std::ptr::NonNull;
 
 use super::contract::{Decision, Params};
 
+mod slots;
+use slots::{
+    block_words, pack, unpack, Block, Form, BASE, BORROWED, COUNT_BITS, FORM, HEADER, MAX_COUNT,
+    MAX_OFFSET, NEWEST, TOTAL,
+};
+
 /// Time resolution of a slot, in nanoseconds.
 pub const UNIT: u64 = 1_000;
-const COUNT_BITS: u32 = 24;
-const MAX_COUNT: u64 = (1 << COUNT_BITS) - 1;
-const MAX_OFFSET: u64 = (1 << (64 - COUNT_BITS)) - 1;
 /// Longest period the log supports: live slots must fit in half the offset
 /// range so re-basing always succeeds (about 6.4 days).
 pub const MAX_PERIOD: u64 = (MAX_OFFSET / 2) * UNIT;
@@ -69,115 +71,6 @@ pub const MAX_SLOTS: u64 = 1 << 20;
 /// loader has none): a wider span turns the ring narrow, once, which is
 /// O(1) per slot it recorded too.
 pub const COMPACT_SPAN: u64 = (1 << 32) / 9 * 8;
-
-/// Words of the block's header: `base`, `total`, `newest`.
-const HEADER: usize = 3;
-const BASE: usize = 0;
-const TOTAL: usize = 1;
-const NEWEST: usize = 2;
-/// `meta`'s top bit: the slots are wide.
-const WIDE: u32 = 1 << 31;
-/// `meta`'s next bit: the slots are compact.
-const COMPACT: u32 = 1 << 30;
-const FORM: u32 = WIDE | COMPACT;
-
-/// How a ring holds its slots (see the module docs). A ring only moves up
-/// this order (compact, narrow, wide) while the key keeps it; a ring that
-/// settles back inline (at most one slot) starts again from compact.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord)]
-enum Form {
-    /// One `u32` offset from `base`, count 1; two slots to a word, the
-    /// even ring position in the low half.
-    Compact,
-    /// One `u64`: 40-bit offset from `base`, 24-bit count.
-    Narrow,
-    /// Two `u64`s: timestamp, count.
-    Wide,
-}
-
-impl Form {
-    fn bits(self) -> u32 {
-        match self {
-            Form::Compact => COMPACT,
-            Form::Narrow => 0,
-            Form::Wide => WIDE,
-        }
-    }
-
-    fn of(meta: u32) -> Form {
-        match meta & FORM {
-            COMPACT => Form::Compact,
-            0 => Form::Narrow,
-            _ => Form::Wide,
-        }
-    }
-
-    /// The largest offset from `base` a slot of this form holds.
-    fn max_offset(self) -> u64 {
-        match self {
-            Form::Compact => u64::from(u32::MAX),
-            Form::Narrow => MAX_OFFSET,
-            Form::Wide => u64::MAX,
-        }
-    }
-
-    /// Words of ring that hold `slots` slots.
-    fn words(self, slots: usize) -> usize {
-        match self {
-            Form::Compact => slots.div_ceil(2),
-            Form::Narrow => slots,
-            Form::Wide => slots * 2,
-        }
-    }
-
-    /// Slots that `words` words of ring hold.
-    fn slots(self, words: usize) -> usize {
-        match self {
-            Form::Compact => words * 2,
-            Form::Narrow => words,
-            Form::Wide => words / 2,
-        }
-    }
-
-    /// The slot at ring position `pos` of `block`, as (timestamp in
-    /// `UNIT`s, count), its offset from `base`.
-    fn load(self, block: &[u64], base: u64, pos: usize) -> (u64, u64) {
-        match self {
-            Form::Compact => {
-                let half = block[HEADER + pos / 2] >> (pos % 2 * 32);
-                (base + u64::from(half as u32), 1)
-            }
-            Form::Narrow => {
-                let (o, c) = unpack(block[HEADER + pos]);
-                (base + o, c)
-            }
-            Form::Wide => (block[HEADER + pos * 2], block[HEADER + pos * 2 + 1]),
-        }
-    }
-
-    /// Writes slot (`t`, `c`) at ring position `pos` of `block`, as an
-    /// offset from `base`. The caller keeps the form's bounds: `t` at or
-    /// after `base`, the offset within 32 bits and `c` 1 compact, within
-    /// 40 and 24 bits narrow.
-    fn store(self, block: &mut [u64], base: u64, pos: usize, t: u64, c: u64) {
-        match self {
-            Form::Compact => {
-                debug_assert!(c == 1 && t - base <= u64::from(u32::MAX));
-                let shift = pos % 2 * 32;
-                let w = &mut block[HEADER + pos / 2];
-                *w = (*w & !(u64::from(u32::MAX) << shift)) | ((t - base) << shift);
-            }
-            Form::Narrow => {
-                debug_assert!(c <= MAX_COUNT && t - base <= MAX_OFFSET);
-                block[HEADER + pos] = pack(t - base, c);
-            }
-            Form::Wide => {
-                block[HEADER + pos * 2] = t;
-                block[HEADER + pos * 2 + 1] = c;
-            }
-        }
-    }
-}
 
 /// The log of one key. Most keys of a lightly used limit hold one slot,
 /// so a key with at most one (narrow) slot holds no heap block at all: its
@@ -216,76 +109,6 @@ enum Repr {
     },
 }
 
-/// A ring's heap block: owned (freed when dropped), or in a view
-/// ([`State::view`]) borrowed from the log that owns it for one read,
-/// never freed by the view. A view is written only after it copied the
-/// block into one of its own, so nothing reached through a view changes
-/// the owner's ring.
-struct Block {
-    ptr: NonNull<u64>,
-    /// Words, with [`BORROWED`] set in a view.
-    words: usize,
-}
-
-const BORROWED: usize = 1 << (usize::BITS - 1);
-
-// SAFETY: an owned block is a `Box<[u64]>`, which is Send and Sync; a
-// borrowed one is a shared `&[u64]` of its owner's block, also both.
-unsafe impl Send for Block {}
-// SAFETY: as for Send: nothing in a block is changed through `&Block`.
-unsafe impl Sync for Block {}
-
-impl Block {
-    fn new(words: Box<[u64]>) -> Block {
-        let len = words.len();
-        let ptr = NonNull::new(Box::into_raw(words).cast::<u64>()).expect("a box is never null");
-        Block { ptr, words: len }
-    }
-
-    fn borrowed(&self) -> bool {
-        self.words & BORROWED != 0
-    }
-}
-
-impl std::ops::Deref for Block {
-    type Target = [u64];
-
-    fn deref(&self) -> &[u64] {
-        // SAFETY: `ptr` and the length are a live `Box<[u64]>`'s: this
-        // block's own, or its owner's, which outlives a view.
-        unsafe { std::slice::from_raw_parts(self.ptr.as_ptr(), self.words & !BORROWED) }
-    }
-}
-
-impl std::ops::DerefMut for Block {
-    fn deref_mut(&mut self) -> &mut [u64] {
-        if self.borrowed() {
-            *self = Block::new(Box::from(&**self));
-        }
-        // SAFETY: an owned block (made so above), which nothing else
-        // reaches while `self` is borrowed mutably.
-        unsafe { std::slice::from_raw_parts_mut(self.ptr.as_ptr(), self.words) }
-    }
-}
-
-impl Clone for Block {
-    /// A block of its own, also of a view.
-    fn clone(&self) -> Block {
-        Block::new(Box::from(&**self))
-    }
-}
-
-impl Drop for Block {
-    fn drop(&mut self) {
-        if !self.borrowed() {
-            let words = std::ptr::slice_from_raw_parts_mut(self.ptr.as_ptr(), self.words);
-            // SAFETY: an owned block is the box `new` took apart, freed
-            // once: here.
-            drop(unsafe { Box::from_raw(words) });
-        }
-    }
-}
-
 // The inline forms share the ring handle's 24 bytes (the box's non-null
 // pointer is the variants' niche): `LogRec` stays 48 bytes.
 const _: () = assert!(std::mem::size_of::<State>() == 24);
@@ -316,14 +139,6 @@ impl std::fmt::Debug for State {
             .field("slots", &self.iter().collect::<Vec<_>>())
             .finish()
     }
-}
-
-fn pack(offset: u64, count: u64) -> u64 {
-    (offset << COUNT_BITS) | count
-}
-
-fn unpack(slot: u64) -> (u64, u64) {
-    (slot >> COUNT_BITS, slot & MAX_COUNT)
 }
 
 /// The inline slot of a request of `count` stamped `ts` (`UNIT`s) under
@@ -505,9 +320,16 @@ impl State {
         }
     }
 
-    /// Ring position of logical slot `i` (0 = oldest).
+    /// Ring position of logical slot `i` (0 = oldest), for `i` below the
+    /// capacity: a subtraction, not a division, on every slot read.
     fn pos(&self, i: usize) -> usize {
-        (self.head() + i) % self.capacity()
+        let (p, capacity) = (self.head() + i, self.capacity());
+        debug_assert!(i < capacity);
+        if p >= capacity {
+            p - capacity
+        } else {
+            p
+        }
     }
 
     /// Logical slot `i` as (timestamp in `UNIT`s, count).
@@ -530,8 +352,23 @@ impl State {
         (self.slots() > 0).then(|| self.get(0))
     }
 
+    /// The newest slot: read on every decision and by the store (a
+    /// record's TTL), so it takes the ring's fields once.
     fn back(&self) -> Option<(u64, u64)> {
-        self.slots().checked_sub(1).map(|i| self.get(i))
+        match &self.0 {
+            Repr::Ring { block, head, meta } => {
+                let n = (meta & !FORM) as usize;
+                let form = Form::of(*meta);
+                let capacity = form.slots(block.len() - HEADER);
+                let mut pos = *head as usize + n.checked_sub(1)?;
+                if pos >= capacity {
+                    pos -= capacity;
+                }
+                Some(form.load(block, block[BASE], pos))
+            }
+            Repr::Inline { slot: 0, .. } => None,
+            Repr::Inline { newest, slot } => Some(one_get(*newest, *slot)),
+        }
     }
 
     /// Every slot as (timestamp in `UNIT`s, count), oldest first.
@@ -584,13 +421,28 @@ impl State {
     /// room for `capacity` slots (a compact ring's rounded up to whole
     /// words), keeping the header.
     fn rebuild(&mut self, capacity: usize, form: Form) {
-        let mut block = vec![0u64; HEADER + form.words(capacity)].into_boxed_slice();
+        let mut block = vec![0u64; block_words(form, capacity)].into_boxed_slice();
         let base = self.base();
         block[..HEADER].copy_from_slice(&[base, self.total(), self.newest()]);
-        for (i, (t, c)) in self.iter().enumerate() {
-            form.store(&mut block, base, i, t, c);
+        let n = self.slots();
+        match &self.0 {
+            // The same form from the ring's start: the words as they are
+            // (a ring that grows, the common case).
+            Repr::Ring {
+                block: old,
+                head: 0,
+                meta,
+            } if Form::of(*meta) == form => {
+                let words = HEADER + form.words(n);
+                block[HEADER..words].copy_from_slice(&old[HEADER..words]);
+            }
+            _ => {
+                for (i, (t, c)) in self.iter().enumerate() {
+                    form.store(&mut block, base, i, t, c);
+                }
+            }
         }
-        let n = self.slots() as u32;
+        let n = n as u32;
         self.0 = Repr::Ring {
             block: Block::new(block),
             head: 0,
@@ -599,13 +451,16 @@ impl State {
     }
 
     /// The capacity the ring grows to when full: an eighth more, at least
-    /// two slots, within [`MAX_SLOTS`] (but never below what it holds: a
-    /// ring restored from an older snapshot may be larger). An eighth
-    /// rather than double keeps a long log within 12% of its slots' bytes,
-    /// for a copy of the ring every eighth of its growth.
+    /// four slots (two more for the first ring, made from the inline
+    /// slot), within [`MAX_SLOTS`] (but never below what it holds: a ring
+    /// restored from an older snapshot may be larger). An eighth rather
+    /// than double keeps a long log within 12% of its slots' bytes, for a
+    /// copy of the ring every eighth of its growth; four at least, with
+    /// [`block_words`]' rounding, copies a ten-request log three times
+    /// rather than five, and a two-slot log's block stays 40 bytes.
     fn grown_capacity(&self) -> usize {
         let c = self.capacity();
-        (c + (c / 8).max(2))
+        (c + (c / 8).max(if c < 2 { 2 } else { 4 }))
             .min(MAX_SLOTS as usize)
             .max(self.slots() + 1)
     }
@@ -625,7 +480,7 @@ impl State {
             Repr::Ring { .. } if self.slots() < self.capacity() => return 0,
             Repr::Ring { meta, .. } => Form::of(*meta),
         };
-        (HEADER + form.words(self.grown_capacity())) * 8
+        block_words(form, self.grown_capacity()) * 8
     }
 
     /// Whether a request stamped `ts` can be recorded: it joins the newest
@@ -712,8 +567,9 @@ impl State {
     /// than before, a clock stepped back) is recorded at the newest slot,
     /// which counts it at least as long as its own time would.
     fn record(&mut self, ts: u64, count: u64) {
-        let ts = self.back().map_or(ts, |(newest, _)| ts.max(newest));
-        if let Some((t, c)) = self.back() {
+        let back = self.back();
+        let ts = back.map_or(ts, |(newest, _)| ts.max(newest));
+        if let Some((t, c)) = back {
             if t == ts && c.checked_add(count).is_some_and(|n| self.fits(n)) {
                 self.set_back_count(c + count);
                 return;
@@ -1149,8 +1005,8 @@ mod tests {
     fn growth_is_what_the_next_slot_allocates() {
         // Single requests keep a compact ring, requests of 2 a narrow one.
         for (cost, ring, first, last) in [
-            (1, 2, [6, 8, 10], [84, 94, 106]),
-            (2, 3, [5, 7, 9], [82, 92, 103]),
+            (1, 2, [8, 12, 16], [84, 96, 108]),
+            (2, 4, [8, 12, 16], [84, 94, 106]),
         ] {
             let p = params(1_000, 60 * S);
             let mut st = State::default();
@@ -1158,9 +1014,9 @@ mod tests {
             assert_eq!(st.growth(), 0);
             decide(&mut st, &p, S, cost);
             assert_eq!(st.heap_size(), 0);
-            // The second takes a ring of three narrow slots at most (two
-            // words of four compact ones).
-            assert_eq!(st.growth(), (HEADER + 3) * 8);
+            // The second takes a ring of four narrow slots at most (the
+            // block rounded to 7 words; two words of four compact ones).
+            assert_eq!(st.growth(), (HEADER + 4) * 8);
             decide(&mut st, &p, S + MS, cost);
             assert_eq!(st.heap_size(), (HEADER + ring) * 8);
             let mut grew = Vec::new();
@@ -1174,9 +1030,9 @@ mod tests {
                     grew.push(st.capacity());
                 }
             }
-            // By an eighth, at least two (compact: rounded up to whole
-            // words): 100 slots sit in 106 compact (424 bytes), 103
-            // narrow (824 bytes).
+            // By an eighth, at least four, the block rounded to an odd
+            // number of words: 100 slots sit in 108 compact (432 bytes of
+            // ring), 106 narrow (848 bytes).
             assert_eq!(grew[..3], first);
             assert_eq!(grew[grew.len() - 3..], last);
             assert_eq!(st.form(), [Form::Compact, Form::Narrow][cost as usize - 1]);
@@ -1201,7 +1057,7 @@ mod tests {
         assert!(d.allowed);
         assert_eq!(
             (st.slots(), st.total(), st.heap_size()),
-            (2, 2, (HEADER + 3) * 8)
+            (2, 2, (HEADER + 4) * 8)
         );
         // Expiry alone (a refund of nothing) settles it.
         refund(&mut st, &p, t0 + 12 * S + UNIT, 0);
@@ -1348,9 +1204,9 @@ mod tests {
         check_ring(&st);
         assert_eq!(
             (st.form(), st.slots(), st.capacity()),
-            (Form::Compact, 100, 106)
+            (Form::Compact, 100, 108)
         );
-        assert_eq!(st.heap_size(), (HEADER + 53) * 8);
+        assert_eq!(st.heap_size(), (HEADER + 54) * 8);
         // A second request in the same microsecond coalesces: narrow.
         let before: Vec<_> = st.iter().collect();
         decide(&mut st, &p, 1_000 * S + 99 * 20 * MS, 1);
