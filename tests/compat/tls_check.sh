@@ -85,6 +85,10 @@ grep -q 'BEGIN RSA PRIVATE KEY' server-rsa.key || fail "server-rsa.key is not PK
 start() {
     local name=$1 log="$TMP/$1.log" pid clean
     shift
+    # The log exists before the server does: the loop below may read it
+    # before the background shell has opened it (sed would fail, and
+    # set -e end the check).
+    : >"$log"
     NO_COLOR=1 "$BIN" --bind 127.0.0.1 --port 0 --metrics-addr 127.0.0.1:0 --tls-port 0 "$@" \
         >"$log" 2>&1 &
     pid=$!
