@@ -5,8 +5,9 @@ limiters, with redis-benchmark, on this machine, in one run.
     benches/compare.sh            # full run, writes docs/performance.md
     benches/compare.sh --quick    # smoke run for CI: checks it completes
 
-Starts `target/release/turnstile` twice (as shipped, a worker thread per
-core; and with `--threads 1`, one core as Redis uses) and Debian's
+Starts `target/release/turnstile` twice (as shipped: a worker thread per
+core but one, so one on a 2-core machine, one core as Redis uses; and
+with a worker per core, `--threads` the core count) and Debian's
 `redis-server` (--save '' --appendonly no) on free loopback ports, loads the Lua limiters into
 both (the two-bucket sliding-window counter, the sorted-set log and the
 `limits` library's fixed window, which Turnstile's native catalogue runs in
@@ -65,6 +66,9 @@ GENERAL_SCRIPTS = [
     ("own zset log, general path", (OWN / "own_zset_log.lua").read_text(), ["1", "oz:__rand_int__", "100", "60"]),
 ]
 
+# Workers of the second Turnstile: one per core.
+PER_CORE = os.cpu_count() or 1
+
 # Connections of the extra pass without pipelining (a fleet's many
 # clients), over the tests marked `wide`.
 WIDE_CLIENTS = 500
@@ -94,10 +98,11 @@ def main():
         stdout=subprocess.DEVNULL,
         preexec_fn=die_with_parent,  # never left running, however this ends
     )
-    # The same binary on one worker thread: one core, as Redis uses.
+    # The same binary with a worker per core (the default until
+    # 2026-11-27), to show what the default leaves out.
     turnstile1 = subprocess.Popen(
         [str(ROOT / "target/release/turnstile"), "--port", str(t1port), "--metrics-addr", "127.0.0.1:0",
-         "--log-level", "warn", "--threads", "1"],
+         "--log-level", "warn", "--threads", str(PER_CORE)],
         stdout=subprocess.DEVNULL,
         preexec_fn=die_with_parent,  # never left running, however this ends
     )
@@ -108,7 +113,7 @@ def main():
     )
     try:
         wait_ping(tport, turnstile, "turnstile")
-        wait_ping(t1port, turnstile1, "turnstile --threads 1")
+        wait_ping(t1port, turnstile1, f"turnstile --threads {PER_CORE}")
         wait_ping(rport, redis, "redis-server")
         sha = {}
         for name, script, _ in SCRIPTS + GENERAL_SCRIPTS:
@@ -139,7 +144,7 @@ def main():
         for name, _, args in SCRIPTS + GENERAL_SCRIPTS:
             for server, port, pid in (("Redis", rport, redis.pid), ("Turnstile", tport, turnstile.pid)):
                 tests.append((server, port, pid, f"Lua {name} (EVALSHA)", ["EVALSHA", sha[name], *args]))
-        one = "Turnstile 1 thread"
+        one = f"Turnstile {PER_CORE} threads"
         tests += [
             (one, t1port, turnstile1.pid, "PING_MBULK", ["-t", "ping_mbulk"]),
             (one, t1port, turnstile1.pid, "INCR", ["-t", "incr"]),

@@ -114,9 +114,9 @@ pub struct Config {
     /// `[[node]] addr = "HOST:PORT"  slots = ["0-8191"]` entries.
     #[arg(long, env = "TURNSTILE_CLUSTER_CONFIG", value_name = "FILE")]
     pub cluster_config: Option<PathBuf>,
-    /// Worker threads serving clients; 0 = one per CPU core. On a machine
-    /// shared with busy neighbours (a load generator, the application),
-    /// fewer threads than cores can do more: see docs/performance.md.
+    /// Worker threads serving clients; 0 = one per CPU core but one (at
+    /// least one). The core left is for the kernel's network work and the
+    /// machine's other processes: see docs/performance.md, "Threads".
     #[arg(long, env = "TURNSTILE_THREADS", default_value_t = 0)]
     pub threads: usize,
     /// Log filter: error, warn, info, debug, trace, or a tracing directive.
@@ -363,10 +363,14 @@ impl Config {
         Ok(cli.config)
     }
 
-    /// Worker threads the runtime runs: `--threads`, or one per core.
+    /// Worker threads the runtime runs: `--threads`, or one per core but
+    /// one (a 2-core host runs one worker, as measured best there, and a
+    /// larger one still scales), at least one.
     pub fn worker_threads(&self) -> usize {
         match self.threads {
-            0 => std::thread::available_parallelism().map_or(1, |n| n.get()),
+            0 => {
+                std::thread::available_parallelism().map_or(1, |n| n.get().saturating_sub(1).max(1))
+            }
             n => n,
         }
         .min(64)
@@ -1203,8 +1207,10 @@ mod tests {
         assert_eq!(c.snapshot_interval, Duration::from_secs(1));
         assert_eq!(c.tls_port, None);
         assert_eq!(c.threads, 0);
+        let cores = std::thread::available_parallelism().map_or(1, |n| n.get());
+        assert_eq!(c.worker_threads(), (cores - 1).max(1));
         let one = Config::parse_from(["turnstile", "--threads", "1"]).unwrap();
-        assert_eq!(one.threads, 1);
+        assert_eq!((one.threads, one.worker_threads()), (1, 1));
         assert!(Config::parse_from(["turnstile", "--threads", "-1"]).is_err());
     }
 

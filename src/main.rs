@@ -29,9 +29,7 @@ fn main() -> ExitCode {
     // 1,000 clients waiting on one script peaked at 516 threads and were
     // all answered when it ended (`docs/reliability.md`).
     builder.max_blocking_threads(MAX_BLOCKING_THREADS);
-    if cli.config.threads > 0 {
-        builder.worker_threads(cli.config.threads);
-    }
+    builder.worker_threads(cli.config.worker_threads());
     let runtime = match builder.enable_all().build() {
         Ok(rt) => rt,
         Err(e) => {
