@@ -7,7 +7,7 @@ run under load.
                                    [--quiet-wait S] [--no-build] [--doc]
 
 Every server is `target/release/turnstile` (copied aside first, as the other
-harnesses do), with its defaults (worker threads = cores), on 127.0.0.1.
+harnesses do), with its defaults (worker threads: a core each but one), on 127.0.0.1.
 The load is `redis-benchmark -c 50 -r 100000 -P 16 -n N` running
 `RL.ALLOW key:__rand_int__ 100 60` against the primary; keys start empty
 and every decision in these runs is admitted (about N/100,000 per key, well
