@@ -306,6 +306,13 @@ pub struct DecisionCounts {
 }
 
 impl Stats {
+    /// Algorithm `i`'s shared decision counters: admitted, denied, units,
+    /// near-limit.
+    fn decision_counters(&self, i: usize) -> [&AtomicU64; 4] {
+        let [admitted, denied] = &self.decisions[i];
+        [admitted, denied, &self.units[i], &self.near_limit[i]]
+    }
+
     pub fn add(counter: &AtomicU64, n: u64) {
         counter.fetch_add(n, Ordering::Relaxed);
     }
@@ -444,7 +451,7 @@ pub struct Local {
     near_limit: [u64; Algorithm::COUNT],
     dirty: bool,
     /// A decision or units were counted since the last flush.
-    decided: bool,
+    decided: Algorithms,
     /// Decisions by key, for the heavy hitters' sketches ([`Stats::top`]).
     pub top: top::Pending,
     /// `--top-sample`, as of the last flush (1 until then: every
@@ -468,7 +475,7 @@ impl Local {
             units: [0; Algorithm::COUNT],
             near_limit: [0; Algorithm::COUNT],
             dirty: false,
-            decided: false,
+            decided: 0,
             top: top::Pending::default(),
             top_sample: 1,
             top_draw: 0x9E37_79B9_7F4A_7C15,
@@ -514,7 +521,7 @@ impl Local {
             self.near_limit[i] += 1;
         }
         self.dirty = true;
-        self.decided = true;
+        self.decided |= 1 << i;
     }
 
     /// A decision on `key` for the heavy hitters (`RL.TOP`): `allowed` by
@@ -549,9 +556,10 @@ impl Local {
 
     /// Units consumed by one more limit of a multi-limit request.
     pub fn units(&mut self, a: Algorithm, charged: u64) {
-        self.units[algo_index(a)] += charged;
+        let i = algo_index(a);
+        self.units[i] += charged;
         self.dirty = true;
-        self.decided = true;
+        self.decided |= 1 << i;
     }
 
     /// A tally for one script run that may be stopped and run again (see
@@ -599,11 +607,14 @@ impl Local {
             add(&mut self.failed[i], &mut run.failed[i]);
             add(&mut self.rejected[i], &mut run.rejected[i]);
         }
-        if std::mem::take(&mut run.decided) {
-            for (to, from) in self.decision_counters().zip(run.decision_counters()) {
+        let decided = std::mem::take(&mut run.decided);
+        for i in algorithms(decided) {
+            for (to, from) in self.decision_counters(i).zip(run.decision_counters(i)) {
                 add(to, from);
             }
-            self.decided |= keep;
+        }
+        if keep {
+            self.decided |= decided;
         }
         self.dirty |= std::mem::take(&mut run.dirty) && keep;
         if keep {
@@ -614,14 +625,17 @@ impl Local {
         }
     }
 
-    /// The decision counters, in the order of [`Stats`]' own:
-    /// decisions, units, near-limit admissions.
-    fn decision_counters(&mut self) -> impl Iterator<Item = &mut u64> {
-        self.decisions
-            .iter_mut()
-            .flatten()
-            .chain(&mut self.units)
-            .chain(&mut self.near_limit)
+    /// Algorithm `i`'s decision counters, in the order of
+    /// [`Stats::decision_counters`]: admitted, denied, units, near-limit.
+    fn decision_counters(&mut self, i: usize) -> impl Iterator<Item = &mut u64> {
+        let [admitted, denied] = &mut self.decisions[i];
+        [
+            admitted,
+            denied,
+            &mut self.units[i],
+            &mut self.near_limit[i],
+        ]
+        .into_iter()
     }
 
     /// Adds the tally to `stats` and clears it.
@@ -663,22 +677,34 @@ impl Local {
             }
         }
         self.dirty = false;
-        if !std::mem::take(&mut self.decided) {
-            return;
-        }
-        let shared = stats
-            .decisions
-            .iter()
-            .flatten()
-            .chain(&stats.units)
-            .chain(&stats.near_limit);
-        for (local, shared) in self.decision_counters().zip(shared) {
-            if *local != 0 {
-                shared.fetch_add(*local, Ordering::Relaxed);
-                *local = 0;
+        // Only the algorithms that decided: with one request a batch (no
+        // pipelining) this runs per request, and walking all twenty
+        // counters cost more than the request's decision.
+        for i in algorithms(std::mem::take(&mut self.decided)) {
+            for (local, shared) in self.decision_counters(i).zip(stats.decision_counters(i)) {
+                if *local != 0 {
+                    shared.fetch_add(*local, Ordering::Relaxed);
+                    *local = 0;
+                }
             }
         }
     }
+}
+
+/// A set of algorithms, by [`algo_index`]: bit `i` for algorithm `i`.
+type Algorithms = u32;
+
+const _: () = assert!(Algorithm::COUNT <= Algorithms::BITS as usize);
+
+/// The algorithm indexes in `set`, lowest first.
+fn algorithms(mut set: Algorithms) -> impl Iterator<Item = usize> {
+    std::iter::from_fn(move || {
+        (set != 0).then(|| {
+            let i = set.trailing_zeros() as usize;
+            set &= set - 1;
+            i
+        })
+    })
 }
 
 /// The commands a tally's touched set names, clearing it as they are
@@ -741,6 +767,40 @@ mod tests {
             stats.units[algo_index(Algorithm::Gcra)].load(Ordering::Relaxed),
             2
         );
+    }
+
+    /// Only the algorithms that decided are walked at a flush: each lands
+    /// in its own counters, the others stay 0, and a second flush adds
+    /// nothing.
+    #[test]
+    fn a_flush_publishes_each_algorithm_that_decided() {
+        let stats = stats_for(1);
+        let mut local = Local::new(1);
+        let d = |allowed, remaining| Decision {
+            allowed,
+            limit: 10,
+            remaining,
+            retry_after: None,
+            reset_after: 0,
+        };
+        local.decision(Algorithm::Window, &d(true, 0), 3);
+        local.decision(Algorithm::Window, &d(false, 0), 0);
+        local.decision(Algorithm::Fixed, &d(true, 5), 1);
+        for _ in 0..2 {
+            local.flush(&stats);
+            for a in Algorithm::ALL {
+                let i = algo_index(a);
+                let got = stats
+                    .decision_counters(i)
+                    .map(|c| c.load(Ordering::Relaxed));
+                let want = match a {
+                    Algorithm::Window => [1, 1, 3, 1],
+                    Algorithm::Fixed => [1, 0, 1, 0],
+                    _ => [0; 4],
+                };
+                assert_eq!(got, want, "{a:?}");
+            }
+        }
     }
 
     #[test]
