@@ -104,6 +104,15 @@ impl ClientInfo {
         self.kill.notified().await
     }
 
+    /// [`ClientInfo::woken`] as a future to keep: once polled it stays
+    /// registered until it fires or is dropped, so a connection that waits
+    /// on it again and again registers once (a future made per wait
+    /// registered and unregistered under the notification's lock each
+    /// time, per request without pipelining).
+    pub fn woken_future(&self) -> tokio::sync::futures::Notified<'_> {
+        self.kill.notified()
+    }
+
     /// Stores the query buffer's unread bytes and capacity.
     pub fn set_qbuf(&self, len: usize, cap: usize) {
         let c = |n: usize| u32::try_from(n).unwrap_or(u32::MAX);

@@ -3,11 +3,14 @@
 
 use super::replication::unsent;
 use bytes::BytesMut;
+use std::future::Future;
 use std::os::fd::AsRawFd;
+use std::pin::Pin;
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
 use std::time::Duration;
 use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt};
+use tokio::sync::futures::Notified;
 use tokio::sync::watch;
 
 use crate::clients::ClientInfo;
@@ -118,8 +121,13 @@ async fn serve<S: AsyncRead + AsyncWrite + AsRawFd + Unpin>(
     let mut since_empty = 0usize;
     let mut out = ReplyBuf::with_capacity(READ_CHUNK);
     let mut decoder = Decoder::new();
+    let mut rx = shutdown.clone();
     let mut stops = Stops {
         shutdown,
+        shutdown_changed: Box::pin(async move {
+            let _ = rx.changed().await;
+        }),
+        woken: Box::pin(info.woken_future()),
         info: &info,
         state,
         heard: tokio::time::Instant::now(),
@@ -462,6 +470,11 @@ impl Drop for BufferGauge<'_> {
 /// [`SHUTDOWN_GRACE`] of the shutdown.
 struct Stops<'a> {
     shutdown: &'a mut watch::Receiver<bool>,
+    /// The shutdown signal's next change (or its sender's drop), and the
+    /// client's wake-up ([`ClientInfo::woken_future`]): made once
+    /// and kept across waits, so a wait registers with neither again.
+    shutdown_changed: Pin<Box<dyn Future<Output = ()> + Send + 'a>>,
+    woken: Pin<Box<Notified<'a>>>,
     info: &'a ClientInfo,
     state: &'a State,
     /// The last time a read or a write made progress.
@@ -535,29 +548,32 @@ impl Stops<'_> {
                     None => std::future::pending().await,
                 }
             };
-            tokio::select! {
+            let woke = tokio::select! {
                 biased;
                 r = &mut io => return Ok(r),
-                changed = self.shutdown.changed(), if !stopping => {
-                    // The server dropped its end without a word: stop too.
-                    if changed.is_err() {
-                        self.stopping = Some(tokio::time::Instant::now());
-                    }
+                _ = self.shutdown_changed.as_mut(), if !stopping => {
+                    // The signal only ever turns true, and a dropped sender
+                    // means the same: stop (this future is done, and
+                    // `stopping` keeps it from being polled again).
+                    self.stopping = Some(tokio::time::Instant::now());
+                    false
                 }
-                _ = self.info.woken() => {
-                    if self.info.is_killed() {
-                        return Err(Close::Killed);
-                    }
-                    // The clients' cron: a connection waiting for its next
-                    // request gives its buffer back; one busy with a
-                    // parked command or a write leaves the request for the
-                    // cron's next round.
-                    if wait == Wait::Request && self.info.take_release() {
-                        return Err(Close::Release);
-                    }
-                }
+                _ = self.woken.as_mut() => true,
                 _ = until(idle_at) => return Err(Close::Idle),
                 _ = until(grace_at) => return Err(Close::Shutdown),
+            };
+            if woke {
+                self.woken.set(self.info.woken_future());
+                if self.info.is_killed() {
+                    return Err(Close::Killed);
+                }
+                // The clients' cron: a connection waiting for its next
+                // request gives its buffer back; one busy with a parked
+                // command or a write leaves the request for the cron's
+                // next round.
+                if wait == Wait::Request && self.info.take_release() {
+                    return Err(Close::Release);
+                }
             }
         }
     }
