@@ -511,7 +511,15 @@ impl Stops<'_> {
     /// Whether the server is shutting down; notes when this connection
     /// first saw it.
     fn stopping(&mut self) -> bool {
-        if self.stopping.is_none() && *self.shutdown.borrow() {
+        // `has_changed` is an atomic load; the value is read (under the
+        // signal's lock) only once it changed, which it does once. A
+        // dropped sender means a shutdown too.
+        if self.stopping.is_none()
+            && self
+                .shutdown
+                .has_changed()
+                .map_or(true, |changed| changed && *self.shutdown.borrow())
+        {
             self.stopping = Some(tokio::time::Instant::now());
         }
         self.stopping.is_some()
