@@ -182,6 +182,22 @@ def main():
             ["MULTI"], ["SUBSCRIBE", "a"], ["PUBLISH", "n", "10"], ["SET", "x", "1"],
             ["RL.ALLOW", "lim", "0", "60", "ALGO", "gcra"], ["EXEC"], ["GET", "x"], ["PING"],
         ],
+        # EXEC and DISCARD unwatch every key, whether EXEC ran the queue
+        # (alone, on the transaction model), aborted on a touched key, or
+        # was discarded: the model, told only of the WATCH, once kept
+        # watching and aborted the next transaction it ran itself
+        "watch-ends-at-aborted-exec": [
+            ["WATCH", "w"], ["SET", "w", "v"], ["MULTI"], ["SET", "x", "1"], ["EXEC"],
+            ["MULTI"], ["SUBSCRIBE", "a"], ["SET", "y", "2"], ["EXEC"],
+        ],
+        "watch-ends-at-exec": [
+            ["WATCH", "w"], ["MULTI"], ["SET", "x", "1"], ["EXEC"], ["SET", "w", "v"],
+            ["MULTI"], ["SUBSCRIBE", "a"], ["SET", "y", "2"], ["EXEC"],
+        ],
+        "watch-ends-at-discard": [
+            ["WATCH", "w"], ["SET", "w", "v"], ["MULTI"], ["DISCARD"],
+            ["MULTI"], ["SUBSCRIBE", "a"], ["SET", "y", "2"], ["EXEC"],
+        ],
     }
     for name, s in stress.items():
         s = [[a.encode() for a in args] for args in s]

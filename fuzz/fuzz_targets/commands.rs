@@ -309,7 +309,12 @@ fuzz_target!(|script: Script| {
                 match name.as_str() {
                     "exec" => {
                         let q = queue.take().expect("in MULTI");
+                        // EXEC unwatches every key whatever it ran; the
+                        // model, which saw the WATCH but not this EXEC,
+                        // must too (else a later transaction it runs
+                        // aborts on a key only it still watches).
                         if ran_nothing(&reply) {
+                            model.feed(&encode_request(&[b"UNWATCH"]));
                             continue;
                         }
                         // After a SUBSCRIBE inside EXEC the rest of the
@@ -331,6 +336,7 @@ fuzz_target!(|script: Script| {
                             for queued in &q {
                                 want.extend(model.feed(&encode_request(queued)));
                             }
+                            model.feed(&encode_request(&[b"UNWATCH"]));
                             (want, "running it alone")
                         };
                         let compared = q
@@ -344,7 +350,11 @@ fuzz_target!(|script: Script| {
                             );
                         }
                     }
-                    "discard" => queue = None,
+                    // DISCARD unwatches too.
+                    "discard" => {
+                        queue = None;
+                        model.feed(&encode_request(&[b"UNWATCH"]));
+                    }
                     "reset" => {
                         queue = None;
                         model.feed(&encode_request(args));
