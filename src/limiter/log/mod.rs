@@ -457,7 +457,7 @@ impl State {
     /// than double keeps a long log within 12% of its slots' bytes, for a
     /// copy of the ring every eighth of its growth; four at least, with
     /// [`block_words`]' rounding, copies a ten-request log three times
-    /// rather than five, and a two-slot log's block stays 40 bytes.
+    /// rather than five, and a compact two-slot log's block stays 40 bytes.
     fn grown_capacity(&self) -> usize {
         let c = self.capacity();
         (c + (c / 8).max(if c < 2 { 2 } else { 4 }))
