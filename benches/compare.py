@@ -92,7 +92,7 @@ def main():
 
     if not opts.no_build:
         subprocess.run(["cargo", "build", "--release", "--quiet"], cwd=ROOT, check=True)
-    tport, t1port, rport = free_port(), free_port(), free_port()
+    tport, pcport, rport = free_port(), free_port(), free_port()
     turnstile = subprocess.Popen(
         [str(ROOT / "target/release/turnstile"), "--port", str(tport), "--metrics-addr", "127.0.0.1:0", "--log-level", "warn"],
         stdout=subprocess.DEVNULL,
@@ -100,8 +100,8 @@ def main():
     )
     # The same binary with a worker per core (the default until
     # 2026-11-27), to show what the default leaves out.
-    turnstile1 = subprocess.Popen(
-        [str(ROOT / "target/release/turnstile"), "--port", str(t1port), "--metrics-addr", "127.0.0.1:0",
+    turnstile_pc = subprocess.Popen(
+        [str(ROOT / "target/release/turnstile"), "--port", str(pcport), "--metrics-addr", "127.0.0.1:0",
          "--log-level", "warn", "--threads", str(PER_CORE)],
         stdout=subprocess.DEVNULL,
         preexec_fn=die_with_parent,  # never left running, however this ends
@@ -113,7 +113,7 @@ def main():
     )
     try:
         wait_ping(tport, turnstile, "turnstile")
-        wait_ping(t1port, turnstile1, f"turnstile --threads {PER_CORE}")
+        wait_ping(pcport, turnstile_pc, f"turnstile --threads {PER_CORE}")
         wait_ping(rport, redis, "redis-server")
         sha = {}
         for name, script, _ in SCRIPTS + GENERAL_SCRIPTS:
@@ -144,15 +144,15 @@ def main():
         for name, _, args in SCRIPTS + GENERAL_SCRIPTS:
             for server, port, pid in (("Redis", rport, redis.pid), ("Turnstile", tport, turnstile.pid)):
                 tests.append((server, port, pid, f"Lua {name} (EVALSHA)", ["EVALSHA", sha[name], *args]))
-        one = f"Turnstile {PER_CORE} threads"
+        per_core = f"Turnstile {PER_CORE} threads"
         tests += [
-            (one, t1port, turnstile1.pid, "PING_MBULK", ["-t", "ping_mbulk"]),
-            (one, t1port, turnstile1.pid, "INCR", ["-t", "incr"]),
+            (per_core, pcport, turnstile_pc.pid, "PING_MBULK", ["-t", "ping_mbulk"]),
+            (per_core, pcport, turnstile_pc.pid, "INCR", ["-t", "incr"]),
         ]
         for algo in ["window", "log", "gcra", "fixed"]:
-            tests.append((one, t1port, turnstile1.pid, f"RL.ALLOW {algo}",
+            tests.append((per_core, pcport, turnstile_pc.pid, f"RL.ALLOW {algo}",
                           ["RL.ALLOW", f"{algo}:__rand_int__", "100", "60", "ALGO", algo]))
-        tests.append((one, t1port, turnstile1.pid, "CL.THROTTLE", ["CL.THROTTLE", "cell:__rand_int__", "99", "100", "60"]))
+        tests.append((per_core, pcport, turnstile_pc.pid, "CL.THROTTLE", ["CL.THROTTLE", "cell:__rand_int__", "99", "100", "60"]))
         # The wide pass: what a fleet's many connections cost, without
         # pipelining, for the baseline, one decision and the general path.
         wide_names = {"PING_MBULK", "INCR", "RL.ALLOW window"} | {f"Lua {n} (EVALSHA)" for n, _, _ in GENERAL_SCRIPTS}
@@ -167,9 +167,9 @@ def main():
                     print(f"rep {rep + 1} -P {pipeline:2} -c {clients:3} {server:9} {name:28} {res['ops']:>11.0f} ops/s "
                           f"p50 {res['p50']:.3f} p99 {res['p99']:.3f} ms  {res['cpu_us']:.2f} us CPU/op", file=sys.stderr)
     finally:
-        for p in (turnstile, turnstile1, redis):
+        for p in (turnstile, turnstile_pc, redis):
             p.terminate()
-        for p in (turnstile, turnstile1, redis):
+        for p in (turnstile, turnstile_pc, redis):
             try:
                 p.wait(timeout=10)
             except subprocess.TimeoutExpired:
@@ -185,7 +185,7 @@ def main():
         lua = [m("Redis", t)["ops"] for t in ("Lua two-bucket (EVALSHA)", "Lua zset log (EVALSHA)") if t in ran]
         scripts = [(n, m("Turnstile", f"Lua {n} (EVALSHA)"), m("Redis", f"Lua {n} (EVALSHA)"))
                    for n, _, _ in SCRIPTS + GENERAL_SCRIPTS if f"Lua {n} (EVALSHA)" in ran]
-        ping = {s: m(s, "PING_MBULK")["ops"] for s in ("Turnstile", one)}
+        ping = {s: m(s, "PING_MBULK")["ops"] for s in ("Turnstile", per_core)}
         title = (f"no pipelining, {clients} connections" if pipeline == 1 else f"-P {pipeline}, {clients} connections")
         lines += [
             f"### {title}",

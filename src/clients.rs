@@ -99,17 +99,12 @@ impl ClientInfo {
     /// Resolves when another client kills this one, or the clients' cron
     /// asks for its idle query buffer ([`ClientInfo::is_killed`] and
     /// [`ClientInfo::take_release`] tell which): one wake-up for both, so a
-    /// connection's reads wait on nothing more.
-    pub async fn woken(&self) {
-        self.kill.notified().await
-    }
-
-    /// [`ClientInfo::woken`] as a future to keep: once polled it stays
-    /// registered until it fires or is dropped, so a connection that waits
-    /// on it again and again registers once (a future made per wait
-    /// registered and unregistered under the notification's lock each
-    /// time, per request without pipelining).
-    pub fn woken_future(&self) -> tokio::sync::futures::Notified<'_> {
+    /// connection's reads wait on nothing more. A future to keep: once
+    /// polled it stays registered until it fires or is dropped, so a
+    /// connection that waits on it again and again registers once (one
+    /// made per wait registered and unregistered under the notification's
+    /// lock each time, per request without pipelining).
+    pub fn woken(&self) -> tokio::sync::futures::Notified<'_> {
         self.kill.notified()
     }
 

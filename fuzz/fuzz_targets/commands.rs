@@ -306,15 +306,19 @@ fuzz_target!(|script: Script| {
                     }
                     continue;
                 };
+                // EXEC and DISCARD end every WATCH, whatever ran; the
+                // model, which saw the WATCH but sees neither, must too
+                // (else a later transaction it runs aborts on a key only
+                // it still watches). Ending it first changes nothing the
+                // model then runs: the queue alone reads no WATCH, and a
+                // transaction `h` ran had no touched key on either side.
+                if name == "exec" || name == "discard" {
+                    model.feed(&encode_request(&[b"UNWATCH"]));
+                }
                 match name.as_str() {
                     "exec" => {
                         let q = queue.take().expect("in MULTI");
-                        // EXEC unwatches every key whatever it ran; the
-                        // model, which saw the WATCH but not this EXEC,
-                        // must too (else a later transaction it runs
-                        // aborts on a key only it still watches).
                         if ran_nothing(&reply) {
-                            model.feed(&encode_request(&[b"UNWATCH"]));
                             continue;
                         }
                         // After a SUBSCRIBE inside EXEC the rest of the
@@ -336,7 +340,6 @@ fuzz_target!(|script: Script| {
                             for queued in &q {
                                 want.extend(model.feed(&encode_request(queued)));
                             }
-                            model.feed(&encode_request(&[b"UNWATCH"]));
                             (want, "running it alone")
                         };
                         let compared = q
@@ -350,11 +353,7 @@ fuzz_target!(|script: Script| {
                             );
                         }
                     }
-                    // DISCARD unwatches too.
-                    "discard" => {
-                        queue = None;
-                        model.feed(&encode_request(&[b"UNWATCH"]));
-                    }
+                    "discard" => queue = None,
                     "reset" => {
                         queue = None;
                         model.feed(&encode_request(args));

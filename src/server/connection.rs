@@ -55,7 +55,7 @@ pub async fn run<S: AsyncRead + AsyncWrite + AsRawFd + Unpin>(
     mut socket: S,
     state: &State,
     info: Arc<ClientInfo>,
-    mut shutdown: watch::Receiver<bool>,
+    shutdown: watch::Receiver<bool>,
 ) {
     let mut session = Session::new(
         info.clone(),
@@ -65,7 +65,7 @@ pub async fn run<S: AsyncRead + AsyncWrite + AsRawFd + Unpin>(
     // Dropped before `socket` (locals go before parameters), panic or not.
     let attached = Attached(&info);
     info.attach_socket(socket.as_raw_fd());
-    let mut why = serve(&mut socket, state, &mut session, &mut shutdown).await;
+    let mut why = serve(&mut socket, state, &mut session, &shutdown).await;
     if let Close::Psync(replid, offset) = std::mem::replace(&mut why, Close::Eof) {
         drop(attached);
         session.tx.clear(&state.store);
@@ -106,7 +106,7 @@ async fn serve<S: AsyncRead + AsyncWrite + AsRawFd + Unpin>(
     socket: &mut S,
     state: &State,
     session: &mut Session,
-    shutdown: &mut watch::Receiver<bool>,
+    shutdown: &watch::Receiver<bool>,
 ) -> Close {
     let info = session.info.clone();
     // Declared before the buffers, so dropped after them: the gauge comes
@@ -127,7 +127,7 @@ async fn serve<S: AsyncRead + AsyncWrite + AsRawFd + Unpin>(
         shutdown_changed: Box::pin(async move {
             let _ = rx.changed().await;
         }),
-        woken: Box::pin(info.woken_future()),
+        woken: Box::pin(info.woken()),
         info: &info,
         state,
         heard: tokio::time::Instant::now(),
@@ -469,9 +469,9 @@ impl Drop for BufferGauge<'_> {
 /// each write must then progress within [`WRITE_GRACE`], all within
 /// [`SHUTDOWN_GRACE`] of the shutdown.
 struct Stops<'a> {
-    shutdown: &'a mut watch::Receiver<bool>,
+    shutdown: &'a watch::Receiver<bool>,
     /// The shutdown signal's next change (or its sender's drop), and the
-    /// client's wake-up ([`ClientInfo::woken_future`]): made once
+    /// client's wake-up ([`ClientInfo::woken`]): made once
     /// and kept across waits, so a wait registers with neither again.
     shutdown_changed: Pin<Box<dyn Future<Output = ()> + Send + 'a>>,
     woken: Pin<Box<Notified<'a>>>,
@@ -571,7 +571,7 @@ impl Stops<'_> {
                 _ = until(grace_at) => return Err(Close::Shutdown),
             };
             if woke {
-                self.woken.set(self.info.woken_future());
+                self.woken.set(self.info.woken());
                 if self.info.is_killed() {
                     return Err(Close::Killed);
                 }

@@ -450,8 +450,9 @@ pub struct Local {
     units: [u64; Algorithm::COUNT],
     near_limit: [u64; Algorithm::COUNT],
     dirty: bool,
-    /// A decision or units were counted since the last flush.
-    decided: Algorithms,
+    /// The algorithms (bit [`algo_index`]) that counted a decision or
+    /// units since the last flush.
+    decided: u64,
     /// Decisions by key, for the heavy hitters' sketches ([`Stats::top`]).
     pub top: top::Pending,
     /// `--top-sample`, as of the last flush (1 until then: every
@@ -602,13 +603,13 @@ impl Local {
                 *to |= from;
             }
         }
-        for i in take_touched(&mut run.touched) {
+        for i in take_bits(&mut run.touched) {
             add(&mut self.calls[i], &mut run.calls[i]);
             add(&mut self.failed[i], &mut run.failed[i]);
             add(&mut self.rejected[i], &mut run.rejected[i]);
         }
         let decided = std::mem::take(&mut run.decided);
-        for i in algorithms(decided) {
+        for i in take_bits(&mut [decided]) {
             for (to, from) in self.decision_counters(i).zip(run.decision_counters(i)) {
                 add(to, from);
             }
@@ -664,7 +665,7 @@ impl Local {
                 }
             }
         }
-        for i in take_touched(&mut self.touched) {
+        for i in take_bits(&mut self.touched) {
             for (local, shared) in [
                 (&mut self.calls[i], &stats.calls[i]),
                 (&mut self.failed[i], &stats.failed[i]),
@@ -680,7 +681,7 @@ impl Local {
         // Only the algorithms that decided: with one request a batch (no
         // pipelining) this runs per request, and walking all twenty
         // counters cost more than the request's decision.
-        for i in algorithms(std::mem::take(&mut self.decided)) {
+        for i in take_bits(&mut [std::mem::take(&mut self.decided)]) {
             for (local, shared) in self.decision_counters(i).zip(stats.decision_counters(i)) {
                 if *local != 0 {
                     shared.fetch_add(*local, Ordering::Relaxed);
@@ -691,26 +692,13 @@ impl Local {
     }
 }
 
-/// A set of algorithms, by [`algo_index`]: bit `i` for algorithm `i`.
-type Algorithms = u32;
+const _: () = assert!(Algorithm::COUNT <= 64, "Local::decided is one word");
 
-const _: () = assert!(Algorithm::COUNT <= Algorithms::BITS as usize);
-
-/// The algorithm indexes in `set`, lowest first.
-fn algorithms(mut set: Algorithms) -> impl Iterator<Item = usize> {
-    std::iter::from_fn(move || {
-        (set != 0).then(|| {
-            let i = set.trailing_zeros() as usize;
-            set &= set - 1;
-            i
-        })
-    })
-}
-
-/// The commands a tally's touched set names, clearing it as they are
+/// The indexes of the bits set in `bits` (a tally's touched commands, its
+/// algorithms that decided), lowest first, clearing them as they are
 /// taken.
-fn take_touched(touched: &mut [u64]) -> impl Iterator<Item = usize> + '_ {
-    touched.iter_mut().enumerate().flat_map(|(w, word)| {
+fn take_bits(bits: &mut [u64]) -> impl Iterator<Item = usize> + '_ {
+    bits.iter_mut().enumerate().flat_map(|(w, word)| {
         std::iter::from_fn(move || {
             if *word == 0 {
                 return None;

@@ -141,6 +141,23 @@ impl std::fmt::Debug for State {
     }
 }
 
+/// Slots a ring's block holds in `form`.
+fn ring_capacity(form: Form, block: &[u64]) -> usize {
+    form.slots(block.len().saturating_sub(HEADER))
+}
+
+/// A ring position past the end (`p` below twice the capacity: the head
+/// plus a logical index) brought back to the start: a subtraction, not a
+/// division, on every slot read.
+fn wrap(p: usize, capacity: usize) -> usize {
+    debug_assert!(p < 2 * capacity.max(1));
+    if p >= capacity {
+        p - capacity
+    } else {
+        p
+    }
+}
+
 /// The inline slot of a request of `count` stamped `ts` (`UNIT`s) under
 /// a newest admission at `newest` (ns), if it fits: a narrow count and a
 /// time within 2^39 units either side of the newest admission (a slot is
@@ -298,9 +315,7 @@ impl State {
     /// Slots the ring has room for (an inline form: what it holds).
     fn capacity(&self) -> usize {
         match &self.0 {
-            Repr::Ring { block, meta, .. } => {
-                Form::of(*meta).slots(block.len().saturating_sub(HEADER))
-            }
+            Repr::Ring { block, meta, .. } => ring_capacity(Form::of(*meta), block),
             _ => self.slots(),
         }
     }
@@ -320,16 +335,9 @@ impl State {
         }
     }
 
-    /// Ring position of logical slot `i` (0 = oldest), for `i` below the
-    /// capacity: a subtraction, not a division, on every slot read.
+    /// Ring position of logical slot `i` (0 = oldest).
     fn pos(&self, i: usize) -> usize {
-        let (p, capacity) = (self.head() + i, self.capacity());
-        debug_assert!(i < capacity);
-        if p >= capacity {
-            p - capacity
-        } else {
-            p
-        }
+        wrap(self.head() + i, self.capacity())
     }
 
     /// Logical slot `i` as (timestamp in `UNIT`s, count).
@@ -359,11 +367,10 @@ impl State {
             Repr::Ring { block, head, meta } => {
                 let n = (meta & !FORM) as usize;
                 let form = Form::of(*meta);
-                let capacity = form.slots(block.len() - HEADER);
-                let mut pos = *head as usize + n.checked_sub(1)?;
-                if pos >= capacity {
-                    pos -= capacity;
-                }
+                let pos = wrap(
+                    *head as usize + n.checked_sub(1)?,
+                    ring_capacity(form, block),
+                );
                 Some(form.load(block, block[BASE], pos))
             }
             Repr::Inline { slot: 0, .. } => None,
@@ -514,7 +521,7 @@ impl State {
         match &mut self.0 {
             Repr::Inline { slot, .. } => *slot = 0,
             Repr::Ring { head, meta, block } => {
-                *head = ((*head as usize + 1) % capacity) as u32;
+                *head = wrap(*head as usize + 1, capacity) as u32;
                 *meta -= 1;
                 block[TOTAL] = total;
             }
@@ -642,7 +649,7 @@ impl State {
         let (head, capacity) = (self.head(), self.capacity());
         let block = self.ring();
         for k in 0..n {
-            let pos = (head + k) % capacity;
+            let pos = wrap(head + k, capacity);
             let (t, c) = form.load(block, old, pos);
             form.store(block, oldest, pos, t, c);
         }
