@@ -294,6 +294,9 @@ async fn serve<S: AsyncRead + AsyncWrite + AsRawFd + Unpin>(
         if let Some(subs) = &session.subs {
             subs.mailbox.drain_into(&mut out);
         }
+        if !out.is_empty() {
+            behind_the_ready().await;
+        }
         if let Err(why) = flush(socket, &mut out, &mut stops).await {
             return why;
         }
@@ -312,6 +315,24 @@ async fn serve<S: AsyncRead + AsyncWrite + AsRawFd + Unpin>(
             return Close::QueryBufferLimit;
         }
     }
+}
+
+/// Resolves on its second poll, having woken its task on the first.
+///
+/// A task that wakes itself while it runs goes to the back of its worker's
+/// run queue (tokio schedules it as a yield, never into the LIFO slot), so
+/// the connections that became readable with this one read and decide
+/// before this one writes.
+fn behind_the_ready() -> impl Future<Output = ()> {
+    let mut queued = false;
+    std::future::poll_fn(move |cx| {
+        if queued {
+            return std::task::Poll::Ready(());
+        }
+        queued = true;
+        cx.waker().wake_by_ref();
+        std::task::Poll::Pending
+    })
 }
 
 /// `SAVE`: a snapshot written on a blocking thread, not this worker (the
@@ -608,5 +629,34 @@ pub(super) async fn release_idle_buffers(state: Arc<State>, mut shutdown: watch:
                 client.request_release();
             }
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::sync::atomic::AtomicUsize;
+    use std::task::{Context, Poll, Wake, Waker};
+
+    struct Count(AtomicUsize);
+
+    impl Wake for Count {
+        fn wake(self: Arc<Self>) {
+            self.0.fetch_add(1, Ordering::Relaxed);
+        }
+    }
+
+    /// The write waits one turn of the run queue: the first poll queues the
+    /// task again (one wake) and is pending; the next one is ready.
+    #[test]
+    fn a_batch_writes_after_one_turn_of_the_run_queue() {
+        let count = Arc::new(Count(AtomicUsize::new(0)));
+        let waker = Waker::from(count.clone());
+        let mut cx = Context::from_waker(&waker);
+        let mut turn = std::pin::pin!(behind_the_ready());
+        assert!(turn.as_mut().poll(&mut cx).is_pending());
+        assert_eq!(count.0.load(Ordering::Relaxed), 1);
+        assert_eq!(turn.as_mut().poll(&mut cx), Poll::Ready(()));
+        assert_eq!(count.0.load(Ordering::Relaxed), 1);
     }
 }
