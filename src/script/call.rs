@@ -432,27 +432,23 @@ pub fn create(
     }
 }
 
-/// Sets `globals.KEYS` and `globals.ARGV` to arrays of `keys` and `args`,
-/// in one protected step.
-pub fn set_keys_and_args<'k>(
-    lua: &mlua::Lua,
-    globals: &mlua::Table,
+/// Sets `KEYS` and `ARGV` in the globals table at `globals`.
+///
+/// # Safety
+/// `l` is the state, inside a protected call (making the tables and
+/// strings may raise when memory runs out).
+pub unsafe fn set_keys_and_args<'k>(
+    l: *mut ffi::lua_State,
+    globals: c_int,
     keys: impl ExactSizeIterator<Item = &'k [u8]>,
     args: impl ExactSizeIterator<Item = &'k [u8]>,
-) -> mlua::Result<()> {
-    // SAFETY: the closure holds only borrowed slices (nothing to drop if
-    // Lua raises out of it), and leaves the stack as it found it.
-    unsafe {
-        lua.exec_raw(globals, |l| {
-            push_bytes(l, b"KEYS");
-            push_array(l, keys);
-            ffi::lua_rawset(l, 1);
-            push_bytes(l, b"ARGV");
-            push_array(l, args);
-            ffi::lua_rawset(l, 1);
-            ffi::lua_settop(l, 0);
-        })
-    }
+) {
+    push_bytes(l, b"KEYS");
+    push_array(l, keys);
+    ffi::lua_rawset(l, globals);
+    push_bytes(l, b"ARGV");
+    push_array(l, args);
+    ffi::lua_rawset(l, globals);
 }
 
 /// Pushes an array of byte strings.

@@ -5,7 +5,10 @@
 //! onto the Lua stack.
 
 use bytes::BufMut;
-use mlua::{Lua, Table, Value};
+use std::ffi::c_int;
+
+use mlua::ffi::{self, lua_State};
+use mlua::{Lua, RegistryKey};
 
 use crate::protocol::{Protocol, ReplyBuf};
 
@@ -25,163 +28,247 @@ fn raw_line(out: &mut ReplyBuf, prefix: u8, body: &[u8]) {
     b.put_slice(b"\r\n");
 }
 
-/// Writes a script's value as the reply for a client speaking `resp`;
-/// `script_resp` is what the script chose with `redis.setresp` (booleans
-/// follow it, as in Redis).
-pub fn write_value(
-    v: &Value,
-    fields: &Fields,
-    resp: Protocol,
+/// Writes the script's value at the top of the stack (which stays there)
+/// as the reply, in the protocol `out` is set to; `script_resp` is what the
+/// script chose with `redis.setresp` (booleans follow it, as in Redis).
+///
+/// Read on the Lua stack, as Redis's `luaReplyToRedisReply` does: through
+/// mlua each field and element read was a protected call of its own (a
+/// three-integer table cost about 4,500 instructions).
+///
+/// # Safety
+/// `l` is the running state, inside a protected call (`lua_checkstack`
+/// may raise when memory runs out); the caller holds no value with a
+/// destructor across it.
+pub unsafe fn write_top(
+    l: *mut lua_State,
+    names: &Names,
     script_resp: Protocol,
     out: &mut ReplyBuf,
 ) {
-    let saved = out.proto;
-    out.proto = resp;
-    write(v, fields, script_resp, out, 0);
-    out.proto = saved;
+    write(l, names, script_resp, out, 0);
 }
 
-/// The field names a table result is looked up by, made once per Lua
-/// state: a lookup by `&str` makes (hashes and interns) the Lua string
-/// each time, through one of mlua's protected calls.
-pub struct Fields {
-    err: mlua::LuaString,
-    ok: mlua::LuaString,
-    double: mlua::LuaString,
-    big_number: mlua::LuaString,
-    map: mlua::LuaString,
-    set: mlua::LuaString,
-    verbatim_string: mlua::LuaString,
-    format: mlua::LuaString,
-    string: mlua::LuaString,
-}
+/// The field names a table result is looked up by, interned once per Lua
+/// state and kept in its registry.
+pub struct Fields([RegistryKey; NAMES.len()]);
+
+const NAMES: [&str; 9] = [
+    "err",
+    "ok",
+    "double",
+    "big_number",
+    "map",
+    "set",
+    "verbatim_string",
+    "format",
+    "string",
+];
+const ERR: usize = 0;
+const OK: usize = 1;
+const DOUBLE: usize = 2;
+const BIG_NUMBER: usize = 3;
+const MAP: usize = 4;
+const SET: usize = 5;
+const VERBATIM: usize = 6;
+const FORMAT: usize = 7;
+const STRING: usize = 8;
 
 impl Fields {
     pub fn new(lua: &Lua) -> mlua::Result<Fields> {
-        Ok(Fields {
-            err: lua.create_string("err")?,
-            ok: lua.create_string("ok")?,
-            double: lua.create_string("double")?,
-            big_number: lua.create_string("big_number")?,
-            map: lua.create_string("map")?,
-            set: lua.create_string("set")?,
-            verbatim_string: lua.create_string("verbatim_string")?,
-            format: lua.create_string("format")?,
-            string: lua.create_string("string")?,
-        })
+        let mut keys = Vec::with_capacity(NAMES.len());
+        for name in NAMES {
+            keys.push(lua.create_registry_value(lua.create_string(name)?)?);
+        }
+        Ok(Fields(keys.try_into().map_err(|_| {
+            mlua::Error::runtime("the reply's field names")
+        })?))
+    }
+
+    pub fn ids(&self) -> Names {
+        std::array::from_fn(|i| self.0[i].id())
     }
 }
 
-fn field(t: &Table, name: &mlua::LuaString) -> Value {
-    t.raw_get(name).unwrap_or(Value::Nil)
-}
+/// The registry references of [`NAMES`], read once per run.
+pub type Names = [c_int; NAMES.len()];
 
-fn write(v: &Value, fields: &Fields, script_resp: Protocol, out: &mut ReplyBuf, depth: usize) {
+/// The value at the top of the stack, which stays there.
+unsafe fn write(
+    l: *mut lua_State,
+    names: &Names,
+    script_resp: Protocol,
+    out: &mut ReplyBuf,
+    depth: usize,
+) {
     if depth > 1000 {
         out.error("ERR reached lua stack limit");
         return;
     }
-    match v {
-        Value::Nil => out.null(),
-        Value::Boolean(b) => match script_resp {
-            Protocol::Resp3 => out.bool(*b),
-            Protocol::Resp2 if *b => out.int(1),
-            Protocol::Resp2 => out.null(),
-        },
-        Value::Integer(i) => out.int(*i),
-        Value::Number(n) => out.int(*n as i64),
-        Value::String(s) => out.bulk(&s.as_bytes()),
-        Value::Table(t) => write_table(t, fields, script_resp, out, depth),
+    match ffi::lua_type(l, -1) {
+        ffi::LUA_TNIL => out.null(),
+        ffi::LUA_TBOOLEAN => {
+            let b = ffi::lua_toboolean(l, -1) != 0;
+            match script_resp {
+                Protocol::Resp3 => out.bool(b),
+                Protocol::Resp2 if b => out.int(1),
+                Protocol::Resp2 => out.null(),
+            }
+        }
+        ffi::LUA_TNUMBER => out.int(ffi::lua_tonumber(l, -1) as i64),
+        ffi::LUA_TSTRING => out.bulk(bytes_at(l, -1)),
+        ffi::LUA_TTABLE => write_table(l, names, script_resp, out, depth),
         _ => out.null(),
     }
 }
 
-fn text_of(v: &Value) -> Option<Vec<u8>> {
-    match v {
-        Value::String(s) => Some(s.as_bytes().to_vec()),
-        Value::Integer(i) => Some(i.to_string().into_bytes()),
-        Value::Number(n) => Some(g17(*n).into_bytes()),
-        _ => None,
-    }
+/// The string at `idx`, which must be one (a number is not converted:
+/// that would change it on the stack, under a `lua_next` walk too).
+unsafe fn bytes_at<'a>(l: *mut lua_State, idx: c_int) -> &'a [u8] {
+    let mut len = 0usize;
+    let p = ffi::lua_tolstring(l, idx, &mut len);
+    std::slice::from_raw_parts(p as *const u8, len)
 }
 
-fn write_table(t: &Table, f: &Fields, script_resp: Protocol, out: &mut ReplyBuf, depth: usize) {
-    if let Some(err) = text_of(&field(t, &f.err)) {
-        out.error(&String::from_utf8_lossy(&err));
+/// Pushes field `name` of the table at the top.
+unsafe fn push_field(l: *mut lua_State, names: &Names, name: usize) -> c_int {
+    ffi::lua_rawgeti(l, ffi::LUA_REGISTRYINDEX, names[name] as _);
+    ffi::lua_rawget(l, -2);
+    ffi::lua_type(l, -1)
+}
+
+unsafe fn write_table(
+    l: *mut lua_State,
+    names: &Names,
+    script_resp: Protocol,
+    out: &mut ReplyBuf,
+    depth: usize,
+) {
+    // Each level holds its table, a field or an element, and a `lua_next`
+    // key and its copy; depth is capped at 1000 levels above, well inside
+    // Lua's 8,000 slots.
+    if ffi::lua_checkstack(l, 4) == 0 {
+        out.error("ERR reached lua stack limit");
         return;
     }
-    if let Value::String(ok) = field(t, &f.ok) {
-        let text: Vec<u8> = ok
-            .as_bytes()
+    let t = ffi::lua_gettop(l);
+    // Only a string: Redis takes `{err = 123}` for an empty array.
+    if push_field(l, names, ERR) == ffi::LUA_TSTRING {
+        let err = String::from_utf8_lossy(bytes_at(l, -1)).into_owned();
+        ffi::lua_pop(l, 1);
+        out.error(&err);
+        return;
+    }
+    ffi::lua_pop(l, 1);
+    if push_field(l, names, OK) == ffi::LUA_TSTRING {
+        let text: Vec<u8> = bytes_at(l, -1)
             .iter()
             .map(|&b| if b == b'\r' || b == b'\n' { b' ' } else { b })
             .collect();
+        ffi::lua_pop(l, 1);
         raw_line(out, b'+', &text);
         return;
     }
-    match field(t, &f.double) {
-        Value::Integer(i) => return write_double(i as f64, out),
-        Value::Number(d) => return write_double(d, out),
-        _ => {}
+    ffi::lua_pop(l, 1);
+    if push_field(l, names, DOUBLE) == ffi::LUA_TNUMBER {
+        let d = ffi::lua_tonumber(l, -1);
+        ffi::lua_pop(l, 1);
+        return write_double(d, out);
     }
-    if let Value::String(big) = field(t, &f.big_number) {
+    ffi::lua_pop(l, 1);
+    if push_field(l, names, BIG_NUMBER) == ffi::LUA_TSTRING {
         match out.proto {
-            Protocol::Resp3 => raw_line(out, b'(', &big.as_bytes()),
-            Protocol::Resp2 => out.bulk(&big.as_bytes()),
+            Protocol::Resp3 => raw_line(out, b'(', bytes_at(l, -1)),
+            Protocol::Resp2 => out.bulk(bytes_at(l, -1)),
         }
+        ffi::lua_pop(l, 1);
         return;
     }
-    if let Value::Table(map) = field(t, &f.map) {
-        let pairs: Vec<(Value, Value)> = map.pairs::<Value, Value>().flatten().collect();
-        out.map(pairs.len());
-        for (k, v) in &pairs {
-            write(k, f, script_resp, out, depth + 1);
-            write(v, f, script_resp, out, depth + 1);
+    ffi::lua_pop(l, 1);
+    if push_field(l, names, MAP) == ffi::LUA_TTABLE {
+        let map = ffi::lua_gettop(l);
+        out.map(pairs(l, map));
+        ffi::lua_pushnil(l);
+        while ffi::lua_next(l, map) != 0 {
+            ffi::lua_pushvalue(l, -2);
+            write(l, names, script_resp, out, depth + 1);
+            ffi::lua_pop(l, 1);
+            write(l, names, script_resp, out, depth + 1);
+            ffi::lua_pop(l, 1);
         }
+        ffi::lua_pop(l, 1);
         return;
     }
-    if let Value::Table(set) = field(t, &f.set) {
-        let keys: Vec<Value> = set
-            .pairs::<Value, Value>()
-            .flatten()
-            .map(|(k, _)| k)
-            .collect();
-        out.set(keys.len());
-        for k in &keys {
-            write(k, f, script_resp, out, depth + 1);
+    ffi::lua_pop(l, 1);
+    if push_field(l, names, SET) == ffi::LUA_TTABLE {
+        let set = ffi::lua_gettop(l);
+        out.set(pairs(l, set));
+        ffi::lua_pushnil(l);
+        while ffi::lua_next(l, set) != 0 {
+            ffi::lua_pop(l, 1);
+            ffi::lua_pushvalue(l, -1);
+            write(l, names, script_resp, out, depth + 1);
+            ffi::lua_pop(l, 1);
         }
+        ffi::lua_pop(l, 1);
         return;
     }
-    if let Value::Table(v) = field(t, &f.verbatim_string) {
-        if let (Value::String(format), Value::String(text)) =
-            (field(&v, &f.format), field(&v, &f.string))
-        {
+    ffi::lua_pop(l, 1);
+    if push_field(l, names, VERBATIM) == ffi::LUA_TTABLE {
+        let format = push_field(l, names, FORMAT);
+        let string = {
+            ffi::lua_pushvalue(l, -2);
+            let ty = push_field(l, names, STRING);
+            ffi::lua_remove(l, -2);
+            ty
+        };
+        if format == ffi::LUA_TSTRING && string == ffi::LUA_TSTRING {
+            let (format, text) = (bytes_at(l, -2), bytes_at(l, -1));
             match out.proto {
                 Protocol::Resp3 => {
-                    let mut body = format.as_bytes().to_vec();
-                    body.push(b':');
-                    body.extend_from_slice(&text.as_bytes());
                     let b = out.buffer();
-                    b.put_slice(format!("={}\r\n", body.len()).as_bytes());
-                    b.put_slice(&body);
+                    let len = format.len() + 1 + text.len();
+                    b.put_slice(format!("={len}\r\n").as_bytes());
+                    b.put_slice(format);
+                    b.put_u8(b':');
+                    b.put_slice(text);
                     b.put_slice(b"\r\n");
                 }
-                Protocol::Resp2 => out.bulk(&text.as_bytes()),
+                Protocol::Resp2 => out.bulk(text),
             }
+            ffi::lua_pop(l, 3);
             return;
         }
+        ffi::lua_pop(l, 2);
     }
-    let mut items = Vec::new();
-    for i in 1.. {
-        match t.raw_get::<Value>(i) {
-            Ok(Value::Nil) | Err(_) => break,
-            Ok(v) => items.push(v),
+    ffi::lua_pop(l, 1);
+    let mut n = 0;
+    loop {
+        ffi::lua_rawgeti(l, t, n + 1);
+        let end = ffi::lua_type(l, -1) == ffi::LUA_TNIL;
+        ffi::lua_pop(l, 1);
+        if end {
+            break;
         }
+        n += 1;
     }
-    out.array(items.len());
-    for v in &items {
-        write(v, f, script_resp, out, depth + 1);
+    out.array(n as usize);
+    for i in 1..=n {
+        ffi::lua_rawgeti(l, t, i);
+        write(l, names, script_resp, out, depth + 1);
+        ffi::lua_pop(l, 1);
     }
+}
+
+/// How many pairs the table at `t` holds.
+unsafe fn pairs(l: *mut lua_State, t: c_int) -> usize {
+    let mut n = 0;
+    ffi::lua_pushnil(l);
+    while ffi::lua_next(l, t) != 0 {
+        ffi::lua_pop(l, 1);
+        n += 1;
+    }
+    n
 }
 
 fn write_double(d: f64, out: &mut ReplyBuf) {

@@ -9,7 +9,7 @@ use std::sync::atomic::Ordering;
 use std::sync::Arc;
 
 use bytes::BytesMut;
-use mlua::{Function, HookTriggers, Lua, MultiValue, Table, Value};
+use mlua::{ffi, Function, HookTriggers, Lua, Table, Value};
 
 use super::api::*;
 use super::call::{self, CallCtx, CtxPtr};
@@ -34,7 +34,7 @@ pub(super) struct Vm {
     pub(super) json: libs::JsonSettings,
     /// Error tables made of commands' errors (weak keys; see
     /// `CallCtx::counted`).
-    pub(super) counted: Table,
+    pub(super) counted: mlua::RegistryKey,
     /// Scripts run in this state (for the collector's steps).
     pub(super) runs: std::cell::Cell<u32>,
     /// The state itself, on its own heap: the last field, so every
@@ -210,6 +210,7 @@ impl Vm {
         weak.raw_set("__mode", "k")?;
         counted.set_metatable(Some(weak))?;
         install_calls(&lua, &redis, ctx, &counted)?;
+        let counted = lua.create_registry_value(counted)?;
         let globals: Table = t.raw_get("B")?;
         let runner: Function = t.get("run")?;
         lua.set_hook(
@@ -302,27 +303,56 @@ impl Vm {
         }
         let _lend = Lend(self.ctx);
         self.json.reset();
-        call::set_keys_and_args(lua, &self.globals, keys, args)?;
-        let results: MultiValue = self.runner.call(f)?;
-        let mut results = results.into_iter();
-        let ok = matches!(results.next(), Some(Value::Boolean(true)));
-        let value = results.next().unwrap_or(Value::Nil);
-        let (marked, run) = {
-            // SAFETY: as above; the script has returned.
-            let ctx = unsafe { self.ctx.get() };
-            (ctx.marked, &ctx.run)
+        let names = self.fields.ids();
+        let counted = self.counted.id();
+        let ctx_ptr = self.ctx;
+        let saved = out.proto;
+        let mark = out.len();
+        out.proto = resp;
+        // One protected call for the whole run, as Redis makes one
+        // `lua_pcall`: `KEYS` and `ARGV` set, the script run under the
+        // prelude's error handler, and its result read on the stack into
+        // the reply. Each step through mlua was a protected call of its own
+        // (about 2,400 instructions apiece), and the result came back
+        // through a `MultiValue`.
+        // SAFETY: the closure holds only borrows and plain values, so
+        // nothing is left undropped if Lua raises out of it (memory, or a
+        // failure outside the handler); it runs on the thread that holds
+        // the state, and leaves on the stack only what it returns.
+        let ran = unsafe {
+            lua.exec_raw::<(bool, Value)>((&self.globals, &self.runner, f), |l| {
+                call::set_keys_and_args(l, 1, keys, args);
+                // globals, runner, script -> globals, ok, value
+                ffi::lua_call(l, 1, 2);
+                ffi::lua_remove(l, 1);
+                let ctx = ctx_ptr.get();
+                // Looked up only if this run marked a table: a limiter's
+                // script returns a table on every run, and none of them is
+                // an error.
+                if ctx.marked && ffi::lua_type(l, 2) == ffi::LUA_TTABLE {
+                    ffi::lua_rawgeti(l, ffi::LUA_REGISTRYINDEX, counted as _);
+                    ffi::lua_pushvalue(l, 2);
+                    ffi::lua_rawget(l, -2);
+                    if ffi::lua_toboolean(l, -1) != 0 {
+                        ctx.run.counted.store(true, Ordering::Relaxed);
+                    }
+                    ffi::lua_pop(l, 2);
+                }
+                if ffi::lua_toboolean(l, 1) != 0 {
+                    convert::write_top(l, &names, ctx.script_resp, out);
+                    ffi::lua_settop(l, 1);
+                }
+            })
         };
-        // Looked up only if this run marked a table: a limiter's script
-        // returns a table on every run, and none of them is an error.
-        if let (true, Value::Table(t)) = (marked, &value) {
-            if self.counted.raw_get::<bool>(t).unwrap_or(false) {
-                run.counted.store(true, Ordering::Relaxed);
+        out.proto = saved;
+        let (ok, value) = match ran {
+            Ok(r) => r,
+            Err(e) => {
+                out.truncate(mark);
+                return Err(e);
             }
-        }
+        };
         if ok {
-            // SAFETY: as above; the script has returned.
-            let script_resp = unsafe { self.ctx.get() }.script_resp;
-            convert::write_value(&value, &self.fields, resp, script_resp, out);
             return Ok(Outcome::Reply);
         }
         Ok(match value {
