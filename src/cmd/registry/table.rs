@@ -295,6 +295,17 @@ mod tests {
         assert_eq!(REGISTRY.lookup(b"GeT").unwrap().name, "get");
         assert!(REGISTRY.lookup(b"nope").is_none());
         assert!(REGISTRY.lookup(&[b'a'; 100]).is_none());
+        for cmd in COMMANDS {
+            let upper = cmd.name.to_ascii_uppercase();
+            let found = REGISTRY.lookup(upper.as_bytes()).map(|c| c.name);
+            assert_eq!(found, Some(cmd.name));
+            // A name one byte longer is another name.
+            let mut other = cmd.name.as_bytes().to_vec();
+            other.push(b'_');
+            assert!(REGISTRY.lookup(&other).is_none(), "{}_", cmd.name);
+        }
+        assert!(REGISTRY.lookup(b"GET\0").is_none());
+        assert!(REGISTRY.lookup(b"").is_none());
     }
 
     #[test]
