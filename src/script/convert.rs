@@ -50,8 +50,12 @@ pub unsafe fn write_top(
 }
 
 /// The field names a table result is looked up by, interned once per Lua
-/// state and kept in its registry.
-pub struct Fields([RegistryKey; NAMES.len()]);
+/// state and kept in its registry; `ids` are their references, which a run
+/// reads them by.
+pub struct Fields {
+    _keys: Vec<RegistryKey>,
+    ids: Names,
+}
 
 const NAMES: [&str; 9] = [
     "err",
@@ -76,17 +80,16 @@ const STRING: usize = 8;
 
 impl Fields {
     pub fn new(lua: &Lua) -> mlua::Result<Fields> {
-        let mut keys = Vec::with_capacity(NAMES.len());
-        for name in NAMES {
-            keys.push(lua.create_registry_value(lua.create_string(name)?)?);
-        }
-        Ok(Fields(keys.try_into().map_err(|_| {
-            mlua::Error::runtime("the reply's field names")
-        })?))
+        let keys = NAMES
+            .iter()
+            .map(|name| lua.create_registry_value(lua.create_string(name)?))
+            .collect::<mlua::Result<Vec<_>>>()?;
+        let ids = std::array::from_fn(|i| keys[i].id());
+        Ok(Fields { _keys: keys, ids })
     }
 
-    pub fn ids(&self) -> Names {
-        std::array::from_fn(|i| self.0[i].id())
+    pub fn ids(&self) -> &Names {
+        &self.ids
     }
 }
 
@@ -130,10 +133,10 @@ unsafe fn bytes_at<'a>(l: *mut lua_State, idx: c_int) -> &'a [u8] {
     std::slice::from_raw_parts(p as *const u8, len)
 }
 
-/// Pushes field `name` of the table at the top.
-unsafe fn push_field(l: *mut lua_State, names: &Names, name: usize) -> c_int {
+/// Pushes field `name` of the table at (absolute) index `t`; its type.
+unsafe fn push_field(l: *mut lua_State, names: &Names, t: c_int, name: usize) -> c_int {
     ffi::lua_rawgeti(l, ffi::LUA_REGISTRYINDEX, names[name] as _);
-    ffi::lua_rawget(l, -2);
+    ffi::lua_rawget(l, t);
     ffi::lua_type(l, -1)
 }
 
@@ -153,14 +156,13 @@ unsafe fn write_table(
     }
     let t = ffi::lua_gettop(l);
     // Only a string: Redis takes `{err = 123}` for an empty array.
-    if push_field(l, names, ERR) == ffi::LUA_TSTRING {
-        let err = String::from_utf8_lossy(bytes_at(l, -1)).into_owned();
+    if push_field(l, names, t, ERR) == ffi::LUA_TSTRING {
+        out.error(&String::from_utf8_lossy(bytes_at(l, -1)));
         ffi::lua_pop(l, 1);
-        out.error(&err);
         return;
     }
     ffi::lua_pop(l, 1);
-    if push_field(l, names, OK) == ffi::LUA_TSTRING {
+    if push_field(l, names, t, OK) == ffi::LUA_TSTRING {
         let text: Vec<u8> = bytes_at(l, -1)
             .iter()
             .map(|&b| if b == b'\r' || b == b'\n' { b' ' } else { b })
@@ -170,13 +172,13 @@ unsafe fn write_table(
         return;
     }
     ffi::lua_pop(l, 1);
-    if push_field(l, names, DOUBLE) == ffi::LUA_TNUMBER {
+    if push_field(l, names, t, DOUBLE) == ffi::LUA_TNUMBER {
         let d = ffi::lua_tonumber(l, -1);
         ffi::lua_pop(l, 1);
         return write_double(d, out);
     }
     ffi::lua_pop(l, 1);
-    if push_field(l, names, BIG_NUMBER) == ffi::LUA_TSTRING {
+    if push_field(l, names, t, BIG_NUMBER) == ffi::LUA_TSTRING {
         match out.proto {
             Protocol::Resp3 => raw_line(out, b'(', bytes_at(l, -1)),
             Protocol::Resp2 => out.bulk(bytes_at(l, -1)),
@@ -185,43 +187,18 @@ unsafe fn write_table(
         return;
     }
     ffi::lua_pop(l, 1);
-    if push_field(l, names, MAP) == ffi::LUA_TTABLE {
-        let map = ffi::lua_gettop(l);
-        out.map(pairs(l, map));
-        ffi::lua_pushnil(l);
-        while ffi::lua_next(l, map) != 0 {
-            ffi::lua_pushvalue(l, -2);
-            write(l, names, script_resp, out, depth + 1);
+    for (name, values) in [(MAP, true), (SET, false)] {
+        if push_field(l, names, t, name) == ffi::LUA_TTABLE {
+            write_pairs(l, names, script_resp, out, depth, values);
             ffi::lua_pop(l, 1);
-            write(l, names, script_resp, out, depth + 1);
-            ffi::lua_pop(l, 1);
+            return;
         }
         ffi::lua_pop(l, 1);
-        return;
     }
-    ffi::lua_pop(l, 1);
-    if push_field(l, names, SET) == ffi::LUA_TTABLE {
-        let set = ffi::lua_gettop(l);
-        out.set(pairs(l, set));
-        ffi::lua_pushnil(l);
-        while ffi::lua_next(l, set) != 0 {
-            ffi::lua_pop(l, 1);
-            ffi::lua_pushvalue(l, -1);
-            write(l, names, script_resp, out, depth + 1);
-            ffi::lua_pop(l, 1);
-        }
-        ffi::lua_pop(l, 1);
-        return;
-    }
-    ffi::lua_pop(l, 1);
-    if push_field(l, names, VERBATIM) == ffi::LUA_TTABLE {
-        let format = push_field(l, names, FORMAT);
-        let string = {
-            ffi::lua_pushvalue(l, -2);
-            let ty = push_field(l, names, STRING);
-            ffi::lua_remove(l, -2);
-            ty
-        };
+    if push_field(l, names, t, VERBATIM) == ffi::LUA_TTABLE {
+        let v = ffi::lua_gettop(l);
+        let format = push_field(l, names, v, FORMAT);
+        let string = push_field(l, names, v, STRING);
         if format == ffi::LUA_TSTRING && string == ffi::LUA_TSTRING {
             let (format, text) = (bytes_at(l, -2), bytes_at(l, -1));
             match out.proto {
@@ -260,15 +237,39 @@ unsafe fn write_table(
     }
 }
 
-/// How many pairs the table at `t` holds.
-unsafe fn pairs(l: *mut lua_State, t: c_int) -> usize {
+/// The table at the top as a map (`values`) or a set (its keys), in
+/// `lua_next`'s order; keys are written from a copy, so `lua_next` sees
+/// its key as it left it.
+unsafe fn write_pairs(
+    l: *mut lua_State,
+    names: &Names,
+    script_resp: Protocol,
+    out: &mut ReplyBuf,
+    depth: usize,
+    values: bool,
+) {
+    let t = ffi::lua_gettop(l);
     let mut n = 0;
     ffi::lua_pushnil(l);
     while ffi::lua_next(l, t) != 0 {
         ffi::lua_pop(l, 1);
         n += 1;
     }
-    n
+    if values {
+        out.map(n);
+    } else {
+        out.set(n);
+    }
+    ffi::lua_pushnil(l);
+    while ffi::lua_next(l, t) != 0 {
+        ffi::lua_pushvalue(l, -2);
+        write(l, names, script_resp, out, depth + 1);
+        ffi::lua_pop(l, 1);
+        if values {
+            write(l, names, script_resp, out, depth + 1);
+        }
+        ffi::lua_pop(l, 1);
+    }
 }
 
 fn write_double(d: f64, out: &mut ReplyBuf) {

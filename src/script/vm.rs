@@ -339,7 +339,7 @@ impl Vm {
                     ffi::lua_pop(l, 2);
                 }
                 if ffi::lua_toboolean(l, 1) != 0 {
-                    convert::write_top(l, &names, ctx.script_resp, out);
+                    convert::write_top(l, names, ctx.script_resp, out);
                     ffi::lua_settop(l, 1);
                 }
             })
