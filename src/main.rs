@@ -11,6 +11,17 @@ static ALLOC: turnstile::alloc::CountingAlloc = turnstile::alloc::CountingAlloc;
 /// explicit: it is a limit users rely on).
 const MAX_BLOCKING_THREADS: usize = 512;
 
+/// Tasks a worker polls before it polls the sockets again (tokio's
+/// default is 61). With many connections ready at once a worker's local
+/// queue (256 tasks) overflows into the shared one, and those wait there
+/// while connections woken by the next poll of the sockets go ahead of
+/// them: with one worker and 1,000 connections the p99 was 150-167 ms at
+/// 61 and 30-45 ms at 512 to 2,048 (`docs/performance.md`, "The tail with
+/// many connections"). At 2,048 a round of 1,000 ready connections (two
+/// polls each: the batch, then its write behind the others) is served
+/// before the next events are read, as Redis's event loop serves them.
+const EVENT_INTERVAL: u32 = 2048;
+
 fn main() -> ExitCode {
     let cli = match Cli::parse_full(std::env::args_os()) {
         Ok(cli) => cli,
@@ -30,6 +41,7 @@ fn main() -> ExitCode {
     // all answered when it ended (`docs/reliability.md`).
     builder.max_blocking_threads(MAX_BLOCKING_THREADS);
     builder.worker_threads(cli.config.worker_threads());
+    builder.event_interval(EVENT_INTERVAL);
     let runtime = match builder.enable_all().build() {
         Ok(rt) => rt,
         Err(e) => {
