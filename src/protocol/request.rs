@@ -47,6 +47,14 @@ impl<'a> Request<'a> {
         (&self.frame, self.spans)
     }
 
+    /// The arguments from `from` on: their spans in the frame, and the
+    /// bytes from the first's start to the last's end.
+    fn tail(&self, from: usize) -> Option<(&'a [Range<usize>], &[u8])> {
+        let spans = self.spans.get(from..)?;
+        let bytes = self.frame.get(spans.first()?.start..spans.last()?.end)?;
+        Some((spans, bytes))
+    }
+
     /// The arguments as owned vectors, for tests and diagnostics.
     pub fn to_vecs(&self) -> Vec<Vec<u8>> {
         self.args().map(<[u8]>::to_vec).collect()
@@ -64,4 +72,71 @@ pub fn encode(args: &[&[u8]]) -> Vec<u8> {
         out.extend_from_slice(b"\r\n");
     }
     out
+}
+
+/// A value derived from a request's arguments from some index on, kept
+/// with their bytes, to be had again without deriving it when a later
+/// request repeats them (a limiter command's limit: `cmd/limit/parse.rs`).
+/// Only for a value that is a function of those bytes alone.
+#[derive(Debug)]
+pub struct TailMemo<T> {
+    /// The bytes from the first argument kept to the end of the last (the
+    /// framing between them included).
+    bytes: Vec<u8>,
+    /// Where each of those arguments is in `bytes`: start and length.
+    spans: Vec<(u8, u8)>,
+    value: Option<T>,
+}
+
+impl<T> Default for TailMemo<T> {
+    fn default() -> Self {
+        TailMemo {
+            bytes: Vec::new(),
+            spans: Vec::new(),
+            value: None,
+        }
+    }
+}
+
+impl<T: Copy> TailMemo<T> {
+    /// Most bytes kept: the offsets fit a byte, and a limit's arguments
+    /// fit in far fewer.
+    const MAX: usize = 255;
+
+    /// The value, if `req`'s arguments from `from` on are the ones it was
+    /// kept for: the same bytes, each argument at the same place in them.
+    /// (Equal bytes alone are not enough: a copied inline request keeps
+    /// its arguments side by side, and `12 34` is `123 4` cut elsewhere.)
+    pub fn get(&self, req: &Request<'_>, from: usize) -> Option<T> {
+        let value = self.value?;
+        let (spans, bytes) = req.tail(from)?;
+        if spans.len() != self.spans.len() || bytes != &self.bytes[..] {
+            return None;
+        }
+        let base = spans[0].start;
+        spans
+            .iter()
+            .zip(&self.spans)
+            .all(|(s, &(at, len))| s.start - base == usize::from(at) && s.len() == usize::from(len))
+            .then_some(value)
+    }
+
+    /// Keeps `value` for `req`'s arguments from `from` on, unless they are
+    /// too long to be worth it (then nothing is kept).
+    pub fn put(&mut self, req: &Request<'_>, from: usize, value: T) {
+        self.value = None;
+        self.bytes.clear();
+        self.spans.clear();
+        let Some((spans, bytes)) = req.tail(from).filter(|(_, b)| b.len() <= Self::MAX) else {
+            return;
+        };
+        let base = spans[0].start;
+        self.spans.extend(
+            spans
+                .iter()
+                .map(|s| ((s.start - base) as u8, s.len() as u8)),
+        );
+        self.bytes.extend_from_slice(bytes);
+        self.value = Some(value);
+    }
 }

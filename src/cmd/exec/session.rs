@@ -4,6 +4,8 @@ use std::sync::Arc;
 
 use super::tx::TxState;
 use crate::clients::ClientInfo;
+use crate::limiter::LimitSpec;
+use crate::protocol::request::TailMemo;
 use crate::stats::Local;
 
 /// One command in this many, on average, is timed for the latency
@@ -33,6 +35,9 @@ pub struct Session {
     /// A buffer commands reuse for keys they derive (`RL.CHECK`'s counter
     /// key), so the hot path allocates nothing once it has grown.
     pub scratch: Vec<u8>,
+    /// The last inline limit (and cost) `RL.ALLOW` or `RL.PEEK` parsed
+    /// (`cmd/limit/parse.rs`, `allow_request_memo`).
+    pub limit_memo: TailMemo<(LimitSpec, u64)>,
     /// Which commands this connection has run (by table position), so the
     /// first of each kind is always timed.
     seen: [u64; SEEN_BITS / 64],
@@ -113,6 +118,7 @@ impl Session {
             tx: TxState::default(),
             query_limit_hit: false,
             scratch: Vec::new(),
+            limit_memo: Default::default(),
             seen: [0; SEEN_BITS / 64],
             sampler,
             subs: None,

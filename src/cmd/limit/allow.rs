@@ -19,7 +19,7 @@ pub fn allow(ctx: &mut Ctx<'_>, req: &Request<'_>) -> Result<(), CmdError> {
     if let Some((key, name, cost)) = parse::named_request(req)? {
         return policy::allow_named(ctx, key, name, cost, false);
     }
-    let r = parse::allow_request(req)?;
+    let r = parse::allow_request_memo(req, &mut ctx.session.limit_memo)?;
     let now = ctx.now;
     let room = ctx.state.write_room();
     let d = ctx.db.update(r.key, now, |slot| {
@@ -44,7 +44,7 @@ pub fn peek(ctx: &mut Ctx<'_>, req: &Request<'_>) -> Result<(), CmdError> {
     if let Some((key, name, cost)) = parse::named_request(req)? {
         return policy::allow_named(ctx, key, name, cost, true);
     }
-    let r = parse::allow_request(req)?;
+    let r = parse::allow_request_memo(req, &mut ctx.session.limit_memo)?;
     let now = ctx.now;
     let (d, _) = ctx
         .db

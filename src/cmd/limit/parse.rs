@@ -9,6 +9,7 @@ use crate::limiter::calendar::{self, Period};
 use crate::limiter::lease::MAX_UNITS;
 use crate::limiter::Algorithm;
 pub use crate::limiter::LimitSpec;
+use crate::protocol::request::TailMemo;
 use crate::protocol::Request;
 use crate::util::parse_i64;
 
@@ -288,6 +289,29 @@ pub fn allow_request<'a>(req: &'a Request<'_>) -> Result<AllowRequest<'a>, CmdEr
     Ok(AllowRequest { key, spec, cost })
 }
 
+/// [`allow_request`] through the connection's memo of the last inline
+/// limit it parsed, with its cost, by the bytes of the arguments after
+/// the key. A client sends the same limit with every request, and
+/// comparing those bytes costs a fraction of parsing them again
+/// (callgrind: 187 instructions a request against 655). Parsing is a
+/// pure function of the bytes, so what the memo answers is what parsing
+/// would; only a limit that parsed is kept.
+pub fn allow_request_memo<'a>(
+    req: &'a Request<'_>,
+    memo: &mut TailMemo<(LimitSpec, u64)>,
+) -> Result<AllowRequest<'a>, CmdError> {
+    if let Some((spec, cost)) = memo.get(req, 2) {
+        return Ok(AllowRequest {
+            key: req.arg(1),
+            spec,
+            cost,
+        });
+    }
+    let r = allow_request(req)?;
+    memo.put(req, 2, (r.spec, r.cost));
+    Ok(r)
+}
+
 /// `RL.ALLOW key POLICY name [COST n]` (and `RL.PEEK`'s): the key, the
 /// policy's name and the cost, or `None` for the inline form.
 #[allow(clippy::type_complexity)]
@@ -480,6 +504,105 @@ mod tests {
             .to_string()
             .contains("range"));
         assert!(duration(b"99999999999999999999999", "p").is_err());
+    }
+
+    /// A request of `args` framed as RESP, or as an inline line whose
+    /// tokens are given as written (quoted or escaped ones make the
+    /// decoder copy them).
+    fn frame(args: &[(&str, &str)], inline: bool) -> bytes::BytesMut {
+        let bytes = if inline {
+            let mut line = String::from("RL.ALLOW k");
+            for (_, written) in args {
+                line.push(' ');
+                line.push_str(written);
+            }
+            line.push_str("\r\n");
+            line.into_bytes()
+        } else {
+            let mut all: Vec<&[u8]> = vec![b"RL.ALLOW", b"k"];
+            all.extend(args.iter().map(|(arg, _)| arg.as_bytes()));
+            crate::protocol::request::encode(&all)
+        };
+        bytes::BytesMut::from(&bytes[..])
+    }
+
+    /// Limits, periods and options as sent and as written inline: near
+    /// misses of one another (the same length, other bytes; a quoted or
+    /// escaped form of the same argument; a bad value).
+    const LIMITS: [(&str, &str); 6] = [
+        ("100", "100"),
+        ("200", "200"),
+        ("12", "12"),
+        ("123", "123"),
+        ("100", "\"1\\x300\""),
+        ("0", "0"),
+    ];
+    const PERIODS: [(&str, &str); 5] = [
+        ("60", "60"),
+        ("16", "16"),
+        ("34", "\"34\""),
+        ("4", "4"),
+        ("1m", "1m"),
+    ];
+    const OPTIONS: [[(&str, &str); 2]; 7] = [
+        [("ALGO", "ALGO"), ("window", "window")],
+        [("ALGO", "algo"), ("gcra", "\"gcra\"")],
+        [("ALGO", "ALGO"), ("fixed", "fixed")],
+        [("COST", "COST"), ("2", "2")],
+        [("COST", "COST"), ("3", "3")],
+        [("BURST", "BURST"), ("500", "500")],
+        [("COST", "COST"), ("200", "200")],
+    ];
+
+    proptest::proptest! {
+        /// The memo answers what parsing answers, request after request.
+        #[test]
+        fn the_limit_memo_answers_as_parsing(
+            reqs in proptest::collection::vec(
+                (0..LIMITS.len(), 0..PERIODS.len(),
+                 proptest::collection::vec(0..OPTIONS.len(), 0..3), proptest::bool::ANY),
+                1..16),
+        ) {
+            use crate::protocol::decode::{Decoder, Limits};
+            let mut memo = TailMemo::default();
+            for (limit, period, options, inline) in reqs {
+                let mut args = vec![LIMITS[limit], PERIODS[period]];
+                args.extend(options.iter().flat_map(|&o| OPTIONS[o]));
+                let mut buf = frame(&args, inline);
+                let mut decoder = Decoder::default();
+                let req = decoder.decode(&mut buf, Limits::default()).unwrap().unwrap();
+                let memoised = allow_request_memo(&req, &mut memo);
+                let parsed = allow_request(&req);
+                match (memoised, parsed) {
+                    (Ok(m), Ok(p)) => {
+                        proptest::prop_assert_eq!((m.key, m.spec, m.cost), (p.key, p.spec, p.cost));
+                    }
+                    (Err(m), Err(p)) => proptest::prop_assert_eq!(m.to_string(), p.to_string()),
+                    (m, p) => proptest::prop_assert!(false, "memo {:?}, parse {:?}", m, p),
+                }
+            }
+        }
+    }
+
+    /// The same bytes cut into other arguments are another limit: `12`
+    /// per `34` s, then `123` per `4` s, from one copied buffer.
+    #[test]
+    fn the_limit_memo_compares_where_arguments_are() {
+        let frame = bytes::Bytes::from_static(b"RL.ALLOWk1234");
+        let mut memo = TailMemo::default();
+        let a = [0..8, 8..9, 9..11, 11..13];
+        let b = [0..8, 8..9, 9..12, 12..13];
+        let (ra, rb) = (Request::new(frame.clone(), &a), Request::new(frame, &b));
+        let first = allow_request_memo(&ra, &mut memo).unwrap().spec.params;
+        let second = allow_request_memo(&rb, &mut memo).unwrap().spec.params;
+        assert_eq!(
+            (first.limit.get(), first.period.get()),
+            (12, 34_000_000_000)
+        );
+        assert_eq!(
+            (second.limit.get(), second.period.get()),
+            (123, 4_000_000_000)
+        );
     }
 
     #[test]
