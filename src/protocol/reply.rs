@@ -226,6 +226,23 @@ impl ReplyBuf {
         self.header(b'*', n as i64);
     }
 
+    /// An array header for `len` elements and its first ones, the
+    /// integers `ns`, in the room of one reservation: a limiter's reply
+    /// is such an array of five, and a reservation per line cost about
+    /// 60 instructions of its 390 (callgrind).
+    pub fn array_of_ints(&mut self, len: usize, ns: &[i64; 5]) {
+        self.buf.reserve(LINE * 6);
+        let at = self.buf.len();
+        let spare = &mut self.buf.spare_capacity_mut()[..LINE * 6];
+        let mut end = format_line(&mut spare[..LINE], b'*', len as i64);
+        for &n in ns {
+            end += format_line(&mut spare[end..end + LINE], b':', n);
+        }
+        // SAFETY: `format_line` initialised the first `end` bytes of the
+        // spare room, which `reserve` made at least six lines long.
+        unsafe { self.buf.set_len(at + end) };
+    }
+
     /// An out-of-band message of `n` items (Pub/Sub): a RESP3 push, a
     /// RESP2 array.
     pub fn push(&mut self, n: usize) {

@@ -17,10 +17,14 @@ pub(crate) fn ms_ceil(ns: u64) -> i64 {
 /// `extra` more elements follow, which the caller writes (`RL.ALLOWMANY`'s
 /// index, `RL.CHECK`'s policy name).
 pub fn write_decision(out: &mut ReplyBuf, d: &Decision, extra: usize) {
-    out.array(5 + extra);
-    out.int(d.allowed as i64);
-    out.int(d.limit as i64);
-    out.int(d.remaining as i64);
-    out.int(d.retry_after.map_or(-1, ms_ceil));
-    out.int(ms_ceil(d.reset_after));
+    out.array_of_ints(
+        5 + extra,
+        &[
+            d.allowed as i64,
+            d.limit as i64,
+            d.remaining as i64,
+            d.retry_after.map_or(-1, ms_ceil),
+            ms_ceil(d.reset_after),
+        ],
+    );
 }
