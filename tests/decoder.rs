@@ -338,6 +338,9 @@ fn invalid_bulk_length() {
         unauthenticated: false,
     };
     assert_eq!(decode_err_with(b"*1\r\n$11\r\n", small), MSG);
+    // The same with the bulk's bytes already there: a length is judged
+    // before its bytes are taken.
+    assert_eq!(decode_err_with(b"*1\r\n$11\r\nhello world\r\n", small), MSG);
     assert_eq!(decode_err_with(b"*1\r\n$2000000000\r\n", unauth()), MSG);
 }
 
@@ -436,6 +439,11 @@ fn unauthenticated_limits() {
     );
     assert_eq!(
         decode_err_with(b"*2\r\n$4\r\nAUTH\r\n$16385\r\n", unauth()),
+        "Protocol error: unauthenticated bulk length"
+    );
+    let whole = vec![b"AUTH".to_vec(), vec![b'p'; 16385]];
+    assert_eq!(
+        decode_err_with(&encode_request(&whole), unauth()),
         "Protocol error: unauthenticated bulk length"
     );
     // The same requests are fine once authenticated.

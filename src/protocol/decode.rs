@@ -184,6 +184,9 @@ impl Decoder {
         buf: &mut BytesMut,
         limits: Limits,
     ) -> Result<Option<Request<'_>>, ProtocolError> {
+        if self.partial.bulk_len.is_none() {
+            self.whole_args(buf, limits);
+        }
         while self.spans.len() < self.partial.expected {
             let pos = self.partial.pos;
             let len = match self.partial.bulk_len {
@@ -235,6 +238,57 @@ impl Decoder {
         self.scanned = 0;
         let frame = buf.split_to(frame_len).freeze();
         Ok(Some(Request::new(frame, &self.spans)))
+    }
+
+    /// Takes the arguments that have wholly arrived and are framed as
+    /// nearly every client frames them (`$`, a length of up to ten digits
+    /// without a leading zero, CRLF, the bytes, CRLF, within the length
+    /// limits and under `BIG_ARG`), reading each header once: the general
+    /// loop finds the line's end, then parses it, and keeps its place in
+    /// the decoder after every step (about 95 instructions an argument of
+    /// its 135, callgrind). At anything else it stops and leaves the rest
+    /// to that loop, which answers it as Redis does.
+    #[inline]
+    fn whole_args(&mut self, buf: &[u8], limits: Limits) {
+        let max = match limits.unauthenticated {
+            true => limits.max_bulk_len.min(UNAUTH_MAX_BULK),
+            false => limits.max_bulk_len,
+        };
+        let max = max.clamp(0, BIG_ARG as i64 - 1) as u64;
+        let mut pos = self.partial.pos;
+        while self.spans.len() < self.partial.expected {
+            let Some([b'$', rest @ ..]) = buf.get(pos..) else {
+                break;
+            };
+            // The length and the digits' count in one pass; an eleventh
+            // digit stops it (the limits are far below ten digits).
+            let (mut len, mut digits) = (0u64, 0);
+            while let Some(&d @ b'0'..=b'9') = rest.get(digits) {
+                if digits == 10 {
+                    break;
+                }
+                len = len * 10 + u64::from(d - b'0');
+                digits += 1;
+            }
+            if rest.get(digits..digits + 2) != Some(b"\r\n")
+                || digits == 0
+                || (rest[0] == b'0' && digits > 1)
+                || len > max
+            {
+                break;
+            }
+            let start = pos + 1 + digits + 2;
+            let end = start + len as usize;
+            if buf.get(end..end + 2) != Some(b"\r\n") {
+                break;
+            }
+            self.spans.push(start..end);
+            pos = end + 2;
+        }
+        if pos != self.partial.pos {
+            self.partial.pos = pos;
+            self.scanned = 0;
+        }
     }
 
     /// Finds the `\r` ending the header line that starts at `start`,

@@ -293,7 +293,7 @@ pub fn allow_request<'a>(req: &'a Request<'_>) -> Result<AllowRequest<'a>, CmdEr
 /// limit it parsed, with its cost, by the bytes of the arguments after
 /// the key. A client sends the same limit with every request, and
 /// comparing those bytes costs a fraction of parsing them again
-/// (callgrind: 187 instructions a request against 655). Parsing is a
+/// (callgrind: 212 instructions a request against 655). Parsing is a
 /// pure function of the bytes, so what the memo answers is what parsing
 /// would; only a limit that parsed is kept.
 pub fn allow_request_memo<'a>(
