@@ -47,10 +47,10 @@ impl<'a> Request<'a> {
         (&self.frame, self.spans)
     }
 
-    /// The arguments from `from` on: their spans in the frame, and the
-    /// bytes from the first's start to the last's end.
-    fn tail(&self, from: usize) -> Option<(&'a [Range<usize>], &[u8])> {
-        let spans = self.spans.get(from..)?;
+    /// The arguments `which`: their spans in the frame, and the bytes
+    /// from the first's start to the last's end.
+    fn run_of(&self, which: Range<usize>) -> Option<(&'a [Range<usize>], &[u8])> {
+        let spans = self.spans.get(which)?;
         let bytes = self.frame.get(spans.first()?.start..spans.last()?.end)?;
         Some((spans, bytes))
     }
@@ -74,12 +74,13 @@ pub fn encode(args: &[&[u8]]) -> Vec<u8> {
     out
 }
 
-/// A value derived from a request's arguments from some index on, kept
-/// with their bytes, to be had again without deriving it when a later
-/// request repeats them (a limiter command's limit: `cmd/limit/parse.rs`).
-/// Only for a value that is a function of those bytes alone.
+/// A value derived from a run of a request's arguments, kept with their
+/// bytes, to be had again without deriving it when a later request
+/// repeats them: the command a name stands for (`cmd/registry/spec.rs`),
+/// a limiter command's limit (`cmd/limit/parse.rs`). Only for a value
+/// that is a function of those bytes alone.
 #[derive(Debug)]
-pub struct TailMemo<T> {
+pub struct ArgsMemo<T> {
     /// The bytes from the first argument kept to the end of the last (the
     /// framing between them included).
     bytes: Vec<u8>,
@@ -88,9 +89,9 @@ pub struct TailMemo<T> {
     value: Option<T>,
 }
 
-impl<T> Default for TailMemo<T> {
+impl<T> Default for ArgsMemo<T> {
     fn default() -> Self {
-        TailMemo {
+        ArgsMemo {
             bytes: Vec::new(),
             spans: Vec::new(),
             value: None,
@@ -98,18 +99,18 @@ impl<T> Default for TailMemo<T> {
     }
 }
 
-impl<T: Copy> TailMemo<T> {
-    /// Most bytes kept: the offsets fit a byte, and a limit's arguments
-    /// fit in far fewer.
+impl<T: Copy> ArgsMemo<T> {
+    /// Most bytes kept: the offsets fit a byte, and a command's name or a
+    /// limit's arguments fit in far fewer.
     const MAX: usize = 255;
 
-    /// The value, if `req`'s arguments from `from` on are the ones it was
-    /// kept for: the same bytes, each argument at the same place in them.
+    /// The value, if `req`'s arguments `which` are the ones it was kept
+    /// for: the same bytes, each argument at the same place in them.
     /// (Equal bytes alone are not enough: a copied inline request keeps
     /// its arguments side by side, and `12 34` is `123 4` cut elsewhere.)
-    pub fn get(&self, req: &Request<'_>, from: usize) -> Option<T> {
+    pub fn get(&self, req: &Request<'_>, which: Range<usize>) -> Option<T> {
         let value = self.value?;
-        let (spans, bytes) = req.tail(from)?;
+        let (spans, bytes) = req.run_of(which)?;
         if spans.len() != self.spans.len() || bytes != &self.bytes[..] {
             return None;
         }
@@ -121,13 +122,13 @@ impl<T: Copy> TailMemo<T> {
             .then_some(value)
     }
 
-    /// Keeps `value` for `req`'s arguments from `from` on, unless they are
-    /// too long to be worth it (then nothing is kept).
-    pub fn put(&mut self, req: &Request<'_>, from: usize, value: T) {
+    /// Keeps `value` for `req`'s arguments `which`, unless they are too
+    /// long to be worth it (then nothing is kept).
+    pub fn put(&mut self, req: &Request<'_>, which: Range<usize>, value: T) {
         self.value = None;
         self.bytes.clear();
         self.spans.clear();
-        let Some((spans, bytes)) = req.tail(from).filter(|(_, b)| b.len() <= Self::MAX) else {
+        let Some((spans, bytes)) = req.run_of(which).filter(|(_, b)| b.len() <= Self::MAX) else {
             return;
         };
         let base = spans[0].start;

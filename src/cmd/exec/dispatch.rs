@@ -73,7 +73,7 @@ fn check(
 {
     let (cmd, sub) = ctx
         .registry
-        .resolve_renamed(&ctx.state.renames, req)
+        .resolve_remembered(&ctx.state.renames, &mut ctx.session.command_memo, req)
         .map_err(|e| (None, e))?;
     let spec = sub.unwrap_or(cmd);
     ctx.session.info.set_command(

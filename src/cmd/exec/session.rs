@@ -5,7 +5,7 @@ use std::sync::Arc;
 use super::tx::TxState;
 use crate::clients::ClientInfo;
 use crate::limiter::LimitSpec;
-use crate::protocol::request::TailMemo;
+use crate::protocol::request::ArgsMemo;
 use crate::stats::Local;
 
 /// One command in this many, on average, is timed for the latency
@@ -35,9 +35,12 @@ pub struct Session {
     /// A buffer commands reuse for keys they derive (`RL.CHECK`'s counter
     /// key), so the hot path allocates nothing once it has grown.
     pub scratch: Vec<u8>,
+    /// The command the connection named last, by its place in the table
+    /// (`Registry::resolve_remembered`).
+    pub command_memo: ArgsMemo<usize>,
     /// The last inline limit (and cost) `RL.ALLOW` or `RL.PEEK` parsed
     /// (`cmd/limit/parse.rs`, `allow_request_memo`).
-    pub limit_memo: TailMemo<(LimitSpec, u64)>,
+    pub limit_memo: ArgsMemo<(LimitSpec, u64)>,
     /// Which commands this connection has run (by table position), so the
     /// first of each kind is always timed.
     seen: [u64; SEEN_BITS / 64],
@@ -118,6 +121,7 @@ impl Session {
             tx: TxState::default(),
             query_limit_hit: false,
             scratch: Vec::new(),
+            command_memo: Default::default(),
             limit_memo: Default::default(),
             seen: [0; SEEN_BITS / 64],
             sampler,

@@ -9,7 +9,7 @@ use crate::limiter::calendar::{self, Period};
 use crate::limiter::lease::MAX_UNITS;
 use crate::limiter::Algorithm;
 pub use crate::limiter::LimitSpec;
-use crate::protocol::request::TailMemo;
+use crate::protocol::request::ArgsMemo;
 use crate::protocol::Request;
 use crate::util::parse_i64;
 
@@ -298,9 +298,9 @@ pub fn allow_request<'a>(req: &'a Request<'_>) -> Result<AllowRequest<'a>, CmdEr
 /// would; only a limit that parsed is kept.
 pub fn allow_request_memo<'a>(
     req: &'a Request<'_>,
-    memo: &mut TailMemo<(LimitSpec, u64)>,
+    memo: &mut ArgsMemo<(LimitSpec, u64)>,
 ) -> Result<AllowRequest<'a>, CmdError> {
-    if let Some((spec, cost)) = memo.get(req, 2) {
+    if let Some((spec, cost)) = memo.get(req, 2..req.len()) {
         return Ok(AllowRequest {
             key: req.arg(1),
             spec,
@@ -308,7 +308,7 @@ pub fn allow_request_memo<'a>(
         });
     }
     let r = allow_request(req)?;
-    memo.put(req, 2, (r.spec, r.cost));
+    memo.put(req, 2..req.len(), (r.spec, r.cost));
     Ok(r)
 }
 
@@ -564,7 +564,7 @@ mod tests {
                 1..16),
         ) {
             use crate::protocol::decode::{Decoder, Limits};
-            let mut memo = TailMemo::default();
+            let mut memo = ArgsMemo::default();
             for (limit, period, options, inline) in reqs {
                 let mut args = vec![LIMITS[limit], PERIODS[period]];
                 args.extend(options.iter().flat_map(|&o| OPTIONS[o]));
@@ -589,7 +589,7 @@ mod tests {
     #[test]
     fn the_limit_memo_compares_where_arguments_are() {
         let frame = bytes::Bytes::from_static(b"RL.ALLOWk1234");
-        let mut memo = TailMemo::default();
+        let mut memo = ArgsMemo::default();
         let a = [0..8, 8..9, 9..11, 11..13];
         let b = [0..8, 8..9, 9..12, 12..13];
         let (ra, rb) = (Request::new(frame.clone(), &a), Request::new(frame, &b));

@@ -79,6 +79,65 @@ mod tests {
         assert_eq!(lookup(&r)(b"set").unwrap().name, "get");
     }
 
+    /// The memo of the last name resolves as the lookup does, request
+    /// after request, with and without renames: case, unknown names,
+    /// subcommands and arity included.
+    #[test]
+    fn the_name_memo_resolves_as_the_lookup() {
+        use crate::protocol::decode::{Decoder, Limits};
+        use crate::protocol::request::{encode, ArgsMemo};
+        let requests: &[&[&str]] = &[
+            &["get", "k"],
+            &["get", "k"],
+            &["GET", "k"],
+            &["get"],
+            &["set", "k", "v"],
+            &["Set", "k", "v"],
+            &["config", "get", "x"],
+            &["CONFIG", "nope"],
+            &["wipe-7f3a"],
+            &["nope", "a"],
+            &["nope", "a"],
+            &["client", "list"],
+            &["CLIENT", "LIST"],
+            &["client", "nope"],
+            &["ping"],
+            &["ping"],
+            &["ping", "a", "b"],
+        ];
+        for renames in [
+            build(&[]).unwrap(),
+            build(&pairs(&[
+                ("get", "set"),
+                ("set", "get"),
+                ("config", ""),
+                ("flushall", "wipe-7f3a"),
+            ]))
+            .unwrap(),
+        ] {
+            let mut memo = ArgsMemo::default();
+            for args in requests {
+                let bytes: Vec<&[u8]> = args.iter().map(|a| a.as_bytes()).collect();
+                let mut buf = bytes::BytesMut::from(&encode(&bytes)[..]);
+                let mut decoder = Decoder::default();
+                let req = decoder
+                    .decode(&mut buf, Limits::default())
+                    .unwrap()
+                    .unwrap();
+                let remembered = REGISTRY.resolve_remembered(&renames, &mut memo, &req);
+                let looked_up = REGISTRY.resolve_renamed(&renames, &req);
+                match (remembered, looked_up) {
+                    (Ok((a, a_sub)), Ok((b, b_sub))) => {
+                        assert!(std::ptr::eq(a, b), "{args:?}");
+                        assert_eq!(a_sub.map(|s| s.name), b_sub.map(|s| s.name), "{args:?}");
+                    }
+                    (Err(a), Err(b)) => assert_eq!(a.to_string(), b.to_string(), "{args:?}"),
+                    (a, b) => panic!("{args:?}: memo {:?}, lookup {:?}", a.is_ok(), b.is_ok()),
+                }
+            }
+        }
+    }
+
     #[test]
     fn errors() {
         assert_eq!(
