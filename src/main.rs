@@ -16,8 +16,8 @@ const MAX_BLOCKING_THREADS: usize = 512;
 /// queue (256 tasks) overflows into the shared one, and those wait there
 /// while connections woken by the next poll of the sockets go ahead of
 /// them: with one worker and 1,000 connections the p99 was 150-167 ms at
-/// 61 and 30-45 ms at 512 to 2,048 (`docs/performance.md`, "The tail with
-/// many connections"). At 2,048 a round of 1,000 ready connections (two
+/// 61 and 30-45 ms at 512 to 2,048 (`docs/performance.md`, "Fixed: the
+/// sockets are polled once a round"). At 2,048 a round of 1,000 ready connections (two
 /// polls each: the batch, then its write behind the others) is served
 /// before the next events are read, as Redis's event loop serves them.
 const EVENT_INTERVAL: u32 = 2048;
