@@ -485,6 +485,22 @@ async fn shutdown_with_redis_crate_clients_connected() {
     assert!(connect_url(&format!("redis://{addr}/")).await.is_err());
 }
 
+/// A connection's waits look at the shutdown signal only when its client
+/// is woken: a handle dropped without `shutdown` must wake them too, as
+/// the signal's sender going away always ended them.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_dropped_handle_closes_idle_connections() {
+    let srv = Server::start().await;
+    let mut idle = srv.raw().await;
+    assert_eq!(idle.call(&["PING"]).await, "+PONG\r\n");
+    let mut subscriber = srv.raw().await;
+    subscriber.send(&encode_words(&["SUBSCRIBE", "news"])).await;
+    assert!(!subscriber.reply().await.is_empty());
+    drop(srv);
+    idle.expect_closed().await;
+    subscriber.expect_closed().await;
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn config_set_requirepass_applies_to_new_connections() {
     let srv = Server::start().await;

@@ -111,7 +111,7 @@ impl ServerHandle {
     /// `--snapshot`) is written; its error if that failed.
     pub async fn shutdown(mut self) -> Result<(), ShutdownError> {
         use crate::store::snapshot::SnapshotError;
-        let _ = self.shutdown.send(true);
+        self.signal_stop();
         if !drain(&self.state, &mut self.task).await {
             // The script holds its shards: a snapshot would wait for them
             // forever, or hold half the script.
@@ -125,7 +125,7 @@ impl ServerHandle {
             std::mem::forget(self);
             return Err(ShutdownError::ScriptRunning);
         }
-        if let Some(rls) = self.rls_task {
+        if let Some(rls) = self.rls_task.take() {
             // In-flight calls finish; a gateway holding an idle connection
             // open is not waited for past this.
             let _ = tokio::time::timeout(RLS_DRAIN, rls).await;
@@ -153,6 +153,25 @@ impl ServerHandle {
     /// Resolves when the server stops by itself (it only does on shutdown).
     pub async fn wait(&mut self) {
         let _ = (&mut self.task).await;
+    }
+
+    /// Raises the shutdown signal, then wakes every client connection to
+    /// see it: a connection's waits watch its own wake-up only
+    /// ([`ClientInfo::nudge`]). Signal first, so a connection woken looks
+    /// and finds it raised.
+    fn signal_stop(&self) {
+        let _ = self.shutdown.send(true);
+        for client in self.state.clients.all() {
+            client.nudge();
+        }
+    }
+}
+
+/// A handle dropped without [`ServerHandle::shutdown`] stops the
+/// connections as a shutdown does (they are not waited for).
+impl Drop for ServerHandle {
+    fn drop(&mut self) {
+        self.signal_stop();
     }
 }
 
