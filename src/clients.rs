@@ -96,9 +96,10 @@ impl ClientInfo {
         }
     }
 
-    /// Resolves when another client kills this one, or the clients' cron
-    /// asks for its idle query buffer ([`ClientInfo::is_killed`] and
-    /// [`ClientInfo::take_release`] tell which): one wake-up for both, so a
+    /// Resolves when another client kills this one, the clients' cron
+    /// asks for its idle query buffer, or the server shuts down
+    /// ([`ClientInfo::is_killed`], [`ClientInfo::take_release`] and the
+    /// shutdown signal tell which; [`ClientInfo::nudge`]): one wake-up for all, so a
     /// connection's reads wait on nothing more. A future to keep: once
     /// polled it stays registered until it fires or is dropped, so a
     /// connection that waits on it again and again registers once (one

@@ -8,6 +8,7 @@ use std::os::fd::AsRawFd;
 use std::pin::Pin;
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
+use std::task::Poll;
 use std::time::Duration;
 use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt};
 use tokio::sync::futures::Notified;
@@ -323,11 +324,11 @@ fn behind_the_ready() -> impl Future<Output = ()> {
     let mut queued = false;
     std::future::poll_fn(move |cx| {
         if queued {
-            return std::task::Poll::Ready(());
+            return Poll::Ready(());
         }
         queued = true;
         cx.waker().wake_by_ref();
-        std::task::Poll::Pending
+        Poll::Pending
     })
 }
 
@@ -432,7 +433,7 @@ async fn flush<S: AsyncWrite + AsRawFd + Unpin>(
                 .await?
                 .map_err(|_| Close::OutputLimit)?
                 .map_err(Close::Io)?,
-            None => stops.write(write).await?.map_err(Close::Io)?,
+            None => stops.around(Wait::Write, write).await?.map_err(Close::Io)?,
         };
         if n == 0 {
             return Err(Close::Io(std::io::ErrorKind::WriteZero.into()));
@@ -442,7 +443,10 @@ async fn flush<S: AsyncWrite + AsRawFd + Unpin>(
         written += n;
     }
     // A no-op on TCP; TLS may still hold records the socket did not take.
-    stops.write(socket.flush()).await?.map_err(Close::Io)?;
+    stops
+        .around(Wait::Write, socket.flush())
+        .await?
+        .map_err(Close::Io)?;
     Stats::add(&state.stats.net_output_bytes, total as u64);
     buf.clear();
     Ok(())
@@ -539,29 +543,25 @@ impl Stops<'_> {
         self.stopping.is_some()
     }
 
-    /// A write (or flush) that completes at its first poll, as most do on
-    /// a socket with room (and a TCP flush always), skips [`Stops::around`]:
-    /// `around` polls a write first and takes it when ready, so the answer
-    /// is the same, without its stop checks and timers (about 100
-    /// instructions each, twice a request without pipelining).
-    async fn write<T>(&mut self, io: impl Future<Output = T>) -> Result<T, Close> {
-        tokio::pin!(io);
-        let first = std::future::poll_fn(|cx| std::task::Poll::Ready(io.as_mut().poll(cx))).await;
-        match first {
-            std::task::Poll::Ready(r) => Ok(r),
-            std::task::Poll::Pending => self.around(Wait::Write, io).await,
-        }
-    }
-
     /// Runs `io` unless something ends the connection first. `io` comes
     /// first: a reply that can be written is written (a client that kills
-    /// itself gets its `:1`).
+    /// itself gets its `:1`). So a write that completes at its first poll,
+    /// as nearly all do on a socket with room (and a TCP flush always),
+    /// is taken before the stop checks and timers are set up (about 100
+    /// instructions, twice a request without pipelining); a read is not:
+    /// a shutdown stops reads before they are tried.
     async fn around<T>(
         &mut self,
         wait: Wait,
         io: impl std::future::Future<Output = T>,
     ) -> Result<T, Close> {
         tokio::pin!(io);
+        if wait == Wait::Write {
+            let first = std::future::poll_fn(|cx| Poll::Ready(io.as_mut().poll(cx))).await;
+            if let Poll::Ready(r) = first {
+                return Ok(r);
+            }
+        }
         loop {
             let stopping = self.stopping();
             if stopping && wait != Wait::Write {
