@@ -241,6 +241,21 @@ pub enum DurationError {
     Invalid,
     Zero,
     OutOfRange,
+    /// `M` alone: minutes to some, months to others. Units are otherwise
+    /// case-insensitive (`1H`, `1MO`), but a `1M` that silently meant a
+    /// minute turned a monthly quota into a per-minute one.
+    Ambiguous,
+}
+
+impl DurationError {
+    /// The words every reader of a duration (commands, policy files,
+    /// flags) uses for [`DurationError::Ambiguous`].
+    pub fn ambiguous(what: &str, text: &str) -> String {
+        let digits = text.trim_end_matches(|c: char| !c.is_ascii_digit());
+        format!(
+            "{what} '{text}' is ambiguous: write {digits}m for minutes or 1mo for a calendar month"
+        )
+    }
 }
 
 /// A duration as limits are written (`RL.ALLOW`'s period, a policy file's
@@ -257,6 +272,7 @@ pub fn parse_duration(arg: &[u8]) -> Result<u64, DurationError> {
     }
     let unit_ns: u64 = match unit {
         b"" => 1_000_000_000,
+        b"M" => return Err(DurationError::Ambiguous),
         u if u.eq_ignore_ascii_case(b"s") => 1_000_000_000,
         u if u.eq_ignore_ascii_case(b"ms") => 1_000_000,
         u if u.eq_ignore_ascii_case(b"m") => 60 * 1_000_000_000,

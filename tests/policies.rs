@@ -179,10 +179,11 @@ fn shadow_mode_is_per_descriptor() {
 #[test]
 fn bad_files_are_refused_with_path_line_and_reason() {
     for (file, reason, line) in [
+        // At the unit's own line, with the units there are.
         (
             "bad_limit_unit.yaml",
-            "invalid rate limit unit 'foo'",
-            Some(3),
+            "invalid rate limit unit 'foo': use one of second, minute, hour, day, week, month, year",
+            Some(6),
         ),
         ("bad_yaml.yaml", "found unexpected end of stream", Some(2)),
         (
@@ -244,6 +245,39 @@ fn two_files_with_one_domain_are_refused() {
         .unwrap_err()
         .to_string();
     assert!(err.contains("duplicate domain 'test-domain'"), "{err}");
+}
+
+/// What a newcomer gets wrong in a policy file, each refused with words
+/// that name the fix, at the line that needs it.
+#[test]
+fn a_tab_a_plural_unit_and_an_ambiguous_period_are_named() {
+    let dir = tempdir("first-hour");
+    let cases = [
+        (
+            "domain: api\ndescriptors:\n\t- key: user\n",
+            "p.yaml:3:1: a tab: YAML indents with spaces, never tabs",
+        ),
+        (
+            "domain: api\ndescriptors:\n  - key: user\n    rate_limit:\n      requests_per_unit: 10\n      unit: minutes\n",
+            "p.yaml:6:13: descriptors[0].rate_limit.unit: invalid rate limit unit 'minutes': use one of second, minute, hour, day, week, month, year",
+        ),
+        (
+            "domain: api\ndescriptors:\n  - key: user\n    rate_limit:\n      requests_per_unit: 10\n      period: 1M\n",
+            "period '1M' is ambiguous: write 1m for minutes or 1mo for a calendar month",
+        ),
+        (
+            "domain: api\ndescriptors:\n  - key: user\n    rate_limit:\n      requests_per_unit: 10\n      period: 1m\n      block: 2M\n",
+            "block '2M' is ambiguous: write 2m for minutes or 1mo for a calendar month",
+        ),
+    ];
+    for (text, want) in cases {
+        let file = dir.join("p.yaml");
+        std::fs::write(&file, text).unwrap();
+        let err = policy::load(&file, &PolicySet::default(), 1_000, CAP)
+            .expect_err(text)
+            .to_string();
+        assert!(err.contains(want), "{text:?}: {err}");
+    }
 }
 
 fn tempdir(name: &str) -> PathBuf {

@@ -178,7 +178,9 @@ async fn shadow_mode_counts_and_allows() {
     }
     let info: Value = q(&mut con, &["RL.POLICY", "GET", "edge.path_/login"]).await;
     let fields: std::collections::HashMap<String, Value> = pairs(&info).into_iter().collect();
-    let n = |k: &str| match &fields[k] {
+    let stats: std::collections::HashMap<String, Value> =
+        pairs(&fields["stats"]).into_iter().collect();
+    let n = |k: &str| match &stats[k] {
         Value::Int(n) => *n,
         other => panic!("{k}: {other:?}"),
     };
@@ -191,6 +193,8 @@ async fn shadow_mode_counts_and_allows() {
         ),
         (5, 3, 3, 2)
     );
+    // The setting, apart from the stat of the same name.
+    assert_eq!(fields["shadow_mode"], Value::Int(1));
     assert_eq!(text(&fields["algorithm"]), "window");
     // --policies-shadow: every policy.
     srv.shutdown().await;
@@ -393,7 +397,7 @@ async fn a_bad_file_at_start_stops_the_server() {
         .expect("refused");
     let text = e.to_string();
     assert!(
-        text.contains("edge.yaml:3:5: descriptors[0]: ")
+        text.contains("edge.yaml:4:24: descriptors[0].rate_limit.unit: ")
             && text.contains("invalid rate limit unit 'fortnight'"),
         "{text}"
     );
@@ -512,5 +516,166 @@ async fn reload_refuses_a_file_over_the_cap() {
     let list: Value = q(&mut con, &["RL.POLICY", "LIST"]).await;
     let Value::Array(items) = &list else { panic!() };
     assert_eq!(items.len(), 4);
+    srv.shutdown().await;
+}
+
+/// Every key of `v`'s maps, at any depth, named once: a client that builds
+/// a dict (redis-py over RESP3) keeps only the last of two fields of one
+/// name. Returns the first repeated name and the map's path.
+fn repeated_field(v: &Value, path: &str) -> Option<String> {
+    match v {
+        Value::Map(pairs) => {
+            let mut seen = std::collections::HashSet::new();
+            for (k, val) in pairs {
+                let name = text(k);
+                if !seen.insert(name.clone()) {
+                    return Some(format!("{path}.{name}"));
+                }
+                if let Some(r) = repeated_field(val, &format!("{path}.{name}")) {
+                    return Some(r);
+                }
+            }
+            None
+        }
+        Value::Array(items) | Value::Set(items) => items
+            .iter()
+            .enumerate()
+            .find_map(|(i, x)| repeated_field(x, &format!("{path}[{i}]"))),
+        _ => None,
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn no_map_reply_names_a_field_twice() {
+    let dir = policy_dir("fields", CONFIG);
+    let srv = Server::start_with(|c| c.policies = Some(dir.clone())).await;
+    let mut con = srv.client3().await;
+    for algo in ["window", "sliding", "log", "gcra", "fixed"] {
+        let key = format!("k:{algo}");
+        let _: Value = q(&mut con, &["RL.ALLOW", &key, "10", "1h", "ALGO", algo]).await;
+    }
+    let _: Value = q(&mut con, &["RL.ACQUIRE", "k:lease", "5", "10s", "ID", "a"]).await;
+    let _: Value = q(&mut con, &["RL.CHECK", "edge", "path", "/login"]).await;
+    let mut commands: Vec<Vec<String>> = vec![
+        vec!["HELLO".into(), "3".into()],
+        vec!["RL.POLICY".into(), "LIST".into()],
+        vec!["RL.LEASES".into(), "k:lease".into()],
+        vec!["COMMAND".into(), "DOCS".into()],
+        vec!["COMMAND".into(), "INFO".into()],
+        vec!["CONFIG".into(), "GET".into(), "*".into()],
+    ];
+    for algo in ["window", "sliding", "log", "gcra", "fixed", "lease"] {
+        commands.push(vec!["RL.STATE".into(), format!("k:{algo}")]);
+    }
+    let listed: Value = q(&mut con, &["RL.POLICY", "LIST"]).await;
+    let Value::Array(policies) = &listed else {
+        panic!("{listed:?}")
+    };
+    assert_eq!(policies.len(), 4, "{listed:?}");
+    for p in policies {
+        let name = pairs(p).into_iter().find(|(k, _)| k == "name").unwrap().1;
+        commands.push(vec!["RL.POLICY".into(), "GET".into(), text(&name)]);
+    }
+    for args in &commands {
+        let args: Vec<&str> = args.iter().map(String::as_str).collect();
+        let v: Value = q(&mut con, &args).await;
+        assert!(
+            matches!(v, Value::Map(_) | Value::Array(_)),
+            "{args:?}: {v:?}"
+        );
+        assert_eq!(repeated_field(&v, &args.join(" ")), None, "{v:?}");
+    }
+    srv.shutdown().await;
+}
+
+/// `RL.CHARGE key POLICY name n`: the charge lands on the policy's
+/// counter (what `RL.ALLOW key POLICY name` then sees), counts in its
+/// stats, and in shadow mode answers allowed.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn charge_takes_a_policy() {
+    let dir = policy_dir("charge", CONFIG);
+    let srv = Server::start_with(|c| c.policies = Some(dir.clone())).await;
+    let mut con = srv.client().await;
+    // 3 a minute: a charge of 5 overdraws; the next allow is denied.
+    let v: Value = q(
+        &mut con,
+        &["RL.CHARGE", "u1", "POLICY", "edge.remote_address", "5"],
+    )
+    .await;
+    assert_eq!(&ints(&v)[..3], &[0, 3, 0]);
+    let v: Value = q(
+        &mut con,
+        &["RL.ALLOW", "u1", "POLICY", "edge.remote_address"],
+    )
+    .await;
+    assert_eq!(ints(&v)[0], 0, "the charge overdrew the policy's counter");
+    let v: Value = q(
+        &mut con,
+        &["RL.ALLOW", "u2", "POLICY", "edge.remote_address"],
+    )
+    .await;
+    assert_eq!(&ints(&v)[..3], &[1, 3, 2], "another key, its own counter");
+    let info: Value = q(&mut con, &["RL.POLICY", "GET", "edge.remote_address"]).await;
+    let fields: std::collections::HashMap<String, Value> = pairs(&info).into_iter().collect();
+    let stats: std::collections::HashMap<String, Value> =
+        pairs(&fields["stats"]).into_iter().collect();
+    assert_eq!(stats["total_hits"], Value::Int(7), "{stats:?}");
+    // Shadow mode: recorded, answered allowed.
+    let v: Value = q(
+        &mut con,
+        &["RL.CHARGE", "u3", "POLICY", "edge.path_/login", "9"],
+    )
+    .await;
+    assert_eq!(ints(&v)[0], 1, "{v:?}");
+    // Errors name the fix.
+    for (args, want) in [
+        (
+            vec!["RL.CHARGE", "u1", "POLICY", "nope", "1"],
+            "ERR no policy named 'nope'",
+        ),
+        (
+            vec!["RL.CHARGE", "u1", "POLICY", "edge.remote_address"],
+            "ERR wrong number of arguments for 'rl.charge' command",
+        ),
+        (
+            vec!["RL.CHARGE", "u1", "POLICY", "edge.remote_address", "0"],
+            "ERR charge must be a positive integer",
+        ),
+        (
+            vec!["RL.CHARGE", "u1", "POLICY", "edge.remote_address", "1", "x"],
+            "ERR syntax error",
+        ),
+    ] {
+        assert_eq!(q_err(&mut con, &args).await, want, "{args:?}");
+    }
+    srv.shutdown().await;
+}
+
+/// `1M` is minutes to some and months to others: refused wherever a
+/// period is read, with both readings offered; `1m` and `1MO` still work.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_uppercase_m_period_is_refused_as_ambiguous() {
+    let srv = Server::start().await;
+    let mut con = srv.client().await;
+    let want = "ERR period '1M' is ambiguous: write 1m for minutes or 1mo for a calendar month";
+    for args in [
+        vec!["RL.ALLOW", "k", "10", "1M"],
+        vec!["RL.PEEK", "k", "10", "1M", "ALGO", "fixed"],
+        vec!["RL.CHARGE", "k", "10", "1M", "3"],
+        vec!["RL.ALLOWMANY", "LIMIT", "k", "10", "1M"],
+    ] {
+        assert_eq!(q_err(&mut con, &args).await, want, "{args:?}");
+    }
+    assert_eq!(
+        q_err(&mut con, &["RL.ALLOW", "k", "10", "1m", "BLOCK", "5M"]).await,
+        "ERR BLOCK '5M' is ambiguous: write 5m for minutes or 1mo for a calendar month"
+    );
+    let v: Value = q(&mut con, &["RL.ALLOW", "k", "10", "1m"]).await;
+    assert_eq!(ints(&v)[0], 1);
+    let v: Value = q(&mut con, &["RL.ALLOW", "q", "10", "1MO", "ALGO", "fixed"]).await;
+    assert_eq!(ints(&v)[0], 1);
+    let state: Value = q(&mut con, &["RL.STATE", "k"]).await;
+    let fields: std::collections::HashMap<String, Value> = pairs(&state).into_iter().collect();
+    assert_eq!(fields["period_ms"], Value::Int(60_000));
     srv.shutdown().await;
 }

@@ -10,6 +10,7 @@ use serde::Deserialize;
 
 use crate::limiter::calendar::{self, Period};
 use crate::limiter::{Algorithm, LimitSpec};
+use crate::util::DurationError;
 
 /// A file's root: one domain and its descriptors.
 #[derive(Debug, Deserialize)]
@@ -106,6 +107,40 @@ pub struct RawLimit {
     pub requests_per_unit: u32,
 }
 
+/// `unit:` as written: read on its own, so that a unit the file misspells
+/// is reported at its own line, with the units there are. Empty is no unit
+/// (envoyproxy/ratelimit's `UNKNOWN`).
+struct WrittenUnit(Option<Unit>);
+
+impl<'de> Deserialize<'de> for WrittenUnit {
+    /// Checked inside the scalar's own visit: serde_yaml_ng places an error
+    /// raised there at the scalar, one raised after it (`try_from`) at the
+    /// enclosing mapping.
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<WrittenUnit, D::Error> {
+        struct Visit;
+        impl serde::de::Visitor<'_> for Visit {
+            type Value = WrittenUnit;
+
+            fn expecting(&self, f: &mut std::fmt::Formatter) -> std::fmt::Result {
+                write!(f, "a rate limit unit ({})", Unit::LIST)
+            }
+
+            fn visit_str<E: serde::de::Error>(self, u: &str) -> Result<WrittenUnit, E> {
+                if u.is_empty() {
+                    return Ok(WrittenUnit(None));
+                }
+                Unit::parse(u).map(|u| WrittenUnit(Some(u))).ok_or_else(|| {
+                    E::custom(format!(
+                        "invalid rate limit unit '{u}': use one of {}",
+                        Unit::LIST
+                    ))
+                })
+            }
+        }
+        d.deserialize_str(Visit)
+    }
+}
+
 /// envoyproxy/ratelimit's units (its `RateLimitResponse.RateLimit.Unit`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Unit {
@@ -119,6 +154,9 @@ pub enum Unit {
 }
 
 impl Unit {
+    /// The names [`Unit::parse`] takes, for errors.
+    const LIST: &'static str = "second, minute, hour, day, week, month, year";
+
     const ALL: [Unit; 7] = [
         Unit::Second,
         Unit::Minute,
@@ -245,7 +283,7 @@ struct WrittenLimit {
     #[serde(default)]
     requests_per_unit: Option<u32>,
     #[serde(default)]
-    unit: Option<String>,
+    unit: Option<WrittenUnit>,
     #[serde(default)]
     unlimited: bool,
     #[serde(default)]
@@ -285,12 +323,16 @@ struct Replaces {
 /// with `ms`, `s`, `m`, `h` or `d` (as `RL.ALLOW` takes it).
 fn duration(v: &Scalar, what: &str) -> Result<NonZeroU64, String> {
     let text = v.text();
-    crate::util::parse_duration(text.as_bytes())
-        .ok()
-        .and_then(NonZeroU64::new)
-        .ok_or_else(|| {
-            format!("invalid {what} '{text}': use whole seconds or a whole number with ms, s, m, h or d")
-        })
+    match crate::util::parse_duration(text.as_bytes()) {
+        Ok(ns) => NonZeroU64::new(ns),
+        Err(DurationError::Ambiguous) => return Err(DurationError::ambiguous(what, &text)),
+        Err(_) => None,
+    }
+    .ok_or_else(|| {
+        format!(
+            "invalid {what} '{text}': use whole seconds or a whole number with ms, s, m, h or d"
+        )
+    })
 }
 
 impl TryFrom<Written> for RawDescriptor {
@@ -353,10 +395,7 @@ fn limit(w: WrittenLimit) -> Result<RawLimit, String> {
 /// What a `rate_limit` does, the envoyproxy/ratelimit unit its window
 /// equals (if any), and its `requests_per_unit`.
 fn action(w: &WrittenLimit) -> Result<(Action, Option<Unit>, u32), String> {
-    let unit = match w.unit.as_deref() {
-        None | Some("") => None,
-        Some(u) => Some(Unit::parse(u).ok_or_else(|| format!("invalid rate limit unit '{u}'"))?),
-    };
+    let unit = w.unit.as_ref().and_then(|u| u.0);
     let ours = w.algorithm.is_some()
         || w.period.is_some()
         || w.burst.is_some()
@@ -377,18 +416,21 @@ fn action(w: &WrittenLimit) -> Result<(Action, Option<Unit>, u32), String> {
     }
     let period = match (unit, &w.period) {
         (Some(_), Some(_)) => return Err("give unit or period, not both".into()),
-        (None, None) => return Err(match w.unit.as_deref() {
-            Some(u) => format!("invalid rate limit unit '{u}'"),
-            None => "invalid rate limit unit '': give unit (second, minute, hour, day, week, month, year) or period".into(),
-        }),
+        (None, None) => {
+            return Err(format!(
+                "invalid rate limit unit '': give unit ({}) or period",
+                Unit::LIST
+            ))
+        }
         (Some(u), None) => Period {
             ns: u.seconds() * 1_000_000_000,
             unit: None,
         },
         (None, Some(p)) => {
             let text = p.text();
-            calendar::parse_period(text.as_bytes()).map_err(|_| {
-                format!("invalid period '{text}': use whole seconds, a whole number with ms, s, m, h, d or w, or 1mo or 1y")
+            calendar::parse_period(text.as_bytes()).map_err(|e| match e {
+                DurationError::Ambiguous => DurationError::ambiguous("period", &text),
+                _ => format!("invalid period '{text}': use whole seconds, a whole number with ms, s, m, h, d or w, or 1mo or 1y"),
             })?
         }
     };
@@ -471,12 +513,30 @@ pub fn parse(text: &str) -> Result<RawFile, Failure> {
     check_depth(text)?;
     serde_yaml_ng::from_str::<RawFile>(text).map_err(|e| {
         let loc = e.location();
+        let (line, column) = (
+            loc.as_ref().map(|l| l.line()),
+            loc.as_ref().map(|l| l.column()),
+        );
+        let mut reason = split_location(&e.to_string()).2;
+        // libyaml's words for a tab where indentation goes say nothing of
+        // tabs: name the character.
+        if reason.contains("cannot start any token") && at(text, line, column) == Some('\t') {
+            reason = "a tab: YAML indents with spaces, never tabs".into();
+        }
         Failure {
-            line: loc.as_ref().map(|l| l.line()),
-            column: loc.as_ref().map(|l| l.column()),
-            reason: split_location(&e.to_string()).2,
+            line,
+            column,
+            reason,
         }
     })
+}
+
+/// The character at a 1-based line and column of `text`, if there is one.
+fn at(text: &str, line: Option<usize>, column: Option<usize>) -> Option<char> {
+    text.lines()
+        .nth(line?.checked_sub(1)?)?
+        .chars()
+        .nth(column?.checked_sub(1)?)
 }
 
 /// The deepest a policy file may nest, flow (`[`, `{`) and block

@@ -17,7 +17,7 @@ use crate::store::{limit, Value};
 /// ```
 pub fn allow(ctx: &mut Ctx<'_>, req: &Request<'_>) -> Result<(), CmdError> {
     if let Some((key, name, cost)) = parse::named_request(req)? {
-        return policy::allow_named(ctx, key, name, cost, false);
+        return policy::allow_named(ctx, key, name, cost, policy::Use::Allow);
     }
     let r = parse::allow_request_memo(req, &mut ctx.session.limit_memo)?;
     let now = ctx.now;
@@ -42,7 +42,7 @@ pub fn peek(ctx: &mut Ctx<'_>, req: &Request<'_>) -> Result<(), CmdError> {
         return Ok(());
     }
     if let Some((key, name, cost)) = parse::named_request(req)? {
-        return policy::allow_named(ctx, key, name, cost, true);
+        return policy::allow_named(ctx, key, name, cost, policy::Use::Peek);
     }
     let r = parse::allow_request_memo(req, &mut ctx.session.limit_memo)?;
     let now = ctx.now;

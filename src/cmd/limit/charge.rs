@@ -12,10 +12,16 @@ use crate::store::limit;
 
 /// ```text
 /// RL.CHARGE key limit period n [ALGO ...] [BURST b] [PRECISION d] [TZ ±HH:MM] [BLOCK d]
+/// RL.CHARGE key POLICY name n
 /// ```
 /// Replies `RL.ALLOW`'s five fields: allowed is 1 if usage is within the
-/// limit after the charge.
+/// limit after the charge. Under a policy, with its shadow mode and stats
+/// (an LLM gateway charges a response's tokens to the policy that let the
+/// request in).
 pub fn charge(ctx: &mut Ctx<'_>, req: &Request<'_>) -> Result<(), CmdError> {
+    if let Some((key, name, n)) = parse::named_charge_request(req)? {
+        return super::policy::allow_named(ctx, key, name, n, super::policy::Use::Charge);
+    }
     let r = parse::charge_request(req)?;
     let now = ctx.now;
     let room = ctx.state.write_room();

@@ -70,6 +70,7 @@ pub fn duration(arg: &[u8], what: &str) -> Result<u64, CmdError> {
         )),
         DurationError::Zero => CmdError::err(format!("{what} must be positive")),
         DurationError::OutOfRange => CmdError::err(format!("{what} is out of range")),
+        DurationError::Ambiguous => CmdError::err(DurationError::ambiguous(what, &show(arg))),
     })
 }
 
@@ -85,6 +86,7 @@ pub fn period(arg: &[u8]) -> Result<Period, CmdError> {
         )),
         DurationError::Zero => CmdError::err("period must be positive"),
         DurationError::OutOfRange => CmdError::err("period is out of range"),
+        DurationError::Ambiguous => CmdError::err(DurationError::ambiguous("period", &show(arg))),
     })
 }
 
@@ -327,6 +329,25 @@ pub fn named_request<'a>(
         _ => return Err(CmdError::Syntax),
     };
     Ok(Some((req.arg(1), req.arg(3), cost)))
+}
+
+/// `RL.CHARGE key POLICY name n`: the key, the policy's name and the
+/// charge, or `None` for the inline form.
+#[allow(clippy::type_complexity)]
+pub fn named_charge_request<'a>(
+    req: &'a Request<'_>,
+) -> Result<Option<(&'a [u8], &'a [u8], u64)>, CmdError> {
+    if req.len() < 4 || !is(req.arg(2), "POLICY") {
+        return Ok(None);
+    }
+    if req.len() != 5 {
+        return Err(CmdError::Syntax);
+    }
+    Ok(Some((
+        req.arg(1),
+        req.arg(3),
+        positive(req.arg(4), "charge")?,
+    )))
 }
 
 /// Most `LIMIT` clauses one `RL.ALLOWMANY` takes: far more than any real

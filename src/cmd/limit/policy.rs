@@ -52,7 +52,18 @@ impl Verdict {
     }
 }
 
-/// A policy's decision for `hits` units on `key`: charged unless `peek`,
+/// What a policy's decision does to its counter.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Use {
+    /// `RL.ALLOW`: charged if admitted.
+    Allow,
+    /// `RL.PEEK`, `RL.CHECK ... PEEK`: nothing charged or counted.
+    Peek,
+    /// `RL.CHARGE`: recorded whatever the state; it may overdraw.
+    Charge,
+}
+
+/// A policy's decision for `hits` units on `key`, charged as `how` says,
 /// denied ones never charged; shadow mode (the policy's, or
 /// `--policies-shadow`) lets a denied request through. Counts the
 /// policy's stats and the algorithm's decision.
@@ -65,9 +76,10 @@ pub fn decide(
     shadow_all: bool,
     key: &[u8],
     hits: u64,
-    peek: bool,
+    how: Use,
     stats: &mut Local,
 ) -> Result<Verdict, CmdError> {
+    let peek = how == Use::Peek;
     let shadow = policy.def.shadow || shadow_all;
     let spec = match policy.def.action {
         Action::Unlimited => return Ok(Verdict::unlimited()),
@@ -91,7 +103,10 @@ pub fn decide(
         },
         Action::Limit(spec) => spec,
     };
-    parse::check_cost(&spec, hits)?;
+    // A charge records what was used, whatever it was.
+    if how != Use::Charge {
+        parse::check_cost(&spec, hits)?;
+    }
     let d = if peek {
         db.get(key, now, |e| {
             let e = (e.value.algorithm() == Some(spec.algo)).then_some(e);
@@ -102,9 +117,16 @@ pub fn decide(
     } else {
         let d = db.update(key, now, |slot| {
             clear_other_algorithm(slot, &spec);
-            limit::allow(slot, &spec, now, hits, room)
+            match how {
+                Use::Charge => limit::charge(slot, &spec, now, hits, room),
+                _ => limit::allow(slot, &spec, now, hits, room),
+            }
         })?;
-        let charged = if d.allowed { hits } else { 0 };
+        let charged = if d.allowed || how == Use::Charge {
+            hits
+        } else {
+            0
+        };
         stats.decision(spec.algo, &d, charged);
         let used = d.limit.saturating_sub(d.remaining);
         policy.record(key, hits, !d.allowed, shadow, used, d.limit);
@@ -226,7 +248,7 @@ pub fn check(ctx: &mut Ctx<'_>, req: &Request<'_>) -> Result<(), CmdError> {
                 policies.shadow_all(),
                 &key,
                 cost,
-                peek,
+                if peek { Use::Peek } else { Use::Allow },
                 &mut ctx.session.stats,
             )
             .map(|v| {
@@ -270,7 +292,7 @@ pub fn allow_named(
     key: &[u8],
     name: &[u8],
     cost: u64,
-    peek: bool,
+    how: Use,
 ) -> Result<(), CmdError> {
     let policies = &ctx.state.policies;
     let set = policies.current();
@@ -297,7 +319,7 @@ pub fn allow_named(
         policies.shadow_all(),
         key,
         cost,
-        peek,
+        how,
         &mut ctx.session.stats,
     )?;
     write_verdict(ctx.out, &v, 0);
@@ -347,7 +369,7 @@ pub fn get(ctx: &mut Ctx<'_>, req: &Request<'_>) -> Result<(), CmdError> {
         Action::DenyAll => ("deny", 0, 0, 0, 0),
     };
     let stats = p.stats.read();
-    out.map(13 + stats.len());
+    out.map(14);
     out.bulk_str("name");
     out.bulk(p.name.as_bytes());
     out.bulk_str("domain");
@@ -380,6 +402,11 @@ pub fn get(ctx: &mut Ctx<'_>, req: &Request<'_>) -> Result<(), CmdError> {
     out.bulk(p.source.as_bytes());
     out.bulk_str("since_ms");
     out.int(p.since_ms as i64);
+    // Nested, under envoyproxy/ratelimit's names: its `shadow_mode` stat
+    // beside the `shadow_mode` setting above gave a map two fields of one
+    // name, and a client that builds a dict kept only the last.
+    out.bulk_str("stats");
+    out.map(stats.len());
     for (name, n) in crate::policy::PolicyStats::NAMES.iter().zip(stats) {
         out.bulk_str(name);
         out.int(n as i64);
