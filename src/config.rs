@@ -923,7 +923,7 @@ pub fn parse_duration(s: &str) -> Result<std::time::Duration, String> {
         .map_err(|e| match e {
             DurationError::Zero => format!("duration '{s}' must be more than zero"),
             DurationError::OutOfRange => format!("duration '{s}' is out of range"),
-            DurationError::Ambiguous => DurationError::ambiguous("duration", s),
+            DurationError::Ambiguous => DurationError::ambiguous("duration", s, false),
             DurationError::Invalid => format!(
                 "invalid duration '{s}': use whole seconds, or a whole number with ms, s, m, h or d"
             ),

@@ -250,11 +250,15 @@ pub enum DurationError {
 impl DurationError {
     /// The words every reader of a duration (commands, policy files,
     /// flags) uses for [`DurationError::Ambiguous`].
-    pub fn ambiguous(what: &str, text: &str) -> String {
+    /// `months`: whether the field takes the calendar's `1mo` (a limit's
+    /// period does; a `BLOCK` or a flag does not).
+    pub fn ambiguous(what: &str, text: &str, months: bool) -> String {
         let digits = text.trim_end_matches(|c: char| !c.is_ascii_digit());
-        format!(
-            "{what} '{text}' is ambiguous: write {digits}m for minutes or 1mo for a calendar month"
-        )
+        if months {
+            format!("{what} '{text}' is ambiguous: write {digits}m for minutes or 1mo for a calendar month")
+        } else {
+            format!("{what} '{text}' is ambiguous: write {digits}m for minutes (M alone could mean months)")
+        }
     }
 }
 

@@ -75,6 +75,21 @@ fn a_bad_size_lists_the_units() {
 }
 
 #[test]
+fn an_ambiguous_duration_flag_offers_both_readings() {
+    let mut c = turnstile();
+    c.args(["--snapshot-interval", "1M"]);
+    let o = run(c);
+    assert_eq!(o.status.code(), Some(2));
+    assert!(
+        text(&o).contains(
+            "duration '1M' is ambiguous: write 1m for minutes (M alone could mean months)"
+        ),
+        "{}",
+        text(&o)
+    );
+}
+
+#[test]
 fn a_bad_environment_variable_is_named() {
     let mut c = turnstile();
     c.env("TURNSTILE_PORT", "abc");

@@ -267,7 +267,7 @@ fn a_tab_a_plural_unit_and_an_ambiguous_period_are_named() {
         ),
         (
             "domain: api\ndescriptors:\n  - key: user\n    rate_limit:\n      requests_per_unit: 10\n      period: 1m\n      block: 2M\n",
-            "block '2M' is ambiguous: write 2m for minutes or 1mo for a calendar month",
+            "block '2M' is ambiguous: write 2m for minutes (M alone could mean months)",
         ),
     ];
     for (text, want) in cases {

@@ -668,7 +668,7 @@ async fn an_uppercase_m_period_is_refused_as_ambiguous() {
     }
     assert_eq!(
         q_err(&mut con, &["RL.ALLOW", "k", "10", "1m", "BLOCK", "5M"]).await,
-        "ERR BLOCK '5M' is ambiguous: write 5m for minutes or 1mo for a calendar month"
+        "ERR BLOCK '5M' is ambiguous: write 5m for minutes (M alone could mean months)"
     );
     let v: Value = q(&mut con, &["RL.ALLOW", "k", "10", "1m"]).await;
     assert_eq!(ints(&v)[0], 1);

@@ -325,7 +325,7 @@ fn duration(v: &Scalar, what: &str) -> Result<NonZeroU64, String> {
     let text = v.text();
     match crate::util::parse_duration(text.as_bytes()) {
         Ok(ns) => NonZeroU64::new(ns),
-        Err(DurationError::Ambiguous) => return Err(DurationError::ambiguous(what, &text)),
+        Err(DurationError::Ambiguous) => return Err(DurationError::ambiguous(what, &text, false)),
         Err(_) => None,
     }
     .ok_or_else(|| {
@@ -429,7 +429,7 @@ fn action(w: &WrittenLimit) -> Result<(Action, Option<Unit>, u32), String> {
         (None, Some(p)) => {
             let text = p.text();
             calendar::parse_period(text.as_bytes()).map_err(|e| match e {
-                DurationError::Ambiguous => DurationError::ambiguous("period", &text),
+                DurationError::Ambiguous => DurationError::ambiguous("period", &text, true),
                 _ => format!("invalid period '{text}': use whole seconds, a whole number with ms, s, m, h, d or w, or 1mo or 1y"),
             })?
         }

@@ -70,7 +70,9 @@ pub fn duration(arg: &[u8], what: &str) -> Result<u64, CmdError> {
         )),
         DurationError::Zero => CmdError::err(format!("{what} must be positive")),
         DurationError::OutOfRange => CmdError::err(format!("{what} is out of range")),
-        DurationError::Ambiguous => CmdError::err(DurationError::ambiguous(what, &show(arg))),
+        DurationError::Ambiguous => {
+            CmdError::err(DurationError::ambiguous(what, &show(arg), false))
+        }
     })
 }
 
@@ -86,7 +88,7 @@ pub fn period(arg: &[u8]) -> Result<Period, CmdError> {
         )),
         DurationError::Zero => CmdError::err("period must be positive"),
         DurationError::OutOfRange => CmdError::err("period is out of range"),
-        DurationError::Ambiguous => CmdError::err(DurationError::ambiguous("period", &show(arg))),
+        DurationError::Ambiguous => CmdError::err(DurationError::ambiguous("period", &show(arg), true)),
     })
 }
 
