@@ -165,6 +165,69 @@ fn the_metrics_table_and_the_dashboard_name_only_defined_metrics() {
     );
 }
 
+/// `turnstile_` words in the docs that are not metrics: the Envoy cluster
+/// the policies page's YAML names.
+const NOT_METRICS: &[&str] = &["turnstile_rls"];
+
+/// Every metric a page names outside the metrics table is one the server
+/// defines (a page once named a histogram that never existed); a name
+/// followed by `*` is a family, and some defined metric must start with it.
+#[test]
+fn every_metric_the_docs_name_is_defined() {
+    let defined: Vec<&str> = turnstile::metrics::ALL.iter().map(|d| d.name).collect();
+    let root = PathBuf::from(env!("CARGO_MANIFEST_DIR"));
+    let mut pages = vec![root.join("README.md"), root.join("examples/README.md")];
+    for entry in std::fs::read_dir(root.join("docs")).expect("docs/") {
+        let path = entry.expect("an entry").path();
+        if path.extension().is_some_and(|e| e == "md") {
+            pages.push(path);
+        }
+    }
+    let mut unknown = Vec::new();
+    for page in &pages {
+        let text = std::fs::read_to_string(page).expect("the page");
+        for name in metric_names(&text) {
+            let family = text.contains(&format!("{name}_*")) || text.contains(&format!("{name}*"));
+            let known = defined.contains(&name.as_str())
+                || (family && defined.iter().any(|d| d.starts_with(&name)))
+                || NOT_METRICS.contains(&name.as_str());
+            if !known {
+                unknown.push(format!(
+                    "{}: {name}",
+                    page.strip_prefix(&root).unwrap().display()
+                ));
+            }
+        }
+    }
+    assert!(
+        unknown.is_empty(),
+        "pages name metrics the server does not define: {unknown:?}"
+    );
+}
+
+/// The number of commands `docs/operations.md` quotes is `COMMAND COUNT`'s.
+#[test]
+fn the_command_count_the_docs_quote_is_the_tables() {
+    let ops = std::fs::read_to_string(doc("operations.md")).expect("operations.md");
+    let quoted: Vec<usize> = ops
+        .match_indices("the command table (")
+        .map(|(at, m)| {
+            let rest = &ops[at + m.len()..];
+            rest[..rest.find(')').expect("a closing parenthesis")]
+                .parse()
+                .expect("a number")
+        })
+        .collect();
+    assert!(!quoted.is_empty(), "operations.md quotes the command count");
+    for n in quoted {
+        assert_eq!(
+            n,
+            REGISTRY.commands().len(),
+            "docs/operations.md quotes the command table's size"
+        );
+    }
+}
+
 /// Paths a file may name that are not in this repository: other projects'
 /// files (Redis's test suite, envoyproxy/ratelimit's fixtures), examples of
 /// the shape of a path, and what a run generates (virtualenvs, `npm ci`'s

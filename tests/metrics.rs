@@ -311,6 +311,19 @@ async fn a_scrape_has_series_only_for_commands_that_ran() {
         idle.lines().count()
     );
     assert!(idle.len() < 40_000, "{} bytes:\n{idle}", idle.len());
+    // docs/operations.md quotes the idle scrape's length: kept true here.
+    let ops = std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/docs/operations.md"))
+        .expect("operations.md");
+    let quoted = ops
+        .split_once("an idle server's is about ")
+        .and_then(|(_, rest)| rest.split_once(" lines)"))
+        .and_then(|(before, _)| before.rsplit_once('(')?.1.parse::<usize>().ok())
+        .expect("operations.md quotes the idle scrape's lines");
+    assert_eq!(
+        quoted,
+        idle.lines().count(),
+        "docs/operations.md's idle scrape length"
+    );
     assert!(
         commands_with_series(&idle, "turnstile_commands_total").is_empty(),
         "{idle}"
