@@ -210,3 +210,41 @@ fn an_unprotected_listener_is_warned_about_at_start() {
     let _ = child.wait();
     assert!(warned, "{seen:#?}");
 }
+
+/// The start-up log names the status page beside the metrics endpoint: a
+/// newcomer finds the page without reading the docs.
+#[test]
+fn the_status_page_is_announced_at_start() {
+    let mut child = turnstile()
+        .args(["--port", "0", "--metrics-addr", "127.0.0.1:0"])
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    let stdout = child.stdout.take().unwrap();
+    let (tx, rx) = std::sync::mpsc::channel();
+    std::thread::spawn(move || {
+        for line in BufReader::new(stdout).lines().map_while(Result::ok) {
+            if tx.send(line).is_err() {
+                break;
+            }
+        }
+    });
+    let deadline = Instant::now() + Duration::from_secs(10);
+    let mut seen = Vec::new();
+    let mut found = None;
+    while let Some(left) = deadline.checked_duration_since(Instant::now()) {
+        let Ok(line) = rx.recv_timeout(left) else {
+            break;
+        };
+        if let Some(at) = line.find("status page on http://127.0.0.1:") {
+            found = Some(line[at..].to_string());
+            break;
+        }
+        seen.push(line);
+    }
+    let _ = child.kill();
+    let _ = child.wait();
+    let found = found.unwrap_or_else(|| panic!("{seen:#?}"));
+    assert!(found.trim_end().ends_with('/'), "{found}");
+}

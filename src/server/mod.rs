@@ -396,7 +396,7 @@ pub async fn start(config: &Config, clock: Arc<dyn Clock>) -> Result<ServerHandl
             config.rls_headers,
             shutdown_rx.clone(),
         ));
-        tracing::info!("metrics listening on http://{a}/metrics");
+        tracing::info!("metrics listening on http://{a}/metrics, status page on http://{a}/");
         a
     });
     let rls_addr = rls_listener.as_ref().map(|(_, a)| *a);
