@@ -95,7 +95,7 @@ pub fn decide(state: &mut State, p: &Params, now: u64, cost: u64) -> Decision {
 fn retry_after(s: &State, limit: u64, period: u64, left: u64, cost: u64) -> u64 {
     // Still in this bucket: the previous bucket's weight decays until
     // `prev * (left - t) <= (limit - curr - cost) * period`.
-    if s.curr + cost <= limit && s.prev > 0 {
+    if s.curr.saturating_add(cost) <= limit && s.prev > 0 {
         let room = limit - s.curr - cost;
         let t = left.saturating_sub(mul_div_floor(room, period, s.prev));
         if t < left {

@@ -411,6 +411,17 @@ impl<R: Read> Reader<R> {
             burst: nz()?,
             precision: nz()?,
         };
+        // What the parser accepts (positive i64s): the algorithms' 128-bit
+        // products are sized for it.
+        if [p.limit, p.period, p.burst]
+            .iter()
+            .any(|n| n.get() > i64::MAX as u64)
+        {
+            return Err(ErrorKind::Corrupt {
+                at,
+                what: "a limiter parameter over 2^63 - 1",
+            });
+        }
         if p.precision > p.period && p.precision.get() > 1 {
             return Err(ErrorKind::Corrupt {
                 at,

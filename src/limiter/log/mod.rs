@@ -722,7 +722,7 @@ fn retry_after(
     p: &Params,
     now: u64,
 ) -> u64 {
-    let need = (used + cost).saturating_sub(p.limit()).max(1);
+    let need = used.saturating_add(cost).saturating_sub(p.limit()).max(1);
     let mut freed = 0;
     for (t, c) in slots {
         freed += c;
