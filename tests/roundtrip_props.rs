@@ -267,16 +267,27 @@ fn keyspace(store: &Store, now: Nanos) -> BTreeMap<Vec<u8>, Vec<u8>> {
     keys
 }
 
-/// A fresh path for one case's append-only file.
-fn aof_path() -> PathBuf {
-    static N: AtomicU64 = AtomicU64::new(0);
-    let dir = std::env::temp_dir().join(format!(
-        "turnstile-roundtrip-{}-{}",
-        std::process::id(),
-        N.fetch_add(1, Ordering::Relaxed)
-    ));
-    std::fs::create_dir_all(&dir).unwrap();
-    dir.join("appendonly.aof")
+/// A fresh directory for one case's append-only file, removed when the
+/// case ends, however it ends (a panic included).
+struct TempDir(PathBuf);
+
+impl TempDir {
+    fn new() -> TempDir {
+        static N: AtomicU64 = AtomicU64::new(0);
+        let dir = std::env::temp_dir().join(format!(
+            "turnstile-roundtrip-{}-{}",
+            std::process::id(),
+            N.fetch_add(1, Ordering::Relaxed)
+        ));
+        std::fs::create_dir_all(&dir).unwrap();
+        TempDir(dir)
+    }
+}
+
+impl Drop for TempDir {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir_all(&self.0);
+    }
 }
 
 /// Runs `ops` on a fresh server, then checks that its keyspace survives
@@ -289,7 +300,8 @@ fn round_trips(ops: &[Op]) -> Result<(), TestCaseError> {
     store.effects.activate(1 << 26);
     store.effects.set_emitting(true);
     let stream_from = store.effects.offset() + 1;
-    let path = aof_path();
+    let dir = TempDir::new();
+    let path = dir.0.join("appendonly.aof");
     let aof = Aof::new(path.clone());
     aof.start(&store, START).unwrap();
     let mut transcript = Vec::new();
@@ -328,7 +340,6 @@ fn round_trips(ops: &[Op]) -> Result<(), TestCaseError> {
     // (b) The append-only file.
     let fresh = Store::default();
     let loaded = Aof::new(path.clone()).load(&fresh, now, false);
-    let _ = std::fs::remove_dir_all(path.parent().unwrap());
     if let Err(e) = loaded {
         prop_assert!(false, "append-only file refused: {e}\n{}", context());
     }
