@@ -2240,3 +2240,43 @@ async fn allowmany_takes_at_most_1024_limits() {
     let dbsize: i64 = q(&mut c, &["DBSIZE"]).await;
     assert_eq!(dbsize, 1_024);
 }
+
+/// Overdrafts of the largest charge a client can send, three times, on
+/// every algorithm: the key stays readable (`RL.STATE`), its TTL stays
+/// within two periods of an hour (a `gcra` overdraft of 2^63 - 1 once
+/// gave a 528-year TTL), and one refund of 2^63 - 1 empties it alike
+/// (`fixed`, `window` and `log` once kept a saturated count).
+#[tokio::test]
+async fn a_full_refund_empties_any_overdraft() {
+    let srv = Server::start().await;
+    let mut con = srv.client().await;
+    const MAX: &str = "9223372036854775807";
+    for algo in ALGOS {
+        let key = format!("huge:{algo}");
+        for _ in 0..3 {
+            let d = ints(
+                &mut con,
+                &["RL.CHARGE", &key, "100", "1h", MAX, "ALGO", algo],
+            )
+            .await;
+            assert_eq!(d[0], 0, "{algo}: an overdraft is a denial");
+            srv.advance_ms(1);
+        }
+        let pttl = int(&mut con, &["PTTL", &key]).await;
+        assert!(
+            (0..=2 * 3_600_000 + 1_000).contains(&pttl),
+            "{algo}: PTTL {pttl} ms"
+        );
+        assert_eq!(int(&mut con, &["RL.REFUND", &key, MAX]).await, 1);
+        let d = ints(&mut con, &["RL.PEEK", &key, "100", "1h", "ALGO", algo]).await;
+        assert_eq!(&d[..3], &[1, 100, 99], "{algo}: not empty after the refund");
+    }
+    // A BURST whose bucket outlasts 2^63 ns is refused, as CL.THROTTLE's
+    // max_burst is.
+    let e = q_err(
+        &mut con,
+        &["RL.ALLOW", "b", "100", "1h", "ALGO", "gcra", "BURST", MAX],
+    )
+    .await;
+    assert!(e.contains("BURST is out of range"), "{e}");
+}

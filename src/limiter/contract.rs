@@ -192,6 +192,19 @@ pub struct Decision {
     pub reset_after: u64,
 }
 
+/// The most usage a key records: the largest count a client can send
+/// (`RL.CHARGE`'s `n`, `COST`, `RL.REFUND`'s `n` are 64-bit signed). A
+/// charge past it records up to it, so no count or sum of counts ever
+/// overflows (a record the loaders refuse), and a refund of 2^63 - 1 always
+/// empties the key, whatever it was charged.
+pub const MAX_USAGE: u64 = i64::MAX as u64;
+
+/// `n` units added to `used`, within [`MAX_USAGE`] (never below `used`: a
+/// state loaded from an older file may hold more).
+pub(crate) fn add_usage(used: u64, n: u64) -> u64 {
+    used.saturating_add(n).min(MAX_USAGE.max(used))
+}
+
 /// `floor(a * b / c)` without overflow (`c > 0`), saturating.
 pub(crate) fn mul_div_floor(a: u64, b: u64, c: u64) -> u64 {
     let v = a as u128 * b as u128 / c as u128;

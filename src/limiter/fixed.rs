@@ -4,7 +4,7 @@
 //! Admits up to twice the limit across a window boundary: that is the
 //! price of its simplicity, and why `window` and `log` exist.
 
-use super::contract::{Decision, Params};
+use super::contract::{add_usage, Decision, Params};
 
 /// The count of the window that starts at `start`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
@@ -73,12 +73,13 @@ pub fn refund(state: &mut State, p: &Params, now: u64, n: u64) {
     };
 }
 
-/// Adds `n` units to the current window, over the limit if need be.
+/// Adds `n` units to the current window, over the limit if need be (up
+/// to [`super::MAX_USAGE`]).
 pub fn record(state: &mut State, p: &Params, now: u64, n: u64) {
     let (cur, _) = state.at(now.max(state.start), p);
     *state = State {
         start: cur.start,
-        count: cur.count.saturating_add(n),
+        count: add_usage(cur.count, n),
     };
 }
 

@@ -9,7 +9,7 @@
 
 use crate::clock::Nanos;
 
-use super::contract::{Decision, Params};
+use super::contract::{Decision, Params, MAX_USAGE};
 
 /// The theoretical arrival time; 0 = a full bucket.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
@@ -59,10 +59,26 @@ pub fn refund(state: &mut State, p: &Params, now: u64, n: u64) {
 }
 
 /// Adds `n` units at `now`, past the tolerance if need be: the TAT moves
-/// on by `n` emission intervals.
+/// on by `n` emission intervals, up to [`max_debt`] ahead of `now` (never
+/// back: a TAT already further, from an older file, stays).
 pub fn record(state: &mut State, p: &Params, now: u64, n: u64) {
     let step = emission_interval(p).saturating_mul(n);
-    state.tat = state.tat.max(now).saturating_add(step);
+    let tat = state.tat.max(now).saturating_add(step);
+    state.tat = tat.min(now.saturating_add(max_debt(p))).max(state.tat);
+}
+
+/// How far ahead of now an overdraft may push the TAT: a full bucket's
+/// tolerance plus one period (`limit` units past the burst), and never
+/// more than [`MAX_USAGE`] units. So an overdrawn key refills within
+/// `burst * T + period` (two periods with the default burst, as long as
+/// `window`'s state lives) rather than for centuries (`RL.CHARGE k 100 1h
+/// 9223372036854775807` once set a 528-year TTL), and a refund of 2^63 - 1
+/// always refills it.
+pub fn max_debt(p: &Params) -> u64 {
+    let t = emission_interval(p);
+    t.saturating_mul(p.burst.get())
+        .saturating_add(p.period())
+        .min(t.saturating_mul(MAX_USAGE))
 }
 
 impl super::contract::Limiter for State {

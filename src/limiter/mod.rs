@@ -45,6 +45,10 @@ pub struct LimitSpec {
 pub enum SpecError {
     #[error("BURST is only valid with ALGO gcra")]
     BurstWithoutGcra,
+    #[error(
+        "BURST is out of range: BURST * period / limit must be at most 2^63 - 1 ns (292 years)"
+    )]
+    BurstTooLarge,
     #[error("PRECISION is only valid with ALGO log")]
     PrecisionWithoutLog,
     #[error("PRECISION must not exceed the period")]
@@ -82,6 +86,15 @@ impl LimitSpec {
     ) -> Result<LimitSpec, SpecError> {
         if burst.is_some() && algo != Algorithm::Gcra {
             return Err(SpecError::BurstWithoutGcra);
+        }
+        // A bucket whose capacity in time does not fit 2^63 ns (as
+        // `CL.THROTTLE`'s max_burst): its TAT would saturate, admitting
+        // less than it reports, with a TTL of centuries.
+        if let Some(b) = burst.filter(|b| *b > limit) {
+            let t = period.get().div_ceil(limit.get());
+            if t.checked_mul(b.get()).is_none_or(|v| v > i64::MAX as u64) {
+                return Err(SpecError::BurstTooLarge);
+            }
         }
         if precision.is_some() && algo != Algorithm::Log {
             return Err(SpecError::PrecisionWithoutLog);
@@ -300,6 +313,72 @@ mod algorithm_tests {
             );
         }
         Ok(())
+    }
+
+    /// Overdrafts of the largest charge a client can send, however many,
+    /// whenever: usage saturates at [`MAX_USAGE`], so a refund of that
+    /// much (the most `RL.REFUND` takes) empties every algorithm's key
+    /// alike, and the state's TTL stays within two periods of the last
+    /// charge (`gcra`'s overdraft is capped: [`gcra::max_debt`]).
+    fn huge_charges_refund_alike<S: Limiter>(p: &Params) {
+        let a = S::ALGORITHM;
+        let capacity = p.limit().max(p.burst.get());
+        let t0 = Nanos(1_700_000_000 * Nanos::PER_SEC);
+        for gaps in [[0, 0, 0], [0, 1, 1], [1_000_000, 0, 7]] {
+            let mut st = S::default();
+            let mut now = t0;
+            for gap in gaps {
+                now = Nanos(now.0 + gap);
+                st.record(p, now, MAX_USAGE);
+                assert!(!st.peek(p, now, 1).allowed, "{a:?}: overdrawn");
+                let ttl = st.expires_at(p).0 - now.0;
+                assert!(
+                    ttl <= 2 * p.period() + p.burst.get() * gcra::emission_interval(p),
+                    "{a:?}: a TTL of {ttl} ns"
+                );
+            }
+            st.refund(p, now, MAX_USAGE);
+            let d = st.peek(p, now, 1);
+            assert!(d.allowed, "{a:?} {gaps:?}: the refund left an overdraft");
+            assert_eq!(d.remaining, capacity - 1, "{a:?} {gaps:?}: not empty");
+        }
+    }
+
+    #[test]
+    fn a_full_refund_empties_every_algorithm() {
+        let p = params_secs(100, 3_600);
+        for a in Algorithm::ALL {
+            match a {
+                Algorithm::Window => huge_charges_refund_alike::<window::State>(&p),
+                Algorithm::Log => huge_charges_refund_alike::<log::State>(&p),
+                Algorithm::Gcra => huge_charges_refund_alike::<gcra::State>(&p),
+                Algorithm::Fixed => huge_charges_refund_alike::<fixed::State>(&p),
+                Algorithm::Sliding => huge_charges_refund_alike::<sliding::State>(&p),
+            }
+        }
+    }
+
+    /// A `BURST` whose bucket would hold more than 2^63 ns is refused, as
+    /// `CL.THROTTLE`'s max_burst is; the default burst never is.
+    #[test]
+    fn a_burst_is_bounded_in_time() {
+        let nz = |n: u64| NonZeroU64::new(n).unwrap();
+        let hour = nz(3_600 * Nanos::PER_SEC);
+        let spec =
+            |limit, period, burst| LimitSpec::new(Algorithm::Gcra, nz(limit), period, burst, None);
+        assert_eq!(
+            spec(100, hour, Some(nz(i64::MAX as u64))),
+            Err(SpecError::BurstTooLarge)
+        );
+        // 36 s a unit: 2^63 ns holds 256,204,778 units.
+        assert!(spec(100, hour, Some(nz(256_204_778))).is_ok());
+        assert_eq!(
+            spec(100, hour, Some(nz(256_204_779))),
+            Err(SpecError::BurstTooLarge)
+        );
+        let longest = nz(i64::MAX as u64);
+        assert!(spec(2, longest, None).is_ok());
+        assert!(spec(i64::MAX as u64, longest, Some(nz(i64::MAX as u64))).is_ok());
     }
 
     proptest! {

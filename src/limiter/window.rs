@@ -18,7 +18,7 @@
 //! tests check both bounds; `docs/algorithms.md` has the measured error on
 //! realistic traffic.
 
-use super::contract::{mul_div_floor, Decision, Params};
+use super::contract::{mul_div_floor, Decision, Params, MAX_USAGE};
 
 /// Counts of the bucket starting at `start` and of the one before it.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
@@ -95,7 +95,7 @@ pub fn decide(state: &mut State, p: &Params, now: u64, cost: u64) -> Decision {
 fn retry_after(s: &State, limit: u64, period: u64, left: u64, cost: u64) -> u64 {
     // Still in this bucket: the previous bucket's weight decays until
     // `prev * (left - t) <= (limit - curr - cost) * period`.
-    if s.curr + cost <= limit && s.prev > 0 {
+    if s.curr.saturating_add(cost) <= limit && s.prev > 0 {
         let room = limit - s.curr - cost;
         let t = left.saturating_sub(mul_div_floor(room, period, s.prev));
         if t < left {
@@ -121,10 +121,13 @@ pub fn refund(state: &mut State, p: &Params, now: u64, n: u64) {
     *state = cur;
 }
 
-/// Adds `n` units to the current bucket, over the limit if need be.
+/// Adds `n` units to the current bucket, over the limit if need be: both
+/// buckets together count at most [`MAX_USAGE`], so a refund of that much
+/// empties them.
 pub fn record(state: &mut State, p: &Params, now: u64, n: u64) {
     let mut cur = state.at(now, p.period());
-    cur.curr = cur.curr.saturating_add(n);
+    let room = MAX_USAGE.saturating_sub(cur.prev.saturating_add(cur.curr));
+    cur.curr = cur.curr.saturating_add(n.min(room));
     *state = cur;
 }
 

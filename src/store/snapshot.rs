@@ -587,14 +587,16 @@ mod tests {
             encode(&mut buf, b"k", &e);
             assert_eq!(decode_record(&buf).unwrap(), (b"k".to_vec(), e));
         }
-        let mut bad = params(10, 60);
-        bad.precision = NonZeroU64::new(5).unwrap();
+        // A calendar code no calendar has, written over a valid record's
+        // precision (the writer itself reads back what it writes).
         let e = Entry::new(Value::Fixed(Stored {
-            params: bad,
+            params: params(10, 60),
             state: fixed::State::default(),
         }));
         let mut buf = Vec::new();
         encode(&mut buf, b"k", &e);
+        let precision = 1 + 4 + 1 + 8 + 3 * 8;
+        buf[precision..precision + 8].copy_from_slice(&5u64.to_le_bytes());
         assert!(matches!(
             decode_record(&buf),
             Err(ErrorKind::Corrupt { what, .. }) if what.contains("calendar")

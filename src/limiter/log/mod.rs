@@ -34,7 +34,7 @@
 
 use crate::clock::Nanos;
 
-use super::contract::{Decision, Params};
+use super::contract::{Decision, Params, MAX_USAGE};
 
 mod slots;
 use slots::{
@@ -722,7 +722,7 @@ fn retry_after(
     p: &Params,
     now: u64,
 ) -> u64 {
-    let need = (used + cost).saturating_sub(p.limit()).max(1);
+    let need = used.saturating_add(cost).saturating_sub(p.limit()).max(1);
     let mut freed = 0;
     for (t, c) in slots {
         freed += c;
@@ -799,15 +799,19 @@ pub fn refund(state: &mut State, p: &Params, now: u64, mut n: u64) {
     state.settle();
 }
 
-/// Records `n` units at `now` whatever the count (`RL.CHARGE`). A ring at
-/// its slot cap takes them in its newest slot (counted from that slot's
-/// time, so they leave the window a little early), up to what one slot
-/// can count.
+/// Records `n` units at `now` whatever the count (`RL.CHARGE`), up to a
+/// total of [`MAX_USAGE`] (the slots' sum, which a snapshot's loader
+/// checks, never overflows). A ring at its slot cap takes them in its
+/// newest slot (counted from that slot's time, so they leave the window a
+/// little early), up to what one slot can count.
 pub fn record(state: &mut State, p: &Params, now: u64, n: u64) {
     let now = now.max(state.newest());
     state.expire(now, p.period());
+    let n = n.min(MAX_USAGE.saturating_sub(state.total()));
     let ts = stamp(now, p);
-    if state.has_room(ts, n) {
+    if n == 0 {
+        // Nothing to record: the log is full to the cap.
+    } else if state.has_room(ts, n) {
         state.record(ts, n);
         state.set_newest(now);
     } else if let Some((_, c)) = state.back() {
