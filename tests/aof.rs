@@ -254,15 +254,25 @@ async fn a_rewrite_under_load_keeps_every_count() {
     std::fs::remove_dir_all(&image).unwrap();
 }
 
-/// The offset of the `n`th frame after the base (0: the first), and the
-/// file's bytes.
-fn frame_at(file: &[u8], base: usize, n: usize) -> usize {
+/// The blocks after the base and its marker (`aof_base_size` bytes): each
+/// one's offset and its payload's length.
+fn blocks(file: &[u8], base: usize) -> Vec<(usize, usize)> {
     let mut at = base;
-    for _ in 0..n {
-        let len = u32::from_le_bytes(file[at + 1..at + 5].try_into().unwrap()) as usize;
-        at += 5 + len;
+    let mut found = Vec::new();
+    while at < file.len() {
+        let len = u32::from_le_bytes(file[at..at + 4].try_into().unwrap()) as usize;
+        found.push((at, len));
+        at += 8 + len + 4;
     }
-    at
+    assert_eq!(at, file.len(), "whole blocks");
+    found
+}
+
+/// A block of `payload`, checksums and all, as the writer makes it.
+fn block(payload: &[u8]) -> Vec<u8> {
+    let mut b = Vec::new();
+    turnstile::persist::aof::encode_blocks(&mut b, payload);
+    b
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -282,11 +292,21 @@ async fn a_torn_last_record_is_cut_off_and_the_rest_loads() {
     )
     .await;
     let next = std::fs::read(dir.join("appendonly.aof")).unwrap();
-    let torn_frame = &next[whole.len()..];
-    assert!(torn_frame.len() > 12, "{}", torn_frame.len());
-    for cut in [1, 4, 5, 12, torn_frame.len() - 1] {
+    let torn_block = &next[whole.len()..];
+    assert!(torn_block.len() > 12, "{}", torn_block.len());
+    let mut last_unwritten = torn_block.to_vec();
+    let n = last_unwritten.len();
+    last_unwritten[n - 6] ^= 0xFF;
+    let mut cases: Vec<Vec<u8>> = [1, 4, 5, 8, 12, torn_block.len() - 1]
+        .into_iter()
+        .map(|cut| torn_block[..cut].to_vec())
+        .collect();
+    // Whole, but its last bytes not as written (a crash that extended the
+    // file before writing its last page): the last block only.
+    cases.push(last_unwritten);
+    for (i, tail) in cases.iter().enumerate() {
         let mut torn = whole.clone();
-        torn.extend_from_slice(&torn_frame[..cut]);
+        torn.extend_from_slice(tail);
         std::fs::write(&path, &torn).unwrap();
         // Refused when asked to (aof-load-truncated no), untouched.
         let e = start_error(&image, false).await;
@@ -295,10 +315,10 @@ async fn a_torn_last_record_is_cut_off_and_the_rest_loads() {
         assert_eq!(std::fs::read(&path).unwrap(), torn);
         // Loaded up to it by default, and the tail cut off.
         let b = restart(&image, a.clock.now()).await;
-        assert_eq!(observe(&mut b.client().await).await, expected, "cut {cut}");
+        assert_eq!(observe(&mut b.client().await).await, expected, "case {i}");
         b.shutdown().await;
         let after = std::fs::read(&path).unwrap();
-        assert_eq!(&after[..whole.len()], &whole[..], "cut {cut}");
+        assert_eq!(&after[..whole.len()], &whole[..], "case {i}");
     }
     // Zeros where a crash left the file longer than what was written.
     let mut zeros = whole.clone();
@@ -312,6 +332,10 @@ async fn a_torn_last_record_is_cut_off_and_the_rest_loads() {
     std::fs::remove_dir_all(&image).unwrap();
 }
 
+/// Only the last block may be torn: a block before the end that does not
+/// check (a flipped byte anywhere: a length, a kind, a count) refuses the
+/// start, naming its byte, with the file left as it is, whatever
+/// `aof-load-truncated` says.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn corruption_before_the_end_refuses_to_start() {
     let dir = temp_dir("corrupt");
@@ -322,34 +346,44 @@ async fn corruption_before_the_end_refuses_to_start() {
     let image = crash_image(&dir, "corrupt-image");
     let path = image.join("appendonly.aof");
     let good = std::fs::read(&path).unwrap();
-    let third = frame_at(&good, base, 3);
+    let all = blocks(&good, base);
+    assert!(all.len() > 6, "{}", all.len());
+    let (third, third_len) = all[2];
+    let middle = all[all.len() / 2].0;
 
-    // A frame kind no stream has.
+    let refused = |bad: Vec<u8>, at: usize, why: &'static str| {
+        let (image, path) = (image.clone(), path.clone());
+        async move {
+            std::fs::write(&path, &bad).unwrap();
+            for truncated_ok in [true, false] {
+                let e = start_error(&image, truncated_ok).await;
+                assert!(e.contains(&format!("corrupted at byte {at}")), "{e}");
+                assert!(e.contains(why), "{e}");
+                assert!(e.contains(&path.display().to_string()), "{e}");
+                assert_eq!(std::fs::read(&path).unwrap(), bad, "the file is left as it is");
+            }
+        }
+    };
+    // A length field mid-file that runs past the end: not a torn tail.
     let mut bad = good.clone();
-    bad[third] = 0x77;
-    std::fs::write(&path, &bad).unwrap();
-    for truncated_ok in [true, false] {
-        let e = start_error(&image, truncated_ok).await;
-        assert!(e.contains(&format!("corrupted at byte {third}")), "{e}");
-        assert!(e.contains(&path.display().to_string()), "{e}");
-        assert!(e.contains("unknown frame kind 119"), "{e}");
-        assert_eq!(
-            std::fs::read(&path).unwrap(),
-            bad,
-            "the file is left as it is"
-        );
-    }
-
-    // A SET whose record names no known type.
+    bad[middle + 2] = 0x7F;
+    refused(bad, middle, "length does not match its checksum").await;
+    // The frame kind in the third block.
     let mut bad = good.clone();
-    assert_eq!(bad[third], 1, "the third frame is a SET");
-    bad[third + 5] = 0x42;
-    std::fs::write(&path, &bad).unwrap();
-    let e = start_error(&image, true).await;
-    assert!(
-        e.contains(&format!("corrupted at byte {third}: bad record")),
-        "{e}"
-    );
+    bad[third + 8] = 0x77;
+    refused(bad, third, "do not match its checksum").await;
+    // A byte of a count (the last bytes of a record) in the middle block.
+    let mut bad = good.clone();
+    let (m, m_len) = all[all.len() / 2];
+    bad[m + 8 + m_len - 1] ^= 0x01;
+    refused(bad, m, "do not match its checksum").await;
+    // A block that checks but holds a frame kind no stream has.
+    let mut payload = good[third + 8..third + 8 + third_len].to_vec();
+    payload[0] = 0x77;
+    let mut bad = good[..third].to_vec();
+    bad.extend_from_slice(&block(&payload));
+    bad.extend_from_slice(&good[third + 8 + third_len + 4..]);
+    refused(bad, third + 8, "unknown frame kind 119").await;
 
     // The base's checksum.
     let mut bad = good.clone();
@@ -361,6 +395,49 @@ async fn corruption_before_the_end_refuses_to_start() {
     a.shutdown().await;
     std::fs::remove_dir_all(&dir).unwrap();
     std::fs::remove_dir_all(&image).unwrap();
+}
+
+/// A file of the format before checksummed blocks (frames straight after
+/// the base) still loads, and is rewritten in the new format before
+/// anything is appended.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_file_of_the_old_format_loads_and_is_rewritten() {
+    let dir = temp_dir("old-format");
+    let a = Server::start_with(durable(&dir, Fsync::Always)).await;
+    let mut c = a.client().await;
+    let base: usize = info_field(&mut c, "aof_base_size").await.parse().unwrap();
+    traffic(&a, &mut c).await;
+    let expected = observe(&mut c).await;
+    let image = crash_image(&dir, "old-format-image");
+    let path = image.join("appendonly.aof");
+    let new = std::fs::read(&path).unwrap();
+    let marker = turnstile::persist::aof::TAIL_MAGIC.len();
+    let mut old = new[..base - marker].to_vec();
+    for (at, len) in blocks(&new, base) {
+        old.extend_from_slice(&new[at + 8..at + 8 + len]);
+    }
+    std::fs::write(&path, &old).unwrap();
+    let b = restart(&image, a.clock.now()).await;
+    let mut cb = b.client().await;
+    assert_eq!(observe(&mut cb).await, expected);
+    let _: () = q(&mut cb, &["SET", "after", "1"]).await;
+    let expected = observe(&mut cb).await;
+    let rewritten = std::fs::read(&path).unwrap();
+    let base_b: usize = info_field(&mut cb, "aof_base_size").await.parse().unwrap();
+    assert_eq!(&rewritten[base_b - marker..base_b], turnstile::persist::aof::TAIL_MAGIC);
+    blocks(&rewritten, base_b);
+    let image2 = crash_image(&image, "old-format-image2");
+    let d = restart(&image2, a.clock.now()).await;
+    let mut cd = d.client().await;
+    assert_eq!(observe(&mut cd).await, expected);
+    let v: String = q(&mut cd, &["GET", "after"]).await;
+    assert_eq!(v, "1");
+    for s in [a, b, d] {
+        s.shutdown().await;
+    }
+    for d in [&dir, &image, &image2] {
+        std::fs::remove_dir_all(d).unwrap();
+    }
 }
 
 /// CONFIG SET turns the file on (a base of the keyspace as it is) and

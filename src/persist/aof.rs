@@ -203,6 +203,9 @@ pub struct Aof {
     on: AtomicBool,
     /// `appendfsync always` is in force (read by every reply write).
     always: AtomicBool,
+    /// `CONFIG SET appendonly yes` was answered and the base is not in
+    /// place yet: `always` replies wait for it.
+    starting: AtomicBool,
     writer: Mutex<Writer>,
     /// Stream offsets: the last byte the file holds (written), and the last
     /// it holds fsynced.
@@ -247,6 +250,7 @@ impl Aof {
             path,
             on: AtomicBool::new(false),
             always: AtomicBool::new(false),
+            starting: AtomicBool::new(false),
             writer: Mutex::new(Writer::default()),
             written: AtomicU64::new(0),
             synced: AtomicU64::new(0),
@@ -460,12 +464,13 @@ impl Aof {
     /// `None`. One load without the file.
     #[inline]
     pub fn reply_gate(&self, stream_end: impl FnOnce() -> u64) -> Option<u64> {
-        if !self.on.load(Ordering::Relaxed) {
+        if !self.on.load(Ordering::Relaxed) && !self.starting.load(Ordering::Relaxed) {
             return None;
         }
         let target = stream_end();
         if self.always.load(Ordering::Relaxed) {
-            return (self.synced.load(Ordering::Acquire) < target).then_some(target);
+            let starting = self.starting.load(Ordering::Acquire);
+            return (starting || self.synced.load(Ordering::Acquire) < target).then_some(target);
         }
         if self.idle.load(Ordering::SeqCst) {
             self.request(target);
@@ -494,7 +499,8 @@ impl Aof {
             let n = self.durable.notified();
             tokio::pin!(n);
             n.as_mut().enable();
-            if self.synced.load(Ordering::Acquire) >= target || !self.is_on() {
+            let starting = self.starting.load(Ordering::Acquire);
+            if !starting && (self.synced.load(Ordering::Acquire) >= target || !self.is_on()) {
                 return;
             }
             n.await;
@@ -543,6 +549,26 @@ impl Aof {
     pub fn request_rewrite(&self) {
         self.wake.lock().rewrite = true;
         self.cond.notify_one();
+    }
+
+    /// `CONFIG SET` changed the settings: with `appendonly` turned on,
+    /// from this reply on every `always` reply waits until the writer
+    /// thread has the base in place (a write acknowledged meanwhile is
+    /// in the file, fsynced, before its reply); then wakes the thread.
+    pub fn follow(&self, appendonly: bool) {
+        if appendonly && !self.is_on() {
+            self.starting.store(true, Ordering::Release);
+        } else if !appendonly {
+            self.done_starting();
+        }
+        self.poke();
+    }
+
+    /// The start asked for is over (in place, failed, or called off).
+    pub fn done_starting(&self) {
+        if self.starting.swap(false, Ordering::AcqRel) {
+            self.durable.notify_waiters();
+        }
     }
 
     /// Wakes the writer thread to look at its settings again.
@@ -652,6 +678,12 @@ impl Aof {
     /// `always`, a write acknowledged while the base is written waits
     /// for the base and its effect to be in the file, fsynced.
     pub fn start(&self, store: &Store, now: Nanos) -> Result<(), ErrorKind> {
+        let started = self.start_inner(store, now);
+        self.done_starting();
+        started
+    }
+
+    fn start_inner(&self, store: &Store, now: Nanos) -> Result<(), ErrorKind> {
         if self.rewriting() {
             return Err(ErrorKind::Io(io::Error::other(
                 "a rewrite of the previous file is still running; try again",

@@ -189,6 +189,10 @@ fn follow_setting(state: &State) {
     let (aof, fx) = (&state.aof, &state.store.effects);
     let wanted = state.settings.appendonly.load(Ordering::Relaxed);
     if wanted == aof.is_on() {
+        if !wanted {
+            // Turned on and off again before this thread looked.
+            aof.done_starting();
+        }
         return;
     }
     if wanted {
