@@ -360,7 +360,11 @@ async fn corruption_before_the_end_refuses_to_start() {
                 assert!(e.contains(&format!("corrupted at byte {at}")), "{e}");
                 assert!(e.contains(why), "{e}");
                 assert!(e.contains(&path.display().to_string()), "{e}");
-                assert_eq!(std::fs::read(&path).unwrap(), bad, "the file is left as it is");
+                assert_eq!(
+                    std::fs::read(&path).unwrap(),
+                    bad,
+                    "the file is left as it is"
+                );
             }
         }
     };
@@ -424,7 +428,10 @@ async fn a_file_of_the_old_format_loads_and_is_rewritten() {
     let expected = observe(&mut cb).await;
     let rewritten = std::fs::read(&path).unwrap();
     let base_b: usize = info_field(&mut cb, "aof_base_size").await.parse().unwrap();
-    assert_eq!(&rewritten[base_b - marker..base_b], turnstile::persist::aof::TAIL_MAGIC);
+    assert_eq!(
+        &rewritten[base_b - marker..base_b],
+        turnstile::persist::aof::TAIL_MAGIC
+    );
     blocks(&rewritten, base_b);
     let image2 = crash_image(&image, "old-format-image2");
     let d = restart(&image2, a.clock.now()).await;
@@ -609,4 +616,319 @@ async fn a_script_run_again_sends_its_effects_and_counts_its_calls_once() {
     assert!(incr.starts_with("cmdstat_incr:calls=1,"), "{incr}");
     s.shutdown().await;
     let _ = std::fs::remove_dir_all(&dir);
+}
+
+const MISCONF: &str = "MISCONF Errors writing to the AOF file: No space left on device";
+
+/// A full disk under `everysec`: once a write of the file failed, write
+/// commands are refused with Redis's `-MISCONF` (in `MULTI`, at `EXEC`,
+/// and from a script), reads and PING go on, INFO says `err`; once the
+/// disk takes a write again, writes are accepted and every acknowledged
+/// one is in the file.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_full_disk_under_everysec_refuses_writes_until_a_write_succeeds() {
+    let dir = temp_dir("full-everysec");
+    let a = Server::start_with(durable(&dir, Fsync::Everysec)).await;
+    let mut c = a.client().await;
+    let _: () = q(&mut c, &["SET", "before", "1"]).await;
+    let aof = a.state().aof.clone();
+    aof.fail_writes_with(libc::ENOSPC);
+    // The next write (or everysec's fsync) finds the disk full: a write
+    // acknowledged before that is the most `everysec` can lose.
+    let _: redis::RedisResult<()> = redis::cmd("SET")
+        .arg("at")
+        .arg("1")
+        .query_async(&mut c)
+        .await;
+    common::eventually("the write failed", || aof.write_error().is_some()).await;
+    assert_eq!(info_field(&mut c, "aof_last_write_status").await, "err");
+    for w in [
+        vec!["SET", "k", "v"],
+        vec!["RL.ALLOW", "fixed:k", "10", "60", "ALGO", "fixed"],
+        vec!["DEL", "before"],
+        vec!["EVAL", "return redis.call('SET', 'from-script', '1')", "0"],
+    ] {
+        let e = common::q_err(&mut c, &w).await;
+        assert!(e.contains(MISCONF), "{w:?}: {e}");
+    }
+    // A transaction: the write is refused when queued, EXEC aborts.
+    let _: () = q(&mut c, &["MULTI"]).await;
+    let e = common::q_err(&mut c, &["SET", "k", "v"]).await;
+    assert!(e.starts_with(MISCONF), "{e}");
+    let e = common::q_err(&mut c, &["EXEC"]).await;
+    assert!(e.starts_with("EXECABORT"), "{e}");
+    // Reads, PING and RL.PEEK go on.
+    common::assert_pong(&mut c).await;
+    let v: String = q(&mut c, &["GET", "before"]).await;
+    assert_eq!(v, "1");
+    let _: Vec<i64> = q(&mut c, &["RL.PEEK", "fixed:k", "10", "60", "ALGO", "fixed"]).await;
+    // A transaction queued before the disk filled is refused at EXEC.
+    let mut t = a.client().await;
+    aof.fail_writes_with(0);
+    common::eventually("writes again", || aof.write_error().is_none()).await;
+    let _: () = q(&mut t, &["MULTI"]).await;
+    let _: String = q(&mut t, &["SET", "queued", "1"]).await;
+    aof.fail_writes_with(libc::ENOSPC);
+    let _: redis::RedisResult<()> = redis::cmd("SET")
+        .arg("again")
+        .arg("1")
+        .query_async(&mut c)
+        .await;
+    common::eventually("the write failed", || aof.write_error().is_some()).await;
+    let e = common::q_err(&mut t, &["EXEC"]).await;
+    assert!(e.starts_with("EXECABORT") && e.contains("MISCONF"), "{e}");
+    // The disk takes writes again: so do we.
+    aof.fail_writes_with(0);
+    common::eventually("writes again", || aof.write_error().is_none()).await;
+    assert_eq!(info_field(&mut c, "aof_last_write_status").await, "ok");
+    let _: () = q(&mut c, &["SET", "after", "1"]).await;
+    let expected: Vec<Option<String>> =
+        q(&mut c, &["MGET", "before", "at", "again", "after", "k"]).await;
+    assert_eq!(expected[0].as_deref(), Some("1"));
+    assert_eq!(expected[3].as_deref(), Some("1"));
+    assert_eq!(expected[4], None, "a refused write changed nothing");
+    // Every acknowledged write is in the file (what a SIGKILL leaves).
+    aof.flush(&a.state().store, true).unwrap();
+    let image = crash_image(&dir, "full-everysec-image");
+    let b = restart(&image, a.clock.now()).await;
+    let got: Vec<Option<String>> = q(
+        &mut b.client().await,
+        &["MGET", "before", "at", "again", "after", "k"],
+    )
+    .await;
+    assert_eq!(got, expected);
+    for s in [a, b] {
+        s.shutdown().await;
+    }
+    for d in [&dir, &image] {
+        std::fs::remove_dir_all(d).unwrap();
+    }
+}
+
+/// A full disk under `always`: the server cannot keep its promise, so it
+/// exits (here the test's hook stands in for the exit), and no reply for
+/// the write it could not persist went out.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_full_disk_under_always_exits_before_any_reply() {
+    let dir = temp_dir("full-always");
+    let a = Server::start_with(durable(&dir, Fsync::Always)).await;
+    let mut c = a.client().await;
+    let _: () = q(&mut c, &["SET", "before", "1"]).await;
+    let aof = a.state().aof.clone();
+    let (tx, rx) = std::sync::mpsc::channel();
+    let tx = std::sync::Mutex::new(tx);
+    aof.on_fatal(move || {
+        let _ = tx.lock().unwrap().send(());
+    });
+    aof.fail_writes_with(libc::ENOSPC);
+    let mut w = a.client().await;
+    let write = tokio::spawn(async move {
+        let _: () = q(&mut w, &["SET", "lost", "1"]).await;
+    });
+    tokio::task::spawn_blocking(move || rx.recv_timeout(common::IO_TIMEOUT))
+        .await
+        .unwrap()
+        .expect("the server exits when a write fails under always");
+    // The reply never left (the process would be gone by now).
+    let mut write = write;
+    assert!(
+        tokio::time::timeout(std::time::Duration::from_millis(300), &mut write)
+            .await
+            .is_err(),
+        "a write not in the file was acknowledged"
+    );
+    aof.fail_writes_with(0);
+    write.await.unwrap();
+    a.shutdown().await;
+    std::fs::remove_dir_all(&dir).unwrap();
+}
+
+/// A zero-byte append-only file beside a snapshot (as `touch` or a restore
+/// tool leaves it) means no effects since a base it does not hold: the
+/// snapshot is loaded, and a proper base written before appending.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_empty_file_beside_a_snapshot_keeps_the_snapshot() {
+    let dir = temp_dir("empty");
+    let a = Server::start_with(|c| {
+        c.snapshot = Some(dir.join("dump.tsnap"));
+        c.snapshot_interval = std::time::Duration::from_secs(3600);
+    })
+    .await;
+    let mut c = a.client().await;
+    for i in 0..51 {
+        let _: () = q(&mut c, &["SET", &format!("k{i}"), "v"]).await;
+    }
+    let _: () = q(&mut c, &["SAVE"]).await;
+    a.shutdown().await;
+    std::fs::File::create(dir.join("appendonly.aof")).unwrap();
+    let b = restart(&dir, Nanos(START_SECS * Nanos::PER_SEC)).await;
+    let mut cb = b.client().await;
+    let n: i64 = q(&mut cb, &["DBSIZE"]).await;
+    assert_eq!(n, 51);
+    let _: () = q(&mut cb, &["SET", "k51", "v"]).await;
+    let image = crash_image(&dir, "empty-image");
+    let d = restart(&image, b.clock.now()).await;
+    let n: i64 = q(&mut d.client().await, &["DBSIZE"]).await;
+    assert_eq!(n, 52);
+    for s in [b, d] {
+        s.shutdown().await;
+    }
+    for d in [&dir, &image] {
+        std::fs::remove_dir_all(d).unwrap();
+    }
+}
+
+/// Two servers on one append-only file would overwrite each other's
+/// records: the second refuses to start, naming the lock; once the first
+/// stops, it starts.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_second_server_on_the_file_refuses_to_start() {
+    let dir = temp_dir("two");
+    let a = Server::start_with(durable(&dir, Fsync::Always)).await;
+    let _: () = q(&mut a.client().await, &["SET", "a", "1"]).await;
+    let e = start_error(&dir, true).await;
+    assert!(e.contains("another server has it open"), "{e}");
+    assert!(e.contains("appendonly.aof.lock"), "{e}");
+    // After a rewrite (a rename over the file) too.
+    let _: String = q(&mut a.client().await, &["BGREWRITEAOF"]).await;
+    common::eventually("rewritten", || {
+        a.state()
+            .aof
+            .rewrites
+            .load(std::sync::atomic::Ordering::Relaxed)
+            == 1
+    })
+    .await;
+    let e = start_error(&dir, true).await;
+    assert!(e.contains("another server has it open"), "{e}");
+    a.shutdown().await;
+    let b = restart(&dir, Nanos(START_SECS * Nanos::PER_SEC)).await;
+    let v: String = q(&mut b.client().await, &["GET", "a"]).await;
+    assert_eq!(v, "1");
+    b.shutdown().await;
+    std::fs::remove_dir_all(&dir).unwrap();
+}
+
+/// The file is not followed through a symbolic link (as snapshots are
+/// not): the start is refused and the link's target left alone. Temporary
+/// files of rewrites a kill cut short are removed at start.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_symlinked_file_is_refused_and_stale_temporaries_removed() {
+    let dir = temp_dir("symlink");
+    let victim = dir.join("victim");
+    std::fs::write(&victim, b"").unwrap();
+    std::os::unix::fs::symlink(&victim, dir.join("appendonly.aof")).unwrap();
+    let e = start_error(&dir, true).await;
+    assert!(e.contains("symbolic link"), "{e}");
+    assert_eq!(std::fs::read(&victim).unwrap(), b"");
+    std::fs::remove_file(dir.join("appendonly.aof")).unwrap();
+
+    let stale = dir.join(".appendonly.aof.tmp-12345-00000000deadbeef");
+    std::fs::write(&stale, vec![7u8; 4096]).unwrap();
+    let other = dir.join(".dump.tsnap.tmp-12345-00000000deadbeef");
+    std::fs::write(&other, b"not ours to remove").unwrap();
+    let a = Server::start_with(durable(&dir, Fsync::Always)).await;
+    assert!(!stale.exists(), "a stale rewrite temporary is removed");
+    assert!(other.exists());
+    a.shutdown().await;
+    std::fs::remove_dir_all(&dir).unwrap();
+}
+
+/// With `always`, a write acknowledged while `CONFIG SET appendonly yes`
+/// writes its base is in the file, fsynced, when its reply arrives.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn writes_during_the_first_base_are_durable_before_their_reply() {
+    let dir = temp_dir("first-base");
+    let a = Server::start_with(|c| {
+        c.snapshot = Some(dir.join("dump.tsnap"));
+        c.snapshot_interval = std::time::Duration::from_secs(3600);
+    })
+    .await;
+    let mut c = a.client().await;
+    // Enough keys that the base takes a while to write.
+    let mut pipe = redis::pipe();
+    for i in 0..200_000 {
+        pipe.cmd("SET").arg(format!("fill:{i}")).arg("x").ignore();
+    }
+    let _: () = pipe.query_async(&mut c).await.unwrap();
+    let _: () = q(
+        &mut c,
+        &[
+            "CONFIG",
+            "SET",
+            "appendfsync",
+            "always",
+            "appendonly",
+            "yes",
+        ],
+    )
+    .await;
+    let path = dir.join("appendonly.aof");
+    for i in 0..20 {
+        let key = format!("probe:{i}");
+        let _: () = q(&mut c, &["SET", &key, "1"]).await;
+        let image = crash_image(&dir, "first-base-image");
+        let b = restart(&image, a.clock.now()).await;
+        let v: Option<String> = q(&mut b.client().await, &["GET", &key]).await;
+        assert_eq!(
+            v.as_deref(),
+            Some("1"),
+            "{key} was acknowledged, not in {}",
+            path.display()
+        );
+        b.shutdown().await;
+        std::fs::remove_dir_all(&image).unwrap();
+        if a.state().aof.is_on() && i > 3 {
+            break;
+        }
+    }
+    a.shutdown().await;
+    std::fs::remove_dir_all(&dir).unwrap();
+}
+
+/// Whatever the writer writes, the loader reads back: a keyspace of every
+/// kind, appended to, rewritten while written, appended to again, loads
+/// to the same keys and states.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn what_the_writer_writes_the_loader_reads_back() {
+    let dir = temp_dir("roundtrip");
+    let a = Server::start_with(durable(&dir, Fsync::Everysec)).await;
+    let mut c = a.client().await;
+    traffic(&a, &mut c).await;
+    let _: String = q(&mut c, &["BGREWRITEAOF"]).await;
+    traffic(&a, &mut c).await;
+    common::eventually("rewritten", || {
+        a.state()
+            .aof
+            .rewrites
+            .load(std::sync::atomic::Ordering::Relaxed)
+            >= 1
+    })
+    .await;
+    traffic(&a, &mut c).await;
+    let _: i64 = q(&mut c, &["LPUSH", "list", "a", "b"]).await;
+    let _: i64 = q(&mut c, &["ZADD", "z", "1", "m"]).await;
+    let expected = observe(&mut c).await;
+    let dump = |s: &Server| {
+        let mut keys = std::collections::BTreeMap::new();
+        let store = &s.state().store;
+        for i in 0..store.shard_count() {
+            store.for_each_in_shard(i, s.clock.now(), |k, e| {
+                keys.insert(k.to_vec(), format!("{e:?}"));
+            });
+        }
+        keys
+    };
+    let want = dump(&a);
+    a.state().aof.flush(&a.state().store, true).unwrap();
+    let image = crash_image(&dir, "roundtrip-image");
+    let b = restart(&image, a.clock.now()).await;
+    assert_eq!(observe(&mut b.client().await).await, expected);
+    assert_eq!(dump(&b), want);
+    for s in [a, b] {
+        s.shutdown().await;
+    }
+    for d in [&dir, &image] {
+        std::fs::remove_dir_all(d).unwrap();
+    }
 }

@@ -438,7 +438,9 @@ impl Aof {
                     bytes,
                     "removed a temporary file of an append-only file rewrite cut short"
                 ),
-                Err(e) => tracing::warn!(path = %path.display(), "cannot remove a stale temporary file: {e}"),
+                Err(e) => {
+                    tracing::warn!(path = %path.display(), "cannot remove a stale temporary file: {e}")
+                }
             }
         }
     }
