@@ -984,7 +984,11 @@ fn set_append(file: &File) -> io::Result<()> {
     let fd = file.as_raw_fd();
     // SAFETY: fcntl on a descriptor `file` owns.
     let flags = unsafe { libc::fcntl(fd, libc::F_GETFL) };
-    if flags < 0 || unsafe { libc::fcntl(fd, libc::F_SETFL, flags | libc::O_APPEND) } < 0 {
+    if flags < 0 {
+        return Err(io::Error::last_os_error());
+    }
+    // SAFETY: as above.
+    if unsafe { libc::fcntl(fd, libc::F_SETFL, flags | libc::O_APPEND) } < 0 {
         return Err(io::Error::last_os_error());
     }
     Ok(())
