@@ -36,6 +36,8 @@ pub struct Readings<'a> {
     pub maxmemory: u64,
     pub uptime: Duration,
     pub persist: Option<&'a Persist>,
+    /// The append-only file (its write state, its pending bytes).
+    pub aof: &'a crate::persist::aof::Aof,
     /// Scripts in the cache, and the Lua heap's bytes.
     pub scripts_cached: usize,
     pub lua_memory: usize,
@@ -250,6 +252,18 @@ pub const SNAPSHOT_CHANGES_PENDING: Def = Def {
     help: "Write commands since the last snapshot: what a crash now would lose.",
 };
 
+pub const AOF_WRITE_OK: Def = Def {
+    name: "turnstile_aof_last_write_ok",
+    unit: Unit::Count,
+    help: "1 if the append-only file's last write succeeded (or it is off), 0 while it fails: write commands are refused with -MISCONF then.",
+};
+
+pub const AOF_PENDING_BYTES: Def = Def {
+    name: "turnstile_aof_pending_bytes",
+    unit: Unit::Bytes,
+    help: "Bytes of effects waiting to be written to the append-only file.",
+};
+
 pub const UPTIME_SECONDS: Def = Def {
     name: "turnstile_uptime_seconds",
     unit: Unit::Seconds,
@@ -395,6 +409,8 @@ pub const ALL: &[&Def] = &[
     &SNAPSHOT_LAST_SUCCESS_TIMESTAMP_SECONDS,
     &SNAPSHOT_DURATION_SECONDS,
     &SNAPSHOT_CHANGES_PENDING,
+    &AOF_WRITE_OK,
+    &AOF_PENDING_BYTES,
     &UPTIME_SECONDS,
 ];
 
@@ -485,6 +501,8 @@ pub struct Metrics {
     snapshot_last_success: Gauge,
     snapshot_duration: Gauge,
     snapshot_pending: Gauge,
+    aof_write_ok: Gauge,
+    aof_pending: Gauge,
     policies_loaded: Gauge,
     policy_reloads: [Counter; 2],
     policy_unmatched: Counter,
@@ -627,6 +645,8 @@ impl Metrics {
             snapshot_last_success: gauge(&SNAPSHOT_LAST_SUCCESS_TIMESTAMP_SECONDS, vec![]),
             snapshot_duration: gauge(&SNAPSHOT_DURATION_SECONDS, vec![]),
             snapshot_pending: gauge(&SNAPSHOT_CHANGES_PENDING, vec![]),
+            aof_write_ok: gauge(&AOF_WRITE_OK, vec![]),
+            aof_pending: gauge(&AOF_PENDING_BYTES, vec![]),
             policies_loaded: gauge(&POLICIES_LOADED, vec![]),
             policy_reloads: ["ok", "error"]
                 .map(|r| counter(&POLICY_RELOADS_TOTAL, vec![Label::new(label::RESULT, r)])),
@@ -761,6 +781,9 @@ impl Metrics {
             self.snapshot_pending
                 .set(p.changes_since_save(stats.writes()) as f64);
         }
+        self.aof_write_ok
+            .set(f64::from(u8::from(r.aof.write_error().is_none())));
+        self.aof_pending.set(Stats::read(&r.aof.pending) as f64);
         let repl = r.replication;
         let replica = repl.is_replica();
         self.repl_role[0].set(f64::from(u8::from(!replica)));

@@ -9,10 +9,31 @@
 //!
 //! ```text
 //! base    a snapshot (store/snapshot.rs: header, records, trailer with CRC)
-//! tail    effects frames: kind: u8  len: u32 (LE)  body[len]
+//! marker  "TSAOF2\r\n": the tail is in checksummed blocks
+//! tail    blocks, one per write of the file:
+//!           len: u32 (LE)  crc: u32 (LE, CRC-32 of the 4 len bytes)
+//!           payload[len]   crc: u32 (LE, CRC-32 of the payload)
+//!         the payload: effects frames, whole, as the replication stream
+//!         carries them: kind: u8  len: u32 (LE)  body[len]
 //!           1 SET  one snapshot record   2 DEL  key   3 FLUSH
 //!           4 PING, 5 GETACK (a replica's stream carries them; skipped)
 //! ```
+//!
+//! Only the last block may be torn (its bytes run past the end of the
+//! file, or it ends the file and its payload does not check, as a file
+//! extended by a crash before its last pages were written reads); any
+//! other block that does not check is corruption, and the server refuses
+//! to start naming its byte, the file untouched. The length has its own
+//! checksum so that a flipped length mid-file is not taken for a torn
+//! tail. A file without the marker (written before it existed: frames
+//! straight after the base) still loads, and is rewritten in this format
+//! before anything is appended to it.
+//!
+//! One server per file: a lock (`flock`) on `NAME.lock` beside it, held
+//! while the file is on, makes a second server refuse to start (two
+//! writers would overwrite each other's records). The file is opened
+//! `O_APPEND | O_NOFOLLOW`, and temporary files of a rewrite cut short
+//! (`.NAME.tmp-*`) are removed once the lock is held.
 //!
 //! A state is idempotent, so a base walked while writes go on, followed by
 //! every effect from the walk's start, converges to the keyspace (the
@@ -29,12 +50,21 @@
 //! (group commit). With `everysec` and `no` the writer thread is asked to
 //! write after each batch and replies go at once; `everysec` fsyncs once a
 //! second, `no` leaves it to the OS.
+//!
+//! A write that fails (a full disk): with `always` the server exits (the
+//! writer thread, `server/aof.rs`), no reply for what was not written
+//! having gone out; with `everysec` and `no`, write commands are refused
+//! with Redis's `-MISCONF` ([`Aof::write_error`]) until a write succeeds
+//! again, so what is acknowledged is what the file can take. What waits
+//! for the file is bounded ([`MAX_PENDING`]).
 
 use parking_lot::{Condvar, Mutex};
 use std::fs::{File, OpenOptions};
-use std::io::{self, BufWriter, Seek, SeekFrom, Write};
+use std::io::{self, BufWriter, Read, Seek, Write};
+use std::os::unix::fs::OpenOptionsExt;
+use std::os::unix::io::AsRawFd;
 use std::path::{Path, PathBuf};
-use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicI32, AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
 use crate::clock::Nanos;
@@ -46,6 +76,22 @@ use crate::store::Store;
 /// with `everysec` or `no` (a crash of the process loses at most this much
 /// of what was acknowledged; of the machine, what was not fsynced).
 pub const BUSY_POLL: Duration = Duration::from_millis(1);
+
+/// After the base: the effects follow in checksummed blocks.
+pub const TAIL_MAGIC: &[u8; 8] = b"TSAOF2\r\n";
+/// A block's length and the length's CRC-32, before its payload.
+const BLOCK_HEAD: usize = 8;
+/// The payload's CRC-32, after it.
+const BLOCK_TRAILER: usize = 4;
+/// A write's payload is cut into blocks of about this many bytes at most
+/// (at frame boundaries: a rewrite's tail can be large).
+const MAX_BLOCK: usize = 8 << 20;
+
+/// The most the writer keeps for the file while writes fail. Writes are
+/// refused then, but a replica applies its primary's stream and keys
+/// expire: past this the bytes are dropped, and the file is started again
+/// from a fresh base (which holds their effects) once the disk takes one.
+pub const MAX_PENDING: usize = 64 << 20;
 
 /// `--appendfsync`, as Redis names its values.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
@@ -98,6 +144,10 @@ pub enum AofError {
     Torn { path: PathBuf, at: u64 },
     #[error("append-only file {}: {source}", path.display())]
     Io { path: PathBuf, source: io::Error },
+    #[error("append-only file {}: another server has it open (it holds the lock {}); two servers on one file would overwrite each other's writes", path.display(), lock.display())]
+    Locked { path: PathBuf, lock: PathBuf },
+    #[error("append-only file {}: is a symbolic link; it is not followed (as snapshots are not): point --snapshot's directory at the real file", path.display())]
+    Symlink { path: PathBuf },
 }
 
 /// What loading the file found.
@@ -112,6 +162,9 @@ pub struct Replayed {
     /// The file's length after loading, and its base's.
     pub size: u64,
     pub base_size: u64,
+    /// The tail is in checksummed blocks (false: a file of the format
+    /// before them, rewritten before anything is appended).
+    pub checksummed: bool,
 }
 
 /// The file, and the bytes of the stream on their way to it.
@@ -129,6 +182,12 @@ struct Writer {
     dirty: bool,
     /// A rewrite is on: what is written meanwhile, for the new file.
     tail: Option<Vec<u8>>,
+    /// The blocks of one write, reused.
+    blocks: Vec<u8>,
+    /// The file lacks effects it should hold (dropped past
+    /// [`MAX_PENDING`], or a failed write that could not be cut off):
+    /// only a fresh base brings it back.
+    need_base: bool,
 }
 
 #[derive(Debug, Default)]
@@ -138,13 +197,15 @@ struct Wake {
 }
 
 /// The append-only file of one server.
-#[derive(Debug)]
 pub struct Aof {
     path: PathBuf,
     /// Open and taking the stream: `always` connections wait on it.
     on: AtomicBool,
     /// `appendfsync always` is in force (read by every reply write).
     always: AtomicBool,
+    /// `CONFIG SET appendonly yes` was answered and the base is not in
+    /// place yet: `always` replies wait for it.
+    starting: AtomicBool,
     writer: Mutex<Writer>,
     /// Stream offsets: the last byte the file holds (written), and the last
     /// it holds fsynced.
@@ -164,6 +225,19 @@ pub struct Aof {
     rewriting: AtomicBool,
     pub last_rewrite_ok: AtomicBool,
     pub last_write_ok: AtomicBool,
+    /// The last failed write's `errno` (for `-MISCONF` and the log).
+    last_errno: AtomicI32,
+    /// Write commands are refused (`-MISCONF`): the file is on and its
+    /// last write failed. One load on every write command.
+    refusing: AtomicBool,
+    /// Bytes taken from the stream and not yet in the file.
+    pub pending: AtomicU64,
+    /// The lock on `NAME.lock` beside the file, held while it is on.
+    lock: Mutex<Option<File>>,
+    /// For tests: writes fail with this `errno` (0: they do not).
+    fail_with: AtomicI32,
+    /// What a failed write under `always` does instead of exiting (tests).
+    on_fatal: Mutex<Option<Box<dyn Fn() + Send + Sync>>>,
     pub rewrites: AtomicU64,
     pub last_rewrite_secs: AtomicU64,
     pub size: AtomicU64,
@@ -176,6 +250,7 @@ impl Aof {
             path,
             on: AtomicBool::new(false),
             always: AtomicBool::new(false),
+            starting: AtomicBool::new(false),
             writer: Mutex::new(Writer::default()),
             written: AtomicU64::new(0),
             synced: AtomicU64::new(0),
@@ -187,6 +262,12 @@ impl Aof {
             rewriting: AtomicBool::new(false),
             last_rewrite_ok: AtomicBool::new(true),
             last_write_ok: AtomicBool::new(true),
+            last_errno: AtomicI32::new(0),
+            refusing: AtomicBool::new(false),
+            pending: AtomicU64::new(0),
+            lock: Mutex::new(None),
+            fail_with: AtomicI32::new(0),
+            on_fatal: Mutex::new(None),
             rewrites: AtomicU64::new(0),
             last_rewrite_secs: AtomicU64::new(0),
             size: AtomicU64::new(0),
@@ -196,6 +277,172 @@ impl Aof {
 
     pub fn path(&self) -> &Path {
         &self.path
+    }
+
+    /// While the file is on and its last write failed: the error, for
+    /// write commands' `-MISCONF` (Redis refuses writes then, under every
+    /// `appendfsync`, until a write succeeds again). One relaxed load
+    /// when all is well.
+    #[inline]
+    pub fn write_error(&self) -> Option<io::Error> {
+        if !self.refusing.load(Ordering::Relaxed) {
+            return None;
+        }
+        Some(io::Error::from_raw_os_error(
+            self.last_errno.load(Ordering::Relaxed),
+        ))
+    }
+
+    /// The text of [`Aof::write_error`] as `strerror` words it (Redis's
+    /// `-MISCONF Errors writing to the AOF file: %s`).
+    pub fn strerror(e: &io::Error) -> String {
+        let text = e.to_string();
+        match text.find(" (os error") {
+            Some(at) => text[..at].to_string(),
+            None => text,
+        }
+    }
+
+    /// For tests: every write (and fsync) of the file fails with `errno`
+    /// from now on, as a full disk's do (`libc::ENOSPC`); 0 ends it.
+    #[doc(hidden)]
+    pub fn fail_writes_with(&self, errno: i32) {
+        self.fail_with.store(errno, Ordering::Relaxed);
+        self.poke();
+    }
+
+    /// For tests: what a failed write under `appendfsync always` does
+    /// instead of exiting the process.
+    #[doc(hidden)]
+    pub fn on_fatal(&self, f: impl Fn() + Send + Sync + 'static) {
+        *self.on_fatal.lock() = Some(Box::new(f));
+    }
+
+    /// A write failed under `appendfsync always`: the promise (no reply
+    /// before its write is on disk) cannot be kept, and waiting would
+    /// hang every client, so the process exits as Redis's does. No reply
+    /// for an effect not in the file went out: replies wait for the
+    /// fsynced offset, which did not move.
+    pub fn fatal(&self, e: &io::Error) {
+        tracing::error!(
+            path = %self.path.display(),
+            "append-only file: cannot write ({}) with appendfsync always: exiting (no reply for a write not in the file went out); free space, then restart",
+            Aof::strerror(e)
+        );
+        if let Some(f) = self.on_fatal.lock().as_ref() {
+            f();
+            return;
+        }
+        std::process::exit(1);
+    }
+
+    fn failed(&self, e: &io::Error) {
+        self.last_errno
+            .store(e.raw_os_error().unwrap_or(libc::EIO), Ordering::Relaxed);
+        self.last_write_ok.store(false, Ordering::Relaxed);
+        self.refusing.store(self.is_on(), Ordering::Relaxed);
+    }
+
+    fn succeeded(&self) {
+        self.last_write_ok.store(true, Ordering::Relaxed);
+        self.refusing.store(false, Ordering::Relaxed);
+    }
+
+    /// The test hook's failure, if set.
+    fn injected(&self) -> io::Result<()> {
+        match self.fail_with.load(Ordering::Relaxed) {
+            0 => Ok(()),
+            errno => Err(io::Error::from_raw_os_error(errno)),
+        }
+    }
+
+    /// The lock file beside the file: `NAME.lock`.
+    pub fn lock_path(&self) -> PathBuf {
+        let name = self.path.file_name().unwrap_or_default().to_string_lossy();
+        self.path.with_file_name(format!("{name}.lock"))
+    }
+
+    /// Takes the lock beside the file (`flock` on `NAME.lock`, held while
+    /// the file is on: a lock on the file itself would not survive a
+    /// rewrite's rename), then removes temporary files of rewrites cut
+    /// short (`.NAME.tmp-*`: with the lock held, no one else writes
+    /// one). Another server holding it is [`AofError::Locked`].
+    pub fn acquire(&self) -> Result<(), AofError> {
+        let mut held = self.lock.lock();
+        if held.is_some() {
+            return Ok(());
+        }
+        let lock = self.lock_path();
+        let io_err = |source| AofError::Io {
+            path: self.path.clone(),
+            source,
+        };
+        let mut file = OpenOptions::new()
+            .read(true)
+            .write(true)
+            .create(true)
+            .truncate(false)
+            .mode(0o600)
+            .custom_flags(libc::O_NOFOLLOW)
+            .open(&lock)
+            .map_err(io_err)?;
+        // SAFETY: flock on a descriptor this function owns.
+        if unsafe { libc::flock(file.as_raw_fd(), libc::LOCK_EX | libc::LOCK_NB) } != 0 {
+            let e = io::Error::last_os_error();
+            if e.raw_os_error() == Some(libc::EWOULDBLOCK) {
+                return Err(AofError::Locked {
+                    path: self.path.clone(),
+                    lock,
+                });
+            }
+            return Err(io_err(e));
+        }
+        // Who holds it, for whoever finds the second server refused.
+        let _ = file
+            .set_len(0)
+            .and_then(|()| writeln!(file, "{}", std::process::id()));
+        *held = Some(file);
+        drop(held);
+        self.remove_stale_temps();
+        Ok(())
+    }
+
+    /// Lets the lock go (the file is off, or the server stops).
+    pub fn release(&self) {
+        *self.lock.lock() = None;
+    }
+
+    /// Removes `.NAME.tmp-*` beside the file: rewrites' temporary files
+    /// (`snapshot::create_temp`'s names) that a kill during a rewrite
+    /// left. Called with the lock held.
+    fn remove_stale_temps(&self) {
+        let name = self.path.file_name().unwrap_or_default().to_string_lossy();
+        let prefix = format!(".{name}.tmp-");
+        let dir = match self.path.parent().filter(|d| !d.as_os_str().is_empty()) {
+            Some(d) => d.to_owned(),
+            None => PathBuf::from("."),
+        };
+        let Ok(entries) = std::fs::read_dir(&dir) else {
+            return;
+        };
+        for entry in entries.flatten() {
+            let file = entry.file_name();
+            if !file.to_string_lossy().starts_with(&prefix) {
+                continue;
+            }
+            let path = entry.path();
+            let bytes = entry.metadata().map_or(0, |m| m.len());
+            match std::fs::remove_file(&path) {
+                Ok(()) => tracing::warn!(
+                    path = %path.display(),
+                    bytes,
+                    "removed a temporary file of an append-only file rewrite cut short"
+                ),
+                Err(e) => {
+                    tracing::warn!(path = %path.display(), "cannot remove a stale temporary file: {e}")
+                }
+            }
+        }
     }
 
     pub fn is_on(&self) -> bool {
@@ -219,12 +466,13 @@ impl Aof {
     /// `None`. One load without the file.
     #[inline]
     pub fn reply_gate(&self, stream_end: impl FnOnce() -> u64) -> Option<u64> {
-        if !self.on.load(Ordering::Relaxed) {
+        if !self.on.load(Ordering::Relaxed) && !self.starting.load(Ordering::Relaxed) {
             return None;
         }
         let target = stream_end();
         if self.always.load(Ordering::Relaxed) {
-            return (self.synced.load(Ordering::Acquire) < target).then_some(target);
+            let starting = self.starting.load(Ordering::Acquire);
+            return (starting || self.synced.load(Ordering::Acquire) < target).then_some(target);
         }
         if self.idle.load(Ordering::SeqCst) {
             self.request(target);
@@ -253,7 +501,8 @@ impl Aof {
             let n = self.durable.notified();
             tokio::pin!(n);
             n.as_mut().enable();
-            if self.synced.load(Ordering::Acquire) >= target || !self.is_on() {
+            let starting = self.starting.load(Ordering::Acquire);
+            if !starting && (self.synced.load(Ordering::Acquire) >= target || !self.is_on()) {
                 return;
             }
             n.await;
@@ -304,6 +553,26 @@ impl Aof {
         self.cond.notify_one();
     }
 
+    /// `CONFIG SET` changed the settings: with `appendonly` turned on,
+    /// from this reply on every `always` reply waits until the writer
+    /// thread has the base in place (a write acknowledged meanwhile is
+    /// in the file, fsynced, before its reply); then wakes the thread.
+    pub fn follow(&self, appendonly: bool) {
+        if appendonly && !self.is_on() {
+            self.starting.store(true, Ordering::Release);
+        } else if !appendonly {
+            self.done_starting();
+        }
+        self.poke();
+    }
+
+    /// The start asked for is over (in place, failed, or called off).
+    pub fn done_starting(&self) {
+        if self.starting.swap(false, Ordering::AcqRel) {
+            self.durable.notify_waiters();
+        }
+    }
+
     /// Wakes the writer thread to look at its settings again.
     pub fn poke(&self) {
         let _w = self.wake.lock();
@@ -317,25 +586,38 @@ impl Aof {
     }
 
     /// Loads the file into `store`: its base, then its effects in order.
-    /// `Ok(None)` if there is no file. A torn last frame is cut off (with
-    /// `truncated_ok`, Redis's `aof-load-truncated yes`), anything else
-    /// that does not read is an error naming the byte.
+    /// `Ok(None)` if there is no file, or an empty one (as `touch` or a
+    /// restore tool leaves it: no effects since a base it does not hold;
+    /// the snapshot is loaded instead, and a base written before anything
+    /// is appended). A torn last block is cut off (with `truncated_ok`,
+    /// Redis's `aof-load-truncated yes`), anything else that does not
+    /// read is an error naming the byte, the file untouched. Takes the
+    /// lock first ([`Aof::acquire`]).
     pub fn load(
         &self,
         store: &Store,
         now: Nanos,
         truncated_ok: bool,
     ) -> Result<Option<Replayed>, AofError> {
+        self.acquire()?;
         let path = &self.path;
         let io_err = |source| AofError::Io {
             path: path.clone(),
             source,
         };
-        let bytes = match std::fs::read(path) {
-            Ok(b) => b,
+        let mut bytes = Vec::new();
+        match open_nofollow(path, OpenOptions::new().read(true)) {
+            Ok(mut f) => f.read_to_end(&mut bytes).map_err(io_err)?,
             Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(None),
+            Err(e) if e.raw_os_error() == Some(libc::ELOOP) => {
+                return Err(AofError::Symlink { path: path.clone() })
+            }
             Err(e) => return Err(io_err(e)),
         };
+        if bytes.is_empty() {
+            tracing::warn!(path = %path.display(), "append-only file is empty (no base): loading the snapshot, then writing a base in its place");
+            return Ok(None);
+        }
         let replayed = replay(store, &bytes, now).map_err(|e| e.at(path))?;
         let mut replayed = match replayed {
             Ok(r) => r,
@@ -346,9 +628,7 @@ impl Aof {
                     cut = bytes.len() as u64 - at,
                     "append-only file: the last record is torn (a write cut short by a crash); loaded up to it and truncated the rest (aof-load-truncated yes)"
                 );
-                OpenOptions::new()
-                    .write(true)
-                    .open(path)
+                open_nofollow(path, OpenOptions::new().write(true))
                     .and_then(|f| {
                         f.set_len(at)?;
                         f.sync_all()
@@ -368,16 +648,25 @@ impl Aof {
     }
 
     /// Opens the loaded file for appending: the stream from `stream_end`
-    /// on goes after what it holds.
-    pub fn open_existing(&self, store: &Store, replayed: &Replayed) -> io::Result<()> {
-        let mut file = OpenOptions::new().write(true).open(&self.path)?;
-        file.seek(SeekFrom::Start(replayed.size))?;
+    /// on goes after what it holds. A file of the format before
+    /// checksummed blocks is rewritten first (a fresh base of what it
+    /// loaded), so that no file mixes the two.
+    pub fn open_existing(&self, store: &Store, replayed: &Replayed, now: Nanos) -> io::Result<()> {
+        if !replayed.checksummed {
+            tracing::warn!(path = %self.path.display(), "append-only file of the format before checksummed blocks: loaded, now rewritten in the new one");
+            return self.start(store, now).map_err(|e| match e {
+                ErrorKind::Io(e) => e,
+                other => io::Error::other(other.to_string()),
+            });
+        }
+        let file = open_nofollow(&self.path, OpenOptions::new().append(true))?;
         let mut w = self.writer.lock();
         store.effects.set_capture(true);
         w.end = store.effects.take_captured(&mut w.pending);
         w.pending.clear();
         w.file = Some(file);
         w.len = replayed.size;
+        w.need_base = false;
         self.size.store(replayed.size, Ordering::Relaxed);
         self.base_size.store(replayed.base_size, Ordering::Relaxed);
         self.mark(w.end, true);
@@ -387,13 +676,25 @@ impl Aof {
 
     /// Starts the file from the keyspace as it is (none was loaded, or
     /// `CONFIG SET appendonly yes`): takes the stream, writes a base, and
-    /// is on once the base is in place.
+    /// is in place once the base is. It is on from the start: with
+    /// `always`, a write acknowledged while the base is written waits
+    /// for the base and its effect to be in the file, fsynced.
     pub fn start(&self, store: &Store, now: Nanos) -> Result<(), ErrorKind> {
+        let started = self.start_inner(store, now);
+        self.done_starting();
+        started
+    }
+
+    fn start_inner(&self, store: &Store, now: Nanos) -> Result<(), ErrorKind> {
         if self.rewriting() {
             return Err(ErrorKind::Io(io::Error::other(
                 "a rewrite of the previous file is still running; try again",
             )));
         }
+        self.acquire().map_err(|e| match e {
+            AofError::Io { source, .. } => ErrorKind::Io(source),
+            other => ErrorKind::Io(io::Error::other(other.to_string())),
+        })?;
         {
             let mut w = self.writer.lock();
             store.effects.set_capture(true);
@@ -401,26 +702,45 @@ impl Aof {
             w.end = store.effects.take_captured(&mut w.pending);
             w.pending.clear();
             w.file = None;
+            w.need_base = true;
+            self.on.store(true, Ordering::Release);
         }
-        self.rewrite(store, now)?;
-        self.on.store(true, Ordering::Release);
+        if let Err(e) = self.rewrite(store, now) {
+            let mut w = self.writer.lock();
+            self.on.store(false, Ordering::Release);
+            w.pending = Vec::new();
+            drop(w);
+            self.release();
+            self.durable.notify_waiters();
+            return Err(e);
+        }
         Ok(())
     }
 
     /// Stops the file (`CONFIG SET appendonly no`, shutdown): what the
-    /// stream holds is written and fsynced first.
+    /// stream holds is written and fsynced first; the lock is let go.
     pub fn close(&self, store: &Store) -> io::Result<()> {
         let result = self.flush(store, true);
         let mut w = self.writer.lock();
         self.on.store(false, Ordering::Release);
+        self.refusing.store(false, Ordering::Relaxed);
         store.effects.set_capture(false);
         w.file = None;
         // A rewrite under way finds no tail to finish with, and gives up.
         w.tail = None;
         w.pending = Vec::new();
+        w.need_base = false;
+        self.pending.store(0, Ordering::Relaxed);
         drop(w);
+        self.release();
         self.durable.notify_waiters();
         result
+    }
+
+    /// Whether the file lacks effects and waits for a fresh base (the
+    /// writer thread rewrites it).
+    pub fn needs_base(&self) -> bool {
+        self.is_on() && !self.rewriting() && self.writer.lock().need_base
     }
 
     /// Writes what the stream holds to the file, and fsyncs it if `sync`
@@ -443,46 +763,75 @@ impl Aof {
             // history): what was asked for before is past it now.
             self.requested.store(end, Ordering::Release);
         }
+        if w.pending.len() > MAX_PENDING && w.file.is_some() {
+            // The disk has taken nothing for a while and the stream goes
+            // on (a replica's, expiries): drop the bytes, and start the
+            // file again from a base, which holds their effects.
+            tracing::error!(
+                path = %self.path.display(),
+                bytes = w.pending.len(),
+                "append-only file: more than {MAX_PENDING} bytes wait for a disk that takes none; dropped, the file will be started again from a fresh base"
+            );
+            w.pending = Vec::new();
+            w.file = None;
+            w.tail = None;
+            w.need_base = true;
+        }
         let Writer {
             file,
             len,
             pending,
             dirty,
             tail,
+            blocks,
+            need_base,
             ..
         } = w;
         let Some(f) = file.as_mut() else {
-            // A first base is being written: the bytes are its tail.
+            // A base is being written: the bytes are its tail (or, before
+            // its walk starts, in the keyspace it walks). Written, not
+            // fsynced: `always` replies wait for the base to be in place.
             if let Some(t) = tail {
                 t.extend_from_slice(pending);
             }
             pending.clear();
-            self.mark(end, true);
+            self.pending.store(0, Ordering::Relaxed);
+            self.mark(end, false);
             return Ok(());
         };
         if !pending.is_empty() {
-            if let Err(e) = f.write_all(pending) {
-                // Back to the last whole frame, to be written again.
-                let _ = f.set_len(*len).and_then(|()| f.seek(SeekFrom::Start(*len)));
-                self.last_write_ok.store(false, Ordering::Relaxed);
+            blocks.clear();
+            encode_blocks(blocks, pending);
+            if let Err(e) = self.injected().and_then(|()| f.write_all(blocks)) {
+                // Back to the last whole block, to be written again; if
+                // even that fails, the file is started again from a base.
+                if f.set_len(*len).is_err() {
+                    *file = None;
+                    *need_base = true;
+                    pending.clear();
+                    *tail = None;
+                }
+                self.pending.store(pending.len() as u64, Ordering::Relaxed);
+                self.failed(&e);
                 return Err(e);
             }
-            *len += pending.len() as u64;
+            *len += blocks.len() as u64;
             if let Some(t) = tail {
                 t.extend_from_slice(pending);
             }
             pending.clear();
             *dirty = true;
             self.size.store(*len, Ordering::Relaxed);
+            self.pending.store(0, Ordering::Relaxed);
         }
         self.written.store(end, Ordering::Release);
         if sync && *dirty {
-            f.sync_data().inspect_err(|_| {
-                self.last_write_ok.store(false, Ordering::Relaxed);
-            })?;
+            self.injected()
+                .and_then(|()| f.sync_data())
+                .inspect_err(|e| self.failed(e))?;
             *dirty = false;
         }
-        self.last_write_ok.store(true, Ordering::Relaxed);
+        self.succeeded();
         if !*dirty {
             self.synced.store(end, Ordering::Release);
         }
@@ -552,10 +901,13 @@ impl Aof {
         let made = (|| {
             let (file, tmp) = snapshot::create_temp(&self.path)?;
             let base = (|| {
+                set_append(&file)?;
                 let mut bw = BufWriter::with_capacity(1 << 20, file);
                 snapshot::write(store, now, &mut bw)?;
+                bw.write_all(TAIL_MAGIC)?;
                 let mut file = bw.into_inner().map_err(|e| e.into_error())?;
                 let base = file.stream_position()?;
+                self.injected()?;
                 file.sync_data()?;
                 Ok((file, base))
             })();
@@ -577,22 +929,27 @@ impl Aof {
             let tail = w.tail.take().ok_or_else(|| {
                 io::Error::other("the append-only file was turned off during the rewrite")
             })?;
-            file.write_all(&tail)?;
+            let mut blocks = Vec::new();
+            encode_blocks(&mut blocks, &tail);
+            self.injected()?;
+            file.write_all(&blocks)?;
             file.sync_data()?;
             snapshot::install(&tmp, &self.path).map_err(|e| match e {
                 ErrorKind::Io(e) => e,
                 other => io::Error::other(other.to_string()),
             })?;
-            Ok::<u64, io::Error>(base + tail.len() as u64)
+            Ok::<u64, io::Error>(base + blocks.len() as u64)
         })();
         match switched {
             Ok(len) => {
                 w.file = Some(file);
                 w.len = len;
                 w.dirty = false;
+                w.need_base = false;
                 self.size.store(len, Ordering::Relaxed);
                 self.base_size.store(base, Ordering::Relaxed);
                 self.mark(w.end, true);
+                self.succeeded();
                 drop(w);
                 self.durable.notify_waiters();
                 Ok(())
@@ -603,6 +960,62 @@ impl Aof {
                 Err(ErrorKind::Io(e))
             }
         }
+    }
+}
+
+impl std::fmt::Debug for Aof {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Aof")
+            .field("path", &self.path)
+            .field("on", &self.is_on())
+            .finish_non_exhaustive()
+    }
+}
+
+/// Opens `path` without following a symbolic link (`O_NOFOLLOW`: a link
+/// planted there fails with `ELOOP` instead of sending writes elsewhere).
+fn open_nofollow(path: &Path, options: &mut OpenOptions) -> io::Result<File> {
+    options.custom_flags(libc::O_NOFOLLOW).open(path)
+}
+
+/// Makes every write of `file` go at its end (`O_APPEND`), as the loaded
+/// file is opened.
+fn set_append(file: &File) -> io::Result<()> {
+    let fd = file.as_raw_fd();
+    // SAFETY: fcntl on a descriptor `file` owns.
+    let flags = unsafe { libc::fcntl(fd, libc::F_GETFL) };
+    if flags < 0 {
+        return Err(io::Error::last_os_error());
+    }
+    // SAFETY: as above.
+    if unsafe { libc::fcntl(fd, libc::F_SETFL, flags | libc::O_APPEND) } < 0 {
+        return Err(io::Error::last_os_error());
+    }
+    Ok(())
+}
+
+/// Appends `payload` (whole frames) to `out` as checksummed blocks of at
+/// most about [`MAX_BLOCK`] bytes, cut at frame boundaries.
+pub fn encode_blocks(out: &mut Vec<u8>, payload: &[u8]) {
+    let mut rest = payload;
+    while !rest.is_empty() {
+        let mut n = 0;
+        while n < rest.len() && n < MAX_BLOCK {
+            match effects::next_frame(&rest[n..]) {
+                Some((_, _, taken)) => n += taken,
+                // Not a whole frame (never, from the stream): the rest
+                // as one block, as it is.
+                None => n = rest.len(),
+            }
+        }
+        let n = n.min(rest.len());
+        let (body, after) = rest.split_at(n);
+        let len = (body.len() as u32).to_le_bytes();
+        out.extend_from_slice(&len);
+        out.extend_from_slice(&crc32fast::hash(&len).to_le_bytes());
+        out.extend_from_slice(body);
+        out.extend_from_slice(&crc32fast::hash(body).to_le_bytes());
+        rest = after;
     }
 }
 
@@ -631,9 +1044,11 @@ impl ReplayError {
 }
 
 /// Loads a file's bytes into `store`. `Ok(Err((what loaded, at)))` when
-/// the last frame is torn at byte `at` (cut short, or followed by nothing
-/// but zeros, as a file extended but not written before a crash reads).
-/// The fuzz target `aof` runs this on arbitrary bytes.
+/// the last block is torn at byte `at` (its bytes run past the end of the
+/// file; or it ends the file and its payload does not check, or only
+/// zeros follow, as a file extended but not written before a crash
+/// reads). Nothing of a torn block is applied. The fuzz target `aof` runs
+/// this on arbitrary bytes.
 #[allow(clippy::type_complexity)]
 pub fn replay(
     store: &Store,
@@ -648,7 +1063,94 @@ pub fn replay(
         snapshot::read_prefix(store, bytes, now).map_err(ReplayError::Base)?;
     r.base = base;
     r.base_size = base_len;
-    let mut at = base_len as usize;
+    let at = base_len as usize;
+    let rest = &bytes[at..];
+    if rest.starts_with(TAIL_MAGIC) {
+        r.checksummed = true;
+        r.base_size = (at + TAIL_MAGIC.len()) as u64;
+        return replay_blocks(store, bytes, at + TAIL_MAGIC.len(), now, r);
+    }
+    if !rest.is_empty() && TAIL_MAGIC.starts_with(rest) {
+        // The marker cut short (a rewrite never leaves this: it renames
+        // a whole file in place).
+        r.size = at as u64;
+        return Ok(Err((r, at as u64)));
+    }
+    replay_frames(store, bytes, at, now, r)
+}
+
+/// The checksummed tail: blocks from byte `at`.
+#[allow(clippy::type_complexity)]
+fn replay_blocks(
+    store: &Store,
+    bytes: &[u8],
+    mut at: usize,
+    now: Nanos,
+    mut r: Replayed,
+) -> Result<Result<Replayed, (Replayed, u64)>, ReplayError> {
+    let corrupt = |at: usize, why: &str| ReplayError::Corrupt {
+        at: at as u64,
+        why: why.to_string(),
+    };
+    while at < bytes.len() {
+        let rest = &bytes[at..];
+        let torn = rest.len() < BLOCK_HEAD || rest.iter().all(|&b| b == 0);
+        if torn {
+            r.size = at as u64;
+            return Ok(Err((r, at as u64)));
+        }
+        let (len, check) = (&rest[..4], &rest[4..8]);
+        if crc32fast::hash(len).to_le_bytes() != check {
+            return Err(corrupt(at, "a block's length does not match its checksum"));
+        }
+        let n = u32::from_le_bytes(len.try_into().expect("4 bytes")) as usize;
+        let end = BLOCK_HEAD + n + BLOCK_TRAILER;
+        if rest.len() < end {
+            // Runs past the end of the file: the write a crash cut short.
+            r.size = at as u64;
+            return Ok(Err((r, at as u64)));
+        }
+        let payload = &rest[BLOCK_HEAD..BLOCK_HEAD + n];
+        if crc32fast::hash(payload).to_le_bytes() != rest[BLOCK_HEAD + n..end] {
+            if rest.len() == end {
+                // The last block, its pages not all written.
+                r.size = at as u64;
+                return Ok(Err((r, at as u64)));
+            }
+            return Err(corrupt(
+                at,
+                "a block's bytes do not match its checksum (changed after they were written)",
+            ));
+        }
+        let mut p = 0;
+        while p < payload.len() {
+            let frame_at = at + BLOCK_HEAD + p;
+            let Some((kind, body, taken)) = effects::next_frame(&payload[p..]) else {
+                return Err(corrupt(frame_at, "a record runs past the end of its block"));
+            };
+            store
+                .apply_frame(kind, body, now)
+                .map_err(|e| corrupt(frame_at, &e.to_string()))?;
+            r.effects += 1;
+            p += taken;
+        }
+        at += end;
+    }
+    r.size = at as u64;
+    Ok(Ok(r))
+}
+
+/// The tail of a file written before checksummed blocks: frames straight
+/// after the base. A frame cut short at the end is torn; nothing else
+/// can tell a flipped byte here.
+#[allow(clippy::type_complexity)]
+fn replay_frames(
+    store: &Store,
+    bytes: &[u8],
+    mut at: usize,
+    now: Nanos,
+    mut r: Replayed,
+) -> Result<Result<Replayed, (Replayed, u64)>, ReplayError> {
     while at < bytes.len() {
         let rest = &bytes[at..];
         let Some((kind, body, n)) = effects::next_frame(rest) else {

@@ -86,11 +86,17 @@ fn round_timeout(on: bool, busy: bool, fsync: Fsync, since_sync: Duration) -> Du
     .max(Duration::from_micros(100))
 }
 
+/// While the file's writes fail, how often they are tried again (and,
+/// when the file lacks effects, a fresh base).
+const RETRY: Duration = Duration::from_millis(100);
+const REBASE_EVERY: Duration = Duration::from_secs(1);
+
 fn run(state: &Arc<State>) {
     let (aof, s) = (&state.aof, &state.settings);
     let mut last_sync = Instant::now();
     let mut failing = false;
     let mut wrote = false;
+    let mut last_rebase: Option<Instant> = None;
     loop {
         let fsync = Fsync::from_index(s.appendfsync.load(Ordering::Relaxed));
         aof.set_fsync(fsync);
@@ -99,7 +105,10 @@ fn run(state: &Arc<State>) {
         // in a millisecond instead of being woken by every batch.
         let offset = state.store.effects.offset();
         let busy = aof.is_on() && fsync != Fsync::Always && !aof.set_idle(!wrote, offset);
-        let timeout = round_timeout(aof.is_on(), busy, fsync, last_sync.elapsed());
+        let mut timeout = round_timeout(aof.is_on(), busy, fsync, last_sync.elapsed());
+        if failing {
+            timeout = timeout.min(RETRY);
+        }
         let Some(rewrite) = aof.wait(timeout) else {
             break;
         };
@@ -121,19 +130,37 @@ fn run(state: &Arc<State>) {
                 if sync {
                     last_sync = Instant::now();
                 }
-                if failing {
-                    tracing::info!("append-only file written again");
+                if failing && aof.write_error().is_none() {
+                    tracing::warn!(path = %aof.path().display(), "append-only file written again: write commands are accepted again");
                     failing = false;
                 }
             }
             Err(e) => {
-                // Logged once per failing spell; retried each round, and
-                // `always` replies wait for it meanwhile.
+                if fsync == Fsync::Always {
+                    // Replies wait for this write: exit rather than hang
+                    // every client (or, in tests, the hook's say).
+                    aof.fatal(&e);
+                }
+                // Logged once per failing spell; retried every RETRY.
                 if !failing {
-                    tracing::error!(path = %aof.path().display(), "append-only file write failed: {e}");
+                    tracing::error!(
+                        path = %aof.path().display(),
+                        "append-only file write failed: {}; write commands are refused (-MISCONF) until a write succeeds again",
+                        crate::persist::aof::Aof::strerror(&e)
+                    );
                     failing = true;
                 }
-                thread::sleep(Duration::from_millis(100));
+                thread::sleep(RETRY);
+            }
+        }
+        // The file lacks effects (the disk took none for too long): a
+        // fresh base, tried at most once a second.
+        if aof.needs_base() && last_rebase.is_none_or(|t| t.elapsed() >= REBASE_EVERY) {
+            last_rebase = Some(Instant::now());
+            failing = true;
+            if aof.rewrite(&state.store, state.clock.now()).is_ok() {
+                tracing::warn!(path = %aof.path().display(), "append-only file started again from a fresh base: write commands are accepted again");
+                failing = false;
             }
         }
         let (pct, min) = (
@@ -154,6 +181,7 @@ fn run(state: &Arc<State>) {
             }
         }
     }
+    aof.release();
 }
 
 /// Starts or stops the file when `CONFIG SET appendonly` changed it.
@@ -161,6 +189,10 @@ fn follow_setting(state: &State) {
     let (aof, fx) = (&state.aof, &state.store.effects);
     let wanted = state.settings.appendonly.load(Ordering::Relaxed);
     if wanted == aof.is_on() {
+        if !wanted {
+            // Turned on and off again before this thread looked.
+            aof.done_starting();
+        }
         return;
     }
     if wanted {

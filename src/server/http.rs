@@ -187,6 +187,7 @@ pub fn readings(state: &State) -> crate::metrics::Readings<'_> {
         maxmemory: state.settings.get(&state.settings.maxmemory),
         uptime: state.started.elapsed(),
         persist: state.persist.as_deref(),
+        aof: &state.aof,
         scripts_cached: state.scripts.len(),
         lua_memory: state.scripts.used_memory(),
         policies: &state.policies,

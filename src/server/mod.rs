@@ -549,7 +549,7 @@ fn load_aof(state: &State) -> Result<bool, StartError> {
         return Ok(false);
     };
     floor_clock(state, aof.path(), r.base.written_at);
-    aof.open_existing(&state.store, &r)
+    aof.open_existing(&state.store, &r, state.clock.now())
         .map_err(|source| crate::persist::aof::AofError::Io {
             path: aof.path().to_owned(),
             source,
@@ -576,6 +576,9 @@ fn start_aof(state: &State) -> Result<(), StartError> {
     ));
     state.store.effects.set_emitting(true);
     if !aof.is_on() {
+        // A second server on the file is refused in these words, not as
+        // a base that failed.
+        aof.acquire()?;
         aof.start(&state.store, state.clock.now()).map_err(|kind| {
             crate::persist::aof::AofError::Base {
                 path: aof.path().to_owned(),

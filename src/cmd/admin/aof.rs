@@ -36,6 +36,8 @@ pub fn bgrewriteaof(ctx: &mut Ctx<'_>, _req: &Request<'_>) -> Result<(), CmdErro
 
 /// `INFO persistence`'s append-only file lines, as Redis 7.0 names them
 /// (the sizes only while the file is on, as Redis shows them).
+/// `aof_last_write_status:err` while write commands are refused with
+/// `-MISCONF`; `aof_buffer_length` is what waits for the file.
 pub fn info(state: &State, t: &mut String) -> std::fmt::Result {
     let aof = &state.aof;
     let ok = |b: &std::sync::atomic::AtomicBool| match b.load(Ordering::Relaxed) {
@@ -55,9 +57,10 @@ pub fn info(state: &State, t: &mut String) -> std::fmt::Result {
     if aof.is_on() {
         write!(
             t,
-            "aof_current_size:{}\r\naof_base_size:{}\r\naof_path:{}\r\n",
+            "aof_current_size:{}\r\naof_base_size:{}\r\naof_buffer_length:{}\r\naof_path:{}\r\n",
             Stats::read(&aof.size),
             Stats::read(&aof.base_size),
+            Stats::read(&aof.pending),
             aof.path().display(),
         )?;
     }

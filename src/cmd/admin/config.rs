@@ -514,7 +514,7 @@ pub fn set(ctx: &mut Ctx<'_>, req: &Request<'_>) -> Result<(), CmdError> {
     let s = &ctx.state.settings;
     let fsync = crate::persist::aof::Fsync::from_index(s.appendfsync.load(Ordering::Relaxed));
     ctx.state.aof.set_fsync(fsync);
-    ctx.state.aof.poke();
+    ctx.state.aof.follow(s.appendonly.load(Ordering::Relaxed));
     ctx.out.ok();
     Ok(())
 }

@@ -3,7 +3,7 @@
 //! command, then runs it (or queues it in `MULTI`), counts and times it.
 
 use super::multi;
-use super::run::{admit_write, fail, run};
+use super::run::{admit_persist, admit_write, fail, run};
 use crate::cmd::admin::cluster;
 use crate::cmd::admin::pubsub::ALLOWED_WHILE_SUBSCRIBED;
 use crate::cmd::registry::error::CmdError;
@@ -63,7 +63,8 @@ fn names_exec(ctx: &Ctx<'_>, req: &Request<'_>) -> bool {
 
 /// Resolves a request to its command and the spec that runs it (the
 /// subcommand's, if any) and makes the checks Redis makes before running
-/// or queueing one: arity, auth, cluster slot, `--maxmemory`, `no_multi`.
+/// or queueing one: arity, auth, cluster slot, `--maxmemory`, the
+/// append-only file's failed write (`-MISCONF`), `no_multi`.
 /// On refusal, the command (if one was found) and why.
 #[allow(clippy::type_complexity)]
 fn check(
@@ -92,6 +93,9 @@ fn check(
     }
     if spec.flags.contains(Flags::DENYOOM) {
         admit_write(ctx, spec, req).map_err(refuse)?;
+    }
+    if spec.flags.contains(Flags::WRITE) {
+        admit_persist(ctx.state).map_err(refuse)?;
     }
     // A RESP2 connection that subscribes can only (un)subscribe, as in
     // Redis: its replies share the stream with the messages.

@@ -229,6 +229,11 @@ fn admit(ctx: &Ctx<'_>, tx: &Transaction) -> Result<(), CmdError> {
         if spec.flags.contains(Flags::DENYOOM) {
             admit_write(ctx, spec, &q.request(&tx.spans))?;
         }
+        // The file failed since the write was queued: EXEC is refused
+        // whole, as Redis refuses an EXEC with writes.
+        if spec.flags.contains(Flags::WRITE) {
+            super::run::admit_persist(ctx.state)?;
+        }
     }
     Ok(())
 }

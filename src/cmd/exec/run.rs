@@ -54,6 +54,24 @@ pub(crate) fn admit_write(
     }
 }
 
+/// Refuses a write while the append-only file's last write failed (a
+/// full disk), as Redis does under every `appendfsync`: what would be
+/// acknowledged could not be kept. Reads go on; writes are accepted again
+/// once a write of the file succeeds. The dispatcher, `EXEC` and a
+/// script's `redis.call` ask before a write.
+pub(crate) fn admit_persist(state: &crate::state::State) -> Result<(), CmdError> {
+    match state.aof.write_error() {
+        None => Ok(()),
+        Some(e) => Err(CmdError::Prefixed(
+            format!(
+                "MISCONF Errors writing to the AOF file: {}",
+                crate::persist::aof::Aof::strerror(&e)
+            )
+            .into(),
+        )),
+    }
+}
+
 /// Runs a checked command (`spec` is `cmd` or its subcommand) and writes
 /// its reply or its error; counts and, sampled, times it. `EXEC` runs
 /// each queued command through here.

@@ -63,10 +63,15 @@ pub fn find(sha: &str) -> Option<&'static Native> {
 /// Whether the Lua path's `redis.call` would refuse nothing a catalogued
 /// script calls for a reason the native code does not check: no replica
 /// (writes answer `READONLY`), no cluster (slot checks), not over
-/// `--maxmemory` (`-OOM`), and every command under its own name.
+/// `--maxmemory` (`-OOM`), the append-only file writable (`-MISCONF`),
+/// and every command under its own name.
 fn allowed(ctx: &Ctx<'_>, native: &Native, over_maxmemory: bool) -> bool {
     let state = ctx.state;
-    if state.replication.is_replica() || state.cluster.is_some() || over_maxmemory {
+    if state.replication.is_replica()
+        || state.cluster.is_some()
+        || over_maxmemory
+        || state.aof.write_error().is_some()
+    {
         return false;
     }
     if state.renames.by_name.is_empty() {
