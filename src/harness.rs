@@ -76,7 +76,7 @@ impl Harness {
             return Vec::new();
         }
         self.input.extend_from_slice(bytes);
-        let mut commands = 0;
+        let mut turn = batch::Turn::default();
         loop {
             let step = batch::run(
                 &self.state,
@@ -85,11 +85,12 @@ impl Harness {
                 &mut self.decoder,
                 &mut self.input,
                 &mut self.out,
-                &mut commands,
+                &mut turn,
             );
             match step {
-                // Nothing to write to: the replies are returned whole.
-                Step::Flush => continue,
+                // Nothing to write to, and no other client to let run:
+                // the replies are returned whole.
+                Step::Flush | Step::Yield => continue,
                 // No replicas here: `WAIT` answers at once with none, and
                 // `PSYNC` has no socket to take.
                 Step::Park => match self.session.parked.take() {
@@ -110,7 +111,7 @@ impl Harness {
                 }
             }
         }
-        batch::finish(&self.state, &mut self.session, commands);
+        batch::finish(&self.state, &mut self.session, turn.commands);
         let replies = self.out.buffer().to_vec();
         self.out.buffer().clear();
         replies

@@ -1,5 +1,9 @@
 //! One client: read, decode every complete request in the buffer, run each,
-//! collect every reply in one write buffer, write once per batch.
+//! collect every reply in one write buffer, write once per batch. A turn
+//! is one read and at most [`batch::TURN_BYTES`] of requests; a client
+//! whose input is waiting when it is asked for yields to the others and to
+//! the sockets' poll between turns, so one pipelining flood cannot hold
+//! the worker.
 
 use super::replication::unsent;
 use bytes::BytesMut;
@@ -132,67 +136,84 @@ async fn serve<S: AsyncRead + AsyncWrite + AsRawFd + Unpin>(
         over_soft: None,
         subscribed: false,
     };
+    // The last turn stopped on its budget with requests left in `buf`:
+    // the next runs them before reading more.
+    let mut unrun = false;
     loop {
-        // A buffer given back while idle is made again by the next read
-        // (at first small: `read_buf` asks for room as it needs it).
-        if buf.capacity() > 0 && buf.capacity() - buf.len() < READ_CHUNK / 4 {
-            buf.reserve(READ_CHUNK);
-        }
-        // A subscriber also wakes for messages published to it.
-        let mailbox = session.subs.as_ref().map(|s| s.mailbox.clone());
-        stops.subscribed = session.subscriptions() > 0;
-        let read = match &mailbox {
-            None => stops.around(Wait::Request, socket.read_buf(&mut buf)).await,
-            Some(mailbox) => {
-                let either = async {
-                    tokio::select! {
-                        r = socket.read_buf(&mut buf) => Some(r),
-                        _ = mailbox.ready() => None,
-                    }
-                };
-                match stops.around(Wait::Request, either).await {
-                    Ok(Some(r)) => Ok(r),
-                    Ok(None) => {
-                        mailbox.drain_into(&mut out);
-                        if let Err(why) = flush(socket, &mut out, &mut stops).await {
-                            return why;
+        // Whether this turn's input was waiting before it was asked for:
+        // the client sends faster than it is served.
+        let mut streaming = unrun;
+        if !unrun {
+            // A buffer given back while idle is made again by the next read
+            // (at first small: `read_buf` asks for room as it needs it).
+            if buf.capacity() > 0 && buf.capacity() - buf.len() < READ_CHUNK / 4 {
+                buf.reserve(READ_CHUNK);
+            }
+            // A subscriber also wakes for messages published to it.
+            let mailbox = session.subs.as_ref().map(|s| s.mailbox.clone());
+            stops.subscribed = session.subscriptions() > 0;
+            let mut waited = false;
+            let read = match &mailbox {
+                None => {
+                    let read = noting_wait(socket.read_buf(&mut buf), &mut waited);
+                    stops.around(Wait::Request, read).await
+                }
+                Some(mailbox) => {
+                    let either = async {
+                        tokio::select! {
+                            r = socket.read_buf(&mut buf) => Some(r),
+                            _ = mailbox.ready() => None,
                         }
-                        continue;
+                    };
+                    match stops
+                        .around(Wait::Request, noting_wait(either, &mut waited))
+                        .await
+                    {
+                        Ok(Some(r)) => Ok(r),
+                        Ok(None) => {
+                            mailbox.drain_into(&mut out);
+                            if let Err(why) = flush(socket, &mut out, &mut stops).await {
+                                return why;
+                            }
+                            continue;
+                        }
+                        Err(why) => Err(why),
                     }
-                    Err(why) => Err(why),
                 }
-            }
-        };
-        let read = match read {
-            Ok(r) => r,
-            Err(Close::Release) => {
-                if buf.is_empty() {
-                    buf = BytesMut::new();
-                    info.set_qbuf(0, 0);
-                    held.set(out.capacity());
+            };
+            streaming = !waited;
+            let read = match read {
+                Ok(r) => r,
+                Err(Close::Release) => {
+                    if buf.is_empty() {
+                        buf = BytesMut::new();
+                        info.set_qbuf(0, 0);
+                        held.set(out.capacity());
+                    }
+                    continue;
                 }
-                continue;
+                Err(why) => return why,
+            };
+            match read {
+                Ok(0) => return Close::Eof,
+                Ok(n) => {
+                    stops.heard = tokio::time::Instant::now();
+                    since_empty += n;
+                    Stats::add(&state.stats.net_input_bytes, n as u64);
+                    held.set(buf.capacity() + out.capacity());
+                }
+                Err(e) => return Close::Io(e),
             }
-            Err(why) => return why,
-        };
-        match read {
-            Ok(0) => return Close::Eof,
-            Ok(n) => {
-                stops.heard = tokio::time::Instant::now();
-                since_empty += n;
-                Stats::add(&state.stats.net_input_bytes, n as u64);
-                held.set(buf.capacity() + out.capacity());
+            // Messages published before these commands arrived go out before
+            // their replies, as Redis writes them into the subscriber's output
+            // first: a `PING` after a `PUBLISH` is answered after its message.
+            if let Some(mailbox) = &mailbox {
+                mailbox.drain_into(&mut out);
             }
-            Err(e) => return Close::Io(e),
-        }
-        // Messages published before these commands arrived go out before
-        // their replies, as Redis writes them into the subscriber's output
-        // first: a `PING` after a `PUBLISH` is answered after its message.
-        if let Some(mailbox) = &mailbox {
-            mailbox.drain_into(&mut out);
         }
 
-        let mut commands = 0u64;
+        let mut turn = batch::Turn::default();
+        unrun = false;
         let close = loop {
             match batch::run(
                 state,
@@ -201,9 +222,13 @@ async fn serve<S: AsyncRead + AsyncWrite + AsRawFd + Unpin>(
                 &mut decoder,
                 &mut buf,
                 &mut out,
-                &mut commands,
+                &mut turn,
             ) {
                 Step::Drained => break None,
+                Step::Yield => {
+                    unrun = true;
+                    break None;
+                }
                 Step::Flush => {
                     if let Err(why) = flush(socket, &mut out, &mut stops).await {
                         return why;
@@ -215,7 +240,7 @@ async fn serve<S: AsyncRead + AsyncWrite + AsRawFd + Unpin>(
                     }
                     match session.parked.take() {
                         Some(Park::Psync { replid, offset }) => {
-                            batch::finish(state, session, commands);
+                            batch::finish(state, session, turn.commands);
                             return Close::Psync(replid, offset);
                         }
                         Some(Park::Wait {
@@ -269,7 +294,7 @@ async fn serve<S: AsyncRead + AsyncWrite + AsRawFd + Unpin>(
                 Step::End(End::Protocol) => break Some(Close::Protocol),
             }
         };
-        batch::finish(state, session, commands);
+        batch::finish(state, session, turn.commands);
         // Every request read has been answered: read again from the start
         // of the buffer, so a connection keeps touching the same few cache
         // lines instead of walking its 16 KiB (with a thousand connections
@@ -291,7 +316,17 @@ async fn serve<S: AsyncRead + AsyncWrite + AsRawFd + Unpin>(
         if let Some(subs) = &session.subs {
             subs.mailbox.drain_into(&mut out);
         }
-        if !out.is_empty() {
+        if streaming {
+            // Input is waiting for this connection: had it read again at
+            // once, it would never wait, and a worker polls the sockets
+            // only when its run queue empties or every `event_interval`
+            // (2,048) tasks, so one flooding client kept every other
+            // unheard for hundreds of milliseconds. Deferred, it runs
+            // again once the tasks ready now have run and the sockets
+            // have been polled: one turn each, as Redis's event loop
+            // serves its clients.
+            tokio::task::yield_now().await;
+        } else if !out.is_empty() {
             behind_the_ready().await;
         }
         if let Err(why) = flush(socket, &mut out, &mut stops).await {
@@ -302,16 +337,30 @@ async fn serve<S: AsyncRead + AsyncWrite + AsRawFd + Unpin>(
             return why;
         }
         // Redis closes, without a reply, a client whose unprocessed input
-        // outgrows the limit.
-        if buf.len() as u64
-            > state
-                .settings
-                .get(&state.settings.client_query_buffer_limit)
+        // outgrows the limit: what is left once the requests it read have
+        // run (a turn that stopped on its budget has not run them all).
+        if !unrun
+            && buf.len() as u64
+                > state
+                    .settings
+                    .get(&state.settings.client_query_buffer_limit)
         {
             tracing::warn!(client = info.id, addr = %info.addr, "closing client that reached max query buffer length");
             return Close::QueryBufferLimit;
         }
     }
+}
+
+/// Runs `io`, noting in `waited` whether it was ever pending: a read that
+/// was not, found its input already there.
+async fn noting_wait<F: Future>(io: F, waited: &mut bool) -> F::Output {
+    let mut io = std::pin::pin!(io);
+    std::future::poll_fn(|cx| {
+        let poll = io.as_mut().poll(cx);
+        *waited |= poll.is_pending();
+        poll
+    })
+    .await
 }
 
 /// Resolves on its second poll, having woken its task on the first.

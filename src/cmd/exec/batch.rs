@@ -17,6 +17,21 @@ use crate::store::{Keyspace, PREFETCH_MAX};
 /// grow the write buffer without bound before its first byte leaves.
 pub const FLUSH_AT: usize = 64 * 1024;
 
+/// Bytes of requests one turn runs before its connection writes and lets
+/// the others run ([`Step::Yield`]): Redis reads at most 16 KiB a client
+/// per turn of its event loop. Twice the connection's usual read, so a
+/// read of the usual size is one turn; what it bounds is a read into a
+/// buffer a large request grew, which may bring megabytes of pipeline.
+pub const TURN_BYTES: usize = 32 * 1024;
+
+/// What one turn of a connection has run: its requests, published by
+/// [`finish`], and their bytes, against [`TURN_BYTES`].
+#[derive(Debug, Default)]
+pub struct Turn {
+    pub commands: u64,
+    pub bytes: usize,
+}
+
 /// Why a batch asks for the connection to end.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum End {
@@ -38,6 +53,9 @@ pub enum Step {
     Drained,
     /// The replies passed [`FLUSH_AT`]: write them, then run again.
     Flush,
+    /// The turn ran [`TURN_BYTES`] of requests: write the replies, let the
+    /// other clients run, then run again before reading more.
+    Yield,
     /// A command parked the connection (`session.parked`): write the
     /// replies so far, do what it asks, then run again.
     Park,
@@ -47,8 +65,9 @@ pub enum Step {
 
 /// Decodes and runs every complete request in `buf`, each reply appended
 /// to `out`, until the buffer holds no complete request, the replies need
-/// writing, or the connection must end. Counts the requests it ran into
-/// `commands`; [`finish`] publishes them once per read.
+/// writing, the turn has run its share, or the connection must end.
+/// Counts the requests it ran and their bytes into `turn`; [`finish`]
+/// publishes the count once per turn.
 pub fn run(
     state: &State,
     registry: &'static Registry,
@@ -56,7 +75,7 @@ pub fn run(
     decoder: &mut Decoder,
     buf: &mut BytesMut,
     out: &mut ReplyBuf,
-    commands: &mut u64,
+    turn: &mut Turn,
 ) -> Step {
     // Requests left before the next look ahead.
     let mut ahead = 0;
@@ -76,9 +95,11 @@ pub fn run(
                 .unwrap_or(i64::MAX),
             unauthenticated: !session.authenticated,
         };
+        let before = buf.len();
         match decoder.decode(buf, limits) {
             Ok(Some(req)) => {
-                *commands += 1;
+                turn.commands += 1;
+                turn.bytes += before - buf.len();
                 let now = match last {
                     Some(t) if session.tx.in_multi() => t,
                     _ => *last.insert(state.clock.now()),
@@ -117,6 +138,12 @@ pub fn run(
         if out.len() >= FLUSH_AT {
             return Step::Flush;
         }
+        // Only with input left: a turn that ran its buffer out is over
+        // anyway, and one with nothing to run would count for the buffer's
+        // round of small requests (`server/connection.rs`).
+        if turn.bytes >= TURN_BYTES && !buf.is_empty() {
+            return Step::Yield;
+        }
     }
 }
 
@@ -138,12 +165,100 @@ fn prefetch(state: &State, buf: &BytesMut) -> usize {
     requests.max(1)
 }
 
-/// Publishes what a read's batches did: the command count and the
-/// session's tallies, once per read rather than per command.
+/// Publishes what a turn's batches did: the command count and the
+/// session's tallies, once per turn rather than per command.
 pub fn finish(state: &State, session: &mut Session, commands: u64) {
     if commands > 0 {
         Stats::add(&state.stats.commands_processed, commands);
         session.stats.flush(&state.stats);
         session.info.touch();
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::clock::ManualClock;
+    use crate::cmd::registry::table::REGISTRY;
+    use crate::config::Config;
+    use std::net::SocketAddr;
+    use std::sync::Arc;
+
+    fn client() -> (Arc<State>, Session) {
+        let config = Config {
+            metrics_addr: "off".into(),
+            ..Config::for_tests()
+        };
+        let addr: SocketAddr = ([127, 0, 0, 1], 6379).into();
+        let clock = Arc::new(ManualClock::new(Nanos(1_700_000_000 * Nanos::PER_SEC)));
+        let state = Arc::new(State::new(&config, None, clock, addr, &REGISTRY.catalog()));
+        let info = state.clients.register(([127, 0, 0, 1], 50000).into(), addr);
+        let session = Session::new(info, false, REGISTRY.commands().len());
+        (state, session)
+    }
+
+    /// A pipeline of three turns' worth runs in turns of at least
+    /// [`TURN_BYTES`] (and less than one request more), each answered
+    /// in full and in order before the next starts; the last turn ends
+    /// with the buffer, and so does a turn whose one request was larger
+    /// than a turn's share.
+    #[test]
+    fn a_pipeline_runs_a_turn_at_a_time() {
+        let (state, mut session) = client();
+        let mut decoder = Decoder::new();
+        let mut out = ReplyBuf::default();
+        let ping = b"*1\r\n$4\r\nPING\r\n";
+        let total = 3 * TURN_BYTES / ping.len() + 100;
+        let mut buf = BytesMut::from(&ping.repeat(total)[..]);
+        let (mut answered, mut turns) = (0, 0);
+        loop {
+            let mut turn = Turn::default();
+            let step = batch_run(
+                &state,
+                &mut session,
+                &mut decoder,
+                &mut buf,
+                &mut out,
+                &mut turn,
+            );
+            turns += 1;
+            assert_eq!(out.len(), turn.commands as usize * b"+PONG\r\n".len());
+            answered += turn.commands as usize;
+            out.buffer().clear();
+            match step {
+                Step::Yield => {
+                    assert!(turn.bytes >= TURN_BYTES && turn.bytes < TURN_BYTES + ping.len());
+                    assert_eq!(buf.len(), (total - answered) * ping.len());
+                }
+                Step::Drained => break,
+                other => panic!("{other:?}"),
+            }
+        }
+        assert_eq!((answered, turns, buf.len()), (total, 4, 0));
+
+        let big = crate::harness::encode_request(&["SET", "k", &"v".repeat(2 * TURN_BYTES)]);
+        let mut buf = BytesMut::from(&big[..]);
+        let mut turn = Turn::default();
+        let step = batch_run(
+            &state,
+            &mut session,
+            &mut decoder,
+            &mut buf,
+            &mut out,
+            &mut turn,
+        );
+        assert_eq!((step, turn.commands), (Step::Drained, 1));
+        assert_eq!(&out.buffer()[..], b"+OK\r\n");
+    }
+
+    fn batch_run(
+        state: &State,
+        session: &mut Session,
+        decoder: &mut Decoder,
+        buf: &mut BytesMut,
+        out: &mut ReplyBuf,
+        turn: &mut Turn,
+    ) -> Step {
+        run(state, &REGISTRY, session, decoder, buf, out, turn)
     }
 }
