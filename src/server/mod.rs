@@ -393,10 +393,16 @@ pub async fn start(config: &Config, clock: Arc<dyn Clock>) -> Result<ServerHandl
         tokio::spawn(http::serve(
             l,
             state.clone(),
-            config.rls_headers,
+            http::Options {
+                rls_headers: config.rls_headers,
+                allowed_hosts: config.metrics_allowed_hosts.clone(),
+            },
             shutdown_rx.clone(),
         ));
         tracing::info!("metrics listening on http://{a}/metrics");
+        if let Some(why) = http::exposure(&state, a) {
+            tracing::warn!("{why}");
+        }
         a
     });
     let rls_addr = rls_listener.as_ref().map(|(_, a)| *a);
