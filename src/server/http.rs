@@ -333,7 +333,7 @@ fn guard<B>(
         return Ok(());
     }
     let protected = state.settings.protected_mode.load(Ordering::Relaxed);
-    if super::protected_mode_refuses(protected, false, peer) {
+    if protected && !crate::util::is_loopback(peer) {
         return Err(Refusal::Protected);
     }
     Ok(())
