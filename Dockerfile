@@ -9,6 +9,11 @@
 # clients from outside the container are refused until a password is set
 # (TURNSTILE_REQUIREPASS) or protected mode is turned off explicitly
 # (TURNSTILE_PROTECTED_MODE=no), as with Redis.
+# On the metrics port, /metrics and /healthz answer anyone (Prometheus
+# scrapes them by pod IP or service name); the status page and POST /json
+# show key names and change limits, so they follow the same rule: no one
+# from outside until a password is set, then only with it (HTTP Basic or a
+# bearer token; docs/operations.md, "Protecting the metrics port").
 
 # The toolchain this repository is built and tested with.
 ARG RUST_VERSION=1.95

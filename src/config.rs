@@ -96,6 +96,17 @@ pub struct Config {
     /// picks a free one), or `off`.
     #[arg(long, env = "TURNSTILE_METRICS_ADDR", default_value = "127.0.0.1:9898")]
     pub metrics_addr: String,
+    /// Host names (comma-separated) the status page and `POST /json`
+    /// answer to, besides IP literals and `localhost`: a request naming
+    /// another host is refused (421), so a page elsewhere cannot reach
+    /// them by DNS rebinding. `/metrics` and `/healthz` answer any host.
+    #[arg(
+        long,
+        env = "TURNSTILE_METRICS_ALLOWED_HOSTS",
+        value_name = "NAME,...",
+        value_delimiter = ','
+    )]
+    pub metrics_allowed_hosts: Vec<String>,
     /// Cluster mode: every node's HOST:PORT, comma-separated, the same list
     /// on every node; the 16384 slots are split into ranges in list order.
     #[arg(long, env = "TURNSTILE_CLUSTER_NODES", value_name = "HOST:PORT,...")]

@@ -169,6 +169,18 @@ pub fn lcg_step(state: &mut u64) -> u64 {
     *state
 }
 
+/// Whether a peer is on this machine's loopback interface (IPv4-mapped
+/// IPv6 too): protected mode's test, on the Redis port and the metrics
+/// port's guarded pages.
+pub fn is_loopback(ip: std::net::IpAddr) -> bool {
+    match ip {
+        std::net::IpAddr::V4(v4) => v4.is_loopback(),
+        std::net::IpAddr::V6(v6) => {
+            v6.is_loopback() || v6.to_ipv4_mapped().is_some_and(|v4| v4.is_loopback())
+        }
+    }
+}
+
 /// `HOST:PORT` (an IPv6 host in brackets, or bare before the last colon).
 pub fn parse_host_port(s: &str) -> Result<(String, u16), String> {
     let (host, port) = s

@@ -233,10 +233,10 @@ async fn a_slow_headers_client_is_closed() {
     server.shutdown().await;
 }
 
-/// Past the connection cap, a new connection is closed at once and
-/// counted; once the others go, the endpoint answers again.
+/// Past the connection cap, the connection waiting longest on its client
+/// is closed to make room (and counted), and the new one is answered.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn connections_past_the_cap_are_closed() {
+async fn past_the_cap_the_longest_idle_connection_makes_room() {
     use turnstile::server::http::{HEADER_TIMEOUT, MAX_CONNECTIONS};
     let server = Server::start_with(|c| c.metrics_addr = "127.0.0.1:0".into()).await;
     let addr = server.handle().metrics_addr().unwrap();
@@ -244,27 +244,66 @@ async fn connections_past_the_cap_are_closed() {
     for _ in 0..MAX_CONNECTIONS {
         held.push(tokio::net::TcpStream::connect(addr).await.unwrap());
     }
-    let mut extra = tokio::net::TcpStream::connect(addr).await.unwrap();
-    let took = closed_within(&mut extra, HEADER_TIMEOUT).await;
-    assert!(took < HEADER_TIMEOUT / 2, "not refused at once: {took:?}");
-    drop(held);
-    let deadline = std::time::Instant::now() + common::IO_TIMEOUT;
-    let body = loop {
-        // The held connections' permits come back as their tasks see EOF.
-        if let Some(body) = try_get_metrics(addr).await {
-            break body;
-        }
-        assert!(
-            std::time::Instant::now() < deadline,
-            "the endpoint did not come back"
-        );
-    };
-    // The extra one, and any retry above that came before the permits.
+    // Accepted in order: wait until the server has taken every one, so
+    // the first is the longest idle.
+    let body = try_get_metrics(addr).await.expect("answered at the cap");
+    let took = closed_within(&mut held[0], HEADER_TIMEOUT).await;
+    assert!(took < HEADER_TIMEOUT / 2, "not closed at once: {took:?}");
     let refused = sample(
         &body,
         "turnstile_connections_rejected_total{reason=\"metrics_endpoint\"}",
     );
-    assert!(refused >= 1.0, "{refused}");
+    assert_eq!(refused, 1.0);
+    server.shutdown().await;
+}
+
+/// A health check answers while the cap is full of ordinary keep-alive
+/// clients (each has had its answer and keeps its connection): before,
+/// the new connection was closed unanswered until one of them left, and
+/// 64 such clients left `/healthz` answering 0 of 80 probes.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_health_check_answers_while_keep_alive_clients_fill_the_cap() {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    use turnstile::server::http::MAX_CONNECTIONS;
+    let server = Server::start_with(|c| c.metrics_addr = "127.0.0.1:0".into()).await;
+    let addr = server.handle().metrics_addr().unwrap();
+    let mut kept = Vec::new();
+    for _ in 0..MAX_CONNECTIONS {
+        let mut s = tokio::net::TcpStream::connect(addr).await.unwrap();
+        s.write_all(b"GET /healthz HTTP/1.1\r\nHost: x\r\n\r\n")
+            .await
+            .unwrap();
+        let mut got = Vec::new();
+        let mut buf = [0u8; 512];
+        while !got.ends_with(b"ok\n") {
+            let n = tokio::time::timeout(common::IO_TIMEOUT, s.read(&mut buf))
+                .await
+                .expect("a keep-alive client is answered")
+                .unwrap();
+            assert!(n > 0, "closed: {}", String::from_utf8_lossy(&got));
+            got.extend_from_slice(&buf[..n]);
+        }
+        kept.push(s);
+    }
+    for _ in 0..3 {
+        let (status, body) = http_get(addr, "/healthz").await;
+        assert_eq!((status, body.as_str()), (200, "ok\n"));
+    }
+    // The most recent keep-alive clients keep their connections.
+    let last = kept.last_mut().unwrap();
+    last.write_all(b"GET /healthz HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n")
+        .await
+        .unwrap();
+    let mut out = Vec::new();
+    tokio::time::timeout(common::IO_TIMEOUT, last.read_to_end(&mut out))
+        .await
+        .unwrap()
+        .unwrap();
+    assert!(
+        out.starts_with(b"HTTP/1.1 200"),
+        "{}",
+        String::from_utf8_lossy(&out)
+    );
     server.shutdown().await;
 }
 

@@ -374,11 +374,31 @@ async fn headers_errors_and_health() {
     srv.shutdown().await;
 }
 
-/// One HTTP/1.1 request; the status and body.
+/// One HTTP/1.1 request, as an Envoy-side caller sends it (JSON, from the
+/// server's own address); the status and body.
 async fn http(addr: std::net::SocketAddr, method: &str, path: &str, body: &str) -> (u16, String) {
+    http_with(
+        addr,
+        method,
+        path,
+        &format!("Host: {addr}\r\nContent-Type: application/json\r\n"),
+        body,
+    )
+    .await
+}
+
+/// One HTTP/1.1 request with these header lines (each ending in CRLF);
+/// the status and body.
+async fn http_with(
+    addr: std::net::SocketAddr,
+    method: &str,
+    path: &str,
+    headers: &str,
+    body: &str,
+) -> (u16, String) {
     let mut s = tokio::net::TcpStream::connect(addr).await.unwrap();
     let req = format!(
-        "{method} {path} HTTP/1.1\r\nHost: t\r\nContent-Type: application/json\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{body}",
+        "{method} {path} HTTP/1.1\r\n{headers}Content-Length: {}\r\nConnection: close\r\n\r\n{body}",
         body.len()
     );
     s.write_all(req.as_bytes()).await.unwrap();
@@ -390,6 +410,116 @@ async fn http(addr: std::net::SocketAddr, method: &str, path: &str, body: &str) 
     let status = out[9..12].parse().unwrap();
     let body = out.split_once("\r\n\r\n").unwrap().1.to_string();
     (status, body)
+}
+
+/// A server with the example policies and `password` (if any) on its
+/// metrics port, on a minute's boundary; its metrics address.
+async fn start_json(password: Option<&str>) -> (Server, std::net::SocketAddr) {
+    let dir = std::env::temp_dir().join(format!(
+        "turnstile-rls-json-{}-{}",
+        password.is_some(),
+        std::process::id()
+    ));
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(&dir).unwrap();
+    std::fs::write(dir.join("example.yaml"), EXAMPLE).unwrap();
+    let srv = Server::start_with(|c| {
+        c.policies = Some(dir);
+        c.requirepass = password.map(String::from);
+    })
+    .await;
+    srv.advance_ms(60_000 - START_MS % 60_000);
+    let addr = srv.handle().metrics_addr().unwrap();
+    (srv, addr)
+}
+
+/// `source_cluster=proxy, destination_cluster=mock`: 1 a minute.
+const ONE_A_MINUTE: &str = r#"{"domain":"rl","descriptors":[{"entries":[{"key":"source_cluster","value":"proxy"},{"key":"destination_cluster","value":"mock"}]}]}"#;
+/// The same descriptor's hit given back.
+const REFUND: &str = r#"{"domain":"rl","descriptors":[{"entries":[{"key":"source_cluster","value":"proxy"},{"key":"destination_cluster","value":"mock"}],"is_negative_hits":true}]}"#;
+
+/// With a password set, `POST /json` needs it (Basic or bearer): without
+/// it, or with a wrong one, nothing is charged or refunded (an
+/// unauthenticated caller used to drain a tenant with `hits_addend` and
+/// hand its own hits back with `is_negative_hits`).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn post_json_needs_the_password_when_one_is_set() {
+    let (srv, addr) = start_json(Some("pw-json-8Tq")).await;
+    let json = format!("Host: {addr}\r\nContent-Type: application/json\r\n");
+    let bearer = format!("{json}Authorization: Bearer pw-json-8Tq\r\n");
+    // "envoy:pw-json-8Tq": any user name.
+    let basic = format!("{json}Authorization: Basic ZW52b3k6cHctanNvbi04VHE=\r\n");
+    let wrong = format!("{json}Authorization: Bearer pw-json-8Tr\r\n");
+    for headers in [&json, &wrong] {
+        let (status, text) = http_with(addr, "POST", "/json", headers, ONE_A_MINUTE).await;
+        assert_eq!(status, 401, "{text}");
+        assert!(text.contains("\"error\""), "{text}");
+    }
+    // Nothing was charged: the one request a minute is still there.
+    let (status, text) = http_with(addr, "POST", "/json", &bearer, ONE_A_MINUTE).await;
+    assert_eq!(status, 200, "{text}");
+    let (status, _) = http_with(addr, "POST", "/json", &basic, ONE_A_MINUTE).await;
+    assert_eq!(status, 429);
+    // A refund without the password gives nothing back.
+    let (status, _) = http_with(addr, "POST", "/json", &json, REFUND).await;
+    assert_eq!(status, 401);
+    let (status, _) = http_with(addr, "POST", "/json", &basic, ONE_A_MINUTE).await;
+    assert_eq!(status, 429);
+    // With it, as Envoy's callers use it.
+    let (status, _) = http_with(addr, "POST", "/json", &bearer, REFUND).await;
+    assert_eq!(status, 200);
+    let (status, _) = http_with(addr, "POST", "/json", &basic, ONE_A_MINUTE).await;
+    assert_eq!(status, 200);
+    // The password is read live: CONFIG SET requirepass replaces it.
+    let mut c = connect_url(&srv.url(":pw-json-8Tq@", "")).await.unwrap();
+    let _: () = q(&mut c, &["CONFIG", "SET", "requirepass", "pw-json-new"]).await;
+    let (status, _) = http_with(addr, "POST", "/json", &bearer, ONE_A_MINUTE).await;
+    assert_eq!(status, 401);
+    let renewed = format!("{json}Authorization: Bearer pw-json-new\r\n");
+    let (status, _) = http_with(addr, "POST", "/json", &renewed, ONE_A_MINUTE).await;
+    assert_eq!(status, 429);
+    srv.shutdown().await;
+}
+
+/// `POST /json` refuses what a page on another site could make a browser
+/// send: a body that is not JSON (a form or `text/plain` needs no CORS
+/// preflight), a cross-site `Origin` or `Sec-Fetch-Site`, and a Host that
+/// is not this server's (DNS rebinding). Refused requests charge nothing.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn post_json_refuses_what_a_browser_could_send_cross_site() {
+    let (srv, addr) = start_json(None).await;
+    let host = format!("Host: {addr}\r\n");
+    let json = format!("{host}Content-Type: application/json\r\n");
+    for (headers, want) in [
+        (format!("{host}Content-Type: text/plain\r\n"), 415),
+        (
+            format!("{host}Content-Type: application/x-www-form-urlencoded\r\n"),
+            415,
+        ),
+        (host.clone(), 415),
+        (format!("{json}Origin: http://evil.example\r\n"), 403),
+        (format!("{json}Origin: null\r\n"), 403),
+        (format!("{json}Sec-Fetch-Site: cross-site\r\n"), 403),
+        (format!("{json}Sec-Fetch-Site: same-site\r\n"), 403),
+        (
+            format!(
+                "Host: rebound.evil.example:{}\r\nContent-Type: application/json\r\n",
+                addr.port()
+            ),
+            421,
+        ),
+    ] {
+        let (status, text) = http_with(addr, "POST", "/json", &headers, ONE_A_MINUTE).await;
+        assert_eq!(status, want, "{headers:?}: {text}");
+    }
+    // Nothing was charged; a same-origin call from a page on this port is
+    // answered.
+    let same = format!(
+        "{host}Content-Type: application/json; charset=utf-8\r\nOrigin: http://{addr}\r\nSec-Fetch-Site: same-origin\r\n"
+    );
+    let (status, text) = http_with(addr, "POST", "/json", &same, ONE_A_MINUTE).await;
+    assert_eq!(status, 200, "{text}");
+    srv.shutdown().await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

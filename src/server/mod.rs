@@ -393,10 +393,16 @@ pub async fn start(config: &Config, clock: Arc<dyn Clock>) -> Result<ServerHandl
         tokio::spawn(http::serve(
             l,
             state.clone(),
-            config.rls_headers,
+            http::Options {
+                rls_headers: config.rls_headers,
+                allowed_hosts: config.metrics_allowed_hosts.clone(),
+            },
             shutdown_rx.clone(),
         ));
         tracing::info!("metrics listening on http://{a}/metrics, status page on http://{a}/");
+        if let Some(why) = http::exposure(&state, a) {
+            tracing::warn!("{why}");
+        }
         a
     });
     let rls_addr = rls_listener.as_ref().map(|(_, a)| *a);
@@ -718,13 +724,7 @@ fn refused_by_protected_mode(state: &State, peer: SocketAddr) -> bool {
 
 /// The rule itself, apart for testing.
 pub fn protected_mode_refuses(protected: bool, password_set: bool, peer: std::net::IpAddr) -> bool {
-    let loopback = match peer {
-        std::net::IpAddr::V4(v4) => v4.is_loopback(),
-        std::net::IpAddr::V6(v6) => {
-            v6.is_loopback() || v6.to_ipv4_mapped().is_some_and(|v4| v4.is_loopback())
-        }
-    };
-    protected && !password_set && !loopback
+    protected && !password_set && !crate::util::is_loopback(peer)
 }
 
 /// Runs a long wait for a shard lock (a script holds it) off the async

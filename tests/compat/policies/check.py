@@ -209,7 +209,8 @@ def json_checks(port):
     body = json.dumps({"domain": "edge", "descriptors": [
         {"entries": [{"key": "remote_address", "value": "10.9.9.9"}]}]}).encode()
     for n in range(4):
-        req = urllib.request.Request(f"http://127.0.0.1:{port}/json", data=body, method="POST")
+        req = urllib.request.Request(f"http://127.0.0.1:{port}/json", data=body, method="POST",
+                                     headers={"Content-Type": "application/json"})
         try:
             with urllib.request.urlopen(req, timeout=5) as resp:
                 status, text = resp.status, resp.read()
