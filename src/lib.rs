@@ -107,8 +107,9 @@
 //! - [`clients`]: the registry of connected clients (`CLIENT LIST/KILL`,
 //!   `INFO clients`); [`persist`]: what `SAVE`, `BGSAVE`, `INFO` and the
 //!   snapshot thread share (settings, one writer, the last outcomes), and
-//!   the append-only file (`persist/aof.rs`: the effects stream after a
+//!   the append-only file (`persist/aof/`: the effects stream after a
 //!   snapshot-format base, its loading, rewrite and group-commit fsync;
+//!   the checksummed blocks after the base and their replay, `format.rs`;
 //!   its writer thread is `server/aof.rs`, `BGREWRITEAOF` `cmd/admin/aof.rs`).
 //! - [`stats`]: the counters behind `INFO` and `/metrics`, tallied per
 //!   connection and flushed once per batch, and the heavy hitters'

@@ -154,7 +154,7 @@ struct Ring {
     /// them.
     floor: u64,
     /// The append-only file takes the stream: every byte is also kept in
-    /// `captured` until its writer takes it (`persist/aof.rs`), under this
+    /// `captured` until its writer takes it (`persist/aof/`), under this
     /// same lock, so the file holds the stream in the order of its offsets.
     capture: bool,
     captured: Vec<u8>,

@@ -68,24 +68,16 @@ use std::sync::atomic::{AtomicBool, AtomicI32, AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
 use crate::clock::Nanos;
-use crate::store::effects::{self, ApplyError};
-use crate::store::snapshot::{self, ErrorKind, Loaded};
+use crate::store::snapshot::{self, ErrorKind};
 use crate::store::Store;
+
+mod format;
+pub use format::{encode_blocks, replay, ReplayError, Replayed, TAIL_MAGIC};
 
 /// While writes come, how often the writer thread writes them to the file
 /// with `everysec` or `no` (a crash of the process loses at most this much
 /// of what was acknowledged; of the machine, what was not fsynced).
 pub const BUSY_POLL: Duration = Duration::from_millis(1);
-
-/// After the base: the effects follow in checksummed blocks.
-pub const TAIL_MAGIC: &[u8; 8] = b"TSAOF2\r\n";
-/// A block's length and the length's CRC-32, before its payload.
-const BLOCK_HEAD: usize = 8;
-/// The payload's CRC-32, after it.
-const BLOCK_TRAILER: usize = 4;
-/// A write's payload is cut into blocks of about this many bytes at most
-/// (at frame boundaries: a rewrite's tail can be large).
-const MAX_BLOCK: usize = 8 << 20;
 
 /// The most the writer keeps for the file while writes fail. Writes are
 /// refused then, but a replica applies its primary's stream and keys
@@ -148,23 +140,6 @@ pub enum AofError {
     Locked { path: PathBuf, lock: PathBuf },
     #[error("append-only file {}: is a symbolic link; it is not followed (as snapshots are not): point --snapshot's directory at the real file", path.display())]
     Symlink { path: PathBuf },
-}
-
-/// What loading the file found.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
-pub struct Replayed {
-    /// The base's load (its keys, and when it was written).
-    pub base: Loaded,
-    /// Effects applied after the base.
-    pub effects: u64,
-    /// Bytes cut off a torn tail (0: none).
-    pub truncated: u64,
-    /// The file's length after loading, and its base's.
-    pub size: u64,
-    pub base_size: u64,
-    /// The tail is in checksummed blocks (false: a file of the format
-    /// before them, rewritten before anything is appended).
-    pub checksummed: bool,
 }
 
 /// The file, and the bytes of the stream on their way to it.
@@ -618,7 +593,7 @@ impl Aof {
             tracing::warn!(path = %path.display(), "append-only file is empty (no base): loading the snapshot, then writing a base in its place");
             return Ok(None);
         }
-        let replayed = replay(store, &bytes, now).map_err(|e| e.at(path))?;
+        let replayed = replay(store, &bytes, now).map_err(|e| located(e, path))?;
         let mut replayed = match replayed {
             Ok(r) => r,
             Err((r, at)) if truncated_ok => {
@@ -974,6 +949,21 @@ impl std::fmt::Debug for Aof {
 
 /// Opens `path` without following a symbolic link (`O_NOFOLLOW`: a link
 /// planted there fails with `ELOOP` instead of sending writes elsewhere).
+/// A replay's error with the file it was read from.
+fn located(e: ReplayError, path: &Path) -> AofError {
+    match e {
+        ReplayError::Base(kind) => AofError::Base {
+            path: path.to_owned(),
+            kind,
+        },
+        ReplayError::Corrupt { at, why } => AofError::Corrupt {
+            path: path.to_owned(),
+            at,
+            why,
+        },
+    }
+}
+
 fn open_nofollow(path: &Path, options: &mut OpenOptions) -> io::Result<File> {
     options.custom_flags(libc::O_NOFOLLOW).open(path)
 }
@@ -992,190 +982,4 @@ fn set_append(file: &File) -> io::Result<()> {
         return Err(io::Error::last_os_error());
     }
     Ok(())
-}
-
-/// Appends `payload` (whole frames) to `out` as checksummed blocks of at
-/// most about [`MAX_BLOCK`] bytes, cut at frame boundaries.
-pub fn encode_blocks(out: &mut Vec<u8>, payload: &[u8]) {
-    let mut rest = payload;
-    while !rest.is_empty() {
-        let mut n = 0;
-        while n < rest.len() && n < MAX_BLOCK {
-            match effects::next_frame(&rest[n..]) {
-                Some((_, _, taken)) => n += taken,
-                // Not a whole frame (never, from the stream): the rest
-                // as one block, as it is.
-                None => n = rest.len(),
-            }
-        }
-        let n = n.min(rest.len());
-        let (body, after) = rest.split_at(n);
-        let len = (body.len() as u32).to_le_bytes();
-        out.extend_from_slice(&len);
-        out.extend_from_slice(&crc32fast::hash(&len).to_le_bytes());
-        out.extend_from_slice(body);
-        out.extend_from_slice(&crc32fast::hash(body).to_le_bytes());
-        rest = after;
-    }
-}
-
-/// Why a replay stopped short: an error at a byte, before the file's path
-/// is known.
-#[derive(Debug)]
-pub enum ReplayError {
-    Base(ErrorKind),
-    Corrupt { at: u64, why: String },
-}
-
-impl ReplayError {
-    fn at(self, path: &Path) -> AofError {
-        match self {
-            ReplayError::Base(kind) => AofError::Base {
-                path: path.to_owned(),
-                kind,
-            },
-            ReplayError::Corrupt { at, why } => AofError::Corrupt {
-                path: path.to_owned(),
-                at,
-                why,
-            },
-        }
-    }
-}
-
-/// Loads a file's bytes into `store`. `Ok(Err((what loaded, at)))` when
-/// the last block is torn at byte `at` (its bytes run past the end of the
-/// file; or it ends the file and its payload does not check, or only
-/// zeros follow, as a file extended but not written before a crash
-/// reads). Nothing of a torn block is applied. The fuzz target `aof` runs
-/// this on arbitrary bytes.
-#[allow(clippy::type_complexity)]
-pub fn replay(
-    store: &Store,
-    bytes: &[u8],
-    now: Nanos,
-) -> Result<Result<Replayed, (Replayed, u64)>, ReplayError> {
-    let mut r = Replayed::default();
-    if bytes.is_empty() {
-        return Ok(Ok(r));
-    }
-    let (base, _, base_len) =
-        snapshot::read_prefix(store, bytes, now).map_err(ReplayError::Base)?;
-    r.base = base;
-    r.base_size = base_len;
-    let at = base_len as usize;
-    let rest = &bytes[at..];
-    if rest.starts_with(TAIL_MAGIC) {
-        r.checksummed = true;
-        r.base_size = (at + TAIL_MAGIC.len()) as u64;
-        return replay_blocks(store, bytes, at + TAIL_MAGIC.len(), now, r);
-    }
-    if !rest.is_empty() && TAIL_MAGIC.starts_with(rest) {
-        // The marker cut short (a rewrite never leaves this: it renames
-        // a whole file in place).
-        r.size = at as u64;
-        return Ok(Err((r, at as u64)));
-    }
-    replay_frames(store, bytes, at, now, r)
-}
-
-/// The checksummed tail: blocks from byte `at`.
-#[allow(clippy::type_complexity)]
-fn replay_blocks(
-    store: &Store,
-    bytes: &[u8],
-    mut at: usize,
-    now: Nanos,
-    mut r: Replayed,
-) -> Result<Result<Replayed, (Replayed, u64)>, ReplayError> {
-    let corrupt = |at: usize, why: &str| ReplayError::Corrupt {
-        at: at as u64,
-        why: why.to_string(),
-    };
-    while at < bytes.len() {
-        let rest = &bytes[at..];
-        let torn = rest.len() < BLOCK_HEAD || rest.iter().all(|&b| b == 0);
-        if torn {
-            r.size = at as u64;
-            return Ok(Err((r, at as u64)));
-        }
-        let (len, check) = (&rest[..4], &rest[4..8]);
-        if crc32fast::hash(len).to_le_bytes() != check {
-            return Err(corrupt(at, "a block's length does not match its checksum"));
-        }
-        let n = u32::from_le_bytes(len.try_into().expect("4 bytes")) as usize;
-        let end = BLOCK_HEAD + n + BLOCK_TRAILER;
-        if rest.len() < end {
-            // Runs past the end of the file: the write a crash cut short.
-            r.size = at as u64;
-            return Ok(Err((r, at as u64)));
-        }
-        let payload = &rest[BLOCK_HEAD..BLOCK_HEAD + n];
-        if crc32fast::hash(payload).to_le_bytes() != rest[BLOCK_HEAD + n..end] {
-            if rest.len() == end {
-                // The last block, its pages not all written.
-                r.size = at as u64;
-                return Ok(Err((r, at as u64)));
-            }
-            return Err(corrupt(
-                at,
-                "a block's bytes do not match its checksum (changed after they were written)",
-            ));
-        }
-        let mut p = 0;
-        while p < payload.len() {
-            let frame_at = at + BLOCK_HEAD + p;
-            let Some((kind, body, taken)) = effects::next_frame(&payload[p..]) else {
-                return Err(corrupt(frame_at, "a record runs past the end of its block"));
-            };
-            store
-                .apply_frame(kind, body, now)
-                .map_err(|e| corrupt(frame_at, &e.to_string()))?;
-            r.effects += 1;
-            p += taken;
-        }
-        at += end;
-    }
-    r.size = at as u64;
-    Ok(Ok(r))
-}
-
-/// The tail of a file written before checksummed blocks: frames straight
-/// after the base. A frame cut short at the end is torn; nothing else
-/// can tell a flipped byte here.
-#[allow(clippy::type_complexity)]
-fn replay_frames(
-    store: &Store,
-    bytes: &[u8],
-    mut at: usize,
-    now: Nanos,
-    mut r: Replayed,
-) -> Result<Result<Replayed, (Replayed, u64)>, ReplayError> {
-    while at < bytes.len() {
-        let rest = &bytes[at..];
-        let Some((kind, body, n)) = effects::next_frame(rest) else {
-            if effects::is_stream_kind(rest[0]) || rest.iter().all(|&b| b == 0) {
-                r.size = at as u64;
-                return Ok(Err((r, at as u64)));
-            }
-            return Err(ReplayError::Corrupt {
-                at: at as u64,
-                why: ApplyError::Kind(rest[0]).to_string(),
-            });
-        };
-        if kind == 0 && rest.iter().all(|&b| b == 0) {
-            r.size = at as u64;
-            return Ok(Err((r, at as u64)));
-        }
-        store
-            .apply_frame(kind, body, now)
-            .map_err(|e| ReplayError::Corrupt {
-                at: at as u64,
-                why: e.to_string(),
-            })?;
-        r.effects += 1;
-        at += n;
-    }
-    r.size = at as u64;
-    Ok(Ok(r))
 }
