@@ -285,3 +285,26 @@ async fn a_planted_symlink_is_not_written_through() {
         .is_file());
     let _ = std::fs::remove_dir_all(&dir);
 }
+
+/// A password that is not UTF-8 cannot be a TOML string: the rewrite is
+/// refused and the file left as it was, rather than written changed (it
+/// was written with U+FFFD, and the next start had another password).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_password_toml_cannot_hold_is_refused() {
+    let dir = temp_dir("rewrite-binary-password");
+    let path = dir.join("turnstile.toml");
+    std::fs::write(&path, "# kept\n").unwrap();
+    let config_path = path.clone();
+    let srv = Server::start_with(|c| c.config = Some(config_path)).await;
+    let mut c = srv.raw().await;
+    let set = b"*4\r\n$6\r\nCONFIG\r\n$3\r\nSET\r\n$11\r\nrequirepass\r\n$3\r\na\xffb\r\n";
+    assert_eq!(c.roundtrip(set).await, "+OK\r\n");
+    let auth = b"*2\r\n$4\r\nAUTH\r\n$3\r\na\xffb\r\n";
+    assert_eq!(c.roundtrip(auth).await, "+OK\r\n");
+    assert_eq!(
+        c.call(&["CONFIG", "REWRITE"]).await,
+        "-ERR Rewriting config file: requirepass is not UTF-8 text, which the config file cannot hold\r\n"
+    );
+    assert_eq!(std::fs::read_to_string(&path).unwrap(), "# kept\n");
+    let _ = std::fs::remove_dir_all(&dir);
+}
