@@ -555,11 +555,16 @@ fn file_arguments(
         };
         let per_use = arg.get_num_args().map_or(1, |n| n.min_values().max(1));
         for group in words.chunks(per_use) {
-            let mut one = vec![
-                std::ffi::OsString::from("turnstile"),
-                format!("--{key}").into(),
-            ];
-            one.extend(group.iter().map(Into::into));
+            let mut one = vec![std::ffi::OsString::from("turnstile")];
+            match group {
+                // `--key=value`: a value that starts with `-` (a password,
+                // as `CONFIG REWRITE` writes it) is the flag's, not a flag.
+                [value] => one.push(format!("--{key}={value}").into()),
+                _ => {
+                    one.push(format!("--{key}").into());
+                    one.extend(group.iter().map(Into::into));
+                }
+            }
             // The flag alone, to check the value with its own parser.
             clap::Command::new("turnstile")
                 .arg(arg.clone())

@@ -72,6 +72,27 @@ fn num3(n: i64) -> F3 {
     }
 }
 
+/// A verbatim string's format is three bytes, as Redis 7.0's
+/// `addReplyVerbatim` takes it from a C string: cut, padded with spaces,
+/// ended at a NUL; inside the length, so it cannot end the reply.
+#[test]
+fn verbatim_formats_are_three_bytes() {
+    use turnstile::protocol::reply::verbatim_format;
+    assert_eq!(&verbatim_format(b"txt"), b"txt");
+    assert_eq!(&verbatim_format(b"markdown"), b"mar");
+    assert_eq!(&verbatim_format(b""), b"   ");
+    assert_eq!(&verbatim_format(b"a\0b"), b"a  ");
+    assert_eq!(
+        reply(Protocol::Resp3, |r| r
+            .verbatim_as(verbatim_format(b"\r\n:1"), b"x")),
+        b"=5\r\n\r\n::x\r\n"
+    );
+    assert_eq!(
+        reply(Protocol::Resp2, |r| r.verbatim_as(*b"mkd", b"x")),
+        b"$1\r\nx\r\n"
+    );
+}
+
 #[test]
 fn ok_and_simple_strings() {
     let ok2 = F2::SimpleString(b"OK".to_vec());
@@ -474,6 +495,34 @@ proptest! {
             decode3(&reply(Protocol::Resp3, |r| r.error(&msg))),
             F3::SimpleError { data: clean, attributes: None }
         );
+    }
+
+    /// A status is one line whatever its text: a CR or LF in it would end
+    /// the line early and let its writer forge the next reply.
+    #[test]
+    fn any_status_stays_one_line(msg in "[ -~\r\n]{0,80}") {
+        let clean = msg.replace(['\r', '\n'], " ");
+        prop_assert_eq!(decode2(&reply(Protocol::Resp2, |r| r.simple(&msg))), F2::SimpleString(clean.clone().into_bytes()));
+        prop_assert_eq!(
+            decode3(&reply(Protocol::Resp3, |r| r.simple(&msg))),
+            F3::SimpleString { data: clean.into_bytes(), attributes: None }
+        );
+    }
+
+    /// Every line-typed reply a script's bytes reach (`+`, `-`, `(`, `,`)
+    /// is its prefix, the bytes with CR and LF made spaces, and one CRLF;
+    /// RESP2's big number is a bulk string of those bytes.
+    #[test]
+    fn any_bytes_make_one_line(body in prop::collection::vec(prop_oneof![Just(b'\r'), Just(b'\n'), any::<u8>()], 0..64)) {
+        let clean: Vec<u8> = body.iter().map(|&b| if b == b'\r' || b == b'\n' { b' ' } else { b }).collect();
+        let line = |prefix: u8| [&[prefix][..], &clean, b"\r\n"].concat();
+        for proto in [Protocol::Resp2, Protocol::Resp3] {
+            prop_assert_eq!(reply(proto, |r| r.status(&body)), line(b'+'));
+            prop_assert_eq!(reply(proto, |r| r.error_bytes(&body)), line(b'-'));
+            prop_assert_eq!(reply(proto, |r| r.double_text(&body)), line(b','));
+        }
+        prop_assert_eq!(reply(Protocol::Resp3, |r| r.big_number(&body)), line(b'('));
+        prop_assert_eq!(decode2(&reply(Protocol::Resp2, |r| r.big_number(&body))), bulk2(&clean));
     }
 
     #[test]

@@ -80,6 +80,26 @@ const CASES: &[(&str, &str, &str)] = &[
     ("return {set={'x'}}", "*1\r\n:1\r\n", "~1\r\n:1\r\n"),
     ("return {big_number='123456789012345678901234567890'}", "$30\r\n123456789012345678901234567890\r\n", "(123456789012345678901234567890\r\n"),
     ("return {verbatim_string={format='txt', string='hi'}}", "$2\r\nhi\r\n", "=6\r\ntxt:hi\r\n"),
+    // A line a script chose cannot end early: CR and LF become spaces (in
+    // RESP2's bulk string too, as Redis maps them before either), so
+    // `(1` and a forged `*5` array are not two replies.
+    ("return {big_number='1\\r\\n*5\\r\\n:1'}", "$9\r\n1  *5  :1\r\n", "(1  *5  :1\r\n"),
+    ("return {big_number='12\\r3'}", "$4\r\n12 3\r\n", "(12 3\r\n"),
+    ("return {big_number='12\\n3'}", "$4\r\n12 3\r\n", "(12 3\r\n"),
+    ("return {ok='a\\r\\n+forged'}", "+a  +forged\r\n", "+a  +forged\r\n"),
+    ("return {err='a\\r\\n:1'}", "-a  :1\r\n", "-a  :1\r\n"),
+    ("return redis.status_reply('x\\r\\n+y')", "+x  +y\r\n", "+x  +y\r\n"),
+    ("return redis.error_reply('x\\r\\n-y')", "-ERR x  -y\r\n", "-ERR x  -y\r\n"),
+    ("return {{ok='a\\r\\nb'}, {big_number='1\\n2'}}", "*2\r\n+a  b\r\n$3\r\n1 2\r\n", "*2\r\n+a  b\r\n(1 2\r\n"),
+    // Redis reads `ok`, `err` and a verbatim format as C strings (up to
+    // a NUL); a big number whole.
+    ("return {ok='12\\0003'}", "+12\r\n", "+12\r\n"),
+    ("return {err='12\\0003'}", "-12\r\n", "-12\r\n"),
+    ("return {big_number='12\\0003'}", "$4\r\n12\x003\r\n", "(12\x003\r\n"),
+    // A verbatim format is three bytes: cut or padded with spaces.
+    ("return {verbatim_string={format='markdown', string='ab'}}", "$2\r\nab\r\n", "=6\r\nmar:ab\r\n"),
+    ("return {verbatim_string={format='', string='ab'}}", "$2\r\nab\r\n", "=6\r\n   :ab\r\n"),
+    ("return {verbatim_string={format='a\\000b', string='ab'}}", "$2\r\nab\r\n", "=6\r\na  :ab\r\n"),
     ("return {err='E1', ok='x'}", "-E1\r\n", "-E1\r\n"),
     ("return {err=123}", "*0\r\n", "*0\r\n"),
     ("return {err=1.5, 7}", "*1\r\n:7\r\n", "*1\r\n:7\r\n"),

@@ -139,11 +139,37 @@ impl ReplyBuf {
         &self.buf[mark.min(self.buf.len())..]
     }
 
+    /// A line-typed reply (`+`, `-`, `(`, `,`): the line ends at the first
+    /// CR or LF a client reads, so a body holding one would let its
+    /// writer forge the replies after it (a script's `{ok = ...}`,
+    /// `{big_number = ...}`, an error echoing a client's argument). Like
+    /// Redis, they become spaces, here, where every line is written; the
+    /// scan is a look at a few bytes for a status (`+PONG`: about ten
+    /// instructions, callgrind), and the copy is the same when none is
+    /// there.
+    #[inline]
     fn line(&mut self, prefix: u8, body: &[u8]) {
         self.buf.reserve(body.len() + 3);
         self.buf.put_u8(prefix);
-        self.buf.put_slice(body);
+        if body.iter().any(|&b| b == b'\r' || b == b'\n') {
+            self.put_spaced(body);
+        } else {
+            self.buf.put_slice(body);
+        }
         self.buf.put_slice(b"\r\n");
+    }
+
+    /// Copies `body` in with its CR and LF made spaces.
+    #[cold]
+    #[inline(never)]
+    fn put_spaced(&mut self, body: &[u8]) {
+        let at = self.buf.len();
+        self.buf.put_slice(body);
+        for b in &mut self.buf[at..] {
+            if *b == b'\r' || *b == b'\n' {
+                *b = b' ';
+            }
+        }
     }
 
     /// `prefix`, `n` and CRLF.
@@ -181,20 +207,41 @@ impl ReplyBuf {
         self.buf.put_slice(b"+QUEUED\r\n");
     }
 
+    /// A status line; CR and LF become spaces ([`ReplyBuf::line`]).
     pub fn simple(&mut self, s: &str) {
         self.line(b'+', s.as_bytes());
     }
 
-    /// An error line. CR and LF would end the line early, so, like Redis,
-    /// they become spaces.
+    /// A status line of any bytes (a script's `{ok = ...}`); CR and LF
+    /// become spaces.
+    pub fn status(&mut self, s: &[u8]) {
+        self.line(b'+', s);
+    }
+
+    /// An error line; CR and LF become spaces ([`ReplyBuf::line`]), as
+    /// Redis's `addReplyErrorLength` makes them.
     pub fn error(&mut self, msg: &str) {
-        self.buf.reserve(msg.len() + 3);
-        self.buf.put_u8(b'-');
-        for b in msg.bytes() {
-            self.buf
-                .put_u8(if b == b'\r' || b == b'\n' { b' ' } else { b });
+        self.line(b'-', msg.as_bytes());
+    }
+
+    /// An error line of any bytes (a script's `{err = ...}`).
+    pub fn error_bytes(&mut self, msg: &[u8]) {
+        self.line(b'-', msg);
+    }
+
+    /// A big number (a script's `{big_number = ...}`): a RESP3 `(` line,
+    /// a bulk string in RESP2. Its text is the script's, unchecked, as in
+    /// Redis, which maps CR and LF to spaces in both protocols.
+    pub fn big_number(&mut self, text: &[u8]) {
+        match self.proto {
+            Protocol::Resp3 => self.line(b'(', text),
+            Protocol::Resp2 => {
+                self.header(b'$', text.len() as i64);
+                self.buf.reserve(text.len() + 2);
+                self.put_spaced(text);
+                self.buf.put_slice(b"\r\n");
+            }
         }
-        self.buf.put_slice(b"\r\n");
     }
 
     pub fn int(&mut self, n: i64) {
@@ -290,6 +337,12 @@ impl ReplyBuf {
         }
     }
 
+    /// A RESP3 double line of text already formatted (a script's
+    /// `%.17g`).
+    pub fn double_text(&mut self, text: &[u8]) {
+        self.line(b',', text);
+    }
+
     /// A boolean; RESP2 sends 1 or 0.
     pub fn bool(&mut self, b: bool) {
         match self.proto {
@@ -301,17 +354,37 @@ impl ReplyBuf {
     /// Text for humans (INFO, CLIENT LIST): a RESP3 verbatim string of
     /// format `txt`, a bulk string in RESP2.
     pub fn verbatim(&mut self, text: &[u8]) {
+        self.verbatim_as(*b"txt", text);
+    }
+
+    /// A verbatim string of `format` (RESP3's three bytes, as Redis's
+    /// `addReplyVerbatim` writes them: see [`verbatim_format`]); a bulk
+    /// string in RESP2. Both parts are inside its length: nothing in
+    /// them can end the reply early.
+    pub fn verbatim_as(&mut self, format: [u8; 3], text: &[u8]) {
         match self.proto {
             Protocol::Resp2 => self.bulk(text),
             Protocol::Resp3 => {
                 self.header(b'=', text.len() as i64 + 4);
                 self.buf.reserve(text.len() + 6);
-                self.buf.put_slice(b"txt:");
+                self.buf.put_slice(&format);
+                self.buf.put_u8(b':');
                 self.buf.put_slice(text);
                 self.buf.put_slice(b"\r\n");
             }
         }
     }
+}
+
+/// A verbatim string's format as Redis 7.0's `addReplyVerbatim` makes it
+/// from a C string: its first three bytes, up to a NUL, padded with
+/// spaces (`"markdown"` is `mar`, `""` three spaces).
+pub fn verbatim_format(name: &[u8]) -> [u8; 3] {
+    let mut f = *b"   ";
+    for (slot, &b) in f.iter_mut().zip(name.iter().take_while(|&&b| b != 0)) {
+        *slot = b;
+    }
+    f
 }
 
 fn format_double(d: f64) -> String {

@@ -4,12 +4,12 @@
 //! whatever the command, and the same text a client would get) straight
 //! onto the Lua stack.
 
-use bytes::BufMut;
 use std::ffi::c_int;
 
 use mlua::ffi::{self, lua_State};
 use mlua::{Lua, RegistryKey};
 
+use crate::protocol::reply::verbatim_format;
 use crate::protocol::{Protocol, ReplyBuf};
 
 /// An error's text as a reply line: CR and LF become spaces, as Redis
@@ -20,12 +20,10 @@ pub fn error_line(text: &str) -> String {
 
 use crate::util::format_g17 as g17;
 
-fn raw_line(out: &mut ReplyBuf, prefix: u8, body: &[u8]) {
-    let b = out.buffer();
-    b.reserve(body.len() + 3);
-    b.put_u8(prefix);
-    b.put_slice(body);
-    b.put_slice(b"\r\n");
+/// A Lua string as Redis 7.0 reads `ok`, `err` and a verbatim string's
+/// `format`: as a C string, up to its first NUL.
+fn c_str(s: &[u8]) -> &[u8] {
+    s.iter().position(|&b| b == 0).map_or(s, |end| &s[..end])
 }
 
 /// Writes the script's value at the top of the stack (which stays there)
@@ -156,19 +154,17 @@ unsafe fn write_table(
     }
     let t = ffi::lua_gettop(l);
     // Only a string: Redis takes `{err = 123}` for an empty array.
+    // The encoder makes CR and LF spaces in every line-typed reply
+    // (`ok`, `err`, `big_number`, `double`), as Redis does here.
     if push_field(l, names, t, ERR) == ffi::LUA_TSTRING {
-        out.error(&String::from_utf8_lossy(bytes_at(l, -1)));
+        out.error_bytes(c_str(bytes_at(l, -1)));
         ffi::lua_pop(l, 1);
         return;
     }
     ffi::lua_pop(l, 1);
     if push_field(l, names, t, OK) == ffi::LUA_TSTRING {
-        let text: Vec<u8> = bytes_at(l, -1)
-            .iter()
-            .map(|&b| if b == b'\r' || b == b'\n' { b' ' } else { b })
-            .collect();
+        out.status(c_str(bytes_at(l, -1)));
         ffi::lua_pop(l, 1);
-        raw_line(out, b'+', &text);
         return;
     }
     ffi::lua_pop(l, 1);
@@ -179,10 +175,7 @@ unsafe fn write_table(
     }
     ffi::lua_pop(l, 1);
     if push_field(l, names, t, BIG_NUMBER) == ffi::LUA_TSTRING {
-        match out.proto {
-            Protocol::Resp3 => raw_line(out, b'(', bytes_at(l, -1)),
-            Protocol::Resp2 => out.bulk(bytes_at(l, -1)),
-        }
+        out.big_number(bytes_at(l, -1));
         ffi::lua_pop(l, 1);
         return;
     }
@@ -201,18 +194,7 @@ unsafe fn write_table(
         let string = push_field(l, names, v, STRING);
         if format == ffi::LUA_TSTRING && string == ffi::LUA_TSTRING {
             let (format, text) = (bytes_at(l, -2), bytes_at(l, -1));
-            match out.proto {
-                Protocol::Resp3 => {
-                    let b = out.buffer();
-                    let len = format.len() + 1 + text.len();
-                    b.put_slice(format!("={len}\r\n").as_bytes());
-                    b.put_slice(format);
-                    b.put_u8(b':');
-                    b.put_slice(text);
-                    b.put_slice(b"\r\n");
-                }
-                Protocol::Resp2 => out.bulk(text),
-            }
+            out.verbatim_as(verbatim_format(format), text);
             ffi::lua_pop(l, 3);
             return;
         }
@@ -275,7 +257,7 @@ unsafe fn write_pairs(
 fn write_double(d: f64, out: &mut ReplyBuf) {
     let text = g17(d);
     match out.proto {
-        Protocol::Resp3 => raw_line(out, b',', text.as_bytes()),
+        Protocol::Resp3 => out.double_text(text.as_bytes()),
         Protocol::Resp2 => out.bulk(text.as_bytes()),
     }
 }

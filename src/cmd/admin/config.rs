@@ -29,9 +29,19 @@ enum Kind {
     ),
     /// `client-output-buffer-limit`: the classes' limits.
     OutputLimits,
-    /// A text setting; empty is none.
-    Text(fn(&Settings) -> &parking_lot::RwLock<Option<String>>),
+    /// A text setting; empty is none. `Line::Name` for a name or an
+    /// address, which `CONFIG SET` refuses with a control character in it
+    /// (a CR or LF would end the line it is shown on, in `INFO` or the
+    /// `REPLCONF` a replica sends); a password may hold any bytes.
+    Text(fn(&Settings) -> &parking_lot::RwLock<Option<String>>, Line),
     ReadOnly(fn(&State) -> String),
+}
+
+/// What a text setting may hold.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Line {
+    Name,
+    Secret,
 }
 
 struct Param {
@@ -109,11 +119,11 @@ const PARAMS: &[Param] = &[
     },
     Param {
         name: "masterauth",
-        kind: Kind::Text(|s| &s.masterauth),
+        kind: Kind::Text(|s| &s.masterauth, Line::Secret),
     },
     Param {
         name: "masteruser",
-        kind: Kind::Text(|s| &s.masteruser),
+        kind: Kind::Text(|s| &s.masteruser, Line::Name),
     },
     Param {
         name: "maxclients",
@@ -178,7 +188,7 @@ const PARAMS: &[Param] = &[
     },
     Param {
         name: "replica-announce-ip",
-        kind: Kind::Text(|s| &s.replica_announce_ip),
+        kind: Kind::Text(|s| &s.replica_announce_ip, Line::Name),
     },
     Param {
         name: "replica-announce-port",
@@ -273,6 +283,12 @@ const PARAMS: &[Param] = &[
     },
 ];
 
+/// Parameters Redis clients read that are not Turnstile flags: redis.conf
+/// names with a fixed answer, and Redis 7's new name for
+/// `lua-time-limit`. The config file has no such key: `CONFIG REWRITE`
+/// writes none of them.
+const NOT_FLAGS: &[&str] = &["databases", "save", "busy-reply-threshold"];
+
 fn value_of(state: &State, p: &Param) -> String {
     match &p.kind {
         Kind::ReadOnly(f) => f(state),
@@ -297,7 +313,7 @@ fn setting(settings: &Settings, p: &Param) -> Option<String> {
             .get(usize::from(field(settings).load(Ordering::Relaxed)))
             .map_or(String::new(), |n| n.to_string()),
         Kind::OutputLimits => settings.output_limits().to_string(),
-        Kind::Text(field) => field(settings).read().clone().unwrap_or_default(),
+        Kind::Text(field, _) => field(settings).read().clone().unwrap_or_default(),
         Kind::ReadOnly(_) => return None,
     })
 }
@@ -339,7 +355,18 @@ pub fn rewrite(ctx: &mut Ctx<'_>, _req: &Request<'_>) -> Result<(), CmdError> {
                 String::new(),
             ),
             Kind::ReadOnly(_) => continue,
+            // The reader would refuse the key (`lua-time-limit` carries it).
+            _ if NOT_FLAGS.contains(&p.name) => continue,
             Kind::Password if state.password_from_file => continue,
+            Kind::Password => {
+                // The file is TOML, whose strings are Unicode: a password
+                // of other bytes would come back changed at the next start.
+                let live = state.settings.password().unwrap_or_default();
+                let live = String::from_utf8(live.to_vec()).map_err(|_| {
+                    failed(&"requirepass is not UTF-8 text, which the config file cannot hold")
+                })?;
+                (live, String::new())
+            }
             _ => (
                 setting(&state.settings, p).unwrap_or_default(),
                 setting(&defaults, p).unwrap_or_default(),
@@ -363,7 +390,7 @@ pub fn rewrite(ctx: &mut Ctx<'_>, _req: &Request<'_>) -> Result<(), CmdError> {
         if same {
             continue;
         }
-        let text_kind = matches!(p.kind, Kind::Password | Kind::Text(_) | Kind::ReadOnly(_));
+        let text_kind = matches!(p.kind, Kind::Password | Kind::Text(..) | Kind::ReadOnly(_));
         if text_kind && live.is_empty() {
             doc.remove(p.name);
             continue;
@@ -371,23 +398,69 @@ pub fn rewrite(ctx: &mut Ctx<'_>, _req: &Request<'_>) -> Result<(), CmdError> {
         doc[p.name] = match (&p.kind, live.parse::<i64>()) {
             (Kind::Number { .. }, Ok(n)) => toml_edit::value(n),
             (Kind::Flag(_), _) => toml_edit::value(live == "yes"),
-            _ => toml_edit::value(live),
+            _ => toml_edit::Item::Value(one_line(&live)),
         };
     }
     let mut text = doc.to_string();
     if !text.ends_with('\n') {
         text.push('\n');
     }
-    let tmp = path.with_extension("rewrite.tmp");
-    std::fs::write(&tmp, text)
-        .and_then(|()| std::fs::rename(&tmp, path))
-        .map_err(|e| {
-            let _ = std::fs::remove_file(&tmp);
-            failed(&e)
-        })?;
+    write_file(path, text.as_bytes()).map_err(|e| failed(&e))?;
     tracing::info!(path = %path.display(), "CONFIG REWRITE executed with success");
     ctx.out.ok();
     Ok(())
+}
+
+/// `text` as a TOML basic string on one line: `"`, `\\` and every
+/// control character escaped. `toml_edit` would choose a multi-line
+/// string for a value with a line break, putting text a client chose
+/// (`CONFIG SET masterauth`) on lines of its own.
+fn one_line(text: &str) -> toml_edit::Value {
+    use std::fmt::Write;
+    let mut repr = String::with_capacity(text.len() + 2);
+    repr.push('"');
+    for c in text.chars() {
+        match c {
+            '"' => repr.push_str("\\\""),
+            '\\' => repr.push_str("\\\\"),
+            '\n' => repr.push_str("\\n"),
+            '\r' => repr.push_str("\\r"),
+            '\t' => repr.push_str("\\t"),
+            c if c.is_control() => {
+                let _ = write!(repr, "\\u{:04X}", u32::from(c));
+            }
+            c => repr.push(c),
+        }
+    }
+    repr.push('"');
+    // A basic string of escaped text always parses; its repr is kept.
+    repr.parse()
+        .unwrap_or_else(|_| toml_edit::Value::from(text.to_string()))
+}
+
+/// Replaces the config file with `text` as the snapshot writer replaces
+/// a snapshot (`store::snapshot::create_temp` and `install`): a sibling
+/// temporary file of a name no one can guess, created only where nothing
+/// is (`O_EXCL`, `O_NOFOLLOW`: a symlink planted there is refused, not
+/// written through), with the old file's permissions (0600 for a new
+/// one: it may hold passwords), fsynced, renamed over the path, the
+/// directory fsynced. A symlink at the path itself is replaced by the new
+/// file, not followed, as Redis 7.0 replaces it.
+fn write_file(path: &std::path::Path, text: &[u8]) -> std::io::Result<()> {
+    use std::io::Write;
+    let (mut file, tmp) = crate::store::snapshot::create_temp(path)?;
+    let written = (|| {
+        if let Ok(old) = std::fs::metadata(path) {
+            file.set_permissions(old.permissions())?;
+        }
+        file.write_all(text)?;
+        file.sync_all()
+    })();
+    if let Err(e) = written {
+        let _ = std::fs::remove_file(&tmp);
+        return Err(e);
+    }
+    crate::store::snapshot::install(&tmp, path).map_err(std::io::Error::other)
 }
 
 /// ```text
@@ -453,7 +526,10 @@ pub fn set(ctx: &mut Ctx<'_>, req: &Request<'_>) -> Result<(), CmdError> {
         changes.push(match &p.kind {
             Kind::ReadOnly(_) => return Err(failed("can't set immutable config")),
             Kind::Password => Change::Password(value),
-            Kind::Text(field) => Change::Text(
+            Kind::Text(_, Line::Name) if value.iter().any(u8::is_ascii_control) => {
+                return Err(failed("argument must not contain control characters"))
+            }
+            Kind::Text(field, _) => Change::Text(
                 field(&ctx.state.settings),
                 (!value.is_empty()).then(|| String::from_utf8_lossy(value).into_owned()),
             ),
@@ -561,11 +637,6 @@ pub fn settable() -> impl Iterator<Item = &'static str> {
 mod tests {
     use super::*;
     use clap::CommandFactory;
-
-    /// Parameters Redis clients read that are not Turnstile flags:
-    /// redis.conf names with a fixed answer, and Redis 7's new name for
-    /// `lua-time-limit`.
-    const NOT_FLAGS: &[&str] = &["databases", "save", "busy-reply-threshold"];
 
     /// A numeric parameter's flag accepts exactly what `CONFIG SET`
     /// accepts: at each end of its range and one past it. A flag took
