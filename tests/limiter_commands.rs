@@ -1186,12 +1186,27 @@ async fn wrong_types() {
     let mut c = srv.client().await;
     ints(&mut c, &["RL.ALLOW", "k", "5", "10"]).await;
     assert_eq!(q::<String>(&mut c, &["TYPE", "k"]).await, "rl-window");
+    // Another algorithm: what the key holds and what to do, under
+    // Redis's prefix.
+    let other = |asked: &str| {
+        format!("WRONGTYPE the key holds a window limiter, not {asked}: use another key, or RL.RESET it first")
+    };
+    for (args, asked) in [
+        (&["RL.ALLOW", "k", "5", "10", "ALGO", "log"][..], "log"),
+        (&["RL.ALLOW", "k", "5", "10", "ALGO", "gcra"], "gcra"),
+        (&["RL.ALLOW", "k", "5", "10", "ALGO", "fixed"], "fixed"),
+        (&["RL.ALLOW", "k", "5", "10", "ALGO", "sliding"], "sliding"),
+        (&["RL.PEEK", "k", "5", "10", "ALGO", "log"], "log"),
+        (&["RL.CHARGE", "k", "5", "10", "1", "ALGO", "gcra"], "gcra"),
+        (
+            &["RL.ALLOWMANY", "LIMIT", "k", "5", "10", "ALGO", "fixed"],
+            "fixed",
+        ),
+        (&["RL.ACQUIRE", "k", "5", "10"], "lease"),
+    ] {
+        assert_eq!(q_err(&mut c, args).await, other(asked), "{args:?}");
+    }
     let wrong: &[&[&str]] = &[
-        &["RL.ALLOW", "k", "5", "10", "ALGO", "log"],
-        &["RL.ALLOW", "k", "5", "10", "ALGO", "gcra"],
-        &["RL.ALLOW", "k", "5", "10", "ALGO", "fixed"],
-        &["RL.PEEK", "k", "5", "10", "ALGO", "log"],
-        &["RL.ALLOWMANY", "LIMIT", "k", "5", "10", "ALGO", "fixed"],
         &["CL.THROTTLE", "k", "1", "1", "1"],
         &["GET", "k"],
         &["INCR", "k"],
@@ -1586,7 +1601,10 @@ async fn empty_and_one_megabyte_keys() {
         .query_async::<Value>(&mut c)
         .await
         .unwrap_err();
-    assert_eq!(err_text(&err), WRONGTYPE);
+    assert_eq!(
+        err_text(&err),
+        "WRONGTYPE the key holds a log limiter, not gcra: use another key, or RL.RESET it first"
+    );
     let n: i64 = redis::cmd("RL.RESET")
         .arg(&big)
         .arg("")

@@ -2,7 +2,7 @@
 
 mod common;
 
-use common::{q, q_err, Server};
+use common::{q, q_err, text, Server};
 use redis::Value;
 
 /// Sends `args` lists as pipelines of 500, ignoring the replies' values.
@@ -76,10 +76,25 @@ async fn top_denied_names_the_heaviest_keys_in_order() {
     // Since start, the same; the default kind is DENIED.
     let all: Vec<Value> = q(&mut c3, &["rl.top", "count", "3", "window", "all"]).await;
     assert_eq!(pairs(&all), got);
-    // Admissions: 2,003 keys once each.
-    let allowed: Vec<Value> = q(&mut c, &["RL.TOP", "ALLOWED", "COUNT", "5000"]).await;
-    let allowed = pairs(&allowed);
-    assert!(allowed.iter().all(|(_, n)| *n >= 1), "{allowed:?}");
+    // Admissions: 2,003 keys once each. WITHERRORS lists what the
+    // sketches hold, each key with what its count may overstate.
+    let held: Vec<Value> = q(
+        &mut c,
+        &["RL.TOP", "ALLOWED", "COUNT", "5000", "WITHERRORS"],
+    )
+    .await;
+    assert_eq!(held.len() % 3, 0, "{held:?}");
+    let allowed: Vec<(String, i64, i64)> = held
+        .chunks(3)
+        .map(|t| match t {
+            [k, Value::Int(n), Value::Int(e)] => (text(k), *n, *e),
+            other => panic!("{other:?}"),
+        })
+        .collect();
+    assert!(
+        allowed.iter().all(|(_, n, e)| *n >= 1 && e < n),
+        "{allowed:?}"
+    );
     // The 512 counters are split into one set of sketches per CPU (at
     // most 8 sets), and a thread counts in its own set: a connection whose
     // task stays on one worker fills one set's share, one that moves
@@ -95,6 +110,15 @@ async fn top_denied_names_the_heaviest_keys_in_order() {
         "{} keys ({sets} sets)",
         allowed.len()
     );
+    // Without WITHERRORS, only keys counted past the error bound (2,003 *
+    // W / 512): a key admitted once among 2,003 is not a heavy hitter,
+    // whatever count its counter inherited.
+    let bound = 2003 * sets as i64 / 512;
+    let shown: Vec<Value> = q(&mut c, &["RL.TOP", "ALLOWED", "COUNT", "5000"]).await;
+    let shown = pairs(&shown);
+    assert!(shown.iter().all(|(_, n)| *n > bound), "{shown:?}");
+    let past: Vec<&(String, i64, i64)> = allowed.iter().filter(|(_, n, _)| *n > bound).collect();
+    assert_eq!(shown.len(), past.len(), "{shown:?}");
     let none: Vec<Value> = q(&mut c, &["RL.TOP", "SHADOW"]).await;
     assert!(none.is_empty());
 }

@@ -586,6 +586,16 @@ impl Top {
         all
     }
 
+    /// The most a count of `kind` over `period` may be off by, `W * N /
+    /// --top-keys`: a key counted no more than this may be noise (any key
+    /// can show it), one counted more was seen for sure.
+    pub fn error_bound(&self, kind: Kind, period: Period, now: Nanos) -> u64 {
+        if self.cap == 0 {
+            return 0;
+        }
+        self.seen(kind, period, now) / self.cap as u64
+    }
+
     /// Decisions of `kind` counted over `period` (the sketches' `N`).
     pub fn seen(&self, kind: Kind, period: Period, now: Nanos) -> u64 {
         let current = now.0 / self.slice_ns;

@@ -18,6 +18,13 @@ pub enum LimitError {
     /// The key holds another kind of value.
     #[error("the key holds another kind of value")]
     WrongType,
+    /// The key holds limiter state of another kind (`held`: an
+    /// algorithm's name, or `lease`) than the command asked for (`asked`).
+    #[error("the key holds a {held} limiter, not {asked}")]
+    OtherLimiter {
+        held: &'static str,
+        asked: &'static str,
+    },
     /// Admitting would allocate more than `--maxmemory` leaves.
     #[error("over maxmemory")]
     OutOfMemory,
@@ -55,6 +62,20 @@ macro_rules! held {
             }
         }
     };
+}
+
+/// Why `v` is not `S`'s state: another limiter's (named, so the error can
+/// say what the key holds and what to do), or no limiter at all.
+fn mismatch<S: Held>(v: &Value) -> LimitError {
+    let held = match v.algorithm() {
+        Some(a) => a.name(),
+        None if matches!(v, Value::Lease(_)) => "lease",
+        None => return LimitError::WrongType,
+    };
+    LimitError::OtherLimiter {
+        held,
+        asked: S::ALGORITHM.name(),
+    }
 }
 
 held!(window, Window);
@@ -149,7 +170,10 @@ fn charge_with<S: Held>(
         Value::Blocked(b) => b.until,
         _ => 0,
     };
-    let stored = S::get_mut(&mut entry.value).ok_or(LimitError::WrongType)?;
+    let stored = match S::get_mut(&mut entry.value) {
+        Some(s) => s,
+        None => return Err(mismatch::<S>(&entry.value)),
+    };
     if stored.state.growth() > room {
         return Err(LimitError::OutOfMemory);
     }
@@ -258,7 +282,10 @@ fn allow_with<S: Held>(
 ) -> Result<Decision, LimitError> {
     match slot.as_mut() {
         Some(entry) => {
-            let stored = S::get_mut(&mut entry.value).ok_or(LimitError::WrongType)?;
+            let stored = match S::get_mut(&mut entry.value) {
+                Some(s) => s,
+                None => return Err(mismatch::<S>(&entry.value)),
+            };
             if stored.state.growth() > room && stored.state.peek(p, now, cost).allowed {
                 return Err(LimitError::OutOfMemory);
             }
@@ -318,7 +345,11 @@ fn peek_with<S: Held>(
 ) -> Result<(Decision, usize), LimitError> {
     let fresh;
     let state = match entry {
-        Some(e) => &S::get(&e.value).ok_or(LimitError::WrongType)?.state,
+        Some(e) => {
+            &S::get(&e.value)
+                .ok_or_else(|| mismatch::<S>(&e.value))?
+                .state
+        }
         None => {
             fresh = S::default();
             &fresh
@@ -361,13 +392,25 @@ fn refund_with<S: Limiter>(s: &mut Stored<S>, now: Nanos, n: u64) -> Nanos {
     s.expires_at()
 }
 
+/// Why `v` is not a lease key: a rate limit's state (named), or no
+/// limiter at all.
+fn not_a_lease(v: &Value) -> LimitError {
+    match v.algorithm() {
+        Some(a) => LimitError::OtherLimiter {
+            held: a.name(),
+            asked: "lease",
+        },
+        None => LimitError::WrongType,
+    }
+}
+
 /// The lease key in `slot`, if it holds one; `WRONGTYPE` for any other
 /// value.
 fn lease_key(slot: &mut Option<Entry>) -> Result<Option<&mut LeaseKey>, LimitError> {
     match slot.as_mut().map(|e| &mut e.value) {
         None => Ok(None),
         Some(Value::Lease(l)) => Ok(Some(l)),
-        Some(_) => Err(LimitError::WrongType),
+        Some(v) => Err(not_a_lease(v)),
     }
 }
 
@@ -442,7 +485,7 @@ pub fn peek_lease(
     match entry.map(|e| &e.value) {
         None => Ok(Leases::default().peek(limit, ttl, now.0, cost)),
         Some(Value::Lease(l)) => Ok(l.leases.peek(limit, ttl, now.0, cost)),
-        Some(_) => Err(LimitError::WrongType),
+        Some(v) => Err(not_a_lease(v)),
     }
 }
 

@@ -10,10 +10,12 @@ use crate::stats::top::{Kind, Period};
 const DEFAULT_COUNT: usize = 10;
 
 /// ```text
-/// RL.TOP [DENIED|ALLOWED|SHADOW] [COUNT n] [POLICY name] [WINDOW d|ALL]
+/// RL.TOP [DENIED|ALLOWED|SHADOW] [COUNT n] [POLICY name] [WINDOW d|ALL] [WITHERRORS]
 /// ```
 /// A flat array of key, count, key, count..., heaviest first, in RESP2 and
-/// RESP3 alike (an array, not a map: the order is the answer). WINDOW is a
+/// RESP3 alike (an array, not a map: the order is the answer), of the keys
+/// counted past the sketches' error bound; WITHERRORS: key, count, error
+/// triples of every key the sketches hold. WINDOW is a
 /// duration up to `--top-window` (its default), or ALL for since start.
 pub fn top(ctx: &mut Ctx<'_>, req: &Request<'_>) -> Result<(), CmdError> {
     let top = &ctx.state.stats.top;
@@ -21,6 +23,7 @@ pub fn top(ctx: &mut Ctx<'_>, req: &Request<'_>) -> Result<(), CmdError> {
     let mut count = DEFAULT_COUNT;
     let mut policy = None;
     let mut period = Period::Recent(top.window_ns());
+    let mut with_errors = false;
     let mut args = Cursor::new(req, 1);
     while let Some(arg) = args.next() {
         if let Some(k) = Kind::ALL.into_iter().find(|k| is(arg, k.name())) {
@@ -38,13 +41,32 @@ pub fn top(ctx: &mut Ctx<'_>, req: &Request<'_>) -> Result<(), CmdError> {
             );
         } else if is(arg, "WINDOW") {
             period = window(args.value_for("WINDOW")?, top.window_ns())?;
+        } else if is(arg, "WITHERRORS") {
+            with_errors = true;
         } else {
             return Err(CmdError::Syntax);
         }
     }
+    if with_errors {
+        // Every key the sketches hold, each with what its count may
+        // overstate.
+        let hitters = top.read(kind, count, policy, period, ctx.now);
+        ctx.out.array(hitters.len() * 3);
+        for h in &hitters {
+            ctx.out.bulk(&h.key);
+            ctx.out.int(h.count as i64);
+            ctx.out.int(h.err as i64);
+        }
+        return Ok(());
+    }
+    // A count within the sketches' error bound could be any key's: under
+    // many light keys each tracked one showed hundreds it never had. Only
+    // keys counted past the bound are heavy hitters for sure.
+    let bound = top.error_bound(kind, period, ctx.now);
     let hitters = top.read(kind, count, policy, period, ctx.now);
-    ctx.out.array(hitters.len() * 2);
-    for h in &hitters {
+    let shown = hitters.iter().take_while(|h| h.count > bound).count();
+    ctx.out.array(shown * 2);
+    for h in &hitters[..shown] {
         ctx.out.bulk(&h.key);
         ctx.out.int(h.count as i64);
     }

@@ -59,6 +59,15 @@ impl From<crate::store::limit::LimitError> for CmdError {
     fn from(e: crate::store::limit::LimitError) -> Self {
         match e {
             crate::store::limit::LimitError::WrongType => CmdError::WrongType,
+            // Keeps Redis's prefix (clients match on it) and names the fix.
+            crate::store::limit::LimitError::OtherLimiter { held, asked } => {
+                CmdError::Prefixed(
+                    format!(
+                        "WRONGTYPE the key holds a {held} limiter, not {asked}: use another key, or RL.RESET it first"
+                    )
+                    .into(),
+                )
+            }
             crate::store::limit::LimitError::OutOfMemory => CmdError::OutOfMemory,
             crate::store::limit::LimitError::TooManyLeases => CmdError::err(format!(
                 "too many leases on one key (at most {})",
