@@ -669,3 +669,22 @@ async fn replicas_that_attach_together_share_one_copy() {
     assert_eq!(repl.full_syncs.load(Ordering::Relaxed), 3);
     assert_eq!(repl.connected(), 3);
 }
+
+/// `REPLICAOF` with CR or LF in the host would forge `INFO replication`
+/// and `ROLE` lines (Redis takes any bytes): refused, nothing changed.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_host_with_a_line_break_is_refused() {
+    let srv = Server::start().await;
+    let mut c = srv.client().await;
+    for host in ["evil\r\nrole:master", "a\nb", "a\rb", "a\tb"] {
+        assert_eq!(
+            q_err(&mut c, &["REPLICAOF", host, "6379"]).await,
+            "ERR Invalid master host",
+            "{host:?}"
+        );
+    }
+    let info: String = q(&mut c, &["INFO", "replication"]).await;
+    assert!(info.contains("role:master"), "{info}");
+    assert!(!info.contains("evil"), "{info}");
+    srv.shutdown().await;
+}

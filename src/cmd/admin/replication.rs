@@ -35,6 +35,11 @@ pub fn replicaof(ctx: &mut Ctx<'_>, req: &Request<'_>) -> Result<(), CmdError> {
         .ok()
         .filter(|p| (0..=65535).contains(p))
         .ok_or_else(|| CmdError::err("Invalid master port"))?;
+    // The host is echoed in `INFO replication` and `ROLE` lines: a CR or
+    // LF in it would forge fields there (Redis takes any bytes).
+    if req.arg(1).iter().any(|b| b.is_ascii_control()) {
+        return Err(CmdError::err("Invalid master host"));
+    }
     let host = String::from_utf8_lossy(req.arg(1)).into_owned();
     // In cluster mode a node replicates only within its shard (Sentinel
     // moves a shard's primary among its members); its shard's slots follow.
