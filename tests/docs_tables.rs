@@ -454,3 +454,100 @@ fn the_config_set_list_in_operations_md_is_the_parameters() {
         "operations.md (left) against CONFIG SET's parameters (right)"
     );
 }
+
+/// `(flag, default)` of each flag a table names: a row's first cell lists
+/// its flags, its `column`th cell their defaults (one for all, or one
+/// each, comma-separated; `none` and `off` are no default). Rows whose
+/// defaults are not literals (`--bind`:`--port`) are left out.
+fn quoted_defaults(text: &str, column: usize) -> Vec<(String, Option<String>)> {
+    let mut out = Vec::new();
+    for line in text.lines().filter(|l| l.starts_with("| `--")) {
+        let cells: Vec<&str> = line.split(" | ").collect();
+        let flags: Vec<String> = cells[0]
+            .split('`')
+            .skip(1)
+            .step_by(2)
+            .filter(|t| t.starts_with("--"))
+            .map(|t| t.split_whitespace().next().unwrap_or(t).to_string())
+            .collect();
+        let Some(cell) = cells.get(column) else {
+            continue;
+        };
+        let items: Option<Vec<Option<String>>> = cell
+            .split(", ")
+            .map(|item| match item.trim() {
+                "none" | "off" => Some(None),
+                i if i.len() > 2
+                    && i.starts_with('`')
+                    && i.ends_with('`')
+                    && i.matches('`').count() == 2 =>
+                {
+                    Some(Some(i[1..i.len() - 1].to_string()))
+                }
+                _ => None,
+            })
+            .collect();
+        let Some(items) = items else {
+            continue;
+        };
+        match items.len() {
+            1 => out.extend(flags.iter().map(|f| (f.clone(), items[0].clone()))),
+            n if n == flags.len() => out.extend(flags.into_iter().zip(items)),
+            _ => {}
+        }
+    }
+    out
+}
+
+/// Every default the flags tables quote (operations.md, the README) is
+/// the one the flag declares, and operations.md lists every flag: a
+/// default changed in code but not in the docs fails here (the README
+/// once gave the output buffer limit's as `0 0 0`).
+#[test]
+fn the_defaults_the_docs_quote_are_the_flags() {
+    use clap::CommandFactory;
+    let cli = turnstile::config::Cli::command();
+    let declared: std::collections::BTreeMap<String, Option<String>> = cli
+        .get_arguments()
+        .filter(|a| !a.is_hide_set())
+        .filter_map(|a| {
+            let long = a.get_long()?;
+            let default: Vec<String> = a
+                .get_default_values()
+                .iter()
+                .map(|v| v.to_string_lossy().into_owned())
+                .collect();
+            let default = (!default.is_empty()).then(|| default.join(" "));
+            Some((format!("--{long}"), default))
+        })
+        .collect();
+    let root = PathBuf::from(env!("CARGO_MANIFEST_DIR"));
+    let mut wrong = Vec::new();
+    let mut listed = std::collections::BTreeSet::new();
+    for (page, column) in [("docs/operations.md", 2), ("README.md", 1)] {
+        let text = std::fs::read_to_string(root.join(page)).expect("the page");
+        for (flag, quoted) in quoted_defaults(&text, column) {
+            if page == "docs/operations.md" {
+                listed.insert(flag.clone());
+            }
+            match declared.get(&flag) {
+                None => wrong.push(format!("{page}: {flag} is not a flag")),
+                Some(d) if *d != quoted => {
+                    wrong.push(format!("{page}: {flag} quotes {quoted:?}, declares {d:?}"))
+                }
+                Some(_) => {}
+            }
+        }
+    }
+    assert!(wrong.is_empty(), "{wrong:#?}");
+    let ops = std::fs::read_to_string(root.join("docs/operations.md")).expect("operations.md");
+    let missing: Vec<&String> = declared
+        .keys()
+        .filter(|f| !listed.contains(*f) && !ops.contains(&format!("`{f}")))
+        .filter(|f| !["--help", "--version"].contains(&f.as_str()))
+        .collect();
+    assert!(
+        missing.is_empty(),
+        "flags docs/operations.md does not list: {missing:?}"
+    );
+}
