@@ -3,9 +3,8 @@
 //! after use (`RL.CHARGE`, `RL.ALLOWMANY CHARGE`), and `BLOCK` penalties,
 //! which survive a snapshot and reach replicas.
 
-mod common;
 
-use common::*;
+use crate::common::*;
 use redis::aio::MultiplexedConnection;
 use turnstile::limiter::calendar::days_from_civil;
 use turnstile::replication::Link;

@@ -6,9 +6,8 @@
 //! overrides, refunds, the draft-10 headers, errors as UNAVAILABLE, the
 //! health service; and the same decisions through `POST /json`.
 
-mod common;
 
-use common::*;
+use crate::common::*;
 use envoy_types::pb::envoy::extensions::common::ratelimit::v3::{
     rate_limit_descriptor::{Entry, RateLimitOverride},
     RateLimitDescriptor,
@@ -27,8 +26,8 @@ use tonic_health::pb::HealthCheckRequest;
 use turnstile::Nanos;
 
 /// envoyproxy/ratelimit's example configuration, both files.
-const EXAMPLE: &str = include_str!("policies/envoy/example.yaml");
-const MONGO: &str = include_str!("policies/envoy/config.yaml");
+const EXAMPLE: &str = include_str!("../policies/envoy/example.yaml");
+const MONGO: &str = include_str!("../policies/envoy/config.yaml");
 
 async fn start(headers: bool) -> (Server, RateLimitServiceClient<Channel>) {
     let dir = std::env::temp_dir().join(format!("turnstile-rls-{headers}-{}", std::process::id()));

@@ -8,11 +8,10 @@
 //! in), of 1 h (800 s in) or of 1 d (80 000 s in). Expected values below are
 //! worked out from those offsets.
 
-mod common;
 
 use std::time::Duration;
 
-use common::*;
+use crate::common::*;
 use redis::Value;
 use turnstile::Clock;
 

@@ -4,11 +4,10 @@
 //! own: a script shutdown gives up on keeps its thread busy until the
 //! process exits.
 
-mod common;
 
 use std::time::{Duration, Instant};
 
-use common::*;
+use crate::common::*;
 use turnstile::server::{SCRIPT_GRACE, SCRIPT_WAIT};
 
 /// Redis 7.0 reads the clock on every `TIME`, in scripts too: a script

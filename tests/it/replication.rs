@@ -2,13 +2,12 @@
 //! its own manual clock (moved together), driven by the `redis` crate. The
 //! replicas' keyspaces are compared with the primary's entry by entry.
 
-mod common;
 
 use std::collections::BTreeMap;
 use std::sync::atomic::Ordering;
 use std::time::{Duration, Instant};
 
-use common::*;
+use crate::common::*;
 use turnstile::clock::Clock;
 use turnstile::replication::Link;
 use turnstile::store::{Entry, SmallBytes, Value};

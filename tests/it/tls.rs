@@ -5,14 +5,13 @@
 //! Certificates are made fresh with rcgen for each test: a CA, a server
 //! certificate for 127.0.0.1 and localhost, a client certificate.
 
-mod common;
 
 use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
 
-use common::{assert_pong, q, Server, IO_TIMEOUT};
+use crate::common::{assert_pong, q, Server, IO_TIMEOUT};
 use rcgen::{
     BasicConstraints, CertificateParams, DnType, ExtendedKeyUsagePurpose, IsCa, KeyPair,
     KeyUsagePurpose,
@@ -114,7 +113,7 @@ impl Certs {
                 root_cert: Some(self.read("ca.crt")),
             },
         )?;
-        common::connect_client(client).await
+        crate::common::connect_client(client).await
     }
 }
 
@@ -174,7 +173,7 @@ async fn ping_and_allow_over_tls_next_to_plaintext() {
 
     // A plaintext client on the TLS port gets no reply it could mistake
     // for one, and the port keeps serving.
-    let mut confused = common::Raw::connect(tls).await;
+    let mut confused = crate::common::Raw::connect(tls).await;
     confused.send(b"PING\r\n").await;
     let got = confused.closed_within(IO_TIMEOUT).await;
     assert!(
@@ -252,7 +251,7 @@ async fn start_error(tweak: impl FnOnce(&mut Config)) -> String {
     let mut config = Config::for_tests();
     tweak(&mut config);
     let clock = turnstile::ManualClock::new(turnstile::Nanos(
-        common::START_SECS * turnstile::Nanos::PER_SEC,
+        crate::common::START_SECS * turnstile::Nanos::PER_SEC,
     ));
     match turnstile::start(&config, std::sync::Arc::new(clock)).await {
         Ok(_) => panic!("the server started"),
@@ -327,12 +326,12 @@ async fn a_stalled_handshake_blocks_no_one() {
 
     // One client connects and never says hello; another sends half a
     // ClientHello and stops.
-    let mut silent = common::Raw::connect(tls).await;
-    let mut half = common::Raw::connect(tls).await;
+    let mut silent = crate::common::Raw::connect(tls).await;
+    let mut half = crate::common::Raw::connect(tls).await;
     half.send(&[0x16, 0x03, 0x01, 0x02, 0x00, 0x01]).await;
 
     // Both hold client slots while they wait.
-    common::eventually("stalled clients registered", || {
+    crate::common::eventually("stalled clients registered", || {
         server.state().clients.len() >= 2
     })
     .await;
@@ -410,7 +409,7 @@ async fn a_tls_client_that_never_reads_is_disconnected() {
 
     // 64 GETs of a 1 MB value, written and never read.
     let mut greedy = raw_tls(&certs, tls_addr(&server)).await;
-    let pipeline = common::encode_words(&["GET", "big"]).repeat(64);
+    let pipeline = crate::common::encode_words(&["GET", "big"]).repeat(64);
     let _ = greedy.write_all(&pipeline).await;
     assert_pong(&mut other).await;
 
@@ -451,7 +450,7 @@ async fn a_replica_follows_a_primary_over_tls() {
         .await
         .unwrap();
     let end = || primary.state().store.effects.offset();
-    common::eventually("the replica follows over TLS", || {
+    crate::common::eventually("the replica follows over TLS", || {
         replica.state().replication.link() == turnstile::replication::Link::Up
             && replica.state().store.effects.offset() == end()
     })

@@ -1,11 +1,10 @@
 //! Connection life: AUTH, QUIT, RESET, CLIENT KILL, maxclients, the idle
 //! timeout, and graceful shutdown.
 
-mod common;
 
 use std::time::{Duration, Instant};
 
-use common::*;
+use crate::common::*;
 use redis::Value;
 
 const PW: &str = "s3cret pw";

@@ -6,9 +6,8 @@
 //! one byte off runs in Lua, NOSCRIPT is unchanged, the setting and its
 //! INFO counter.
 
-mod common;
 
-use common::*;
+use crate::common::*;
 use redis::Value;
 use turnstile::cmd::script::native::CATALOGUE;
 

@@ -3,7 +3,6 @@
 //! one Cargo builds, it runs as a fixed non-root user, exposes the right
 //! ports, and its healthcheck subcommand works against a running server.
 
-mod common;
 
 use std::path::Path;
 use std::process::Command;
@@ -109,7 +108,7 @@ fn runs_the_binary_cargo_builds_as_a_non_root_user() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn healthcheck_subcommand_reports_the_server() {
-    let server = common::Server::start().await;
+    let server = crate::common::Server::start().await;
     let port = server.addr.port().to_string();
     let check = |port: String| {
         tokio::task::spawn_blocking(move || {

@@ -3,11 +3,10 @@
 //! same value, each on one line of its own, and its temporary file cannot
 //! be redirected by a planted symlink.
 
-mod common;
 
 use std::path::{Path, PathBuf};
 
-use common::*;
+use crate::common::*;
 use turnstile::Config;
 
 /// Values a client may `CONFIG SET` a password to: line breaks, TOML's

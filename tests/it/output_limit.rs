@@ -1,12 +1,11 @@
 //! `--client-output-buffer-limit`: a client that pipelines requests and
 //! never reads its replies is disconnected; others keep being served.
 
-mod common;
 
 use std::sync::atomic::Ordering;
 use std::time::Duration;
 
-use common::{assert_pong, q, Raw, Server};
+use crate::common::{assert_pong, q, Raw, Server};
 use turnstile::config::OutputLimit;
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -25,7 +24,7 @@ async fn a_client_that_never_reads_is_disconnected() {
 
     // 64 GETs of a 1 MB value, written and never read: 64 MB of replies.
     let mut greedy = Raw::connect(server.addr).await;
-    let request = common::encode_words(&["GET", "big"]);
+    let request = crate::common::encode_words(&["GET", "big"]);
     let mut pipeline = Vec::new();
     for _ in 0..64 {
         pipeline.extend_from_slice(&request);
@@ -74,14 +73,14 @@ async fn unread_bytes_in_the_kernel_count_against_the_limit() {
         let mut greedy = Raw::connect(server.addr).await;
         let addr = greedy.local_addr();
         // 16,384 replies of 1 KiB (16 MB), never read.
-        let pipeline = common::encode_words(&["GET", "v"]).repeat(16 * 1024);
+        let pipeline = crate::common::encode_words(&["GET", "v"]).repeat(16 * 1024);
         let task = tokio::spawn(async move {
             let _ = greedy.try_send(&pipeline).await;
             std::future::pending::<()>().await;
         });
         // Accepted (two connections so far), then gone (one left).
         let state = server.state();
-        common::eventually("the client that never reads is disconnected", || {
+        crate::common::eventually("the client that never reads is disconnected", || {
             state.stats.connections_received.load(Ordering::Relaxed) == 2
                 && state.clients.len() == 1
                 && client_line(&server, addr).is_none()
@@ -116,7 +115,7 @@ async fn stuck_reader(server: &Server) -> (std::net::SocketAddr, tokio::task::Jo
     let _: () = q(&mut other, &["SET", "big", &value]).await;
     let mut greedy = Raw::connect(server.addr).await;
     let addr = greedy.local_addr();
-    let request = common::encode_words(&["GET", "big"]);
+    let request = crate::common::encode_words(&["GET", "big"]);
     let pipeline: Vec<u8> = request.repeat(64);
     // Sending blocks once the server stops reading; the task holds the
     // socket open and never reads.
@@ -125,7 +124,7 @@ async fn stuck_reader(server: &Server) -> (std::net::SocketAddr, tokio::task::Jo
         std::future::pending::<()>().await;
     });
     // It has run a GET (and cannot have taken 64 MB of replies).
-    common::eventually("the greedy client ran a command", || {
+    crate::common::eventually("the greedy client ran a command", || {
         client_line(server, addr).is_some_and(|l| l.contains("cmd=get"))
     })
     .await;
@@ -167,7 +166,7 @@ async fn client_kill_closes_a_client_that_never_reads() {
     )
     .await;
     assert_eq!(killed, 1);
-    common::eventually("the killed client is gone", || {
+    crate::common::eventually("the killed client is gone", || {
         client_line(&server, addr).is_none()
     })
     .await;
@@ -182,7 +181,7 @@ async fn client_kill_closes_a_client_that_never_reads() {
 async fn timeout_closes_a_client_that_never_reads() {
     let server = Server::start_with(|c| c.timeout = 1).await;
     let (addr, task) = stuck_reader(&server).await;
-    common::eventually("the stuck client timed out", || {
+    crate::common::eventually("the stuck client timed out", || {
         client_line(&server, addr).is_none()
     })
     .await;

@@ -4,9 +4,8 @@
 //! every acknowledged write is in it) and start a second server from the
 //! copy. SIGKILL of the real binary is `tests/ops/aof_crash.py`.
 
-mod common;
 
-use common::{info_u64, q, Server, START_SECS};
+use crate::common::{info_u64, q, Server, START_SECS};
 use redis::aio::MultiplexedConnection;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
@@ -185,7 +184,7 @@ async fn a_rewrite_under_load_keeps_every_count() {
     let mut rewrites_asked = 0;
     while !tasks.iter().all(|t| t.is_finished()) {
         let r: redis::RedisResult<String> =
-            common::cmd(&["BGREWRITEAOF"]).query_async(&mut admin).await;
+            crate::common::cmd(&["BGREWRITEAOF"]).query_async(&mut admin).await;
         if r.is_ok() {
             rewrites_asked += 1;
         }
@@ -197,7 +196,7 @@ async fn a_rewrite_under_load_keeps_every_count() {
             allowed[k] += n;
         }
     }
-    common::eventually("the last rewrite finished", || !a.state().aof.rewriting()).await;
+    crate::common::eventually("the last rewrite finished", || !a.state().aof.rewriting()).await;
     let rewrites: u64 = info_field(&mut admin, "aof_rewrites")
         .await
         .parse()
@@ -459,12 +458,12 @@ async fn config_set_appendonly_starts_the_file_from_the_keyspace() {
     .await;
     let mut c = a.client().await;
     assert_eq!(info_field(&mut c, "aof_enabled").await, "0");
-    let e = common::q_err(&mut c, &["BGREWRITEAOF"]).await;
+    let e = crate::common::q_err(&mut c, &["BGREWRITEAOF"]).await;
     assert!(e.contains("append-only file is off"), "{e}");
     traffic(&a, &mut c).await;
     let v: Vec<String> = q(&mut c, &["CONFIG", "GET", "appendfsync"]).await;
     assert_eq!(v, ["appendfsync", "everysec"]);
-    let e = common::q_err(&mut c, &["CONFIG", "SET", "appendfsync", "sometimes"]).await;
+    let e = crate::common::q_err(&mut c, &["CONFIG", "SET", "appendfsync", "sometimes"]).await;
     assert!(
         e.contains("must be one of the following: always, everysec, no"),
         "{e}"
@@ -481,7 +480,7 @@ async fn config_set_appendonly_starts_the_file_from_the_keyspace() {
         ],
     )
     .await;
-    common::eventually("the file is on", || a.state().aof.is_on()).await;
+    crate::common::eventually("the file is on", || a.state().aof.is_on()).await;
     let _: Vec<i64> = q(
         &mut c,
         &["RL.ALLOW", "fixed:k", "10", "60", "ALGO", "fixed"],
@@ -494,7 +493,7 @@ async fn config_set_appendonly_starts_the_file_from_the_keyspace() {
     b.shutdown().await;
 
     let _: () = q(&mut c, &["CONFIG", "SET", "appendonly", "no"]).await;
-    common::eventually("the file is off", || !a.state().aof.is_on()).await;
+    crate::common::eventually("the file is off", || !a.state().aof.is_on()).await;
     let size = std::fs::metadata(dir.join("appendonly.aof")).unwrap().len();
     let _: Vec<i64> = q(
         &mut c,
@@ -550,7 +549,7 @@ async fn config_set_refuses_what_the_flags_refuse() {
         ("appendonly", "1", "argument must be 'yes' or 'no'"),
         ("appendfilename", "other.aof", "can't set immutable config"),
     ] {
-        let e = common::q_err(&mut c, &["CONFIG", "SET", name, value]).await;
+        let e = crate::common::q_err(&mut c, &["CONFIG", "SET", name, value]).await;
         assert!(e.contains(why), "{name} {value}: {e}");
     }
     let _: () = q(
@@ -640,7 +639,7 @@ async fn a_full_disk_under_everysec_refuses_writes_until_a_write_succeeds() {
         .arg("1")
         .query_async(&mut c)
         .await;
-    common::eventually("the write failed", || aof.write_error().is_some()).await;
+    crate::common::eventually("the write failed", || aof.write_error().is_some()).await;
     assert_eq!(info_field(&mut c, "aof_last_write_status").await, "err");
     for w in [
         vec!["SET", "k", "v"],
@@ -648,24 +647,24 @@ async fn a_full_disk_under_everysec_refuses_writes_until_a_write_succeeds() {
         vec!["DEL", "before"],
         vec!["EVAL", "return redis.call('SET', 'from-script', '1')", "0"],
     ] {
-        let e = common::q_err(&mut c, &w).await;
+        let e = crate::common::q_err(&mut c, &w).await;
         assert!(e.contains(MISCONF), "{w:?}: {e}");
     }
     // A transaction: the write is refused when queued, EXEC aborts.
     let _: () = q(&mut c, &["MULTI"]).await;
-    let e = common::q_err(&mut c, &["SET", "k", "v"]).await;
+    let e = crate::common::q_err(&mut c, &["SET", "k", "v"]).await;
     assert!(e.starts_with(MISCONF), "{e}");
-    let e = common::q_err(&mut c, &["EXEC"]).await;
+    let e = crate::common::q_err(&mut c, &["EXEC"]).await;
     assert!(e.starts_with("EXECABORT"), "{e}");
     // Reads, PING and RL.PEEK go on.
-    common::assert_pong(&mut c).await;
+    crate::common::assert_pong(&mut c).await;
     let v: String = q(&mut c, &["GET", "before"]).await;
     assert_eq!(v, "1");
     let _: Vec<i64> = q(&mut c, &["RL.PEEK", "fixed:k", "10", "60", "ALGO", "fixed"]).await;
     // A transaction queued before the disk filled is refused at EXEC.
     let mut t = a.client().await;
     aof.fail_writes_with(0);
-    common::eventually("writes again", || aof.write_error().is_none()).await;
+    crate::common::eventually("writes again", || aof.write_error().is_none()).await;
     let _: () = q(&mut t, &["MULTI"]).await;
     let _: String = q(&mut t, &["SET", "queued", "1"]).await;
     aof.fail_writes_with(libc::ENOSPC);
@@ -674,12 +673,12 @@ async fn a_full_disk_under_everysec_refuses_writes_until_a_write_succeeds() {
         .arg("1")
         .query_async(&mut c)
         .await;
-    common::eventually("the write failed", || aof.write_error().is_some()).await;
-    let e = common::q_err(&mut t, &["EXEC"]).await;
+    crate::common::eventually("the write failed", || aof.write_error().is_some()).await;
+    let e = crate::common::q_err(&mut t, &["EXEC"]).await;
     assert!(e.starts_with("EXECABORT") && e.contains("MISCONF"), "{e}");
     // The disk takes writes again: so do we.
     aof.fail_writes_with(0);
-    common::eventually("writes again", || aof.write_error().is_none()).await;
+    crate::common::eventually("writes again", || aof.write_error().is_none()).await;
     assert_eq!(info_field(&mut c, "aof_last_write_status").await, "ok");
     let _: () = q(&mut c, &["SET", "after", "1"]).await;
     let expected: Vec<Option<String>> =
@@ -725,7 +724,7 @@ async fn a_full_disk_under_always_exits_before_any_reply() {
     let write = tokio::spawn(async move {
         let _: () = q(&mut w, &["SET", "lost", "1"]).await;
     });
-    tokio::task::spawn_blocking(move || rx.recv_timeout(common::IO_TIMEOUT))
+    tokio::task::spawn_blocking(move || rx.recv_timeout(crate::common::IO_TIMEOUT))
         .await
         .unwrap()
         .expect("the server exits when a write fails under always");
@@ -791,7 +790,7 @@ async fn a_second_server_on_the_file_refuses_to_start() {
     assert!(e.contains("appendonly.aof.lock"), "{e}");
     // After a rewrite (a rename over the file) too.
     let _: String = q(&mut a.client().await, &["BGREWRITEAOF"]).await;
-    common::eventually("rewritten", || {
+    crate::common::eventually("rewritten", || {
         a.state()
             .aof
             .rewrites
@@ -897,7 +896,7 @@ async fn what_the_writer_writes_the_loader_reads_back() {
     traffic(&a, &mut c).await;
     let _: String = q(&mut c, &["BGREWRITEAOF"]).await;
     traffic(&a, &mut c).await;
-    common::eventually("rewritten", || {
+    crate::common::eventually("rewritten", || {
         a.state()
             .aof
             .rewrites

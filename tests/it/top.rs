@@ -1,8 +1,7 @@
 //! `RL.TOP`: the heavy hitters among limited keys, through a real client.
 
-mod common;
 
-use common::{q, q_err, text, Server};
+use crate::common::{q, q_err, text, Server};
 use redis::Value;
 
 /// Sends `args` lists as pipelines of 500, ignoring the replies' values.

@@ -7,12 +7,11 @@
 //! limit and a lease is all-or-nothing; leases survive a restart, lapsed
 //! ones do not.
 
-mod common;
 
 use std::sync::atomic::{AtomicI64, Ordering};
 use std::sync::Arc;
 
-use common::*;
+use crate::common::*;
 use redis::Value;
 use turnstile::cmd::limit::lease::{hex, id_of};
 use turnstile::Nanos;

@@ -2,12 +2,11 @@
 //! pipelines, and malformed input that must get Redis's protocol error and a
 //! closed connection without disturbing anyone else.
 
-mod common;
 
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::Arc;
 
-use common::*;
+use crate::common::*;
 use tokio::io::AsyncWriteExt;
 
 // ---------------------------------------------------------------------------

@@ -4,14 +4,13 @@
 //! and reloads (the command, the file watcher) under load: no request
 //! fails, an unchanged limit keeps counting, a bad file changes nothing.
 
-mod common;
 
 use std::path::PathBuf;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 
-use common::*;
+use crate::common::*;
 use redis::Value;
 
 const CONFIG: &str = r#"

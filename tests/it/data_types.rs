@@ -5,11 +5,10 @@
 //! format is compared byte for byte with redis-server in
 //! `tests/compat/diff_cases/collections.txt`.
 
-mod common;
 
 use std::collections::BTreeMap;
 
-use common::*;
+use crate::common::*;
 use proptest::prelude::*;
 use turnstile::store::collections::{ScoreBound, ZSet};
 

@@ -1,11 +1,10 @@
 //! Every command of the Redis-compatible subset, through the real `redis`
 //! crate client (RESP2 and RESP3), with time driven by the manual clock.
 
-mod common;
 
 use std::collections::{HashMap, HashSet};
 
-use common::*;
+use crate::common::*;
 use redis::Value;
 
 type Con = redis::aio::MultiplexedConnection;

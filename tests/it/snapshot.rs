@@ -6,9 +6,8 @@
 //! algorithm). The real binary covers SIGKILL and the refusal to start on a
 //! damaged file.
 
-mod common;
 
-use common::{assert_pong, q, Server, START_SECS};
+use crate::common::{assert_pong, q, Server, START_SECS};
 use redis::aio::MultiplexedConnection;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
@@ -425,7 +424,7 @@ impl Process {
     }
 
     async fn client(&self) -> MultiplexedConnection {
-        common::connect_url(&format!("redis://127.0.0.1:{}/", self.port))
+        crate::common::connect_url(&format!("redis://127.0.0.1:{}/", self.port))
             .await
             .expect("connect to the process")
     }
@@ -652,7 +651,7 @@ async fn maxclients_fits_the_open_file_limit() {
 /// walk and its `fsync`, which ran on the worker).
 #[tokio::test(flavor = "multi_thread", worker_threads = 1)]
 async fn save_holds_no_worker() {
-    use common::Raw;
+    use crate::common::Raw;
     let dir = temp_dir("snap-no-worker");
     let path = dir.join("dump.tsnap");
     let s = Server::start_with(with_snapshot(&path)).await;
@@ -671,7 +670,7 @@ async fn save_holds_no_worker() {
     assert_eq!(n, 200_000);
     let mut saver = Raw::connect(s.addr).await;
     let mut other = Raw::connect(s.addr).await;
-    saver.send(&common::encode_words(&["SAVE"])).await;
+    saver.send(&crate::common::encode_words(&["SAVE"])).await;
     // The PING goes after the SAVE, and is answered before it.
     assert_eq!(other.call(&["PING"]).await, "+PONG\r\n");
     let early = tokio::time::timeout(Duration::from_millis(1), saver.reply_text()).await;

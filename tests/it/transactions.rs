@@ -3,12 +3,11 @@
 //! EXECABORT, errors in place, WATCH conflicts, atomicity across shards,
 //! and that a failed transaction writes nothing, whichever way it fails.
 
-mod common;
 
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 
-use common::*;
+use crate::common::*;
 use redis::Value;
 
 type Con = redis::aio::MultiplexedConnection;

@@ -3,9 +3,8 @@
 //! Redis 7's replies and errors, on string and limiter keys, with time
 //! driven by the manual clock.
 
-mod common;
 
-use common::*;
+use crate::common::*;
 use redis::Value;
 
 type Con = redis::aio::MultiplexedConnection;

@@ -2,11 +2,10 @@
 //! address is refused with `-DENIED` while no password is set, unless
 //! protected mode is off.
 
-mod common;
 
 use std::net::{IpAddr, SocketAddr, UdpSocket};
 
-use common::{Raw, Server};
+use crate::common::{Raw, Server};
 use tokio::net::TcpSocket;
 
 /// A non-loopback address of this machine: the source address the kernel
@@ -116,8 +115,8 @@ async fn info_warns_of_an_unprotected_listener() {
     };
     let local = Server::start().await;
     let mut c = local.client().await;
-    let _: () = common::q(&mut c, &["CONFIG", "SET", "protected-mode", "no"]).await;
-    let info: String = common::q(&mut c, &["INFO", "server"]).await;
+    let _: () = crate::common::q(&mut c, &["CONFIG", "SET", "protected-mode", "no"]).await;
+    let info: String = crate::common::q(&mut c, &["INFO", "server"]).await;
     assert_eq!(field(&info), "none", "loopback only");
     local.shutdown().await;
 
@@ -127,18 +126,18 @@ async fn info_warns_of_an_unprotected_listener() {
     })
     .await;
     let mut c = open.client().await;
-    let info: String = common::q(&mut c, &["INFO", "server"]).await;
+    let info: String = crate::common::q(&mut c, &["INFO", "server"]).await;
     assert!(
         field(&info).starts_with("listening on 0.0.0.0 with protected mode off and no password"),
         "{info}"
     );
-    let _: () = common::q(&mut c, &["CONFIG", "SET", "protected-mode", "yes"]).await;
-    let info: String = common::q(&mut c, &["INFO", "server"]).await;
+    let _: () = crate::common::q(&mut c, &["CONFIG", "SET", "protected-mode", "yes"]).await;
+    let info: String = crate::common::q(&mut c, &["INFO", "server"]).await;
     assert_eq!(field(&info), "none");
-    let _: () = common::q(&mut c, &["CONFIG", "SET", "protected-mode", "no"]).await;
-    let _: () = common::q(&mut c, &["CONFIG", "SET", "requirepass", "s3cret"]).await;
-    let _: () = common::q(&mut c, &["AUTH", "s3cret"]).await;
-    let info: String = common::q(&mut c, &["INFO", "server"]).await;
+    let _: () = crate::common::q(&mut c, &["CONFIG", "SET", "protected-mode", "no"]).await;
+    let _: () = crate::common::q(&mut c, &["CONFIG", "SET", "requirepass", "s3cret"]).await;
+    let _: () = crate::common::q(&mut c, &["AUTH", "s3cret"]).await;
+    let info: String = crate::common::q(&mut c, &["INFO", "server"]).await;
     assert_eq!(field(&info), "none", "a password protects it");
     open.shutdown().await;
 }

@@ -4,14 +4,13 @@
 //! concurrency with declared and undeclared keys, scripts inside
 //! transactions, BUSY and SCRIPT KILL.
 
-mod common;
 
 use std::collections::HashSet;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 
-use common::*;
+use crate::common::*;
 
 type Con = redis::aio::MultiplexedConnection;
 

@@ -2,11 +2,10 @@
 //! (RESP2), and raw RESP3 pushes. Byte-for-byte agreement with Redis is the
 //! differential corpus's (`tests/compat/diff_cases/pubsub.txt`).
 
-mod common;
 
 use std::time::Duration;
 
-use common::*;
+use crate::common::*;
 use futures::StreamExt;
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -1,9 +1,8 @@
 //! `--rename-command`: a renamed command answers only to its new name, a
 //! disabled one to none, and a bad rename stops the server from starting.
 
-mod common;
 
-use common::{q, q_err, Server};
+use crate::common::{q, q_err, Server};
 use std::sync::Arc;
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -1,15 +1,14 @@
 //! `/metrics` and `INFO` report the same figures after a known number of
 //! decisions, and the endpoint serves `/healthz` and refuses the rest.
 
-mod common;
 
 use std::net::SocketAddr;
 
-use common::{q, Server};
+use crate::common::{q, Server};
 use turnstile::Clock;
 
 async fn http_get(addr: SocketAddr, path: &str) -> (u16, String) {
-    let (status, _, body) = common::http(addr, "GET", path).await;
+    let (status, _, body) = crate::common::http(addr, "GET", path).await;
     (status, body)
 }
 
@@ -59,12 +58,12 @@ async fn info_and_metrics_agree_after_known_decisions() {
     let _: Vec<i64> = q(&mut c, &["CL.THROTTLE", "t", "15", "30", "60"]).await;
     // A peek is not a decision; an error is an error reply.
     let _: Vec<i64> = q(&mut c, &["RL.PEEK", "w", "5", "60"]).await;
-    let _ = common::q_err(&mut c, &["RL.ALLOW", "w", "0", "60"]).await;
-    let _ = common::q_err(&mut c, &["NOSUCH"]).await;
+    let _ = crate::common::q_err(&mut c, &["RL.ALLOW", "w", "0", "60"]).await;
+    let _ = crate::common::q_err(&mut c, &["NOSUCH"]).await;
     drop(c);
     // The server notices the close on its own time: wait (bounded) until
     // the first connection is gone, so only the next one is counted.
-    let deadline = std::time::Instant::now() + common::IO_TIMEOUT;
+    let deadline = std::time::Instant::now() + crate::common::IO_TIMEOUT;
     while !server.state().clients.is_empty() {
         assert!(
             std::time::Instant::now() < deadline,
@@ -276,7 +275,7 @@ async fn a_health_check_answers_while_keep_alive_clients_fill_the_cap() {
         let mut got = Vec::new();
         let mut buf = [0u8; 512];
         while !got.ends_with(b"ok\n") {
-            let n = tokio::time::timeout(common::IO_TIMEOUT, s.read(&mut buf))
+            let n = tokio::time::timeout(crate::common::IO_TIMEOUT, s.read(&mut buf))
                 .await
                 .expect("a keep-alive client is answered")
                 .unwrap();
@@ -295,7 +294,7 @@ async fn a_health_check_answers_while_keep_alive_clients_fill_the_cap() {
         .await
         .unwrap();
     let mut out = Vec::new();
-    tokio::time::timeout(common::IO_TIMEOUT, last.read_to_end(&mut out))
+    tokio::time::timeout(crate::common::IO_TIMEOUT, last.read_to_end(&mut out))
         .await
         .unwrap()
         .unwrap();
@@ -315,7 +314,7 @@ async fn try_get_metrics(addr: SocketAddr) -> Option<String> {
         .await
         .ok()?;
     let mut out = Vec::new();
-    tokio::time::timeout(common::IO_TIMEOUT, s.read_to_end(&mut out))
+    tokio::time::timeout(crate::common::IO_TIMEOUT, s.read_to_end(&mut out))
         .await
         .ok()?
         .ok()?;
@@ -419,7 +418,7 @@ async fn a_scrape_has_series_only_for_commands_that_ran() {
     ];
     for _ in 0..20 {
         for args in mix {
-            let _: redis::Value = common::cmd(args).query_async(&mut c).await.unwrap();
+            let _: redis::Value = crate::common::cmd(args).query_async(&mut c).await.unwrap();
         }
     }
     let (_, busy) = http_get(metrics, "/metrics").await;

@@ -8,13 +8,12 @@
 //! are picked first (bind port 0, read it, let it go) and a start that loses
 //! the race for a port is retried with fresh ones.
 
-mod common;
 
 use std::collections::{HashMap, HashSet};
 use std::sync::Arc;
 use std::time::Duration;
 
-use common::*;
+use crate::common::*;
 use redis::cluster::ClusterClient;
 use redis::cluster_async::ClusterConnection;
 use redis::{ProtocolVersion, Value};

@@ -1,0 +1,53 @@
+//! Turnstile's integration tests, one binary: each module tests one job
+//! of the server through its real interfaces (a server started in-process
+//! on port 0 and real clients over TCP, the binary for what a newcomer
+//! meets, the files it writes). One binary links tonic, mlua and rustls
+//! once, not once per file. `maxmemory.rs` and `fairness.rs` stay binaries
+//! of their own: the first measures the process's heap, the second tunes
+//! the sockets it finds among the process's descriptors, and neither may
+//! share a process with other tests.
+//!
+//! Run one module: `cargo test --test it limiter_commands::`.
+
+#[path = "../common/mod.rs"]
+mod common;
+
+mod aof;
+mod architecture;
+mod cluster;
+mod config_rewrite;
+mod data_types;
+mod decoder;
+mod dockerfile;
+mod docs_tables;
+mod first_hour;
+mod lease_props;
+mod leases;
+mod limiter_commands;
+mod limiter_props;
+mod metrics;
+mod native_scripts;
+mod output_limit;
+mod policies;
+mod policy_commands;
+mod protected_mode;
+mod pubsub;
+mod quotas;
+mod rename_command;
+mod replication;
+mod reply_encoding;
+mod rls;
+mod roundtrip_props;
+mod script_conversions;
+mod script_shutdown;
+mod scripting;
+mod server_commands;
+mod server_connection;
+mod server_protocol;
+mod snapshot;
+mod status_page;
+mod store_model;
+mod string_commands;
+mod tls;
+mod top;
+mod transactions;
