@@ -264,6 +264,24 @@ pub const AOF_PENDING_BYTES: Def = Def {
     help: "Bytes of effects waiting to be written to the append-only file.",
 };
 
+pub const AOF_ENABLED: Def = Def {
+    name: "turnstile_aof_enabled",
+    unit: Unit::Count,
+    help: "1 while the append-only file is on (--appendonly, CONFIG SET appendonly), else 0 (INFO aof_enabled).",
+};
+
+pub const AOF_FSYNC_LAG_SECONDS: Def = Def {
+    name: "turnstile_aof_fsync_lag_seconds",
+    unit: Unit::Seconds,
+    help: "How long the oldest write not yet in the append-only file as --appendfsync promises (fsynced; written, with no) has waited; 0 when caught up or off. Up to 1 with everysec; more means late fsyncs (Redis's aof_delayed_fsync) or failing writes.",
+};
+
+pub const AOF_REWRITES_TOTAL: Def = Def {
+    name: "turnstile_aof_rewrites_total",
+    unit: Unit::Count,
+    help: "Append-only file rewrites (BGREWRITEAOF, auto-aof-rewrite-*, the base written when the file is turned on), by result: ok, or error (the old file stayed; INFO aof_last_bgrewrite_status).",
+};
+
 pub const UPTIME_SECONDS: Def = Def {
     name: "turnstile_uptime_seconds",
     unit: Unit::Seconds,
@@ -411,6 +429,9 @@ pub const ALL: &[&Def] = &[
     &SNAPSHOT_CHANGES_PENDING,
     &AOF_WRITE_OK,
     &AOF_PENDING_BYTES,
+    &AOF_ENABLED,
+    &AOF_FSYNC_LAG_SECONDS,
+    &AOF_REWRITES_TOTAL,
     &UPTIME_SECONDS,
 ];
 
@@ -503,6 +524,10 @@ pub struct Metrics {
     snapshot_pending: Gauge,
     aof_write_ok: Gauge,
     aof_pending: Gauge,
+    aof_enabled: Gauge,
+    aof_fsync_lag: Gauge,
+    /// result=ok, result=error.
+    aof_rewrites: [Counter; 2],
     policies_loaded: Gauge,
     policy_reloads: [Counter; 2],
     policy_unmatched: Counter,
@@ -647,6 +672,10 @@ impl Metrics {
             snapshot_pending: gauge(&SNAPSHOT_CHANGES_PENDING, vec![]),
             aof_write_ok: gauge(&AOF_WRITE_OK, vec![]),
             aof_pending: gauge(&AOF_PENDING_BYTES, vec![]),
+            aof_enabled: gauge(&AOF_ENABLED, vec![]),
+            aof_fsync_lag: gauge(&AOF_FSYNC_LAG_SECONDS, vec![]),
+            aof_rewrites: ["ok", "error"]
+                .map(|r| counter(&AOF_REWRITES_TOTAL, vec![Label::new(label::RESULT, r)])),
             policies_loaded: gauge(&POLICIES_LOADED, vec![]),
             policy_reloads: ["ok", "error"]
                 .map(|r| counter(&POLICY_RELOADS_TOTAL, vec![Label::new(label::RESULT, r)])),
@@ -784,6 +813,10 @@ impl Metrics {
         self.aof_write_ok
             .set(f64::from(u8::from(r.aof.write_error().is_none())));
         self.aof_pending.set(Stats::read(&r.aof.pending) as f64);
+        self.aof_enabled.set(f64::from(u8::from(r.aof.is_on())));
+        self.aof_fsync_lag.set(r.aof.fsync_lag().as_secs_f64());
+        self.aof_rewrites[0].absolute(Stats::read(&r.aof.rewrites));
+        self.aof_rewrites[1].absolute(Stats::read(&r.aof.rewrite_failures));
         let repl = r.replication;
         let replica = repl.is_replica();
         self.repl_role[0].set(f64::from(u8::from(!replica)));

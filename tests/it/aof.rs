@@ -931,3 +931,82 @@ async fn what_the_writer_writes_the_loader_reads_back() {
         std::fs::remove_dir_all(d).unwrap();
     }
 }
+
+/// The value of `series` in a scrape of `s`'s `/metrics`.
+async fn scraped(s: &Server, series: &str) -> f64 {
+    let addr = s.handle().metrics_addr().expect("metrics are on in tests");
+    let (status, _, body) = common::http(addr, "GET", "/metrics").await;
+    assert_eq!(status, 200);
+    body.lines()
+        .find_map(|l| l.strip_prefix(series)?.strip_prefix(' '))
+        .unwrap_or_else(|| panic!("no sample {series} in:\n{body}"))
+        .trim()
+        .parse()
+        .unwrap()
+}
+
+/// Scrapes until `series` reads `want` (bounded by the tests' timeout).
+async fn scraped_until(s: &Server, series: &str, want: impl Fn(f64) -> bool) -> f64 {
+    let deadline = tokio::time::Instant::now() + common::IO_TIMEOUT;
+    loop {
+        let v = scraped(s, series).await;
+        if want(v) {
+            return v;
+        }
+        assert!(
+            tokio::time::Instant::now() < deadline,
+            "{series} stayed at {v}"
+        );
+        tokio::time::sleep(std::time::Duration::from_millis(5)).await;
+    }
+}
+
+/// `/metrics` says whether the file is on, how long writes have waited
+/// to be in it as `appendfsync` promises (growing while the disk takes
+/// none, back to 0 once it does), and counts rewrites by result.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn metrics_show_the_file_its_fsync_lag_and_its_rewrites() {
+    const OK: &str = "turnstile_aof_rewrites_total{result=\"ok\"}";
+    const FAILED: &str = "turnstile_aof_rewrites_total{result=\"error\"}";
+    const LAG: &str = "turnstile_aof_fsync_lag_seconds";
+    let dir = temp_dir("metrics");
+    let a = Server::start_with(durable(&dir, Fsync::Everysec)).await;
+    let mut c = a.client().await;
+    assert_eq!(scraped(&a, "turnstile_aof_enabled").await, 1.0);
+    let _: () = q(&mut c, &["SET", "k", "1"]).await;
+    let ok = scraped(&a, OK).await;
+    assert_eq!(scraped(&a, FAILED).await, 0.0);
+    let _: String = q(&mut c, &["BGREWRITEAOF"]).await;
+    scraped_until(&a, OK, |v| v == ok + 1.0).await;
+    // Everything is fsynced within everysec's second.
+    scraped_until(&a, LAG, |v| v == 0.0).await;
+
+    // The disk takes nothing: the write waits, and its wait shows.
+    let aof = a.state().aof.clone();
+    aof.fail_writes_with(libc::ENOSPC);
+    let _: redis::RedisResult<()> = redis::cmd("SET")
+        .arg("at")
+        .arg("1")
+        .query_async(&mut c)
+        .await;
+    common::eventually("the write failed", || aof.write_error().is_some()).await;
+    let first = scraped(&a, LAG).await;
+    assert!(first > 0.0, "{first}");
+    scraped_until(&a, LAG, |v| v > first).await;
+    assert_eq!(scraped(&a, "turnstile_aof_last_write_ok").await, 0.0);
+    // A rewrite cannot be written either: counted as failed.
+    let _: String = q(&mut c, &["BGREWRITEAOF"]).await;
+    scraped_until(&a, FAILED, |v| v == 1.0).await;
+    assert_eq!(info_field(&mut c, "aof_last_bgrewrite_status").await, "err");
+
+    // The disk takes writes again: the lag is gone once they are fsynced.
+    aof.fail_writes_with(0);
+    scraped_until(&a, LAG, |v| v == 0.0).await;
+    assert_eq!(scraped(&a, "turnstile_aof_last_write_ok").await, 1.0);
+
+    let _: () = q(&mut c, &["CONFIG", "SET", "appendonly", "no"]).await;
+    scraped_until(&a, "turnstile_aof_enabled", |v| v == 0.0).await;
+    assert_eq!(scraped(&a, LAG).await, 0.0);
+    a.shutdown().await;
+    std::fs::remove_dir_all(&dir).unwrap();
+}

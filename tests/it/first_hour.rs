@@ -248,3 +248,103 @@ fn the_status_page_is_announced_at_start() {
     let found = found.unwrap_or_else(|| panic!("{seen:#?}"));
     assert!(found.trim_end().ends_with('/'), "{found}");
 }
+
+/// `-h` is a summary, one line an option; `--help` explains each under
+/// its heading. Both were one flat list of 62 options, 131 lines and lines
+/// up to 569 characters, and `-h` printed what `--help` did.
+#[test]
+fn short_help_is_one_line_an_option_and_long_help_is_grouped() {
+    let help = |flag: &str| {
+        let mut c = turnstile();
+        c.arg(flag);
+        let o = run(c);
+        assert!(o.status.success(), "{}", text(&o));
+        String::from_utf8(o.stdout).unwrap()
+    };
+    let (short, long) = (help("-h"), help("--help"));
+    assert_ne!(short, long);
+
+    // Every option of `-h` on one line: its flag and its help together.
+    let lines: Vec<&str> = short.lines().collect();
+    assert!(lines.len() <= 100, "{} lines:\n{short}", lines.len());
+    for line in &lines {
+        assert!(line.len() <= 120, "{} characters: {line}", line.len());
+    }
+    let options: Vec<&str> = lines
+        .iter()
+        .filter(|l| l.trim_start().starts_with("--") || l.trim_start().starts_with("-h"))
+        .copied()
+        .collect();
+    assert!(options.len() > 50, "{short}");
+    for line in &options {
+        let after_flag = line.trim_start().split_once("  ").map(|(_, h)| h.trim());
+        assert!(
+            after_flag.is_some_and(|h| !h.is_empty()),
+            "no help on the option's line: {line}"
+        );
+    }
+
+    // `--help`: each heading, and each long option under exactly one.
+    let headings = [
+        "Server",
+        "Security",
+        "TLS",
+        "Clients and memory",
+        "Persistence",
+        "Replication",
+        "Cluster",
+        "Policies",
+        "Scripts",
+        "Envoy rate limit service",
+        "Metrics and logs",
+    ];
+    let mut section = None;
+    let mut seen: std::collections::BTreeMap<String, Vec<String>> = Default::default();
+    for line in long.lines() {
+        if let Some(h) = line.strip_suffix(':').filter(|h| !h.starts_with(' ')) {
+            section = Some(h.to_string());
+            continue;
+        }
+        let Some(flag) = line.strip_prefix("      --") else {
+            continue;
+        };
+        let flag = flag.split([' ', '=']).next().unwrap().to_string();
+        if ["help", "version"].contains(&flag.as_str()) {
+            continue;
+        }
+        let heading = section.clone().unwrap_or_default();
+        seen.entry(flag).or_default().push(heading);
+    }
+    for h in headings {
+        assert!(
+            long.contains(&format!("\n{h}:\n")),
+            "no heading {h}:\n{long}"
+        );
+    }
+    assert!(seen.len() >= 60, "{} options in --help", seen.len());
+    for (flag, under) in &seen {
+        assert!(
+            under.len() == 1 && headings.contains(&under[0].as_str()),
+            "--{flag} is under {under:?}"
+        );
+    }
+    // Every option `-h` lists is in `--help`, and the other way round.
+    let short_flags: std::collections::BTreeSet<String> = options
+        .iter()
+        .filter_map(|l| l.trim_start().strip_prefix("--"))
+        .map(|f| f.split(' ').next().unwrap().to_string())
+        .filter(|f| !["help", "version"].contains(&f.as_str()))
+        .collect();
+    assert_eq!(
+        short_flags,
+        seen.keys().cloned().collect(),
+        "-h and --help list different options"
+    );
+    // `--help` keeps the details and names each variable; `-h` does not.
+    assert!(long.contains("[env: TURNSTILE_REPL_TIMEOUT="), "{long}");
+    assert!(!short.contains("[env: "), "{short}");
+    assert!(
+        long.contains("16mb holds about 160,000 decisions"),
+        "{long}"
+    );
+}

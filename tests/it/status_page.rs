@@ -296,3 +296,18 @@ async fn protected_mode_keeps_the_page_to_loopback_clients() {
     );
     server.shutdown().await;
 }
+
+/// The chart's x range is the history the server keeps (so a few seconds
+/// of data are drawn at the right, not stretched across the width), and
+/// it is drawn at its own pixel size: a stretched drawing stretched its
+/// text sideways. `tests/ops/status_page.py` checks the rendered page in
+/// Chromium.
+#[test]
+fn the_chart_window_is_the_history_kept_and_is_not_stretched() {
+    use turnstile::server::status::{HISTORY_SECONDS, PAGE};
+    assert!(
+        PAGE.contains(&format!("const WINDOW_MS = {HISTORY_SECONDS} * 1000;")),
+        "the page's chart window is not HISTORY_SECONDS"
+    );
+    assert!(!PAGE.contains("preserveAspectRatio=\"none\""));
+}

@@ -195,12 +195,21 @@ fn allow(
     now: Nanos,
     cost: u64,
 ) -> Result<Decision, LimitError> {
-    match algo {
+    let held = slot.as_ref().and_then(|e| e.value.algorithm());
+    let d = match algo {
         Algorithm::Window => allow_with::<window::State>(slot, p, now, cost),
         Algorithm::Fixed => allow_with::<fixed::State>(slot, p, now, cost),
         Algorithm::Gcra => allow_with::<gcra::State>(slot, p, now, cost),
         Algorithm::Log => allow_with::<log::State>(slot, p, now, cost),
         Algorithm::Sliding => allow_with::<sliding::State>(slot, p, now, cost),
+    };
+    // Another algorithm's state is named in the error, as limit.rs names it.
+    match (d, held) {
+        (Err(LimitError::WrongType), Some(held)) => Err(LimitError::OtherLimiter {
+            held: held.name(),
+            asked: algo.name(),
+        }),
+        (d, _) => d,
     }
 }
 

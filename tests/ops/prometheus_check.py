@@ -329,6 +329,10 @@ def start_turnstile(procs, binary, tmp):
     p = procs.start("turnstile", [binary, "--bind", "127.0.0.1", "--port", "0",
                                   "--metrics-addr", "127.0.0.1:0",
                                   "--policies", str(tmp / "policies.yaml"),
+                                  # Durability: snapshots every second and
+                                  # the append-only file, in the temp dir.
+                                  "--snapshot", str(tmp / "dump.tsnap"),
+                                  "--appendonly", "yes",
                                   "--maxclients", str(MAXCLIENTS)], logfile, env=env)
 
     def addrs():
@@ -677,6 +681,7 @@ def drive(port, metrics_addr, tally):
                  15, interval=0.2)
     except Timeout as e:
         R.check(False, "traffic: expired keys swept", str(e))
+    durability_and_scripts(r, metrics_addr, tally)
     dbsize = r.dbsize()
     tally.cmd("dbsize")
     r.close()
@@ -688,6 +693,32 @@ def drive(port, metrics_addr, tally):
     log(f"traffic: {i} rounds in {time.monotonic() - start:.1f}s, "
         f"{sum(tally.decisions.values())} decisions, {len(tally.expiring)} expiring keys, dbsize {dbsize}")
     return dbsize
+
+
+def durability_and_scripts(r, metrics_addr, tally):
+    """What the Durability and Scripts rows show beyond series at 0: a script,
+    a transaction and an append-only file rewrite (auth failures and clock
+    steps stay at 0: no password is set, the clock does not step). None of it
+    makes a key or a decision, so the exact checks are not disturbed."""
+    def rewrites_ok():
+        _, body = http_get(f"http://{metrics_addr}/metrics")
+        m = re.search(r'^turnstile_aof_rewrites_total\{result="ok"\} (\S+)$', body, re.M)
+        return float(m.group(1)) if m else 0
+
+    R.check(r.eval("return 1", 0) == 1, "traffic: EVAL runs a script")
+    p = r.pipeline(transaction=True)
+    p.ping()
+    R.check(p.execute() == [True], "traffic: MULTI/PING/EXEC runs")
+    tally.cmd("ping")  # counted as it runs, at EXEC
+    before = rewrites_ok()
+    R.check(before >= 1, "traffic: the append-only file's base was written at start", str(before))
+    r.execute_command("BGREWRITEAOF")
+    try:
+        wait_for("BGREWRITEAOF to finish",
+                 lambda: rewrites_ok() > before,
+                 15, interval=0.1)
+    except Timeout as e:
+        R.check(False, "traffic: BGREWRITEAOF counted", str(e))
 
 
 # ----------------------------------------------------------------- checks
@@ -748,6 +779,17 @@ def check_scraped(prom, tally, dbsize, instance, at):
     eq("keys without expiry = the plain SETs",
        f"turnstile_keys{{{sel}}} - turnstile_keys_with_expiry{{{sel}}}", len(tally.plain_keys))
     eq("build info", f"turnstile_build_info{{{sel}}}", 1)
+    eq("the append-only file is on", f"turnstile_aof_enabled{{{sel}}}", 1)
+    eq("the append-only file's writes succeed", f"turnstile_aof_last_write_ok{{{sel}}}", 1)
+    eq("no append-only file rewrite failed", f'turnstile_aof_rewrites_total{{{sel},result="error"}}', 0)
+    for expr, least in ((f'turnstile_aof_rewrites_total{{{sel},result="ok"}}', 2),  # the start's, BGREWRITEAOF
+                        (f'turnstile_snapshots_total{{{sel},result="ok"}}', 1),
+                        (f'turnstile_scripts_total{{{sel},result="ok"}}', 1),
+                        (f'turnstile_transactions_total{{{sel},result="executed"}}', 1)):
+        got = prom.value(expr, at)
+        R.check(got is not None and got >= least, f"metrics: {expr} >= {least}", str(got))
+    got = prom.value(f"turnstile_aof_fsync_lag_seconds{{{sel}}}", at)
+    R.check(got is not None and 0 <= got < 2, "metrics: append-only file fsync lag under 2 s (everysec)", str(got))
     got = prom.value(f"turnstile_connections_received_total{{{sel}}}", at)
     R.check(got is not None and got >= tally.connections, "metrics: connections received >= connections made",
             f"{got} vs {tally.connections}")

@@ -214,9 +214,19 @@ pub struct Aof {
     /// What a failed write under `always` does instead of exiting (tests).
     on_fatal: Mutex<Option<Box<dyn Fn() + Send + Sync>>>,
     pub rewrites: AtomicU64,
+    /// Rewrites that failed (the old file stayed), for `/metrics`.
+    pub rewrite_failures: AtomicU64,
     pub last_rewrite_secs: AtomicU64,
     pub size: AtomicU64,
     pub base_size: AtomicU64,
+    /// `appendfsync no`: what is written is all the file is promised.
+    fsync_no: AtomicBool,
+    /// Since when (µs after `epoch`, plus one; 0: nothing) effects taken
+    /// for the file have waited to be in it as `appendfsync` promises
+    /// (fsynced; written, with `no`). Set and cleared under the writer's
+    /// lock; read by a scrape without it ([`Aof::fsync_lag`]).
+    owed_since: AtomicU64,
+    epoch: Instant,
 }
 
 impl Aof {
@@ -244,10 +254,45 @@ impl Aof {
             fail_with: AtomicI32::new(0),
             on_fatal: Mutex::new(None),
             rewrites: AtomicU64::new(0),
+            rewrite_failures: AtomicU64::new(0),
             last_rewrite_secs: AtomicU64::new(0),
             size: AtomicU64::new(0),
             base_size: AtomicU64::new(0),
+            fsync_no: AtomicBool::new(false),
+            owed_since: AtomicU64::new(0),
+            epoch: Instant::now(),
         }
+    }
+
+    /// How long the oldest effect taken for the file has waited to be in
+    /// it as `appendfsync` promises: fsynced (`always`, `everysec`: up to
+    /// a second there when all is well; more is Redis's
+    /// `aof_delayed_fsync`, a disk slow to fsync), or written (`no`).
+    /// Zero with nothing waiting or the file off; it grows while writes
+    /// fail, and while a new base is awaited.
+    pub fn fsync_lag(&self) -> Duration {
+        match self.owed_since.load(Ordering::Relaxed) {
+            _ if !self.is_on() => Duration::ZERO,
+            0 => Duration::ZERO,
+            t => self
+                .epoch
+                .elapsed()
+                .saturating_sub(Duration::from_micros(t - 1)),
+        }
+    }
+
+    /// Effects wait for the file from now, unless older ones already do.
+    /// Under the writer's lock.
+    fn owe(&self) {
+        if self.owed_since.load(Ordering::Relaxed) == 0 {
+            let now = self.epoch.elapsed().as_micros() as u64;
+            self.owed_since.store(now + 1, Ordering::Relaxed);
+        }
+    }
+
+    /// Nothing waits for the file any more. Under the writer's lock.
+    fn settled(&self) {
+        self.owed_since.store(0, Ordering::Relaxed);
     }
 
     pub fn path(&self) -> &Path {
@@ -431,6 +476,7 @@ impl Aof {
     /// Sets the fsync policy the reply path follows.
     pub fn set_fsync(&self, fsync: Fsync) {
         self.always.store(fsync == Fsync::Always, Ordering::Relaxed);
+        self.fsync_no.store(fsync == Fsync::No, Ordering::Relaxed);
     }
 
     /// Before replies leave, the one check every reply path makes: with
@@ -706,6 +752,7 @@ impl Aof {
         w.pending = Vec::new();
         w.need_base = false;
         self.pending.store(0, Ordering::Relaxed);
+        self.settled();
         drop(w);
         self.release();
         self.durable.notify_waiters();
@@ -733,6 +780,9 @@ impl Aof {
         let before = w.end;
         w.end = store.effects.take_captured(&mut w.pending);
         let end = w.end;
+        if !w.pending.is_empty() {
+            self.owe();
+        }
         if end < before {
             // The stream's offsets went back (a replica took its primary's
             // history): what was asked for before is past it now.
@@ -810,6 +860,9 @@ impl Aof {
         if !*dirty {
             self.synced.store(end, Ordering::Release);
         }
+        if !*need_base && (!*dirty || self.fsync_no.load(Ordering::Relaxed)) {
+            self.settled();
+        }
         Ok(())
     }
 
@@ -860,6 +913,7 @@ impl Aof {
                 );
             }
             Err(e) => {
+                self.rewrite_failures.fetch_add(1, Ordering::Relaxed);
                 tracing::error!(path = %self.path.display(), "append-only file rewrite failed: {e}")
             }
         }
@@ -925,6 +979,7 @@ impl Aof {
                 self.base_size.store(base, Ordering::Relaxed);
                 self.mark(w.end, true);
                 self.succeeded();
+                self.settled();
                 drop(w);
                 self.durable.notify_waiters();
                 Ok(())
