@@ -41,7 +41,7 @@ from benchlib import require, die_with_parent, ROOT, free_port, redis_benchmark,
 
 # The limiter scripts are read from the native catalogue's copies
 # (src/cmd/script/native/lua/), one text for the benchmark and the catalogue's
-# SHA1 (tests/native_scripts.rs checks it):
+# SHA1 (tests/it/native_scripts.rs checks it):
 # - the classic two-bucket sliding-window counter, two string keys per
 #   limiter (current and previous window), estimate interpolated;
 # - the classic sorted-set sliding-window log (one member per request);

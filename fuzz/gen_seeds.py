@@ -3,13 +3,13 @@
 
     python3 fuzz/gen_seeds.py        # rewrites fuzz/corpus/{decoder,commands,raw_commands}
 
-- decoder: the byte-string literals of tests/decoder.rs that look like
+- decoder: the byte-string literals of tests/it/decoder.rs that look like
   protocol input (RESP frames, inline lines, the malformed cases), alone and
   a few concatenated into pipelines; each behind the target's 3-byte prefix
   (split point, read size).
-- raw_commands: the command lines of tests/limiter_commands.rs,
-  tests/server_commands.rs, tests/transactions.rs (MULTI ... EXEC in
-  order), tests/string_commands.rs and the docs/commands.md examples, grouped into
+- raw_commands: the command lines of tests/it/limiter_commands.rs,
+  tests/it/server_commands.rs, tests/it/transactions.rs (MULTI ... EXEC in
+  order), tests/it/string_commands.rs and the docs/commands.md examples, grouped into
   short sessions, RESP-encoded (a few inline), behind the 1-byte prefix;
   and a few stress sessions: RL.ALLOWMANY with thousands of clauses, log
   keys with huge limits.
@@ -59,7 +59,7 @@ def rust_bytes(body):
 
 
 def decoder_literals():
-    src = read("tests/decoder.rs")
+    src = read("tests/it/decoder.rs")
     lits = []
     for m in re.finditer(r'b"((?:[^"\\]|\\.)*)"', src):
         b = rust_bytes(m.group(1))
@@ -73,10 +73,10 @@ def command_lines():
     names = set(re.findall(r'name:\s*"([a-z.]+)"', read("src/cmd/registry/table.rs")))
     lines = []
     for rel in (
-        "tests/limiter_commands.rs",
-        "tests/server_commands.rs",
-        "tests/transactions.rs",
-        "tests/string_commands.rs",
+        "tests/it/limiter_commands.rs",
+        "tests/it/server_commands.rs",
+        "tests/it/transactions.rs",
+        "tests/it/string_commands.rs",
     ):
         for m in re.finditer(r'&\[\s*("(?:[^"\\]|\\.)*"(?:\s*,\s*"(?:[^"\\]|\\.)*")*)\s*,?\s*\]', read(rel)):
             args = [rust_bytes(a) for a in re.findall(r'"((?:[^"\\]|\\.)*)"', m.group(1))]

@@ -27,7 +27,7 @@
 //! period-long interval never exceed `limit` plus the most admitted in one
 //! sub-bucket; and when the oldest sub-bucket holds nothing still in the
 //! window (its last admission is behind `x`, or it is empty), the decision
-//! is exactly the sliding-window log's. `tests/limiter_props.rs` checks
+//! is exactly the sliding-window log's. `tests/it/limiter_props.rs` checks
 //! both. The state is 24 bytes for any limit up to [`MAX_LIMIT`]
 //! (`docs/algorithms.md` has the measured error against `window` and
 //! `log`). Why no constant-size state can be exact at the limit is there

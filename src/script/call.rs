@@ -287,7 +287,7 @@ unsafe fn wrap(l: *mut ffi::lua_State, key: &std::ffi::CStr) {
 }
 
 /// Pushes the reply at `*pos` as Redis's conversion rules make it (RESP2
-/// and RESP3; `tests/script_conversions.rs` and the differential corpus
+/// and RESP3; `tests/it/script_conversions.rs` and the differential corpus
 /// hold it to Redis's replies).
 /// `false`: the bytes are not one whole reply, and nothing was pushed.
 unsafe fn push_reply(l: *mut ffi::lua_State, bytes: &[u8], pos: &mut usize, depth: usize) -> bool {

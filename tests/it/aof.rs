@@ -4,7 +4,6 @@
 //! every acknowledged write is in it) and start a second server from the
 //! copy. SIGKILL of the real binary is `tests/ops/aof_crash.py`.
 
-
 use crate::common::{info_u64, q, Server, START_SECS};
 use redis::aio::MultiplexedConnection;
 use std::path::{Path, PathBuf};
@@ -183,8 +182,9 @@ async fn a_rewrite_under_load_keeps_every_count() {
     }
     let mut rewrites_asked = 0;
     while !tasks.iter().all(|t| t.is_finished()) {
-        let r: redis::RedisResult<String> =
-            crate::common::cmd(&["BGREWRITEAOF"]).query_async(&mut admin).await;
+        let r: redis::RedisResult<String> = crate::common::cmd(&["BGREWRITEAOF"])
+            .query_async(&mut admin)
+            .await;
         if r.is_ok() {
             rewrites_asked += 1;
         }
@@ -935,7 +935,7 @@ async fn what_the_writer_writes_the_loader_reads_back() {
 /// The value of `series` in a scrape of `s`'s `/metrics`.
 async fn scraped(s: &Server, series: &str) -> f64 {
     let addr = s.handle().metrics_addr().expect("metrics are on in tests");
-    let (status, _, body) = common::http(addr, "GET", "/metrics").await;
+    let (status, _, body) = crate::common::http(addr, "GET", "/metrics").await;
     assert_eq!(status, 200);
     body.lines()
         .find_map(|l| l.strip_prefix(series)?.strip_prefix(' '))
@@ -947,7 +947,7 @@ async fn scraped(s: &Server, series: &str) -> f64 {
 
 /// Scrapes until `series` reads `want` (bounded by the tests' timeout).
 async fn scraped_until(s: &Server, series: &str, want: impl Fn(f64) -> bool) -> f64 {
-    let deadline = tokio::time::Instant::now() + common::IO_TIMEOUT;
+    let deadline = tokio::time::Instant::now() + crate::common::IO_TIMEOUT;
     loop {
         let v = scraped(s, series).await;
         if want(v) {
@@ -989,7 +989,7 @@ async fn metrics_show_the_file_its_fsync_lag_and_its_rewrites() {
         .arg("1")
         .query_async(&mut c)
         .await;
-    common::eventually("the write failed", || aof.write_error().is_some()).await;
+    crate::common::eventually("the write failed", || aof.write_error().is_some()).await;
     let first = scraped(&a, LAG).await;
     assert!(first > 0.0, "{first}");
     scraped_until(&a, LAG, |v| v > first).await;

@@ -8,7 +8,6 @@
 //! are picked first (bind port 0, read it, let it go) and a start that loses
 //! the race for a port is retried with fresh ones.
 
-
 use std::collections::{HashMap, HashSet};
 use std::sync::Arc;
 use std::time::Duration;

@@ -3,7 +3,6 @@
 //! same value, each on one line of its own, and its temporary file cannot
 //! be redirected by a planted symlink.
 
-
 use std::path::{Path, PathBuf};
 
 use crate::common::*;

@@ -5,7 +5,6 @@
 //! format is compared byte for byte with redis-server in
 //! `tests/compat/diff_cases/collections.txt`.
 
-
 use std::collections::BTreeMap;
 
 use crate::common::*;

@@ -3,7 +3,6 @@
 //! one Cargo builds, it runs as a fixed non-root user, exposes the right
 //! ports, and its healthcheck subcommand works against a running server.
 
-
 use std::path::Path;
 use std::process::Command;
 

@@ -7,7 +7,6 @@
 //! limit and a lease is all-or-nothing; leases survive a restart, lapsed
 //! ones do not.
 
-
 use std::sync::atomic::{AtomicI64, Ordering};
 use std::sync::Arc;
 

@@ -8,7 +8,6 @@
 //! in), of 1 h (800 s in) or of 1 d (80 000 s in). Expected values below are
 //! worked out from those offsets.
 
-
 use std::time::Duration;
 
 use crate::common::*;

@@ -2,10 +2,11 @@
 //! of the server through its real interfaces (a server started in-process
 //! on port 0 and real clients over TCP, the binary for what a newcomer
 //! meets, the files it writes). One binary links tonic, mlua and rustls
-//! once, not once per file. `maxmemory.rs` and `fairness.rs` stay binaries
-//! of their own: the first measures the process's heap, the second tunes
-//! the sockets it finds among the process's descriptors, and neither may
-//! share a process with other tests.
+//! once, not once per file. `maxmemory.rs`, `status_page.rs` and
+//! `fairness.rs` stay binaries of their own: the first two set
+//! `--maxmemory`, which in tests measures the process's RSS (every test's
+//! heap, in a shared process), the third tunes the sockets it finds among
+//! the process's descriptors; none may share a process with other tests.
 //!
 //! Run one module: `cargo test --test it limiter_commands::`.
 
@@ -45,7 +46,6 @@ mod server_commands;
 mod server_connection;
 mod server_protocol;
 mod snapshot;
-mod status_page;
 mod store_model;
 mod string_commands;
 mod tls;

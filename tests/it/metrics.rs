@@ -1,7 +1,6 @@
 //! `/metrics` and `INFO` report the same figures after a known number of
 //! decisions, and the endpoint serves `/healthz` and refuses the rest.
 
-
 use std::net::SocketAddr;
 
 use crate::common::{q, Server};

@@ -6,7 +6,6 @@
 //! one byte off runs in Lua, NOSCRIPT is unchanged, the setting and its
 //! INFO counter.
 
-
 use crate::common::*;
 use redis::Value;
 use turnstile::cmd::script::native::CATALOGUE;

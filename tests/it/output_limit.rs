@@ -1,7 +1,6 @@
 //! `--client-output-buffer-limit`: a client that pipelines requests and
 //! never reads its replies is disconnected; others keep being served.
 
-
 use std::sync::atomic::Ordering;
 use std::time::Duration;
 

@@ -4,7 +4,6 @@
 //! and reloads (the command, the file watcher) under load: no request
 //! fails, an unchanged limit keeps counting, a bad file changes nothing.
 
-
 use std::path::PathBuf;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::Arc;

@@ -2,7 +2,6 @@
 //! address is refused with `-DENIED` while no password is set, unless
 //! protected mode is off.
 
-
 use std::net::{IpAddr, SocketAddr, UdpSocket};
 
 use crate::common::{Raw, Server};
@@ -103,7 +102,7 @@ async fn reqwest_free_get(addr: SocketAddr, path: &str) -> String {
 }
 
 /// Listening beyond loopback with protected mode off and no password is
-/// reported in `INFO` (and logged at start, `tests/first_hour.rs`), and the
+/// reported in `INFO` (and logged at start, `tests/it/first_hour.rs`), and the
 /// report follows `CONFIG SET` live.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn info_warns_of_an_unprotected_listener() {

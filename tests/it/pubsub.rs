@@ -2,7 +2,6 @@
 //! (RESP2), and raw RESP3 pushes. Byte-for-byte agreement with Redis is the
 //! differential corpus's (`tests/compat/diff_cases/pubsub.txt`).
 
-
 use std::time::Duration;
 
 use crate::common::*;

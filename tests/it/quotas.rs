@@ -3,7 +3,6 @@
 //! after use (`RL.CHARGE`, `RL.ALLOWMANY CHARGE`), and `BLOCK` penalties,
 //! which survive a snapshot and reach replicas.
 
-
 use crate::common::*;
 use redis::aio::MultiplexedConnection;
 use turnstile::limiter::calendar::days_from_civil;

@@ -1,7 +1,6 @@
 //! `--rename-command`: a renamed command answers only to its new name, a
 //! disabled one to none, and a bad rename stops the server from starting.
 
-
 use crate::common::{q, q_err, Server};
 use std::sync::Arc;
 

@@ -2,7 +2,6 @@
 //! its own manual clock (moved together), driven by the `redis` crate. The
 //! replicas' keyspaces are compared with the primary's entry by entry.
 
-
 use std::collections::BTreeMap;
 use std::sync::atomic::Ordering;
 use std::time::{Duration, Instant};

@@ -6,7 +6,6 @@
 //! overrides, refunds, the draft-10 headers, errors as UNAVAILABLE, the
 //! health service; and the same decisions through `POST /json`.
 
-
 use crate::common::*;
 use envoy_types::pb::envoy::extensions::common::ratelimit::v3::{
     rate_limit_descriptor::{Entry, RateLimitOverride},

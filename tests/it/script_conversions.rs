@@ -6,7 +6,6 @@
 //! purpose (it reports itself as Redis 7.2.0) are left out; the corpus in
 //! `tests/compat/diff_cases/` is compared with a live redis-server in CI.
 
-
 use crate::common::*;
 
 /// (script, RESP2 reply, RESP3 reply), run in this order after `SET s text`.

@@ -4,7 +4,6 @@
 //! own: a script shutdown gives up on keeps its thread busy until the
 //! process exits.
 
-
 use std::time::{Duration, Instant};
 
 use crate::common::*;

@@ -4,7 +4,6 @@
 //! concurrency with declared and undeclared keys, scripts inside
 //! transactions, BUSY and SCRIPT KILL.
 
-
 use std::collections::HashSet;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;

@@ -1,7 +1,6 @@
 //! Every command of the Redis-compatible subset, through the real `redis`
 //! crate client (RESP2 and RESP3), with time driven by the manual clock.
 
-
 use std::collections::{HashMap, HashSet};
 
 use crate::common::*;

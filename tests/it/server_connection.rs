@@ -1,7 +1,6 @@
 //! Connection life: AUTH, QUIT, RESET, CLIENT KILL, maxclients, the idle
 //! timeout, and graceful shutdown.
 
-
 use std::time::{Duration, Instant};
 
 use crate::common::*;

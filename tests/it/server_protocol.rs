@@ -2,7 +2,6 @@
 //! pipelines, and malformed input that must get Redis's protocol error and a
 //! closed connection without disturbing anyone else.
 
-
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::Arc;
 

@@ -6,7 +6,6 @@
 //! algorithm). The real binary covers SIGKILL and the refusal to start on a
 //! damaged file.
 
-
 use crate::common::{assert_pong, q, Server, START_SECS};
 use redis::aio::MultiplexedConnection;
 use std::path::{Path, PathBuf};

@@ -3,7 +3,6 @@
 //! Redis 7's replies and errors, on string and limiter keys, with time
 //! driven by the manual clock.
 
-
 use crate::common::*;
 use redis::Value;
 

@@ -5,7 +5,6 @@
 //! Certificates are made fresh with rcgen for each test: a CA, a server
 //! certificate for 127.0.0.1 and localhost, a client certificate.
 
-
 use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicUsize, Ordering};
@@ -390,7 +389,7 @@ async fn raw_tls(certs: &Certs, addr: SocketAddr) -> tokio_rustls::client::TlsSt
         .expect("TLS handshake")
 }
 
-/// tests/output_limit.rs over TLS: the hard limit still sees "would block"
+/// tests/it/output_limit.rs over TLS: the hard limit still sees "would block"
 /// through rustls's buffer.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_tls_client_that_never_reads_is_disconnected() {

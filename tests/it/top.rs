@@ -1,6 +1,5 @@
 //! `RL.TOP`: the heavy hitters among limited keys, through a real client.
 
-
 use crate::common::{q, q_err, text, Server};
 use redis::Value;
 

@@ -3,7 +3,6 @@
 //! EXECABORT, errors in place, WATCH conflicts, atomicity across shards,
 //! and that a failed transaction writes nothing, whichever way it fails.
 
-
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 

@@ -37,7 +37,7 @@ use crate::cmd::registry::spec::Ctx;
 use crate::protocol::Request;
 use ops::{Call, Cmd};
 
-/// The catalogue. `tests/native_scripts.rs` checks each `sha` against its
+/// The catalogue. `tests/it/native_scripts.rs` checks each `sha` against its
 /// text.
 pub static CATALOGUE: &[Native] = &[
     seed::TWO_BUCKET,

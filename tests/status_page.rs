@@ -5,11 +5,12 @@
 //! protected mode is on without a password; `/metrics` and `/healthz`
 //! answer anyone.
 
+mod common;
 
 use std::net::{IpAddr, SocketAddr, UdpSocket};
 
 use base64::Engine;
-use crate::common::{connect_url, q, Server};
+use common::{connect_url, q, Server};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::TcpStream;
 
@@ -49,7 +50,7 @@ async fn request(
     let req = format!("GET {path} HTTP/1.1\r\n{host}{headers}Connection: close\r\n\r\n");
     s.write_all(req.as_bytes()).await.unwrap();
     let mut out = Vec::new();
-    tokio::time::timeout(crate::common::IO_TIMEOUT, s.read_to_end(&mut out))
+    tokio::time::timeout(common::IO_TIMEOUT, s.read_to_end(&mut out))
         .await
         .unwrap()
         .unwrap();
@@ -123,7 +124,7 @@ async fn the_page_and_its_data_show_the_server_and_no_secret() {
         }
     }
     // Read-only: nothing but GET.
-    let (status, _, _) = crate::common::http(metrics, "POST", "/status.json").await;
+    let (status, _, _) = common::http(metrics, "POST", "/status.json").await;
     assert_eq!(status, 405);
 }
 
