@@ -6,7 +6,8 @@
 //! - `main.rs`: parse the config, start logging, run the server until a
 //!   signal.
 //! - [`config`]: flags, `TURNSTILE_*` environment variables, the optional
-//!   TOML file, defaults.
+//!   TOML file, defaults (`config/mod.rs`); the values settings take and
+//!   their parsers, shared with `CONFIG SET` (`config/values.rs`).
 //! - [`server`]: the listener and accept loop (`server/mod.rs`), one
 //!   client's socket loop (`server/connection.rs`: read, run the batch,
 //!   write under the output limit), the metrics HTTP endpoint and
