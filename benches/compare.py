@@ -45,13 +45,13 @@ from benchlib import require, die_with_parent, ROOT, free_port, redis_benchmark,
 # - the classic two-bucket sliding-window counter, two string keys per
 #   limiter (current and previous window), estimate interpolated;
 # - the classic sorted-set sliding-window log (one member per request);
-# - the Python `limits` library's fixed-window script (limits 5.x,
-#   incr_expire.lua, with a leading newline), the one Flask-Limiter runs on
-#   every request by default.
+# - the Python `limits` library's fixed-window script (limits 5.8.0,
+#   incr_expire.lua, its exact text), the one Flask-Limiter runs on every
+#   request by default.
 LUA = ROOT / "src/cmd/script/native/lua"
 TWO_BUCKET_LUA = (LUA / "seed_two_bucket.lua").read_text()
 ZSET_LOG_LUA = (LUA / "seed_zset_log.lua").read_text()
-LIMITS_FIXED_LUA = (LUA / "bench_limits_incr_expire.lua").read_text()
+LIMITS_FIXED_LUA = (LUA / "limits_incr_expire.lua").read_text()
 
 # name, script, EVALSHA arguments after the SHA (numkeys, key, args).
 SCRIPTS = [

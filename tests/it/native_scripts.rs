@@ -382,7 +382,6 @@ differential_tests! {
     same_as_lua_two_bucket: "two-bucket",
     same_as_lua_zset_log: "zset log",
     same_as_lua_limits_fixed_window: "limits fixed window",
-    same_as_lua_limits_fixed_window_bench_text: "limits fixed window (compare.py text)",
     same_as_lua_rate_limiter_flexible: "rate-limiter-flexible consume",
     same_as_lua_rate_limit_redis_increment: "rate-limit-redis increment",
     same_as_lua_rate_limit_redis_get: "rate-limit-redis get",

@@ -16,17 +16,6 @@ pub const INCR_EXPIRE: Native = Native {
     run: incr_expire,
 };
 
-/// The same script as `benches/compare.py` sends it (a leading newline).
-pub const INCR_EXPIRE_BENCH: Native = Native {
-    name: "limits fixed window (compare.py text)",
-    library: "limits (Python), incr_expire.lua, as benches/compare.py's LIMITS_FIXED_LUA",
-    version: "5.8.0",
-    sha: "f9c6a918b77f6ef15e56fa9fb8645bc95626d4e4",
-    text: include_str!("lua/bench_limits_incr_expire.lua"),
-    commands: &[Cmd::Incrby, Cmd::Expire],
-    run: incr_expire,
-};
-
 fn incr_expire(c: &mut Call) -> Fb<()> {
     let key = c.key(0)?;
     let amount = lua_num(c.arg(1)?)?;

@@ -43,7 +43,6 @@ pub static CATALOGUE: &[Native] = &[
     seed::TWO_BUCKET,
     seed::ZSET_LOG,
     limits::INCR_EXPIRE,
-    limits::INCR_EXPIRE_BENCH,
     limits_windows::MOVING_WINDOW,
     limits_windows::ACQUIRE_MOVING_WINDOW,
     limits_windows::SLIDING_WINDOW,
