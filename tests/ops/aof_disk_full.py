@@ -203,6 +203,17 @@ def main():
     if os.geteuid() != 0:
         print("aof_disk_full: skipped (needs root to mount a tmpfs)")
         return
+    # A container without the right to mount cannot run this; the same
+    # refusals are tested in-process (tests/it/aof.rs, a_full_disk_*).
+    probe = tempfile.mkdtemp(prefix="turnstile-diskfull-probe-")
+    tried = subprocess.run(["mount", "-t", "tmpfs", "-o", "size=64k", "tmpfs", probe],
+                           capture_output=True, text=True)
+    if tried.returncode != 0:
+        os.rmdir(probe)
+        print(f"aof_disk_full: SKIPPED, this machine refuses to mount a tmpfs: {tried.stderr.strip()}")
+        return
+    subprocess.run(["umount", probe], check=True)
+    os.rmdir(probe)
     binary = args[0]
     modes = args[1:] or ["everysec", "always"]
     ok = True
