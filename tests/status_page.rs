@@ -7,10 +7,10 @@
 
 mod common;
 
-use std::net::{IpAddr, SocketAddr, UdpSocket};
+use std::net::SocketAddr;
 
 use base64::Engine;
-use common::{connect_url, q, Server};
+use common::{connect_url, outside_address, q, Server};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::TcpStream;
 
@@ -247,19 +247,6 @@ async fn the_page_answers_only_host_names_that_are_this_servers() {
         assert_eq!(status, 200, "Host: {host}");
     }
     server.shutdown().await;
-}
-
-/// A non-loopback address of this machine: the source address the kernel
-/// would pick for an outside destination (a UDP connect sends nothing).
-fn outside_address() -> Option<IpAddr> {
-    ["192.0.2.1:9", "10.255.255.255:9", "8.8.8.8:53"]
-        .iter()
-        .find_map(|dest| {
-            let s = UdpSocket::bind("0.0.0.0:0").ok()?;
-            s.connect(dest).ok()?;
-            let ip = s.local_addr().ok()?.ip();
-            (!ip.is_loopback() && !ip.is_unspecified()).then_some(ip)
-        })
 }
 
 /// As the Redis port: with protected mode on and no password, the page

@@ -64,18 +64,21 @@ macro_rules! held {
     };
 }
 
-/// Why `v` is not `S`'s state: another limiter's (named, so the error can
-/// say what the key holds and what to do), or no limiter at all.
-fn mismatch<S: Held>(v: &Value) -> LimitError {
+/// Why `v` is not the state `asked` names (an algorithm, or `lease`):
+/// another limiter's (named, so the error can say what the key holds and
+/// what to do), or no limiter at all.
+fn other_limiter(v: &Value, asked: &'static str) -> LimitError {
     let held = match v.algorithm() {
         Some(a) => a.name(),
         None if matches!(v, Value::Lease(_)) => "lease",
         None => return LimitError::WrongType,
     };
-    LimitError::OtherLimiter {
-        held,
-        asked: S::ALGORITHM.name(),
-    }
+    LimitError::OtherLimiter { held, asked }
+}
+
+/// Why `v` is not `S`'s state ([`other_limiter`]).
+fn mismatch<S: Held>(v: &Value) -> LimitError {
+    other_limiter(v, S::ALGORITHM.name())
 }
 
 held!(window, Window);
@@ -392,25 +395,13 @@ fn refund_with<S: Limiter>(s: &mut Stored<S>, now: Nanos, n: u64) -> Nanos {
     s.expires_at()
 }
 
-/// Why `v` is not a lease key: a rate limit's state (named), or no
-/// limiter at all.
-fn not_a_lease(v: &Value) -> LimitError {
-    match v.algorithm() {
-        Some(a) => LimitError::OtherLimiter {
-            held: a.name(),
-            asked: "lease",
-        },
-        None => LimitError::WrongType,
-    }
-}
-
 /// The lease key in `slot`, if it holds one; `WRONGTYPE` for any other
 /// value.
 fn lease_key(slot: &mut Option<Entry>) -> Result<Option<&mut LeaseKey>, LimitError> {
     match slot.as_mut().map(|e| &mut e.value) {
         None => Ok(None),
         Some(Value::Lease(l)) => Ok(Some(l)),
-        Some(v) => Err(not_a_lease(v)),
+        Some(v) => Err(other_limiter(v, "lease")),
     }
 }
 
@@ -485,7 +476,7 @@ pub fn peek_lease(
     match entry.map(|e| &e.value) {
         None => Ok(Leases::default().peek(limit, ttl, now.0, cost)),
         Some(Value::Lease(l)) => Ok(l.leases.peek(limit, ttl, now.0, cost)),
-        Some(v) => Err(not_a_lease(v)),
+        Some(v) => Err(other_limiter(v, "lease")),
     }
 }
 

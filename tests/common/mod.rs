@@ -489,3 +489,16 @@ pub async fn http(addr: SocketAddr, method: &str, path: &str) -> (u16, String, S
     let (head, body) = text.split_once("\r\n\r\n").unwrap_or((&text, ""));
     (status, head.to_ascii_lowercase(), body.to_string())
 }
+
+/// A non-loopback address of this machine: the source address the kernel
+/// would pick for an outside destination (a UDP connect sends nothing).
+pub fn outside_address() -> Option<std::net::IpAddr> {
+    ["192.0.2.1:9", "10.255.255.255:9", "8.8.8.8:53"]
+        .iter()
+        .find_map(|dest| {
+            let s = std::net::UdpSocket::bind("0.0.0.0:0").ok()?;
+            s.connect(dest).ok()?;
+            let ip = s.local_addr().ok()?.ip();
+            (!ip.is_loopback() && !ip.is_unspecified()).then_some(ip)
+        })
+}

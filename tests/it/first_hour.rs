@@ -166,19 +166,11 @@ fn healthcheck_says_why_it_failed() {
     );
 }
 
-#[test]
-fn an_unprotected_listener_is_warned_about_at_start() {
+/// Starts the binary with `args` and reads its log until a line passes
+/// `wanted` (at most 10 s), then stops it: that line, or every line seen.
+fn log_line(args: &[&str], wanted: impl Fn(&str) -> bool) -> Result<String, Vec<String>> {
     let mut child = turnstile()
-        .args([
-            "--port",
-            "0",
-            "--metrics-addr",
-            "off",
-            "--bind",
-            "0.0.0.0",
-            "--protected-mode",
-            "no",
-        ])
+        .args(args)
         .stdout(Stdio::piped())
         .stderr(Stdio::null())
         .spawn()
@@ -194,64 +186,53 @@ fn an_unprotected_listener_is_warned_about_at_start() {
     });
     let deadline = Instant::now() + Duration::from_secs(10);
     let mut seen = Vec::new();
-    let mut warned = false;
+    let mut found = Err(());
     while let Some(left) = deadline.checked_duration_since(Instant::now()) {
         let Ok(line) = rx.recv_timeout(left) else {
             break;
         };
-        warned = line.contains("WARN")
-            && line.contains("listening on 0.0.0.0 with protected mode off and no password");
-        seen.push(line);
-        if warned {
+        if wanted(&line) {
+            found = Ok(line);
             break;
         }
+        seen.push(line);
     }
     let _ = child.kill();
     let _ = child.wait();
-    assert!(warned, "{seen:#?}");
+    found.map_err(|()| seen)
+}
+
+#[test]
+fn an_unprotected_listener_is_warned_about_at_start() {
+    let args = [
+        "--port",
+        "0",
+        "--metrics-addr",
+        "off",
+        "--bind",
+        "0.0.0.0",
+        "--protected-mode",
+        "no",
+    ];
+    let warned = log_line(&args, |line| {
+        line.contains("WARN")
+            && line.contains("listening on 0.0.0.0 with protected mode off and no password")
+    });
+    assert!(warned.is_ok(), "{warned:#?}");
 }
 
 /// The start-up log names the status page beside the metrics endpoint: a
 /// newcomer finds the page without reading the docs.
 #[test]
 fn the_status_page_is_announced_at_start() {
-    let mut child = turnstile()
-        .args(["--port", "0", "--metrics-addr", "127.0.0.1:0"])
-        .stdout(Stdio::piped())
-        .stderr(Stdio::null())
-        .spawn()
-        .unwrap();
-    let stdout = child.stdout.take().unwrap();
-    let (tx, rx) = std::sync::mpsc::channel();
-    std::thread::spawn(move || {
-        for line in BufReader::new(stdout).lines().map_while(Result::ok) {
-            if tx.send(line).is_err() {
-                break;
-            }
-        }
-    });
-    let deadline = Instant::now() + Duration::from_secs(10);
-    let mut seen = Vec::new();
-    let mut found = None;
-    while let Some(left) = deadline.checked_duration_since(Instant::now()) {
-        let Ok(line) = rx.recv_timeout(left) else {
-            break;
-        };
-        if let Some(at) = line.find("status page on http://127.0.0.1:") {
-            found = Some(line[at..].to_string());
-            break;
-        }
-        seen.push(line);
-    }
-    let _ = child.kill();
-    let _ = child.wait();
-    let found = found.unwrap_or_else(|| panic!("{seen:#?}"));
+    const PAGE: &str = "status page on http://127.0.0.1:";
+    let args = ["--port", "0", "--metrics-addr", "127.0.0.1:0"];
+    let line =
+        log_line(&args, |line| line.contains(PAGE)).unwrap_or_else(|seen| panic!("{seen:#?}"));
+    let found = &line[line.find(PAGE).unwrap()..];
     assert!(found.trim_end().ends_with('/'), "{found}");
 }
 
-/// `-h` is a summary, one line an option; `--help` explains each under
-/// its heading. Both were one flat list of 62 options, 131 lines and lines
-/// up to 569 characters, and `-h` printed what `--help` did.
 #[test]
 fn short_help_is_one_line_an_option_and_long_help_is_grouped() {
     let help = |flag: &str| {

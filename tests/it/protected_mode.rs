@@ -2,23 +2,10 @@
 //! address is refused with `-DENIED` while no password is set, unless
 //! protected mode is off.
 
-use std::net::{IpAddr, SocketAddr, UdpSocket};
+use std::net::{IpAddr, SocketAddr};
 
-use crate::common::{Raw, Server};
+use crate::common::{outside_address, Raw, Server};
 use tokio::net::TcpSocket;
-
-/// A non-loopback address of this machine: the source address the kernel
-/// would pick for an outside destination (a UDP connect sends nothing).
-fn outside_address() -> Option<IpAddr> {
-    ["192.0.2.1:9", "10.255.255.255:9", "8.8.8.8:53"]
-        .iter()
-        .find_map(|dest| {
-            let s = UdpSocket::bind("0.0.0.0:0").ok()?;
-            s.connect(dest).ok()?;
-            let ip = s.local_addr().ok()?.ip();
-            (!ip.is_loopback() && !ip.is_unspecified()).then_some(ip)
-        })
-}
 
 /// Connects to the server's port on `ip`, from `ip`: the server sees a
 /// non-loopback peer.

@@ -94,9 +94,7 @@ fn check(
     if spec.flags.contains(Flags::DENYOOM) {
         admit_write(ctx, spec, req).map_err(refuse)?;
     }
-    if spec.flags.contains(Flags::WRITE) {
-        admit_persist(ctx.state).map_err(refuse)?;
-    }
+    admit_persist(ctx.state, spec).map_err(refuse)?;
     // A RESP2 connection that subscribes can only (un)subscribe, as in
     // Redis: its replies share the stream with the messages.
     if ctx.session.subscriptions() > 0

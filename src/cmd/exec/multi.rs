@@ -231,9 +231,7 @@ fn admit(ctx: &Ctx<'_>, tx: &Transaction) -> Result<(), CmdError> {
         }
         // The file failed since the write was queued: EXEC is refused
         // whole, as Redis refuses an EXEC with writes.
-        if spec.flags.contains(Flags::WRITE) {
-            super::run::admit_persist(ctx.state)?;
-        }
+        super::run::admit_persist(ctx.state, spec)?;
     }
     Ok(())
 }

@@ -5,7 +5,7 @@
 use std::sync::atomic::Ordering;
 
 use crate::cmd::registry::error::CmdError;
-use crate::cmd::registry::spec::{CommandSpec, Ctx};
+use crate::cmd::registry::spec::{CommandSpec, Ctx, Flags};
 use crate::protocol::Request;
 
 /// Applies `--maxmemory` to a command that may grow the keyspace: it may
@@ -54,12 +54,18 @@ pub(crate) fn admit_write(
     }
 }
 
-/// Refuses a write while the append-only file's last write failed (a
-/// full disk), as Redis does under every `appendfsync`: what would be
-/// acknowledged could not be kept. Reads go on; writes are accepted again
-/// once a write of the file succeeds. The dispatcher, `EXEC` and a
-/// script's `redis.call` ask before a write.
-pub(crate) fn admit_persist(state: &crate::state::State) -> Result<(), CmdError> {
+/// Refuses a write (`spec` flagged `write`) while the append-only file's
+/// last write failed (a full disk), as Redis does under every
+/// `appendfsync`: what would be acknowledged could not be kept. Reads go
+/// on; writes are accepted again once a write of the file succeeds. The
+/// dispatcher, `EXEC` and a script's `redis.call` ask before a command.
+pub(crate) fn admit_persist(
+    state: &crate::state::State,
+    spec: &CommandSpec,
+) -> Result<(), CmdError> {
+    if !spec.flags.contains(Flags::WRITE) {
+        return Ok(());
+    }
     match state.aof.write_error() {
         None => Ok(()),
         Some(e) => Err(CmdError::Prefixed(

@@ -16,8 +16,8 @@ use crate::store::{limit, Value};
 /// RL.ALLOW key POLICY name [COST n]
 /// ```
 pub fn allow(ctx: &mut Ctx<'_>, req: &Request<'_>) -> Result<(), CmdError> {
-    if let Some((key, name, cost)) = parse::named_request(req)? {
-        return policy::allow_named(ctx, key, name, cost, policy::Use::Allow);
+    if let Some(n) = parse::named_request(req, false)? {
+        return policy::allow_named(ctx, n, policy::Use::Allow);
     }
     let r = parse::allow_request_memo(req, &mut ctx.session.limit_memo)?;
     let now = ctx.now;
@@ -41,8 +41,8 @@ pub fn peek(ctx: &mut Ctx<'_>, req: &Request<'_>) -> Result<(), CmdError> {
     if lease::peek(ctx, req)?.is_some() {
         return Ok(());
     }
-    if let Some((key, name, cost)) = parse::named_request(req)? {
-        return policy::allow_named(ctx, key, name, cost, policy::Use::Peek);
+    if let Some(n) = parse::named_request(req, false)? {
+        return policy::allow_named(ctx, n, policy::Use::Peek);
     }
     let r = parse::allow_request_memo(req, &mut ctx.session.limit_memo)?;
     let now = ctx.now;

@@ -19,8 +19,8 @@ use crate::store::limit;
 /// (an LLM gateway charges a response's tokens to the policy that let the
 /// request in).
 pub fn charge(ctx: &mut Ctx<'_>, req: &Request<'_>) -> Result<(), CmdError> {
-    if let Some((key, name, n)) = parse::named_charge_request(req)? {
-        return super::policy::allow_named(ctx, key, name, n, super::policy::Use::Charge);
+    if let Some(n) = parse::named_request(req, true)? {
+        return super::policy::allow_named(ctx, n, super::policy::Use::Charge);
     }
     let r = parse::charge_request(req)?;
     let now = ctx.now;

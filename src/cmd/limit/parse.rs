@@ -316,40 +316,34 @@ pub fn allow_request_memo<'a>(
     Ok(r)
 }
 
-/// `RL.ALLOW key POLICY name [COST n]` (and `RL.PEEK`'s): the key, the
-/// policy's name and the cost, or `None` for the inline form.
-#[allow(clippy::type_complexity)]
-pub fn named_request<'a>(
-    req: &'a Request<'_>,
-) -> Result<Option<(&'a [u8], &'a [u8], u64)>, CmdError> {
-    if req.len() < 4 || !is(req.arg(2), "POLICY") {
-        return Ok(None);
-    }
-    let cost = match req.len() {
-        4 => 1,
-        6 if is(req.arg(4), "COST") => positive(req.arg(5), "COST")?,
-        _ => return Err(CmdError::Syntax),
-    };
-    Ok(Some((req.arg(1), req.arg(3), cost)))
+/// A limiter command's policy form: the caller's key, the policy's name,
+/// and the units (`COST`, or `RL.CHARGE`'s `n`).
+pub struct Named<'a> {
+    pub key: &'a [u8],
+    pub policy: &'a [u8],
+    pub units: u64,
 }
 
-/// `RL.CHARGE key POLICY name n`: the key, the policy's name and the
-/// charge, or `None` for the inline form.
-#[allow(clippy::type_complexity)]
-pub fn named_charge_request<'a>(
+/// `RL.ALLOW key POLICY name [COST n]` (and `RL.PEEK`'s), or with `charge`
+/// `RL.CHARGE key POLICY name n`; `None` for the inline form.
+pub fn named_request<'a>(
     req: &'a Request<'_>,
-) -> Result<Option<(&'a [u8], &'a [u8], u64)>, CmdError> {
+    charge: bool,
+) -> Result<Option<Named<'a>>, CmdError> {
     if req.len() < 4 || !is(req.arg(2), "POLICY") {
         return Ok(None);
     }
-    if req.len() != 5 {
-        return Err(CmdError::Syntax);
-    }
-    Ok(Some((
-        req.arg(1),
-        req.arg(3),
-        positive(req.arg(4), "charge")?,
-    )))
+    let units = match (charge, req.len()) {
+        (false, 4) => 1,
+        (false, 6) if is(req.arg(4), "COST") => positive(req.arg(5), "COST")?,
+        (true, 5) => positive(req.arg(4), "charge")?,
+        _ => return Err(CmdError::Syntax),
+    };
+    Ok(Some(Named {
+        key: req.arg(1),
+        policy: req.arg(3),
+        units,
+    }))
 }
 
 /// Most `LIMIT` clauses one `RL.ALLOWMANY` takes: far more than any real

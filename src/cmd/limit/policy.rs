@@ -285,15 +285,10 @@ fn unknown_domain(domain: &[u8], set: &crate::policy::PolicySet) -> CmdError {
     ))
 }
 
-/// `RL.ALLOW key POLICY name [COST n]`: a named policy's limit on the
-/// caller's key, with its shadow mode and stats.
-pub fn allow_named(
-    ctx: &mut Ctx<'_>,
-    key: &[u8],
-    name: &[u8],
-    cost: u64,
-    how: Use,
-) -> Result<(), CmdError> {
+/// `RL.ALLOW`, `RL.PEEK` or `RL.CHARGE key POLICY name ...`: a named
+/// policy's limit on the caller's key, with its shadow mode and stats.
+pub fn allow_named(ctx: &mut Ctx<'_>, named: parse::Named<'_>, how: Use) -> Result<(), CmdError> {
+    let name = named.policy;
     let policies = &ctx.state.policies;
     let set = policies.current();
     let policy = std::str::from_utf8(name)
@@ -317,8 +312,8 @@ pub fn allow_named(
         room,
         policy,
         policies.shadow_all(),
-        key,
-        cost,
+        named.key,
+        named.units,
         how,
         &mut ctx.session.stats,
     )?;

@@ -446,9 +446,7 @@ impl ScriptHost<'_, '_> {
         if spec.flags.contains(Flags::WRITE) && self.state.replication.is_replica() {
             return Err(CmdError::ReadOnlyReplica.into());
         }
-        if spec.flags.contains(Flags::WRITE) {
-            crate::cmd::exec::run::admit_persist(self.state)?;
-        }
+        crate::cmd::exec::run::admit_persist(self.state, spec)?;
         if spec.flags.contains(Flags::DENYOOM) && !self.allow_oom && over_maxmemory(self.state) {
             return Err(CmdError::OutOfMemory.into());
         }

@@ -69,21 +69,32 @@ pub enum ReplayError {
     Corrupt { at: u64, why: String },
 }
 
+/// A replay: what loaded, whole (`Ok(Ok)`) or up to a torn last record
+/// at a byte (`Ok(Err)`), or an error at a byte.
+pub type Replay = Result<Result<Replayed, (Replayed, u64)>, ReplayError>;
+
+/// Loaded up to byte `at`, where the last record is torn.
+fn torn(mut r: Replayed, at: usize) -> Replay {
+    r.size = at as u64;
+    Ok(Err((r, at as u64)))
+}
+
+/// Loaded whole, `at` bytes.
+fn whole(mut r: Replayed, at: usize) -> Replay {
+    r.size = at as u64;
+    Ok(Ok(r))
+}
+
 /// Loads a file's bytes into `store`. `Ok(Err((what loaded, at)))` when
 /// the last block is torn at byte `at` (its bytes run past the end of the
 /// file; or it ends the file and its payload does not check, or only
 /// zeros follow, as a file extended but not written before a crash
 /// reads). Nothing of a torn block is applied. The fuzz target `aof` runs
 /// this on arbitrary bytes.
-#[allow(clippy::type_complexity)]
-pub fn replay(
-    store: &Store,
-    bytes: &[u8],
-    now: Nanos,
-) -> Result<Result<Replayed, (Replayed, u64)>, ReplayError> {
+pub fn replay(store: &Store, bytes: &[u8], now: Nanos) -> Replay {
     let mut r = Replayed::default();
     if bytes.is_empty() {
-        return Ok(Ok(r));
+        return whole(r, 0);
     }
     let (base, _, base_len) =
         snapshot::read_prefix(store, bytes, now).map_err(ReplayError::Base)?;
@@ -99,31 +110,27 @@ pub fn replay(
     if !rest.is_empty() && TAIL_MAGIC.starts_with(rest) {
         // The marker cut short (a rewrite never leaves this: it renames
         // a whole file in place).
-        r.size = at as u64;
-        return Ok(Err((r, at as u64)));
+        return torn(r, at);
     }
     replay_frames(store, bytes, at, now, r)
 }
 
 /// The checksummed tail: blocks from byte `at`.
-#[allow(clippy::type_complexity)]
 fn replay_blocks(
     store: &Store,
     bytes: &[u8],
     mut at: usize,
     now: Nanos,
     mut r: Replayed,
-) -> Result<Result<Replayed, (Replayed, u64)>, ReplayError> {
+) -> Replay {
     let corrupt = |at: usize, why: &str| ReplayError::Corrupt {
         at: at as u64,
         why: why.to_string(),
     };
     while at < bytes.len() {
         let rest = &bytes[at..];
-        let torn = rest.len() < BLOCK_HEAD || rest.iter().all(|&b| b == 0);
-        if torn {
-            r.size = at as u64;
-            return Ok(Err((r, at as u64)));
+        if rest.len() < BLOCK_HEAD || rest.iter().all(|&b| b == 0) {
+            return torn(r, at);
         }
         let (len, check) = (&rest[..4], &rest[4..8]);
         if crc32fast::hash(len).to_le_bytes() != check {
@@ -133,15 +140,13 @@ fn replay_blocks(
         let end = BLOCK_HEAD + n + BLOCK_TRAILER;
         if rest.len() < end {
             // Runs past the end of the file: the write a crash cut short.
-            r.size = at as u64;
-            return Ok(Err((r, at as u64)));
+            return torn(r, at);
         }
         let payload = &rest[BLOCK_HEAD..BLOCK_HEAD + n];
         if crc32fast::hash(payload).to_le_bytes() != rest[BLOCK_HEAD + n..end] {
             if rest.len() == end {
                 // The last block, its pages not all written.
-                r.size = at as u64;
-                return Ok(Err((r, at as u64)));
+                return torn(r, at);
             }
             return Err(corrupt(
                 at,
@@ -162,27 +167,24 @@ fn replay_blocks(
         }
         at += end;
     }
-    r.size = at as u64;
-    Ok(Ok(r))
+    whole(r, at)
 }
 
 /// The tail of a file written before checksummed blocks: frames straight
 /// after the base. A frame cut short at the end is torn; nothing else
 /// can tell a flipped byte here.
-#[allow(clippy::type_complexity)]
 fn replay_frames(
     store: &Store,
     bytes: &[u8],
     mut at: usize,
     now: Nanos,
     mut r: Replayed,
-) -> Result<Result<Replayed, (Replayed, u64)>, ReplayError> {
+) -> Replay {
     while at < bytes.len() {
         let rest = &bytes[at..];
         let Some((kind, body, n)) = effects::next_frame(rest) else {
             if effects::is_stream_kind(rest[0]) || rest.iter().all(|&b| b == 0) {
-                r.size = at as u64;
-                return Ok(Err((r, at as u64)));
+                return torn(r, at);
             }
             return Err(ReplayError::Corrupt {
                 at: at as u64,
@@ -190,8 +192,7 @@ fn replay_frames(
             });
         };
         if kind == 0 && rest.iter().all(|&b| b == 0) {
-            r.size = at as u64;
-            return Ok(Err((r, at as u64)));
+            return torn(r, at);
         }
         store
             .apply_frame(kind, body, now)
@@ -202,6 +203,5 @@ fn replay_frames(
         r.effects += 1;
         at += n;
     }
-    r.size = at as u64;
-    Ok(Ok(r))
+    whole(r, at)
 }

@@ -64,7 +64,7 @@ use std::io::{self, BufWriter, Read, Seek, Write};
 use std::os::unix::fs::OpenOptionsExt;
 use std::os::unix::io::AsRawFd;
 use std::path::{Path, PathBuf};
-use std::sync::atomic::{AtomicBool, AtomicI32, AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicI32, AtomicU64, AtomicU8, Ordering};
 use std::time::{Duration, Instant};
 
 use crate::clock::Nanos;
@@ -177,8 +177,8 @@ pub struct Aof {
     path: PathBuf,
     /// Open and taking the stream: `always` connections wait on it.
     on: AtomicBool,
-    /// `appendfsync always` is in force (read by every reply write).
-    always: AtomicBool,
+    /// `--appendfsync` in force, an [`Fsync`] (read by every reply write).
+    fsync: AtomicU8,
     /// `CONFIG SET appendonly yes` was answered and the base is not in
     /// place yet: `always` replies wait for it.
     starting: AtomicBool,
@@ -220,8 +220,6 @@ pub struct Aof {
     pub last_rewrite_secs: AtomicU64,
     pub size: AtomicU64,
     pub base_size: AtomicU64,
-    /// `appendfsync no`: what is written is all the file is promised.
-    fsync_no: AtomicBool,
     /// Since when (µs after `epoch`, plus one; 0: nothing) effects taken
     /// for the file have waited to be in it as `appendfsync` promises
     /// (fsynced; written, with `no`). Set and cleared under the writer's
@@ -235,7 +233,7 @@ impl Aof {
         Aof {
             path,
             on: AtomicBool::new(false),
-            always: AtomicBool::new(false),
+            fsync: AtomicU8::new(Fsync::Everysec as u8),
             starting: AtomicBool::new(false),
             writer: Mutex::new(Writer::default()),
             written: AtomicU64::new(0),
@@ -259,7 +257,6 @@ impl Aof {
             last_rewrite_secs: AtomicU64::new(0),
             size: AtomicU64::new(0),
             base_size: AtomicU64::new(0),
-            fsync_no: AtomicBool::new(false),
             owed_since: AtomicU64::new(0),
             epoch: Instant::now(),
         }
@@ -387,8 +384,11 @@ impl Aof {
 
     /// Sets the fsync policy the reply path follows.
     pub fn set_fsync(&self, fsync: Fsync) {
-        self.always.store(fsync == Fsync::Always, Ordering::Relaxed);
-        self.fsync_no.store(fsync == Fsync::No, Ordering::Relaxed);
+        self.fsync.store(fsync as u8, Ordering::Relaxed);
+    }
+
+    fn fsync(&self) -> Fsync {
+        Fsync::from_index(self.fsync.load(Ordering::Relaxed))
     }
 
     /// Before replies leave, the one check every reply path makes: with
@@ -403,7 +403,7 @@ impl Aof {
             return None;
         }
         let target = stream_end();
-        if self.always.load(Ordering::Relaxed) {
+        if self.fsync.load(Ordering::Relaxed) == Fsync::Always as u8 {
             let starting = self.starting.load(Ordering::Acquire);
             return (starting || self.synced.load(Ordering::Acquire) < target).then_some(target);
         }
@@ -772,7 +772,7 @@ impl Aof {
         if !*dirty {
             self.synced.store(end, Ordering::Release);
         }
-        if !*need_base && (!*dirty || self.fsync_no.load(Ordering::Relaxed)) {
+        if !*need_base && (!*dirty || self.fsync() == Fsync::No) {
             self.settled();
         }
         Ok(())
