@@ -821,6 +821,15 @@ async fn a_symlinked_file_is_refused_and_stale_temporaries_removed() {
     assert!(e.contains("symbolic link"), "{e}");
     assert_eq!(std::fs::read(&victim).unwrap(), b"");
     std::fs::remove_file(dir.join("appendonly.aof")).unwrap();
+    // The lock beside it too: refused naming the lock, its target never
+    // created.
+    let gone = dir.join("victim-lock");
+    let _ = std::fs::remove_file(dir.join("appendonly.aof.lock"));
+    std::os::unix::fs::symlink(&gone, dir.join("appendonly.aof.lock")).unwrap();
+    let e = start_error(&dir, true).await;
+    assert!(e.contains("appendonly.aof.lock: is a symbolic link"), "{e}");
+    assert!(!gone.exists());
+    std::fs::remove_file(dir.join("appendonly.aof.lock")).unwrap();
 
     let stale = dir.join(".appendonly.aof.tmp-12345-00000000deadbeef");
     std::fs::write(&stale, vec![7u8; 4096]).unwrap();

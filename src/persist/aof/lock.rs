@@ -41,7 +41,12 @@ impl Aof {
                 .truncate(false)
                 .mode(0o600),
         )
-        .map_err(io_err)?;
+        .map_err(|e| match e.raw_os_error() {
+            // A link planted where the lock goes is not followed, and
+            // named as what it is.
+            Some(libc::ELOOP) => AofError::Symlink { path: lock.clone() },
+            _ => io_err(e),
+        })?;
         // SAFETY: flock on a descriptor this function owns.
         if unsafe { libc::flock(file.as_raw_fd(), libc::LOCK_EX | libc::LOCK_NB) } != 0 {
             let e = io::Error::last_os_error();
