@@ -169,6 +169,17 @@ pub fn lcg_step(state: &mut u64) -> u64 {
     *state
 }
 
+/// An I/O error as C's `strerror` words it, without Rust's ` (os error
+/// N)`: how Redis words the errors it echoes (`-MISCONF Errors writing to
+/// the AOF file: %s`, `Rewriting config file: %s`).
+pub fn strerror(e: &std::io::Error) -> String {
+    let text = e.to_string();
+    match text.find(" (os error") {
+        Some(at) => text[..at].to_string(),
+        None => text,
+    }
+}
+
 /// Whether a peer is on this machine's loopback interface (IPv4-mapped
 /// IPv6 too): protected mode's test, on the Redis port and the metrics
 /// port's guarded pages.

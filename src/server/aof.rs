@@ -146,7 +146,7 @@ fn run(state: &Arc<State>) {
                     tracing::error!(
                         path = %aof.path().display(),
                         "append-only file write failed: {}; write commands are refused (-MISCONF) until a write succeeds again",
-                        crate::persist::aof::Aof::strerror(&e)
+                        crate::util::strerror(&e)
                     );
                     failing = true;
                 }

@@ -306,3 +306,21 @@ async fn a_password_toml_cannot_hold_is_refused() {
     assert_eq!(std::fs::read_to_string(&path).unwrap(), "# kept\n");
     let _ = std::fs::remove_dir_all(&dir);
 }
+
+/// A file that cannot be written is an error in `strerror`'s words, as
+/// Redis words it (no Rust `(os error N)`), and nothing is left behind.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_file_that_cannot_be_written_is_named_in_redis_words() {
+    let dir = temp_dir("rewrite-gone");
+    let path = dir.join("turnstile.toml");
+    std::fs::write(&path, "# kept\n").unwrap();
+    let config_path = path.clone();
+    let srv = Server::start_with(|c| c.config = Some(config_path)).await;
+    let mut c = srv.raw().await;
+    std::fs::remove_dir_all(&dir).unwrap();
+    assert_eq!(
+        c.call(&["CONFIG", "REWRITE"]).await,
+        "-ERR Rewriting config file: No such file or directory\r\n"
+    );
+    assert!(!dir.exists());
+}

@@ -339,7 +339,7 @@ pub fn rewrite(ctx: &mut Ctx<'_>, _req: &Request<'_>) -> Result<(), CmdError> {
     let text = match std::fs::read_to_string(path) {
         Ok(t) => t,
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => String::new(),
-        Err(e) => return Err(failed(&e)),
+        Err(e) => return Err(failed(&crate::util::strerror(&e))),
     };
     let mut doc: toml_edit::DocumentMut = text.parse().map_err(|e| failed(&e))?;
     let defaults = Settings::new(&crate::config::Config::default(), None);
@@ -405,7 +405,7 @@ pub fn rewrite(ctx: &mut Ctx<'_>, _req: &Request<'_>) -> Result<(), CmdError> {
     if !text.ends_with('\n') {
         text.push('\n');
     }
-    write_file(path, text.as_bytes()).map_err(|e| failed(&e))?;
+    write_file(path, text.as_bytes()).map_err(|e| failed(&crate::util::strerror(&e)))?;
     tracing::info!(path = %path.display(), "CONFIG REWRITE executed with success");
     ctx.out.ok();
     Ok(())

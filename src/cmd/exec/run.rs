@@ -71,7 +71,7 @@ pub(crate) fn admit_persist(
         Some(e) => Err(CmdError::Prefixed(
             format!(
                 "MISCONF Errors writing to the AOF file: {}",
-                crate::persist::aof::Aof::strerror(&e)
+                crate::util::strerror(&e)
             )
             .into(),
         )),

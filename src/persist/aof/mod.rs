@@ -311,16 +311,6 @@ impl Aof {
         ))
     }
 
-    /// The text of [`Aof::write_error`] as `strerror` words it (Redis's
-    /// `-MISCONF Errors writing to the AOF file: %s`).
-    pub fn strerror(e: &io::Error) -> String {
-        let text = e.to_string();
-        match text.find(" (os error") {
-            Some(at) => text[..at].to_string(),
-            None => text,
-        }
-    }
-
     /// For tests: every write (and fsync) of the file fails with `errno`
     /// from now on, as a full disk's do (`libc::ENOSPC`); 0 ends it.
     #[doc(hidden)]
@@ -345,7 +335,7 @@ impl Aof {
         tracing::error!(
             path = %self.path.display(),
             "append-only file: cannot write ({}) with appendfsync always: exiting (no reply for a write not in the file went out); free space, then restart",
-            Aof::strerror(e)
+            crate::util::strerror(e)
         );
         if let Some(f) = self.on_fatal.lock().as_ref() {
             f();
