@@ -3,7 +3,9 @@
 //! slots (`slot.rs`), and the routing check every key-taking command passes
 //! (`MOVED`, `CROSSSLOT`).
 
+pub mod bus;
 pub mod slot;
+pub mod state;
 pub mod topology;
 
 pub use slot::key_slot;

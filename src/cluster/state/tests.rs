@@ -1,0 +1,390 @@
+//! The state's rules in a simulated network on a driven clock: nodes
+//! exchange messages through in-memory links, so meets, slot changes,
+//! collisions and restarts can be replayed and checked for convergence.
+
+use std::collections::{HashMap, VecDeque};
+
+use super::*;
+use proptest::prelude::*;
+
+struct Sim {
+    nodes: Vec<ClusterState>,
+    /// link id -> (owner node, target node)
+    links: HashMap<LinkId, (usize, usize)>,
+    /// Nodes that are down: they neither send nor receive.
+    down: Vec<bool>,
+    next_link: LinkId,
+    now: Millis,
+}
+
+const IP: &str = "127.0.0.1";
+
+fn port(i: usize) -> u16 {
+    7000 + i as u16
+}
+
+impl Sim {
+    fn new(n: usize) -> Self {
+        let nodes = (0..n)
+            .map(|i| ClusterState::new(random_id(), String::new(), port(i), port(i) + 10000, 1000))
+            .collect();
+        Sim {
+            nodes,
+            links: HashMap::new(),
+            down: vec![false; n],
+            next_link: 1,
+            now: 1_000_000,
+        }
+    }
+
+    fn by_cport(&self, cport: u16) -> Option<usize> {
+        (0..self.nodes.len()).find(|&i| port(i) + 10000 == cport)
+    }
+
+    /// Delivers `msg` from node `from` on its outbound link `link`, and the
+    /// answers it causes, until the network is quiet.
+    fn run(&mut self, mut queue: VecDeque<(LinkId, Message, bool)>) {
+        // (link, message, towards_target)
+        let mut steps = 0;
+        while let Some((link, msg, forward)) = queue.pop_front() {
+            steps += 1;
+            assert!(steps < 100_000, "message storm");
+            let Some(&(owner, target)) = self.links.get(&link) else {
+                continue;
+            };
+            let (to, from) = if forward {
+                (target, From::Inbound)
+            } else {
+                (owner, From::Outbound(link))
+            };
+            if self.down[to] {
+                continue;
+            }
+            let fx = self.nodes[to].receive(&msg, from, IP, IP, self.now);
+            if let Some(r) = fx.reply {
+                queue.push_back((link, r, !forward));
+            }
+            for (l, m) in fx.send {
+                queue.push_back((l, m, true));
+            }
+        }
+    }
+
+    fn tick(&mut self) {
+        self.now += 100;
+        let mut queue = VecDeque::new();
+        for i in 0..self.nodes.len() {
+            if self.down[i] {
+                continue;
+            }
+            for (id, _ip, cport) in self.nodes[i].wanted_links() {
+                let Some(t) = self.by_cport(cport) else {
+                    continue;
+                };
+                if self.down[t] {
+                    continue;
+                }
+                let link = self.next_link;
+                self.next_link += 1;
+                self.links.insert(link, (i, t));
+                if let Some(m) = self.nodes[i].link_up(&id, link, self.now) {
+                    queue.push_back((link, m, true));
+                }
+            }
+            let fx = self.nodes[i].tick(self.now);
+            for (l, m) in fx.send {
+                queue.push_back((l, m, true));
+            }
+        }
+        self.run(queue);
+    }
+
+    fn meet(&mut self, a: usize, b: usize) {
+        let now = self.now;
+        self.nodes[a].start_handshake(IP, port(b), port(b) + 10000, now);
+    }
+
+    /// Every node's view of who owns what, as redis-cli's signature sees it.
+    fn signature(&self, i: usize) -> Vec<(String, Vec<(u16, u16)>)> {
+        let mut sig: Vec<_> = self.nodes[i]
+            .nodes
+            .values()
+            .filter(|n| !n.in_handshake() && !n.slots.is_empty())
+            .map(|n| (n.id.clone(), n.slots.ranges()))
+            .collect();
+        sig.sort();
+        sig
+    }
+
+    fn converged(&self) -> bool {
+        let n = self.nodes.len();
+        (0..n).all(|i| {
+            self.nodes[i]
+                .nodes
+                .values()
+                .filter(|x| !x.in_handshake())
+                .count()
+                == n
+        }) && (1..n).all(|i| self.signature(i) == self.signature(0))
+    }
+
+    fn settle(&mut self, max_ticks: usize) -> bool {
+        for _ in 0..max_ticks {
+            self.tick();
+            if self.converged() {
+                return true;
+            }
+        }
+        false
+    }
+}
+
+#[test]
+fn three_nodes_met_through_one_learn_each_other_and_their_slots() {
+    let mut sim = Sim::new(3);
+    let thirds = [(0u16, 5460u16), (5461, 10922), (10923, 16383)];
+    for (i, &(a, b)) in thirds.iter().enumerate() {
+        sim.nodes[i]
+            .add_slots(&(a..=b).collect::<Vec<_>>())
+            .unwrap();
+        sim.nodes[i].set_config_epoch(i as i64 + 1).unwrap();
+    }
+    sim.meet(1, 0);
+    sim.meet(2, 0);
+    assert!(sim.settle(200), "did not converge");
+    for i in 0..3 {
+        let st = &sim.nodes[i];
+        assert_eq!(st.me().ip, IP, "node {i} learned its address");
+        assert_eq!(st.assigned(), SLOTS as usize);
+        assert!(st.is_ok());
+        let text = st.nodes_text();
+        assert_eq!(text.lines().count(), 3, "{text}");
+    }
+}
+
+#[test]
+fn colliding_config_epochs_are_resolved_by_node_id() {
+    let mut sim = Sim::new(4);
+    for i in 0..4 {
+        sim.nodes[i].add_slots(&[i as u16]).unwrap();
+    }
+    for i in 1..4 {
+        sim.meet(i, 0);
+    }
+    assert!(sim.settle(300));
+    for _ in 0..50 {
+        sim.tick();
+    }
+    let epochs: std::collections::BTreeSet<u64> =
+        sim.nodes.iter().map(|s| s.me().config_epoch).collect();
+    assert_eq!(
+        epochs.len(),
+        4,
+        "every primary ends with its own epoch: {epochs:?}"
+    );
+}
+
+#[test]
+fn a_slot_moved_with_setslot_node_reaches_every_node_and_a_stale_owner_yields() {
+    let mut sim = Sim::new(3);
+    sim.nodes[0].add_slots(&[0, 1, 2]).unwrap();
+    sim.nodes[1].add_slots(&[3]).unwrap();
+    for i in 1..3 {
+        sim.meet(i, 0);
+    }
+    assert!(sim.settle(300));
+    for _ in 0..30 {
+        sim.tick();
+    }
+    let id0 = sim.nodes[0].myself.clone();
+    let id2 = sim.nodes[2].myself.clone();
+    // The move redis-cli makes: importing on the target, migrating on the
+    // source, then NODE on the target first.
+    sim.nodes[2].set_importing(1, &id0).unwrap();
+    sim.nodes[0].set_migrating(1, &id2).unwrap();
+    sim.nodes[2].set_node(1, &id2, 0).unwrap();
+    for _ in 0..40 {
+        sim.tick();
+    }
+    for i in 0..3 {
+        assert_eq!(sim.nodes[i].owner(1), Some(id2.as_str()), "node {i}");
+    }
+    assert!(
+        sim.nodes[0].migrating.is_empty(),
+        "the source's open slot closed by the claim"
+    );
+}
+
+#[test]
+fn a_primary_that_loses_its_last_slot_follows_the_taker() {
+    let mut sim = Sim::new(2);
+    sim.nodes[0].add_slots(&[9]).unwrap();
+    sim.meet(1, 0);
+    assert!(sim.settle(300));
+    let id0 = sim.nodes[0].myself.clone();
+    let id1 = sim.nodes[1].myself.clone();
+    sim.nodes[1].set_importing(9, &id0).unwrap();
+    sim.nodes[0].set_migrating(9, &id1).unwrap();
+    sim.nodes[1].set_node(9, &id1, 0).unwrap();
+    let fx = sim.nodes[0].set_node(9, &id1, 0).unwrap();
+    assert!(matches!(fx.follow, Some(Some((_, p))) if p == port(1)));
+    assert_eq!(sim.nodes[0].me().primary.as_deref(), Some(id1.as_str()));
+}
+
+#[test]
+fn forget_keeps_a_node_out_of_gossip_for_a_minute() {
+    let mut sim = Sim::new(3);
+    for i in 1..3 {
+        sim.meet(i, 0);
+    }
+    assert!(sim.settle(300));
+    let id2 = sim.nodes[2].myself.clone();
+    sim.down[2] = true;
+    let now = sim.now;
+    sim.nodes[0].forget(&id2, now).unwrap();
+    sim.nodes[1].forget(&id2, now).unwrap();
+    for _ in 0..100 {
+        sim.tick();
+    }
+    assert!(!sim.nodes[0].nodes.contains_key(&id2));
+    assert!(!sim.nodes[1].nodes.contains_key(&id2));
+    let me0 = sim.nodes[0].myself.clone();
+    assert_eq!(
+        sim.nodes[0].forget(&me0, now),
+        Err(StateError::ForgetMyself)
+    );
+}
+
+#[test]
+fn a_silent_node_turns_pfail_then_fail_with_a_majority() {
+    let mut sim = Sim::new(4);
+    for i in 0..4 {
+        sim.nodes[i].add_slots(&[i as u16]).unwrap();
+        sim.nodes[i].set_config_epoch(i as i64 + 1).unwrap();
+    }
+    for i in 1..4 {
+        sim.meet(i, 0);
+    }
+    assert!(sim.settle(300));
+    let id3 = sim.nodes[3].myself.clone();
+    sim.down[3] = true;
+    let mut failed = false;
+    for _ in 0..200 {
+        sim.tick();
+        if (0..3).all(|i| sim.nodes[i].nodes[&id3].has(flag::FAIL)) {
+            failed = true;
+            break;
+        }
+    }
+    assert!(failed, "{}", sim.nodes[0].nodes_text());
+    assert!(!sim.nodes[0].is_ok());
+}
+
+#[test]
+fn the_config_file_reads_back_what_it_wrote() {
+    let mut sim = Sim::new(3);
+    sim.nodes[0]
+        .add_slots(&(0..100).collect::<Vec<_>>())
+        .unwrap();
+    sim.nodes[1].add_slots(&[200, 300]).unwrap();
+    for i in 1..3 {
+        sim.meet(i, 0);
+    }
+    assert!(sim.settle(300));
+    let id1 = sim.nodes[1].myself.clone();
+    sim.nodes[0].set_migrating(5, &id1).unwrap();
+    sim.nodes[2].replicate(&id1, false).unwrap();
+    let text = sim.nodes[0].config_text();
+    let back = ClusterState::from_config(&text, port(0), port(0) + 10000, 1000).unwrap();
+    assert_eq!(back.myself, sim.nodes[0].myself);
+    assert_eq!(back.migrating, sim.nodes[0].migrating);
+    assert_eq!(back.current_epoch, sim.nodes[0].current_epoch);
+    // Links come back down and ping times restart, so the lines agree on
+    // everything else.
+    let stable = |t: &str| -> Vec<String> {
+        t.lines()
+            .map(|l| {
+                l.split(' ')
+                    .enumerate()
+                    .filter(|(i, _)| !matches!(i, 4 | 5 | 7) || l.starts_with("vars"))
+                    .map(|(_, w)| w)
+                    .collect::<Vec<_>>()
+                    .join(" ")
+            })
+            .collect()
+    };
+    assert_eq!(stable(&back.config_text()), stable(&text));
+    let text2 = sim.nodes[2].config_text();
+    let back2 = ClusterState::from_config(&text2, port(2), port(2) + 10000, 1000).unwrap();
+    assert_eq!(back2.me().primary.as_deref(), Some(id1.as_str()));
+}
+
+#[test]
+fn a_hostile_config_file_is_refused_not_panicked_on() {
+    for text in [
+        "",
+        "garbage\n",
+        "vars currentEpoch x lastVoteEpoch 0\n",
+        "0123456789012345678901234567890123456789 127.0.0.1:1@2 myself,master - 0 0 0 connected 0-99999\n",
+        "0123456789012345678901234567890123456789 127.0.0.1:1@2 myself,master - 0 0 0 connected 9-3\n",
+        "0123456789012345678901234567890123456789 127.0.0.1:1 myself,master - 0 0 0 connected\n",
+        "0123456789012345678901234567890123456789 127.0.0.1:1@2 myself,bogus - 0 0 0 connected\n",
+        "0123456789012345678901234567890123456789 127.0.0.1:1@2 myself,master - 0 0 0 connected 1\n\
+         0123456789012345678901234567890123456789 127.0.0.1:1@2 myself,master - 0 0 0 connected 1\n",
+    ] {
+        assert!(ClusterState::from_config(text, 1, 2, 1000).is_err(), "{text:?}");
+    }
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig { cases: 24, ..ProptestConfig::default() })]
+
+    /// Random meets, random slot claims (some overlapping, with random
+    /// epochs) and restarts from the config file converge to one owner per
+    /// slot that every node agrees on.
+    #[test]
+    fn random_meets_and_claims_converge_to_one_owner_per_slot(
+        n in 2usize..6,
+        meets in proptest::collection::vec((0usize..6, 0usize..6), 1..10),
+        claims in proptest::collection::vec((0usize..6, 0u16..64, 1u16..16), 0..12),
+        restart in proptest::option::of(0usize..6),
+    ) {
+        let mut sim = Sim::new(n);
+        for (i, first, len) in claims {
+            let i = i % n;
+            let slots: Vec<u16> = (first..first + len).filter(|s| sim.nodes[i].owner(*s).is_none()).collect();
+            sim.nodes[i].add_slots(&slots).unwrap();
+        }
+        // Every node is met by someone, so the graph is connected.
+        for i in 1..n {
+            sim.meet(i, (i - 1) / 2);
+        }
+        for (a, b) in meets {
+            let (a, b) = (a % n, b % n);
+            if a != b {
+                sim.meet(a, b);
+            }
+        }
+        for _ in 0..50 {
+            sim.tick();
+        }
+        if let Some(r) = restart {
+            let r = r % n;
+            let text = sim.nodes[r].config_text();
+            sim.nodes[r] = ClusterState::from_config(&text, port(r), port(r) + 10000, 1000).unwrap();
+            sim.nodes[r].me_mut().ip = IP.into();
+        }
+        prop_assert!(sim.settle(600), "no convergence:\n{}", sim.nodes.iter().map(|s| s.nodes_text()).collect::<Vec<_>>().join("--\n"));
+        for _ in 0..50 {
+            sim.tick();
+        }
+        prop_assert!(sim.converged());
+        for s in 0..SLOTS {
+            let owners: std::collections::BTreeSet<Option<&str>> = sim.nodes.iter().map(|st| st.owner(s)).collect();
+            prop_assert_eq!(owners.len(), 1, "slot {} has owners {:?}", s, owners);
+        }
+        let epochs: Vec<u64> = sim.nodes.iter().filter(|s| !s.me().slots.is_empty()).map(|s| s.me().config_epoch).collect();
+        let distinct: std::collections::BTreeSet<_> = epochs.iter().collect();
+        prop_assert_eq!(distinct.len(), epochs.len(), "primaries share an epoch: {:?}", epochs);
+    }
+}
