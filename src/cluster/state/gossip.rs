@@ -270,6 +270,22 @@ impl ClusterState {
         let claimed = SlotSet::from_ranges(&msg.slots);
         let sender = &self.nodes[&msg.sender];
         if sender.slots != claimed {
+            // A slot this view gives the sender that the sender itself no
+            // longer claims: it gave it away (or dropped it). Redis keeps
+            // such a slot on the sender until a higher claim arrives; if
+            // that claim was itself superseded, the view stays stale and
+            // its UPDATEs take the slot back from its real owner. Freeing
+            // it lets the real owner's claim land at any epoch.
+            let released: Vec<u16> = sender
+                .slots
+                .ranges()
+                .into_iter()
+                .flat_map(|(a, b)| a..=b)
+                .filter(|&s| !claimed.contains(s))
+                .collect();
+            for s in released {
+                self.clear_owner(s);
+            }
             fx.merge(self.update_slots(&msg.sender.clone(), msg.config_epoch, &claimed));
         }
         // A slot the sender claims that a node with a greater epoch owns:
