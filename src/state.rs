@@ -28,6 +28,8 @@ pub struct State {
     pub metrics: Option<Metrics>,
     /// The cluster topology; `None` in standalone mode.
     pub cluster: Option<Topology>,
+    /// This node in a cluster that grows (`--cluster-enabled yes`).
+    pub cluster_node: Option<Arc<crate::cluster::node::ClusterNode>>,
     /// `--rename-command`s in force.
     pub renames: Renames,
     /// Time every command for the latency histogram (metrics are on).
@@ -62,6 +64,23 @@ pub struct State {
 impl State {
     /// Bytes a write may still allocate under `--maxmemory` (unbounded
     /// without one): what a log ring may grow by, checked before it grows.
+    /// Whether this node is in a cluster (static or growing): keys must
+    /// hash to one slot, and scripts may touch only local keys.
+    pub fn in_cluster(&self) -> bool {
+        self.cluster.is_some() || self.cluster_node.is_some()
+    }
+
+    /// Whether this node serves `slot` now (always, outside a cluster).
+    pub fn serves_slot(&self, slot: u16) -> bool {
+        if let Some(t) = &self.cluster {
+            return t.owner(slot).is_some_and(|(i, _)| i == t.me);
+        }
+        if let Some(n) = &self.cluster_node {
+            return n.routing().serves(slot);
+        }
+        true
+    }
+
     pub fn write_room(&self) -> usize {
         match self.settings.get(&self.settings.maxmemory) {
             0 => usize::MAX,
@@ -90,6 +109,7 @@ impl State {
             clients: Clients::default(),
             metrics: config.metrics_enabled().then(|| Metrics::new(catalog)),
             cluster: None,
+            cluster_node: None,
             renames: Renames::default(),
             time_commands: config.metrics_enabled(),
             started: Instant::now(),

@@ -4,6 +4,8 @@
 //! (`MOVED`, `CROSSSLOT`).
 
 pub mod bus;
+pub mod node;
+pub mod routing;
 pub mod slot;
 pub mod state;
 pub mod topology;

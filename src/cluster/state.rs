@@ -333,6 +333,12 @@ impl ClusterState {
         }
     }
 
+    /// `--cluster-announce-ip`: the address this node gives others.
+    pub fn set_my_ip(&mut self, ip: &str) {
+        self.me_mut().ip = ip.to_string();
+        self.touch();
+    }
+
     pub fn me(&self) -> &Node {
         &self.nodes[&self.myself]
     }

@@ -249,6 +249,30 @@ pub struct Config {
     /// Sentinel promotes the lowest first; 0: never this one.
     #[arg(long, value_parser = number_of(&number::REPLICA_PRIORITY), env = "TURNSTILE_REPLICA_PRIORITY", default_value_t = 100, value_name = "N", help_heading = REPLICATION)]
     pub replica_priority: u64,
+    /// Cluster mode as Redis runs it: nodes meet (CLUSTER MEET), gossip,
+    /// and slots move live (redis-cli --cluster).
+    #[arg(long, env = "TURNSTILE_CLUSTER_ENABLED", default_value = "no", value_parser = parse_yes_no, action = clap::ArgAction::Set, value_name = "yes|no", help_heading = CLUSTER)]
+    pub cluster_enabled: bool,
+    /// Where this node keeps its cluster configuration (Redis's
+    /// nodes.conf format), rewritten on every change.
+    #[arg(long, env = "TURNSTILE_CLUSTER_CONFIG_FILE", default_value = "nodes.conf", value_name = "PATH", help_heading = CLUSTER)]
+    pub cluster_config_file: PathBuf,
+    /// Milliseconds a node may go unanswered before it is suspected.
+    #[arg(long, env = "TURNSTILE_CLUSTER_NODE_TIMEOUT", default_value_t = 15000, value_parser = clap::value_parser!(u64).range(1..=86_400_000), value_name = "MS", help_heading = CLUSTER)]
+    pub cluster_node_timeout: u64,
+    /// The cluster bus's port; 0: the client port + 10000.
+    #[arg(long, env = "TURNSTILE_CLUSTER_PORT", default_value_t = 0, value_name = "PORT", help_heading = CLUSTER)]
+    pub cluster_port: u16,
+    /// The address other nodes and clients are told to use for this node
+    /// (default: what the first MEET it gets was sent to).
+    #[arg(long, env = "TURNSTILE_CLUSTER_ANNOUNCE_IP", value_name = "IP", help_heading = CLUSTER)]
+    pub cluster_announce_ip: Option<String>,
+    /// The client port announced; 0: the one it listens on.
+    #[arg(long, env = "TURNSTILE_CLUSTER_ANNOUNCE_PORT", default_value_t = 0, value_name = "PORT", help_heading = CLUSTER)]
+    pub cluster_announce_port: u16,
+    /// The bus port announced; 0: the one it listens on.
+    #[arg(long, env = "TURNSTILE_CLUSTER_ANNOUNCE_BUS_PORT", default_value_t = 0, value_name = "PORT", help_heading = CLUSTER)]
+    pub cluster_announce_bus_port: u16,
     /// Cluster mode: every node's address, the same list on every node.
     ///
     /// Comma-separated; the 16384 slots are split into ranges in list

@@ -6,100 +6,168 @@
 //! asks for (replies, sends, following a primary, deleting keys of lost
 //! slots) runs after the lock is released.
 
-use std::collections::HashMap;
 use std::net::SocketAddr;
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::Ordering;
 use std::sync::Arc;
 use std::time::Duration;
 
-use parking_lot::Mutex;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::{TcpListener, TcpStream};
 use tokio::sync::{mpsc, watch};
 
 use crate::cluster::bus::{self, Hello, Message};
-use crate::cluster::state::{ClusterState, Effects, From, LinkId, Millis};
+use crate::cluster::node::ClusterNode as Bus;
+use crate::cluster::state::{Effects, From, LinkId, Millis};
 
-/// Wall-clock milliseconds: the bus's times are shown in `CLUSTER NODES`,
-/// which Redis fills from `mstime()`.
-pub fn now_ms() -> Millis {
-    std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .map(|d| d.as_millis() as Millis)
-        .unwrap_or(0)
-}
+pub use crate::cluster::node::now_ms;
 
-/// What the server does with the state's effects and changes.
-pub trait Host: Send + Sync + 'static {
-    /// The state changed (routing to republish, the file to write if
-    /// `save_needed`). Called with the lock held.
-    fn changed(&self, state: &mut ClusterState);
-    /// Side effects that leave the cluster state: following a primary,
-    /// deleting the keys of slots lost.
-    fn apply(&self, effects: &Effects);
-}
+use crate::cluster::node::{ClusterNode, Host};
+use crate::cluster::state::ClusterState;
+use crate::config::Config;
+use crate::state::State;
 
-/// The bus of one node.
-pub struct Bus {
-    pub state: Mutex<ClusterState>,
-    links: Mutex<HashMap<LinkId, mpsc::UnboundedSender<Message>>>,
-    next_link: AtomicU64,
-    /// The password this node sends in its Hello.
-    pub auth: Mutex<Option<String>>,
-    /// The password a peer's Hello must carry.
-    pub require: Mutex<Option<String>>,
-    /// Links refused for a wrong or missing password.
-    pub refused: AtomicU64,
-    host: Box<dyn Host>,
-}
+use super::StartError;
 
-impl Bus {
-    pub fn new(state: ClusterState, host: Box<dyn Host>) -> Arc<Self> {
-        Arc::new(Bus {
-            state: Mutex::new(state),
-            links: Mutex::new(HashMap::new()),
-            next_link: AtomicU64::new(1),
-            auth: Mutex::new(None),
-            require: Mutex::new(None),
-            refused: AtomicU64::new(0),
-            host,
-        })
+/// With `--cluster-enabled yes`: this node's cluster state, from its config
+/// file if there is one (a restart keeps its id, epochs, role and slots)
+/// or new (alone, no slots), and the bus's listener.
+pub async fn prepare(
+    config: &Config,
+    local: SocketAddr,
+) -> Result<Option<(Arc<ClusterNode>, TcpListener)>, StartError> {
+    if !config.cluster_enabled {
+        return Ok(None);
     }
+    if config.cluster_nodes.is_some() || config.cluster_config.is_some() {
+        return Err(StartError::ClusterNode(
+            "--cluster-enabled yes is a cluster that grows by CLUSTER MEET; it cannot be combined with a static --cluster-nodes or --cluster-config".into(),
+        ));
+    }
+    let port = local.port();
+    // Redis's default: the client port + 10000; an ephemeral client port
+    // (tests, --port 0) may leave no room for that, so the bus takes one
+    // of its own then.
+    let wanted = match config.cluster_port {
+        0 => port.checked_add(10000).unwrap_or(0),
+        p => p,
+    };
+    let listener = TcpListener::bind((local.ip(), wanted))
+        .await
+        .map_err(|source| StartError::Bind {
+            addr: format!("{}:{wanted}", local.ip()),
+            flag: "--cluster-port",
+            source,
+        })?;
+    let cport = listener.local_addr().map(|a| a.port()).unwrap_or(wanted);
+    let announced_port = match config.cluster_announce_port {
+        0 => port,
+        p => p,
+    };
+    let announced_cport = match config.cluster_announce_bus_port {
+        0 => cport,
+        p => p,
+    };
+    let path = &config.cluster_config_file;
+    let mut state = match std::fs::read_to_string(path) {
+        Ok(text) => ClusterState::from_config(
+            &text,
+            announced_port,
+            announced_cport,
+            config.cluster_node_timeout,
+        )
+        .map_err(|e| {
+            StartError::ClusterNode(format!("cluster config file {}: {e}", path.display()))
+        })?,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => ClusterState::new(
+            crate::cluster::state::random_id(),
+            String::new(),
+            announced_port,
+            announced_cport,
+            config.cluster_node_timeout,
+        ),
+        Err(e) => {
+            return Err(StartError::ClusterNode(format!(
+                "cannot read the cluster config file {}: {e}",
+                path.display()
+            )))
+        }
+    };
+    if let Some(ip) = &config.cluster_announce_ip {
+        state.set_my_ip(ip);
+    }
+    let id = state.myself.clone();
+    let node = ClusterNode::new(state, Some(path.clone()));
+    if let Some(e) = node.file_error.lock().clone() {
+        return Err(StartError::ClusterNode(format!(
+            "cannot write the cluster config file {}: {e}",
+            path.display()
+        )));
+    }
+    tracing::info!(
+        "cluster mode: node {id}, bus on port {cport}, config file {}",
+        path.display()
+    );
+    Ok(Some((node, listener)))
+}
 
-    /// Runs `f` on the state, then does what it asked: the place every
-    /// change to the state goes through, commands included.
-    pub fn with<R>(&self, f: impl FnOnce(&mut ClusterState) -> (R, Effects)) -> R {
-        let (r, fx) = {
-            let mut st = self.state.lock();
-            let (r, fx) = f(&mut st);
-            if st.changed || st.save_needed {
-                self.host.changed(&mut st);
-                st.changed = false;
-            }
-            (r, fx)
+/// Ties the node to the running server: passwords, what its effects do,
+/// the bus's task, and replication if the file says this node is a replica.
+pub fn attach(
+    state: &Arc<State>,
+    node: Arc<ClusterNode>,
+    listener: TcpListener,
+    shutdown: watch::Receiver<bool>,
+) {
+    let password = state
+        .settings
+        .password()
+        .map(|p| String::from_utf8_lossy(&p).into_owned());
+    let masterauth = state.settings.masterauth.read().clone();
+    *node.require.lock() = password.clone();
+    *node.auth.lock() = masterauth.or(password);
+    node.set_host(Box::new(ServerHost(Arc::downgrade(state))));
+    let primary = {
+        let st = node.state.lock();
+        st.me()
+            .primary
+            .as_ref()
+            .and_then(|p| st.nodes.get(p))
+            .map(|p| (p.ip.clone(), p.port))
+    };
+    if let Some((ip, port)) = primary {
+        state.replication.follow(&state.store, ip, port);
+    }
+    tokio::spawn(run(node, listener, shutdown));
+}
+
+/// Carries out what the cluster state asks of the server.
+struct ServerHost(std::sync::Weak<State>);
+
+impl Host for ServerHost {
+    fn apply(&self, effects: &Effects) {
+        let Some(state) = self.0.upgrade() else {
+            return;
         };
-        self.dispatch(fx);
-        r
-    }
-
-    fn dispatch(&self, fx: Effects) {
-        if !fx.send.is_empty() {
-            let links = self.links.lock();
-            for (link, m) in &fx.send {
-                if let Some(tx) = links.get(link) {
-                    let _ = tx.send(m.clone());
-                }
+        match &effects.follow {
+            Some(Some((ip, port))) => {
+                tracing::info!("cluster: following {ip}:{port}");
+                state.replication.follow(&state.store, ip.clone(), *port);
             }
+            Some(None) => {
+                let backlog = state.settings.get(&state.settings.repl_backlog_size);
+                state
+                    .replication
+                    .promote(&state.store, usize::try_from(backlog).unwrap_or(usize::MAX));
+            }
+            None => {}
         }
-        if fx.follow.is_some() || !fx.dirty_slots.is_empty() {
-            self.host.apply(&fx);
+        if !effects.dirty_slots.is_empty() {
+            let n = crate::cmd::admin::cluster::delete_keys_in_slots(&state, &effects.dirty_slots);
+            tracing::warn!(
+                "cluster: deleted {n} keys of {} slots another node took",
+                effects.dirty_slots.len()
+            );
         }
-    }
-
-    /// Tells every node this node's configuration now (after a command
-    /// changed its slots or epoch), rather than at the next PING.
-    pub fn broadcast(&self) {
-        self.with(|st| ((), st.broadcast_pong(now_ms())));
     }
 }
 
@@ -180,7 +248,7 @@ async fn inbound(bus: Arc<Bus>, mut stream: TcpStream, peer: SocketAddr) {
 
 /// Opens the link to node `id`, unless one is being opened.
 fn connect(bus: &Arc<Bus>, id: String, ip: String, cport: u16, now: Millis) {
-    let link = bus.next_link.fetch_add(1, Ordering::Relaxed);
+    let link = bus.new_link_id();
     let (tx, rx) = mpsc::unbounded_channel();
     // Claim the node's link slot now, so the next tick does not open a
     // second one while this connects; the first message is sent once
@@ -190,11 +258,11 @@ fn connect(bus: &Arc<Bus>, id: String, ip: String, cport: u16, now: Millis) {
         st.link_up(&id, link, now)
     };
     let Some(first) = first else { return };
-    bus.links.lock().insert(link, tx);
+    bus.add_link(link, tx);
     let bus = bus.clone();
     tokio::spawn(async move {
         outbound(&bus, link, &ip, cport, first, rx).await;
-        bus.links.lock().remove(&link);
+        bus.remove_link(link);
         bus.with(|st| {
             st.link_down(link);
             ((), Effects::default())
@@ -257,10 +325,11 @@ async fn outbound(
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::cluster::node::Host;
+    use crate::cluster::state::ClusterState;
 
     struct Quiet;
     impl Host for Quiet {
-        fn changed(&self, _: &mut ClusterState) {}
         fn apply(&self, _: &Effects) {}
     }
 
@@ -274,7 +343,8 @@ mod tests {
             cport,
             500,
         );
-        let bus = Bus::new(st, Box::new(Quiet));
+        let bus = Bus::new(st, None);
+        bus.set_host(Box::new(Quiet));
         *bus.auth.lock() = password.map(str::to_string);
         *bus.require.lock() = password.map(str::to_string);
         let (tx, rx) = watch::channel(false);

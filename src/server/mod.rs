@@ -68,6 +68,8 @@ pub enum StartError {
     Config(#[from] ConfigError),
     #[error("cluster: {0}")]
     Cluster(#[from] crate::cluster::TopologyError),
+    #[error("{0}")]
+    ClusterNode(String),
     #[error(transparent)]
     Rename(#[from] crate::cmd::registry::rename::RenameError),
     #[error(transparent)]
@@ -324,6 +326,7 @@ pub async fn start(config: &Config, clock: Arc<dyn Clock>) -> Result<ServerHandl
         Some(port) => Some(bind_port(&config.bind, port, "--rls-port").await?),
     };
     let topology = config.topology(local.port())?;
+    let cluster_node = cluster_bus::prepare(config, local).await?;
     if let Some(t) = &topology {
         let me = t.myself();
         tracing::info!(
@@ -342,6 +345,7 @@ pub async fn start(config: &Config, clock: Arc<dyn Clock>) -> Result<ServerHandl
     let catalog = registry.catalog();
     let mut state = State::new(config, password, clock.clone(), local, &catalog);
     state.cluster = topology;
+    state.cluster_node = cluster_node.as_ref().map(|(n, _)| n.clone());
     state.renames = renames;
     state.tls_port = tls_listener.as_ref().map(|(_, a, _)| a.port());
     state.store.set_blocking(off_the_worker);
@@ -444,6 +448,9 @@ pub async fn start(config: &Config, clock: Arc<dyn Clock>) -> Result<ServerHandl
                 shutdown_rx.clone(),
             ));
         }
+    }
+    if let Some((node, listener)) = cluster_node {
+        cluster_bus::attach(&state, node, listener, shutdown_rx.clone());
     }
     tokio::spawn(replication::follow(
         state.clone(),

@@ -50,6 +50,28 @@ pub fn route(
     Err(CmdError::Moved(slot, topology.nodes[primary].addr()))
 }
 
+/// Any cluster mode: the subcommands both answer alike.
+fn in_cluster(ctx: &Ctx<'_>) -> Result<(), CmdError> {
+    if ctx.state.in_cluster() {
+        Ok(())
+    } else {
+        Err(CmdError::err("This instance has cluster support disabled"))
+    }
+}
+
+/// The subcommands only a growing cluster has (`MEET`, `ADDSLOTS`,
+/// `SETSLOT`, ...), and the growing cluster's own answers to the rest.
+pub fn live(ctx: &mut Ctx<'_>, req: &Request<'_>) -> Result<(), CmdError> {
+    match ctx.state.cluster_node.clone() {
+        Some(node) => super::cluster_live::run(ctx, req, &node),
+        None if ctx.state.cluster.is_some() => Err(CmdError::err(format!(
+            "CLUSTER {} needs --cluster-enabled yes: this node's topology is static (--cluster-nodes)",
+            String::from_utf8_lossy(req.arg(1)).to_uppercase()
+        ))),
+        None => Err(CmdError::err("This instance has cluster support disabled")),
+    }
+}
+
 fn topology<'a>(ctx: &Ctx<'a>) -> Result<&'a Topology, CmdError> {
     ctx.state
         .cluster
@@ -64,8 +86,10 @@ fn topology<'a>(ctx: &Ctx<'a>) -> Result<&'a Topology, CmdError> {
 /// while it is a replica; `READWRITE` ends that; `ASKING` is accepted
 /// (slots never migrate).
 pub fn accept(ctx: &mut Ctx<'_>, req: &Request<'_>) -> Result<(), CmdError> {
-    topology(ctx)?;
-    if req.arg(0).eq_ignore_ascii_case(b"readonly") {
+    in_cluster(ctx)?;
+    if req.arg(0).eq_ignore_ascii_case(b"asking") {
+        ctx.session.asking = true;
+    } else if req.arg(0).eq_ignore_ascii_case(b"readonly") {
         ctx.session.readonly = true;
     } else if req.arg(0).eq_ignore_ascii_case(b"readwrite") {
         ctx.session.readonly = false;
@@ -77,7 +101,10 @@ pub fn accept(ctx: &mut Ctx<'_>, req: &Request<'_>) -> Result<(), CmdError> {
 /// ```text
 /// CLUSTER INFO
 /// ```
-pub fn info(ctx: &mut Ctx<'_>, _req: &Request<'_>) -> Result<(), CmdError> {
+pub fn info(ctx: &mut Ctx<'_>, req: &Request<'_>) -> Result<(), CmdError> {
+    if ctx.state.cluster_node.is_some() {
+        return live(ctx, req);
+    }
     let t = topology(ctx)?;
     let assigned = t.assigned();
     let state = if assigned == crate::cluster::slot::SLOTS as usize {
@@ -103,7 +130,10 @@ pub fn info(ctx: &mut Ctx<'_>, _req: &Request<'_>) -> Result<(), CmdError> {
 /// ```text
 /// CLUSTER MYID
 /// ```
-pub fn myid(ctx: &mut Ctx<'_>, _req: &Request<'_>) -> Result<(), CmdError> {
+pub fn myid(ctx: &mut Ctx<'_>, req: &Request<'_>) -> Result<(), CmdError> {
+    if ctx.state.cluster_node.is_some() {
+        return live(ctx, req);
+    }
     let t = topology(ctx)?;
     ctx.out.bulk_str(&t.myself().id);
     Ok(())
@@ -113,7 +143,7 @@ pub fn myid(ctx: &mut Ctx<'_>, _req: &Request<'_>) -> Result<(), CmdError> {
 /// CLUSTER KEYSLOT key
 /// ```
 pub fn keyslot(ctx: &mut Ctx<'_>, req: &Request<'_>) -> Result<(), CmdError> {
-    topology(ctx)?;
+    in_cluster(ctx)?;
     ctx.out.int(i64::from(key_slot(req.arg(2))));
     Ok(())
 }
@@ -143,11 +173,37 @@ fn keys_in_slot(ctx: &Ctx<'_>, slot: u16, mut f: impl FnMut(&[u8]) -> bool) {
     }
 }
 
+/// How many live keys this node holds in `slot`.
+pub fn count_in_slot(ctx: &Ctx<'_>, slot: u16) -> usize {
+    let mut n = 0;
+    keys_in_slot(ctx, slot, |_| {
+        n += 1;
+        true
+    });
+    n
+}
+
+/// Deletes every key this node holds in `slots` (slots another node took
+/// while this one still had keys there); returns how many.
+pub fn delete_keys_in_slots(state: &crate::state::State, slots: &[u16]) -> usize {
+    let now = state.clock.now();
+    let wanted: std::collections::HashSet<u16> = slots.iter().copied().collect();
+    let mut doomed = Vec::new();
+    for shard in 0..state.store.shard_count() {
+        state.store.for_each_in_shard(shard, now, |k, _| {
+            if wanted.contains(&key_slot(k)) {
+                doomed.push(k.to_vec());
+            }
+        });
+    }
+    doomed.iter().filter(|k| state.store.remove(k, now)).count()
+}
+
 /// ```text
 /// CLUSTER COUNTKEYSINSLOT slot
 /// ```
 pub fn countkeysinslot(ctx: &mut Ctx<'_>, req: &Request<'_>) -> Result<(), CmdError> {
-    topology(ctx)?;
+    in_cluster(ctx)?;
     let slot = slot_arg(req, 2)?.ok_or_else(|| CmdError::err("Invalid slot"))?;
     let mut n = 0i64;
     keys_in_slot(ctx, slot, |_| {
@@ -162,7 +218,7 @@ pub fn countkeysinslot(ctx: &mut Ctx<'_>, req: &Request<'_>) -> Result<(), CmdEr
 /// CLUSTER GETKEYSINSLOT slot count
 /// ```
 pub fn getkeysinslot(ctx: &mut Ctx<'_>, req: &Request<'_>) -> Result<(), CmdError> {
-    topology(ctx)?;
+    in_cluster(ctx)?;
     let slot = slot_arg(req, 2)?;
     let count = int(req, 3)?;
     let (Some(slot), Ok(count)) = (slot, usize::try_from(count)) else {
@@ -208,7 +264,10 @@ fn members(t: &Topology, shard: usize) -> impl Iterator<Item = (usize, &Node)> {
 /// CLUSTER SLOTS
 /// ```
 /// Each range with its shard's primary, then its replicas.
-pub fn slots(ctx: &mut Ctx<'_>, _req: &Request<'_>) -> Result<(), CmdError> {
+pub fn slots(ctx: &mut Ctx<'_>, req: &Request<'_>) -> Result<(), CmdError> {
+    if ctx.state.cluster_node.is_some() {
+        return live(ctx, req);
+    }
     let t = topology(ctx)?;
     let mut ranges: Vec<(u16, u16, usize)> = t
         .shards
@@ -237,7 +296,10 @@ pub fn slots(ctx: &mut Ctx<'_>, _req: &Request<'_>) -> Result<(), CmdError> {
 /// ```text
 /// CLUSTER SHARDS
 /// ```
-pub fn shards(ctx: &mut Ctx<'_>, _req: &Request<'_>) -> Result<(), CmdError> {
+pub fn shards(ctx: &mut Ctx<'_>, req: &Request<'_>) -> Result<(), CmdError> {
+    if ctx.state.cluster_node.is_some() {
+        return live(ctx, req);
+    }
     let t = topology(ctx)?;
     let offset = ctx.state.store.effects.offset() as i64;
     let out = &mut *ctx.out;
@@ -280,7 +342,10 @@ pub fn shards(ctx: &mut Ctx<'_>, _req: &Request<'_>) -> Result<(), CmdError> {
 /// One line per node, as Redis 7 writes them; the cluster bus port is
 /// reported as port + 10000 though Turnstile runs no bus. A replica names
 /// its primary and lists no slots.
-pub fn nodes(ctx: &mut Ctx<'_>, _req: &Request<'_>) -> Result<(), CmdError> {
+pub fn nodes(ctx: &mut Ctx<'_>, req: &Request<'_>) -> Result<(), CmdError> {
+    if ctx.state.cluster_node.is_some() {
+        return live(ctx, req);
+    }
     let t = topology(ctx)?;
     let mut text = String::new();
     for (i, n) in t.nodes.iter().enumerate() {
@@ -324,7 +389,7 @@ pub fn nodes(ctx: &mut Ctx<'_>, _req: &Request<'_>) -> Result<(), CmdError> {
 /// CLUSTER HELP
 /// ```
 pub fn help(ctx: &mut Ctx<'_>, _req: &Request<'_>) -> Result<(), CmdError> {
-    topology(ctx)?;
+    in_cluster(ctx)?;
     crate::cmd::registry::help::write_help(
         ctx,
         "CLUSTER",

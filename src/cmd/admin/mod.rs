@@ -5,6 +5,7 @@
 pub mod aof;
 pub mod client;
 pub mod cluster;
+pub mod cluster_live;
 pub mod command;
 pub mod config;
 pub mod connection;

@@ -247,7 +247,7 @@ fn write_section(ctx: &Ctx<'_>, section: &str, t: &mut String) {
         "cluster" => write!(
             t,
             "# Cluster\r\ncluster_enabled:{}\r\n",
-            state.cluster.is_some() as u8
+            state.in_cluster() as u8
         ),
         "persistence" => match &state.persist {
             None => t.write_str("# Persistence\r\nloading:0\r\nsnapshot_enabled:0\r\n"),

@@ -87,6 +87,10 @@ fn check(
     }
     if let Some(topology) = &ctx.state.cluster {
         cluster::route(topology, spec, req, ctx.session.readonly).map_err(refuse)?;
+    } else if let Some(node) = ctx.state.cluster_node.clone() {
+        if cmd.name != "asking" {
+            crate::cmd::admin::cluster_live::route(ctx, &node, spec, req).map_err(refuse)?;
+        }
     }
     if spec.flags.contains(Flags::WRITE) && ctx.state.replication.is_replica() {
         return Err(refuse(CmdError::ReadOnlyReplica));

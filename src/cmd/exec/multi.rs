@@ -210,7 +210,7 @@ pub fn abort(ctx: &mut Ctx<'_>, e: CmdError) -> CmdError {
 /// it was queued; the slot of the whole is checked here), then room under
 /// `--maxmemory` if any command may grow the keyspace.
 fn admit(ctx: &Ctx<'_>, tx: &Transaction) -> Result<(), CmdError> {
-    if ctx.state.cluster.is_some() {
+    if ctx.state.in_cluster() {
         let mut slot = None;
         for q in &tx.queue {
             resolved(ctx.registry, q)

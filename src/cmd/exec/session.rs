@@ -58,6 +58,9 @@ pub struct Session {
     /// `READONLY` (cluster mode): reads of this node's shard are served
     /// here even while it is a replica.
     pub readonly: bool,
+    /// `ASKING` was sent: the next command may use a slot this node is
+    /// importing (cleared after it, as Redis clears `CLIENT_ASKING`).
+    pub asking: bool,
     /// While a script runs that may be stopped and run again (`cmd/script`):
     /// the messages it published, delivered once its run is the one that
     /// counts, so a re-run never delivers a message twice.
@@ -129,6 +132,7 @@ impl Session {
             parked: None,
             replica_hello: None,
             readonly: false,
+            asking: false,
             publish_later: None,
             error_counted: false,
         }

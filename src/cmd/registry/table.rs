@@ -66,14 +66,27 @@ static CLIENT_SUBCOMMANDS: [CommandSpec; 8] = [
     cmd! { name: "setname", arity: 3, flags: [NOSCRIPT | LOADING | STALE], keys: NONE, group: "connection", since: "2.6.9", complexity: "O(1)", summary: "Sets the connection name.", handler: client::setname },
 ];
 
-static CLUSTER_SUBCOMMANDS: [CommandSpec; 9] = [
+static CLUSTER_SUBCOMMANDS: [CommandSpec; 22] = [
+    cmd! { name: "addslots", arity: -3, flags: [ADMIN | STALE], keys: NONE, group: "cluster", since: "3.0.0", complexity: "O(N) where N is the total number of hash slot arguments", summary: "Assigns new hash slots to a node.", handler: cluster::live },
+    cmd! { name: "addslotsrange", arity: -4, flags: [ADMIN | STALE], keys: NONE, group: "cluster", since: "7.0.0", complexity: "O(N) where N is the total number of the slots between the start slot and end slot arguments.", summary: "Assigns new hash slot ranges to a node.", handler: cluster::live },
+    cmd! { name: "bumpepoch", arity: 2, flags: [ADMIN | STALE], keys: NONE, group: "cluster", since: "3.0.0", complexity: "O(1)", summary: "Advances the cluster config epoch.", handler: cluster::live },
+    cmd! { name: "count-failure-reports", arity: 3, flags: [ADMIN | STALE], keys: NONE, group: "cluster", since: "3.0.0", complexity: "O(N) where N is the number of failure reports", summary: "Returns the number of active failure reports active for a node.", handler: cluster::live },
     cmd! { name: "countkeysinslot", arity: 3, flags: [STALE | ALL_KEYS], keys: NONE, group: "cluster", since: "3.0.0", complexity: "O(1)", summary: "Returns the number of keys in a hash slot.", handler: cluster::countkeysinslot },
+    cmd! { name: "delslots", arity: -3, flags: [ADMIN | STALE], keys: NONE, group: "cluster", since: "3.0.0", complexity: "O(N) where N is the total number of hash slot arguments", summary: "Sets hash slots as unbound for a node.", handler: cluster::live },
+    cmd! { name: "delslotsrange", arity: -4, flags: [ADMIN | STALE], keys: NONE, group: "cluster", since: "7.0.0", complexity: "O(N) where N is the total number of the slots between the start slot and end slot arguments.", summary: "Sets hash slot ranges as unbound for a node.", handler: cluster::live },
+    cmd! { name: "forget", arity: 3, flags: [ADMIN | STALE], keys: NONE, group: "cluster", since: "3.0.0", complexity: "O(1)", summary: "Removes a node from the nodes table.", handler: cluster::live },
     cmd! { name: "getkeysinslot", arity: 4, flags: [STALE | ALL_KEYS], keys: NONE, group: "cluster", since: "3.0.0", complexity: "O(N) where N is the number of requested keys", summary: "Returns the key names in a hash slot.", handler: cluster::getkeysinslot },
     cmd! { name: "help", arity: 2, flags: [LOADING | STALE], keys: NONE, group: "cluster", since: "5.0.0", complexity: "O(1)", summary: "Returns helpful text about the different subcommands.", handler: cluster::help },
     cmd! { name: "info", arity: 2, flags: [STALE], keys: NONE, group: "cluster", since: "3.0.0", complexity: "O(1)", summary: "Returns information about the state of a node.", handler: cluster::info },
     cmd! { name: "keyslot", arity: 3, flags: [STALE], keys: NONE, group: "cluster", since: "3.0.0", complexity: "O(N) where N is the number of bytes in the key", summary: "Returns the hash slot for a key.", handler: cluster::keyslot },
+    cmd! { name: "meet", arity: -4, flags: [ADMIN | STALE], keys: NONE, group: "cluster", since: "3.0.0", complexity: "O(1)", summary: "Forces a node to handshake with another node.", handler: cluster::live },
     cmd! { name: "myid", arity: 2, flags: [STALE], keys: NONE, group: "cluster", since: "3.0.0", complexity: "O(1)", summary: "Returns the ID of a node.", handler: cluster::myid },
     cmd! { name: "nodes", arity: 2, flags: [STALE], keys: NONE, group: "cluster", since: "3.0.0", complexity: "O(N) where N is the total number of Cluster nodes", summary: "Returns the cluster configuration for a node.", handler: cluster::nodes },
+    cmd! { name: "replicate", arity: 3, flags: [ADMIN | STALE], keys: NONE, group: "cluster", since: "3.0.0", complexity: "O(1)", summary: "Configure a node as replica of a master node.", handler: cluster::live },
+    cmd! { name: "reset", arity: -2, flags: [ADMIN | STALE], keys: NONE, group: "cluster", since: "3.0.0", complexity: "O(N) where N is the number of known nodes. The command may execute a FLUSHALL as a side effect.", summary: "Resets a node.", handler: cluster::live },
+    cmd! { name: "saveconfig", arity: 2, flags: [ADMIN | STALE], keys: NONE, group: "cluster", since: "3.0.0", complexity: "O(1)", summary: "Forces a node to save the cluster configuration to disk.", handler: cluster::live },
+    cmd! { name: "set-config-epoch", arity: 3, flags: [ADMIN | STALE], keys: NONE, group: "cluster", since: "3.0.0", complexity: "O(1)", summary: "Sets the configuration epoch for a new node.", handler: cluster::live },
+    cmd! { name: "setslot", arity: -4, flags: [ADMIN | STALE], keys: NONE, group: "cluster", since: "3.0.0", complexity: "O(1)", summary: "Binds a hash slot to a node.", handler: cluster::live },
     cmd! { name: "shards", arity: 2, flags: [LOADING | STALE], keys: NONE, group: "cluster", since: "7.0.0", complexity: "O(N) where N is the total number of cluster nodes", summary: "Returns the mapping of cluster slots to shards.", handler: cluster::shards },
     cmd! { name: "slots", arity: 2, flags: [LOADING | STALE], keys: NONE, group: "cluster", since: "3.0.0", complexity: "O(N) where N is the total number of Cluster nodes", summary: "Returns the mapping of cluster slots to nodes.", handler: cluster::slots },
 ];

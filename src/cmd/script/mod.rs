@@ -155,7 +155,7 @@ fn run(
 ) -> Result<(), CmdError> {
     let flags = script.flags();
     if flags.shebang {
-        if flags.no_cluster && ctx.state.cluster.is_some() {
+        if flags.no_cluster && ctx.state.in_cluster() {
             return Err(CmdError::err(
                 "Can not run script on cluster, 'no-cluster' flag is set.",
             ));
@@ -450,11 +450,11 @@ impl ScriptHost<'_, '_> {
         if spec.flags.contains(Flags::DENYOOM) && !self.allow_oom && over_maxmemory(self.state) {
             return Err(CmdError::OutOfMemory.into());
         }
-        if let Some(topology) = &self.state.cluster {
+        if self.state.in_cluster() {
             let mut slot = self.slot;
             spec.try_for_each_key(req, |key| {
                 let s = crate::cluster::key_slot(key);
-                if topology.owner(s).is_none_or(|(i, _)| i != topology.me) {
+                if !self.state.serves_slot(s) {
                     return Err(CmdError::err(
                         "Script attempted to access a non local key in a cluster node script",
                     ));

@@ -67,7 +67,7 @@ pub fn find(sha: &str) -> Option<&'static Native> {
 fn allowed(ctx: &Ctx<'_>, native: &Native, over_maxmemory: bool) -> bool {
     let state = ctx.state;
     if state.replication.is_replica()
-        || state.cluster.is_some()
+        || state.in_cluster()
         || over_maxmemory
         || state.aof.write_error().is_some()
     {

@@ -1,0 +1,171 @@
+//! The routing table a request reads: each slot's owner, this node's
+//! role, and the slots being moved. Built from the cluster state whenever
+//! it changes and swapped in whole, so the request path reads it without
+//! the state's lock (one atomic load and an array index per request).
+
+use std::collections::HashMap;
+
+use super::slot::SLOTS;
+use super::state::ClusterState;
+
+const NONE: u16 = u16::MAX;
+
+/// A node as routing names it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct RouteNode {
+    pub id: String,
+    pub ip: String,
+    pub port: u16,
+}
+
+impl RouteNode {
+    /// `ip:port`, as `MOVED` and `ASK` give it.
+    pub fn addr(&self) -> String {
+        format!("{}:{}", self.ip, self.port)
+    }
+}
+
+/// Where a keyed request goes.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Route {
+    Local,
+    Moved(u16, String),
+    Ask(u16, String),
+    TryAgain,
+    Unbound,
+    Down,
+}
+
+#[derive(Debug)]
+pub struct Routing {
+    owner: Box<[u16]>,
+    pub nodes: Vec<RouteNode>,
+    pub me: u16,
+    /// Whose slots this node serves reads of, when it is a replica.
+    pub my_primary: Option<u16>,
+    migrating: HashMap<u16, u16>,
+    importing: HashMap<u16, u16>,
+    /// Every slot served by a node not failed (`cluster_state:ok`).
+    pub ok: bool,
+}
+
+impl Routing {
+    pub fn from_state(st: &ClusterState) -> Self {
+        let mut index: HashMap<&str, u16> = HashMap::new();
+        let mut nodes = Vec::new();
+        for n in st.nodes.values().filter(|n| !n.in_handshake()) {
+            index.insert(n.id.as_str(), nodes.len() as u16);
+            nodes.push(RouteNode {
+                id: n.id.clone(),
+                ip: n.ip.clone(),
+                port: n.port,
+            });
+        }
+        let idx = |id: &str| index.get(id).copied().unwrap_or(NONE);
+        let owner = (0..SLOTS).map(|s| st.owner(s).map_or(NONE, idx)).collect();
+        let open = |m: &std::collections::BTreeMap<u16, String>| {
+            m.iter()
+                .filter(|(_, id)| index.contains_key(id.as_str()))
+                .map(|(&s, id)| (s, idx(id)))
+                .collect()
+        };
+        Routing {
+            owner,
+            me: idx(&st.myself),
+            my_primary: st.me().primary.as_deref().map(idx).filter(|&i| i != NONE),
+            migrating: open(&st.migrating),
+            importing: open(&st.importing),
+            nodes,
+            ok: st.is_ok(),
+        }
+    }
+
+    pub fn owner(&self, slot: u16) -> Option<&RouteNode> {
+        self.nodes.get(*self.owner.get(slot as usize)? as usize)
+    }
+
+    /// Whether this node owns `slot`.
+    pub fn serves(&self, slot: u16) -> bool {
+        self.owner.get(slot as usize) == Some(&self.me)
+    }
+
+    pub fn migrating_to(&self, slot: u16) -> Option<&RouteNode> {
+        self.migrating
+            .get(&slot)
+            .and_then(|&i| self.nodes.get(i as usize))
+    }
+
+    pub fn importing(&self, slot: u16) -> bool {
+        self.importing.contains_key(&slot)
+    }
+
+    /// Redis's `getNodeByQuery` for a request whose keys all hash to
+    /// `slot`. `exists` says whether a key is here (asked only while the
+    /// slot is being moved); `asking` is the connection's `ASKING` (or the
+    /// command's own, `RESTORE-ASKING`); `read_replica` a `READONLY`
+    /// connection's read.
+    pub fn route<'k>(
+        &self,
+        slot: u16,
+        keys: impl Iterator<Item = &'k [u8]>,
+        exists: impl Fn(&[u8]) -> bool,
+        asking: bool,
+        read_replica: bool,
+        is_migrate: bool,
+    ) -> Route {
+        let Some(owner) = self
+            .owner
+            .get(slot as usize)
+            .copied()
+            .filter(|&o| o != NONE)
+        else {
+            return Route::Unbound;
+        };
+        if !self.ok {
+            return Route::Down;
+        }
+        let migrating = owner == self.me && self.migrating.contains_key(&slot);
+        let importing = self.importing.contains_key(&slot);
+        let (mut missing, mut existing, mut multiple) = (0usize, 0usize, false);
+        if migrating || importing {
+            if is_migrate {
+                return Route::Local;
+            }
+            let mut first: Option<&[u8]> = None;
+            for k in keys {
+                match first {
+                    None => first = Some(k),
+                    Some(f) if f != k => multiple = true,
+                    Some(_) => {}
+                }
+                if exists(k) {
+                    existing += 1;
+                } else {
+                    missing += 1;
+                }
+            }
+        }
+        if migrating && missing > 0 {
+            if existing > 0 {
+                return Route::TryAgain;
+            }
+            if let Some(to) = self.migrating_to(slot) {
+                return Route::Ask(slot, to.addr());
+            }
+        }
+        if importing && asking {
+            return if multiple && missing > 0 {
+                Route::TryAgain
+            } else {
+                Route::Local
+            };
+        }
+        if read_replica && self.my_primary == Some(owner) {
+            return Route::Local;
+        }
+        if owner != self.me {
+            return Route::Moved(slot, self.nodes[owner as usize].addr());
+        }
+        Route::Local
+    }
+}

@@ -1,0 +1,265 @@
+#!/usr/bin/env python3
+"""A cluster's day with the tools Redis operators use, through the binary.
+
+    python3 tests/ops/cluster_grow.py [BIN] [--keys N]
+
+Six nodes made a cluster by Debian's `redis-cli --cluster create
+--cluster-replicas 1`; `check` clean; a seventh node added (`add-node`) and
+given slots (`rebalance --cluster-use-empty-masters`); its slots moved back
+(`reshard`) and the node removed (`del-node`); a primary restarted from its
+config file. Throughout, redis-py's RedisCluster sends limited requests
+(`RL.ALLOW ... ALGO log`, one hour, so every request of the run falls in one
+window) and monthly quota charges to keys in every slot, following MOVED and
+ASK. Judged per key at the end: admissions never above the limit and never
+below min(requests, limit); each quota key's usage equals what was
+acknowledged. Exits non-zero on any failure. Needs redis-cli (redis-tools)
+and the redis Python package.
+"""
+
+import os
+import random
+import re
+import shutil
+import signal
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+
+import redis
+from redis.cluster import RedisCluster, ClusterNode
+
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+BIN = next((a for a in sys.argv[1:] if not a.startswith("--")), os.path.join(ROOT, "target/release/turnstile"))
+KEYS = int(sys.argv[sys.argv.index("--keys") + 1]) if "--keys" in sys.argv else 400
+BASE = 31001
+LIMIT = 20
+QUOTA_COST = 7
+TIMEOUT_MS = 3000
+
+failures = []
+
+
+def fail(msg):
+    print("FAIL:", msg, flush=True)
+    failures.append(msg)
+
+
+def cli(*args, check=True, timeout=300):
+    cmd = ["redis-cli", *args]
+    r = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout, input="yes\n")
+    out = r.stdout + r.stderr
+    if check and r.returncode != 0:
+        print(out)
+        raise SystemExit(f"redis-cli {' '.join(args)} exited {r.returncode}")
+    return out
+
+
+class Node:
+    def __init__(self, root, port):
+        self.port = port
+        self.dir = os.path.join(root, str(port))
+        os.makedirs(self.dir, exist_ok=True)
+        self.proc = None
+
+    def start(self):
+        log = open(os.path.join(self.dir, "log"), "ab")
+        self.proc = subprocess.Popen(
+            [BIN, "--port", str(self.port), "--bind", "127.0.0.1", "--cluster-enabled", "yes",
+             "--cluster-node-timeout", str(TIMEOUT_MS), "--metrics-addr", "off"],
+            cwd=self.dir, stdout=log, stderr=log)
+        deadline = time.time() + 20
+        while time.time() < deadline:
+            try:
+                if redis.Redis(port=self.port, socket_timeout=1).ping():
+                    return
+            except redis.exceptions.ConnectionError:
+                time.sleep(0.05)
+        raise SystemExit(f"node {self.port} did not start; log:\n" + open(os.path.join(self.dir, "log")).read())
+
+    def stop(self, sig=signal.SIGTERM):
+        if self.proc and self.proc.poll() is None:
+            self.proc.send_signal(sig)
+            self.proc.wait(timeout=20)
+
+    def r(self):
+        return redis.Redis(port=self.port, socket_timeout=5, decode_responses=True)
+
+    def id(self):
+        return self.r().execute_command("CLUSTER", "MYID")
+
+    def addr(self):
+        return f"127.0.0.1:{self.port}"
+
+
+class Load:
+    """Clients sending limited requests and quota charges while slots move."""
+
+    def __init__(self, keys):
+        self.keys = keys
+        self.sent = {k: 0 for k in keys}
+        self.admitted = {k: 0 for k in keys}
+        self.charged = {k: 0 for k in keys}
+        self.errors = []
+        self.stop = threading.Event()
+        self.lock = threading.Lock()
+        self.threads = [threading.Thread(target=self.run, args=(i,), daemon=True) for i in range(3)]
+
+    def start(self):
+        for t in self.threads:
+            t.start()
+
+    def run(self, seed):
+        rnd = random.Random(seed)
+        rc = RedisCluster(startup_nodes=[ClusterNode("127.0.0.1", BASE)], decode_responses=True,
+                          cluster_error_retry_attempts=10)
+        while not self.stop.is_set():
+            k = rnd.choice(self.keys)
+            try:
+                if rnd.random() < 0.5:
+                    reply = rc.execute_command("RL.ALLOW", "lim:" + k, LIMIT, "1h", "ALGO", "log")
+                    with self.lock:
+                        self.sent[k] += 1
+                        self.admitted[k] += int(reply[0])
+                else:
+                    reply = rc.execute_command("RL.ALLOW", "quota:" + k, 10**9, "1mo", "ALGO", "fixed", "COST", QUOTA_COST)
+                    with self.lock:
+                        self.charged[k] += QUOTA_COST * int(reply[0])
+            except Exception as e:  # noqa: BLE001 - every error a client could not follow is a failure
+                with self.lock:
+                    self.errors.append(f"{type(e).__name__}: {e}")
+                # A request whose fate is unknown would make the judgement
+                # unsound; count it and stop judging that key.
+                with self.lock:
+                    self.sent[k] = None
+            time.sleep(0.001)
+
+    def finish(self):
+        self.stop.set()
+        for t in self.threads:
+            t.join(timeout=30)
+
+    def judge(self, rc):
+        for e in self.errors[:5]:
+            fail(f"client error during moves: {e}")
+        if len(self.errors) > 5:
+            fail(f"... {len(self.errors)} client errors in all")
+        judged = 0
+        for k in self.keys:
+            sent = self.sent[k]
+            if sent is None:
+                continue
+            judged += 1
+            if self.admitted[k] > LIMIT:
+                fail(f"{k}: {self.admitted[k]} admissions over a limit of {LIMIT}")
+            if self.admitted[k] < min(sent, LIMIT):
+                fail(f"{k}: {self.admitted[k]} admissions of {sent} requests, limit {LIMIT}")
+            # The log key's own count agrees with what clients saw.
+            peek = rc.execute_command("RL.PEEK", "lim:" + k, LIMIT, "1h", "ALGO", "log")
+            if int(peek[1]) != LIMIT - self.admitted[k]:
+                fail(f"{k}: server says {peek[1]} remaining, clients saw {self.admitted[k]} admissions")
+            if self.charged[k]:
+                q = rc.execute_command("RL.PEEK", "quota:" + k, 10**9, "1mo", "ALGO", "fixed")
+                if int(q[1]) != 10**9 - self.charged[k]:
+                    fail(f"quota:{k}: usage {10**9 - int(q[1])}, acknowledged {self.charged[k]}")
+        print(f"judged {judged} keys: {sum(v or 0 for v in self.sent.values())} limited requests, "
+              f"{sum(self.charged.values()) // QUOTA_COST} quota charges", flush=True)
+
+
+def check(node, what):
+    out = cli("--cluster", "check", node.addr(), check=False)
+    if "[ERR]" in out or "[WARNING]" in out or "All 16384 slots covered" not in out:
+        fail(f"check after {what}:\n{out}")
+    else:
+        print(f"check after {what}: clean", flush=True)
+
+
+def wait_agreement(nodes, what, timeout=60):
+    deadline = time.time() + timeout
+    while time.time() < deadline:
+        sigs = set()
+        for n in nodes:
+            lines = n.r().execute_command("CLUSTER", "NODES").strip().splitlines()
+            sigs.add(tuple(sorted(" ".join([l.split()[0]] + l.split()[8:]) for l in lines)))
+        if len(sigs) == 1:
+            return
+        time.sleep(0.2)
+    fail(f"nodes do not agree after {what}")
+
+
+def main():
+    if not shutil.which("redis-cli"):
+        raise SystemExit("redis-cli is not installed")
+    root = tempfile.mkdtemp(prefix="turnstile-cluster-")
+    nodes = [Node(root, BASE + i) for i in range(7)]
+    try:
+        for n in nodes[:6]:
+            n.start()
+        t = time.time()
+        out = cli("--cluster", "create", *[n.addr() for n in nodes[:6]], "--cluster-replicas", "1", "--cluster-yes")
+        print(f"create: {time.time() - t:.1f} s", flush=True)
+        if "[OK] All 16384 slots covered" not in out:
+            fail("create did not cover the slots:\n" + out)
+        check(nodes[0], "create")
+        rc = RedisCluster(startup_nodes=[ClusterNode("127.0.0.1", BASE)], decode_responses=True)
+        keys = [f"k{i}" for i in range(KEYS)]
+        load = Load(keys)
+        load.start()
+        time.sleep(2)
+
+        nodes[6].start()
+        cli("--cluster", "add-node", nodes[6].addr(), nodes[0].addr())
+        wait_agreement(nodes, "add-node")
+        t = time.time()
+        out = cli("--cluster", "rebalance", nodes[0].addr(), "--cluster-use-empty-masters")
+        print(f"rebalance: {time.time() - t:.1f} s", flush=True)
+        check(nodes[0], "rebalance")
+        moved = len(nodes[6].r().execute_command("CLUSTER", "SLOTS"))
+        if moved == 0:
+            fail("rebalance gave the new node no slots")
+
+        new_id = nodes[6].id()
+        first_id = nodes[0].id()
+        owned = sum(b - a + 1 for a, b, *_ in nodes[6].r().execute_command("CLUSTER", "SLOTS")
+                    if _ and _[0][1] == nodes[6].port)
+        t = time.time()
+        cli("--cluster", "reshard", nodes[0].addr(), "--cluster-from", new_id, "--cluster-to", first_id,
+            "--cluster-slots", str(owned), "--cluster-yes")
+        print(f"reshard {owned} slots: {time.time() - t:.1f} s", flush=True)
+        check(nodes[0], "reshard")
+        cli("--cluster", "del-node", nodes[0].addr(), new_id)
+        nodes[6].stop()
+        wait_agreement(nodes[:6], "del-node")
+        check(nodes[0], "del-node")
+
+        load.finish()
+        load.judge(rc)
+
+        # A primary restarts from its config file: same id, same slots.
+        primary = next(n for n in nodes[:6] if "myself,master" in n.r().execute_command("CLUSTER", "NODES"))
+        before_id = primary.id()
+        before = [l for l in primary.r().execute_command("CLUSTER", "NODES").splitlines() if "myself" in l][0].split()
+        primary.stop()
+        primary.start()
+        after = [l for l in primary.r().execute_command("CLUSTER", "NODES").splitlines() if "myself" in l][0].split()
+        if primary.id() != before_id or before[8:] != after[8:] or before[6] != after[6]:
+            fail(f"restart changed the node: {before} -> {after}")
+        wait_agreement(nodes[:6], "restart")
+        check(nodes[0], "restart")
+        load.judge(RedisCluster(startup_nodes=[ClusterNode("127.0.0.1", BASE)], decode_responses=True))
+    finally:
+        for n in nodes:
+            n.stop(signal.SIGKILL)
+        if failures:
+            print(f"logs kept in {root}")
+        else:
+            shutil.rmtree(root, ignore_errors=True)
+    if failures:
+        print(f"{len(failures)} failure(s)")
+        sys.exit(1)
+    print("cluster_grow: all passed")
+
+
+if __name__ == "__main__":
+    main()
