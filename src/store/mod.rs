@@ -23,6 +23,7 @@ pub mod arena;
 pub mod bytes;
 pub mod codec;
 pub mod collections;
+pub mod dump;
 pub mod effects;
 pub mod entry;
 mod evict;
@@ -281,6 +282,16 @@ impl Store {
     /// Sets how long lock waits are made (see [`Blocking`]); once.
     pub fn set_blocking(&self, wait: Blocking) {
         let _ = self.blocking.set(wait);
+    }
+
+    /// Runs `f`, a long wait that is not for a shard (`MIGRATE`'s round
+    /// trip to its target, under the keys' locks), as a long lock wait
+    /// runs: off the async worker (see [`Blocking`]).
+    pub fn blocking_section(&self, f: &mut dyn FnMut()) {
+        match self.blocking.get() {
+            Some(wait) => wait(f),
+            None => f(),
+        }
     }
 
     fn write_shard(&self, i: usize) -> RwLockWriteGuard<'_, Shard> {
