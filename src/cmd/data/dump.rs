@@ -208,12 +208,8 @@ pub fn migrate(ctx: &mut Ctx<'_>, req: &Request<'_>) -> Result<(), CmdError> {
     ctx.state.store.blocking_section(&mut || {
         outcome = round_trip(&m, &batch, replies);
     });
-    let answers = match outcome {
-        Ok(answers) => answers,
-        Err(f) => return Err(f.into()),
-    };
     // The AUTH reply first: refused, nothing was restored.
-    let mut answers = answers.into_iter();
+    let mut answers = outcome?.into_iter();
     if m.auth.is_some() {
         if let Some(Reply::Error(e)) = answers.next() {
             return Err(from_target(&e));
