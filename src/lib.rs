@@ -40,7 +40,8 @@
 //!   `cmd/script/native/` runs the limiter libraries' Lua scripts it
 //!   recognises by SHA1 in Rust, one file per library over the calls they
 //!   share (`ops.rs`). `cmd/data/`: strings, keys, lists, hashes, sorted
-//!   sets. `cmd/limit/`: `RL.ALLOW` and the rest (`allow.rs`), leases,
+//!   sets, and moving keys between servers (`dump.rs`: `DUMP`, `RESTORE`,
+//!   `MIGRATE`). `cmd/limit/`: `RL.ALLOW` and the rest (`allow.rs`), leases,
 //!   `CL.THROTTLE`, their arguments (`parse.rs`), the reply every decision
 //!   shares (`reply.rs`), the policy commands (`policy.rs`). `cmd/admin/`:
 //!   connection, client, config, server, command, cluster, replication,
@@ -58,7 +59,9 @@
 //!   strings (`store/bytes.rs`); the expiry sweeper (`store/sweeper.rs`);
 //!   one key's record as the snapshot file, the replication stream and the
 //!   append-only file carry it (`store/codec.rs`); the snapshot file around
-//!   the records (`store/snapshot.rs`); `--maxmemory`'s eviction
+//!   the records (`store/snapshot.rs`); `DUMP`'s payload around one record
+//!   (`store/dump.rs`); Redis Cluster's key slots, by which the store
+//!   shards keys in cluster mode (`store/slot.rs`); `--maxmemory`'s eviction
 //!   (`store/evict.rs`); the replication stream of effects (every frame
 //!   kind listed once there),
 //!   each write's resulting state logged under its shard's lock into the
@@ -116,7 +119,8 @@
 //!   connection and flushed once per batch, and the heavy hitters'
 //!   sketches behind `RL.TOP` (`stats/top.rs`); [`metrics`]: the Prometheus
 //!   exporter and its HTTP endpoint (`/metrics`, `/healthz`).
-//! - [`cluster`]: Redis Cluster's key slots (`cluster/slot.rs`) and the
+//! - [`cluster`]: Redis Cluster's key slots (`cluster/slot.rs`, from the
+//!   store's `store/slot.rs`) and the
 //!   topology `--cluster-nodes` or `--cluster-config` describes: shards,
 //!   their replicas, and which member is each shard's primary now
 //!   (`cluster/topology.rs`).

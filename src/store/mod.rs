@@ -20,9 +20,11 @@
 //! lookup touches one cache line of it (`index.rs`).
 
 pub mod arena;
+mod by_slot;
 pub mod bytes;
 pub mod codec;
 pub mod collections;
+pub mod dump;
 pub mod effects;
 pub mod entry;
 mod evict;
@@ -31,6 +33,7 @@ pub mod limit;
 pub mod params;
 pub mod record;
 mod shard;
+pub mod slot;
 pub mod snapshot;
 pub mod sweeper;
 
@@ -118,6 +121,9 @@ pub struct Store {
     blocking: OnceLock<Blocking>,
     hasher: ahash::RandomState,
     mask: usize,
+    /// Cluster mode: a key's shard is its hash slot's (`slot & mask`), so
+    /// [`Store::keys_in_slot`] and [`Store::count_in_slot`] walk one shard.
+    by_slot: bool,
     expired: AtomicU64,
     /// Leases of lease keys that expired whole: every one lapsed
     /// unreleased.
@@ -151,6 +157,9 @@ impl shard::Owner for Store {
     }
     fn hasher(&self) -> &ahash::RandomState {
         &self.hasher
+    }
+    fn hash(&self, key: &[u8]) -> u64 {
+        Store::hash(self, key)
     }
     fn lapsed(&self, e: &Entry) {
         Store::lapsed(self, e)
@@ -202,6 +211,7 @@ impl Store {
             blocking: OnceLock::new(),
             hasher: ahash::RandomState::new(),
             mask: n - 1,
+            by_slot: false,
             expired: AtomicU64::new(0),
             lapsed_leases: AtomicU64::new(0),
             evicted: AtomicU64::new(0),
@@ -211,9 +221,37 @@ impl Store {
         }
     }
 
+    /// A store for cluster mode: each key in the shard of its hash slot
+    /// (`slot & mask`; with 256 shards, each holds 64 slots), so a slot's
+    /// keys are found by walking one shard, never the keyspace. It costs
+    /// each access a CRC16 of the key (or its hash tag), the slot
+    /// function's; outside cluster mode keys are spread by their hash
+    /// alone, and the choice costs one predictable branch.
+    pub fn sharded_by_slot(shards: usize) -> Self {
+        Store {
+            by_slot: true,
+            ..Self::new(shards)
+        }
+    }
+
+    /// Whether keys are sharded by slot ([`Store::sharded_by_slot`]).
+    pub fn is_sharded_by_slot(&self) -> bool {
+        self.by_slot
+    }
+
     /// Sets how long lock waits are made (see [`Blocking`]); once.
     pub fn set_blocking(&self, wait: Blocking) {
         let _ = self.blocking.set(wait);
+    }
+
+    /// Runs `f`, a long wait that is not for a shard (`MIGRATE`'s round
+    /// trip to its target, under the keys' locks), as a long lock wait
+    /// runs: off the async worker (see [`Blocking`]).
+    pub fn blocking_section(&self, f: &mut dyn FnMut()) {
+        match self.blocking.get() {
+            Some(wait) => wait(f),
+            None => f(),
+        }
     }
 
     fn write_shard(&self, i: usize) -> RwLockWriteGuard<'_, Shard> {
@@ -224,8 +262,17 @@ impl Store {
         self.shards[i].read(self.blocking.get())
     }
 
+    /// The key's hash. Sharded by slot, the bits [`Store::shard_index`]
+    /// reads are the slot's instead: the index reads only the low bits
+    /// and the top byte, so it is unchanged.
     fn hash(&self, key: &[u8]) -> u64 {
-        self.hasher.hash_one(key)
+        let hash = self.hasher.hash_one(key);
+        if self.by_slot {
+            let bits = (self.mask as u64) << 32;
+            (hash & !bits) | ((u64::from(slot::key_slot(key)) << 32) & bits)
+        } else {
+            hash
+        }
     }
 
     /// The shard index comes from bits 32.. of the hash: a shard's index
@@ -470,7 +517,7 @@ impl Store {
             .map(|i| {
                 let mut s = self.write_shard(i);
                 let n = s.len();
-                s.clear(&self.hasher);
+                s.clear(self);
                 n
             })
             .sum()
@@ -893,7 +940,7 @@ impl<'a> Keyspace<'a> {
                 h.shards.iter().fold(0, |n, (_, s)| {
                     let mut s = s.borrow_mut();
                     let len = s.len();
-                    s.clear(&h.store.hasher);
+                    s.clear(h.store);
                     n + len
                 })
             }
@@ -932,6 +979,85 @@ mod tests {
 
     fn table_bytes(store: &Store) -> usize {
         store.shards.iter().map(|s| s.0.read().table_bytes()).sum()
+    }
+
+    #[test]
+    fn sharded_by_slot_finds_a_slots_keys_in_its_one_shard() {
+        let store = Store::sharded_by_slot(DEFAULT_SHARDS);
+        let plain = Store::new(DEFAULT_SHARDS);
+        let now = Nanos(1_000 * Nanos::PER_SEC);
+        let mut by_slot: std::collections::HashMap<u16, Vec<Vec<u8>>> = Default::default();
+        for i in 0..20_000 {
+            // Hash tags put several keys in one slot.
+            let k = format!("{{user{}}}:k{i}", i % 3_000).into_bytes();
+            let slot = slot::key_slot(&k);
+            assert_eq!(store.shard_of(&k), usize::from(slot) & (DEFAULT_SHARDS - 1));
+            store.update(&k, now, |e| *e = Some(s("v")));
+            plain.update(&k, now, |e| *e = Some(s("v")));
+            by_slot.entry(slot).or_default().push(k);
+        }
+        assert_eq!(store.len(), 20_000, "DBSIZE counts every shard alike");
+        for (&slot, keys) in by_slot.iter().take(200) {
+            let mut got = store.keys_in_slot(slot, usize::MAX, now);
+            got.sort();
+            let mut want = keys.clone();
+            want.sort();
+            assert_eq!(got, want, "slot {slot}");
+            assert_eq!(store.count_in_slot(slot, now), keys.len());
+            // Unsharded by slot the answers are the same, from every shard.
+            assert_eq!(plain.count_in_slot(slot, now), keys.len());
+            assert_eq!(store.keys_in_slot(slot, 2, now).len(), keys.len().min(2));
+        }
+        let empty = (0..slot::SLOTS).find(|s| !by_slot.contains_key(s)).unwrap();
+        assert!(store.keys_in_slot(empty, 10, now).is_empty());
+        assert_eq!(store.count_in_slot(empty, now), 0);
+    }
+
+    #[test]
+    fn a_slots_expired_keys_are_neither_listed_nor_counted() {
+        let store = Store::sharded_by_slot(DEFAULT_SHARDS);
+        let t = Nanos(1_000 * Nanos::PER_SEC);
+        let at = Nanos(2_000 * Nanos::PER_SEC);
+        store.update(b"{a}1", t, |e| *e = Some(s("v")));
+        store.update(b"{a}2", t, |e| {
+            *e = Some(Entry::with_expiry(s("v").value, Some(at)))
+        });
+        let slot = slot::key_slot(b"a");
+        assert_eq!(store.count_in_slot(slot, t), 2);
+        assert_eq!(store.count_in_slot(slot, at), 1);
+        assert_eq!(store.keys_in_slot(slot, 10, at), vec![b"{a}1".to_vec()]);
+    }
+
+    /// WATCH's marks are the store's hash, slot bits and all: expiry and
+    /// FLUSHALL, which hash keys again inside the shard, still touch them.
+    #[test]
+    fn watch_sees_expiry_and_flushall_when_sharded_by_slot() {
+        let store = Store::sharded_by_slot(DEFAULT_SHARDS);
+        let t = Nanos(1_000_000);
+        let touched = |change: &dyn Fn()| {
+            store.update(b"w", t, |e| {
+                *e = Some(Entry::with_expiry(s("v").value, Some(Nanos(5_000_000))))
+            });
+            let mark = store.watch(b"w", t);
+            change();
+            // Back as it was: only the mark's version tells.
+            store.update(b"w", t, |e| {
+                *e = Some(Entry::with_expiry(s("v").value, Some(Nanos(5_000_000))))
+            });
+            let mut lock = store.lock_many([&b"w"[..]]);
+            let hit = lock.touched_since(b"w", &mark, t);
+            lock.unwatch([&mark]);
+            hit
+        };
+        assert!(touched(&|| {
+            store.clear();
+        }));
+        assert!(touched(&|| {
+            store.sweep_shard(store.shard_of(b"w"), Nanos(5_000_000));
+        }));
+        assert!(!touched(
+            &|| store.update(b"other", t, |e| *e = Some(s("x")))
+        ));
     }
 
     #[test]

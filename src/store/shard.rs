@@ -65,6 +65,11 @@ fn split(h: u32) -> (Class, u32) {
 pub(super) trait Owner {
     fn effects(&self) -> &Effects;
     fn hasher(&self) -> &ahash::RandomState;
+    /// A key's full hash, as the store computes it: the hasher's, with the
+    /// shard bits the key's slot in cluster mode. The index reads only the
+    /// hasher's low bits and top byte, so it may rehash with `hasher`;
+    /// `WATCH`'s marks are the full hash.
+    fn hash(&self, key: &[u8]) -> u64;
     /// A key's state lapsed (a lease key's leases, counted).
     fn lapsed(&self, e: &Entry);
     /// A key was removed for its expiry.
@@ -599,11 +604,11 @@ impl Shard {
 
     /// Forgets every key (`FLUSHALL`). Watched keys that existed count as
     /// written; a watched key that did not exist does not (as Redis 7).
-    pub fn clear(&mut self, hasher: &ahash::RandomState) {
+    pub fn clear(&mut self, store: &impl Owner) {
         let mut watches = std::mem::take(&mut self.watches);
         if !watches.is_empty() {
             for h in self.index.iter() {
-                watches.touch(hasher.hash_one(self.records.key(h)));
+                watches.touch(store.hash(self.records.key(h)));
             }
         }
         *self = Shard {
@@ -620,6 +625,17 @@ impl Shard {
                     f(self.records.key(h), e)
                 }
             });
+        }
+    }
+
+    /// Calls `f` with every key live at `now`, reading only keys and
+    /// expiries (no record is decoded): a slot's keys, `CLUSTER
+    /// GETKEYSINSLOT`.
+    pub fn for_each_live_key(&self, now: Nanos, mut f: impl FnMut(&[u8])) {
+        for h in self.index.iter() {
+            if !expired_at(self.records.expiry_ms(h), now) {
+                f(self.records.key(h))
+            }
         }
     }
 
@@ -682,7 +698,7 @@ impl Shard {
                 store.effects().put(self.records.key(h), None);
             }
             if !self.watches.is_empty() {
-                self.watches.touch(hasher.hash_one(self.records.key(h)));
+                self.watches.touch(store.hash(self.records.key(h)));
             }
             self.records.free(h);
         }

@@ -27,6 +27,7 @@ mod leases;
 mod limiter_commands;
 mod limiter_props;
 mod metrics;
+mod migrate;
 mod native_scripts;
 mod output_limit;
 mod policies;

@@ -3,6 +3,7 @@
 //! share).
 
 pub mod collection;
+pub mod dump;
 pub mod hash;
 pub mod keys;
 pub mod list;

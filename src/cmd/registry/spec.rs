@@ -40,7 +40,7 @@ pub type KeyFinder = fn(&[&[u8]]) -> Vec<usize>;
 
 /// Command flags, named as `COMMAND INFO` reports them.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct Flags(u16);
+pub struct Flags(u32);
 
 impl Flags {
     pub const WRITE: Flags = Flags(1);
@@ -70,8 +70,11 @@ impl Flags {
     pub const ALLOW_BUSY: Flags = Flags(1 << 14);
     /// A Pub/Sub command (Redis's `pubsub`).
     pub const PUBSUB: Flags = Flags(1 << 15);
+    /// Served as if `ASKING` had been sent (Redis's `asking`:
+    /// `RESTORE-ASKING`, which MIGRATE sends to a slot's importing node).
+    pub const ASKING: Flags = Flags(1 << 16);
 
-    const NAMES: [(Flags, &'static str); 13] = [
+    const NAMES: [(Flags, &'static str); 14] = [
         (Flags::WRITE, "write"),
         (Flags::READONLY, "readonly"),
         (Flags::DENYOOM, "denyoom"),
@@ -85,6 +88,7 @@ impl Flags {
         (Flags::MOVABLEKEYS, "movablekeys"),
         (Flags::NO_MULTI, "no_multi"),
         (Flags::ALLOW_BUSY, "allow_busy"),
+        (Flags::ASKING, "asking"),
     ];
 
     pub const fn empty() -> Flags {

@@ -12,7 +12,7 @@ use super::spec::{CommandSpec, Ctx, Flags, KeySpec, Registry};
 use crate::cmd::admin::{
     aof, client, cluster, command, config, connection, pubsub, replication, server, snapshot,
 };
-use crate::cmd::data::{hash, keys, list, string, zset};
+use crate::cmd::data::{dump, hash, keys, list, string, zset};
 use crate::cmd::exec::multi;
 use crate::cmd::limit::{allow, charge, lease, parse, policy, throttle, top};
 use crate::cmd::script;
@@ -146,6 +146,7 @@ pub static COMMANDS: &[CommandSpec] = &[
     cmd! { name: "decrby", arity: 3, flags: [WRITE | DENYOOM | FAST], keys: FIRST, group: "string", since: "1.0.0", complexity: "O(1)", summary: "Decrements a number from the integer value of a key.", handler: string::decrby },
     cmd! { name: "del", arity: -2, flags: [WRITE], keys: ALL, group: "generic", since: "1.0.0", complexity: "O(N) where N is the number of keys that will be removed", summary: "Deletes one or more keys.", handler: keys::del },
     cmd! { name: "discard", arity: 1, flags: [NOSCRIPT | LOADING | STALE | FAST | NOT_QUEUED | ALLOW_BUSY], keys: NONE, group: "transactions", since: "2.0.0", complexity: "O(N), when N is the number of queued commands", summary: "Discards a transaction.", handler: multi::discard },
+    cmd! { name: "dump", arity: 2, flags: [READONLY], keys: FIRST, group: "generic", since: "2.6.0", complexity: "O(1) to access the key and additional O(N*M) to serialize it, where N is the number of Redis objects composing the value and M their average size.", summary: "Returns a serialized representation of the value stored at a key.", handler: dump::dump },
     cmd! { name: "echo", arity: 2, flags: [FAST], keys: NONE, group: "connection", since: "1.0.0", complexity: "O(1)", summary: "Returns the given string.", handler: connection::echo },
     CommandSpec {
         key_finder: Some(script::eval_keys),
@@ -202,6 +203,10 @@ pub static COMMANDS: &[CommandSpec] = &[
     cmd! { name: "lrem", arity: 4, flags: [WRITE], keys: FIRST, group: "list", since: "1.0.0", complexity: "O(N+M) where N is the length of the list and M is the number of elements removed.", summary: "Removes elements from a list. Deletes the list if the last element was removed.", handler: list::lrem },
     cmd! { name: "ltrim", arity: 4, flags: [WRITE], keys: FIRST, group: "list", since: "1.0.0", complexity: "O(N) where N is the number of elements to be removed by the operation.", summary: "Removes elements from both ends a list. Deletes the list if all elements were trimmed.", handler: list::ltrim },
     cmd! { name: "mget", arity: -2, flags: [READONLY | FAST], keys: ALL, group: "string", since: "1.0.0", complexity: "O(N) where N is the number of keys to retrieve.", summary: "Atomically returns the string values of one or more keys.", handler: string::mget },
+    CommandSpec {
+        key_finder: Some(dump::migrate_keys),
+        ..cmd! { name: "migrate", arity: -6, flags: [WRITE | MOVABLEKEYS], keys: NONE, group: "generic", since: "2.6.0", complexity: "This command actually executes a DUMP+DEL in the source instance, and a RESTORE in the target instance. See the pages of these commands for time complexity. Also an O(N) data transfer between the two instances is performed.", summary: "Atomically transfers a key from one Redis instance to another.", handler: dump::migrate }
+    },
     cmd! { name: "mset", arity: -3, flags: [WRITE | DENYOOM], keys: PAIRS, group: "string", since: "1.0.1", complexity: "O(N) where N is the number of keys to set.", summary: "Atomically creates or modifies the string values of one or more keys.", handler: string::mset },
     cmd! { name: "multi", arity: 1, flags: [NOSCRIPT | LOADING | STALE | FAST | NOT_QUEUED | ALLOW_BUSY], keys: NONE, group: "transactions", since: "1.2.0", complexity: "O(1)", summary: "Starts a transaction.", handler: multi::multi },
     cmd! { name: "persist", arity: 2, flags: [WRITE | FAST], keys: FIRST, group: "generic", since: "2.2.0", complexity: "O(1)", summary: "Removes the expiration time of a key.", handler: keys::persist },
@@ -224,6 +229,8 @@ pub static COMMANDS: &[CommandSpec] = &[
     cmd! { name: "replconf", arity: -1, flags: [ADMIN | NOSCRIPT | LOADING | STALE | ALLOW_BUSY], keys: NONE, group: "server", since: "3.0.0", complexity: "O(1)", summary: "An internal command for configuring the replication stream.", handler: replication::replconf },
     cmd! { name: "replicaof", arity: 3, flags: [ADMIN | NOSCRIPT | STALE], keys: NONE, group: "server", since: "5.0.0", complexity: "O(1)", summary: "Configures a server as replica of another, or promotes it to a master.", handler: replication::replicaof },
     cmd! { name: "reset", arity: 1, flags: [NOSCRIPT | LOADING | STALE | FAST | NO_AUTH | NOT_QUEUED | ALLOW_BUSY], keys: NONE, group: "connection", since: "6.2.0", complexity: "O(1)", summary: "Resets the connection.", handler: connection::reset },
+    cmd! { name: "restore", arity: -4, flags: [WRITE | DENYOOM], keys: FIRST, group: "generic", since: "2.6.0", complexity: "O(1) to create the new key and additional O(N*M) to reconstruct the serialized value, where N is the number of Redis objects composing the value and M their average size.", summary: "Creates a key from the serialized representation of a value.", handler: dump::restore },
+    cmd! { name: "restore-asking", arity: -4, flags: [WRITE | DENYOOM | ASKING], keys: FIRST, group: "server", since: "3.0.0", complexity: "O(1) to create the new key and additional O(N*M) to reconstruct the serialized value, where N is the number of Redis objects composing the value and M their average size.", summary: "An internal command for migrating keys in a cluster.", handler: dump::restore },
     cmd! { name: "rl.acquire", arity: -4, flags: [WRITE | DENYOOM | FAST], keys: FIRST, group: "limiter", since: "0.2.0", complexity: "O(N) where N is the number of live leases on the key", summary: "Takes a lease on units of a concurrency limit, if they fit.", handler: lease::acquire },
     cmd! { name: "rl.allow", arity: -4, flags: [WRITE | DENYOOM | FAST], keys: FIRST, group: "limiter", since: "0.1.0", complexity: "O(1); ALGO log: O(slots expired)", summary: "Admits or denies a request against a limit, atomically.", handler: allow::allow },
     CommandSpec {

@@ -1,0 +1,387 @@
+//! Moving a key's value between servers: DUMP, RESTORE, RESTORE-ASKING and
+//! MIGRATE. The payload is `store/dump.rs`'s (the record codec's bytes,
+//! versioned and checksummed), so any key Turnstile holds, limiter state
+//! included, moves whole.
+
+use std::io::{BufRead, BufReader, Write};
+use std::net::{TcpStream, ToSocketAddrs};
+use std::time::{Duration, Instant};
+
+use super::args::{int, is};
+use super::{CmdError, Ctx};
+use crate::protocol::Request;
+use crate::store::dump;
+use crate::store::entry::passed;
+
+/// ```text
+/// DUMP key
+/// ```
+/// The key's value as a payload only RESTORE on a Turnstile reads; nil
+/// when the key is absent.
+pub fn dump(ctx: &mut Ctx<'_>, req: &Request<'_>) -> Result<(), CmdError> {
+    match ctx.db.get(req.arg(1), ctx.now, dump::encode) {
+        Some(payload) => ctx.out.bulk(&payload),
+        None => ctx.out.null(),
+    }
+    Ok(())
+}
+
+/// ```text
+/// RESTORE key ttl payload [REPLACE] [ABSTTL] [IDLETIME seconds] [FREQ frequency]
+/// RESTORE-ASKING key ttl payload [...]
+/// ```
+/// Creates `key` from a DUMP payload, with `ttl` ms to live (0: none;
+/// with ABSTTL, a Unix time in ms). IDLETIME and FREQ are checked as Redis
+/// checks them and otherwise ignored: no eviction policy here reads them.
+/// The checks come in Redis's order (options, BUSYKEY, TTL, payload); the
+/// write is one store update, so it reaches replicas and the append-only
+/// file as any write does.
+pub fn restore(ctx: &mut Ctx<'_>, req: &Request<'_>) -> Result<(), CmdError> {
+    let (mut replace, mut absttl, mut idle, mut freq) = (false, false, false, false);
+    let mut j = 4;
+    while j < req.len() {
+        let (arg, more) = (req.arg(j), req.len() - j - 1);
+        if is(arg, "replace") {
+            replace = true;
+        } else if is(arg, "absttl") {
+            absttl = true;
+        } else if is(arg, "idletime") && more >= 1 && !freq {
+            if int(req, j + 1)? < 0 {
+                return Err(CmdError::err("Invalid IDLETIME value, must be >= 0"));
+            }
+            (idle, j) = (true, j + 1);
+        } else if is(arg, "freq") && more >= 1 && !idle {
+            if !(0..=255).contains(&int(req, j + 1)?) {
+                return Err(CmdError::err("Invalid FREQ value, must be >= 0 and <= 255"));
+            }
+            (freq, j) = (true, j + 1);
+        } else {
+            return Err(CmdError::Syntax);
+        }
+        j += 1;
+    }
+    let ttl = int(req, 2);
+    // Decoded before the lock is taken: a large payload holds no shard.
+    let entry = dump::decode(req.arg(3));
+    let now = ctx.now;
+    ctx.db.update(req.arg(1), now, |slot| {
+        if !replace && slot.is_some() {
+            return Err(CmdError::Prefixed(
+                "BUSYKEY Target key name already exists.".into(),
+            ));
+        }
+        let ttl = ttl?;
+        if ttl < 0 {
+            return Err(CmdError::err("Invalid TTL value, must be >= 0"));
+        }
+        let mut entry = entry.map_err(|e| CmdError::err(e.to_string()))?;
+        let at_ms = match ttl as u64 {
+            0 => None,
+            t if absttl => Some(t),
+            t => Some(now.as_millis().saturating_add(t)),
+        };
+        match at_ms {
+            // Already past: as in Redis, the key is only deleted (REPLACE).
+            Some(at) if passed(at, now) => *slot = None,
+            _ => {
+                entry.set_expiry_ms(at_ms);
+                *slot = Some(entry);
+            }
+        }
+        Ok(())
+    })?;
+    ctx.out.ok();
+    Ok(())
+}
+
+/// What MIGRATE was asked to do.
+struct Migration<'r> {
+    host: &'r [u8],
+    port: &'r [u8],
+    timeout: Duration,
+    copy: bool,
+    replace: bool,
+    /// AUTH's (user, password): user `None` for AUTH, given for AUTH2.
+    auth: Option<(Option<&'r [u8]>, &'r [u8])>,
+    keys: Vec<&'r [u8]>,
+}
+
+/// Reads MIGRATE's arguments, in Redis's order of checks.
+fn migration<'r>(req: &'r Request<'_>) -> Result<Migration<'r>, CmdError> {
+    let (mut copy, mut replace, mut auth) = (false, false, None);
+    let mut keys = vec![req.arg(3)];
+    let mut j = 6;
+    while j < req.len() {
+        let (arg, more) = (req.arg(j), req.len() - 1 - j);
+        if is(arg, "copy") {
+            copy = true;
+        } else if is(arg, "replace") {
+            replace = true;
+        } else if is(arg, "auth") && more >= 1 {
+            auth = Some((None, req.arg(j + 1)));
+            j += 1;
+        } else if is(arg, "auth2") && more >= 2 {
+            auth = Some((Some(req.arg(j + 1)), req.arg(j + 2)));
+            j += 2;
+        } else if is(arg, "keys") {
+            if !req.arg(3).is_empty() {
+                return Err(CmdError::err(
+                    "When using MIGRATE KEYS option, the key argument must be set to the empty string",
+                ));
+            }
+            keys = req.args().skip(j + 1).collect();
+            break;
+        } else {
+            return Err(CmdError::Syntax);
+        }
+        j += 1;
+    }
+    let timeout = int(req, 5)?;
+    let db = int(req, 4)?;
+    if db != 0 {
+        // One database, as SELECT says.
+        return Err(CmdError::err("DB index is out of range"));
+    }
+    Ok(Migration {
+        host: req.arg(1),
+        port: req.arg(2),
+        // Redis's default for a timeout of 0 or less.
+        timeout: Duration::from_millis(if timeout <= 0 { 1000 } else { timeout as u64 }),
+        copy,
+        replace,
+        auth,
+        keys,
+    })
+}
+
+/// ```text
+/// MIGRATE host port key|"" destination-db timeout [COPY] [REPLACE]
+///     [AUTH password | AUTH2 username password] [KEYS key [key ...]]
+/// ```
+/// Moves keys to another server: RESTORE-ASKING for each (REPLACE if
+/// asked), pipelined in one write after AUTH, then deletes each key the
+/// target took (unless COPY). Each key is decided by one node at any
+/// instant: the keys' shards stay write-locked from their DUMP through
+/// the target's replies and the deletes, so no admission on the source
+/// slips between the state read and its removal. The round trip runs on
+/// this thread, off the async worker (`Store::blocking_section`): the
+/// locks are `parking_lot` guards of this thread, which a parked command
+/// answered later could only keep by handing them to another thread or
+/// letting them go across the wait. Waits are bounded by `timeout` (the
+/// connect, the write, and each reply); the locks go when it does.
+pub fn migrate(ctx: &mut Ctx<'_>, req: &Request<'_>) -> Result<(), CmdError> {
+    let m = migration(req)?;
+    let now = ctx.now;
+    let mut lock = ctx.db.lock_many(m.keys.iter().copied());
+    // Each live key's payload and TTL (0: none; at least 1 ms, as Redis).
+    let mut moving = Vec::new();
+    for &key in &m.keys {
+        let found = lock.get(key, now, |e| {
+            (dump::encode(e), e.pttl_ms(now).map_or(0, |ms| ms.max(1)))
+        });
+        if let Some((payload, ttl)) = found {
+            moving.push((key, payload, ttl));
+        }
+    }
+    if moving.is_empty() {
+        ctx.out.simple("NOKEY");
+        return Ok(());
+    }
+    let mut batch = Vec::new();
+    let mut replies = moving.len();
+    if let Some((user, password)) = m.auth {
+        let mut args = vec![&b"AUTH"[..]];
+        args.extend(user);
+        args.push(password);
+        command(&mut batch, &args);
+        replies += 1;
+    }
+    for (key, payload, ttl) in &moving {
+        let ttl = ttl.to_string();
+        let mut args = vec![&b"RESTORE-ASKING"[..], key, ttl.as_bytes(), payload];
+        if m.replace {
+            args.push(b"REPLACE");
+        }
+        command(&mut batch, &args);
+    }
+    let mut outcome = Err(Failure::Connect);
+    ctx.state.store.blocking_section(&mut || {
+        outcome = round_trip(&m, &batch, replies);
+    });
+    // The AUTH reply first: refused, nothing was restored.
+    let mut answers = outcome?.into_iter();
+    if m.auth.is_some() {
+        if let Some(Reply::Error(e)) = answers.next() {
+            return Err(from_target(&e));
+        }
+    }
+    let mut first_error = None;
+    let mut lost = false;
+    for (key, _, _) in &moving {
+        match answers.next() {
+            Some(Reply::Ok) if !m.copy => {
+                lock.update(key, now, |e| *e = None);
+            }
+            Some(Reply::Ok) => {}
+            Some(Reply::Error(e)) => {
+                first_error.get_or_insert(e);
+            }
+            None => lost = true,
+        }
+    }
+    drop(lock);
+    if lost {
+        return Err(Failure::Read.into());
+    }
+    match first_error {
+        Some(e) => Err(from_target(&e)),
+        None => {
+            ctx.out.ok();
+            Ok(())
+        }
+    }
+}
+
+/// A reply line from the target.
+enum Reply {
+    Ok,
+    Error(Vec<u8>),
+}
+
+/// Why the round trip failed, in Redis's words.
+#[derive(Debug)]
+enum Failure {
+    Connect,
+    Write,
+    Read,
+}
+
+impl From<Failure> for CmdError {
+    fn from(f: Failure) -> Self {
+        CmdError::Prefixed(
+            match f {
+                Failure::Connect => "IOERR error or timeout connecting to the client",
+                Failure::Write => "IOERR error or timeout writing to target instance",
+                Failure::Read => "IOERR error or timeout reading to target instance",
+            }
+            .into(),
+        )
+    }
+}
+
+fn from_target(e: &[u8]) -> CmdError {
+    CmdError::err(format!(
+        "Target instance replied with error: {}",
+        String::from_utf8_lossy(e)
+    ))
+}
+
+/// One command as a RESP array of bulk strings.
+fn command(out: &mut Vec<u8>, args: &[&[u8]]) {
+    out.extend_from_slice(format!("*{}\r\n", args.len()).as_bytes());
+    for a in args {
+        out.extend_from_slice(format!("${}\r\n", a.len()).as_bytes());
+        out.extend_from_slice(a);
+        out.extend_from_slice(b"\r\n");
+    }
+}
+
+/// The longest reply line read from a target: a RESTORE's reply is a
+/// status or an error line.
+const MAX_LINE: usize = 64 * 1024;
+
+/// Connects, writes `batch`, and reads up to `replies` reply lines, each
+/// within `m.timeout`. Replies read before a failure are returned (their
+/// keys were restored); a failure before the first is the error.
+fn round_trip(m: &Migration<'_>, batch: &[u8], replies: usize) -> Result<Vec<Reply>, Failure> {
+    let host = std::str::from_utf8(m.host).map_err(|_| Failure::Connect)?;
+    // As Redis's atoi: a port that is no number connects nowhere.
+    let port: u16 = std::str::from_utf8(m.port)
+        .ok()
+        .and_then(|p| p.parse().ok())
+        .ok_or(Failure::Connect)?;
+    let addrs = (host, port)
+        .to_socket_addrs()
+        .map_err(|_| Failure::Connect)?;
+    let mut stream = None;
+    for addr in addrs {
+        match TcpStream::connect_timeout(&addr, m.timeout) {
+            Ok(s) => {
+                stream = Some(s);
+                break;
+            }
+            // Redis connects without blocking and hears of a refusal at
+            // its first write.
+            Err(e) if e.kind() == std::io::ErrorKind::ConnectionRefused => {
+                return Err(Failure::Write)
+            }
+            Err(_) => {}
+        }
+    }
+    let mut stream = stream.ok_or(Failure::Connect)?;
+    let _ = stream.set_nodelay(true);
+    stream
+        .set_write_timeout(Some(m.timeout))
+        .map_err(|_| Failure::Write)?;
+    stream.write_all(batch).map_err(|_| Failure::Write)?;
+    let mut reader = BufReader::new(stream);
+    let mut answers = Vec::with_capacity(replies);
+    for _ in 0..replies {
+        match read_reply(&mut reader, m.timeout) {
+            Some(r) => answers.push(r),
+            None if answers.is_empty() => return Err(Failure::Read),
+            None => break,
+        }
+    }
+    Ok(answers)
+}
+
+/// One status or error line, read within `timeout`; `None` on a timeout,
+/// a closed connection, or anything else (a reply that is neither is no
+/// confirmation that a key was restored, so its key stays).
+fn read_reply(r: &mut BufReader<TcpStream>, timeout: Duration) -> Option<Reply> {
+    let deadline = Instant::now() + timeout;
+    let mut line = Vec::new();
+    loop {
+        let left = deadline.checked_duration_since(Instant::now())?;
+        r.get_ref()
+            .set_read_timeout(Some(left.max(Duration::from_millis(1))))
+            .ok()?;
+        let buf = r.fill_buf().ok()?;
+        if buf.is_empty() {
+            return None;
+        }
+        let (take, done) = match buf.iter().position(|&b| b == b'\n') {
+            Some(i) => (i + 1, true),
+            None => (buf.len(), false),
+        };
+        line.extend_from_slice(&buf[..take]);
+        r.consume(take);
+        if line.len() > MAX_LINE {
+            return None;
+        }
+        if done {
+            break;
+        }
+    }
+    let body = line.strip_suffix(b"\r\n")?;
+    match body.split_first()? {
+        (b'+', _) => Some(Reply::Ok),
+        (b'-', e) => Some(Reply::Error(e.to_vec())),
+        _ => None,
+    }
+}
+
+/// MIGRATE's keys: the third argument, or, when it is empty, every one
+/// after KEYS (for cluster routing and `--maxmemory`, as `COMMAND GETKEYS`
+/// finds them in Redis).
+pub fn migrate_keys(args: &[&[u8]]) -> Vec<usize> {
+    match args.get(3) {
+        Some(key) if !key.is_empty() => vec![3],
+        Some(_) => match args.iter().skip(6).position(|a| is(a, "keys")) {
+            Some(at) => (at + 7..args.len()).collect(),
+            None => Vec::new(),
+        },
+        None => Vec::new(),
+    }
+}
