@@ -50,7 +50,15 @@ pub struct ClusterNode {
     /// Why the last write of the file failed, if it did.
     pub file_error: Mutex<Option<String>>,
     host: OnceLock<Box<dyn Host>>,
+    /// Orders requests on a slot being moved against `MIGRATE`: a request
+    /// that found its keys here holds it (shared) until it has run, and
+    /// `MIGRATE` takes it whole before it reads a key, so no request can
+    /// find a key present, wait while it moves, then create it afresh.
+    pub gate: Arc<parking_lot::RwLock<()>>,
 }
+
+/// A request's hold on the migration gate.
+pub type Gate = parking_lot::ArcRwLockReadGuard<parking_lot::RawRwLock, ()>;
 
 impl ClusterNode {
     pub fn new(state: ClusterState, file: Option<PathBuf>) -> Arc<Self> {
@@ -66,6 +74,7 @@ impl ClusterNode {
             file,
             file_error: Mutex::new(None),
             host: OnceLock::new(),
+            gate: Arc::new(parking_lot::RwLock::new(())),
         });
         node.with(|_| ((), Effects::default()));
         node

@@ -95,6 +95,12 @@ impl Routing {
             .and_then(|&i| self.nodes.get(i as usize))
     }
 
+    /// Whether `slot` is being moved to or from this node.
+    pub fn is_open(&self, slot: u16) -> bool {
+        (!self.migrating.is_empty() || !self.importing.is_empty())
+            && (self.migrating.contains_key(&slot) || self.importing.contains_key(&slot))
+    }
+
     pub fn importing(&self, slot: u16) -> bool {
         self.importing.contains_key(&slot)
     }

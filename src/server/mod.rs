@@ -344,7 +344,7 @@ pub async fn start(config: &Config, clock: Arc<dyn Clock>) -> Result<ServerHandl
     let renames = rename::build(registry, &config.renames())?;
     let catalog = registry.catalog();
     let mut state = State::new(config, password, clock.clone(), local, &catalog);
-    if topology.is_some() {
+    if topology.is_some() || cluster_node.is_some() {
         // Keys findable by slot (CLUSTER GETKEYSINSLOT, COUNTKEYSINSLOT);
         // nothing has reached the store yet.
         state.store = Arc::new(crate::store::Store::sharded_by_slot(

@@ -156,47 +156,17 @@ fn slot_arg(req: &Request<'_>, i: usize) -> Result<Option<u16>, CmdError> {
         .filter(|&s| s < crate::cluster::slot::SLOTS))
 }
 
-/// Calls `f` for each live key of this node in `slot`, until it returns
-/// false.
-fn keys_in_slot(ctx: &Ctx<'_>, slot: u16, mut f: impl FnMut(&[u8]) -> bool) {
-    let store = ctx.db;
-    let mut go = true;
-    for shard in 0..store.shard_count() {
-        store.for_each_in_shard(shard, ctx.now, |k, _| {
-            if go && key_slot(k) == slot {
-                go = f(k);
-            }
-        });
-        if !go {
-            return;
-        }
-    }
-}
-
-/// How many live keys this node holds in `slot`.
-pub fn count_in_slot(ctx: &Ctx<'_>, slot: u16) -> usize {
-    let mut n = 0;
-    keys_in_slot(ctx, slot, |_| {
-        n += 1;
-        true
-    });
-    n
-}
-
 /// Deletes every key this node holds in `slots` (slots another node took
 /// while this one still had keys there); returns how many.
 pub fn delete_keys_in_slots(state: &crate::state::State, slots: &[u16]) -> usize {
     let now = state.clock.now();
-    let wanted: std::collections::HashSet<u16> = slots.iter().copied().collect();
-    let mut doomed = Vec::new();
-    for shard in 0..state.store.shard_count() {
-        state.store.for_each_in_shard(shard, now, |k, _| {
-            if wanted.contains(&key_slot(k)) {
-                doomed.push(k.to_vec());
-            }
-        });
+    let mut n = 0;
+    for &slot in slots {
+        for k in state.store.keys_in_slot(slot, usize::MAX, now) {
+            n += usize::from(state.store.remove(&k, now));
+        }
     }
-    doomed.iter().filter(|k| state.store.remove(k, now)).count()
+    n
 }
 
 /// ```text
@@ -205,12 +175,10 @@ pub fn delete_keys_in_slots(state: &crate::state::State, slots: &[u16]) -> usize
 pub fn countkeysinslot(ctx: &mut Ctx<'_>, req: &Request<'_>) -> Result<(), CmdError> {
     in_cluster(ctx)?;
     let slot = slot_arg(req, 2)?.ok_or_else(|| CmdError::err("Invalid slot"))?;
-    let mut n = 0i64;
-    keys_in_slot(ctx, slot, |_| {
-        n += 1;
-        true
-    });
-    ctx.out.int(n);
+    // One shard of the store, never the keyspace: keys are sharded by slot
+    // in cluster mode.
+    let n = ctx.state.store.count_in_slot(slot, ctx.now);
+    ctx.out.int(n as i64);
     Ok(())
 }
 
@@ -224,13 +192,7 @@ pub fn getkeysinslot(ctx: &mut Ctx<'_>, req: &Request<'_>) -> Result<(), CmdErro
     let (Some(slot), Ok(count)) = (slot, usize::try_from(count)) else {
         return Err(CmdError::err("Invalid slot or number of keys"));
     };
-    let mut keys = Vec::new();
-    if count > 0 {
-        keys_in_slot(ctx, slot, |k| {
-            keys.push(k.to_vec());
-            keys.len() < count
-        });
-    }
+    let keys = ctx.state.store.keys_in_slot(slot, count, ctx.now);
     ctx.out.array(keys.len());
     for k in keys {
         ctx.out.bulk(&k);

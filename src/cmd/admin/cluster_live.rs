@@ -7,7 +7,7 @@
 use super::args::int;
 use super::{CmdError, CommandSpec, Ctx};
 use crate::cluster::key_slot;
-use crate::cluster::node::{now_ms, ClusterNode};
+use crate::cluster::node::{now_ms, ClusterNode, Gate};
 use crate::cluster::routing::Route;
 use crate::cluster::slot::SLOTS;
 use crate::cluster::state::{flag, ClusterState, Effects, StateError};
@@ -16,12 +16,14 @@ use crate::protocol::Request;
 /// The routing check for a keyed request (Redis's `getNodeByQuery`):
 /// `CROSSSLOT`, `MOVED`, `ASK` while a slot moves, `TRYAGAIN` for a
 /// multi-key request split by the move, `CLUSTERDOWN`.
+/// A request on a slot being moved comes back holding the migration gate
+/// ([`ClusterNode::gate`]), to be kept until it has run.
 pub fn route(
     ctx: &mut Ctx<'_>,
     node: &ClusterNode,
     spec: &CommandSpec,
     req: &Request<'_>,
-) -> Result<(), CmdError> {
+) -> Result<Option<Gate>, CmdError> {
     let mut slot: Option<u16> = None;
     spec.try_for_each_key(req, |key| {
         let s = key_slot(key);
@@ -33,11 +35,15 @@ pub fn route(
             }
         }
     })?;
-    let asking = std::mem::take(&mut ctx.session.asking) || spec.name == "restore-asking";
+    let asking =
+        std::mem::take(&mut ctx.session.asking) || spec.flags.contains(super::Flags::ASKING);
     let Some(slot) = slot else {
-        return Ok(());
+        return Ok(None);
     };
     let routing = node.routing();
+    let is_migrate = spec.name == "migrate";
+    // MIGRATE takes the gate whole itself.
+    let gate = (routing.is_open(slot) && !is_migrate).then(|| node.gate.read_arc());
     let mut keys: smallvec::SmallVec<[&[u8]; 4]> = smallvec::SmallVec::new();
     let _ = spec.try_for_each_key(req, |k| {
         keys.push(k);
@@ -52,10 +58,10 @@ pub fn route(
         |k| db.exists(k, now),
         asking,
         read_replica,
-        spec.name == "migrate",
+        is_migrate,
     );
     match route {
-        Route::Local => Ok(()),
+        Route::Local => Ok(gate),
         Route::Moved(s, addr) => Err(CmdError::Moved(s, addr)),
         Route::Ask(s, addr) => Err(CmdError::Prefixed(format!("ASK {s} {addr}").into())),
         Route::TryAgain => Err(CmdError::Prefixed(
@@ -136,7 +142,7 @@ fn slot_list(req: &Request<'_>, ranges: bool) -> Result<Vec<u16>, CmdError> {
 }
 
 fn keys_in(ctx: &Ctx<'_>, slot: u16) -> usize {
-    super::cluster::count_in_slot(ctx, slot)
+    ctx.state.store.count_in_slot(slot, ctx.now)
 }
 
 /// Runs one `CLUSTER` subcommand of a growing cluster; `None` if it is one

@@ -172,6 +172,17 @@ fn migration<'r>(req: &'r Request<'_>) -> Result<Migration<'r>, CmdError> {
 pub fn migrate(ctx: &mut Ctx<'_>, req: &Request<'_>) -> Result<(), CmdError> {
     let m = migration(req)?;
     let now = ctx.now;
+    // In a growing cluster, wait for requests that found their keys here
+    // to finish, and hold the next ones until the move is done (they then
+    // find the keys gone and are sent on with ASK).
+    let node = ctx.state.cluster_node.clone();
+    let _gate = node.as_ref().map(|n| {
+        let mut got = None;
+        ctx.state
+            .store
+            .blocking_section(&mut || got = Some(n.gate.write()));
+        got
+    });
     let mut lock = ctx.db.lock_many(m.keys.iter().copied());
     // Each live key's payload and TTL (0: none; at least 1 ms, as Redis).
     let mut moving = Vec::new();

@@ -13,7 +13,7 @@ use crate::protocol::Request;
 /// Runs one request and writes its reply (or its error) to `ctx.out`; in
 /// `MULTI`, checks and queues it instead (`multi.rs`).
 pub fn execute(ctx: &mut Ctx<'_>, req: &Request<'_>) {
-    let (cmd, spec) = match check(ctx, req) {
+    let (cmd, spec, _gate) = match check(ctx, req) {
         Ok(found) => found,
         Err((cmd, e)) => {
             // Refused before it ran: in MULTI, the transaction is doomed,
@@ -70,8 +70,14 @@ fn names_exec(ctx: &Ctx<'_>, req: &Request<'_>) -> bool {
 fn check(
     ctx: &mut Ctx<'_>,
     req: &Request<'_>,
-) -> Result<(&'static CommandSpec, &'static CommandSpec), (Option<&'static CommandSpec>, CmdError)>
-{
+) -> Result<
+    (
+        &'static CommandSpec,
+        &'static CommandSpec,
+        Option<crate::cluster::node::Gate>,
+    ),
+    (Option<&'static CommandSpec>, CmdError),
+> {
     let (cmd, sub) = ctx
         .registry
         .resolve_remembered(&ctx.state.renames, &mut ctx.session.command_memo, req)
@@ -87,9 +93,11 @@ fn check(
     }
     if let Some(topology) = &ctx.state.cluster {
         cluster::route(topology, spec, req, ctx.session.readonly).map_err(refuse)?;
-    } else if let Some(node) = ctx.state.cluster_node.clone() {
+    }
+    let mut gate = None;
+    if let Some(node) = ctx.state.cluster_node.clone() {
         if cmd.name != "asking" {
-            crate::cmd::admin::cluster_live::route(ctx, &node, spec, req).map_err(refuse)?;
+            gate = crate::cmd::admin::cluster_live::route(ctx, &node, spec, req).map_err(refuse)?;
         }
     }
     if spec.flags.contains(Flags::WRITE) && ctx.state.replication.is_replica() {
@@ -126,5 +134,5 @@ fn check(
             "Command not allowed inside a transaction",
         )));
     }
-    Ok((cmd, spec))
+    Ok((cmd, spec, gate))
 }
