@@ -577,9 +577,6 @@ fn load_aof(state: &State) -> Result<bool, StartError> {
 /// what the snapshot held.
 fn start_aof(state: &State) -> Result<(), StartError> {
     let aof = &state.aof;
-    aof.set_fsync(crate::persist::aof::Fsync::from_index(
-        state.settings.appendfsync.load(Ordering::Relaxed),
-    ));
     state.store.effects.set_emitting(true);
     if !aof.is_on() {
         // A second server on the file is refused in these words, not as
