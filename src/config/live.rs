@@ -5,60 +5,9 @@ use parking_lot::RwLock;
 use std::sync::atomic::{AtomicBool, AtomicU64, AtomicU8, Ordering};
 use std::sync::Arc;
 
-use super::table::{Val, SETTINGS};
-use super::{Config, MaxmemoryPolicy, OutputLimit, OutputLimits};
-
-/// Where a [`super::table::MODIFIABLE`] setting is kept while the server
-/// runs: loaded and stored as a [`Val`].
-pub trait Cell: Sync {
-    fn load(&self) -> Val;
-    fn store(&self, v: Val);
-}
-
-impl Cell for AtomicU64 {
-    fn load(&self) -> Val {
-        Val::Num(self.load(Ordering::Relaxed))
-    }
-    fn store(&self, v: Val) {
-        if let Val::Num(n) = v {
-            self.store(n, Ordering::Relaxed);
-        }
-    }
-}
-
-impl Cell for AtomicBool {
-    fn load(&self) -> Val {
-        Val::Bool(self.load(Ordering::Relaxed))
-    }
-    fn store(&self, v: Val) {
-        if let Val::Bool(b) = v {
-            self.store(b, Ordering::Relaxed);
-        }
-    }
-}
-
-impl Cell for AtomicU8 {
-    fn load(&self) -> Val {
-        Val::Index(self.load(Ordering::Relaxed))
-    }
-    fn store(&self, v: Val) {
-        if let Val::Index(i) = v {
-            self.store(i, Ordering::Relaxed);
-        }
-    }
-}
-
-impl Cell for RwLock<Option<String>> {
-    fn load(&self) -> Val {
-        self.read().clone().map_or(Val::None, Val::Text)
-    }
-    fn store(&self, v: Val) {
-        *self.write() = match v {
-            Val::Text(s) if !s.is_empty() => Some(s),
-            _ => None,
-        };
-    }
-}
+use super::fields::Config;
+use super::kind::{Cell, Val};
+use super::values::{MaxmemoryPolicy, OutputLimit, OutputLimits};
 
 /// Settings readable on every request and changeable by `CONFIG SET`:
 /// one cell each, named in its [`SETTINGS`] row (`live`), which
@@ -102,7 +51,7 @@ pub struct Live {
 /// The live cells, and the settings as the server started with them
 /// (flags, variables, file) for those fixed at start.
 pub struct Settings {
-    live: Live,
+    pub(super) live: Live,
     pub config: Config,
 }
 
@@ -114,20 +63,6 @@ impl std::ops::Deref for Settings {
 }
 
 impl Settings {
-    pub fn new(config: &Config, password: Option<Vec<u8>>) -> Self {
-        let settings = Settings {
-            live: Live::default(),
-            config: config.clone(),
-        };
-        for s in SETTINGS {
-            if let (Some(cell), Some(v)) = (s.live, s.value(config)) {
-                cell(&settings).store(v);
-            }
-        }
-        settings.set_password(password.as_deref());
-        settings
-    }
-
     /// Why the server is open to the network without protection, if it
     /// is: it listens beyond loopback with protected mode off and no
     /// password. Computed live (`CONFIG SET` changes both), for the

@@ -1,19 +1,26 @@
 //! Command-line flags, environment variables and the optional config file.
 //!
 //! Precedence: flag > `TURNSTILE_<FLAG>` environment variable > `--config`
-//! TOML file > built-in default. clap resolves the first two and the
-//! default; a value clap reports as "from the default" is then replaced by
-//! the file's, if the file sets it.
+//! TOML file > built-in default. clap, over the flags `config::table`'s
+//! rows declare, resolves the first two and the default; a value clap
+//! reports as "from the default" is then replaced by the file's, if the
+//! file sets it.
 
 use clap::parser::ValueSource;
 use clap::{ArgMatches, FromArgMatches, Subcommand};
 use std::path::{Path, PathBuf};
 
+mod fields;
+pub mod kind;
 pub mod live;
+mod rows;
 pub mod table;
 mod values;
+pub use fields::Config;
+pub use kind::{Kind, Val};
 pub use live::Settings;
-pub use table::{Setting, SETTINGS};
+pub use rows::SETTINGS;
+pub use table::Setting;
 pub use values::*;
 
 /// The command line: a subcommand, or the server's settings.
@@ -34,86 +41,39 @@ pub enum Command {
     },
 }
 
-/// Declares [`Config`] and `Config::blank`, every field at its type's
-/// default, which the parsed values then fill.
-macro_rules! config {
-    ($(#[$m:meta])* pub struct Config { $($f:ident: $t:ty,)* }) => {
-        $(#[$m])*
-        pub struct Config { $(pub $f: $t,)* }
-
-        impl Config {
-            fn blank() -> Config {
-                Config { $($f: Default::default(),)* }
-            }
+impl Setting {
+    /// Its `TURNSTILE_*` variable.
+    pub fn env(&self) -> Option<&'static str> {
+        if self.flags & (table::NO_ENV | table::NOT_A_FLAG) != 0 {
+            return None;
         }
-    };
+        static NAMES: std::sync::OnceLock<Vec<String>> = std::sync::OnceLock::new();
+        let names = NAMES.get_or_init(|| {
+            SETTINGS
+                .iter()
+                .map(|s| format!("TURNSTILE_{}", s.name.replace('-', "_").to_uppercase()))
+                .collect()
+        });
+        let i = SETTINGS.iter().position(|s| std::ptr::eq(s, self))?;
+        Some(names[i].as_str())
+    }
 }
 
-config! {
-    /// The server's settings as it starts: one field for each setting in
-    /// [`SETTINGS`] (whose row says what it means), in its type.
-    #[derive(Debug, Clone)]
-    pub struct Config {
-        config: Option<PathBuf>,
-        bind: String,
-        port: u16,
-        threads: usize,
-        requirepass: Option<String>,
-        requirepass_file: Option<PathBuf>,
-        protected_mode: bool,
-        rename_command: Vec<String>,
-        tls_port: Option<u16>,
-        tls_cert_file: Option<PathBuf>,
-        tls_key_file: Option<PathBuf>,
-        tls_ca_cert_file: Option<PathBuf>,
-        tls_replication: bool,
-        maxclients: u64,
-        timeout: u64,
-        proto_max_bulk_len: u64,
-        client_query_buffer_limit: u64,
-        maxmemory: u64,
-        maxmemory_policy: MaxmemoryPolicy,
-        client_output_buffer_limit: OutputLimits,
-        snapshot: Option<PathBuf>,
-        snapshot_interval: std::time::Duration,
-        appendonly: bool,
-        appendfsync: crate::persist::aof::Fsync,
-        appendfilename: String,
-        auto_aof_rewrite_percentage: u64,
-        auto_aof_rewrite_min_size: u64,
-        aof_load_truncated: bool,
-        replicaof: Option<(String, u16)>,
-        masterauth: Option<String>,
-        masteruser: Option<String>,
-        repl_backlog_size: u64,
-        repl_timeout: u64,
-        repl_ping_replica_period: u64,
-        replica_announce_ip: Option<String>,
-        replica_announce_port: u64,
-        replica_priority: u64,
-        cluster_nodes: Option<String>,
-        cluster_sentinels: Vec<(String, u16)>,
-        cluster_announce: Option<String>,
-        cluster_config: Option<PathBuf>,
-        policies: Option<PathBuf>,
-        policies_shadow: bool,
-        policies_max_file_size: u64,
-        lua_time_limit: u64,
-        scripts_native: bool,
-        rls_port: Option<u16>,
-        rls_headers: bool,
-        rls_maxclients: u64,
-        rls_handshake_timeout: u64,
-        rls_idle_timeout: u64,
-        rls_max_message_size: u64,
-        rls_max_concurrent_streams: u32,
-        metrics_addr: String,
-        metrics_allowed_hosts: Vec<String>,
-        log_level: String,
-        log_format: String,
-        top_keys: usize,
-        top_window: std::time::Duration,
-        top_sample: u32,
+impl Settings {
+    /// The settings in force at start: each live cell from its row's
+    /// start-up value.
+    pub fn new(config: &Config, password: Option<Vec<u8>>) -> Self {
+        let settings = Settings {
+            live: live::Live::default(),
+            config: config.clone(),
+        };
+        for s in SETTINGS {
+            if let (Some(cell), Some(v)) = (s.live, s.value(config)) {
+                cell(&settings).store(v);
+            }
+        }
+        settings.set_password(password.as_deref());
+        settings
     }
 }
 
@@ -182,8 +142,7 @@ impl Cli {
     fn from_matches(matches: &ArgMatches) -> Result<Cli, clap::Error> {
         let mut config = Config::blank();
         for s in SETTINGS {
-            let (Some(field), Ok(Some(values))) =
-                (s.field, matches.try_get_many::<table::Val>(s.name))
+            let (Some(field), Ok(Some(values))) = (s.field, matches.try_get_many::<Val>(s.name))
             else {
                 continue;
             };
@@ -368,7 +327,7 @@ impl Cli {
         let matches = Cli::command_for(&args)
             .try_get_matches_from(args.clone())
             .map_err(|e| name_the_variable(e, &args))?;
-        if let Some(table::Val::Path(path)) = matches.get_one::<table::Val>("config") {
+        if let Some(Val::Path(path)) = matches.get_one::<Val>("config") {
             // The file's settings become arguments of the lowest rank:
             // only those neither a flag nor a variable gave are added, and
             // clap parses them as it parses flags.
@@ -385,10 +344,9 @@ impl Cli {
 /// The settings of a `--config` file as command-line arguments, for those
 /// settings `matches` has only by default.
 ///
-/// The file's keys are the flags' long names (kebab-case), so every
-/// setting is declared once, by its flag: its name, default, help and
-/// value parser are the flag's, and a file value is checked by the same
-/// parser, here, so a wrong one is reported with the file's path and key.
+/// The file's keys are the flags' long names (kebab-case), the names of
+/// the settings' rows: a file value is checked by the row's parser, the
+/// flag's, here, so a wrong one is reported with the file's path and key.
 /// Values are TOML strings, integers or booleans (`yes`/`no`);
 /// `rename-command` is a table of `NAME = "NEWNAME"`.
 fn file_arguments(

@@ -10,7 +10,8 @@ use std::path::PathBuf;
 use turnstile::cmd::registry::table::REGISTRY;
 use turnstile::cmd::script::native::CATALOGUE;
 use turnstile::cmd::CommandSpec;
-use turnstile::config::table::{self, Setting, SETTINGS};
+use turnstile::config::table;
+use turnstile::config::{Setting, SETTINGS};
 
 fn doc(name: &str) -> PathBuf {
     PathBuf::from(env!("CARGO_MANIFEST_DIR"))

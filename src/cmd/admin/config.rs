@@ -4,7 +4,8 @@
 //! (redis-benchmark reads `save` and `appendonly` at start).
 
 use super::{error::show, CmdError, Ctx};
-use crate::config::table::{self, Kind, Setting, Val, SETTINGS};
+use crate::config::table::{self, Setting};
+use crate::config::{Kind, Val, SETTINGS};
 use crate::glob;
 use crate::protocol::Request;
 use crate::state::State;
