@@ -348,6 +348,43 @@ mod tests {
         assert!(checked >= 15, "{checked} numeric parameters checked");
     }
 
+    /// `CONFIG SET` checks every pair before it stores any, then runs the
+    /// apply step of each setting it changed: `appendfsync` is the file's
+    /// policy at once (no round of the writer thread in between), and an
+    /// alias changes its setting.
+    #[test]
+    fn config_set_applies_each_setting_it_changed() {
+        use crate::harness::{encode_request, Harness};
+        use crate::persist::aof::Fsync;
+        let mut h = Harness::new(crate::clock::Nanos(
+            1_700_000_000 * crate::clock::Nanos::PER_SEC,
+        ));
+        let aof = h.state.aof.clone();
+        let mut run = |args: &[&str]| String::from_utf8(h.feed(&encode_request(args))).unwrap();
+        assert_eq!(run(&["CONFIG", "SET", "appendfsync", "always"]), "+OK\r\n");
+        let refused = run(&["CONFIG", "SET", "appendfsync", "no", "maxclients", "0"]);
+        assert!(
+            refused
+                .starts_with("-ERR CONFIG SET failed (possibly related to argument 'maxclients')"),
+            "{refused}"
+        );
+        assert_eq!(
+            run(&["CONFIG", "SET", "busy-reply-threshold", "70"]),
+            "+OK\r\n"
+        );
+        assert_eq!(
+            run(&["CONFIG", "GET", "lua-time-limit"]),
+            "*2\r\n$14\r\nlua-time-limit\r\n$2\r\n70\r\n"
+        );
+        assert_eq!(
+            aof.fsync(),
+            Fsync::Always,
+            "the refused SET changed nothing"
+        );
+        assert_eq!(run(&["CONFIG", "SET", "appendfsync", "no"]), "+OK\r\n");
+        assert_eq!(aof.fsync(), Fsync::No);
+    }
+
     /// Every fact `CONFIG GET` reports is answered here.
     #[test]
     fn every_fact_is_answered() {
