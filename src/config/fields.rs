@@ -21,7 +21,7 @@ macro_rules! config {
 
 config! {
     /// The server's settings as it starts: one field for each setting in
-    /// [`SETTINGS`] (whose row says what it means), in its type.
+    /// `SETTINGS` (`config/rows.rs`) (whose row says what it means), in its type.
     #[derive(Debug, Clone)]
     pub struct Config {
         config: Option<PathBuf>,

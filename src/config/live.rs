@@ -10,7 +10,7 @@ use super::kind::{Cell, Val};
 use super::values::{MaxmemoryPolicy, OutputLimit, OutputLimits};
 
 /// Settings readable on every request and changeable by `CONFIG SET`:
-/// one cell each, named in its [`SETTINGS`] row (`live`), which
+/// one cell each, named in its `SETTINGS` (`config/rows.rs`) row (`live`), which
 /// `Settings::new` fills from the start-up value.
 #[derive(Default)]
 pub struct Live {

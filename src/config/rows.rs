@@ -92,7 +92,9 @@ fn follow_appendfsync(s: &dyn Services) {
     s.aof().set_fsync(Fsync::from_index(i));
 }
 
-/// Every setting, in `--help`'s order.
+/// Every setting, in `--help`'s order. Ranges are Redis's (a
+/// `proto-max-bulk-len` under 1 MiB or a `maxclients` of 0 would lock
+/// clients out) or, for Turnstile's own, what their meaning allows.
 pub static SETTINGS: &[Setting] = &[
     Setting {
         name: "config",
@@ -438,6 +440,9 @@ pub static SETTINGS: &[Setting] = &[
         value_name: "SIZE",
         default: Some("16mb"),
         help: "Stream kept for a reconnecting replica to resume from.\n\nThe newest stream bytes a primary keeps, so a replica that reconnects within them resumes without a full copy (sizes take units; 16kb to 1gb, taken as the stream grows). A decision's effect is about 70 bytes plus the key: 16mb holds about 160,000 decisions on 30-byte keys.",
+        // Redis's least, and at most 1 GiB (a disconnect of about two
+        // minutes at 100,000 decisions a second; a longer one is cheaper
+        // to end with a full copy than to hold in memory).
         kind: Kind::Number(Number::size(16 * 1024, 1 << 30)),
         field: field!(repl_backlog_size),
         flags: MODIFIABLE,
@@ -748,12 +753,12 @@ pub static SETTINGS: &[Setting] = &[
     },
     Setting {
         name: "databases",
-        flags: CONFIG | NOT_A_FLAG | FACT,
+        flags: FACT | NOT_A_FLAG,
         ..Setting::ROW
     },
     Setting {
         name: "save",
-        flags: CONFIG | NOT_A_FLAG | FACT,
+        flags: FACT | NOT_A_FLAG,
         ..Setting::ROW
     },
 ];

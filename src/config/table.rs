@@ -4,7 +4,7 @@
 //! its `--help` text and heading, and what a `CONFIG SET` of it sets in
 //! motion. The command line (`super::command`), the config file,
 //! `CONFIG GET/SET/REWRITE` (`cmd/admin/config.rs`), `Settings::new` and
-//! the docs' check (`tests/it/docs_tables.rs`) all read [`SETTINGS`], as
+//! the docs' check (`tests/it/docs_tables.rs`) all read `SETTINGS` (`config/rows.rs`), as
 //! Redis's `config.c` reads its `configs[]` rows. The rows are
 //! `config/rows.rs`; this is what a row is.
 
@@ -33,7 +33,7 @@ pub const HIDE_DEFAULT: u16 = 1 << 6;
 /// A comma-separated list, repeatable.
 pub const LIST: u16 = 1 << 7;
 
-/// `--help`'s headings, in the order they first appear in [`SETTINGS`].
+/// `--help`'s headings, in the order they first appear in `SETTINGS` (`config/rows.rs`).
 pub const SERVER: &str = "Server";
 pub const SECURITY: &str = "Security";
 pub const TLS: &str = "TLS";
