@@ -5,9 +5,13 @@
 //!
 //! - `main.rs`: parse the config, start logging, run the server until a
 //!   signal.
-//! - [`config`]: flags, `TURNSTILE_*` environment variables, the optional
-//!   TOML file, defaults (`config/mod.rs`); the values settings take and
-//!   their parsers, shared with `CONFIG SET` (`config/values.rs`).
+//! - [`config`]: every setting declared once, one row each in
+//!   `config/table.rs` (name, aliases, flags, default, parser, help,
+//!   storage, apply step), from which come the flags, `TURNSTILE_*`
+//!   environment variables, the optional TOML file (`config/mod.rs`) and
+//!   `CONFIG GET/SET/REWRITE`; the values settings take and their parsers
+//!   (`config/values.rs`); the settings in force, the cells `CONFIG SET`
+//!   changes (`config/live.rs`).
 //! - [`server`]: the listener and accept loop (`server/mod.rs`), one
 //!   client's socket loop (`server/connection.rs`: read, run the batch,
 //!   write under the output limit), the metrics HTTP endpoint and

@@ -1,34 +1,32 @@
 //! Command-line flags, environment variables and the optional config file.
 //!
 //! Precedence: flag > `TURNSTILE_<FLAG>` environment variable > `--config`
-//! TOML file > built-in default. clap resolves the first two and the
-//! default; a value clap reports as "from the default" is then replaced by
-//! the file's, if the file sets it.
+//! TOML file > built-in default. clap, over the flags `config::table`'s
+//! rows declare, resolves the first two and the default; a value clap
+//! reports as "from the default" is then replaced by the file's, if the
+//! file sets it.
 
-use crate::util::parse_host_port;
 use clap::parser::ValueSource;
-use clap::{ArgMatches, Args, CommandFactory, FromArgMatches, Parser, Subcommand};
+use clap::{ArgMatches, FromArgMatches, Subcommand};
 use std::path::{Path, PathBuf};
 
+mod fields;
+pub mod kind;
+pub mod live;
+mod rows;
+pub mod table;
 mod values;
-use values::number_of;
+pub use fields::Config;
+pub use kind::{Kind, Val};
+pub use live::Settings;
+pub use rows::SETTINGS;
+pub use table::Setting;
 pub use values::*;
 
-#[derive(Parser, Debug, Clone)]
-#[command(
-    name = "turnstile",
-    version,
-    about = "An in-memory rate-limiter server that speaks the Redis protocol",
-    after_help = "Each option also reads TURNSTILE_<OPTION> (TURNSTILE_REPL_TIMEOUT for \
-                  --repl-timeout)\nand its key in the --config file. --help says more.",
-    // Never wrap nor move help to its own line: `-h` keeps one line an
-    // option (clap is built without `wrap_help`, so nothing wraps anyway).
-    term_width = 0
-)]
+/// The command line: a subcommand, or the server's settings.
+#[derive(Debug, Clone)]
 pub struct Cli {
-    #[command(subcommand)]
     pub command: Option<Command>,
-    #[command(flatten)]
     pub config: Config,
 }
 
@@ -43,418 +41,122 @@ pub enum Command {
     },
 }
 
-/// Server settings. Field docs are the help text: a doc comment's first
-/// paragraph is `-h`'s one line (one sentence, about 70 characters at
-/// most), the whole comment is `--help`'s. Every flag sits under one
-/// heading; value names follow one style (`<N>`, `<SIZE>`, `<DURATION>`,
-/// `<PATH>`, `<HOST:PORT>`, `<yes|no>`).
-#[derive(Args, Debug, Clone)]
-pub struct Config {
-    /// TOML file with any of these settings (kebab-case keys).
-    ///
-    /// Keys are the flags' names without `--` (`port = 7000`,
-    /// `protected-mode = "no"`); a flag or a variable beats the file, and
-    /// an unknown key is an error.
-    #[arg(long, env = "TURNSTILE_CONFIG", value_name = "PATH", help_heading = SERVER)]
-    pub config: Option<PathBuf>,
-    /// Address to listen on.
-    #[arg(long, env = "TURNSTILE_BIND", default_value = "127.0.0.1", value_name = "ADDR", help_heading = SERVER)]
-    pub bind: String,
-    /// Port to listen on; 0 picks a free one.
-    ///
-    /// With 0, the bound address is logged.
-    #[arg(long, env = "TURNSTILE_PORT", default_value_t = 6379, value_name = "PORT", help_heading = SERVER)]
-    pub port: u16,
-    /// Worker threads serving clients; 0 = one per CPU core but one.
-    ///
-    /// 0 runs at least one. The core left is for the kernel's network work
-    /// and the machine's other processes: see docs/performance.md,
-    /// "Threads".
-    #[arg(long, env = "TURNSTILE_THREADS", default_value_t = 0, value_name = "N", help_heading = SERVER)]
-    pub threads: usize,
-    /// Password clients must give with AUTH or HELLO first.
-    ///
-    /// Every command but AUTH, HELLO and a few connection commands is
-    /// refused with NOAUTH until the client authenticates.
-    #[arg(long, env = "TURNSTILE_REQUIREPASS", hide_env_values = true, value_name = "PASSWORD", help_heading = SECURITY)]
-    pub requirepass: Option<String>,
-    /// Read the password from this file (trailing newline ignored).
-    #[arg(long, env = "TURNSTILE_REQUIREPASS_FILE", value_name = "PATH", help_heading = SECURITY)]
-    pub requirepass_file: Option<PathBuf>,
-    /// Refuse non-loopback clients while no password is set.
-    ///
-    /// Redis's protected mode: with no --requirepass, a client from an
-    /// address other than loopback is refused with an error saying how to
-    /// allow it.
-    #[arg(long, env = "TURNSTILE_PROTECTED_MODE", default_value = "yes", value_parser = parse_yes_no, action = clap::ArgAction::Set, value_name = "yes|no", help_heading = SECURITY)]
-    pub protected_mode: bool,
-    /// Rename a command, or disable it with an empty name; repeatable.
-    ///
-    /// `--rename-command FLUSHALL ""` disables FLUSHALL. The variable
-    /// takes `NAME=NEWNAME` pairs separated by commas.
-    #[arg(long, num_args = 2, value_names = ["NAME", "NEWNAME"], action = clap::ArgAction::Append, allow_hyphen_values = true, help_heading = SECURITY)]
-    pub rename_command: Vec<String>,
-    /// Also serve TLS on this port (0 picks a free one).
-    ///
-    /// Needs --tls-cert-file and --tls-key-file.
-    #[arg(long, env = "TURNSTILE_TLS_PORT", value_name = "PORT", help_heading = TLS)]
-    pub tls_port: Option<u16>,
-    /// Server certificate chain (PEM).
-    #[arg(long, env = "TURNSTILE_TLS_CERT_FILE", value_name = "PATH", help_heading = TLS)]
-    pub tls_cert_file: Option<PathBuf>,
-    /// Server private key (PEM: PKCS#8, PKCS#1 or SEC1).
-    #[arg(long, env = "TURNSTILE_TLS_KEY_FILE", value_name = "PATH", help_heading = TLS)]
-    pub tls_key_file: Option<PathBuf>,
-    /// Require TLS clients to present a certificate signed by these CAs.
-    ///
-    /// PEM.
-    #[arg(long, env = "TURNSTILE_TLS_CA_CERT_FILE", value_name = "PATH", help_heading = TLS)]
-    pub tls_ca_cert_file: Option<PathBuf>,
-    /// A replica reaches its primary over TLS.
-    ///
-    /// The primary's address is its --tls-port; its certificate must
-    /// chain to --tls-ca-cert-file; --tls-cert-file and --tls-key-file, if
-    /// given, are presented to a primary that asks for a client
-    /// certificate.
-    #[arg(long, env = "TURNSTILE_TLS_REPLICATION", default_value = "no", value_parser = parse_yes_no, action = clap::ArgAction::Set, value_name = "yes|no", help_heading = TLS)]
-    pub tls_replication: bool,
-    /// Most clients connected at once; the next one is refused.
-    #[arg(long, value_parser = number_of(&number::MAXCLIENTS), env = "TURNSTILE_MAXCLIENTS", default_value_t = 10_000, value_name = "N", help_heading = CLIENTS)]
-    pub maxclients: u64,
-    /// Close a client idle for this many seconds; 0 = never.
-    #[arg(long, value_parser = number_of(&number::TIMEOUT), env = "TURNSTILE_TIMEOUT", default_value_t = 0, value_name = "SECONDS", help_heading = CLIENTS)]
-    pub timeout: u64,
-    /// Largest bulk string a request may carry.
-    ///
-    /// In bytes, or with a unit: k, kb, m, mb, g, gb (k = 1000, kb = 1024).
-    #[arg(long, value_parser = number_of(&number::PROTO_MAX_BULK_LEN), env = "TURNSTILE_PROTO_MAX_BULK_LEN", default_value = "512mb", value_name = "SIZE", help_heading = CLIENTS)]
-    pub proto_max_bulk_len: u64,
-    /// Largest unprocessed input a client may have buffered.
-    #[arg(long, value_parser = number_of(&number::CLIENT_QUERY_BUFFER_LIMIT), env = "TURNSTILE_CLIENT_QUERY_BUFFER_LIMIT", default_value = "1gb", value_name = "SIZE", help_heading = CLIENTS)]
-    pub client_query_buffer_limit: u64,
-    /// Memory cap; 0 = none.
-    ///
-    /// Sizes take units (k, kb, m, mb, g, gb). Past the cap, what happens
-    /// to writes is --maxmemory-policy's choice.
-    #[arg(long, value_parser = number_of(&number::MAXMEMORY), env = "TURNSTILE_MAXMEMORY", default_value = "0", value_name = "SIZE", help_heading = CLIENTS)]
-    pub maxmemory: u64,
-    /// What writes meet at the --maxmemory cap.
-    ///
-    /// `noeviction` refuses writes with -OOM; `volatile-ttl` evicts the
-    /// keys nearest their expiry (a limiter key about to expire matters
-    /// least).
-    #[arg(long, env = "TURNSTILE_MAXMEMORY_POLICY", default_value = "noeviction", value_parser = MaxmemoryPolicy::parse, value_name = "POLICY", help_heading = CLIENTS)]
-    pub maxmemory_policy: MaxmemoryPolicy,
-    /// Disconnect clients that do not read their replies.
-    ///
-    /// `CLASS HARD SOFT SECONDS` groups as in redis.conf, for the classes
-    /// `normal` and `replica` (or `slave`); a class not named keeps its
-    /// default, and a bare `HARD SOFT SECONDS` is `normal`'s (sizes take
-    /// units; 0 disables each part). Memory per client stays bounded
-    /// regardless: the server stops reading from a client whose replies
-    /// are not read. A replica's unread bytes are its full copy and the
-    /// stream not yet taken.
-    ///
-    /// [default: normal 0 0 0 replica 256mb 64mb 60] (Redis's)
-    #[arg(long, env = "TURNSTILE_CLIENT_OUTPUT_BUFFER_LIMIT", default_value = OutputLimits::DEFAULT, value_parser = OutputLimits::parse, hide_default_value = true, value_name = "LIMITS", help_heading = CLIENTS)]
-    pub client_output_buffer_limit: OutputLimits,
-    /// Keep the keyspace across restarts in this file; off by default.
-    ///
-    /// Written every --snapshot-interval and on SIGTERM, loaded at start.
-    #[arg(long, env = "TURNSTILE_SNAPSHOT", value_name = "PATH", help_heading = PERSISTENCE)]
-    pub snapshot: Option<PathBuf>,
-    /// How often to write the snapshot: the most a crash loses.
-    ///
-    /// `1s`, `500ms`, `2m`; a bare number is seconds.
-    #[arg(long, env = "TURNSTILE_SNAPSHOT_INTERVAL", default_value = "1s", value_parser = parse_duration, value_name = "DURATION", help_heading = PERSISTENCE)]
-    pub snapshot_interval: std::time::Duration,
-    /// Append every write's effect to a file, replayed at start.
-    ///
-    /// The file is --appendfilename, beside the snapshot, else in the
-    /// working directory. With it on, a crash loses at most what
-    /// --appendfsync allows (see docs/durability.md).
-    #[arg(long, env = "TURNSTILE_APPENDONLY", default_value = "no", value_parser = parse_yes_no, action = clap::ArgAction::Set, value_name = "yes|no", help_heading = PERSISTENCE)]
-    pub appendonly: bool,
-    /// When the append-only file is fsynced.
-    ///
-    /// `always`: before the reply to a write (nothing acknowledged is
-    /// lost); `everysec`: once a second; `no`: when the OS decides.
-    #[arg(long, env = "TURNSTILE_APPENDFSYNC", default_value = "everysec", value_parser = crate::persist::aof::Fsync::parse, value_name = "always|everysec|no", help_heading = PERSISTENCE)]
-    pub appendfsync: crate::persist::aof::Fsync,
-    /// The append-only file's name, not a path.
-    #[arg(long, env = "TURNSTILE_APPENDFILENAME", default_value = "appendonly.aof", value_parser = parse_file_name, value_name = "NAME", help_heading = PERSISTENCE)]
-    pub appendfilename: String,
-    /// Rewrite the append-only file at this many percent growth.
-    ///
-    /// 0: never.
-    ///
-    /// In percent over its base (its size after the last rewrite), once it
-    /// is also at least --auto-aof-rewrite-min-size.
-    #[arg(long, value_parser = number_of(&number::AUTO_AOF_REWRITE_PERCENTAGE), env = "TURNSTILE_AUTO_AOF_REWRITE_PERCENTAGE", default_value_t = 100, value_name = "PERCENT", help_heading = PERSISTENCE)]
-    pub auto_aof_rewrite_percentage: u64,
-    /// ... and is at least this large.
-    ///
-    /// Sizes take units (k, kb, m, mb, g, gb).
-    #[arg(long, value_parser = number_of(&number::AUTO_AOF_REWRITE_MIN_SIZE), env = "TURNSTILE_AUTO_AOF_REWRITE_MIN_SIZE", default_value = "64mb", value_name = "SIZE", help_heading = PERSISTENCE)]
-    pub auto_aof_rewrite_min_size: u64,
-    /// Cut off a torn last AOF record, or refuse to start.
-    ///
-    /// A torn record is a write cut short by a crash: `yes` cuts it off
-    /// with a warning, `no` refuses the start.
-    #[arg(long, env = "TURNSTILE_AOF_LOAD_TRUNCATED", default_value = "yes", value_parser = parse_yes_no, action = clap::ArgAction::Set, value_name = "yes|no", help_heading = PERSISTENCE)]
-    pub aof_load_truncated: bool,
-    /// Start as a replica of this primary, as `REPLICAOF` does.
-    ///
-    /// Redis Sentinel may change it at run time.
-    #[arg(long, env = "TURNSTILE_REPLICAOF", value_name = "HOST:PORT", value_parser = parse_host_port, help_heading = REPLICATION)]
-    pub replicaof: Option<(String, u16)>,
-    /// The password a replica gives its primary (its --requirepass).
-    #[arg(long, env = "TURNSTILE_MASTERAUTH", hide_env_values = true, value_name = "PASSWORD", help_heading = REPLICATION)]
-    pub masterauth: Option<String>,
-    /// The user a replica authenticates as, with --masterauth.
-    #[arg(long, env = "TURNSTILE_MASTERUSER", value_name = "USER", help_heading = REPLICATION)]
-    pub masteruser: Option<String>,
-    /// Stream kept for a reconnecting replica to resume from.
-    ///
-    /// The newest stream bytes a primary keeps, so a replica that
-    /// reconnects within them resumes without a full copy (sizes take
-    /// units; 16kb to 1gb, taken as the stream grows). A decision's effect
-    /// is about 70 bytes plus the key: 16mb holds about 160,000 decisions
-    /// on 30-byte keys.
-    #[arg(long, value_parser = number_of(&number::REPL_BACKLOG_SIZE), env = "TURNSTILE_REPL_BACKLOG_SIZE", default_value = "16mb", value_name = "SIZE", help_heading = REPLICATION)]
-    pub repl_backlog_size: u64,
-    /// Seconds of silence after which a replication link is dropped.
-    ///
-    /// A replica that neither acknowledges nor takes data for this long
-    /// (its primary's view), or a primary that sends nothing (its
-    /// replica's).
-    #[arg(long, value_parser = number_of(&number::REPL_TIMEOUT), env = "TURNSTILE_REPL_TIMEOUT", default_value = "60", value_name = "SECONDS", help_heading = REPLICATION)]
-    pub repl_timeout: u64,
-    /// Seconds between a primary's PINGs to its replicas.
-    ///
-    /// Written into the replication stream while replicas are attached,
-    /// so they tell a quiet primary from a dead link (Redis's
-    /// `repl-ping-replica-period`, 1 or more).
-    #[arg(long, value_parser = number_of(&number::REPL_PING_REPLICA_PERIOD), env = "TURNSTILE_REPL_PING_REPLICA_PERIOD", default_value_t = 10, value_name = "SECONDS", help_heading = REPLICATION)]
-    pub repl_ping_replica_period: u64,
-    /// The address a replica tells its primary (and Sentinel) to reach.
-    ///
-    /// For a replica behind NAT or a port mapping; default: the address
-    /// it connects from.
-    #[arg(long, env = "TURNSTILE_REPLICA_ANNOUNCE_IP", value_name = "IP", help_heading = REPLICATION)]
-    pub replica_announce_ip: Option<String>,
-    /// The port a replica tells its primary; 0: the one it listens on.
-    #[arg(long, value_parser = number_of(&number::REPLICA_ANNOUNCE_PORT), env = "TURNSTILE_REPLICA_ANNOUNCE_PORT", default_value_t = 0, value_name = "PORT", help_heading = REPLICATION)]
-    pub replica_announce_port: u64,
-    /// Sentinel promotes the lowest first; 0: never this one.
-    #[arg(long, value_parser = number_of(&number::REPLICA_PRIORITY), env = "TURNSTILE_REPLICA_PRIORITY", default_value_t = 100, value_name = "N", help_heading = REPLICATION)]
-    pub replica_priority: u64,
-    /// Cluster mode as Redis runs it: nodes meet (CLUSTER MEET), gossip,
-    /// and slots move live (redis-cli --cluster).
-    #[arg(long, env = "TURNSTILE_CLUSTER_ENABLED", default_value = "no", value_parser = parse_yes_no, action = clap::ArgAction::Set, value_name = "yes|no", help_heading = CLUSTER)]
-    pub cluster_enabled: bool,
-    /// Where this node keeps its cluster configuration (Redis's
-    /// nodes.conf format), rewritten on every change.
-    #[arg(long, env = "TURNSTILE_CLUSTER_CONFIG_FILE", default_value = "nodes.conf", value_name = "PATH", help_heading = CLUSTER)]
-    pub cluster_config_file: PathBuf,
-    /// Milliseconds a node may go unanswered before it is suspected.
-    #[arg(long, env = "TURNSTILE_CLUSTER_NODE_TIMEOUT", default_value_t = 15000, value_parser = clap::value_parser!(u64).range(1..=86_400_000), value_name = "MS", help_heading = CLUSTER)]
-    pub cluster_node_timeout: u64,
-    /// The cluster bus's port; 0: the client port + 10000.
-    #[arg(long, env = "TURNSTILE_CLUSTER_PORT", default_value_t = 0, value_name = "PORT", help_heading = CLUSTER)]
-    pub cluster_port: u16,
-    /// The address other nodes and clients are told to use for this node
-    /// (default: what the first MEET it gets was sent to).
-    #[arg(long, env = "TURNSTILE_CLUSTER_ANNOUNCE_IP", value_name = "IP", help_heading = CLUSTER)]
-    pub cluster_announce_ip: Option<String>,
-    /// The client port announced; 0: the one it listens on.
-    #[arg(long, env = "TURNSTILE_CLUSTER_ANNOUNCE_PORT", default_value_t = 0, value_name = "PORT", help_heading = CLUSTER)]
-    pub cluster_announce_port: u16,
-    /// The bus port announced; 0: the one it listens on.
-    #[arg(long, env = "TURNSTILE_CLUSTER_ANNOUNCE_BUS_PORT", default_value_t = 0, value_name = "PORT", help_heading = CLUSTER)]
-    pub cluster_announce_bus_port: u16,
-    /// Cluster mode: every node's address, the same list on every node.
-    ///
-    /// Comma-separated; the 16384 slots are split into ranges in list
-    /// order.
-    #[arg(long, env = "TURNSTILE_CLUSTER_NODES", value_name = "HOST:PORT,...", help_heading = CLUSTER)]
-    pub cluster_nodes: Option<String>,
-    /// Cluster mode following failovers seen by these Redis Sentinels.
-    ///
-    /// Comma-separated. The Sentinels watch every shard's primary under the
-    /// shard's name (`name` in --cluster-config, default `shard-N`). Each
-    /// node follows their `+switch-master` events, so slots and `MOVED`
-    /// replies follow a failover.
-    #[arg(long, env = "TURNSTILE_CLUSTER_SENTINELS", value_name = "HOST:PORT,...", value_delimiter = ',', value_parser = parse_host_port, help_heading = CLUSTER)]
-    pub cluster_sentinels: Vec<(String, u16)>,
-    /// Which entry of the cluster this node is (default: bind:port).
-    #[arg(long, env = "TURNSTILE_CLUSTER_ANNOUNCE", value_name = "HOST:PORT", help_heading = CLUSTER)]
-    pub cluster_announce: Option<String>,
-    /// Cluster mode with explicit slot ranges, from a TOML file.
-    ///
-    /// The file has `[[node]] addr = "HOST:PORT"  slots = ["0-8191"]`
-    /// entries.
-    #[arg(long, env = "TURNSTILE_CLUSTER_CONFIG", value_name = "PATH", help_heading = CLUSTER)]
-    pub cluster_config: Option<PathBuf>,
-    /// Named limits: a YAML file, or a directory of them.
-    ///
-    /// In envoyproxy/ratelimit's format (plus algorithm, period, burst,
-    /// precision); reloaded when a file changes, on SIGHUP and on
-    /// RL.POLICY RELOAD. A bad file is refused whole.
-    #[arg(long, env = "TURNSTILE_POLICIES", value_name = "PATH", help_heading = POLICIES)]
-    pub policies: Option<PathBuf>,
-    /// Every policy in shadow mode: decide and count, but allow all.
-    ///
-    /// Decisions are taken, counted and reported, and every request is
-    /// allowed.
-    #[arg(long, env = "TURNSTILE_POLICIES_SHADOW", default_value = "no", value_parser = parse_yes_no, action = clap::ArgAction::Set, value_name = "yes|no", help_heading = POLICIES)]
-    pub policies_shadow: bool,
-    /// The largest policy file read; a larger one is refused whole.
-    ///
-    /// Sizes take units. The refusal names the file's size and this cap.
-    #[arg(long, value_parser = number_of(&number::POLICIES_MAX_FILE_SIZE), env = "TURNSTILE_POLICIES_MAX_FILE_SIZE", default_value = "4mb", value_name = "SIZE", help_heading = POLICIES)]
-    pub policies_max_file_size: u64,
-    /// Milliseconds a Lua script runs before others are answered BUSY.
-    ///
-    /// From then on SCRIPT KILL may stop it (Redis's
-    /// `busy-reply-threshold`).
-    #[arg(
-        long, value_parser = number_of(&number::LUA_TIME_LIMIT),
-        env = "TURNSTILE_LUA_TIME_LIMIT",
-        default_value_t = 5_000,
-        value_name = "MS",
-        help_heading = SCRIPTS
-    )]
-    pub lua_time_limit: u64,
-    /// Run the limiter scripts Turnstile recognises in Rust, not Lua.
-    ///
-    /// The limiter libraries' scripts recognised by SHA1
-    /// (docs/scripting.md's catalogue) run in Rust with the Lua script's
-    /// replies and effects. `no` runs every script in Lua, to compare the
-    /// two.
-    #[arg(long, env = "TURNSTILE_SCRIPTS_NATIVE", default_value = "yes", value_parser = parse_yes_no, action = clap::ArgAction::Set, value_name = "yes|no", help_heading = SCRIPTS)]
-    pub scripts_native: bool,
-    /// Serve Envoy's rate limit service (gRPC) on this port; off by default.
-    ///
-    /// `envoy.service.ratelimit.v3.RateLimitService` and the gRPC health
-    /// service; 0 picks a free port.
-    #[arg(long, env = "TURNSTILE_RLS_PORT", value_name = "PORT", help_heading = RLS)]
-    pub rls_port: Option<u16>,
-    /// Add RateLimit headers to the rate limit service's responses.
-    ///
-    /// The IETF draft-10 `RateLimit-Policy` and `RateLimit` headers, and
-    /// `Retry-After` when over the limit.
-    #[arg(long, env = "TURNSTILE_RLS_HEADERS", default_value = "no", value_parser = parse_yes_no, action = clap::ArgAction::Set, value_name = "yes|no", help_heading = RLS)]
-    pub rls_headers: bool,
-    /// Most rate limit service connections at once; more are closed.
-    ///
-    /// Closed on accept, counted as
-    /// `turnstile_connections_rejected_total{reason="rls_maxclients"}`.
-    /// Envoy holds one per worker thread.
-    #[arg(long, value_parser = number_of(&number::RLS_MAXCLIENTS), env = "TURNSTILE_RLS_MAXCLIENTS", default_value_t = 256, value_name = "N", help_heading = RLS)]
-    pub rls_maxclients: u64,
-    /// Milliseconds a new connection has to send the HTTP/2 preface.
-    ///
-    /// A rate limit service connection that has not sent it by then is
-    /// closed.
-    #[arg(
-        long, value_parser = number_of(&number::RLS_HANDSHAKE_TIMEOUT),
-        env = "TURNSTILE_RLS_HANDSHAKE_TIMEOUT",
-        default_value_t = 5_000,
-        value_name = "MS",
-        help_heading = RLS
-    )]
-    pub rls_handshake_timeout: u64,
-    /// Milliseconds of silence after which a connection is closed.
-    ///
-    /// Silent: no byte read. 0: no limit. Envoy reconnects.
-    #[arg(
-        long, value_parser = number_of(&number::RLS_IDLE_TIMEOUT),
-        env = "TURNSTILE_RLS_IDLE_TIMEOUT",
-        default_value_t = 300_000,
-        value_name = "MS",
-        help_heading = RLS
-    )]
-    pub rls_idle_timeout: u64,
-    /// The largest gRPC request message decoded.
-    ///
-    /// Sizes take units; a larger message is answered RESOURCE_EXHAUSTED.
-    #[arg(long, env = "TURNSTILE_RLS_MAX_MESSAGE_SIZE", default_value = "256kb", value_parser = parse_memory, value_name = "SIZE", help_heading = RLS)]
-    pub rls_max_message_size: u64,
-    /// HTTP/2 streams (calls in flight) a connection may carry.
-    ///
-    /// The connection's SETTINGS_MAX_CONCURRENT_STREAMS.
-    #[arg(
-        long,
-        env = "TURNSTILE_RLS_MAX_CONCURRENT_STREAMS",
-        default_value_t = 256,
-        value_name = "N",
-        help_heading = RLS
-    )]
-    pub rls_max_concurrent_streams: u32,
-    /// Prometheus endpoint and status page, or `off`.
-    ///
-    /// `/metrics`, `/healthz` and the status page; port 0 picks a free
-    /// one.
-    #[arg(long, env = "TURNSTILE_METRICS_ADDR", default_value = "127.0.0.1:9898", value_name = "HOST:PORT|off", help_heading = METRICS)]
-    pub metrics_addr: String,
-    /// Host names the status page answers to, besides IPs and localhost.
-    ///
-    /// Comma-separated. The status page and `POST /json` refuse a request
-    /// naming another host (421), so a page elsewhere cannot reach them by
-    /// DNS rebinding. `/metrics` and `/healthz` answer any host.
-    #[arg(
-        long,
-        env = "TURNSTILE_METRICS_ALLOWED_HOSTS",
-        value_name = "HOST,...",
-        value_delimiter = ',',
-        help_heading = METRICS
-    )]
-    pub metrics_allowed_hosts: Vec<String>,
-    /// Log filter: error, warn, info, debug, trace, or a directive.
-    ///
-    /// A directive is a `tracing` filter (`turnstile=debug,info`).
-    #[arg(long, env = "TURNSTILE_LOG_LEVEL", default_value = "info", value_name = "FILTER", help_heading = METRICS)]
-    pub log_level: String,
-    /// Log lines as `text` (for people) or `json` (for collectors).
-    ///
-    /// `json` writes one JSON object a line, with the same fields.
-    #[arg(long, env = "TURNSTILE_LOG_FORMAT", default_value = "text", value_parser = crate::logging::FORMATS, hide_possible_values = true, value_name = "text|json", help_heading = METRICS)]
-    pub log_format: String,
-    /// Keys the heavy hitters (RL.TOP) count; 0 turns them off.
-    ///
-    /// Counters per kind (denied, allowed, shadow) and period, across the
-    /// node; memory is fixed by it, about 3 KB per counter at most. A
-    /// count is off by at most about W * N / top-keys (W: CPUs, at most 8;
-    /// N: that kind's decisions in the period).
-    #[arg(long, env = "TURNSTILE_TOP_KEYS", default_value_t = crate::stats::top::DEFAULT_KEYS, value_parser = parse_top_keys, value_name = "N", help_heading = METRICS)]
-    pub top_keys: usize,
-    /// The period the heavy hitters cover (RL.TOP's longest WINDOW).
-    ///
-    /// Kept in six slices.
-    #[arg(long, env = "TURNSTILE_TOP_WINDOW", default_value = "60s", value_parser = parse_duration, value_name = "DURATION", help_heading = METRICS)]
-    pub top_window: std::time::Duration,
-    /// Admissions the heavy hitters count: one in N; 1 counts all.
-    ///
-    /// One in N at random, each weighing N (denials and shadow denials are
-    /// all counted). Admissions are most decisions; sampling them keeps
-    /// the sketches' cost per decision small.
-    #[arg(long, env = "TURNSTILE_TOP_SAMPLE", default_value_t = crate::stats::top::DEFAULT_SAMPLE, value_parser = clap::value_parser!(u32).range(1..=65_536), value_name = "N", help_heading = METRICS)]
-    pub top_sample: u32,
+impl Setting {
+    /// Its `TURNSTILE_*` variable.
+    pub fn env(&self) -> Option<&'static str> {
+        if self.flags & (table::NO_ENV | table::NOT_A_FLAG) != 0 {
+            return None;
+        }
+        static NAMES: std::sync::OnceLock<Vec<String>> = std::sync::OnceLock::new();
+        let names = NAMES.get_or_init(|| {
+            SETTINGS
+                .iter()
+                .map(|s| format!("TURNSTILE_{}", s.name.replace('-', "_").to_uppercase()))
+                .collect()
+        });
+        let i = SETTINGS.iter().position(|s| std::ptr::eq(s, self))?;
+        Some(names[i].as_str())
+    }
 }
 
-// `--help`'s headings, in the order they first appear in `Config`.
-const SERVER: &str = "Server";
-const SECURITY: &str = "Security";
-const TLS: &str = "TLS";
-const CLIENTS: &str = "Clients and memory";
-const PERSISTENCE: &str = "Persistence";
-const REPLICATION: &str = "Replication";
-const CLUSTER: &str = "Cluster";
-const POLICIES: &str = "Policies";
-const SCRIPTS: &str = "Scripts";
-const RLS: &str = "Envoy rate limit service";
-const METRICS: &str = "Metrics and logs";
+impl Settings {
+    /// The settings in force at start: each live cell from its row's
+    /// start-up value.
+    pub fn new(config: &Config, password: Option<Vec<u8>>) -> Self {
+        let settings = Settings {
+            live: live::Live::default(),
+            config: config.clone(),
+        };
+        for s in SETTINGS {
+            if let (Some(cell), Some(v)) = (s.live, s.value(config)) {
+                cell(&settings).store(v);
+            }
+        }
+        settings.set_password(password.as_deref());
+        settings
+    }
+}
+
+impl Setting {
+    /// Its command-line flag.
+    fn arg(&'static self) -> clap::Arg {
+        use table::{HIDE_DEFAULT, LIST, SECRET};
+        let (short, long) = match self.help.split_once("\n\n") {
+            Some((first, _)) => (first, Some(self.help)),
+            None => (self.help, None),
+        };
+        let mut arg = clap::Arg::new(self.name)
+            .long(self.name)
+            .help(short.strip_suffix('.').unwrap_or(short))
+            .long_help(long)
+            .help_heading(self.group)
+            .value_parser(self.kind.parser())
+            .hide_env_values(self.is(SECRET))
+            .hide_default_value(self.is(HIDE_DEFAULT))
+            .hide_possible_values(true)
+            .env(self.env())
+            .default_value(self.default);
+        arg = match self.value_name.split_once(' ') {
+            Some((a, b)) => arg
+                .value_names([a, b])
+                .num_args(2)
+                .action(clap::ArgAction::Append)
+                .allow_hyphen_values(true),
+            None => arg.value_name(self.value_name),
+        };
+        if self.is(LIST) {
+            arg = arg.value_delimiter(',').action(clap::ArgAction::Append);
+        }
+        arg
+    }
+}
+
+impl clap::CommandFactory for Cli {
+    /// The command line, every flag from its [`SETTINGS`] row.
+    fn command() -> clap::Command {
+        let command = clap::Command::new("turnstile")
+            .version(env!("CARGO_PKG_VERSION"))
+            .about("An in-memory rate-limiter server that speaks the Redis protocol")
+            .after_help(
+                "Each option also reads TURNSTILE_<OPTION> (TURNSTILE_REPL_TIMEOUT for \
+                 --repl-timeout)\nand its key in the --config file. --help says more.",
+            )
+            // Never wrap nor move help to its own line: `-h` keeps one
+            // line an option (clap is built without `wrap_help`, so
+            // nothing wraps anyway).
+            .term_width(0);
+        let command = Command::augment_subcommands(command);
+        SETTINGS
+            .iter()
+            .filter(|s| !s.is(table::NOT_A_FLAG))
+            .fold(command, |c, s| c.arg(s.arg()))
+    }
+
+    fn command_for_update() -> clap::Command {
+        Self::command()
+    }
+}
+
+impl Cli {
+    /// The settings `matches` holds, each put in its field.
+    fn from_matches(matches: &ArgMatches) -> Result<Cli, clap::Error> {
+        let mut config = Config::blank();
+        for s in SETTINGS {
+            let (Some(field), Ok(Some(values))) = (s.field, matches.try_get_many::<Val>(s.name))
+            else {
+                continue;
+            };
+            for v in values {
+                (field.set)(&mut config).put(v.clone());
+            }
+        }
+        let command = match matches.subcommand_name() {
+            Some(_) => Some(Command::from_arg_matches(matches)?),
+            None => None,
+        };
+        Ok(Cli { command, config })
+    }
+}
 
 #[derive(Debug, thiserror::Error)]
 pub enum ConfigError {
@@ -607,7 +309,7 @@ impl Cli {
     /// (the after-help names the rule, and `--help` shows each). Only
     /// the help text differs: parsing is the same either way.
     fn command_for(args: &[std::ffi::OsString]) -> clap::Command {
-        let command = Cli::command();
+        let command = <Cli as clap::CommandFactory>::command();
         if args.iter().skip(1).any(|a| a == "-h") {
             command.mut_args(|a| a.hide_env(true))
         } else {
@@ -625,27 +327,26 @@ impl Cli {
         let matches = Cli::command_for(&args)
             .try_get_matches_from(args.clone())
             .map_err(|e| name_the_variable(e, &args))?;
-        if let Some(path) = matches.get_one::<PathBuf>("config") {
+        if let Some(Val::Path(path)) = matches.get_one::<Val>("config") {
             // The file's settings become arguments of the lowest rank:
             // only those neither a flag nor a variable gave are added, and
             // clap parses them as it parses flags.
             let from_file = file_arguments(&matches, path)?;
             args.splice(1..1, from_file);
         }
-        let matches = Cli::command()
+        let matches = <Cli as clap::CommandFactory>::command()
             .try_get_matches_from(args.clone())
             .map_err(|e| name_the_variable(e, &args))?;
-        Ok(Cli::from_arg_matches(&matches)?)
+        Ok(Cli::from_matches(&matches)?)
     }
 }
 
 /// The settings of a `--config` file as command-line arguments, for those
 /// settings `matches` has only by default.
 ///
-/// The file's keys are the flags' long names (kebab-case), so every
-/// setting is declared once, by its flag: its name, default, help and
-/// value parser are the flag's, and a file value is checked by the same
-/// parser, here, so a wrong one is reported with the file's path and key.
+/// The file's keys are the flags' long names (kebab-case), the names of
+/// the settings' rows: a file value is checked by the row's parser, the
+/// flag's, here, so a wrong one is reported with the file's path and key.
 /// Values are TOML strings, integers or booleans (`yes`/`no`);
 /// `rename-command` is a table of `NAME = "NEWNAME"`.
 fn file_arguments(
@@ -661,7 +362,7 @@ fn file_arguments(
         message,
     };
     let table: toml::Table = toml::from_str(&text).map_err(|e| invalid(e.to_string()))?;
-    let command = Cli::command();
+    let command = <Cli as clap::CommandFactory>::command();
     let mut out = Vec::new();
     for (key, value) in table {
         let arg = command
@@ -676,7 +377,7 @@ fn file_arguments(
             continue;
         }
         let words: Vec<String> = match value {
-            toml::Value::Table(pairs) if id == "rename_command" => pairs
+            toml::Value::Table(pairs) if id == "rename-command" => pairs
                 .into_iter()
                 .map(|(name, new)| match new {
                     toml::Value::String(new) => Ok([name, new]),
@@ -765,7 +466,7 @@ fn name_the_variable(e: clap::Error, args: &[std::ffi::OsString]) -> ConfigError
         a.to_str()
             .is_some_and(|a| a == format!("--{long}") || a.starts_with(&format!("--{long}=")))
     });
-    let command = Cli::command();
+    let command = <Cli as clap::CommandFactory>::command();
     let var = command
         .get_arguments()
         .find(|a| a.get_long() == Some(long.as_str()))

@@ -2,9 +2,9 @@
 //! (sizes with units, `yes`/`no`, ranges refused in Redis's words) for the
 //! flags, the config file and `CONFIG SET` alike.
 
-/// A numeric setting's range and form, declared once for its flag, its
-/// config-file key and `CONFIG SET`, which refuse the same values with the
-/// same words (Redis's `config.c` keeps one row per setting too).
+/// A numeric setting's range and form (its row's `Kind::Number`), for its
+/// flag, its config-file key and `CONFIG SET`, which refuse the same
+/// values with the same words.
 #[derive(Debug, Clone, Copy)]
 pub struct Number {
     pub min: i64,
@@ -59,37 +59,6 @@ impl Number {
     }
 }
 
-/// Each numeric setting `CONFIG SET` may change, as Redis bounds it (a
-/// `proto-max-bulk-len` under 1 MiB or a `maxclients` of 0 would lock
-/// clients out) or, for Turnstile's own, as their meaning does.
-pub mod number {
-    use crate::config::values::Number;
-
-    const I32: i64 = i32::MAX as i64;
-    const U32: i64 = u32::MAX as i64;
-
-    pub const AUTO_AOF_REWRITE_MIN_SIZE: Number = Number::size(0, i64::MAX);
-    pub const AUTO_AOF_REWRITE_PERCENTAGE: Number = Number::count(0, I32);
-    pub const CLIENT_QUERY_BUFFER_LIMIT: Number = Number::size(1024 * 1024, i64::MAX);
-    pub const LUA_TIME_LIMIT: Number = Number::count(0, i64::MAX);
-    pub const MAXCLIENTS: Number = Number::count(1, U32);
-    pub const MAXMEMORY: Number = Number::size(0, i64::MAX);
-    pub const POLICIES_MAX_FILE_SIZE: Number = Number::size(1, i64::MAX);
-    pub const PROTO_MAX_BULK_LEN: Number = Number::size(1024 * 1024, i64::MAX);
-    /// Redis's least, and at most 1 GiB (a disconnect of about two
-    /// minutes at 100,000 decisions a second; a longer one is cheaper to
-    /// end with a full copy than to hold in memory).
-    pub const REPL_BACKLOG_SIZE: Number = Number::size(16 * 1024, 1 << 30);
-    pub const REPL_TIMEOUT: Number = Number::count(1, I32);
-    pub const REPL_PING_REPLICA_PERIOD: Number = Number::count(1, I32);
-    pub const REPLICA_ANNOUNCE_PORT: Number = Number::count(0, 65535);
-    pub const REPLICA_PRIORITY: Number = Number::count(0, I32);
-    pub const RLS_HANDSHAKE_TIMEOUT: Number = Number::count(1, I32);
-    pub const RLS_IDLE_TIMEOUT: Number = Number::count(0, I32);
-    pub const RLS_MAXCLIENTS: Number = Number::count(1, U32);
-    pub const TIMEOUT: Number = Number::count(0, I32);
-}
-
 /// A number within a setting's range, or the words Redis refuses it with
 /// (at `CONFIG SET` and at start-up alike).
 pub fn check_range(n: i128, (min, max): (i64, i64)) -> Result<(), String> {
@@ -99,13 +68,6 @@ pub fn check_range(n: i128, (min, max): (i64, i64)) -> Result<(), String> {
         ));
     }
     Ok(())
-}
-
-/// The parser a numeric flag takes: its row in [`number`].
-pub(super) fn number_of(
-    n: &'static Number,
-) -> impl Fn(&str) -> Result<u64, String> + Clone + Send + Sync {
-    move |s| n.parse(s)
 }
 
 /// `--top-keys`: at most 1,048,576 (about 2.4 GB of sketches).
@@ -244,6 +206,7 @@ pub enum MaxmemoryPolicy {
 impl MaxmemoryPolicy {
     pub const ALL: [MaxmemoryPolicy; 2] =
         [MaxmemoryPolicy::NoEviction, MaxmemoryPolicy::VolatileTtl];
+    pub const NAMES: [&'static str; 2] = ["noeviction", "volatile-ttl"];
 
     /// Position in `ALL`, for storing the policy in an atomic.
     pub fn index(self) -> u8 {
@@ -255,10 +218,7 @@ impl MaxmemoryPolicy {
     }
 
     pub fn name(self) -> &'static str {
-        match self {
-            MaxmemoryPolicy::NoEviction => "noeviction",
-            MaxmemoryPolicy::VolatileTtl => "volatile-ttl",
-        }
+        Self::NAMES[self as usize]
     }
 
     pub fn parse(s: &str) -> Result<MaxmemoryPolicy, String> {

@@ -64,8 +64,8 @@ pub fn spawn(state: Arc<State>) -> AofGuard {
     }
 }
 
-/// How long the thread sleeps with nothing asked: it looks at the
-/// settings this often.
+/// How long the thread sleeps with nothing asked (a `CONFIG SET
+/// appendonly` wakes it at once).
 const IDLE: Duration = Duration::from_secs(1);
 /// `everysec`'s period.
 const SECOND: Duration = Duration::from_secs(1);
@@ -98,8 +98,9 @@ fn run(state: &Arc<State>) {
     let mut wrote = false;
     let mut last_rebase: Option<Instant> = None;
     loop {
-        let fsync = Fsync::from_index(s.appendfsync.load(Ordering::Relaxed));
-        aof.set_fsync(fsync);
+        // `CONFIG SET appendfsync` sets the file's policy itself, and
+        // `appendonly` wakes this thread to follow it (their rows' apply).
+        let fsync = aof.fsync();
         follow_setting(state);
         // While writes come (and the last round found some), look again
         // in a millisecond instead of being woken by every batch.

@@ -26,7 +26,19 @@ use crate::cluster::state::ClusterState;
 use crate::config::Config;
 use crate::state::State;
 
-use super::StartError;
+/// Why cluster mode could not start.
+#[derive(Debug, thiserror::Error)]
+pub enum BusError {
+    #[error("cannot listen on {addr} for the cluster bus: {source}; choose another with --cluster-port PORT")]
+    Bind {
+        addr: String,
+        source: std::io::Error,
+    },
+    #[error("{0}")]
+    Config(String),
+}
+
+use BusError as StartError;
 
 /// With `--cluster-enabled yes`: this node's cluster state, from its config
 /// file if there is one (a restart keeps its id, epochs, role and slots)
@@ -39,7 +51,7 @@ pub async fn prepare(
         return Ok(None);
     }
     if config.cluster_nodes.is_some() || config.cluster_config.is_some() {
-        return Err(StartError::ClusterNode(
+        return Err(StartError::Config(
             "--cluster-enabled yes is a cluster that grows by CLUSTER MEET; it cannot be combined with a static --cluster-nodes or --cluster-config".into(),
         ));
     }
@@ -49,23 +61,22 @@ pub async fn prepare(
     // of its own then.
     let wanted = match config.cluster_port {
         0 => port.checked_add(10000).unwrap_or(0),
-        p => p,
+        p => p as u16,
     };
     let listener = TcpListener::bind((local.ip(), wanted))
         .await
         .map_err(|source| StartError::Bind {
             addr: format!("{}:{wanted}", local.ip()),
-            flag: "--cluster-port",
             source,
         })?;
     let cport = listener.local_addr().map(|a| a.port()).unwrap_or(wanted);
     let announced_port = match config.cluster_announce_port {
         0 => port,
-        p => p,
+        p => p as u16,
     };
     let announced_cport = match config.cluster_announce_bus_port {
         0 => cport,
-        p => p,
+        p => p as u16,
     };
     let path = &config.cluster_config_file;
     let mut state = match std::fs::read_to_string(path) {
@@ -75,9 +86,7 @@ pub async fn prepare(
             announced_cport,
             config.cluster_node_timeout,
         )
-        .map_err(|e| {
-            StartError::ClusterNode(format!("cluster config file {}: {e}", path.display()))
-        })?,
+        .map_err(|e| StartError::Config(format!("cluster config file {}: {e}", path.display())))?,
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => ClusterState::new(
             crate::cluster::state::random_id(),
             String::new(),
@@ -86,7 +95,7 @@ pub async fn prepare(
             config.cluster_node_timeout,
         ),
         Err(e) => {
-            return Err(StartError::ClusterNode(format!(
+            return Err(StartError::Config(format!(
                 "cannot read the cluster config file {}: {e}",
                 path.display()
             )))
@@ -98,7 +107,7 @@ pub async fn prepare(
     let id = state.myself.clone();
     let node = ClusterNode::new(state, Some(path.clone()));
     if let Some(e) = node.file_error.lock().clone() {
-        return Err(StartError::ClusterNode(format!(
+        return Err(StartError::Config(format!(
             "cannot write the cluster config file {}: {e}",
             path.display()
         )));

@@ -68,8 +68,8 @@ pub enum StartError {
     Config(#[from] ConfigError),
     #[error("cluster: {0}")]
     Cluster(#[from] crate::cluster::TopologyError),
-    #[error("{0}")]
-    ClusterNode(String),
+    #[error(transparent)]
+    ClusterBus(#[from] cluster_bus::BusError),
     #[error(transparent)]
     Rename(#[from] crate::cmd::registry::rename::RenameError),
     #[error(transparent)]
@@ -592,9 +592,6 @@ fn load_aof(state: &State) -> Result<bool, StartError> {
 /// what the snapshot held.
 fn start_aof(state: &State) -> Result<(), StartError> {
     let aof = &state.aof;
-    aof.set_fsync(crate::persist::aof::Fsync::from_index(
-        state.settings.appendfsync.load(Ordering::Relaxed),
-    ));
     state.store.effects.set_emitting(true);
     if !aof.is_on() {
         // A second server on the file is refused in these words, not as

@@ -168,8 +168,8 @@ pub async fn serve(
         .set_serving::<RateLimitServiceServer<Service>>()
         .await;
     let settings = &state.settings;
-    let max_message = usize::try_from(settings.rls_max_message_size).unwrap_or(usize::MAX);
-    let streams = settings.rls_max_concurrent_streams;
+    let max_message = usize::try_from(settings.config.rls_max_message_size).unwrap_or(usize::MAX);
+    let streams = settings.config.rls_max_concurrent_streams;
     let health_service = health_service.max_decoding_message_size(max_message);
     let incoming = Incoming {
         listener,

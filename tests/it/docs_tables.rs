@@ -10,6 +10,8 @@ use std::path::PathBuf;
 use turnstile::cmd::registry::table::REGISTRY;
 use turnstile::cmd::script::native::CATALOGUE;
 use turnstile::cmd::CommandSpec;
+use turnstile::config::table;
+use turnstile::config::{Setting, SETTINGS};
 
 fn doc(name: &str) -> PathBuf {
     PathBuf::from(env!("CARGO_MANIFEST_DIR"))
@@ -358,14 +360,17 @@ fn named_paths(text: &str) -> Vec<String> {
     found
 }
 
+/// The flags: every setting's row but the `CONFIG`-only ones.
+fn flag_rows() -> impl Iterator<Item = &'static Setting> {
+    SETTINGS.iter().filter(|s| !s.is(table::NOT_A_FLAG))
+}
+
 /// The flags table in `docs/operations.md` names every flag, and no other;
-/// a row for one flag gives its environment variable and default as the
-/// command line declares them (rows that group flags are checked for
-/// names only).
+/// a row for one flag gives its environment variable and default as its
+/// `config::table` row declares them (rows that group flags are checked
+/// for names only).
 #[test]
-fn the_flags_table_in_operations_md_is_the_command_line() {
-    use clap::CommandFactory;
-    let cli = turnstile::config::Cli::command();
+fn the_flags_table_in_operations_md_is_the_settings_table() {
     let text = std::fs::read_to_string(doc("operations.md")).unwrap();
     let table = text
         .split("## Flags")
@@ -385,10 +390,10 @@ fn the_flags_table_in_operations_md_is_the_command_line() {
             .collect();
         named.extend(flags.iter().map(|f| f.to_string()));
         let [flag] = flags[..] else { continue };
-        let Some(arg) = cli.get_arguments().find(|a| a.get_long() == Some(flag)) else {
+        let Some(setting) = flag_rows().find(|s| s.name == flag) else {
             continue;
         };
-        let env = arg.get_env().map(|e| e.to_string_lossy().into_owned());
+        let env = setting.env().map(str::to_string);
         let env_cell = cells[1].split('`').nth(1).map(str::to_string);
         // Its variable takes `NAME=NEWNAME` pairs: `Config::renames` reads it.
         let by_hand = flag == "rename-command";
@@ -397,13 +402,8 @@ fn the_flags_table_in_operations_md_is_the_command_line() {
                 "--{flag}: environment {env_cell:?} in the table, {env:?} in the code"
             ));
         }
-        let default: Vec<String> = arg
-            .get_default_values()
-            .iter()
-            .map(|d| d.to_string_lossy().into_owned())
-            .collect();
         let default_cell = cells[2].split('`').nth(1);
-        match (default.first(), default_cell) {
+        match (setting.default, default_cell) {
             (Some(d), Some(c)) if d == c => {}
             // None, or one made from other flags (`--bind`:`--port`).
             (None, None) => {}
@@ -413,12 +413,8 @@ fn the_flags_table_in_operations_md_is_the_command_line() {
             )),
         }
     }
-    let flags: std::collections::BTreeSet<String> = cli
-        .get_arguments()
-        .filter_map(|a| a.get_long())
-        .filter(|l| !matches!(*l, "help" | "version"))
-        .map(str::to_string)
-        .collect();
+    let flags: std::collections::BTreeSet<String> =
+        flag_rows().map(|s| s.name.to_string()).collect();
     for f in flags.difference(&named) {
         wrong.push(format!("--{f} is not in the table"));
     }
@@ -500,26 +496,13 @@ fn quoted_defaults(text: &str, column: usize) -> Vec<(String, Option<String>)> {
 }
 
 /// Every default the flags tables quote (operations.md, the README) is
-/// the one the flag declares, and operations.md lists every flag: a
+/// the one the setting's row declares, and operations.md lists every flag: a
 /// default changed in code but not in the docs fails here (the README
 /// once gave the output buffer limit's as `0 0 0`).
 #[test]
 fn the_defaults_the_docs_quote_are_the_flags() {
-    use clap::CommandFactory;
-    let cli = turnstile::config::Cli::command();
-    let declared: std::collections::BTreeMap<String, Option<String>> = cli
-        .get_arguments()
-        .filter(|a| !a.is_hide_set())
-        .filter_map(|a| {
-            let long = a.get_long()?;
-            let default: Vec<String> = a
-                .get_default_values()
-                .iter()
-                .map(|v| v.to_string_lossy().into_owned())
-                .collect();
-            let default = (!default.is_empty()).then(|| default.join(" "));
-            Some((format!("--{long}"), default))
-        })
+    let declared: std::collections::BTreeMap<String, Option<String>> = flag_rows()
+        .map(|s| (format!("--{}", s.name), s.default.map(str::to_string)))
         .collect();
     let root = PathBuf::from(env!("CARGO_MANIFEST_DIR"));
     let mut wrong = Vec::new();

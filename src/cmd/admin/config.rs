@@ -1,321 +1,63 @@
-//! CONFIG GET / SET / RESETSTAT / HELP over the settings `CONFIG SET` may
-//! change at run time (`state::Settings`) and a few read-only facts clients
-//! ask for (redis-benchmark reads `save` and `appendonly` at start).
-
-use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+//! CONFIG GET / SET / REWRITE / RESETSTAT / HELP over the settings'
+//! table (`config::table`): the settings `CONFIG SET` may change at run
+//! time (`config::Settings`) and a few read-only facts clients ask for
+//! (redis-benchmark reads `save` and `appendonly` at start).
 
 use super::{error::show, CmdError, Ctx};
-use crate::config::{number, OutputLimits};
+use crate::config::table::{self, Setting};
+use crate::config::{Kind, Val, SETTINGS};
 use crate::glob;
 use crate::protocol::Request;
-use crate::state::{Settings, State};
+use crate::state::State;
 
-enum Kind {
-    /// A number in a `Settings` atomic, read and checked as its flag is
-    /// (`config::number`: its range, memory units for a size).
-    Number {
-        field: fn(&Settings) -> &AtomicU64,
-        number: &'static crate::config::Number,
-    },
-    Password,
-    /// A yes/no setting.
-    Flag(fn(&Settings) -> &AtomicBool),
-    /// `maxmemory-policy`.
-    Policy,
-    /// One of a few names, kept as its index.
-    Choice(
-        fn(&Settings) -> &std::sync::atomic::AtomicU8,
-        &'static [&'static str],
-    ),
-    /// `client-output-buffer-limit`: the classes' limits.
-    OutputLimits,
-    /// A text setting; empty is none. `Line::Name` for a name or an
-    /// address, which `CONFIG SET` refuses with a control character in it
-    /// (a CR or LF would end the line it is shown on, in `INFO` or the
-    /// `REPLCONF` a replica sends); a password may hold any bytes.
-    Text(fn(&Settings) -> &parking_lot::RwLock<Option<String>>, Line),
-    ReadOnly(fn(&State) -> String),
+/// Every `CONFIG` parameter (names and aliases) with its setting, in
+/// name order: `CONFIG GET`'s order.
+fn parameters() -> &'static [(&'static str, &'static Setting)] {
+    static ALL: std::sync::OnceLock<Vec<(&str, &Setting)>> = std::sync::OnceLock::new();
+    ALL.get_or_init(|| {
+        let mut all: Vec<(&str, &Setting)> = SETTINGS
+            .iter()
+            .filter(|s| s.is(table::CONFIG))
+            .flat_map(|s| {
+                std::iter::once(s.name)
+                    .chain(s.aliases.iter().copied())
+                    .map(move |n| (n, s))
+            })
+            .collect();
+        all.sort_unstable_by_key(|(n, _)| *n);
+        all
+    })
 }
 
-/// What a text setting may hold.
-#[derive(Clone, Copy, PartialEq, Eq)]
-enum Line {
-    Name,
-    Secret,
-}
-
-struct Param {
-    name: &'static str,
-    kind: Kind,
-}
-
-const PARAMS: &[Param] = &[
-    Param {
-        name: "aof-load-truncated",
-        kind: Kind::Flag(|s| &s.aof_load_truncated),
-    },
-    Param {
-        name: "appendfilename",
-        kind: Kind::ReadOnly(|s| {
-            let path = s.aof.path();
-            path.file_name()
-                .map_or(String::new(), |n| n.to_string_lossy().into_owned())
-        }),
-    },
-    Param {
-        name: "appendfsync",
-        kind: Kind::Choice(|s| &s.appendfsync, &crate::persist::aof::Fsync::NAMES),
-    },
-    Param {
-        name: "appendonly",
-        kind: Kind::Flag(|s| &s.appendonly),
-    },
-    Param {
-        name: "auto-aof-rewrite-min-size",
-        kind: Kind::Number {
-            field: |s| &s.auto_aof_rewrite_min_size,
-            number: &number::AUTO_AOF_REWRITE_MIN_SIZE,
+/// A [`table::FACT`]: what the running server reports, which only the
+/// layers above config know.
+fn fact(state: &State, s: &Setting) -> String {
+    use crate::replication::Role;
+    match s.name {
+        "port" => state.addr.port().to_string(),
+        "tls-port" => state.tls_port.unwrap_or(0).to_string(),
+        "replicaof" => match state.replication.role() {
+            Role::Primary => String::new(),
+            Role::Replica { host, port } => format!("{host} {port}"),
         },
-    },
-    Param {
-        name: "auto-aof-rewrite-percentage",
-        kind: Kind::Number {
-            field: |s| &s.auto_aof_rewrite_percentage,
-            number: &number::AUTO_AOF_REWRITE_PERCENTAGE,
-        },
-    },
-    Param {
-        name: "bind",
-        kind: Kind::ReadOnly(|s| s.settings.bind.clone()),
-    },
-    Param {
-        name: "busy-reply-threshold",
-        kind: Kind::Number {
-            field: |s| &s.lua_time_limit_ms,
-            number: &number::LUA_TIME_LIMIT,
-        },
-    },
-    Param {
-        name: "client-output-buffer-limit",
-        kind: Kind::OutputLimits,
-    },
-    Param {
-        name: "client-query-buffer-limit",
-        kind: Kind::Number {
-            field: |s| &s.client_query_buffer_limit,
-            number: &number::CLIENT_QUERY_BUFFER_LIMIT,
-        },
-    },
-    Param {
-        name: "databases",
-        kind: Kind::ReadOnly(|_| "1".into()),
-    },
-    Param {
-        name: "lua-time-limit",
-        kind: Kind::Number {
-            field: |s| &s.lua_time_limit_ms,
-            number: &number::LUA_TIME_LIMIT,
-        },
-    },
-    Param {
-        name: "masterauth",
-        kind: Kind::Text(|s| &s.masterauth, Line::Secret),
-    },
-    Param {
-        name: "masteruser",
-        kind: Kind::Text(|s| &s.masteruser, Line::Name),
-    },
-    Param {
-        name: "maxclients",
-        kind: Kind::Number {
-            field: |s| &s.maxclients,
-            number: &number::MAXCLIENTS,
-        },
-    },
-    Param {
-        name: "maxmemory",
-        kind: Kind::Number {
-            field: |s| &s.maxmemory,
-            number: &number::MAXMEMORY,
-        },
-    },
-    Param {
-        name: "maxmemory-policy",
-        kind: Kind::Policy,
-    },
-    Param {
-        name: "policies-max-file-size",
-        kind: Kind::Number {
-            field: |s| &s.policies_max_file_size,
-            number: &number::POLICIES_MAX_FILE_SIZE,
-        },
-    },
-    Param {
-        name: "port",
-        kind: Kind::ReadOnly(|s| s.addr.port().to_string()),
-    },
-    Param {
-        name: "protected-mode",
-        kind: Kind::Flag(|s| &s.protected_mode),
-    },
-    Param {
-        name: "proto-max-bulk-len",
-        kind: Kind::Number {
-            field: |s| &s.proto_max_bulk_len,
-            number: &number::PROTO_MAX_BULK_LEN,
-        },
-    },
-    Param {
-        name: "repl-backlog-size",
-        kind: Kind::Number {
-            field: |s| &s.repl_backlog_size,
-            number: &number::REPL_BACKLOG_SIZE,
-        },
-    },
-    Param {
-        name: "repl-timeout",
-        kind: Kind::Number {
-            field: |s| &s.repl_timeout_secs,
-            number: &number::REPL_TIMEOUT,
-        },
-    },
-    Param {
-        name: "repl-ping-replica-period",
-        kind: Kind::Number {
-            field: |s| &s.repl_ping_replica_period,
-            number: &number::REPL_PING_REPLICA_PERIOD,
-        },
-    },
-    Param {
-        name: "replica-announce-ip",
-        kind: Kind::Text(|s| &s.replica_announce_ip, Line::Name),
-    },
-    Param {
-        name: "replica-announce-port",
-        kind: Kind::Number {
-            field: |s| &s.replica_announce_port,
-            number: &number::REPLICA_ANNOUNCE_PORT,
-        },
-    },
-    Param {
-        name: "replica-priority",
-        kind: Kind::Number {
-            field: |s| &s.replica_priority,
-            number: &number::REPLICA_PRIORITY,
-        },
-    },
-    Param {
-        name: "replicaof",
-        kind: Kind::ReadOnly(|s| match s.replication.role() {
-            crate::replication::Role::Primary => String::new(),
-            crate::replication::Role::Replica { host, port } => format!("{host} {port}"),
-        }),
-    },
-    Param {
-        name: "requirepass",
-        kind: Kind::Password,
-    },
-    Param {
-        name: "rls-handshake-timeout",
-        kind: Kind::Number {
-            field: |s| &s.rls_handshake_timeout_ms,
-            number: &number::RLS_HANDSHAKE_TIMEOUT,
-        },
-    },
-    Param {
-        name: "rls-idle-timeout",
-        kind: Kind::Number {
-            field: |s| &s.rls_idle_timeout_ms,
-            number: &number::RLS_IDLE_TIMEOUT,
-        },
-    },
-    Param {
-        name: "rls-max-concurrent-streams",
-        kind: Kind::ReadOnly(|s| s.settings.rls_max_concurrent_streams.to_string()),
-    },
-    Param {
-        name: "rls-max-message-size",
-        kind: Kind::ReadOnly(|s| s.settings.rls_max_message_size.to_string()),
-    },
-    Param {
-        name: "rls-maxclients",
-        kind: Kind::Number {
-            field: |s| &s.rls_maxclients,
-            number: &number::RLS_MAXCLIENTS,
-        },
-    },
-    Param {
-        name: "save",
+        "top-keys" => state.stats.top.keys().to_string(),
+        "databases" => "1".into(),
         // Redis's "<seconds> <changes>": with --snapshot, a snapshot
         // follows any change within the interval.
-        kind: Kind::ReadOnly(|s| {
-            s.persist.as_ref().map_or(String::new(), |p| {
-                format!("{} 1", p.interval().as_secs().max(1))
-            })
+        "save" => state.persist.as_ref().map_or(String::new(), |p| {
+            format!("{} 1", p.interval().as_secs().max(1))
         }),
-    },
-    Param {
-        name: "scripts-native",
-        kind: Kind::Flag(|s| &s.scripts_native),
-    },
-    Param {
-        name: "tls-port",
-        kind: Kind::ReadOnly(|s| s.tls_port.unwrap_or(0).to_string()),
-    },
-    Param {
-        name: "top-keys",
-        kind: Kind::ReadOnly(|s| s.stats.top.keys().to_string()),
-    },
-    Param {
-        name: "top-sample",
-        kind: Kind::ReadOnly(|s| s.stats.top.sample().to_string()),
-    },
-    Param {
-        name: "top-window",
-        kind: Kind::ReadOnly(|s| (s.stats.top.window_ns() / 1_000_000_000).to_string()),
-    },
-    Param {
-        name: "timeout",
-        kind: Kind::Number {
-            field: |s| &s.timeout_secs,
-            number: &number::TIMEOUT,
-        },
-    },
-];
-
-/// Parameters Redis clients read that are not Turnstile flags: redis.conf
-/// names with a fixed answer, and Redis 7's new name for
-/// `lua-time-limit`. The config file has no such key: `CONFIG REWRITE`
-/// writes none of them.
-const NOT_FLAGS: &[&str] = &["databases", "save", "busy-reply-threshold"];
-
-fn value_of(state: &State, p: &Param) -> String {
-    match &p.kind {
-        Kind::ReadOnly(f) => f(state),
-        _ => setting(&state.settings, p).unwrap_or_default(),
+        _ => String::new(),
     }
 }
 
-/// The value of a setting `CONFIG SET` may change (`None` for the rest).
-fn setting(settings: &Settings, p: &Param) -> Option<String> {
-    Some(match &p.kind {
-        Kind::Number { field, .. } => field(settings).load(Ordering::Relaxed).to_string(),
-        Kind::Password => settings
-            .password()
-            .map(|p| String::from_utf8_lossy(&p).into_owned())
-            .unwrap_or_default(),
-        Kind::Flag(field) => match field(settings).load(Ordering::Relaxed) {
-            true => "yes".into(),
-            false => "no".into(),
-        },
-        Kind::Policy => settings.policy().name().into(),
-        Kind::Choice(field, names) => names
-            .get(usize::from(field(settings).load(Ordering::Relaxed)))
-            .map_or(String::new(), |n| n.to_string()),
-        Kind::OutputLimits => settings.output_limits().to_string(),
-        Kind::Text(field, _) => field(settings).read().clone().unwrap_or_default(),
-        Kind::ReadOnly(_) => return None,
-    })
+/// A parameter's value, as `CONFIG GET` shows it.
+fn value_of(state: &State, s: &Setting) -> String {
+    if s.is(table::FACT) {
+        return fact(state, s);
+    }
+    s.current(&state.settings)
+        .map_or(String::new(), |v| s.kind.show(&v))
 }
 
 /// ```text
@@ -342,35 +84,29 @@ pub fn rewrite(ctx: &mut Ctx<'_>, _req: &Request<'_>) -> Result<(), CmdError> {
         Err(e) => return Err(failed(&crate::util::strerror(&e))),
     };
     let mut doc: toml_edit::DocumentMut = text.parse().map_err(|e| failed(&e))?;
-    let defaults = Settings::new(&crate::config::Config::default(), None);
-    for p in PARAMS {
-        let (live, default) = match &p.kind {
-            Kind::ReadOnly(_) if p.name == "replicaof" => (
-                match state.replication.role() {
-                    crate::replication::Role::Primary => String::new(),
-                    crate::replication::Role::Replica { host, port } => {
-                        format!("{host}:{port}")
-                    }
-                },
-                String::new(),
-            ),
-            Kind::ReadOnly(_) => continue,
-            // The reader would refuse the key (`lua-time-limit` carries it).
-            _ if NOT_FLAGS.contains(&p.name) => continue,
+    let defaults = crate::config::Config::default();
+    let written = parameters()
+        .iter()
+        .filter(|(name, s)| *name == s.name && (s.is(table::MODIFIABLE) || s.name == "replicaof"));
+    for &(_, p) in written {
+        let default = p
+            .value(&defaults)
+            .map_or(String::new(), |v| p.kind.show(&v));
+        let live = match p.kind {
+            _ if p.name == "replicaof" => match state.replication.role() {
+                crate::replication::Role::Primary => String::new(),
+                crate::replication::Role::Replica { host, port } => format!("{host}:{port}"),
+            },
             Kind::Password if state.password_from_file => continue,
             Kind::Password => {
                 // The file is TOML, whose strings are Unicode: a password
                 // of other bytes would come back changed at the next start.
                 let live = state.settings.password().unwrap_or_default();
-                let live = String::from_utf8(live.to_vec()).map_err(|_| {
+                String::from_utf8(live.to_vec()).map_err(|_| {
                     failed(&"requirepass is not UTF-8 text, which the config file cannot hold")
-                })?;
-                (live, String::new())
+                })?
             }
-            _ => (
-                setting(&state.settings, p).unwrap_or_default(),
-                setting(&defaults, p).unwrap_or_default(),
-            ),
+            _ => value_of(state, p),
         };
         if !doc.contains_key(p.name) && live == default {
             continue;
@@ -382,22 +118,25 @@ pub fn rewrite(ctx: &mut Ctx<'_>, _req: &Request<'_>) -> Result<(), CmdError> {
             toml_edit::Value::Boolean(b) => Some(if *b.value() { "yes" } else { "no" }.into()),
             _ => None,
         });
-        let same = said.is_some_and(|said| match &p.kind {
-            Kind::Number { number, .. } => number.parse(&said).is_ok_and(|n| n.to_string() == live),
-            Kind::OutputLimits => OutputLimits::parse(&said) == OutputLimits::parse(&live),
+        let same = said.is_some_and(|said| match p.kind {
+            Kind::Number(number) => number.parse(&said).is_ok_and(|n| n.to_string() == live),
+            Kind::Limits => {
+                crate::config::OutputLimits::parse(&said)
+                    == crate::config::OutputLimits::parse(&live)
+            }
             _ => said == live,
         });
         if same {
             continue;
         }
-        let text_kind = matches!(p.kind, Kind::Password | Kind::Text(..) | Kind::ReadOnly(_));
+        let text_kind = matches!(p.kind, Kind::Password | Kind::Text(_) | Kind::Other(_));
         if text_kind && live.is_empty() {
             doc.remove(p.name);
             continue;
         }
-        doc[p.name] = match (&p.kind, live.parse::<i64>()) {
-            (Kind::Number { .. }, Ok(n)) => toml_edit::value(n),
-            (Kind::Flag(_), _) => toml_edit::value(live == "yes"),
+        doc[p.name] = match (p.kind, live.parse::<i64>()) {
+            (Kind::Number(_), Ok(n)) => toml_edit::value(n),
+            (Kind::YesNo, _) => toml_edit::value(live == "yes"),
             _ => toml_edit::Item::Value(one_line(&live)),
         };
     }
@@ -467,20 +206,19 @@ fn write_file(path: &std::path::Path, text: &[u8]) -> std::io::Result<()> {
 /// CONFIG GET parameter [parameter ...]
 /// ```
 pub fn get(ctx: &mut Ctx<'_>, req: &Request<'_>) -> Result<(), CmdError> {
-    let mut found: Vec<&Param> = Vec::new();
+    let mut found: Vec<(&str, &Setting)> = Vec::new();
     for pattern in req.args().skip(2) {
         let pattern = pattern.to_ascii_lowercase();
-        for p in PARAMS {
-            if glob::matches(&pattern, p.name.as_bytes()) && !found.iter().any(|f| f.name == p.name)
-            {
-                found.push(p);
+        for &(name, s) in parameters() {
+            if glob::matches(&pattern, name.as_bytes()) && !found.iter().any(|f| f.0 == name) {
+                found.push((name, s));
             }
         }
     }
     ctx.out.map(found.len());
-    for p in found {
-        ctx.out.bulk_str(p.name);
-        ctx.out.bulk_str(&value_of(ctx.state, p));
+    for (name, s) in found {
+        ctx.out.bulk_str(name);
+        ctx.out.bulk_str(&value_of(ctx.state, s));
     }
     Ok(())
 }
@@ -488,7 +226,8 @@ pub fn get(ctx: &mut Ctx<'_>, req: &Request<'_>) -> Result<(), CmdError> {
 /// ```text
 /// CONFIG SET parameter value [parameter value ...]
 /// ```
-/// All-or-nothing: every pair is checked before any is applied.
+/// All-or-nothing: every pair is checked before any is applied; then each
+/// setting changed runs its apply step (the append-only file's switch).
 pub fn set(ctx: &mut Ctx<'_>, req: &Request<'_>) -> Result<(), CmdError> {
     if !req.len().is_multiple_of(2) {
         return Err(CmdError::err(format!(
@@ -496,101 +235,40 @@ pub fn set(ctx: &mut Ctx<'_>, req: &Request<'_>) -> Result<(), CmdError> {
             show(req.arg(req.len() - 1))
         )));
     }
-    enum Change<'a> {
-        Number(&'a AtomicU64, u64),
-        Flag(&'a AtomicBool, bool),
-        Policy(u8),
-        Choice(&'a std::sync::atomic::AtomicU8, u8),
-        OutputLimits(OutputLimits),
-        Password(&'a [u8]),
-        Text(&'a parking_lot::RwLock<Option<String>>, Option<String>),
-    }
-    let mut changes = Vec::new();
+    let settings = &ctx.state.settings;
+    let mut changes: Vec<(&Setting, Val)> = Vec::new();
     for i in (2..req.len()).step_by(2) {
         let (name, value) = (req.arg(i), req.arg(i + 1));
-        let Some(p) = PARAMS
+        let Some((param, s)) = parameters()
             .iter()
-            .find(|p| p.name.as_bytes().eq_ignore_ascii_case(name))
+            .find(|(n, _)| n.as_bytes().eq_ignore_ascii_case(name))
         else {
             return Err(CmdError::err(format!(
                 "Unknown option or number of arguments for CONFIG SET - '{}'",
                 show(name)
             )));
         };
-        let failed = |why: &str| {
+        let v = match s.is(table::MODIFIABLE) {
+            true => s.kind.parse_set(value, s.current(settings)),
+            false => Err("can't set immutable config".into()),
+        }
+        .map_err(|why| {
             CmdError::err(format!(
-                "CONFIG SET failed (possibly related to argument '{}') - {why}",
-                p.name
+                "CONFIG SET failed (possibly related to argument '{param}') - {why}"
             ))
-        };
-        changes.push(match &p.kind {
-            Kind::ReadOnly(_) => return Err(failed("can't set immutable config")),
-            Kind::Password => Change::Password(value),
-            Kind::Text(_, Line::Name) if value.iter().any(u8::is_ascii_control) => {
-                return Err(failed("argument must not contain control characters"))
-            }
-            Kind::Text(field, _) => Change::Text(
-                field(&ctx.state.settings),
-                (!value.is_empty()).then(|| String::from_utf8_lossy(value).into_owned()),
-            ),
-            Kind::Flag(field) => {
-                let text = std::str::from_utf8(value).unwrap_or("");
-                let b = crate::config::parse_yes_no(text)
-                    .map_err(|_| failed("argument must be 'yes' or 'no'"))?;
-                Change::Flag(field(&ctx.state.settings), b)
-            }
-            Kind::Policy => {
-                let text = std::str::from_utf8(value).unwrap_or("");
-                let p = crate::config::MaxmemoryPolicy::parse(text).map_err(|_| {
-                    failed("argument(s) must be one of the following: noeviction, volatile-ttl")
-                })?;
-                Change::Policy(p.index())
-            }
-            Kind::Choice(field, names) => {
-                let i = names
-                    .iter()
-                    .position(|n| n.as_bytes().eq_ignore_ascii_case(value))
-                    .ok_or_else(|| {
-                        failed(&format!(
-                            "argument(s) must be one of the following: {}",
-                            names.join(", ")
-                        ))
-                    })?;
-                Change::Choice(field(&ctx.state.settings), i as u8)
-            }
-            Kind::OutputLimits => {
-                let text = std::str::from_utf8(value).unwrap_or("");
-                let limits = ctx.state.settings.output_limits();
-                Change::OutputLimits(limits.with(text).map_err(|e| failed(&e.to_string()))?)
-            }
-            Kind::Number { field, number } => {
-                let text = std::str::from_utf8(value).unwrap_or("");
-                let n = number.parse_config_set(text).map_err(|e| failed(&e))?;
-                Change::Number(field(&ctx.state.settings), n)
-            }
-        });
+        })?;
+        changes.push((s, v));
     }
-    for c in changes {
-        match c {
-            Change::Number(field, n) => field.store(n, Ordering::Relaxed),
-            Change::Flag(field, b) => field.store(b, Ordering::Relaxed),
-            Change::Policy(i) => ctx
-                .state
-                .settings
-                .maxmemory_policy
-                .store(i, Ordering::Relaxed),
-            Change::Choice(field, i) => field.store(i, Ordering::Relaxed),
-            Change::OutputLimits(l) => ctx.state.settings.set_output_limits(l),
-            Change::Password(p) => ctx.state.settings.set_password(Some(p)),
-            Change::Text(field, v) => *field.write() = v,
+    for (s, v) in &changes {
+        if let Some(cell) = s.live {
+            cell(settings).store(v.clone());
         }
     }
-    // The append-only file's thread follows `appendonly` and
-    // `appendfsync` at its next round: now.
-    let s = &ctx.state.settings;
-    let fsync = crate::persist::aof::Fsync::from_index(s.appendfsync.load(Ordering::Relaxed));
-    ctx.state.aof.set_fsync(fsync);
-    ctx.state.aof.follow(s.appendonly.load(Ordering::Relaxed));
+    for (s, _) in changes {
+        if let Some(apply) = s.apply {
+            apply(ctx.state);
+        }
+    }
     ctx.out.ok();
     Ok(())
 }
@@ -627,16 +305,15 @@ pub fn help(ctx: &mut Ctx<'_>, _req: &Request<'_>) -> Result<(), CmdError> {
 
 /// The parameters `CONFIG SET` changes, by name (for the docs' check).
 pub fn settable() -> impl Iterator<Item = &'static str> {
-    PARAMS
+    parameters()
         .iter()
-        .filter(|p| !matches!(p.kind, Kind::ReadOnly(_)))
-        .map(|p| p.name)
+        .filter(|(_, s)| s.is(table::MODIFIABLE))
+        .map(|(n, _)| *n)
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
-    use clap::CommandFactory;
 
     /// A numeric parameter's flag accepts exactly what `CONFIG SET`
     /// accepts: at each end of its range and one past it. A flag took
@@ -645,13 +322,10 @@ mod tests {
     #[test]
     fn numeric_flags_accept_what_config_set_accepts() {
         let mut checked = 0;
-        for p in PARAMS {
-            let Kind::Number { number, .. } = &p.kind else {
+        for p in SETTINGS.iter().filter(|s| s.is(table::MODIFIABLE)) {
+            let Kind::Number(number) = p.kind else {
                 continue;
             };
-            if NOT_FLAGS.contains(&p.name) {
-                continue;
-            }
             let (min, max) = (i128::from(number.min), i128::from(number.max));
             for v in [min - 1, min, min + 1, max - 1, max, max + 1] {
                 let text = v.to_string();
@@ -674,32 +348,56 @@ mod tests {
         assert!(checked >= 15, "{checked} numeric parameters checked");
     }
 
-    /// A `CONFIG` parameter is the flag of the same name (and the config
-    /// file's key): one name per setting, wherever it is set.
+    /// `CONFIG SET` checks every pair before it stores any, then runs the
+    /// apply step of each setting it changed: `appendfsync` is the file's
+    /// policy at once (no round of the writer thread in between), and an
+    /// alias changes its setting.
     #[test]
-    fn every_parameter_is_named_as_its_flag() {
-        let cli = crate::config::Cli::command();
-        let flags: Vec<&str> = cli.get_arguments().filter_map(|a| a.get_long()).collect();
-        for p in PARAMS {
-            if NOT_FLAGS.contains(&p.name) {
-                assert!(
-                    !flags.contains(&p.name),
-                    "{} is a flag now: take it off NOT_FLAGS",
-                    p.name
-                );
-                continue;
-            }
-            assert!(
-                flags.contains(&p.name),
-                "CONFIG {} has no --{0} flag",
-                p.name
-            );
-        }
-        let mut names: Vec<&str> = PARAMS.iter().map(|p| p.name).collect();
-        names.sort_unstable();
+    fn config_set_applies_each_setting_it_changed() {
+        use crate::harness::{encode_request, Harness};
+        use crate::persist::aof::Fsync;
+        let mut h = Harness::new(crate::clock::Nanos(
+            1_700_000_000 * crate::clock::Nanos::PER_SEC,
+        ));
+        let aof = h.state.aof.clone();
+        let mut run = |args: &[&str]| String::from_utf8(h.feed(&encode_request(args))).unwrap();
+        assert_eq!(run(&["CONFIG", "SET", "appendfsync", "always"]), "+OK\r\n");
+        let refused = run(&["CONFIG", "SET", "appendfsync", "no", "maxclients", "0"]);
         assert!(
-            names.windows(2).all(|w| w[0] < w[1]),
-            "CONFIG parameters are listed once each, in order: {names:?}"
+            refused
+                .starts_with("-ERR CONFIG SET failed (possibly related to argument 'maxclients')"),
+            "{refused}"
         );
+        assert_eq!(
+            run(&["CONFIG", "SET", "busy-reply-threshold", "70"]),
+            "+OK\r\n"
+        );
+        assert_eq!(
+            run(&["CONFIG", "GET", "lua-time-limit"]),
+            "*2\r\n$14\r\nlua-time-limit\r\n$2\r\n70\r\n"
+        );
+        assert_eq!(
+            aof.fsync(),
+            Fsync::Always,
+            "the refused SET changed nothing"
+        );
+        assert_eq!(run(&["CONFIG", "SET", "appendfsync", "no"]), "+OK\r\n");
+        assert_eq!(aof.fsync(), Fsync::No);
+    }
+
+    /// Every fact `CONFIG GET` reports is answered here.
+    #[test]
+    fn every_fact_is_answered() {
+        let answered = [
+            "port",
+            "tls-port",
+            "replicaof",
+            "top-keys",
+            "databases",
+            "save",
+        ];
+        for s in SETTINGS.iter().filter(|s| s.is(table::FACT)) {
+            assert!(answered.contains(&s.name), "{}", s.name);
+        }
     }
 }

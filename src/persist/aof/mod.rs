@@ -377,7 +377,8 @@ impl Aof {
         self.fsync.store(fsync as u8, Ordering::Relaxed);
     }
 
-    fn fsync(&self) -> Fsync {
+    /// The fsync policy in force (`appendfsync`'s apply step sets it).
+    pub fn fsync(&self) -> Fsync {
         Fsync::from_index(self.fsync.load(Ordering::Relaxed))
     }
 

@@ -1,0 +1,223 @@
+//! The settings in force: those `CONFIG SET` changes, each in a cell read
+//! on every request, beside the values the server started with.
+
+use parking_lot::RwLock;
+use std::sync::atomic::{AtomicBool, AtomicU64, AtomicU8, Ordering};
+use std::sync::Arc;
+
+use super::fields::Config;
+use super::kind::{Cell, Val};
+use super::values::{MaxmemoryPolicy, OutputLimit, OutputLimits};
+
+/// Settings readable on every request and changeable by `CONFIG SET`:
+/// one cell each, named in its `SETTINGS` (`config/rows.rs`) row (`live`), which
+/// `Settings::new` fills from the start-up value.
+#[derive(Default)]
+pub struct Live {
+    pub maxclients: AtomicU64,
+    pub timeout_secs: AtomicU64,
+    pub proto_max_bulk_len: AtomicU64,
+    pub client_query_buffer_limit: AtomicU64,
+    pub protected_mode: AtomicBool,
+    pub maxmemory: AtomicU64,
+    /// `MaxmemoryPolicy::index()`.
+    pub maxmemory_policy: AtomicU8,
+    pub output_limits: LiveOutputLimits,
+    pub repl_timeout_secs: AtomicU64,
+    pub lua_time_limit_ms: AtomicU64,
+    pub scripts_native: AtomicBool,
+    pub requirepass: Secret,
+    pub repl_backlog_size: AtomicU64,
+    pub repl_ping_replica_period: AtomicU64,
+    pub replica_priority: AtomicU64,
+    pub replica_announce_port: AtomicU64,
+    pub masterauth: RwLock<Option<String>>,
+    pub masteruser: RwLock<Option<String>>,
+    pub replica_announce_ip: RwLock<Option<String>>,
+    pub policies_max_file_size: AtomicU64,
+    /// The append-only file's thread follows these (their rows' `apply`).
+    pub appendonly: AtomicBool,
+    /// `Fsync as u8`.
+    pub appendfsync: AtomicU8,
+    pub auto_aof_rewrite_percentage: AtomicU64,
+    pub auto_aof_rewrite_min_size: AtomicU64,
+    pub aof_load_truncated: AtomicBool,
+    /// Read at each rate limit service connection.
+    pub rls_maxclients: AtomicU64,
+    pub rls_handshake_timeout_ms: AtomicU64,
+    pub rls_idle_timeout_ms: AtomicU64,
+}
+
+/// The live cells, and the settings as the server started with them
+/// (flags, variables, file) for those fixed at start.
+pub struct Settings {
+    pub(super) live: Live,
+    pub config: Config,
+}
+
+impl std::ops::Deref for Settings {
+    type Target = Live;
+    fn deref(&self) -> &Live {
+        &self.live
+    }
+}
+
+impl Settings {
+    /// Why the server is open to the network without protection, if it
+    /// is: it listens beyond loopback with protected mode off and no
+    /// password. Computed live (`CONFIG SET` changes both), for the
+    /// start-up warning and `INFO`'s `security_warning`.
+    pub fn exposure(&self, listening: std::net::IpAddr) -> Option<String> {
+        let open = !listening.is_loopback()
+            && !self.protected_mode.load(Ordering::Relaxed)
+            && self.password().is_none();
+        open.then(|| {
+            format!(
+                "listening on {listening} with protected mode off and no password: anyone who can reach the port can lift every limit (set --requirepass-file, or bind to 127.0.0.1)"
+            )
+        })
+    }
+
+    pub fn password(&self) -> Option<Arc<[u8]>> {
+        self.requirepass.0.read().as_ref().map(|p| p.text.clone())
+    }
+
+    pub fn set_password(&self, p: Option<&[u8]>) {
+        *self.requirepass.0.write() = p.and_then(Password::new);
+    }
+
+    /// Whether `guess` is the password, in time that depends on neither
+    /// how much of it is right nor the password's length: SHA-256 digests
+    /// are compared in constant time, the password's computed when it was
+    /// set (comparing the bytes would take time in proportion to the
+    /// password's length: 25 us for 15,000 bytes). `None` if there is no
+    /// password.
+    pub fn password_matches(&self, guess: &[u8]) -> Option<bool> {
+        use subtle::ConstantTimeEq;
+        let stored = self.requirepass.0.read();
+        let p = stored.as_ref()?;
+        let digest = ring::digest::digest(&ring::digest::SHA256, guess);
+        Some(digest.as_ref().ct_eq(&p.digest).into())
+    }
+
+    pub fn output_limit(&self) -> OutputLimit {
+        self.output_limits().normal
+    }
+
+    /// Every class of `--client-output-buffer-limit`.
+    pub fn output_limits(&self) -> OutputLimits {
+        self.live.output_limits.get()
+    }
+
+    /// `CONFIG SET client-output-buffer-limit`.
+    pub fn set_output_limits(&self, limits: OutputLimits) {
+        self.live.output_limits.set(limits)
+    }
+
+    pub fn policy(&self) -> MaxmemoryPolicy {
+        MaxmemoryPolicy::from_index(self.maxmemory_policy.load(Ordering::Relaxed))
+    }
+
+    pub fn get(&self, a: &AtomicU64) -> u64 {
+        a.load(Ordering::Relaxed)
+    }
+}
+
+/// `requirepass`: the password and its digest.
+#[derive(Default)]
+pub struct Secret(RwLock<Option<Password>>);
+
+impl Cell for Secret {
+    fn load(&self) -> Val {
+        self.0
+            .read()
+            .as_ref()
+            .map_or(Val::None, |p| Val::Bytes(p.text.to_vec()))
+    }
+    fn store(&self, v: Val) {
+        *self.0.write() = match v {
+            Val::Bytes(b) => Password::new(&b),
+            Val::Text(s) => Password::new(s.as_bytes()),
+            _ => None,
+        };
+    }
+}
+
+/// The password and its digest, taken once when it is set.
+struct Password {
+    text: Arc<[u8]>,
+    digest: [u8; 32],
+}
+
+impl Password {
+    /// `None` for an empty password (none).
+    fn new(text: &[u8]) -> Option<Password> {
+        if text.is_empty() {
+            return None;
+        }
+        let mut digest = [0; 32];
+        digest.copy_from_slice(ring::digest::digest(&ring::digest::SHA256, text).as_ref());
+        Some(Password {
+            text: text.into(),
+            digest,
+        })
+    }
+}
+
+/// `--client-output-buffer-limit`: each class's hard, soft and soft
+/// seconds.
+#[derive(Default)]
+pub struct LiveOutputLimits([[AtomicU64; 3]; 2]);
+
+impl LiveOutputLimits {
+    fn get(&self) -> OutputLimits {
+        let class = |[hard, soft, secs]: &[AtomicU64; 3]| OutputLimit {
+            hard: hard.load(Ordering::Relaxed),
+            soft: soft.load(Ordering::Relaxed),
+            soft_seconds: secs.load(Ordering::Relaxed),
+        };
+        OutputLimits {
+            normal: class(&self.0[0]),
+            replica: class(&self.0[1]),
+        }
+    }
+
+    fn set(&self, limits: OutputLimits) {
+        for (cells, l) in self.0.iter().zip([limits.normal, limits.replica]) {
+            cells[0].store(l.hard, Ordering::Relaxed);
+            cells[1].store(l.soft, Ordering::Relaxed);
+            cells[2].store(l.soft_seconds, Ordering::Relaxed);
+        }
+    }
+}
+
+impl Cell for LiveOutputLimits {
+    fn load(&self) -> Val {
+        Val::Limits(self.get())
+    }
+    fn store(&self, v: Val) {
+        if let Val::Limits(l) = v {
+            self.set(l);
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn passwords_compare_by_digest() {
+        let settings = Settings::new(&Config::default(), Some(b"s3cret".to_vec()));
+        assert_eq!(settings.password_matches(b"s3cret"), Some(true));
+        for wrong in [&b""[..], b"s3cre", b"s3cret!", b"S3CRET", &[b'x'; 15_000]] {
+            assert_eq!(settings.password_matches(wrong), Some(false), "{wrong:?}");
+        }
+        settings.set_password(Some(b""));
+        assert_eq!(settings.password_matches(b""), None);
+        assert!(settings.password().is_none());
+        settings.set_password(Some(b"new"));
+        assert_eq!(settings.password_matches(b"new"), Some(true));
+        assert_eq!(settings.password().as_deref(), Some(&b"new"[..]));
+    }
+}

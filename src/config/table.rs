@@ -1,0 +1,122 @@
+//! Every setting, declared once: its name and aliases, where it may be
+//! set (flag, `TURNSTILE_*` variable, `--config` key, `CONFIG SET`), its
+//! default, how its value is read and checked, where the value is kept,
+//! its `--help` text and heading, and what a `CONFIG SET` of it sets in
+//! motion. The command line (`super::command`), the config file,
+//! `CONFIG GET/SET/REWRITE` (`cmd/admin/config.rs`), `Settings::new` and
+//! the docs' check (`tests/it/docs_tables.rs`) all read `SETTINGS` (`config/rows.rs`), as
+//! Redis's `config.c` reads its `configs[]` rows. The rows are
+//! `config/rows.rs`; this is what a row is.
+
+use super::fields::Config;
+use super::kind::{Cell, Kind, Val, Value};
+use super::live::Settings;
+
+/// `CONFIG GET` shows it.
+pub const CONFIG: u16 = 1;
+/// `CONFIG SET` changes it (it has a `live` cell); `CONFIG REWRITE`
+/// writes it back.
+pub const MODIFIABLE: u16 = 1 << 1 | CONFIG;
+/// `CONFIG GET` shows what the running server reports (the port it bound,
+/// the primary it follows), not the value it started with: the command
+/// layer answers for it (`cmd/admin/config.rs`, `fact`).
+pub const FACT: u16 = 1 << 2 | CONFIG;
+/// A `CONFIG` parameter only, with no flag, variable or file key
+/// (redis.conf names clients read: `databases`, `save`).
+pub const NOT_A_FLAG: u16 = 1 << 3;
+/// No `TURNSTILE_*` variable (`rename-command` reads its own, by hand).
+pub const NO_ENV: u16 = 1 << 4;
+/// `--help` does not show the variable's value (a password).
+pub const SECRET: u16 = 1 << 5;
+/// `--help` does not show the default (the help text says it).
+pub const HIDE_DEFAULT: u16 = 1 << 6;
+/// A comma-separated list, repeatable.
+pub const LIST: u16 = 1 << 7;
+
+/// `--help`'s headings, in the order they first appear in `SETTINGS` (`config/rows.rs`).
+pub const SERVER: &str = "Server";
+pub const SECURITY: &str = "Security";
+pub const TLS: &str = "TLS";
+pub const CLIENTS: &str = "Clients and memory";
+pub const PERSISTENCE: &str = "Persistence";
+pub const REPLICATION: &str = "Replication";
+pub const CLUSTER: &str = "Cluster";
+pub const POLICIES: &str = "Policies";
+pub const SCRIPTS: &str = "Scripts";
+pub const RLS: &str = "Envoy rate limit service";
+pub const METRICS: &str = "Metrics and logs";
+
+/// One setting.
+pub struct Setting {
+    /// The flag without `--`, the file's key, the `CONFIG` parameter.
+    pub name: &'static str,
+    /// Other `CONFIG` names for it (Redis 7's `busy-reply-threshold`).
+    pub aliases: &'static [&'static str],
+    /// [`CONFIG`], [`MODIFIABLE`], ... or'ed.
+    pub flags: u16,
+    /// `--help`'s heading.
+    pub group: &'static str,
+    /// The flag's value in `--help` (`N`, `SIZE`; `A B` for two).
+    pub value_name: &'static str,
+    /// As the flag's default value; `None`: unset.
+    pub default: Option<&'static str>,
+    /// Paragraphs split by a blank line: the first is `-h`'s line (one
+    /// sentence, about 70 characters at most), the whole is `--help`'s.
+    pub help: &'static str,
+    /// How a value is read, checked and shown.
+    pub kind: Kind,
+    /// Where the value is kept from start-up: its [`Config`] field.
+    pub field: Option<Field>,
+    /// Where `CONFIG SET` keeps it: its [`Settings`] cell.
+    pub live: Option<fn(&Settings) -> &dyn Cell>,
+    /// Run after `CONFIG SET` changed it.
+    pub apply: Option<fn(&dyn Services)>,
+}
+
+impl Setting {
+    /// The fields most rows leave as they are.
+    pub const ROW: Setting = Setting {
+        name: "",
+        aliases: &[],
+        flags: 0,
+        group: SERVER,
+        value_name: "",
+        default: None,
+        help: "",
+        kind: Kind::Other(super::kind::text),
+        field: None,
+        live: None,
+        apply: None,
+    };
+
+    pub fn is(&self, flag: u16) -> bool {
+        self.flags & flag == flag
+    }
+
+    /// Its value in `config`, `None` for a setting with no field.
+    pub fn value(&self, config: &Config) -> Option<Val> {
+        self.field.map(|f| (f.get)(config).val())
+    }
+
+    /// The value in force: the live cell's, else the start-up value.
+    pub fn current(&self, settings: &Settings) -> Option<Val> {
+        match self.live {
+            Some(cell) => Some(cell(settings).load()),
+            None => self.value(&settings.config),
+        }
+    }
+}
+
+/// What an apply step reaches: the live settings and the services config
+/// cannot import (`State` provides them).
+pub trait Services {
+    fn settings(&self) -> &Settings;
+    fn aof(&self) -> &crate::persist::aof::Aof;
+}
+
+/// A [`Config`] field, read and written as a [`Val`].
+#[derive(Clone, Copy)]
+pub struct Field {
+    pub get: fn(&Config) -> &dyn Value,
+    pub set: fn(&mut Config) -> &mut dyn Value,
+}
