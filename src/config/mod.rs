@@ -80,7 +80,7 @@ impl Settings {
 impl Setting {
     /// Its command-line flag.
     fn arg(&'static self) -> clap::Arg {
-        use table::{HIDE_DEFAULT, LIST, SECRET};
+        use table::{HIDE_DEFAULT, LIST, LONG_HELP_ONLY, SECRET};
         let (short, long) = match self.help.split_once("\n\n") {
             Some((first, _)) => (first, Some(self.help)),
             None => (self.help, None),
@@ -93,6 +93,7 @@ impl Setting {
             .value_parser(self.kind.parser())
             .hide_env_values(self.is(SECRET))
             .hide_default_value(self.is(HIDE_DEFAULT))
+            .hide_short_help(self.is(LONG_HELP_ONLY))
             .hide_possible_values(true)
             .env(self.env())
             .default_value(self.default);

@@ -513,7 +513,7 @@ pub static SETTINGS: &[Setting] = &[
         group: CLUSTER,
         value_name: "yes|no",
         default: Some("no"),
-        help: "Cluster mode as Redis runs it: nodes meet (CLUSTER MEET), gossip, and slots move live (redis-cli --cluster).",
+        help: "Cluster mode as Redis runs it: nodes meet and slots move live.\n\nNodes join by CLUSTER MEET and gossip; redis-cli --cluster creates, grows and shrinks the cluster.",
         kind: Kind::YesNo,
         field: field!(cluster_enabled),
         flags: CONFIG,
@@ -524,7 +524,7 @@ pub static SETTINGS: &[Setting] = &[
         group: CLUSTER,
         value_name: "PATH",
         default: Some("nodes.conf"),
-        help: "Where this node keeps its cluster configuration, rewritten on every change.\n\nRedis's nodes.conf format: a node restarts with its id, epochs, role and slots.",
+        help: "This node's cluster configuration, in nodes.conf format.\n\nRewritten on every change: a node restarts with its id, epochs, role and slots.",
         kind: Kind::Other(path),
         field: field!(cluster_config_file),
         flags: CONFIG,
@@ -535,7 +535,7 @@ pub static SETTINGS: &[Setting] = &[
         group: CLUSTER,
         value_name: "MS",
         default: Some("15000"),
-        help: "Milliseconds a node may go unanswered before it is suspected (pfail).",
+        help: "Milliseconds a node may stay silent before it is suspected.",
         kind: Kind::Number(Number::count(1, I32)),
         field: field!(cluster_node_timeout),
         flags: CONFIG,
@@ -559,7 +559,7 @@ pub static SETTINGS: &[Setting] = &[
         help: "The address other nodes and clients are told to use for this node.\n\nDefault: the one the first CLUSTER MEET it gets was sent to.",
         kind: Kind::Other(text),
         field: field!(cluster_announce_ip),
-        flags: CONFIG,
+        flags: CONFIG | LONG_HELP_ONLY,
         ..Setting::ROW
     },
     Setting {
@@ -570,7 +570,7 @@ pub static SETTINGS: &[Setting] = &[
         help: "The client port announced; 0: the one it listens on.",
         kind: Kind::Number(Number::count(0, 65535)),
         field: field!(cluster_announce_port),
-        flags: CONFIG,
+        flags: CONFIG | LONG_HELP_ONLY,
         ..Setting::ROW
     },
     Setting {
@@ -581,7 +581,7 @@ pub static SETTINGS: &[Setting] = &[
         help: "The bus port announced; 0: the one it listens on.",
         kind: Kind::Number(Number::count(0, 65535)),
         field: field!(cluster_announce_bus_port),
-        flags: CONFIG,
+        flags: CONFIG | LONG_HELP_ONLY,
         ..Setting::ROW
     },
     Setting {
@@ -600,7 +600,7 @@ pub static SETTINGS: &[Setting] = &[
         help: "Cluster mode following failovers seen by these Redis Sentinels.\n\nComma-separated. The Sentinels watch every shard's primary under the shard's name (`name` in --cluster-config, default `shard-N`). Each node follows their `+switch-master` events, so slots and `MOVED` replies follow a failover.",
         kind: Kind::Other(host_port),
         field: field!(cluster_sentinels),
-        flags: LIST,
+        flags: LIST | LONG_HELP_ONLY,
         ..Setting::ROW
     },
     Setting {
@@ -610,6 +610,7 @@ pub static SETTINGS: &[Setting] = &[
         help: "Which entry of the cluster this node is (default: bind:port).",
         kind: Kind::Other(text),
         field: field!(cluster_announce),
+        flags: LONG_HELP_ONLY,
         ..Setting::ROW
     },
     Setting {
@@ -619,6 +620,7 @@ pub static SETTINGS: &[Setting] = &[
         help: "Cluster mode with explicit slot ranges, from a TOML file.\n\nThe file has `[[node]] addr = \"HOST:PORT\"  slots = [\"0-8191\"]` entries.",
         kind: Kind::Other(path),
         field: field!(cluster_config),
+        flags: LONG_HELP_ONLY,
         ..Setting::ROW
     },
     Setting {

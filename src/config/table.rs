@@ -32,6 +32,10 @@ pub const SECRET: u16 = 1 << 5;
 pub const HIDE_DEFAULT: u16 = 1 << 6;
 /// A comma-separated list, repeatable.
 pub const LIST: u16 = 1 << 7;
+/// Shown by `--help` only: `-h` keeps to the settings most people set
+/// (a screen of them), leaving out announce addresses and the older
+/// static cluster mode.
+pub const LONG_HELP_ONLY: u16 = 1 << 8;
 
 /// `--help`'s headings, in the order they first appear in `SETTINGS` (`config/rows.rs`).
 pub const SERVER: &str = "Server";
