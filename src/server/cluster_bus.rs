@@ -56,11 +56,16 @@ pub async fn prepare(
         ));
     }
     let port = local.port();
-    // Redis's default: the client port + 10000; an ephemeral client port
-    // (tests, --port 0) may leave no room for that, so the bus takes one
-    // of its own then.
+    // Redis's default is the client port + 10000; a client port picked by
+    // the OS (`--port 0`: tests, several servers on one host) gets a bus
+    // port picked the same way.
     let wanted = match config.cluster_port {
-        0 => port.checked_add(10000).unwrap_or(0),
+        0 if config.port == 0 => 0,
+        0 => port.checked_add(10000).ok_or_else(|| {
+            StartError::Config(format!(
+                "the cluster bus port would be {port} + 10000, past 65535: give --cluster-port"
+            ))
+        })?,
         p => p as u16,
     };
     let listener = TcpListener::bind((local.ip(), wanted))

@@ -16,6 +16,7 @@ mod common;
 mod aof;
 mod architecture;
 mod cluster;
+mod cluster_live;
 mod config_rewrite;
 mod data_types;
 mod decoder;

@@ -31,8 +31,11 @@ import redis
 from redis.cluster import RedisCluster, ClusterNode
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-BIN = next((a for a in sys.argv[1:] if not a.startswith("--")), os.path.join(ROOT, "target/release/turnstile"))
+_pos = [a for i, a in enumerate(sys.argv[1:], 1) if not a.startswith("--") and not sys.argv[i - 1].startswith("--")]
+BIN = _pos[0] if _pos else os.path.join(ROOT, "target/release/turnstile")
 KEYS = int(sys.argv[sys.argv.index("--keys") + 1]) if "--keys" in sys.argv else 400
+PASSWORD = sys.argv[sys.argv.index("--password") + 1] if "--password" in sys.argv else None
+AUTH = ["-a", PASSWORD, "--no-auth-warning"] if PASSWORD else []
 BASE = 31001
 LIMIT = 20
 QUOTA_COST = 7
@@ -47,7 +50,7 @@ def fail(msg):
 
 
 def cli(*args, check=True, timeout=300):
-    cmd = ["redis-cli", *args]
+    cmd = ["redis-cli", *AUTH, *args]
     r = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout, input="yes\n")
     out = r.stdout + r.stderr
     if check and r.returncode != 0:
@@ -68,12 +71,13 @@ class Node:
         self.proc = subprocess.Popen(
             [BIN, "--port", str(self.port), "--bind", "127.0.0.1", "--cluster-enabled", "yes",
              "--cluster-node-timeout", str(TIMEOUT_MS), "--metrics-addr", "off",
-             "--appendonly", "yes"],
+             "--appendonly", "yes", "--appendfsync", "always",
+             *(["--requirepass", PASSWORD, "--masterauth", PASSWORD] if PASSWORD else [])],
             cwd=self.dir, stdout=log, stderr=log)
         deadline = time.time() + 20
         while time.time() < deadline:
             try:
-                if redis.Redis(port=self.port, socket_timeout=1).ping():
+                if redis.Redis(port=self.port, socket_timeout=1, password=PASSWORD).ping():
                     return
             except redis.exceptions.ConnectionError:
                 time.sleep(0.05)
@@ -85,13 +89,23 @@ class Node:
             self.proc.wait(timeout=20)
 
     def r(self):
-        return redis.Redis(port=self.port, socket_timeout=5, decode_responses=True)
+        return redis.Redis(port=self.port, socket_timeout=5, decode_responses=True, password=PASSWORD)
 
     def id(self):
         return self.r().execute_command("CLUSTER", "MYID")
 
     def addr(self):
         return f"127.0.0.1:{self.port}"
+
+    def owns(self, slot):
+        line = [l for l in self.r().execute_command("CLUSTER", "NODES").splitlines() if "myself" in l][0]
+        for part in line.split()[8:]:
+            if part.startswith("["):
+                continue
+            a, _, b = part.partition("-")
+            if int(a) <= int(slot) <= int(b or a):
+                return True
+        return False
 
 
 class Load:
@@ -103,6 +117,8 @@ class Load:
         self.admitted = {k: 0 for k in keys}
         self.charged = {k: 0 for k in keys}
         self.errors = []
+        self.expected = 0
+        self.outage = threading.Event()
         self.stop = threading.Event()
         self.lock = threading.Lock()
         self.threads = [threading.Thread(target=self.run, args=(i,), daemon=True) for i in range(3)]
@@ -113,7 +129,7 @@ class Load:
 
     def run(self, seed):
         rnd = random.Random(seed)
-        rc = RedisCluster(startup_nodes=[ClusterNode("127.0.0.1", BASE)], decode_responses=True,
+        rc = RedisCluster(startup_nodes=[ClusterNode("127.0.0.1", BASE)], decode_responses=True, password=PASSWORD,
                           cluster_error_retry_attempts=10)
         while not self.stop.is_set():
             k = rnd.choice(self.keys)
@@ -129,7 +145,12 @@ class Load:
                         self.charged[k] += QUOTA_COST * int(reply[0])
             except Exception as e:  # noqa: BLE001 - every error a client could not follow is a failure
                 with self.lock:
-                    self.errors.append(f"{type(e).__name__}: {e}")
+                    if self.outage.is_set():
+                        # A node was killed on purpose: its keys' requests
+                        # fail until it is back.
+                        self.expected += 1
+                    else:
+                        self.errors.append(f"{type(e).__name__}: {e}")
                 # A request whose fate is unknown would make the judgement
                 # unsound; count it and stop judging that key.
                 with self.lock:
@@ -162,7 +183,8 @@ class Load:
             if used(rc, "quota:" + k) != self.charged[k]:
                 fail(f"quota:{k}: usage {used(rc, 'quota:' + k)}, acknowledged {self.charged[k]}")
         print(f"judged {judged} keys: {sum(v or 0 for v in self.sent.values())} limited requests, "
-              f"{sum(self.charged.values()) // QUOTA_COST} quota charges", flush=True)
+              f"{sum(self.charged.values()) // QUOTA_COST} quota charges; {self.expected} requests failed "
+              f"while a node was down on purpose (their keys not judged)", flush=True)
 
 
 def used(rc, key):
@@ -181,6 +203,25 @@ def check(node, what):
         fail(f"check after {what}:\n{out}")
     else:
         print(f"check after {what}: clean", flush=True)
+
+
+def nodes_owner(nodes, slot):
+    """The id of the node that owns `slot`, as the first node sees it."""
+    for line in nodes[0].r().execute_command("CLUSTER", "NODES").splitlines():
+        w = line.split()
+        for part in w[8:]:
+            if part.startswith("["):
+                continue
+            a, _, b = part.partition("-")
+            if int(a) <= int(slot) <= int(b or a):
+                return w[0]
+    return None
+
+
+def wait_ok(node, timeout=30):
+    deadline = time.time() + timeout
+    while time.time() < deadline and "cluster_state:ok" not in node.r().execute_command("CLUSTER", "INFO"):
+        time.sleep(0.2)
 
 
 def wait_agreement(nodes, what, timeout=60):
@@ -210,7 +251,7 @@ def main():
         if "[OK] All 16384 slots covered" not in out:
             fail("create did not cover the slots:\n" + out)
         check(nodes[0], "create")
-        rc = RedisCluster(startup_nodes=[ClusterNode("127.0.0.1", BASE)], decode_responses=True)
+        rc = RedisCluster(startup_nodes=[ClusterNode("127.0.0.1", BASE)], decode_responses=True, password=PASSWORD)
         keys = [f"k{i}" for i in range(KEYS)]
         load = Load(keys)
         load.start()
@@ -241,6 +282,71 @@ def main():
         wait_agreement(nodes[:6], "del-node")
         check(nodes[0], "del-node")
 
+        # kill -9 of the source in the middle of a reshard, then fix.
+        src, dst = nodes[0], next(n for n in nodes[1:6] if "myself,master" in n.r().execute_command("CLUSTER", "NODES"))
+        src_id, dst_id = src.id(), dst.id()
+        mover = subprocess.Popen(["redis-cli", *AUTH, "--cluster", "reshard", src.addr(), "--cluster-from", src_id,
+                                  "--cluster-to", dst_id, "--cluster-slots", "3000", "--cluster-yes"],
+                                 stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        deadline = time.time() + 60
+        while time.time() < deadline:
+            if "->-" in src.r().execute_command("CLUSTER", "NODES") and time.time() > deadline - 57:
+                break
+            time.sleep(0.05)
+        load.outage.set()
+        src.stop(signal.SIGKILL)
+        mover.wait(timeout=60)
+        src.start()
+        wait_agreement(nodes[:6], "the source's restart")
+        t = time.time()
+        out = cli("--cluster", "fix", src.addr(), check=False)
+        print(f"fix after kill -9 mid-reshard: {time.time() - t:.1f} s", flush=True)
+        for line in out.splitlines():
+            if "open slot" in line.lower() or "Fixing" in line or "migrating" in line.lower():
+                print("  fix: " + line.strip(), flush=True)
+        print("  fix found " + ("an open slot" if "Fixing open slot" in out else "the move closed by itself"), flush=True)
+        if "[OK] All 16384 slots covered" not in out:
+            fail("fix did not cover the slots:\n" + out)
+        wait_agreement(nodes[:6], "fix")
+        wait_ok(src)
+        load.outage.clear()
+        check(nodes[0], "fix after the reshard's kill")
+
+        # The same, with the source killed while half a slot's keys have
+        # moved: the slot is open on both sides for certain.
+        src_id, dst_id = src.id(), dst.id()
+        r = src.r()
+        slot = next(sl for sl in (r.execute_command("CLUSTER", "KEYSLOT", "lim:" + k) for k in keys)
+                    if int(r.execute_command("CLUSTER", "COUNTKEYSINSLOT", sl)) >= 2
+                    and src.owns(sl))
+        dst.r().execute_command("CLUSTER", "SETSLOT", slot, "IMPORTING", src_id)
+        r.execute_command("CLUSTER", "SETSLOT", slot, "MIGRATING", dst_id)
+        in_slot = r.execute_command("CLUSTER", "GETKEYSINSLOT", slot, 100)
+        half = in_slot[: len(in_slot) // 2]
+        auth = ["AUTH", PASSWORD] if PASSWORD else []
+        r.execute_command("MIGRATE", "127.0.0.1", dst.port, "", 0, 5000, *auth, "KEYS", *half)
+        load.outage.set()
+        src.stop(signal.SIGKILL)
+        src.start()
+        wait_agreement(nodes[:6], "the source's second restart")
+        out = cli("--cluster", "fix", src.addr(), check=False)
+        if f"Fixing open slot {slot}" not in out:
+            fail(f"fix did not find slot {slot} open:\n" + out)
+        wait_agreement(nodes[:6], "the second fix")
+        owner_id = nodes_owner(nodes, slot)
+        owner = next(n for n in nodes[:6] if n.id() == owner_id)
+        missing = [k for k in in_slot if not owner.r().exists(k)]
+        if missing:
+            fail(f"after fix, slot {slot}'s owner {owner.addr()} lacks {missing}")
+        else:
+            print(f"fix closed slot {slot} with its {len(in_slot)} keys on {owner.addr()}", flush=True)
+        deadline = time.time() + 30
+        while time.time() < deadline and "cluster_state:ok" not in src.r().execute_command("CLUSTER", "INFO"):
+            time.sleep(0.2)
+        load.outage.clear()
+        time.sleep(2)
+        check(nodes[0], "fix of a half-moved slot")
+
         load.finish()
         load.judge(rc)
 
@@ -255,7 +361,7 @@ def main():
             fail(f"restart changed the node: {before} -> {after}")
         wait_agreement(nodes[:6], "restart")
         check(nodes[0], "restart")
-        load.judge(RedisCluster(startup_nodes=[ClusterNode("127.0.0.1", BASE)], decode_responses=True))
+        load.judge(RedisCluster(startup_nodes=[ClusterNode("127.0.0.1", BASE)], decode_responses=True, password=PASSWORD))
     finally:
         for n in nodes:
             n.stop(signal.SIGKILL)

@@ -1,0 +1,324 @@
+//! The growing cluster through real servers started in-process, each on its
+//! own port and bus port, talked to over TCP: nodes meet and agree, keys
+//! route with MOVED, a moving slot answers ASK, ASKING and TRYAGAIN as
+//! Redis 7 does, MIGRATE carries usage, and a node restarts from its file.
+
+use std::time::{Duration, Instant};
+
+use redis::aio::MultiplexedConnection;
+
+use crate::common::{q, q_err, Server};
+
+async fn node(dir: &std::path::Path, name: &str) -> Server {
+    let file = dir.join(format!("{name}.conf"));
+    Server::start_with(move |c| {
+        c.cluster_enabled = true;
+        c.cluster_config_file = file;
+        c.cluster_node_timeout = 2000;
+    })
+    .await
+}
+
+async fn until(what: &str, mut f: impl AsyncFnMut() -> bool) {
+    let deadline = Instant::now() + Duration::from_secs(30);
+    while !f().await {
+        assert!(Instant::now() < deadline, "timed out waiting for {what}");
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+}
+
+/// Each node's `CLUSTER NODES` reduced to id and slots, as redis-cli's
+/// "waiting for the cluster to join" compares them.
+async fn signature(con: &mut MultiplexedConnection) -> Vec<String> {
+    let text: String = q(con, &["CLUSTER", "NODES"]).await;
+    let mut sig: Vec<String> = text
+        .lines()
+        .map(|l| {
+            let w: Vec<&str> = l.split(' ').collect();
+            format!("{} {}", w[0], w[8..].join(" "))
+        })
+        .collect();
+    sig.sort();
+    sig
+}
+
+async fn myid(con: &mut MultiplexedConnection) -> String {
+    q(con, &["CLUSTER", "MYID"]).await
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn three_nodes_meet_route_and_move_a_slot_with_its_usage() {
+    let dir = tempfile_dir();
+    let (a, b, c) = (
+        node(&dir, "a").await,
+        node(&dir, "b").await,
+        node(&dir, "c").await,
+    );
+    let mut ca = a.client().await;
+    let mut cb = b.client().await;
+    let mut cc = c.client().await;
+
+    // A fresh node: alone, no slots, cluster down for keys.
+    let info: String = q(&mut ca, &["CLUSTER", "INFO"]).await;
+    assert!(
+        info.contains("cluster_state:fail") && info.contains("cluster_known_nodes:1"),
+        "{info}"
+    );
+    assert_eq!(
+        q_err(&mut ca, &["RL.ALLOW", "k", "1", "60"]).await,
+        "CLUSTERDOWN Hash slot not served"
+    );
+
+    let ports: Vec<u16> = [&a, &b, &c]
+        .iter()
+        .map(|s| s.handle().addr().port())
+        .collect();
+    let cports: Vec<u16> = [&a, &b, &c]
+        .iter()
+        .map(|s| {
+            s.state()
+                .cluster_node
+                .as_ref()
+                .unwrap()
+                .state
+                .lock()
+                .me()
+                .cport
+        })
+        .collect();
+    let _: () = q(&mut ca, &["CLUSTER", "ADDSLOTSRANGE", "0", "8000"]).await;
+    let _: () = q(&mut cb, &["CLUSTER", "ADDSLOTSRANGE", "8001", "16383"]).await;
+    for (con, i) in [(&mut cb, 0usize), (&mut cc, 0)] {
+        let _: () = q(
+            con,
+            &[
+                "CLUSTER",
+                "MEET",
+                "127.0.0.1",
+                &ports[i].to_string(),
+                &cports[i].to_string(),
+            ],
+        )
+        .await;
+    }
+    until("three nodes to agree", async || {
+        let s = signature(&mut ca).await;
+        s.len() == 3 && s == signature(&mut cb).await && s == signature(&mut cc).await
+    })
+    .await;
+    let info: String = q(&mut cc, &["CLUSTER", "INFO"]).await;
+    assert!(
+        info.contains("cluster_state:ok") && info.contains("cluster_size:2"),
+        "{info}"
+    );
+
+    // "k" hashes to slot 7629, a's; "{k}x" shares it.
+    let slot: i64 = q(&mut cc, &["CLUSTER", "KEYSLOT", "k"]).await;
+    assert_eq!(slot, 7629);
+    let moved = q_err(&mut cc, &["RL.ALLOW", "k", "10", "60"]).await;
+    assert_eq!(moved, format!("MOVED 7629 127.0.0.1:{}", ports[0]));
+    for _ in 0..4 {
+        let _: Vec<i64> = q(&mut ca, &["RL.ALLOW", "k", "10", "1h", "ALGO", "log"]).await;
+    }
+    let _: Vec<i64> = q(&mut ca, &["RL.ALLOW", "{k}x", "10", "1h"]).await;
+
+    // Move slot 7629 from a to b in redis-cli's steps, one key at a time.
+    let (ida, idb) = (myid(&mut ca).await, myid(&mut cb).await);
+    let _: () = q(&mut cb, &["CLUSTER", "SETSLOT", "7629", "IMPORTING", &ida]).await;
+    let _: () = q(&mut ca, &["CLUSTER", "SETSLOT", "7629", "MIGRATING", &idb]).await;
+    let nodes: String = q(&mut ca, &["CLUSTER", "NODES"]).await;
+    assert!(nodes.contains(&format!("[7629->-{idb}]")), "{nodes}");
+    // Before any key moves: served where it is; a key not there is asked
+    // for at the target; the target serves it only after ASKING.
+    let _: Vec<i64> = q(&mut ca, &["RL.PEEK", "k", "10", "1h", "ALGO", "log"]).await;
+    assert_eq!(
+        q_err(&mut ca, &["RL.ALLOW", "{k}new", "10", "60"]).await,
+        format!("ASK 7629 127.0.0.1:{}", ports[1])
+    );
+    assert_eq!(
+        q_err(&mut cb, &["RL.ALLOW", "{k}new", "10", "60"]).await,
+        format!("MOVED 7629 127.0.0.1:{}", ports[0])
+    );
+    let _: () = q(&mut cb, &["ASKING"]).await;
+    let _: Vec<i64> = q(&mut cb, &["RL.ALLOW", "{k}new", "10", "60"]).await;
+    // ASKING lasts one command.
+    assert!(q_err(&mut cb, &["RL.ALLOW", "{k}new", "10", "60"])
+        .await
+        .starts_with("MOVED"));
+
+    let keys: Vec<String> = q(&mut ca, &["CLUSTER", "GETKEYSINSLOT", "7629", "10"]).await;
+    assert_eq!(keys.len(), 2, "{keys:?}");
+    let count: i64 = q(&mut ca, &["CLUSTER", "COUNTKEYSINSLOT", "7629"]).await;
+    assert_eq!(count, 2);
+    let port_b = ports[1].to_string();
+    let _: () = q(
+        &mut ca,
+        &[
+            "MIGRATE",
+            "127.0.0.1",
+            &port_b,
+            "",
+            "0",
+            "5000",
+            "KEYS",
+            "k",
+        ],
+    )
+    .await;
+    // Half moved: a two-key request on the slot must wait.
+    let split = q_err(
+        &mut ca,
+        &[
+            "RL.ALLOWMANY",
+            "LIMIT",
+            "k",
+            "10",
+            "1h",
+            "LIMIT",
+            "{k}x",
+            "10",
+            "1h",
+        ],
+    )
+    .await;
+    assert_eq!(
+        split,
+        "TRYAGAIN Multiple keys request during rehashing of slot"
+    );
+    let _: () = q(
+        &mut ca,
+        &[
+            "MIGRATE",
+            "127.0.0.1",
+            &port_b,
+            "",
+            "0",
+            "5000",
+            "KEYS",
+            "{k}x",
+        ],
+    )
+    .await;
+    // Redis refuses to give away a slot that still has keys.
+    let _: () = q(&mut cb, &["CLUSTER", "SETSLOT", "7629", "NODE", &idb]).await;
+    let _: () = q(&mut ca, &["CLUSTER", "SETSLOT", "7629", "NODE", &idb]).await;
+    until("the slot's new owner known everywhere", async || {
+        let s = signature(&mut ca).await;
+        s == signature(&mut cb).await
+            && s == signature(&mut cc).await
+            && q_err(&mut cc, &["RL.ALLOW", "k", "10", "60"]).await
+                == format!("MOVED 7629 127.0.0.1:{}", ports[1])
+    })
+    .await;
+    // The usage came along: 4 of 10 used, 6 left; one more leaves 5.
+    let r: Vec<i64> = q(&mut cb, &["RL.ALLOW", "k", "10", "1h", "ALGO", "log"]).await;
+    assert_eq!(&r[..3], &[1, 10, 5], "{r:?}");
+
+    // b restarts from its file: same id, same slots.
+    let before = signature(&mut cb).await;
+    drop(cb);
+    b.shutdown().await;
+    let b = node(&dir, "b").await;
+    let mut cb = b.client().await;
+    assert_eq!(myid(&mut cb).await, idb);
+    let mine = |sig: &[String]| sig.iter().find(|l| l.starts_with(&idb)).cloned();
+    assert_eq!(mine(&signature(&mut cb).await), mine(&before));
+    drop((ca, cc));
+    for s in [a, c] {
+        s.shutdown().await;
+    }
+    b.shutdown().await;
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn cluster_commands_refuse_as_redis_does() {
+    let dir = tempfile_dir();
+    let a = node(&dir, "a").await;
+    let mut ca = a.client().await;
+    for (args, want) in [
+        (
+            &["CLUSTER", "ADDSLOTS", "16384"][..],
+            "ERR Invalid or out of range slot",
+        ),
+        (
+            &["CLUSTER", "ADDSLOTS", "1", "1"],
+            "ERR Slot 1 specified multiple times",
+        ),
+        (
+            &["CLUSTER", "ADDSLOTSRANGE", "9", "3"],
+            "ERR start slot number 9 is greater than end slot number 3",
+        ),
+        (
+            &["CLUSTER", "DELSLOTS", "5"],
+            "ERR Slot 5 is already unassigned",
+        ),
+        (
+            &["CLUSTER", "SETSLOT", "5", "NODE", "nobody"],
+            "ERR I don't know about node nobody",
+        ),
+        (
+            &["CLUSTER", "SETSLOT", "5", "BOGUS"],
+            "ERR Invalid CLUSTER SETSLOT action or number of arguments. Try CLUSTER HELP",
+        ),
+        (&["CLUSTER", "FORGET", "nobody"], "ERR Unknown node nobody"),
+        (
+            &["CLUSTER", "REPLICATE", "nobody"],
+            "ERR Unknown node nobody",
+        ),
+        (
+            &["CLUSTER", "MEET", "not-an-ip", "7000"],
+            "ERR Invalid node address specified: not-an-ip:7000",
+        ),
+        (
+            &["CLUSTER", "SET-CONFIG-EPOCH", "-1"],
+            "ERR Invalid config epoch specified: -1",
+        ),
+    ] {
+        assert_eq!(q_err(&mut ca, args).await, want, "{args:?}");
+    }
+    let me = myid(&mut ca).await;
+    assert_eq!(
+        q_err(&mut ca, &["CLUSTER", "FORGET", &me]).await,
+        "ERR I tried hard but I can't forget myself..."
+    );
+    assert_eq!(
+        q_err(&mut ca, &["CLUSTER", "REPLICATE", &me]).await,
+        "ERR Can't replicate myself"
+    );
+    let _: () = q(&mut ca, &["CLUSTER", "ADDSLOTS", "1", "2"]).await;
+    assert_eq!(
+        q_err(&mut ca, &["CLUSTER", "ADDSLOTS", "2"]).await,
+        "ERR Slot 2 is already busy"
+    );
+    let bumped: String = q(&mut ca, &["CLUSTER", "BUMPEPOCH"]).await;
+    assert_eq!(bumped, "BUMPED 1");
+    let still: String = q(&mut ca, &["CLUSTER", "BUMPEPOCH"]).await;
+    assert_eq!(still, "STILL 1");
+    assert_eq!(
+        q_err(&mut ca, &["CLUSTER", "SET-CONFIG-EPOCH", "5"]).await,
+        "ERR Node config epoch is already non-zero"
+    );
+    let _: () = q(&mut ca, &["CLUSTER", "SAVECONFIG"]).await;
+    let text = std::fs::read_to_string(dir.join("a.conf")).unwrap();
+    assert!(
+        text.contains("myself,master") && text.ends_with("vars currentEpoch 1 lastVoteEpoch 0\n"),
+        "{text}"
+    );
+    drop(ca);
+    a.shutdown().await;
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+fn tempfile_dir() -> std::path::PathBuf {
+    let d = std::env::temp_dir().join(format!(
+        "turnstile-cluster-{}-{}",
+        std::process::id(),
+        std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .unwrap()
+            .as_nanos()
+    ));
+    std::fs::create_dir_all(&d).unwrap();
+    d
+}
