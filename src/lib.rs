@@ -124,10 +124,18 @@
 //!   sketches behind `RL.TOP` (`stats/top.rs`); [`metrics`]: the Prometheus
 //!   exporter and its HTTP endpoint (`/metrics`, `/healthz`).
 //! - [`cluster`]: Redis Cluster's key slots (`cluster/slot.rs`, from the
-//!   store's `store/slot.rs`) and the
-//!   topology `--cluster-nodes` or `--cluster-config` describes: shards,
-//!   their replicas, and which member is each shard's primary now
-//!   (`cluster/topology.rs`).
+//!   store's `store/slot.rs`); the growing cluster of `--cluster-enabled`:
+//!   a node's view of every node, its epochs, slots and open slots, pure
+//!   and driven by messages and a clock (`cluster/state.rs`, with
+//!   `state/gossip.rs` for messages and the clock, `state/conf.rs` for
+//!   `CLUSTER NODES` and `nodes.conf`), the bus's messages and framing
+//!   (`cluster/bus.rs`), the lock-free routing table requests read
+//!   (`cluster/routing.rs`), and the node that ties them together and
+//!   writes the file (`cluster/node.rs`); `server/cluster_bus.rs` runs the
+//!   bus's sockets and `cmd/admin/cluster_live.rs` its commands and
+//!   routing. And the older static topology `--cluster-nodes` or
+//!   `--cluster-config` describes: shards, their replicas, and which
+//!   member is each shard's primary now (`cluster/topology.rs`).
 //! - [`clock`]: server time as `Nanos`; the system clock that never steps
 //!   back, and a manual clock for tests.
 //! - [`harness`]: the server without sockets (bytes in, replies out, on a

@@ -96,6 +96,8 @@ impl ClusterNode {
     pub fn with<R>(&self, f: impl FnOnce(&mut ClusterState) -> (R, Effects)) -> R {
         let (r, fx) = {
             let mut st = self.state.lock();
+            let epochs = |st: &ClusterState| (st.current_epoch, st.last_vote_epoch, st.me().config_epoch);
+            let before = epochs(&st);
             let (r, fx) = f(&mut st);
             if st.changed {
                 self.routing.store(Arc::new(Routing::from_state(&st)));
@@ -103,7 +105,13 @@ impl ClusterNode {
             }
             if st.save_needed {
                 st.save_needed = false;
-                self.save(&st);
+                // Epochs are what the cluster's safety rests on (a vote or
+                // an epoch reused after a crash could give a slot two
+                // owners): a change to them reaches the disk before the
+                // reply, as Redis fsyncs then. Other changes (slots,
+                // roles, addresses) are written whole but not waited for,
+                // as Redis writes them: gossip brings them back.
+                self.save(&st, epochs(&st) != before);
             }
             (r, fx)
         };
@@ -114,35 +122,39 @@ impl ClusterNode {
     /// Writes the config file now (`CLUSTER SAVECONFIG`).
     pub fn save_now(&self) -> Result<(), String> {
         let st = self.state.lock();
-        self.save(&st);
+        self.save(&st, true);
         match self.file_error.lock().clone() {
             Some(e) => Err(e),
             None => Ok(()),
         }
     }
 
-    /// Replaces the config file whole (temporary file, fsync, rename), as
-    /// Redis's `clusterSaveConfig` does, so a crash leaves the old or the
-    /// new file, never half of one.
-    fn save(&self, st: &ClusterState) {
+    /// Replaces the config file whole (temporary file, then rename), as
+    /// Redis's `clusterSaveConfig` does, so a killed process leaves the old
+    /// or the new file, never half of one. `durable` waits for the disk
+    /// (file and directory) first, so that a power loss keeps it too.
+    fn save(&self, st: &ClusterState, durable: bool) {
         let Some(path) = &self.file else { return };
         let text = st.config_text();
         let result = (|| -> std::io::Result<()> {
             use std::io::Write;
             let (mut f, tmp) = crate::store::snapshot::create_temp(path)?;
             f.write_all(text.as_bytes())?;
-            f.sync_all()?;
-            crate::store::snapshot::install(&tmp, path)
-                .map_err(|e| std::io::Error::other(e.to_string()))
+            if durable {
+                f.sync_all()?;
+                crate::store::snapshot::install(&tmp, path).map_err(|e| std::io::Error::other(e.to_string()))
+            } else {
+                drop(f);
+                std::fs::rename(&tmp, path).inspect_err(|_| {
+                    let _ = std::fs::remove_file(&tmp);
+                })
+            }
         })();
         let mut err = self.file_error.lock();
         match result {
             Ok(()) => *err = None,
             Err(e) => {
-                tracing::warn!(
-                    "could not write the cluster config file {}: {e}",
-                    path.display()
-                );
+                tracing::warn!("could not write the cluster config file {}: {e}", path.display());
                 *err = Some(e.to_string());
             }
         }
