@@ -112,10 +112,14 @@
 //!   snapshot-format base, its loading, rewrite and group-commit fsync;
 //!   the checksummed blocks after the base and their replay, `format.rs`;
 //!   its writer thread is `server/aof.rs`, `BGREWRITEAOF` `cmd/admin/aof.rs`).
-//! - [`stats`]: the counters behind `INFO` and `/metrics`, tallied per
-//!   connection and flushed once per batch, and the heavy hitters'
-//!   sketches behind `RL.TOP` (`stats/top.rs`); [`metrics`]: the Prometheus
-//!   exporter and its HTTP endpoint (`/metrics`, `/healthz`).
+//! - [`stats`]: the counters behind `INFO` and `/metrics` tallied per
+//!   connection and flushed once per batch (commands, errors, decisions),
+//!   the atomics of the counters' table's own rows (`Counters`), and the
+//!   heavy hitters' sketches behind `RL.TOP` (`stats/top.rs`); [`metrics`]:
+//!   every counter and gauge declared once, one row each (`table.rs`, over
+//!   the row's types in `counters.rs`), and the loops that render `INFO`,
+//!   the Prometheus exposition (`/metrics`) and `/status.json` from it
+//!   (`mod.rs`).
 //! - [`cluster`]: Redis Cluster's key slots (`cluster/slot.rs`) and the
 //!   topology `--cluster-nodes` or `--cluster-config` describes: shards,
 //!   their replicas, and which member is each shard's primary now
