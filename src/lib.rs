@@ -119,10 +119,14 @@
 //!   snapshot-format base, its loading, rewrite and group-commit fsync;
 //!   the checksummed blocks after the base and their replay, `format.rs`;
 //!   its writer thread is `server/aof.rs`, `BGREWRITEAOF` `cmd/admin/aof.rs`).
-//! - [`stats`]: the counters behind `INFO` and `/metrics`, tallied per
-//!   connection and flushed once per batch, and the heavy hitters'
-//!   sketches behind `RL.TOP` (`stats/top.rs`); [`metrics`]: the Prometheus
-//!   exporter and its HTTP endpoint (`/metrics`, `/healthz`).
+//! - [`stats`]: the counters behind `INFO` and `/metrics` tallied per
+//!   connection and flushed once per batch (commands, errors, decisions),
+//!   the atomics of the counters' table's own rows (`Counters`), and the
+//!   heavy hitters' sketches behind `RL.TOP` (`stats/top.rs`); [`metrics`]:
+//!   every counter and gauge declared once, one row each (`table.rs`, over
+//!   the row's types in `counters.rs`), and the loops that render `INFO`,
+//!   the Prometheus exposition (`/metrics`) and `/status.json` from it
+//!   (`mod.rs`).
 //! - [`cluster`]: Redis Cluster's key slots (`cluster/slot.rs`, from the
 //!   store's `store/slot.rs`); the growing cluster of `--cluster-enabled`:
 //!   a node's view of every node, its epochs, slots and open slots, pure

@@ -99,6 +99,44 @@ impl State {
         }
     }
 
+    /// What a scrape and `/status.json` read from the state.
+    pub fn readings(&self) -> crate::metrics::Readings<'_> {
+        self.readings_with(self.store.counts())
+    }
+
+    /// What `INFO` reads, with `keys` counted through the command's view
+    /// of the keyspace: inside `EXEC` the transaction holds every shard,
+    /// and counting through the store would wait for it forever.
+    pub fn readings_with(&self, keys: crate::store::Counts) -> crate::metrics::Readings<'_> {
+        crate::metrics::Readings {
+            stats: &self.stats,
+            backward_steps: self.clock.backward_steps(),
+            forward_steps: self.clock.forward_steps(),
+            expired: self.store.expired_count(),
+            evicted: self.store.evicted_count(),
+            keys,
+            // As Redis counts them: replicas are not clients here.
+            clients: self
+                .clients
+                .len()
+                .saturating_sub(self.replication.connected()),
+            maxclients: self.settings.get(&self.settings.maxclients),
+            maxmemory: self.settings.get(&self.settings.maxmemory),
+            uptime: self.started.elapsed(),
+            persist: self.persist.as_deref(),
+            aof: &self.aof,
+            scripts_cached: self.scripts.len(),
+            scripts_evicted: self.scripts.evictions(),
+            lua_memory: self.scripts.used_memory(),
+            pubsub: [self.pubsub.channel_count(), self.pubsub.pattern_count()],
+            policies: &self.policies,
+            lapsed_leases: self.store.lapsed_leases(),
+            replication: &self.replication,
+            repl_offset: self.store.effects.offset(),
+            now_ms: self.clock.now().as_millis(),
+        }
+    }
+
     /// The state of a server whose command table `catalog` describes.
     pub fn new(
         config: &Config,
@@ -114,6 +152,7 @@ impl State {
             stats: Stats::with_top(
                 catalog,
                 crate::stats::top::Top::new(config.top_keys, config.top_window, config.top_sample),
+                crate::metrics::table::counters(),
             ),
             clients: Clients::default(),
             metrics: config.metrics_enabled().then(|| Metrics::new(catalog)),

@@ -96,7 +96,8 @@ impl ClusterNode {
     pub fn with<R>(&self, f: impl FnOnce(&mut ClusterState) -> (R, Effects)) -> R {
         let (r, fx) = {
             let mut st = self.state.lock();
-            let epochs = |st: &ClusterState| (st.current_epoch, st.last_vote_epoch, st.me().config_epoch);
+            let epochs =
+                |st: &ClusterState| (st.current_epoch, st.last_vote_epoch, st.me().config_epoch);
             let before = epochs(&st);
             let (r, fx) = f(&mut st);
             if st.changed {
@@ -142,7 +143,8 @@ impl ClusterNode {
             f.write_all(text.as_bytes())?;
             if durable {
                 f.sync_all()?;
-                crate::store::snapshot::install(&tmp, path).map_err(|e| std::io::Error::other(e.to_string()))
+                crate::store::snapshot::install(&tmp, path)
+                    .map_err(|e| std::io::Error::other(e.to_string()))
             } else {
                 drop(f);
                 std::fs::rename(&tmp, path).inspect_err(|_| {
@@ -154,7 +156,10 @@ impl ClusterNode {
         match result {
             Ok(()) => *err = None,
             Err(e) => {
-                tracing::warn!("could not write the cluster config file {}: {e}", path.display());
+                tracing::warn!(
+                    "could not write the cluster config file {}: {e}",
+                    path.display()
+                );
                 *err = Some(e.to_string());
             }
         }

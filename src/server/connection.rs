@@ -24,7 +24,7 @@ use crate::cmd::exec::batch::{self, End, Step};
 use crate::cmd::exec::session::{Park, Session};
 use crate::cmd::registry::table::REGISTRY;
 use crate::protocol::{Decoder, ReplyBuf};
-use crate::state::{State, Stats};
+use crate::state::State;
 
 /// Read buffer size to keep free before each read.
 const READ_CHUNK: usize = 16 * 1024;
@@ -117,7 +117,10 @@ async fn serve<S: AsyncRead + AsyncWrite + AsRawFd + Unpin>(
     // Declared before the buffers, so dropped after them: the gauge comes
     // down once their memory is given back, never before.
     let mut held = BufferGauge {
-        gauge: &state.stats.client_buffers,
+        gauge: state
+            .stats
+            .counters
+            .cell(crate::metrics::table::CLIENT_BUFFERS),
         bytes: 0,
     };
     let mut buf = BytesMut::with_capacity(READ_CHUNK);
@@ -199,7 +202,10 @@ async fn serve<S: AsyncRead + AsyncWrite + AsRawFd + Unpin>(
                 Ok(n) => {
                     stops.heard = tokio::time::Instant::now();
                     since_empty += n;
-                    Stats::add(&state.stats.net_input_bytes, n as u64);
+                    state
+                        .stats
+                        .counters
+                        .add(crate::metrics::table::NET_INPUT_BYTES, n as u64);
                     held.set(buf.capacity() + out.capacity());
                 }
                 Err(e) => return Close::Io(e),
@@ -496,7 +502,10 @@ async fn flush<S: AsyncWrite + AsRawFd + Unpin>(
         .around(Wait::Write, socket.flush())
         .await?
         .map_err(Close::Io)?;
-    Stats::add(&state.stats.net_output_bytes, total as u64);
+    state
+        .stats
+        .counters
+        .add(crate::metrics::table::NET_OUTPUT_BYTES, total as u64);
     buf.clear();
     Ok(())
 }

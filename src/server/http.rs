@@ -100,7 +100,11 @@ pub async fn serve(
         // is this one closed at once (dropping the stream).
         let (conn, evicted) = conns.admit();
         if evicted || conn.is_none() {
-            state.stats.rejected_metrics.fetch_add(1, Ordering::Relaxed);
+            state.stats.counters.add_at(
+                crate::metrics::table::CONNECTIONS_REJECTED,
+                crate::stats::Rejected::MetricsEndpoint as usize,
+                1,
+            );
         }
         let Some(conn) = conn else {
             continue;
@@ -327,7 +331,10 @@ fn guard<B>(
         let given = headers.get(AUTHORIZATION).ok_or(Refusal::Unauthorized)?;
         let given = credentials(given.as_bytes()).unwrap_or_default();
         if state.settings.password_matches(&given) != Some(true) {
-            crate::state::Stats::add(&state.stats.auth_failures, 1);
+            state
+                .stats
+                .counters
+                .inc(crate::metrics::table::AUTH_FAILURES);
             return Err(Refusal::Unauthorized);
         }
         return Ok(());
@@ -452,7 +459,7 @@ fn respond<B>(
             state
                 .metrics
                 .as_ref()
-                .map(|m| m.render(&readings(state)))
+                .map(|m| m.render(&state.readings()))
                 .unwrap_or_default(),
         ),
         (&Method::GET, "/healthz") => reply(StatusCode::OK, "text/plain", "ok\n".into()),
@@ -518,33 +525,4 @@ async fn json(
     let (status, body) = super::rls::json(state, rls_headers, &body);
     super::aof::before_reply(state).await;
     reply(status, body)
-}
-
-/// What a scrape reads from the server's state.
-pub fn readings(state: &State) -> crate::metrics::Readings<'_> {
-    crate::metrics::Readings {
-        stats: &state.stats,
-        backward_steps: state.clock.backward_steps(),
-        forward_steps: state.clock.forward_steps(),
-        expired: state.store.expired_count(),
-        evicted: state.store.evicted_count(),
-        keys: state.store.counts(),
-        // As Redis counts them: replicas are not clients here.
-        clients: state
-            .clients
-            .len()
-            .saturating_sub(state.replication.connected()),
-        maxclients: state.settings.get(&state.settings.maxclients),
-        maxmemory: state.settings.get(&state.settings.maxmemory),
-        uptime: state.started.elapsed(),
-        persist: state.persist.as_deref(),
-        aof: &state.aof,
-        scripts_cached: state.scripts.len(),
-        lua_memory: state.scripts.used_memory(),
-        policies: &state.policies,
-        lapsed_leases: state.store.lapsed_leases(),
-        replication: &state.replication,
-        repl_offset: state.store.effects.offset(),
-        now_ms: state.clock.now().as_millis(),
-    }
 }

@@ -29,7 +29,7 @@ use tokio_rustls::TlsAcceptor;
 
 use crate::clock::Clock;
 use crate::config::{Config, ConfigError};
-use crate::state::{State, Stats};
+use crate::state::State;
 use crate::store::snapshot;
 use crate::store::sweeper::{self, SweeperGuard};
 
@@ -647,14 +647,22 @@ async fn accept_loop(
             }
         };
         if refused_by_protected_mode(&state, peer) {
-            Stats::add(&state.stats.rejected_protected, 1);
+            state.stats.counters.add_at(
+                crate::metrics::table::CONNECTIONS_REJECTED,
+                crate::stats::Rejected::ProtectedMode as usize,
+                1,
+            );
             tokio::spawn(reject(socket, acceptor, PROTECTED_MODE_DENIED));
             continue;
         }
         let max = state.settings.maxclients.load(Ordering::Relaxed);
         if state.clients.len() as u64 >= max {
             // As Redis: a refused client counts as rejected, not received.
-            Stats::add(&state.stats.rejected_connections, 1);
+            state.stats.counters.add_at(
+                crate::metrics::table::CONNECTIONS_REJECTED,
+                crate::stats::Rejected::Maxclients as usize,
+                1,
+            );
             tokio::spawn(reject(
                 socket,
                 acceptor,
@@ -662,7 +670,10 @@ async fn accept_loop(
             ));
             continue;
         }
-        Stats::add(&state.stats.connections_received, 1);
+        state
+            .stats
+            .counters
+            .inc(crate::metrics::table::CONNECTIONS_RECEIVED);
         let _ = socket.set_nodelay(true);
         let _ = socket2::SockRef::from(&socket).set_keepalive(true);
         let laddr = socket.local_addr().unwrap_or(state.addr);

@@ -16,7 +16,6 @@
 use std::future::Future;
 use std::io;
 use std::pin::Pin;
-use std::sync::atomic::Ordering;
 use std::sync::Arc;
 use std::task::{ready, Context, Poll};
 use std::time::Duration;
@@ -89,11 +88,15 @@ pub fn decide(
         &mut stats,
     );
     stats.flush(&state.stats);
-    state.stats.rls_call(match &r {
+    let outcome = match &r {
         Ok(r) if r.overall == Code::OverLimit => RlsOutcome::OverLimit,
         Ok(_) => RlsOutcome::Ok,
         Err(_) => RlsOutcome::Error,
-    });
+    };
+    state
+        .stats
+        .counters
+        .add_at(crate::metrics::table::RLS_REQUESTS, outcome as usize, 1);
     Ok(to_proto(&r?, headers))
 }
 
@@ -252,10 +255,12 @@ impl tokio_stream::Stream for Incoming {
             self.follow_cap();
             // Over the cap: closed at once (dropping the stream).
             let Ok(slot) = self.slots.clone().try_acquire_owned() else {
-                self.state
-                    .stats
-                    .rejected_rls
-                    .fetch_add(1, Ordering::Relaxed);
+                let reason = crate::stats::Rejected::RlsMaxclients as usize;
+                self.state.stats.counters.add_at(
+                    crate::metrics::table::CONNECTIONS_REJECTED,
+                    reason,
+                    1,
+                );
                 continue;
             };
             let _ = stream.set_nodelay(true);
@@ -417,7 +422,11 @@ pub fn json(state: &State, headers: bool, body: &[u8]) -> (u16, String) {
     {
         Ok(r) => r,
         Err(e) => {
-            state.stats.rls_call(RlsOutcome::Error);
+            state.stats.counters.add_at(
+                crate::metrics::table::RLS_REQUESTS,
+                RlsOutcome::Error as usize,
+                1,
+            );
             return (400, format!("{{\"error\":{}}}", serde_json::Value::from(e)));
         }
     };

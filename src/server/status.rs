@@ -114,12 +114,10 @@ pub fn json(state: &State, history: &History) -> String {
             "offset": state.store.effects.offset(),
         }),
     };
-    let clients = state.clients.len().saturating_sub(repl.connected());
-    json!({
+    let mut out = json!({
         "version": env!("CARGO_PKG_VERSION"),
         "redis_version": crate::protocol::REDIS_VERSION,
         "role": replication["role"],
-        "uptime_seconds": state.started.elapsed().as_secs(),
         "decisions": {"allowed": allowed, "denied": denied},
         "rates": history.rates(),
         "top": {
@@ -129,15 +127,11 @@ pub fn json(state: &State, history: &History) -> String {
         },
         "policies": policies,
         "replication": replication,
-        "memory": {
-            "used": crate::alloc::used_memory(),
-            "max": state.settings.get(&state.settings.maxmemory),
-        },
-        "clients": {
-            "connected": clients,
-            "max": state.settings.get(&state.settings.maxclients),
-        },
-        "keys": state.store.counts().keys,
-    })
-    .to_string()
+    });
+    // Uptime, memory, clients and keys: the counters' table's rows with a
+    // `json` key.
+    if let Value::Object(o) = &mut out {
+        o.extend(crate::metrics::json(&state.readings()));
+    }
+    out.to_string()
 }

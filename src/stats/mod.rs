@@ -1,5 +1,7 @@
-//! Counters behind `INFO` and `/metrics`. Both read the same atomics, so
-//! `redis-cli INFO` and a Prometheus scrape always agree.
+//! The counters behind `INFO` and `/metrics` that are tallied per
+//! connection (commands, error replies, decisions), and the heavy hitters'
+//! sketches; the others are `metrics::table`'s rows. Both read the same
+//! atomics, so `redis-cli INFO` and a Prometheus scrape always agree.
 //!
 //! The request path never touches a shared atomic per command: each
 //! connection tallies into its own [`Local`] with plain integers and adds it
@@ -13,29 +15,9 @@ use crate::limiter::{Algorithm, Decision};
 
 /// Server-wide counters.
 pub struct Stats {
-    pub connections_received: AtomicU64,
-    /// Refused because of `--maxclients`.
-    pub rejected_connections: AtomicU64,
-    /// Refused by protected mode (non-loopback, no password set).
-    pub rejected_protected: AtomicU64,
-    /// Metrics endpoint connections closed over its cap.
-    pub rejected_metrics: AtomicU64,
-    /// Rate limit service connections closed over `--rls-maxclients`.
-    pub rejected_rls: AtomicU64,
-    pub commands_processed: AtomicU64,
-    pub net_input_bytes: AtomicU64,
-    pub net_output_bytes: AtomicU64,
-    pub protocol_errors: AtomicU64,
     /// Every error reply, rejected commands (unknown, wrong arity, NOAUTH,
     /// MOVED) included: Redis's `total_error_replies`.
     pub error_replies: AtomicU64,
-    /// Wrong passwords given to AUTH or HELLO (Redis's
-    /// `acl_access_denied_auth`).
-    pub auth_failures: AtomicU64,
-    /// Bytes held by clients' read and write buffers (a gauge: Redis's
-    /// `mem_clients_normal`). `--maxmemory` never evicts a key to make room
-    /// that these took.
-    pub client_buffers: AtomicU64,
     /// Per command-table entry: calls, calls answered with an error, and
     /// requests refused before running (arity, OOM, NOAUTH, ...: Redis's
     /// `rejected_calls`, not counted in `calls`).
@@ -52,19 +34,92 @@ pub struct Stats {
     decisions: [[AtomicU64; 2]; Algorithm::COUNT],
     units: [AtomicU64; Algorithm::COUNT],
     near_limit: [AtomicU64; Algorithm::COUNT],
-    /// Transactions ended, by [`TxOutcome`].
-    transactions: [AtomicU64; TxOutcome::ALL.len()],
-    /// Script runs ended, by [`ScriptOutcome`].
-    scripts: [AtomicU64; ScriptOutcome::ALL.len()],
-    /// Script runs answered by the native catalogue (`cmd/script/native`), not
-    /// the Lua VM; also counted in `scripts`.
-    pub scripts_native: AtomicU64,
-    /// Rate limit service calls answered, by [`RlsOutcome`].
-    rls: [AtomicU64; RlsOutcome::ALL.len()],
-    /// Lease events, by [`LeaseEvent`].
-    leases: [AtomicU64; LeaseEvent::ALL.len()],
     /// The keys most denied, admitted and shadow-denied (`RL.TOP`).
     pub top: top::Top,
+    /// `metrics::table`'s own counters.
+    pub counters: Counters,
+}
+
+/// A row's place: its index in the table, and its first atomic in
+/// [`Counters`] (rows read elsewhere have none).
+#[derive(Debug, Clone, Copy)]
+pub struct Id {
+    pub row: usize,
+    pub slot: usize,
+}
+
+impl Id {
+    pub const fn new(row: usize, slot: usize) -> Id {
+        Id { row, slot }
+    }
+}
+
+/// The atomics of `metrics::table`'s rows the server counts itself
+/// (`Read::Own`), one per series. Counting an event is one relaxed add to
+/// a slot fixed at compile time: no lookup by name, no lock.
+pub struct Counters {
+    own: Box<[AtomicU64]>,
+    /// Per atomic: a gauge, which `CONFIG RESETSTAT` leaves.
+    gauge: Box<[bool]>,
+}
+
+impl Counters {
+    /// One atomic per entry of `gauge` (`metrics::table::counters()`),
+    /// all 0.
+    pub fn new(gauge: Box<[bool]>) -> Self {
+        Counters {
+            own: gauge.iter().map(|_| AtomicU64::new(0)).collect(),
+            gauge,
+        }
+    }
+
+    /// `CONFIG RESETSTAT`: every counter back to 0 (gauges stay).
+    fn reset(&self) {
+        for (c, gauge) in self.own.iter().zip(&self.gauge) {
+            if !gauge {
+                c.store(0, Ordering::Relaxed);
+            }
+        }
+    }
+
+    /// One more of `id`'s event.
+    #[inline]
+    pub fn inc(&self, id: Id) {
+        self.add_at(id, 0, 1);
+    }
+
+    /// `n` more of `id`'s event.
+    #[inline]
+    pub fn add(&self, id: Id, n: u64) {
+        self.add_at(id, 0, n);
+    }
+
+    /// `n` more of `id`'s event, in its series `series` (a label value's
+    /// index).
+    #[inline]
+    pub fn add_at(&self, id: Id, series: usize, n: u64) {
+        self.cell_at(id, series).fetch_add(n, Ordering::Relaxed);
+    }
+
+    pub fn get(&self, id: Id) -> u64 {
+        self.get_at(id, 0)
+    }
+
+    pub fn get_at(&self, id: Id, series: usize) -> u64 {
+        self.cell_at(id, series).load(Ordering::Relaxed)
+    }
+
+    /// The atomic itself, for a gauge kept up by its owner (client
+    /// buffers' bytes).
+    pub fn cell(&self, id: Id) -> &AtomicU64 {
+        self.cell_at(id, 0)
+    }
+
+    #[inline]
+    fn cell_at(&self, id: Id, series: usize) -> &AtomicU64 {
+        debug_assert!(id.slot != usize::MAX, "row {} has no atomics", id.row);
+        &self.own[id.slot + series]
+    }
 }
 
 /// Distinct error codes `INFO errorstats` tracks: scripts choose their
@@ -109,7 +164,8 @@ impl std::fmt::Debug for ErrorCode {
     }
 }
 
-/// How a transaction ended.
+/// How a transaction ended: an index into `metrics::table::TRANSACTIONS`'
+/// series, in its order.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum TxOutcome {
     /// `EXEC` ran the queue.
@@ -130,19 +186,10 @@ impl TxOutcome {
         TxOutcome::Discarded,
         TxOutcome::ExecAbort,
     ];
-
-    /// The `INFO` field suffix and the metric's `result` label.
-    pub fn name(self) -> &'static str {
-        match self {
-            TxOutcome::Executed => "executed",
-            TxOutcome::WatchAborted => "watch_aborted",
-            TxOutcome::Discarded => "discarded",
-            TxOutcome::ExecAbort => "execabort",
-        }
-    }
 }
 
-/// How a script run (`EVAL`, `EVALSHA` and their `_RO` forms) ended.
+/// How a script run (`EVAL`, `EVALSHA` and their `_RO` forms) ended: an
+/// index into `metrics::table::SCRIPTS`' series.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum ScriptOutcome {
     /// It returned a reply (an error reply it returned on purpose, too).
@@ -159,19 +206,10 @@ impl ScriptOutcome {
         ScriptOutcome::Error,
         ScriptOutcome::Killed,
     ];
-
-    /// The `INFO` field suffix and the metric's `result` label.
-    pub fn name(self) -> &'static str {
-        match self {
-            ScriptOutcome::Ok => "ok",
-            ScriptOutcome::Error => "error",
-            ScriptOutcome::Killed => "killed",
-        }
-    }
 }
 
 /// How a rate limit service call (`ShouldRateLimit`, `POST /json`) was
-/// answered.
+/// answered: an index into `metrics::table::RLS_REQUESTS`' series.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum RlsOutcome {
     Ok,
@@ -182,18 +220,10 @@ pub enum RlsOutcome {
 
 impl RlsOutcome {
     pub const ALL: [RlsOutcome; 3] = [RlsOutcome::Ok, RlsOutcome::OverLimit, RlsOutcome::Error];
-
-    /// The metric's `code` label.
-    pub fn name(self) -> &'static str {
-        match self {
-            RlsOutcome::Ok => "ok",
-            RlsOutcome::OverLimit => "over_limit",
-            RlsOutcome::Error => "error",
-        }
-    }
 }
 
-/// What happened to a lease (`RL.ACQUIRE` and friends).
+/// What happened to a lease (`RL.ACQUIRE` and friends): an index into
+/// `metrics::table::LEASES`' series.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum LeaseEvent {
     Acquired,
@@ -218,18 +248,29 @@ impl LeaseEvent {
         LeaseEvent::Renewed,
         LeaseEvent::Expired,
     ];
+}
 
-    /// The `INFO` field suffix and the metric's `event` label.
-    pub fn name(self) -> &'static str {
-        match self {
-            LeaseEvent::Acquired => "acquired",
-            LeaseEvent::Denied => "denied",
-            LeaseEvent::Retried => "retried",
-            LeaseEvent::Released => "released",
-            LeaseEvent::Renewed => "renewed",
-            LeaseEvent::Expired => "expired",
-        }
-    }
+/// Why a connection was refused: an index into
+/// `metrics::table::CONNECTIONS_REJECTED`' series.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Rejected {
+    /// `--maxclients`.
+    Maxclients,
+    /// Protected mode: not from the loopback, and no password set.
+    ProtectedMode,
+    /// The metrics endpoint's cap.
+    MetricsEndpoint,
+    /// `--rls-maxclients`.
+    RlsMaxclients,
+}
+
+impl Rejected {
+    pub const ALL: [Rejected; 4] = [
+        Rejected::Maxclients,
+        Rejected::ProtectedMode,
+        Rejected::MetricsEndpoint,
+        Rejected::RlsMaxclients,
+    ];
 }
 
 /// What the counters know of the command table, which the command layer
@@ -244,35 +285,26 @@ pub struct Catalog {
 
 impl Stats {
     /// Counters for the commands of `catalog`, with the default heavy
-    /// hitters' sketches.
+    /// hitters' sketches and none of the table's (the unit tests').
     pub fn new(catalog: &Catalog) -> Self {
         let window = std::time::Duration::from_secs(60);
         Self::with_top(
             catalog,
             top::Top::new(top::DEFAULT_KEYS, window, top::DEFAULT_SAMPLE),
+            Counters::new(Box::new([])),
         )
     }
 
-    /// Counters for the commands of `catalog`, and `top`.
-    pub fn with_top(catalog: &Catalog, top: top::Top) -> Self {
+    /// Counters for the commands of `catalog`, `top`, and the table's
+    /// `counters`.
+    pub fn with_top(catalog: &Catalog, top: top::Top, counters: Counters) -> Self {
         let per_command = || {
             (0..catalog.names.len())
                 .map(|_| AtomicU64::new(0))
                 .collect()
         };
         Stats {
-            connections_received: AtomicU64::new(0),
-            rejected_connections: AtomicU64::new(0),
-            rejected_protected: AtomicU64::new(0),
-            rejected_metrics: AtomicU64::new(0),
-            rejected_rls: AtomicU64::new(0),
-            commands_processed: AtomicU64::new(0),
-            net_input_bytes: AtomicU64::new(0),
-            net_output_bytes: AtomicU64::new(0),
-            protocol_errors: AtomicU64::new(0),
             error_replies: AtomicU64::new(0),
-            auth_failures: AtomicU64::new(0),
-            client_buffers: AtomicU64::new(0),
             calls: per_command(),
             failed: per_command(),
             rejected: per_command(),
@@ -281,12 +313,8 @@ impl Stats {
             decisions: Default::default(),
             units: Default::default(),
             near_limit: Default::default(),
-            transactions: Default::default(),
-            scripts: Default::default(),
-            scripts_native: AtomicU64::new(0),
-            rls: Default::default(),
-            leases: Default::default(),
             top,
+            counters,
         }
     }
 }
@@ -358,77 +386,22 @@ impl Stats {
         }
     }
 
-    /// A transaction ended. Counted straight into the shared atomic: one
-    /// per transaction, not per command.
-    pub fn transaction(&self, outcome: TxOutcome) {
-        Self::add(&self.transactions[outcome as usize], 1);
-    }
-
-    /// Transactions that ended with `outcome`.
-    pub fn transactions(&self, outcome: TxOutcome) -> u64 {
-        Self::read(&self.transactions[outcome as usize])
-    }
-
-    pub fn script(&self, outcome: ScriptOutcome) {
-        Self::add(&self.scripts[outcome as usize], 1);
-    }
-
-    /// Script runs that ended with `outcome`.
-    pub fn scripts(&self, outcome: ScriptOutcome) -> u64 {
-        Self::read(&self.scripts[outcome as usize])
-    }
-
-    /// A rate limit service call was answered with `outcome`.
-    pub fn rls_call(&self, outcome: RlsOutcome) {
-        Self::add(&self.rls[outcome as usize], 1);
-    }
-
-    /// Rate limit service calls answered with `outcome`.
-    pub fn rls_calls(&self, outcome: RlsOutcome) -> u64 {
-        Self::read(&self.rls[outcome as usize])
-    }
-
-    /// `n` lease events of one kind.
-    pub fn lease(&self, event: LeaseEvent, n: u64) {
-        Self::add(&self.leases[event as usize], n);
-    }
-
-    /// Lease events of one kind so far.
-    pub fn leases(&self, event: LeaseEvent) -> u64 {
-        Self::read(&self.leases[event as usize])
-    }
-
-    /// `CONFIG RESETSTAT`.
+    /// `CONFIG RESETSTAT` (with `metrics::Counters::reset`).
     pub fn reset(&self) {
-        let scalars = [
-            &self.connections_received,
-            &self.rejected_connections,
-            &self.rejected_protected,
-            &self.commands_processed,
-            &self.net_input_bytes,
-            &self.net_output_bytes,
-            &self.protocol_errors,
-            &self.error_replies,
-            &self.auth_failures,
-            &self.scripts_native,
-        ];
-        let all = scalars
+        let all = [&self.error_replies]
             .into_iter()
             .chain(self.calls.iter())
             .chain(self.failed.iter())
             .chain(self.rejected.iter())
             .chain(self.decisions.iter().flatten())
             .chain(self.units.iter())
-            .chain(self.near_limit.iter())
-            .chain(self.transactions.iter())
-            .chain(self.scripts.iter())
-            .chain(self.rls.iter())
-            .chain(self.leases.iter());
+            .chain(self.near_limit.iter());
         for c in all {
             c.store(0, Ordering::Relaxed);
         }
         self.errors.lock().clear();
         self.top.reset();
+        self.counters.reset();
     }
 }
 

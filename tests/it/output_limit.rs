@@ -1,7 +1,6 @@
 //! `--client-output-buffer-limit`: a client that pipelines requests and
 //! never reads its replies is disconnected; others keep being served.
 
-use std::sync::atomic::Ordering;
 use std::time::Duration;
 
 use crate::common::{assert_pong, q, Raw, Server};
@@ -80,7 +79,11 @@ async fn unread_bytes_in_the_kernel_count_against_the_limit() {
         // Accepted (two connections so far), then gone (one left).
         let state = server.state();
         crate::common::eventually("the client that never reads is disconnected", || {
-            state.stats.connections_received.load(Ordering::Relaxed) == 2
+            state
+                .stats
+                .counters
+                .get(turnstile::metrics::table::CONNECTIONS_RECEIVED)
+                == 2
                 && state.clients.len() == 1
                 && client_line(&server, addr).is_none()
         })

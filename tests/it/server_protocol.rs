@@ -226,7 +226,11 @@ async fn raw_pipeline_of_10000_pings_in_one_write() {
     let mut r = srv.raw().await;
     pipelined_pings(&mut r, b"*1\r\n$4\r\nPING\r\n").await;
     pipelined_pings(&mut r, b"PING\r\n").await;
-    let stats = srv.state().stats.commands_processed.load(Ordering::Relaxed);
+    let stats = srv
+        .state()
+        .stats
+        .counters
+        .get(turnstile::metrics::table::COMMANDS_PROCESSED);
     assert!(stats >= 20_002, "commands_processed = {stats}");
 }
 
@@ -361,7 +365,13 @@ async fn malformed_input_closes_only_that_client() {
     // Nothing written by the half-decoded SET.
     let x: Option<String> = q(&mut watcher, &["GET", "x"]).await;
     assert_eq!(x, None);
-    assert!(srv.state().stats.protocol_errors.load(Ordering::Relaxed) >= 9);
+    assert!(
+        srv.state()
+            .stats
+            .counters
+            .get(turnstile::metrics::table::PROTOCOL_ERRORS)
+            >= 9
+    );
 }
 
 /// Replies to the good requests before a bad one are still sent.

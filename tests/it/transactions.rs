@@ -551,7 +551,7 @@ async fn transactions_are_counted_in_info_and_metrics() {
         .metrics
         .as_ref()
         .expect("metrics on")
-        .render(&turnstile::server::http::readings(srv.state()));
+        .render(&srv.state().readings());
     for (result, n) in [("executed", 1), ("discarded", 2), ("execabort", 1)] {
         let line = format!("turnstile_transactions_total{{result=\"{result}\"}} {n}");
         assert!(metrics.contains(&line), "no {line} in\n{metrics}");

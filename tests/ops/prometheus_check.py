@@ -59,7 +59,7 @@ ROOT = Path(__file__).resolve().parents[2]
 # The latency histogram's bucket count, read from the source so the check
 # follows the code: the explicit bounds plus +Inf.
 EXPECTED_BUCKETS = int(re.search(r"LATENCY_BUCKETS: \[f64; (\d+)\]",
-                                 (ROOT / "src/metrics.rs").read_text()).group(1)) + 1
+                                 (ROOT / "src/metrics/mod.rs").read_text()).group(1)) + 1
 HARD_LIMIT_S = 110
 TRAFFIC_S = 6.0
 MAXCLIENTS = 8

@@ -59,7 +59,10 @@ fn check_password(ctx: &mut Ctx<'_>, user: Option<&[u8]>, pass: &[u8]) -> Result
         ctx.session.authenticated = true;
         Ok(())
     } else {
-        crate::state::Stats::add(&ctx.state.stats.auth_failures, 1);
+        ctx.state
+            .stats
+            .counters
+            .inc(crate::metrics::table::AUTH_FAILURES);
         Err(CmdError::WrongPass)
     }
 }
@@ -184,9 +187,11 @@ pub fn reset(ctx: &mut Ctx<'_>, _req: &Request<'_>) -> Result<(), CmdError> {
     ctx.session.authenticated = ctx.state.settings.password().is_none();
     // Discards a transaction and unwatches, as Redis's RESET does.
     if ctx.session.tx.in_multi() {
+        let discarded = crate::stats::TxOutcome::Discarded as usize;
         ctx.state
             .stats
-            .transaction(crate::stats::TxOutcome::Discarded);
+            .counters
+            .add_at(crate::metrics::table::TRANSACTIONS, discarded, 1);
     }
     ctx.session.tx.clear(&ctx.state.store);
     super::pubsub::forget(ctx.state, ctx.session);

@@ -216,7 +216,6 @@ pub fn info(ctx: &Ctx<'_>, t: &mut String) {
     let now_ms = state.clock.now().as_millis();
     let secs_since = |ms: u64| now_ms.saturating_sub(ms) / 1000;
     let offset = fx.offset();
-    let _ = t.write_str("# Replication\r\n");
     match repl.role() {
         Role::Primary => {
             let _ = t.write_str("role:master\r\n");

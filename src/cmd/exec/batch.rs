@@ -10,7 +10,7 @@ use super::session::Session;
 use crate::clock::Nanos;
 use crate::cmd::registry::spec::{Ctx, Registry};
 use crate::protocol::{peek, Decoder, Limits, ReplyBuf};
-use crate::state::{State, Stats};
+use crate::state::State;
 use crate::store::{Keyspace, PREFETCH_MAX};
 
 /// Replies beyond this are written mid-batch, so one huge pipeline cannot
@@ -116,7 +116,10 @@ pub fn run(
             }
             Ok(None) => return Step::Drained,
             Err(e) => {
-                Stats::add(&state.stats.protocol_errors, 1);
+                state
+                    .stats
+                    .counters
+                    .inc(crate::metrics::table::PROTOCOL_ERRORS);
                 tracing::debug!(client = session.info.id, error = %e, "protocol error");
                 out.error(&format!("ERR {e}"));
                 return Step::End(End::Protocol);
@@ -169,7 +172,10 @@ fn prefetch(state: &State, buf: &BytesMut) -> usize {
 /// session's tallies, once per turn rather than per command.
 pub fn finish(state: &State, session: &mut Session, commands: u64) {
     if commands > 0 {
-        Stats::add(&state.stats.commands_processed, commands);
+        state
+            .stats
+            .counters
+            .add(crate::metrics::table::COMMANDS_PROCESSED, commands);
         session.stats.flush(&state.stats);
         session.info.touch();
     }

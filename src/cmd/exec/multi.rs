@@ -51,7 +51,11 @@ pub fn discard(ctx: &mut Ctx<'_>, _req: &Request<'_>) -> Result<(), CmdError> {
         return Err(CmdError::err("DISCARD without MULTI"));
     }
     tx.clear(&ctx.state.store);
-    ctx.state.stats.transaction(TxOutcome::Discarded);
+    ctx.state.stats.counters.add_at(
+        crate::metrics::table::TRANSACTIONS,
+        TxOutcome::Discarded as usize,
+        1,
+    );
     ctx.out.ok();
     Ok(())
 }
@@ -107,12 +111,16 @@ pub fn exec(ctx: &mut Ctx<'_>, _req: &Request<'_>) -> Result<(), CmdError> {
     // The transaction runs at EXEC's time, as in Redis: the batch reused
     // an earlier reading for the commands it only queued.
     ctx.now = ctx.state.clock.now();
-    let (stats, store) = (&ctx.state.stats, &ctx.state.store);
+    let (counters, store) = (&ctx.state.stats.counters, &ctx.state.store);
     if tx.dirty {
         let state = &mut ctx.session.tx;
         state.clear(store);
         state.recycle(tx);
-        stats.transaction(TxOutcome::ExecAbort);
+        counters.add_at(
+            crate::metrics::table::TRANSACTIONS,
+            TxOutcome::ExecAbort as usize,
+            1,
+        );
         return Err(CmdError::Prefixed(
             "EXECABORT Transaction discarded because of previous errors.".into(),
         ));
@@ -157,7 +165,11 @@ pub fn exec(ctx: &mut Ctx<'_>, _req: &Request<'_>) -> Result<(), CmdError> {
     if touched {
         drop(lock);
         ctx.session.tx.recycle(tx);
-        stats.transaction(TxOutcome::WatchAborted);
+        counters.add_at(
+            crate::metrics::table::TRANSACTIONS,
+            TxOutcome::WatchAborted as usize,
+            1,
+        );
         ctx.out.null_array();
         return Ok(());
     }
@@ -183,7 +195,11 @@ pub fn exec(ctx: &mut Ctx<'_>, _req: &Request<'_>) -> Result<(), CmdError> {
     // Nothing a queued command does reaches the transaction state (the
     // commands that would run at once instead), so the buffers go back.
     ctx.session.tx.recycle(tx);
-    stats.transaction(TxOutcome::Executed);
+    counters.add_at(
+        crate::metrics::table::TRANSACTIONS,
+        TxOutcome::Executed as usize,
+        1,
+    );
     Ok(())
 }
 
@@ -193,7 +209,11 @@ pub fn exec(ctx: &mut Ctx<'_>, _req: &Request<'_>) -> Result<(), CmdError> {
 /// `EXECABORT` without its `ERR` (as Redis's `execCommandAbort` does).
 pub fn abort(ctx: &mut Ctx<'_>, e: CmdError) -> CmdError {
     ctx.session.tx.clear(&ctx.state.store);
-    ctx.state.stats.transaction(TxOutcome::ExecAbort);
+    ctx.state.stats.counters.add_at(
+        crate::metrics::table::TRANSACTIONS,
+        TxOutcome::ExecAbort as usize,
+        1,
+    );
     if matches!(
         e,
         CmdError::CrossSlot | CmdError::Moved(..) | CmdError::SlotNotServed

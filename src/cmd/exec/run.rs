@@ -2,8 +2,6 @@
 //! its error reply; and the `--maxmemory` check a write passes first. Both
 //! the dispatcher and `EXEC` (for each queued command) come here.
 
-use std::sync::atomic::Ordering;
-
 use crate::cmd::registry::error::CmdError;
 use crate::cmd::registry::spec::{CommandSpec, Ctx, Flags};
 use crate::protocol::Request;
@@ -38,7 +36,11 @@ pub(crate) fn admit_write(
     // limiter key re-opens someone's limit, so while clients' own buffers
     // (an upload that never ends) are what fills the cap, the larger part
     // of the memory in use, writes are refused instead.
-    let buffers = ctx.state.stats.client_buffers.load(Ordering::Relaxed);
+    let buffers = ctx
+        .state
+        .stats
+        .counters
+        .get(crate::metrics::table::CLIENT_BUFFERS);
     let buffers_fill_it = buffers >= used.saturating_sub(buffers);
     match settings.policy() {
         crate::config::MaxmemoryPolicy::NoEviction => Err(CmdError::OutOfMemory),

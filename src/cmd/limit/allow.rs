@@ -174,13 +174,25 @@ pub fn allowmany(ctx: &mut Ctx<'_>, req: &Request<'_>) -> Result<(), CmdError> {
             .clauses
             .iter()
             .filter(|(_, c)| matches!(c, Clause::Lease { .. }));
-        let shared = &ctx.state.stats;
+        let shared = &ctx.state.stats.counters;
         match d.allowed {
-            true => shared.lease(LeaseEvent::Acquired, leases.count() as u64),
-            false => shared.lease(LeaseEvent::Denied, 1),
+            true => shared.add_at(
+                crate::metrics::table::LEASES,
+                LeaseEvent::Acquired as usize,
+                leases.count() as u64,
+            ),
+            false => shared.add_at(
+                crate::metrics::table::LEASES,
+                LeaseEvent::Denied as usize,
+                1,
+            ),
         }
         if gone.leases > 0 {
-            shared.lease(LeaseEvent::Expired, gone.leases);
+            shared.add_at(
+                crate::metrics::table::LEASES,
+                LeaseEvent::Expired as usize,
+                gone.leases,
+            );
         }
     }
     write_decision(ctx.out, &d, 1 + has_lease as usize);

@@ -68,7 +68,11 @@ pub fn hex(id: &LeaseId) -> [u8; 2 * ID_LEN] {
 /// Counts leases that lapsed unreleased, found by an operation.
 fn lapsed(ctx: &mut Ctx<'_>, l: Lapsed) {
     if l.leases > 0 {
-        ctx.state.stats.lease(LeaseEvent::Expired, l.leases);
+        ctx.state.stats.counters.add_at(
+            crate::metrics::table::LEASES,
+            LeaseEvent::Expired as usize,
+            l.leases,
+        );
     }
 }
 
@@ -134,7 +138,10 @@ pub fn acquire(ctx: &mut Ctx<'_>, req: &Request<'_>) -> Result<(), CmdError> {
         (true, false) => LeaseEvent::Acquired,
         (true, true) => LeaseEvent::Retried,
     };
-    ctx.state.stats.lease(event, 1);
+    ctx.state
+        .stats
+        .counters
+        .add_at(crate::metrics::table::LEASES, event as usize, 1);
     // A lease refused is a denial on its key, for `RL.TOP` as any other.
     ctx.session
         .stats
@@ -161,7 +168,11 @@ pub fn release(ctx: &mut Ctx<'_>, req: &Request<'_>) -> Result<(), CmdError> {
         .update(req.arg(1), now, |slot| limit::release(slot, now, &id))?;
     lapsed(ctx, gone);
     if done {
-        ctx.state.stats.lease(LeaseEvent::Released, 1);
+        ctx.state.stats.counters.add_at(
+            crate::metrics::table::LEASES,
+            LeaseEvent::Released as usize,
+            1,
+        );
     }
     ctx.out.int(done as i64);
     Ok(())
@@ -181,7 +192,11 @@ pub fn renew(ctx: &mut Ctx<'_>, req: &Request<'_>) -> Result<(), CmdError> {
         .update(req.arg(1), now, |slot| limit::renew(slot, now, &id, ttl))?;
     lapsed(ctx, gone);
     if done {
-        ctx.state.stats.lease(LeaseEvent::Renewed, 1);
+        ctx.state.stats.counters.add_at(
+            crate::metrics::table::LEASES,
+            LeaseEvent::Renewed as usize,
+            1,
+        );
     }
     ctx.out.int(done as i64);
     Ok(())

@@ -126,7 +126,11 @@ pub fn evalsha_ro(ctx: &mut Ctx<'_>, req: &Request<'_>) -> Result<(), CmdError> 
 /// compile counts as a run that failed.
 fn prepare(ctx: &Ctx<'_>, body: &[u8]) -> Result<Script, CmdError> {
     ctx.state.scripts.prepare(body).map_err(|e| {
-        ctx.state.stats.script(ScriptOutcome::Error);
+        ctx.state.stats.counters.add_at(
+            crate::metrics::table::SCRIPTS,
+            ScriptOutcome::Error as usize,
+            1,
+        );
         script_error(e)
     })
 }
@@ -175,8 +179,15 @@ fn run(
             let ro = read_only || flags.no_writes;
             if native::run(ctx, native, req, n, over, ro) {
                 let state = ctx.state;
-                state.stats.script(ScriptOutcome::Ok);
-                crate::stats::Stats::add(&state.stats.scripts_native, 1);
+                state.stats.counters.add_at(
+                    crate::metrics::table::SCRIPTS,
+                    ScriptOutcome::Ok as usize,
+                    1,
+                );
+                state
+                    .stats
+                    .counters
+                    .inc(crate::metrics::table::SCRIPTS_NATIVE);
                 return Ok(());
             }
         }
@@ -300,11 +311,15 @@ fn run_until_done<'a>(
             session.stats.leave_run(run, !aborted);
         }
         if !matches!(result, Err(ScriptError::Aborted)) {
-            state.stats.script(match result {
+            let outcome = match result {
                 Ok(()) => ScriptOutcome::Ok,
                 Err(ScriptError::Killed(_)) => ScriptOutcome::Killed,
                 Err(_) => ScriptOutcome::Error,
-            });
+            };
+            state
+                .stats
+                .counters
+                .add_at(crate::metrics::table::SCRIPTS, outcome as usize, 1);
         }
         match result {
             Ok(()) => break Ok(()),
