@@ -554,6 +554,26 @@ impl State {
         self.set_total(total);
     }
 
+    /// Joins the newest slot to the one before it while they share a
+    /// timestamp and their sum fits a slot, as [`State::record`] joins a
+    /// request to the newest slot. Two slots share a timestamp only when
+    /// their sum did not fit; a refund that shrinks the newest can make it
+    /// fit, and the ring must then be the one a loader rebuilds from its
+    /// slots ([`State::restore`] records them, coalescing): else a
+    /// snapshot, the append-only file or a replica reads back a different
+    /// ring than the server wrote.
+    fn coalesce_back(&mut self) {
+        while self.slots() >= 2 {
+            let (t, c) = self.get(self.slots() - 1);
+            let (prev_t, prev_c) = self.get(self.slots() - 2);
+            if t != prev_t || !prev_c.checked_add(c).is_some_and(|n| self.fits(n)) {
+                return;
+            }
+            self.set_back_count(0);
+            self.set_back_count(prev_c + c);
+        }
+    }
+
     /// Drops slots that left the window `(now - period, now]`, and gives
     /// back most of a ring that emptied.
     fn expire(&mut self, now: u64, period: u64) {
@@ -789,6 +809,10 @@ pub fn refund(state: &mut State, p: &Params, now: u64, mut n: u64) {
         let take = n.min(c);
         n -= take;
         state.set_back_count(c - take);
+        if take < c {
+            // The last one taken from: it may now join the one before.
+            state.coalesce_back();
+        }
     }
     // The newest admission left is now at most the newest slot's time.
     let newest = match state.back() {
@@ -989,6 +1013,64 @@ mod tests {
         assert_eq!(st.slots(), 1);
         refund(&mut st, &p, 2 * S, 100);
         assert_eq!(st.total(), 0);
+    }
+
+    /// A charge whose sum with the newest slot does not fit a narrow slot
+    /// takes a slot of its own at the same time; a refund that brings the
+    /// two back within a slot joins them, as a loader (`restore`, which
+    /// records the slots one by one) rebuilds them. Seen by the snapshot
+    /// proptest: `RL.CHARGE log 1 1ms 1`, `RL.CHARGE log 1 1ms 16777216`,
+    /// `RL.REFUND log 2` kept (t, 1), (t, 0xFFFFFE), read back as (t,
+    /// 0xFFFFFF).
+    #[test]
+    fn a_refund_leaves_the_ring_a_reload_rebuilds() {
+        let p = params(1, MS);
+        let now = 1_700_000_000 * S;
+        let t = now / UNIT;
+        let reloaded = |st: &State| {
+            let slots: Vec<(u64, u64)> = st.slots_iter().collect();
+            State::restore(st.newest(), &slots).expect("a state the server holds loads")
+        };
+        // (refund, slots left): within a narrow slot, one slot; a wide
+        // ring (the charge's) joins whatever the sum.
+        let cases: &[(u64, &[(u64, u64)])] = &[
+            (0, &[(t, 1), (t, MAX_COUNT + 1)]),
+            (1, &[(t, MAX_COUNT + 1)]),
+            (2, &[(t, MAX_COUNT)]),
+            (MAX_COUNT, &[(t, 2)]),
+            (MAX_COUNT + 1, &[(t, 1)]),
+            (MAX_COUNT + 2, &[]),
+        ];
+        for &(n, want) in cases {
+            let mut st = State::default();
+            record(&mut st, &p, now, 1);
+            record(&mut st, &p, now, MAX_COUNT + 1);
+            refund(&mut st, &p, now, n);
+            assert_eq!(st.slots_iter().collect::<Vec<_>>(), want, "refund {n}");
+            assert_eq!(reloaded(&st), st, "refund {n}");
+        }
+        // Narrow slots that share a time (their sum over 2^24 - 1) join
+        // once a refund brings the sum within one.
+        let mut st = State::default();
+        record(&mut st, &p, now, 5);
+        record(&mut st, &p, now, MAX_COUNT - 1);
+        assert_eq!(st.slots(), 2);
+        refund(&mut st, &p, now, 4);
+        assert_eq!(st.slots_iter().collect::<Vec<_>>(), [(t, MAX_COUNT)]);
+        assert_eq!(reloaded(&st), st);
+        // Three at one time (narrow, narrow, then a wide charge): a refund
+        // of the wide one joins them all.
+        let mut st = State::default();
+        record(&mut st, &p, now, MAX_COUNT);
+        record(&mut st, &p, now, MAX_COUNT);
+        record(&mut st, &p, now, MAX_COUNT + 1);
+        assert_eq!(st.slots(), 3);
+        refund(&mut st, &p, now, MAX_COUNT);
+        assert_eq!(
+            st.slots_iter().collect::<Vec<_>>(),
+            [(t, 2 * MAX_COUNT + 1)]
+        );
+        assert_eq!(reloaded(&st), st);
     }
 
     #[test]
