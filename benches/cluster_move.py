@@ -54,7 +54,8 @@ class Cluster:
         else:
             args = [self.binary, "--port", str(port), "--bind", "127.0.0.1", "--cluster-enabled", "yes",
                     "--cluster-node-timeout", "5000", "--appendonly", "yes", "--metrics-addr", "off"]
-        p = subprocess.Popen(args, cwd=d, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        log = open(os.path.join(d, "log"), "wb")
+        p = subprocess.Popen(args, cwd=d, stdout=log, stderr=log)
         self.procs.append(p)
         for _ in range(200):
             try:
@@ -62,7 +63,7 @@ class Cluster:
                 return
             except redis.exceptions.ConnectionError:
                 time.sleep(0.05)
-        raise SystemExit(f"{self.kind} on {port} did not start")
+        raise SystemExit(f"{self.kind} on {port} did not start:\n" + open(os.path.join(d, "log")).read()[-2000:])
 
     def stop(self):
         for p in self.procs:
@@ -96,6 +97,16 @@ class Probe(threading.Thread):
             self.lat.append(time.perf_counter() - t)
 
 
+def wait_ok(ports, timeout=60):
+    """Until every node knows every slot's owner (`cluster_state:ok`)."""
+    deadline = time.time() + timeout
+    for p in ports:
+        while b"cluster_state:ok" not in redis.Redis(port=p).execute_command("CLUSTER", "INFO"):
+            if time.time() > deadline:
+                raise SystemExit(f"node {p} never reached cluster_state:ok")
+            time.sleep(0.1)
+
+
 def fill(port_base, kind, keys):
     rc = RedisCluster(startup_nodes=[ClusterNode("127.0.0.1", port_base)])
     pipe = rc.pipeline()
@@ -117,10 +128,10 @@ def measure(kind, binary, base, keys):
         for i in range(4):
             c.start(base + i)
         cli("--cluster", "create", *[f"127.0.0.1:{base + i}" for i in range(3)], "--cluster-yes")
-        time.sleep(2)
+        wait_ok([base + i for i in range(3)])
         rc = fill(base, kind, keys)
         cli("--cluster", "add-node", f"127.0.0.1:{base + 3}", f"127.0.0.1:{base}")
-        time.sleep(3)
+        wait_ok([base + i for i in range(4)])
         out = {}
         for what in ("rebalance", "reshard"):
             probe = Probe(rc, kind, keys)
@@ -142,7 +153,7 @@ def measure(kind, binary, base, keys):
             lat = sorted(probe.lat)
             out[what] = (took, statistics.median(lat) * 1e3, lat[int(len(lat) * 0.99)] * 1e3, lat[-1] * 1e3,
                          probe.errors, len(lat))
-            time.sleep(2)
+            wait_ok([base + i for i in range(4)])
         return out
     finally:
         c.stop()
@@ -155,8 +166,8 @@ def main():
     ap.add_argument("--redis-server", default=shutil.which("redis-server"))
     a = ap.parse_args()
     results = {
-        "redis": measure("redis", a.redis_server, 32001, a.keys),
-        "turnstile": measure("turnstile", a.bin, 33001, a.keys),
+        "redis": measure("redis", a.redis_server, 14001, a.keys),
+        "turnstile": measure("turnstile", a.bin, 15001, a.keys),
     }
     print(f"\n{a.keys} keys; 4,096 slots moved each way; one client, one request at a time\n")
     print("| move | server | time (s) | client median (ms) | p99 (ms) | worst (ms) | errors | requests |")

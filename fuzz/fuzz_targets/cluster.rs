@@ -47,7 +47,7 @@ fuzz_target!(|data: &[u8]| {
         let mut st = ClusterState::new("a".repeat(40), "127.0.0.1".into(), 7000, 17000, 1000);
         st.add_slots(&[0, 1, 2, 5000]).unwrap();
         st.start_handshake("127.0.0.1", 7001, 17001, 1_000_000);
-        let hs = st.nodes.keys().find(|k| !k.starts_with('a')).cloned().unwrap();
+        let hs = st.nodes.values().find(|n| n.in_handshake()).map(|n| n.id.clone()).unwrap();
         st.link_up(&hs, 1, 1_000_000);
         for from in [From::Inbound, From::Outbound(1), From::Inbound] {
             let _ = st.receive(&msg, from, "127.0.0.1", "127.0.0.1", 1_000_100);

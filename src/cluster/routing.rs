@@ -62,7 +62,19 @@ impl Routing {
             });
         }
         let idx = |id: &str| index.get(id).copied().unwrap_or(NONE);
-        let owner = (0..SLOTS).map(|s| st.owner(s).map_or(NONE, idx)).collect();
+        // Filled from each node's ranges: one id lookup per node, not one
+        // per slot (16,384 string hashes were most of a SETSLOT's cost).
+        let mut owner: Box<[u16]> = vec![NONE; SLOTS as usize].into_boxed_slice();
+        for n in st.nodes.values().filter(|n| !n.in_handshake()) {
+            let i = idx(&n.id);
+            for (a, b) in n.slots.ranges() {
+                for slot in a..=b {
+                    if st.owner(slot) == Some(n.id.as_str()) {
+                        owner[slot as usize] = i;
+                    }
+                }
+            }
+        }
         let open = |m: &std::collections::BTreeMap<u16, String>| {
             m.iter()
                 .filter(|(_, id)| index.contains_key(id.as_str()))

@@ -79,7 +79,22 @@ impl SlotSet {
     pub fn ranges(&self) -> Vec<(u16, u16)> {
         let mut out = Vec::new();
         let mut start: Option<u16> = None;
-        for s in 0..SLOTS {
+        let mut s: u16 = 0;
+        while s < SLOTS {
+            // Whole words of one kind are stepped over at once.
+            let word = self.0[s as usize / 64];
+            if s % 64 == 0 && (word == 0 || word == u64::MAX) {
+                match (word == u64::MAX, start) {
+                    (true, None) => start = Some(s),
+                    (false, Some(a)) => {
+                        out.push((a, s - 1));
+                        start = None;
+                    }
+                    _ => {}
+                }
+                s += 64;
+                continue;
+            }
             match (self.contains(s), start) {
                 (true, None) => start = Some(s),
                 (false, Some(a)) => {
@@ -88,6 +103,7 @@ impl SlotSet {
                 }
                 _ => {}
             }
+            s += 1;
         }
         if let Some(a) = start {
             out.push((a, SLOTS - 1));

@@ -36,7 +36,9 @@ BIN = _pos[0] if _pos else os.path.join(ROOT, "target/release/turnstile")
 KEYS = int(sys.argv[sys.argv.index("--keys") + 1]) if "--keys" in sys.argv else 400
 PASSWORD = sys.argv[sys.argv.index("--password") + 1] if "--password" in sys.argv else None
 AUTH = ["-a", PASSWORD, "--no-auth-warning"] if PASSWORD else []
-BASE = 31001
+# Ports below the ephemeral range (32768+), bus ports (+10000) too, so no
+# outbound connection can hold one.
+BASE = 16001
 LIMIT = 20
 QUOTA_COST = 7
 TIMEOUT_MS = 3000

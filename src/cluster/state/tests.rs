@@ -399,3 +399,26 @@ proptest! {
         prop_assert_eq!(distinct.len(), epochs.len(), "primaries share an epoch: {:?}", epochs);
     }
 }
+
+proptest! {
+    /// Ranges step over whole words; they must name exactly the set.
+    #[test]
+    fn slot_ranges_name_exactly_the_set(slots in proptest::collection::btree_set(0u16..SLOTS, 0..400), fill in proptest::option::of((0u16..256, 0u16..256))) {
+        let mut set = SlotSet::default();
+        for &s in &slots {
+            set.insert(s);
+        }
+        if let Some((w, n)) = fill {
+            for s in (w * 64)..((w * 64 + n * 64).min(SLOTS)) {
+                set.insert(s);
+            }
+        }
+        let back = SlotSet::from_ranges(&set.ranges());
+        prop_assert_eq!(&back, &set);
+        let ranges = set.ranges();
+        for pair in ranges.windows(2) {
+            prop_assert!(pair[0].1 + 1 < pair[1].0, "adjacent ranges not merged: {:?}", pair);
+        }
+        prop_assert_eq!(ranges.iter().map(|(a, b)| (b - a) as usize + 1).sum::<usize>(), set.len());
+    }
+}

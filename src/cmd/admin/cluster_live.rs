@@ -382,7 +382,12 @@ fn setslot(ctx: &mut Ctx<'_>, req: &Request<'_>, node: &ClusterNode) -> Result<(
                 Err(e) => (Err(refuse(e)), Effects::default()),
             });
             result?;
-            node.broadcast();
+            // The node that took the slot tells everyone at once (Redis
+            // broadcasts a PONG then); the others' news travels by gossip,
+            // and redis-cli tells each of them itself.
+            if node.state.lock().myself == id {
+                node.broadcast();
+            }
         }
         _ => {
             return Err(CmdError::err(
