@@ -67,12 +67,10 @@ impl Routing {
         let mut owner: Box<[u16]> = vec![NONE; SLOTS as usize].into_boxed_slice();
         for n in st.nodes.values().filter(|n| !n.in_handshake()) {
             let i = idx(&n.id);
+            // A node's slot set and the state's owners are kept together
+            // (`set_owner`, `clear_owner`), so its ranges are its slots.
             for (a, b) in n.slots.ranges() {
-                for slot in a..=b {
-                    if st.owner(slot) == Some(n.id.as_str()) {
-                        owner[slot as usize] = i;
-                    }
-                }
+                owner[a as usize..=b as usize].fill(i);
             }
         }
         let open = |m: &std::collections::BTreeMap<u16, String>| {

@@ -83,7 +83,7 @@ impl SlotSet {
         while s < SLOTS {
             // Whole words of one kind are stepped over at once.
             let word = self.0[s as usize / 64];
-            if s % 64 == 0 && (word == 0 || word == u64::MAX) {
+            if s.is_multiple_of(64) && (word == 0 || word == u64::MAX) {
                 match (word == u64::MAX, start) {
                     (true, None) => start = Some(s),
                     (false, Some(a)) => {

@@ -155,6 +155,9 @@ impl ClusterState {
                     _ => return Err(bad("unknown flag")),
                 };
             }
+            if nodes.iter().any(|n: &Node| n.id == id) {
+                return Err(bad("a node listed twice"));
+            }
             let mut node = Node::new(id.to_string(), ip.to_string(), p, bus, flags, 0);
             if flags & flag::MYSELF != 0 {
                 if myself.is_some() {

@@ -341,6 +341,9 @@ fn a_hostile_config_file_is_refused_not_panicked_on() {
         "0123456789012345678901234567890123456789 127.0.0.1:1@2 myself,bogus - 0 0 0 connected\n",
         "0123456789012345678901234567890123456789 127.0.0.1:1@2 myself,master - 0 0 0 connected 1\n\
          0123456789012345678901234567890123456789 127.0.0.1:1@2 myself,master - 0 0 0 connected 1\n",
+        // Found by the fuzzer: one id as myself and again as a replica.
+        "0123456789012345678901234567890123456789 127.0.0.1:1@2 myself,master - 0 0 0 connected\n\
+         0123456789012345678901234567890123456789 127.0.0.1:3@4 slave - 0 0 0 connected\n",
     ] {
         assert!(ClusterState::from_config(text, 1, 2, 1000).is_err(), "{text:?}");
     }
@@ -420,5 +423,27 @@ proptest! {
             prop_assert!(pair[0].1 + 1 < pair[1].0, "adjacent ranges not merged: {:?}", pair);
         }
         prop_assert_eq!(ranges.iter().map(|(a, b)| (b - a) as usize + 1).sum::<usize>(), set.len());
+    }
+}
+
+#[test]
+fn routing_agrees_with_the_state_on_every_slot() {
+    let mut sim = Sim::new(3);
+    sim.nodes[0]
+        .add_slots(&(0..5000).collect::<Vec<_>>())
+        .unwrap();
+    sim.nodes[1]
+        .add_slots(&(5000..5003).collect::<Vec<_>>())
+        .unwrap();
+    sim.nodes[2].add_slots(&[9000, 16383]).unwrap();
+    for i in 1..3 {
+        sim.meet(i, 0);
+    }
+    assert!(sim.settle(300));
+    for st in &sim.nodes {
+        let r = crate::cluster::routing::Routing::from_state(st);
+        for s in 0..SLOTS {
+            assert_eq!(r.owner(s).map(|n| n.id.as_str()), st.owner(s), "slot {s}");
+        }
     }
 }
