@@ -207,6 +207,50 @@ class Load:
               f"while a node was down on purpose (their keys not judged)", flush=True)
 
 
+class IoLoad:
+    """ioredis's Cluster client (tests/compat/node/cluster_load.js) on keys
+    of its own, judged like the Python clients'."""
+
+    SCRIPT = os.path.join(ROOT, "tests/compat/node/cluster_load.js")
+
+    def __init__(self):
+        self.proc = None
+        if not (shutil.which("node") and os.path.isdir(os.path.join(ROOT, "tests/compat/node/node_modules/ioredis"))):
+            print("ioredis client: skipped (node or tests/compat/node's npm ci missing)", flush=True)
+            return
+        self.proc = subprocess.Popen(["node", self.SCRIPT, str(BASE), "200", str(LIMIT), *([PASSWORD] if PASSWORD else [])],
+                                     stdout=subprocess.PIPE, text=True)
+
+    def pause(self):
+        if self.proc:
+            self.proc.send_signal(signal.SIGUSR1)
+            line = self.proc.stdout.readline().strip()
+            if line != "paused":
+                fail(f"ioredis client did not pause: {line!r}")
+
+    def resume(self):
+        if self.proc:
+            self.proc.send_signal(signal.SIGUSR2)
+
+    def judge(self, rc):
+        if not self.proc:
+            return
+        self.proc.send_signal(signal.SIGTERM)
+        import json
+        out = json.loads(self.proc.stdout.readline())
+        self.proc.wait(timeout=30)
+        for e in out["errors"][:5]:
+            fail(f"ioredis client error during moves: {e}")
+        for k, sent in out["sent"].items():
+            got = out["admitted"][k]
+            if got > LIMIT or got < min(sent, LIMIT):
+                fail(f"ioredis {k}: {got} admissions of {sent} requests, limit {LIMIT}")
+            if used(rc, "lim:" + k) != got:
+                fail(f"ioredis {k}: server counts {used(rc, 'lim:' + k)}, the client saw {got}")
+        print(f"ioredis Cluster: judged {len(out['sent'])} keys, {sum(out['sent'].values())} requests", flush=True)
+        self.proc = None
+
+
 def used(rc, key):
     """A limiter key's count, from RL.STATE (0 if it does not exist)."""
     state = rc.execute_command("RL.STATE", key)
@@ -277,6 +321,7 @@ def main():
         keys = [f"k{i}" for i in range(KEYS)]
         load = Load(keys)
         load.start()
+        io = IoLoad()
         time.sleep(2)
 
         nodes[6].start()
@@ -317,11 +362,13 @@ def main():
             time.sleep(0.05)
         load.outage.set()
         load.pause()
+        io.pause()
         src.stop(signal.SIGKILL)
         load.resume()
         mover.wait(timeout=60)
         src.start()
         wait_agreement(nodes[:6], "the source's restart")
+        io.resume()
         t = time.time()
         out = cli("--cluster", "fix", src.addr(), check=False)
         print(f"fix after kill -9 mid-reshard: {time.time() - t:.1f} s", flush=True)
@@ -354,10 +401,12 @@ def main():
         r.execute_command("MIGRATE", "127.0.0.1", dst.port, "", 0, 5000, *auth, "KEYS", *half)
         load.outage.set()
         load.pause()
+        io.pause()
         src.stop(signal.SIGKILL)
         load.resume()
         src.start()
         wait_agreement(nodes[:6], "the source's second restart")
+        io.resume()
         out = cli("--cluster", "fix", src.addr(), check=False)
         if f"Fixing open slot {slot}" not in out:
             fail(f"fix did not find slot {slot} open:\n" + out)
@@ -381,6 +430,7 @@ def main():
 
         load.finish()
         load.judge(rc)
+        io.judge(rc)
 
         # A primary restarts from its config file: same id, same slots.
         primary = next(n for n in nodes[:6] if "myself,master" in n.r().execute_command("CLUSTER", "NODES"))
