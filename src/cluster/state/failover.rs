@@ -443,9 +443,13 @@ impl ClusterState {
             contacts.sort_unstable_by(|a, b| b.cmp(a));
             contacts[contacts.len() / 2] + self.node_timeout
         };
-        if now > until {
-            let was = self.quorum_until.load(Ordering::Relaxed);
-            if now <= was {
+        // Lost: now, or since the last tick (a stopped process resumed, and
+        // the messages queued for it while it was stopped arrived before
+        // this tick: they prove others reachable, not that it knows what
+        // they decided meanwhile).
+        let was = self.quorum_until.load(Ordering::Relaxed);
+        if now > until || (was != 0 && now > was) {
+            if now <= was || now <= until {
                 tracing::warn!(
                     "cluster: a majority of the primaries is unreachable: refusing requests"
                 );

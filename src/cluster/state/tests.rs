@@ -777,3 +777,27 @@ proptest! {
         }
     }
 }
+
+#[test]
+fn a_stopped_primary_resumed_refuses_even_once_queued_messages_arrive_first() {
+    let mut sim = Sim::cluster(3, 3, 0x5107);
+    // SIGSTOP: it does nothing while the others fail it over.
+    sim.down[0] = true;
+    for _ in 0..60 {
+        sim.tick();
+    }
+    assert!(sim.agree_owner(0, 3));
+    // SIGCONT: the PINGs queued for it while it was stopped are read
+    // before its first tick, and before any word of the failover.
+    let now = sim.now;
+    for i in 1..3 {
+        let m = sim.nodes[i].message(Kind::Ping, now);
+        sim.nodes[0].receive(&m, From::Inbound, IP, IP, now);
+    }
+    assert!(!sim.nodes[0].state_ok(now), "before its first tick");
+    sim.nodes[0].tick(now + 1);
+    assert!(
+        !sim.nodes[0].state_ok(now + 1),
+        "a majority heard from again is not enough: it must learn what they decided"
+    );
+}
