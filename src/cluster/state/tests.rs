@@ -537,7 +537,7 @@ fn the_old_primary_returning_becomes_a_replica_of_the_winner() {
             }
         }
         // Before it hears of the failover it must not serve its old slots.
-        assert!(!sim.nodes[0].state_ok(sim.now + 1) || restart);
+        assert!(!sim.nodes[0].state_ok(sim.now + 1), "restart {restart}");
         sim.down[0] = false;
         for _ in 0..100 {
             sim.tick();
