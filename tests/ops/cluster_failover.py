@@ -331,7 +331,7 @@ def main():
             if n.proc and n.proc.poll() is None:
                 n.proc.send_signal(signal.SIGCONT)
             n.signal(signal.SIGKILL)
-        if failures:
+        if failures or "--keep" in sys.argv:
             print(f"logs kept in {root}")
         else:
             shutil.rmtree(root, ignore_errors=True)

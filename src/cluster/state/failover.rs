@@ -128,7 +128,9 @@ impl ClusterState {
             // so two replicas seldom ask together, a second per replica
             // with a greater offset.
             let rank = self.replica_rank();
-            let jitter = self.random() % 500;
+            // The generator is seeded by the node id; the time mixed in keeps
+            // replicas of one primary from drawing in step.
+            let jitter = (self.random() ^ now.wrapping_mul(0x9e37_79b9_7f4a_7c15) >> 17) % 500;
             let e = &mut self.election;
             e.time = now + 500 + jitter + rank as Millis * 1000;
             e.votes.clear();
