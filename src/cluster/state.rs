@@ -266,6 +266,45 @@ pub enum StateError {
     FailoverPrimaryDown,
 }
 
+/// `CLUSTER FAILOVER`'s option.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum FailoverMode {
+    /// Pause the primary, catch up, then the election.
+    Default,
+    /// The election at once (the primary is unreachable).
+    Force,
+    /// No election: a new epoch, and the slots are taken.
+    Takeover,
+}
+
+/// A replica's election (Redis's `failover_auth_*`).
+#[derive(Debug, Default)]
+pub struct Election {
+    /// When the vote requests go out (0: none scheduled yet).
+    pub time: Millis,
+    pub sent: bool,
+    pub rank: usize,
+    pub epoch: u64,
+    /// Primaries that voted for this replica in `epoch`.
+    pub votes: BTreeSet<String>,
+    /// Elections won and lost (timed out), for `CLUSTER INFO`.
+    pub won: u64,
+}
+
+/// A manual failover (Redis's `mf_*`), on either side.
+#[derive(Debug, Default)]
+pub struct Manual {
+    /// When it gives up (0: none under way).
+    pub end: Millis,
+    /// On the primary: the replica taking over, and when writes paused.
+    pub replica: Option<String>,
+    pub paused_since: Millis,
+    /// On the replica: the primary's final offset, once it reported it.
+    pub primary_offset: Option<u64>,
+    /// On the replica: the election may start.
+    pub can_start: bool,
+}
+
 /// The state a node keeps about the cluster.
 #[derive(Debug)]
 pub struct ClusterState {
@@ -290,9 +329,9 @@ pub struct ClusterState {
     ticks: u64,
     rng: u64,
     /// The election this replica runs when its primary fails.
-    pub election: failover::Election,
+    pub election: Election,
     /// A manual failover under way, on the replica or its primary.
-    pub manual: failover::Manual,
+    pub manual: Manual,
     /// Until when (wall milliseconds) this node is known to reach a
     /// majority of the primaries serving slots: past it, keyed requests
     /// get `-CLUSTERDOWN` (a primary cut off in a minority stops taking
@@ -361,8 +400,8 @@ impl ClusterState {
             messages_received: 0,
             ticks: 0,
             rng: seed | 1,
-            election: failover::Election::default(),
-            manual: failover::Manual::default(),
+            election: Election::default(),
+            manual: Manual::default(),
             quorum_until: Arc::new(AtomicU64::new(u64::MAX)),
             started: 0,
             rejoin_at: 0,
@@ -714,7 +753,7 @@ impl ClusterState {
         let me = self.me_mut();
         me.flags = (me.flags & !flag::MASTER) | flag::REPLICA;
         me.primary = Some(id.to_string());
-        self.manual = failover::Manual::default();
+        self.manual = Manual::default();
         self.touch();
         Effects {
             follow: Some(Some((ip, port))),
@@ -771,8 +810,6 @@ impl ClusterState {
 mod conf;
 mod failover;
 mod gossip;
-
-pub use failover::FailoverMode;
 
 #[cfg(test)]
 mod tests;

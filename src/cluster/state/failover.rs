@@ -28,45 +28,6 @@ const PAUSE_SETTLE: Millis = 100;
 /// while it was away.
 const WRITABLE_DELAY: Millis = 2000;
 
-/// `CLUSTER FAILOVER`'s option.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum FailoverMode {
-    /// Pause the primary, catch up, then the election.
-    Default,
-    /// The election at once (the primary is unreachable).
-    Force,
-    /// No election: a new epoch, and the slots are taken.
-    Takeover,
-}
-
-/// A replica's election (Redis's `failover_auth_*`).
-#[derive(Debug, Default)]
-pub struct Election {
-    /// When the vote requests go out (0: none scheduled yet).
-    pub time: Millis,
-    pub sent: bool,
-    pub rank: usize,
-    pub epoch: u64,
-    /// Primaries that voted for this replica in `epoch`.
-    pub votes: BTreeSet<String>,
-    /// Elections won and lost (timed out), for `CLUSTER INFO`.
-    pub won: u64,
-}
-
-/// A manual failover (Redis's `mf_*`), on either side.
-#[derive(Debug, Default)]
-pub struct Manual {
-    /// When it gives up (0: none under way).
-    pub end: Millis,
-    /// On the primary: the replica taking over, and when writes paused.
-    pub replica: Option<String>,
-    pub paused_since: Millis,
-    /// On the replica: the primary's final offset, once it reported it.
-    pub primary_offset: Option<u64>,
-    /// On the replica: the election may start.
-    pub can_start: bool,
-}
-
 impl ClusterState {
     /// The server's replication offset now (the replica's applied one).
     pub fn set_repl_offset(&mut self, offset: u64) {
