@@ -1,6 +1,7 @@
 //! The cluster bus's messages and their framing.
 //!
-//! The design is Redis Cluster's (PING, PONG, MEET, FAIL and UPDATE, each
+//! The design is Redis Cluster's (PING, PONG, MEET, FAIL, UPDATE, and the
+//! failover's AUTH-REQUEST, AUTH-ACK and MFSTART, each
 //! header carrying the sender's epochs, role and slots, PINGs carrying a
 //! gossip section about other nodes); the encoding is Turnstile's own:
 //! one JSON object per frame behind a 4-byte big-endian length. Redis's
@@ -38,6 +39,20 @@ pub enum Kind {
         config_epoch: u64,
         slots: Vec<(u16, u16)>,
     },
+    /// A replica asks a primary for its vote in the election of the
+    /// header's current epoch, for the slots the header claims. `force`
+    /// is Redis's FORCEACK: a manual failover, voted for although the
+    /// replica's primary is not `fail`.
+    AuthRequest {
+        #[serde(default)]
+        force: bool,
+    },
+    /// A primary's vote, for the election of the header's current epoch.
+    AuthAck,
+    /// A replica asks its primary to pause writes for a manual failover
+    /// (Redis's MFSTART); the primary answers with PINGs marked `paused`
+    /// carrying its replication offset.
+    MfStart,
 }
 
 /// What a message says about one other node.
@@ -73,6 +88,10 @@ pub struct Message {
     pub slots: Vec<(u16, u16)>,
     #[serde(default)]
     pub gossip: Vec<Gossip>,
+    /// The sender is a primary pausing writes for its replica's manual
+    /// failover (Redis's CLUSTERMSG_FLAG0_PAUSED): `repl_offset` is final.
+    #[serde(default)]
+    pub paused: bool,
 }
 
 /// The first frame on every link: who connects, and the password if the
@@ -140,6 +159,7 @@ mod tests {
             repl_offset: 12,
             slots: vec![(5461, 10922)],
             gossip: vec![],
+            paused: false,
         };
         let frame = encode(&m);
         let n = frame_len(frame[..4].try_into().unwrap()).unwrap();

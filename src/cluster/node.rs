@@ -205,6 +205,10 @@ impl ClusterNode {
     }
 
     fn dispatch(&self, fx: Effects) {
+        for link in &fx.close {
+            // Dropping the sender ends the link's task.
+            self.remove_link(*link);
+        }
         if !fx.send.is_empty() {
             let links = self.links.lock();
             for (link, m) in &fx.send {

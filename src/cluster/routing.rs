@@ -47,6 +47,11 @@ pub struct Routing {
     importing: HashMap<u16, u16>,
     /// Every slot served by a node not failed (`cluster_state:ok`).
     pub ok: bool,
+    /// Until when (wall ms) a majority of primaries is known reachable
+    /// (the state's, updated every tick without a new table).
+    quorum_until: std::sync::Arc<std::sync::atomic::AtomicU64>,
+    /// This primary pauses writes for a replica's manual failover.
+    pub writes_paused: bool,
 }
 
 impl Routing {
@@ -87,7 +92,15 @@ impl Routing {
             importing: open(&st.importing),
             nodes,
             ok: st.is_ok(),
+            quorum_until: st.quorum_until.clone(),
+            writes_paused: st.writes_paused(),
         }
+    }
+
+    /// Whether this node still knows a majority of primaries reachable at
+    /// `now_ms`: a node cut off in a minority refuses keyed requests.
+    pub fn in_majority(&self, now_ms: u64) -> bool {
+        now_ms <= self.quorum_until.load(std::sync::atomic::Ordering::Relaxed)
     }
 
     pub fn owner(&self, slot: u16) -> Option<&RouteNode> {

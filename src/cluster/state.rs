@@ -14,10 +14,15 @@
 //!   convergence no two primaries share one and no slot has two owners;
 //! - a node that does not answer a PING within the node timeout is
 //!   `pfail` to whoever noticed, and `fail` once a majority of the
-//!   primaries that serve slots report it.
+//!   primaries that serve slots report it;
+//! - a replica of a `fail` primary asks every primary for its vote in a
+//!   new epoch, and one voted for by a majority of the primaries serving
+//!   slots takes its primary's slots at that epoch (`state/failover.rs`).
 
-use std::collections::{BTreeMap, HashMap};
+use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::fmt::Write as _;
+use std::sync::atomic::AtomicU64;
+use std::sync::Arc;
 
 use super::bus::{Gossip, Kind, Message};
 use super::slot::SLOTS;
@@ -146,6 +151,9 @@ pub struct Node {
     pub fail_time: Millis,
     /// When it was created (a handshake that never completes is dropped).
     pub ctime: Millis,
+    /// When this node last voted for one of its replicas (a primary's
+    /// replicas get one vote per two node timeouts, as Redis's).
+    pub voted_time: Millis,
 }
 
 impl Node {
@@ -168,6 +176,7 @@ impl Node {
             fail_reports: Vec::new(),
             fail_time: 0,
             ctime: now,
+            voted_time: 0,
         }
     }
     pub fn has(&self, f: u16) -> bool {
@@ -200,6 +209,8 @@ pub struct Effects {
     pub follow: Option<Option<(String, u16)>>,
     /// Slots this node lost while holding keys in them: delete those keys.
     pub dirty_slots: Vec<u16>,
+    /// Outbound links to close (silent too long: a fresh one is opened).
+    pub close: Vec<LinkId>,
 }
 
 impl Effects {
@@ -212,6 +223,7 @@ impl Effects {
             self.follow = other.follow;
         }
         self.dirty_slots.extend(other.dirty_slots);
+        self.close.extend(other.close);
     }
 }
 
@@ -262,6 +274,51 @@ pub enum StateError {
         "Can't assign hashslot {0} to a different node while I still hold keys for this hash slot."
     )]
     SlotKeys(u16),
+    #[error("You should send CLUSTER FAILOVER to a replica")]
+    FailoverNotReplica,
+    #[error("I'm a replica but my master is unknown to me")]
+    FailoverPrimaryUnknown,
+    #[error("Master is down or failed, please use CLUSTER FAILOVER FORCE")]
+    FailoverPrimaryDown,
+}
+
+/// `CLUSTER FAILOVER`'s option.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum FailoverMode {
+    /// Pause the primary, catch up, then the election.
+    Default,
+    /// The election at once (the primary is unreachable).
+    Force,
+    /// No election: a new epoch, and the slots are taken.
+    Takeover,
+}
+
+/// A replica's election (Redis's `failover_auth_*`).
+#[derive(Debug, Default)]
+pub struct Election {
+    /// When the vote requests go out (0: none scheduled yet).
+    pub time: Millis,
+    pub sent: bool,
+    pub rank: usize,
+    pub epoch: u64,
+    /// Primaries that voted for this replica in `epoch`.
+    pub votes: BTreeSet<String>,
+    /// Elections won and lost (timed out), for `CLUSTER INFO`.
+    pub won: u64,
+}
+
+/// A manual failover (Redis's `mf_*`), on either side.
+#[derive(Debug, Default)]
+pub struct Manual {
+    /// When it gives up (0: none under way).
+    pub end: Millis,
+    /// On the primary: the replica taking over, and when writes paused.
+    pub replica: Option<String>,
+    pub paused_since: Millis,
+    /// On the replica: the primary's final offset, once it reported it.
+    pub primary_offset: Option<u64>,
+    /// On the replica: the election may start.
+    pub can_start: bool,
 }
 
 /// The state a node keeps about the cluster.
@@ -287,6 +344,19 @@ pub struct ClusterState {
     pub messages_received: u64,
     ticks: u64,
     rng: u64,
+    /// The election this replica runs when its primary fails.
+    pub election: Election,
+    /// A manual failover under way, on the replica or its primary.
+    pub manual: Manual,
+    /// Until when (wall milliseconds) this node is known to reach a
+    /// majority of the primaries serving slots: past it, keyed requests
+    /// get `-CLUSTERDOWN` (a primary cut off in a minority stops taking
+    /// writes). Shared with the routing table, read per request.
+    pub quorum_until: Arc<AtomicU64>,
+    /// The first tick's time, and when the node may serve again after it
+    /// lost the majority (Redis's writable and rejoin delays).
+    started: Millis,
+    rejoin_at: Millis,
 }
 
 /// How long a forgotten node stays out (Redis: 60 s).
@@ -346,6 +416,11 @@ impl ClusterState {
             messages_received: 0,
             ticks: 0,
             rng: seed | 1,
+            election: Election::default(),
+            manual: Manual::default(),
+            quorum_until: Arc::new(AtomicU64::new(u64::MAX)),
+            started: 0,
+            rejoin_at: 0,
         }
     }
 
@@ -694,6 +769,7 @@ impl ClusterState {
         let me = self.me_mut();
         me.flags = (me.flags & !flag::MASTER) | flag::REPLICA;
         me.primary = Some(id.to_string());
+        self.manual = Manual::default();
         self.touch();
         Effects {
             follow: Some(Some((ip, port))),
@@ -748,6 +824,7 @@ impl ClusterState {
 }
 
 mod conf;
+mod failover;
 mod gossip;
 
 #[cfg(test)]

@@ -151,7 +151,11 @@ pub fn attach(
     if let Some((ip, port)) = primary {
         state.replication.follow(&state.store, ip, port);
     }
-    tokio::spawn(run(node, listener, shutdown));
+    // The replication offset, read at every tick: replicas rank
+    // themselves by it in an election, and a manual failover waits for it.
+    let weak = Arc::downgrade(state);
+    let offset = move || weak.upgrade().map_or(0, |s| s.store.effects.offset());
+    tokio::spawn(run(node, listener, shutdown, offset));
 }
 
 /// Carries out what the cluster state asks of the server.
@@ -187,7 +191,12 @@ impl Host for ServerHost {
 
 /// Runs the bus until `shutdown`: accepts peers on `listener`, keeps links
 /// and ticks every 100 ms.
-pub async fn run(bus: Arc<Bus>, listener: TcpListener, mut shutdown: watch::Receiver<bool>) {
+pub async fn run(
+    bus: Arc<Bus>,
+    listener: TcpListener,
+    mut shutdown: watch::Receiver<bool>,
+    offset: impl Fn() -> u64 + Send + 'static,
+) {
     let mut tick = tokio::time::interval(Duration::from_millis(100));
     tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
     loop {
@@ -204,7 +213,11 @@ pub async fn run(bus: Arc<Bus>, listener: TcpListener, mut shutdown: watch::Rece
                 for (id, ip, cport) in wanted {
                     connect(&bus, id, ip, cport, now);
                 }
-                bus.with(|st| ((), st.tick(now)));
+                let offset = offset();
+                bus.with(|st| {
+                    st.set_repl_offset(offset);
+                    ((), st.tick(now))
+                });
             }
         }
     }
@@ -362,7 +375,7 @@ mod tests {
         *bus.auth.lock() = password.map(str::to_string);
         *bus.require.lock() = password.map(str::to_string);
         let (tx, rx) = watch::channel(false);
-        tokio::spawn(run(bus.clone(), listener, rx));
+        tokio::spawn(run(bus.clone(), listener, rx, || 0));
         (bus, cport, tx)
     }
 

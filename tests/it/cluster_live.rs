@@ -310,6 +310,119 @@ async fn cluster_commands_refuse_as_redis_does() {
     let _ = std::fs::remove_dir_all(&dir);
 }
 
+/// The addresses `CLUSTER MEET` needs for `s`.
+fn meet_args(s: &Server) -> (String, String) {
+    let cport = s
+        .state()
+        .cluster_node
+        .as_ref()
+        .unwrap()
+        .state
+        .lock()
+        .me()
+        .cport;
+    (s.handle().addr().port().to_string(), cport.to_string())
+}
+
+async fn my_flags(con: &mut MultiplexedConnection) -> String {
+    let text: String = q(con, &["CLUSTER", "NODES"]).await;
+    let line = text.lines().find(|l| l.contains("myself")).unwrap();
+    line.split(' ').nth(2).unwrap().to_string()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn cluster_failover_on_a_replica_swaps_roles_and_keeps_every_count() {
+    let dir = tempfile_dir();
+    let (a, b, c) = (
+        node(&dir, "fa").await,
+        node(&dir, "fb").await,
+        node(&dir, "fc").await,
+    );
+    let mut ca = a.client().await;
+    let mut cb = b.client().await;
+    let mut cc = c.client().await;
+    let _: () = q(&mut ca, &["CLUSTER", "ADDSLOTSRANGE", "0", "8000"]).await;
+    let _: () = q(&mut cb, &["CLUSTER", "ADDSLOTSRANGE", "8001", "16383"]).await;
+    let (port_a, cport_a) = meet_args(&a);
+    for con in [&mut cb, &mut cc] {
+        let _: () = q(con, &["CLUSTER", "MEET", "127.0.0.1", &port_a, &cport_a]).await;
+    }
+    until("three nodes to agree", async || {
+        let s = signature(&mut ca).await;
+        s.len() == 3 && s == signature(&mut cb).await && s == signature(&mut cc).await
+    })
+    .await;
+    let id_a = myid(&mut ca).await;
+    let id_c = myid(&mut cc).await;
+    let _: () = q(&mut cc, &["CLUSTER", "REPLICATE", &id_a]).await;
+    until("c to replicate a", async || {
+        let info: String = q(&mut cc, &["INFO", "replication"]).await;
+        info.contains("master_link_status:up")
+    })
+    .await;
+
+    // Redis's refusals.
+    assert_eq!(
+        q_err(&mut ca, &["CLUSTER", "FAILOVER"]).await,
+        "ERR You should send CLUSTER FAILOVER to a replica"
+    );
+    assert_eq!(
+        q_err(&mut cc, &["CLUSTER", "FAILOVER", "NOW"]).await,
+        "ERR syntax error"
+    );
+
+    // Acknowledged counts on a's slots ("k" is slot 7629), then the switch
+    // while the writes keep coming.
+    let mut acked = 0i64;
+    for _ in 0..200 {
+        let _: i64 = q(&mut ca, &["INCR", "k"]).await;
+        acked += 1;
+    }
+    let _: () = q(&mut cc, &["CLUSTER", "FAILOVER"]).await;
+    let mut refused = Vec::new();
+    let deadline = Instant::now() + Duration::from_secs(10);
+    loop {
+        match redis::cmd("INCR")
+            .arg("k")
+            .query_async::<i64>(&mut ca)
+            .await
+        {
+            Ok(_) => acked += 1,
+            Err(e) => {
+                let code = e.code().unwrap_or("?").to_string();
+                if code == "MOVED" {
+                    break;
+                }
+                refused.push(code);
+            }
+        }
+        assert!(Instant::now() < deadline, "no switch: {refused:?}");
+        tokio::time::sleep(Duration::from_millis(5)).await;
+    }
+    assert!(
+        refused.iter().all(|c| c == "TRYAGAIN"),
+        "only TRYAGAIN while paused: {refused:?}"
+    );
+    until("c to be primary and a its replica", async || {
+        my_flags(&mut cc).await == "myself,master" && my_flags(&mut ca).await == "myself,slave"
+    })
+    .await;
+    let text: String = q(&mut ca, &["CLUSTER", "NODES"]).await;
+    let mine = text.lines().find(|l| l.contains("myself")).unwrap();
+    assert_eq!(mine.split(' ').nth(3), Some(id_c.as_str()), "{text}");
+    // Every acknowledged increment is on the new primary.
+    let v: i64 = q(&mut cc, &["GET", "k"]).await;
+    assert_eq!(v, acked);
+    let _: i64 = q(&mut cc, &["INCR", "k"]).await;
+    let info: String = q(&mut cb, &["CLUSTER", "INFO"]).await;
+    assert!(info.contains("cluster_state:ok"), "{info}");
+    until("a to resynchronise from c", async || {
+        let info: String = q(&mut ca, &["INFO", "replication"]).await;
+        info.contains("master_link_status:up")
+    })
+    .await;
+}
+
 fn tempfile_dir() -> std::path::PathBuf {
     let d = std::env::temp_dir().join(format!(
         "turnstile-cluster-{}-{}",

@@ -442,6 +442,9 @@ def main():
         if primary.id() != before_id or before[8:] != after[8:] or before[6] != after[6]:
             fail(f"restart changed the node: {before} -> {after}")
         wait_agreement(nodes[:6], "restart")
+        # A restarted primary refuses requests for its writable delay (2 s,
+        # as Redis's), time to hear of a failover made while it was down.
+        wait_ok(primary)
         check(nodes[0], "restart")
         load.judge(RedisCluster(startup_nodes=[ClusterNode("127.0.0.1", BASE)], decode_responses=True, password=PASSWORD))
     finally:

@@ -228,6 +228,12 @@ impl ClusterState {
         st.current_epoch =
             current.max(st.nodes.values().map(|n| n.config_epoch).max().unwrap_or(0));
         st.last_vote_epoch = last_vote;
+        // A primary restarted with slots serves nothing until its first
+        // tick starts the writable delay (`update_quorum`).
+        if st.me().is_primary() && !st.me().slots.is_empty() && st.nodes.len() > 1 {
+            st.quorum_until
+                .store(0, std::sync::atomic::Ordering::Relaxed);
+        }
         st.save_needed = false;
         st.changed = true;
         Ok(st)

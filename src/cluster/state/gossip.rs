@@ -28,6 +28,7 @@ impl ClusterState {
             repl_offset: me.repl_offset,
             slots,
             gossip: Vec::new(),
+            paused: false,
         };
         if matches!(m.kind, Kind::Ping | Kind::Pong | Kind::Meet) {
             m.gossip = self.gossip_section(now);
@@ -108,6 +109,7 @@ impl ClusterState {
             }
             let sender = self.nodes.get_mut(&msg.sender).expect("known");
             sender.repl_offset = msg.repl_offset;
+            self.note_paused(msg);
         }
 
         let ping = matches!(msg.kind, Kind::Ping | Kind::Meet);
@@ -225,6 +227,11 @@ impl ClusterState {
                 self.touch();
                 fx.merge(self.update_slots(&id, *config_epoch, &SlotSet::from_ranges(slots)));
             }
+            Kind::AuthRequest { force } if known => {
+                fx.reply = self.vote(msg, *force, now);
+            }
+            Kind::AuthAck if known => fx.merge(self.count_vote(msg, now)),
+            Kind::MfStart if known => self.manual_start(msg, now),
             _ => {}
         }
         fx
@@ -562,6 +569,21 @@ impl ClusterState {
             if n.id == self.myself || n.in_handshake() || n.has(flag::NOADDR) {
                 continue;
             }
+            // Nothing heard on a link for half the timeout while a PING
+            // waits: reconnect it, as Redis does (a link can stay open
+            // while carrying nothing: a stopped process, a partition).
+            if let Some(link) = n.link {
+                if now.saturating_sub(n.link_since) > timeout
+                    && n.ping_sent != 0
+                    && now.saturating_sub(n.ping_sent) > half
+                    && now.saturating_sub(n.data_received) > half
+                {
+                    n.link = None;
+                    fx.close.push(link);
+                    self.changed = true;
+                    continue;
+                }
+            }
             if n.link.is_some()
                 && n.ping_sent == 0
                 && now.saturating_sub(n.pong_received) > half
@@ -596,11 +618,14 @@ impl ClusterState {
             }
             fx.send.push((link, m));
         }
+        fx.merge(self.handle_manual(now));
+        fx.merge(self.handle_failover(now));
+        self.update_quorum(now);
         fx
     }
 
     /// Queues `m` for every linked node.
-    fn broadcast(&self, fx: &mut Effects, m: Message) {
+    pub(super) fn broadcast(&self, fx: &mut Effects, m: Message) {
         for n in self.nodes.values() {
             if let Some(link) = n.link {
                 if !n.in_handshake() {

@@ -10,7 +10,7 @@ use crate::cluster::key_slot;
 use crate::cluster::node::{now_ms, ClusterNode, Gate};
 use crate::cluster::routing::Route;
 use crate::cluster::slot::SLOTS;
-use crate::cluster::state::{flag, ClusterState, Effects, StateError};
+use crate::cluster::state::{flag, ClusterState, Effects, FailoverMode, StateError};
 use crate::protocol::Request;
 
 /// The routing check for a keyed request (Redis's `getNodeByQuery`):
@@ -60,7 +60,28 @@ pub fn route(
         read_replica,
         is_migrate,
     );
+    // A node cut off from a majority of the primaries serves no key (Redis's
+    // cluster_state:fail in a minority partition, with
+    // cluster-allow-reads-when-down no), so a primary on the minority side
+    // stops admitting against limits the majority side now serves.
+    let route = match route {
+        Route::Unbound => Route::Unbound,
+        _ if !routing.in_majority(now_ms()) => Route::Down,
+        r => r,
+    };
     match route {
+        // A primary pausing for its replica's manual failover refuses
+        // writes until the replica took over (then they get MOVED) or the
+        // failover timed out. Redis holds such clients instead; TRYAGAIN
+        // is retried by every cluster client.
+        Route::Local
+            if routing.writes_paused
+                && (spec.flags.contains(super::Flags::WRITE) || spec.group == "scripting") =>
+        {
+            Err(CmdError::Prefixed(
+                "TRYAGAIN Writes are paused for a manual failover".into(),
+            ))
+        }
         Route::Local => Ok(gate),
         Route::Moved(s, addr) => Err(CmdError::Moved(s, addr)),
         Route::Ask(s, addr) => Err(CmdError::Prefixed(format!("ASK {s} {addr}").into())),
@@ -163,7 +184,7 @@ pub fn run(ctx: &mut Ctx<'_>, req: &Request<'_>, node: &ClusterNode) -> Result<(
             let assigned = st.assigned();
             let text = format!(
                 "cluster_state:{}\r\ncluster_slots_assigned:{assigned}\r\ncluster_slots_ok:{}\r\ncluster_slots_pfail:{pfail}\r\ncluster_slots_fail:{fail}\r\ncluster_known_nodes:{}\r\ncluster_size:{}\r\ncluster_current_epoch:{}\r\ncluster_my_epoch:{}\r\ncluster_stats_messages_sent:{}\r\ncluster_stats_messages_received:{}\r\ntotal_cluster_links_buffer_limit_exceeded:0\r\n",
-                if st.is_ok() { "ok" } else { "fail" },
+                if st.state_ok(now_ms()) { "ok" } else { "fail" },
                 assigned - pfail - fail,
                 st.nodes.values().filter(|n| !n.in_handshake()).count(),
                 st.size(),
@@ -314,6 +335,24 @@ pub fn run(ctx: &mut Ctx<'_>, req: &Request<'_>, node: &ClusterNode) -> Result<(
         "saveconfig" => {
             node.save_now()
                 .map_err(|e| CmdError::err(format!("error saving the cluster node config: {e}")))?;
+            ctx.out.ok();
+        }
+        "failover" => {
+            let mode = match req.len() {
+                2 => FailoverMode::Default,
+                3 if req.arg(2).eq_ignore_ascii_case(b"force") => FailoverMode::Force,
+                3 if req.arg(2).eq_ignore_ascii_case(b"takeover") => FailoverMode::Takeover,
+                3 => return Err(CmdError::Syntax),
+                _ => {
+                    return Err(CmdError::err(
+                        "wrong number of arguments for 'cluster|failover' command",
+                    ))
+                }
+            };
+            node.with(|st| match st.manual_failover(mode, now_ms()) {
+                Ok(fx) => (Ok(()), fx),
+                Err(e) => (Err(refuse(e)), Effects::default()),
+            })?;
             ctx.out.ok();
         }
         "count-failure-reports" => {

@@ -66,7 +66,7 @@ static CLIENT_SUBCOMMANDS: [CommandSpec; 8] = [
     cmd! { name: "setname", arity: 3, flags: [NOSCRIPT | LOADING | STALE], keys: NONE, group: "connection", since: "2.6.9", complexity: "O(1)", summary: "Sets the connection name.", handler: client::setname },
 ];
 
-static CLUSTER_SUBCOMMANDS: [CommandSpec; 22] = [
+static CLUSTER_SUBCOMMANDS: [CommandSpec; 23] = [
     cmd! { name: "addslots", arity: -3, flags: [ADMIN | STALE], keys: NONE, group: "cluster", since: "3.0.0", complexity: "O(N) where N is the total number of hash slot arguments", summary: "Assigns new hash slots to a node.", handler: cluster::live },
     cmd! { name: "addslotsrange", arity: -4, flags: [ADMIN | STALE], keys: NONE, group: "cluster", since: "7.0.0", complexity: "O(N) where N is the total number of the slots between the start slot and end slot arguments.", summary: "Assigns new hash slot ranges to a node.", handler: cluster::live },
     cmd! { name: "bumpepoch", arity: 2, flags: [ADMIN | STALE], keys: NONE, group: "cluster", since: "3.0.0", complexity: "O(1)", summary: "Advances the cluster config epoch.", handler: cluster::live },
@@ -74,6 +74,7 @@ static CLUSTER_SUBCOMMANDS: [CommandSpec; 22] = [
     cmd! { name: "countkeysinslot", arity: 3, flags: [STALE | ALL_KEYS], keys: NONE, group: "cluster", since: "3.0.0", complexity: "O(1)", summary: "Returns the number of keys in a hash slot.", handler: cluster::countkeysinslot },
     cmd! { name: "delslots", arity: -3, flags: [ADMIN | STALE], keys: NONE, group: "cluster", since: "3.0.0", complexity: "O(N) where N is the total number of hash slot arguments", summary: "Sets hash slots as unbound for a node.", handler: cluster::live },
     cmd! { name: "delslotsrange", arity: -4, flags: [ADMIN | STALE], keys: NONE, group: "cluster", since: "7.0.0", complexity: "O(N) where N is the total number of the slots between the start slot and end slot arguments.", summary: "Sets hash slot ranges as unbound for a node.", handler: cluster::live },
+    cmd! { name: "failover", arity: -2, flags: [ADMIN | STALE], keys: NONE, group: "cluster", since: "3.0.0", complexity: "O(1)", summary: "Forces a replica to perform a manual failover of its master.", handler: cluster::live },
     cmd! { name: "forget", arity: 3, flags: [ADMIN | STALE], keys: NONE, group: "cluster", since: "3.0.0", complexity: "O(1)", summary: "Removes a node from the nodes table.", handler: cluster::live },
     cmd! { name: "getkeysinslot", arity: 4, flags: [STALE | ALL_KEYS], keys: NONE, group: "cluster", since: "3.0.0", complexity: "O(N) where N is the number of requested keys", summary: "Returns the key names in a hash slot.", handler: cluster::getkeysinslot },
     cmd! { name: "help", arity: 2, flags: [LOADING | STALE], keys: NONE, group: "cluster", since: "5.0.0", complexity: "O(1)", summary: "Returns helpful text about the different subcommands.", handler: cluster::help },
