@@ -412,3 +412,182 @@ pub fn clear_other_algorithm(slot: &mut Option<Entry>, spec: &LimitSpec) {
         *slot = None;
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::limiter::Algorithm;
+    use crate::store::Store;
+    use std::num::NonZeroU64;
+
+    const SEC: u64 = 1_000_000_000;
+
+    fn spec(limit: u64, block: Option<u64>) -> LimitSpec {
+        let s = LimitSpec::new(
+            Algorithm::Fixed,
+            NonZeroU64::new(limit).unwrap(),
+            NonZeroU64::new(60 * SEC).unwrap(),
+            None,
+            None,
+        )
+        .unwrap();
+        LimitSpec {
+            block: block.and_then(NonZeroU64::new),
+            ..s
+        }
+    }
+
+    fn remaining(store: &Store, key: &[u8], s: &LimitSpec, now: Nanos) -> u64 {
+        store
+            .get(key, now, |e| limit::peek(Some(e), s, now, 1))
+            .unwrap_or_else(|| limit::peek(None, s, now, 1))
+            .unwrap()
+            .0
+            .remaining
+    }
+
+    /// A denial anywhere charges nothing anywhere, and only the denier
+    /// takes its `BLOCK`; an admission charges every step.
+    #[test]
+    fn all_or_nothing_over_several_keys() {
+        let store = Store::new(4);
+        let now = Nanos(1000 * SEC);
+        let (open, tight) = (spec(5, Some(30 * SEC)), spec(1, Some(30 * SEC)));
+        let mut steps = [
+            Step::new(b"a", Limit::Rate(open), 1, Act::Allow),
+            Step::new(b"b", Limit::Rate(tight), 1, Act::Allow),
+        ];
+        let out = run(
+            Keyspace::Store(&store),
+            &mut steps,
+            now,
+            usize::MAX,
+            Rules::default(),
+        );
+        assert_eq!(
+            out,
+            Ok(Outcome {
+                admitted: true,
+                lapsed: 0
+            })
+        );
+        assert_eq!(binding(&steps).map(|(i, d)| (i, d.remaining)), Some((1, 0)));
+        assert_eq!(remaining(&store, b"a", &open, now), 3, "a charged once");
+
+        for s in &mut steps {
+            s.decision = None;
+        }
+        let out = run(
+            Keyspace::Store(&store),
+            &mut steps,
+            now,
+            usize::MAX,
+            Rules::default(),
+        );
+        assert_eq!(out, Ok(Outcome::default()));
+        assert_eq!(
+            remaining(&store, b"a", &open, now),
+            3,
+            "a denied plan charges a nothing"
+        );
+        let (at, d) = binding(&steps).unwrap();
+        assert_eq!(at, 1);
+        assert_eq!(d.retry_after, Some(30 * SEC), "the denier is blocked");
+        let blocked = store.get(b"b", now, |e| {
+            matches!(e.value, crate::store::Value::Blocked(_))
+        });
+        assert_eq!(blocked, Some(true));
+        let blocked = store.get(b"a", now, |e| {
+            matches!(e.value, crate::store::Value::Blocked(_))
+        });
+        assert_eq!(blocked, Some(false), "the admitting limit is not");
+    }
+
+    /// A shadow step's denial is reported but holds nothing back and
+    /// blocks nothing; a refused step denies with what a look shows.
+    #[test]
+    fn shadow_and_refused_steps() {
+        let store = Store::new(4);
+        let now = Nanos(1000 * SEC);
+        let s = spec(1, Some(30 * SEC));
+        let shadow = |key| Step {
+            shadow: true,
+            ..Step::new(key, Limit::Rate(s), 2, Act::Allow)
+        };
+        let mut steps = [
+            shadow(b"s"),
+            Step::new(b"ok", Limit::Rate(spec(5, None)), 1, Act::Allow),
+        ];
+        let out = run(
+            Keyspace::Store(&store),
+            &mut steps,
+            now,
+            usize::MAX,
+            Rules::default(),
+        );
+        assert_eq!(out.map(|o| o.admitted), Ok(true));
+        assert!(!steps[0].decision.unwrap().allowed);
+        assert!(!store.exists(b"s", now), "a shadow denial writes nothing");
+        assert_eq!(steps[1].charged, 1);
+
+        let mut steps = [Step::new(b"r", Limit::Rate(s), 2, Act::Refuse)];
+        let out = run(
+            Keyspace::Store(&store),
+            &mut steps,
+            now,
+            usize::MAX,
+            Rules::default(),
+        );
+        assert_eq!(out.map(|o| o.admitted), Ok(false));
+        assert_eq!(steps[0].charged, 0);
+    }
+
+    /// A step whose key holds another kind of value names its index; a
+    /// policy's counter of another algorithm starts afresh instead.
+    #[test]
+    fn wrong_type_names_the_step() {
+        let store = Store::new(4);
+        let now = Nanos(1000 * SEC);
+        let gcra = LimitSpec::new(
+            Algorithm::Gcra,
+            NonZeroU64::new(5).unwrap(),
+            NonZeroU64::new(60 * SEC).unwrap(),
+            None,
+            None,
+        )
+        .unwrap();
+        let mut first = [Step::new(b"k", Limit::Rate(gcra), 1, Act::Allow)];
+        run(
+            Keyspace::Store(&store),
+            &mut first,
+            now,
+            usize::MAX,
+            Rules::default(),
+        )
+        .unwrap();
+        let fixed = spec(5, None);
+        let mut steps = [
+            Step::new(b"x", Limit::Rate(fixed), 1, Act::Allow),
+            Step::new(b"k", Limit::Rate(fixed), 1, Act::Allow),
+        ];
+        let out = run(
+            Keyspace::Store(&store),
+            &mut steps,
+            now,
+            usize::MAX,
+            Rules::default(),
+        );
+        assert!(matches!(out, Err(PlanError::Step { at: 1, .. })), "{out:?}");
+        assert!(!store.exists(b"x", now), "nothing charged");
+        steps[1].fresh = true;
+        let out = run(
+            Keyspace::Store(&store),
+            &mut steps,
+            now,
+            usize::MAX,
+            Rules::default(),
+        );
+        assert_eq!(out.map(|o| o.admitted), Ok(true));
+        assert_eq!(remaining(&store, b"k", &fixed, now), 3);
+    }
+}
