@@ -8,9 +8,8 @@ use super::{lease, parse, policy, CmdError, Ctx};
 use crate::limiter::lease::LeaseId;
 use crate::protocol::Request;
 use crate::stats::LeaseEvent;
-use crate::store::plan::{self, Act, Limit, Rules, Step};
+use crate::store::plan::{self, Limit, Rules};
 use crate::store::{limit, Value};
-use smallvec::SmallVec;
 
 /// ```text
 /// RL.ALLOW key limit period [ALGO window|sliding|log|gcra|fixed] [COST n] [BURST b] [PRECISION d]
@@ -68,36 +67,29 @@ pub fn peek(ctx: &mut Ctx<'_>, req: &Request<'_>) -> Result<(), CmdError> {
 /// first that denied, else the one with the least remaining) plus its
 /// index, and with `LEASE` clauses the lease id (nil when denied).
 pub fn allowmany(ctx: &mut Ctx<'_>, req: &Request<'_>) -> Result<(), CmdError> {
-    use parse::Clause;
-    let r = parse::many_request(req)?;
+    let mut r = parse::many_request(req)?;
     let has_lease = r
         .clauses
         .iter()
-        .any(|(_, c)| matches!(c, Clause::Lease { .. }));
-    let id = match has_lease {
-        true => lease::lease_id(r.id)?,
-        false => LeaseId::default(),
-    };
-    let act = if r.charge { Act::Charge } else { Act::Allow };
-    let mut steps: SmallVec<[Step<'_>; 8]> = r
-        .clauses
-        .iter()
-        .map(|&(key, clause)| {
-            let limit = match clause {
-                Clause::Limit(spec) => Limit::Rate(spec),
-                Clause::Lease { limit, ttl } => Limit::Lease { limit, ttl, id },
-            };
-            Step::new(key, limit, r.cost, act)
-        })
-        .collect();
+        .any(|s| matches!(s.limit, Limit::Lease { .. }));
+    let mut id = LeaseId::default();
+    if has_lease {
+        id = lease::lease_id(r.id)?;
+        for s in &mut r.clauses {
+            if let Limit::Lease { id: lease, .. } = &mut s.limit {
+                *lease = id;
+            }
+        }
+    }
+    let steps = &mut r.clauses;
     let now = ctx.now;
     let room = ctx.state.write_room();
     let rules = Rules {
         stop_at_denial: true,
         denied: false,
     };
-    let outcome = plan::run(ctx.db, &mut steps, now, room, rules)?;
-    let (index, d) = plan::binding(&steps).ok_or(CmdError::Syntax)?;
+    let outcome = plan::run(ctx.db, steps, now, room, rules)?;
+    let (index, d) = plan::binding(steps).ok_or(CmdError::Syntax)?;
     // One decision per request, under the binding limit's algorithm; units
     // under every limit charged.
     let stats = &mut ctx.session.stats;
@@ -106,7 +98,7 @@ pub fn allowmany(ctx: &mut Ctx<'_>, req: &Request<'_>) -> Result<(), CmdError> {
     }
     stats.key_decision(steps[index].key, d.allowed, false, None, now);
     if outcome.admitted {
-        for s in &steps {
+        for s in steps.iter() {
             if let Limit::Rate(spec) = s.limit {
                 stats.units(spec.algo, r.cost);
             }
