@@ -163,6 +163,7 @@ fn enforced(step: &Step<'_>, spec: &LimitSpec) -> LimitSpec {
 /// filling in each step's decision. One step that charges needs no peek
 /// (its write decides, under one lock, as `RL.ALLOW` does); a lone
 /// `Peek` reads under a shared lock.
+#[inline]
 pub fn run(
     db: Keyspace<'_>,
     steps: &mut [Step<'_>],
