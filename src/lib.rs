@@ -59,7 +59,10 @@
 //!   lists, sorted sets and hashes scripts use (`store/collections.rs`); what
 //!   a key holds as commands see it (`store/entry.rs`); limiter state in
 //!   the keyspace, applied through the `Limiter` contract with the TTL it
-//!   implies (`store/limit.rs`); inline short byte
+//!   implies (`store/limit.rs`); all-or-nothing decisions over several
+//!   limits, one executor (`store/plan.rs`: lock every key, peek, `BLOCK`
+//!   the deniers or check `--maxmemory`'s room and charge them all) that
+//!   `RL.ALLOWMANY`, the policy commands and Envoy's service run; inline short byte
 //!   strings (`store/bytes.rs`); the expiry sweeper (`store/sweeper.rs`);
 //!   one key's record as the snapshot file, the replication stream and the
 //!   append-only file carry it (`store/codec.rs`); the snapshot file around
@@ -100,7 +103,9 @@
 //!   reloading on file changes (`policy/watch.rs`); `cmd/limit/policy.rs` serves
 //!   `RL.CHECK`, `RL.ALLOW ... POLICY` and `RL.POLICY` from it, and
 //!   `policy/rls.rs` decides Envoy's rate limit service requests (a domain's
-//!   descriptors, all-or-nothing) for `server/rls.rs` and `POST /json`.
+//!   descriptors, all-or-nothing) for `server/rls.rs` and `POST /json`,
+//!   over what they hand it (`rls::Env`); a policy's limit as a step of a
+//!   plan and what its decision counts (`policy/step.rs`).
 //! - [`pubsub`]: channels, patterns and each subscriber's mailbox of
 //!   messages, which its connection writes between batches; `cmd/admin/pubsub.rs`
 //!   serves `SUBSCRIBE`, `PUBLISH`, `PUBSUB` and the rest.

@@ -9,6 +9,7 @@
 
 pub mod file;
 pub mod rls;
+pub mod step;
 pub mod watch;
 
 use std::collections::HashMap;
@@ -904,23 +905,6 @@ pub const DENY_ALL: crate::limiter::Decision = crate::limiter::Decision {
     retry_after: None,
     reset_after: 0,
 };
-
-/// Takes the state of another algorithm off a policy's counter key: a
-/// reload that changes a policy's algorithm starts its counters afresh
-/// rather than answering WRONGTYPE (a string or collection there still
-/// does).
-pub fn clear_other_algorithm(
-    slot: &mut Option<crate::store::Entry>,
-    spec: &crate::limiter::LimitSpec,
-) {
-    if slot
-        .as_ref()
-        .and_then(|e| e.value.algorithm())
-        .is_some_and(|a| a != spec.algo)
-    {
-        *slot = None;
-    }
-}
 
 #[cfg(test)]
 mod tests {

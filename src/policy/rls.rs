@@ -13,11 +13,12 @@
 //! request costs nothing, as `RL.ALLOWMANY` behaves.
 
 use crate::clock::Nanos;
+use crate::cluster::Topology;
 use crate::limiter::{Algorithm, Decision, LimitSpec};
-use crate::policy::{Action, Policy, Unit};
-use crate::state::State;
+use crate::policy::{step, Action, Policies, Policy, Unit};
 use crate::stats::Local;
-use crate::store::{limit, Keyspace};
+use crate::store::plan::{self, Act, PlanError, Rules, Step};
+use crate::store::Keyspace;
 
 /// The most descriptors one request may carry, and entries per descriptor
 /// (a bound on the work and the locks one request takes).
@@ -130,11 +131,24 @@ enum Plan<'s> {
     },
 }
 
+/// What a decision reads and writes, handed down by the layer that owns
+/// the server's state.
+#[derive(Clone, Copy)]
+pub struct Env<'a> {
+    /// Where the counters are.
+    pub db: Keyspace<'a>,
+    pub policies: &'a Policies,
+    /// In cluster mode, who owns each domain's slot.
+    pub cluster: Option<&'a Topology>,
+    /// `--maxmemory`'s headroom.
+    pub room: usize,
+}
+
 /// Decides `descriptors` in `domain` at `now`: `hits` is the request's
 /// `hits_addend` (0 means 1). Counts each descriptor's algorithm decision
 /// in `stats` and its policy's stats.
 pub fn should_rate_limit(
-    state: &State,
+    env: Env<'_>,
     domain: &[u8],
     descriptors: &[Descriptor<'_>],
     hits: u64,
@@ -157,8 +171,8 @@ pub fn should_rate_limit(
     if descriptors.iter().any(|d| d.entries.is_empty()) {
         return Err(RlsError::EmptyDescriptor);
     }
-    check_owner(state, domain)?;
-    let policies = &state.policies;
+    check_owner(env.cluster, domain)?;
+    let policies = env.policies;
     let set = policies.current();
     let shadow_all = policies.shadow_all();
     let default_hits = hits.max(1);
@@ -208,11 +222,38 @@ pub fn should_rate_limit(
         }
     }
 
-    let decisions = decide_all(state, &plans, now)?;
+    let mut steps = Vec::with_capacity(plans.len());
+    for plan in &plans {
+        if let Plan::Limit {
+            spec,
+            key,
+            shadow,
+            hits,
+            refund,
+            ..
+        } = plan
+        {
+            steps.push(limit_step(spec, key, *hits, *refund, *shadow));
+        }
+    }
+    let rules = Rules {
+        stop_at_denial: false,
+        // A `requests_per_unit: 0` outside shadow mode denies the request.
+        denied: plans
+            .iter()
+            .any(|p| matches!(p, Plan::Deny { shadow: false, .. })),
+    };
+    plan::run(env.db, &mut steps, now, env.room, rules).map_err(|e| match e {
+        PlanError::OutOfMemory => RlsError::OutOfMemory,
+        PlanError::Step { at, .. } => {
+            RlsError::WrongType(String::from_utf8_lossy(steps[at].key).into_owned())
+        }
+    })?;
 
+    let mut steps = steps.iter();
     let mut statuses = Vec::with_capacity(plans.len());
     let mut overall = Code::Ok;
-    for (plan, d) in plans.iter().zip(decisions) {
+    for plan in &plans {
         let status = match plan {
             Plan::Free { unlimited } => Status {
                 code: Code::Ok,
@@ -222,34 +263,20 @@ pub fn should_rate_limit(
                 retry_after: None,
             },
             Plan::Limit {
-                spec,
                 policy,
                 applied,
-                key,
                 shadow,
-                hits,
                 refund,
+                ..
             } => {
-                let (d, charged) = d.expect("a limit has a decision");
+                let s = steps.next().expect("a step per limit");
+                let d = s.decision.expect("a limit has a decision");
                 if *refund {
                     // Given back: no decision, no hits.
                     statuses.push(status_of(&d, applied, *shadow));
                     continue;
                 }
-                if *hits > 0 {
-                    stats.decision(spec.algo, &d, charged);
-                    stats.key_decision(
-                        key,
-                        d.allowed,
-                        *shadow,
-                        policy.map(|p| p.name.as_str()),
-                        now,
-                    );
-                }
-                if let Some(p) = policy {
-                    let used = d.limit.saturating_sub(d.remaining);
-                    p.record(key, *hits, !d.allowed, *shadow, used, d.limit);
-                }
+                step::account(*policy, s, now, stats);
                 status_of(&d, applied, *shadow)
             }
             Plan::Deny {
@@ -259,10 +286,7 @@ pub fn should_rate_limit(
                 shadow,
                 hits,
             } => {
-                if let Some(p) = policy {
-                    p.record(key, *hits, true, *shadow, 0, 0);
-                }
-                stats.key_decision(key, false, *shadow, policy.map(|p| p.name.as_str()), now);
+                step::account_denied(*policy, key, *hits, *shadow, now, stats);
                 status_of(&super::DENY_ALL, applied, *shadow)
             }
         };
@@ -276,8 +300,8 @@ pub fn should_rate_limit(
 
 /// In cluster mode a domain's counters (`rl:{domain}...`) live on the node
 /// owning the domain's slot; another node refuses rather than count apart.
-fn check_owner(state: &State, domain: &[u8]) -> Result<(), RlsError> {
-    let Some(t) = &state.cluster else {
+fn check_owner(cluster: Option<&Topology>, domain: &[u8]) -> Result<(), RlsError> {
+    let Some(t) = cluster else {
         return Ok(());
     };
     let slot = crate::cluster::key_slot(domain);
@@ -388,134 +412,24 @@ fn override_plan<'s>(
     })
 }
 
-/// Every limited descriptor's decision and the units it was charged, in
-/// order (`None` for the others): all counters locked together, peeked,
-/// and charged only if none denies outside shadow mode.
-fn decide_all(
-    state: &State,
-    plans: &[Plan<'_>],
-    now: Nanos,
-) -> Result<Vec<Option<(Decision, u64)>>, RlsError> {
-    let limits = || {
-        plans.iter().filter_map(|p| match p {
-            Plan::Limit { key, .. } => Some(key.as_slice()),
-            _ => None,
-        })
+/// A limited descriptor's step: a refund gives its hits back, and a
+/// request over the whole capacity can never fit: denied, with what a
+/// look at the counter shows.
+fn limit_step<'k>(
+    spec: &LimitSpec,
+    key: &'k [u8],
+    hits: u64,
+    refund: bool,
+    shadow: bool,
+) -> Step<'k> {
+    let act = if refund {
+        Act::Refund
+    } else if hits > spec.capacity() {
+        Act::Refuse
+    } else {
+        Act::Allow
     };
-    let mut out: Vec<Option<(Decision, u64)>> = vec![None; plans.len()];
-    if limits().next().is_none() {
-        return Ok(out);
-    }
-    let room = state.write_room();
-    let mut lock = Keyspace::Store(&state.store).lock_many(limits());
-    let mut blocked = plans
-        .iter()
-        .any(|p| matches!(p, Plan::Deny { shadow: false, .. }));
-    let mut growth = 0usize;
-    for (i, plan) in plans.iter().enumerate() {
-        let Plan::Limit {
-            spec,
-            key,
-            shadow,
-            hits,
-            refund,
-            ..
-        } = plan
-        else {
-            continue;
-        };
-        let wrong = |_| RlsError::WrongType(String::from_utf8_lossy(key).into_owned());
-        // A request over the whole capacity can never fit: denied, with
-        // what a look at the counter shows. A refund is a look here.
-        let cost = if *hits > spec.capacity() || *refund {
-            0
-        } else {
-            *hits
-        };
-        let (mut d, grows) = lock
-            .get(key, now, |e| {
-                let e = (e.value.algorithm() == Some(spec.algo)).then_some(e);
-                limit::peek(e, spec, now, cost)
-            })
-            .unwrap_or_else(|| limit::peek(None, spec, now, cost))
-            .map_err(wrong)?;
-        if cost != *hits && !refund {
-            d.allowed = false;
-        }
-        growth = growth.saturating_add(grows);
-        blocked |= !d.allowed && !shadow;
-        out[i] = Some((d, 0));
-    }
-    if blocked {
-        // Each enforced limit that denied takes its `BLOCK` penalty.
-        for (plan, d) in plans.iter().zip(out.iter_mut()) {
-            if let (
-                Plan::Limit {
-                    spec,
-                    key,
-                    shadow: false,
-                    refund: false,
-                    ..
-                },
-                Some((d, _)),
-            ) = (plan, d)
-            {
-                if !d.allowed && spec.block.is_some() {
-                    let blocked = lock.update(key, now, |slot| {
-                        super::clear_other_algorithm(slot, spec);
-                        limit::block(slot, spec, now)
-                    });
-                    if let Some(until) = blocked {
-                        *d = limit::under_block(*d, until, now);
-                    }
-                }
-            }
-        }
-        return Ok(out);
-    }
-    if growth > room {
-        return Err(RlsError::OutOfMemory);
-    }
-    for (plan, slot) in plans.iter().zip(out.iter_mut()) {
-        let (
-            Plan::Limit {
-                spec,
-                key,
-                hits,
-                refund,
-                ..
-            },
-            Some((d, charged)),
-        ) = (plan, slot)
-        else {
-            continue;
-        };
-        if !d.allowed || *hits == 0 {
-            continue;
-        }
-        let wrong = |_| RlsError::WrongType(String::from_utf8_lossy(key).into_owned());
-        if *refund {
-            lock.update(key, now, |slot| {
-                super::clear_other_algorithm(slot, spec);
-                limit::refund(slot, now, *hits)
-            })
-            .map_err(wrong)?;
-            *d = lock
-                .get(key, now, |e| limit::peek(Some(e), spec, now, 0))
-                .unwrap_or_else(|| limit::peek(None, spec, now, 0))
-                .map_err(wrong)?
-                .0;
-            continue;
-        }
-        *d = lock
-            .update(key, now, |slot| {
-                super::clear_other_algorithm(slot, spec);
-                limit::allow(slot, spec, now, *hits, usize::MAX)
-            })
-            .map_err(wrong)?;
-        *charged = if d.allowed { *hits } else { 0 };
-    }
-    Ok(out)
+    step::step(*spec, key, hits, act, shadow)
 }
 
 fn status_of(d: &Decision, applied: &Applied, shadow: bool) -> Status {

@@ -1,7 +1,7 @@
 //! Envoy's rate limit service over gRPC on `--rls-port`:
 //! `envoy.service.ratelimit.v3.RateLimitService/ShouldRateLimit` (messages
 //! generated from Envoy's own protos by the `envoy-types` crate), and the
-//! gRPC health service beside it. The decision is `cmd::rls`'s; this
+//! gRPC health service beside it. The decision is `policy::rls`'s; this
 //! module converts messages and maps a refusal to `UNAVAILABLE`, so
 //! Envoy's `failure_mode_deny` chooses what happens then.
 //!
@@ -36,6 +36,7 @@ use tokio::time::{Instant, Sleep};
 use crate::policy::rls::{self, Code, Descriptor, Override};
 use crate::state::State;
 use crate::stats::{Local, RlsOutcome};
+use crate::store::Keyspace;
 
 /// A request's whole budget: Envoy's own timeout for the call is 20 ms by
 /// default, so one that waits longer is answered by Envoy anyway.
@@ -79,8 +80,14 @@ pub fn decide(
         at += n;
     }
     let mut stats = Local::new(0);
+    let env = rls::Env {
+        db: Keyspace::Store(&state.store),
+        policies: &state.policies,
+        cluster: state.cluster.as_ref(),
+        room: state.write_room(),
+    };
     let r = rls::should_rate_limit(
-        state,
+        env,
         req.domain.as_bytes(),
         &descriptors,
         u64::from(req.hits_addend),

@@ -31,6 +31,7 @@ mod evict;
 pub mod index;
 pub mod limit;
 pub mod params;
+pub mod plan;
 pub mod record;
 mod shard;
 pub mod slot;

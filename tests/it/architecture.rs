@@ -610,3 +610,33 @@ fn the_command_layer_is_split_by_job() {
         top.len()
     );
 }
+
+/// The files that may reach `State`, what every command can reach: the
+/// command layer, the server over it, and the harness that stands in for
+/// the server. The layers below them (protocol, limiter, store, and the
+/// services: policy, stats, persist, replication, clients, cluster) are
+/// handed what they need, so a service is testable without a server and
+/// no import runs up the layers.
+const ABOVE_STATE: &[&str] = &["cmd/", "server/", "harness.rs", "state.rs"];
+
+#[test]
+fn nothing_below_the_command_layer_imports_state() {
+    let files = &load();
+    let e = &edges(files);
+    let state = files
+        .iter()
+        .position(|f| f.rel == "state.rs")
+        .expect("src/state.rs");
+    let up: Vec<&str> = files
+        .iter()
+        .enumerate()
+        .filter(|(i, f)| {
+            !ABOVE_STATE.iter().any(|a| f.rel.starts_with(a)) && e[*i].contains(&state)
+        })
+        .map(|(_, f)| f.rel.as_str())
+        .collect();
+    assert!(
+        up.is_empty(),
+        "these import crate::state from below cmd/ (hand them what they need instead): {up:?}"
+    );
+}

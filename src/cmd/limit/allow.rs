@@ -4,11 +4,11 @@
 //! (`store/limit.rs`), then writes the reply (`reply.rs`).
 
 use super::reply::{ms_ceil, write_decision};
-use super::{charge, lease, parse, policy, CmdError, Ctx};
-use crate::limiter::lease::Lapsed;
-use crate::limiter::Decision;
+use super::{lease, parse, policy, CmdError, Ctx};
+use crate::limiter::lease::LeaseId;
 use crate::protocol::Request;
 use crate::stats::LeaseEvent;
+use crate::store::plan::{self, Limit, Rules};
 use crate::store::{limit, Value};
 
 /// ```text
@@ -55,125 +55,59 @@ pub fn peek(ctx: &mut Ctx<'_>, req: &Request<'_>) -> Result<(), CmdError> {
 }
 
 /// ```text
-/// RL.ALLOWMANY [COST n] [ID lease_id] LIMIT key limit period [ALGO a] [BURST b] [PRECISION d]
-///     [LIMIT ...] [LEASE key limit ttl ...]
+/// RL.ALLOWMANY [COST n | CHARGE n] [ID lease_id] LIMIT key limit period [ALGO a] [BURST b]
+///     [PRECISION d] [LIMIT ...] [LEASE key limit ttl ...]
 /// ```
 /// All-or-nothing over rate limits (`LIMIT`) and concurrency limits
-/// (`LEASE`): every key's shard is locked (in a fixed order, so two
-/// requests can never deadlock), every clause is peeked at in place, and
-/// only if all admit (and what they would allocate fits `--maxmemory`)
-/// are the leases taken and the limits charged, under the same locks, so
-/// each decides as its peek did. Nothing is copied, however long a log
-/// ring is. The reply is `RL.ALLOW`'s plus the binding clause's index,
-/// and with `LEASE` clauses the lease id (nil when denied).
+/// (`LEASE`), one plan (`store/plan.rs`): every key locked, every clause
+/// peeked at, and only if all admit (and what they would allocate fits
+/// `--maxmemory`) are the leases taken and the limits charged. With
+/// `CHARGE n`, `n` is recorded under every limit whatever its state (see
+/// `charge.rs`). The reply is `RL.ALLOW`'s for the binding clause (the
+/// first that denied, else the one with the least remaining) plus its
+/// index, and with `LEASE` clauses the lease id (nil when denied).
 pub fn allowmany(ctx: &mut Ctx<'_>, req: &Request<'_>) -> Result<(), CmdError> {
-    use parse::Clause;
-    let r = parse::many_request(req)?;
-    if r.charge {
-        return charge::many(ctx, r);
-    }
+    let mut r = parse::many_request(req)?;
     let has_lease = r
         .clauses
         .iter()
-        .any(|(_, c)| matches!(c, Clause::Lease { .. }));
-    let id = match has_lease {
-        true => Some(lease::lease_id(r.id)?),
-        false => None,
-    };
+        .any(|s| matches!(s.limit, Limit::Lease { .. }));
+    let mut id = LeaseId::default();
+    if has_lease {
+        id = lease::lease_id(r.id)?;
+        for s in &mut r.clauses {
+            if let Limit::Lease { id: lease, .. } = &mut s.limit {
+                *lease = id;
+            }
+        }
+    }
+    let steps = &mut r.clauses;
     let now = ctx.now;
     let room = ctx.state.write_room();
-    let mut lock = ctx.db.lock_many(r.clauses.iter().map(|(k, _)| *k));
-    let mut binding: Option<(usize, Decision)> = None;
-    let mut growth = 0usize;
-    for (i, (key, clause)) in r.clauses.iter().enumerate() {
-        let (d, grows) = match clause {
-            Clause::Limit(spec) => lock
-                .get(key, now, |e| limit::peek(Some(e), spec, now, r.cost))
-                .unwrap_or_else(|| limit::peek(None, spec, now, r.cost))?,
-            Clause::Lease { limit, ttl } => {
-                let d = lock
-                    .get(key, now, |e| {
-                        limit::peek_lease(Some(e), *limit, *ttl, now, r.cost)
-                    })
-                    .unwrap_or_else(|| limit::peek_lease(None, *limit, *ttl, now, r.cost))?;
-                (d, 0)
-            }
-        };
-        growth = growth.saturating_add(grows);
-        let tighter = binding.is_none_or(|(_, b)| d.remaining < b.remaining);
-        if !d.allowed || tighter {
-            binding = Some((i, d));
-        }
-        if !d.allowed {
-            break;
-        }
-    }
-    let (index, mut d) = binding.expect("at least one clause");
-    // The denying limit's `BLOCK` penalty (a blocked key's denial keeps
-    // its block as it is).
-    if let (false, Clause::Limit(spec)) = (d.allowed, &r.clauses[index].1) {
-        let key = r.clauses[index].0;
-        if let Some(until) = lock.update(key, now, |slot| limit::block(slot, spec, now)) {
-            d = limit::under_block(d, until, now);
-        }
-    }
-    let mut gone = Lapsed::default();
-    if d.allowed {
-        if growth > room {
-            return Err(CmdError::OutOfMemory);
-        }
-        let id = id.unwrap_or_default();
-        // Leases first: one that cannot be held within `--maxmemory` gives
-        // back those taken before it, and no limit is charged.
-        let mut taken: Vec<&[u8]> = Vec::new();
-        for (key, clause) in &r.clauses {
-            let Clause::Lease { limit, ttl } = clause else {
-                continue;
-            };
-            let held = lock.update(key, now, |slot| {
-                limit::acquire(slot, *limit, *ttl, now, r.cost, id, room)
-            });
-            match held {
-                Ok((_, lapsed)) => {
-                    gone.leases += lapsed.leases;
-                    taken.push(key);
-                }
-                Err(e) => {
-                    for key in taken {
-                        let _ = lock.update(key, now, |slot| limit::release(slot, now, &id));
-                    }
-                    return Err(e.into());
-                }
-            }
-        }
-        for (key, clause) in &r.clauses {
-            if let Clause::Limit(spec) = clause {
-                lock.update(key, now, |slot| {
-                    limit::allow(slot, spec, now, r.cost, usize::MAX)
-                })?;
-            }
-        }
-    }
-    drop(lock);
+    let rules = Rules {
+        stop_at_denial: true,
+        denied: false,
+    };
+    let outcome = plan::run(ctx.db, steps, now, room, rules)?;
+    let (index, d) = plan::binding(steps).ok_or(CmdError::Syntax)?;
     // One decision per request, under the binding limit's algorithm; units
     // under every limit charged.
     let stats = &mut ctx.session.stats;
-    if let Clause::Limit(spec) = r.clauses[index].1 {
+    if let Limit::Rate(spec) = steps[index].limit {
         stats.decision(spec.algo, &d, 0);
     }
-    stats.key_decision(r.clauses[index].0, d.allowed, false, None, now);
-    if d.allowed {
-        for (_, clause) in &r.clauses {
-            if let Clause::Limit(spec) = clause {
+    stats.key_decision(steps[index].key, d.allowed, false, None, now);
+    if outcome.admitted {
+        for s in steps.iter() {
+            if let Limit::Rate(spec) = s.limit {
                 stats.units(spec.algo, r.cost);
             }
         }
     }
     if has_lease {
-        let leases = r
-            .clauses
+        let leases = steps
             .iter()
-            .filter(|(_, c)| matches!(c, Clause::Lease { .. }));
+            .filter(|s| matches!(s.limit, Limit::Lease { .. }));
         let shared = &ctx.state.stats.counters;
         match d.allowed {
             true => shared.add_at(
@@ -187,20 +121,20 @@ pub fn allowmany(ctx: &mut Ctx<'_>, req: &Request<'_>) -> Result<(), CmdError> {
                 1,
             ),
         }
-        if gone.leases > 0 {
+        if outcome.lapsed > 0 {
             shared.add_at(
                 crate::metrics::table::LEASES,
                 LeaseEvent::Expired as usize,
-                gone.leases,
+                outcome.lapsed,
             );
         }
     }
     write_decision(ctx.out, &d, 1 + has_lease as usize);
     ctx.out.int(index as i64);
-    match (has_lease, d.allowed, r.id, id) {
+    match (has_lease, d.allowed, r.id) {
         (false, ..) => {}
-        (true, true, Some(given), _) => ctx.out.bulk(given),
-        (true, true, None, Some(id)) => ctx.out.bulk(&lease::hex(&id)),
+        (true, true, Some(given)) => ctx.out.bulk(given),
+        (true, true, None) => ctx.out.bulk(&lease::hex(&id)),
         (true, ..) => ctx.out.null(),
     }
     Ok(())

@@ -6,11 +6,12 @@ use std::num::NonZeroU64;
 use super::args::{is, ArgList, Cursor};
 use super::{error::show, CmdError};
 use crate::limiter::calendar::{self, Period};
-use crate::limiter::lease::MAX_UNITS;
+use crate::limiter::lease::{LeaseId, MAX_UNITS};
 use crate::limiter::Algorithm;
 pub use crate::limiter::LimitSpec;
 use crate::protocol::request::ArgsMemo;
 use crate::protocol::Request;
+use crate::store::plan::{Act, Limit, Step};
 use crate::util::parse_i64;
 
 /// `RL.ALLOW` / `RL.PEEK`: one key, one limit, one cost.
@@ -33,10 +34,12 @@ pub enum Clause {
 /// `RL.ALLOWMANY`: several (key, clause) pairs, one cost, and the lease
 /// id its `LEASE` clauses take (`ID`, or the server's). With `CHARGE n`
 /// instead of `COST n`, `cost` is recorded under every limit whatever
-/// their state (`RL.CHARGE`'s meaning).
+/// their state (`RL.CHARGE`'s meaning). The clauses come as the steps of
+/// the plan that decides them (`store/plan.rs`), their leases' id not yet
+/// chosen.
 #[derive(Debug, Clone)]
 pub struct ManyRequest<'a> {
-    pub clauses: Vec<(&'a [u8], Clause)>,
+    pub clauses: Vec<Step<'a>>,
     pub cost: u64,
     pub charge: bool,
     pub id: Option<&'a [u8]>,
@@ -371,7 +374,16 @@ pub fn many_request<'a>(req: &'a Request<'_>) -> Result<ManyRequest<'a>, CmdErro
             }
             Clause::Lease { limit, .. } => check_lease_cost(limit, cost)?,
         }
-        clauses.push((key, clause));
+        let limit = match clause {
+            Clause::Limit(spec) => Limit::Rate(spec),
+            Clause::Lease { limit, ttl } => Limit::Lease {
+                limit,
+                ttl,
+                id: LeaseId::default(),
+            },
+        };
+        let act = if charge { Act::Charge } else { Act::Allow };
+        clauses.push(Step::new(key, limit, cost, act));
         Ok(())
     })?;
     if clauses.is_empty() {
@@ -381,7 +393,7 @@ pub fn many_request<'a>(req: &'a Request<'_>) -> Result<ManyRequest<'a>, CmdErro
     }
     // A key holds one limiter state: two clauses on it would charge it
     // twice for one request.
-    let mut keys: Vec<&[u8]> = clauses.iter().map(|(k, _)| *k).collect();
+    let mut keys: Vec<&[u8]> = clauses.iter().map(|s| s.key).collect();
     keys.sort_unstable();
     if let Some(pair) = keys.windows(2).find(|p| p[0] == p[1]) {
         return Err(CmdError::err(format!(

@@ -10,11 +10,12 @@ use super::reply::write_decision;
 use super::{parse, CmdError, Ctx};
 use crate::clock::Nanos;
 use crate::cmd::exec::session::Park;
-use crate::limiter::{Decision, LimitSpec};
-use crate::policy::{clear_other_algorithm, Action, Policy, DENY_ALL};
+use crate::limiter::Decision;
+use crate::policy::{step, Action, Policy, DENY_ALL};
 use crate::protocol::{ReplyBuf, Request};
 use crate::stats::Local;
-use crate::store::{limit, Keyspace};
+use crate::store::plan::{self, Act, Rules};
+use crate::store::Keyspace;
 
 /// The most descriptor entries `RL.CHECK` takes (envoyproxy/ratelimit's
 /// configurations nest a few levels; this bounds the work of one request).
@@ -66,7 +67,7 @@ pub enum Use {
 /// A policy's decision for `hits` units on `key`, charged as `how` says,
 /// denied ones never charged; shadow mode (the policy's, or
 /// `--policies-shadow`) lets a denied request through. Counts the
-/// policy's stats and the algorithm's decision.
+/// policy's stats and the algorithm's decision (`policy/step.rs`).
 #[allow(clippy::too_many_arguments)]
 pub fn decide(
     db: Keyspace<'_>,
@@ -84,55 +85,32 @@ pub fn decide(
     let spec = match policy.def.action {
         Action::Unlimited => return Ok(Verdict::unlimited()),
         Action::DenyAll => {
-            let d = DENY_ALL;
             if !peek {
-                policy.record(key, hits, true, shadow, 0, 0);
-                stats.key_decision(key, false, shadow, Some(&policy.name), now);
+                step::account_denied(Some(policy), key, hits, shadow, now, stats);
             }
             return Ok(Verdict {
-                decision: d,
+                decision: DENY_ALL,
                 shadowed: shadow,
                 unlimited: false,
             });
         }
-        // A shadow policy reports what it would do and lets everything
-        // through: it blocks nothing either.
-        Action::Limit(spec) if shadow => LimitSpec {
-            block: None,
-            ..spec
-        },
         Action::Limit(spec) => spec,
     };
     // A charge records what was used, whatever it was.
     if how != Use::Charge {
         parse::check_cost(&spec, hits)?;
     }
-    let d = if peek {
-        db.get(key, now, |e| {
-            let e = (e.value.algorithm() == Some(spec.algo)).then_some(e);
-            limit::peek(e, &spec, now, hits)
-        })
-        .unwrap_or_else(|| limit::peek(None, &spec, now, hits))?
-        .0
-    } else {
-        let d = db.update(key, now, |slot| {
-            clear_other_algorithm(slot, &spec);
-            match how {
-                Use::Charge => limit::charge(slot, &spec, now, hits, room),
-                _ => limit::allow(slot, &spec, now, hits, room),
-            }
-        })?;
-        let charged = if d.allowed || how == Use::Charge {
-            hits
-        } else {
-            0
-        };
-        stats.decision(spec.algo, &d, charged);
-        let used = d.limit.saturating_sub(d.remaining);
-        policy.record(key, hits, !d.allowed, shadow, used, d.limit);
-        stats.key_decision(key, d.allowed, shadow, Some(&policy.name), now);
-        d
+    let act = match how {
+        Use::Allow => Act::Allow,
+        Use::Peek => Act::Peek,
+        Use::Charge => Act::Charge,
     };
+    let mut steps = [step::step(spec, key, hits, act, shadow)];
+    plan::run(db, &mut steps, now, room, Rules::default())?;
+    if !peek {
+        step::account(Some(policy), &steps[0], now, stats);
+    }
+    let d = steps[0].decision.ok_or(CmdError::Syntax)?;
     Ok(Verdict {
         decision: d,
         shadowed: shadow && !d.allowed,

@@ -10,7 +10,9 @@ pub fn int(req: &Request<'_>, i: usize) -> Result<i64, CmdError> {
     parse_i64(req.arg(i)).ok_or(CmdError::NotInteger)
 }
 
-/// Case-insensitive keyword match.
+/// Case-insensitive keyword match. Inlined: every argument parser calls
+/// it, and out of line it was 2.6% of `RL.ALLOWMANY`'s instructions.
+#[inline]
 pub fn is(arg: &[u8], keyword: &str) -> bool {
     arg.eq_ignore_ascii_case(keyword.as_bytes())
 }

@@ -76,3 +76,12 @@ impl From<crate::store::limit::LimitError> for CmdError {
         }
     }
 }
+
+impl From<crate::store::plan::PlanError> for CmdError {
+    fn from(e: crate::store::plan::PlanError) -> Self {
+        match e {
+            crate::store::plan::PlanError::OutOfMemory => CmdError::OutOfMemory,
+            crate::store::plan::PlanError::Step { err, .. } => err.into(),
+        }
+    }
+}
