@@ -138,8 +138,10 @@ pub struct Env<'a> {
     /// Where the counters are.
     pub db: Keyspace<'a>,
     pub policies: &'a Policies,
-    /// In cluster mode, who owns each domain's slot.
+    /// In cluster mode, who owns each domain's slot: the static topology,
+    /// or the growing cluster's routing table.
     pub cluster: Option<&'a Topology>,
+    pub routing: Option<&'a crate::cluster::routing::Routing>,
     /// `--maxmemory`'s headroom.
     pub room: usize,
 }
@@ -171,7 +173,7 @@ pub fn should_rate_limit(
     if descriptors.iter().any(|d| d.entries.is_empty()) {
         return Err(RlsError::EmptyDescriptor);
     }
-    check_owner(env.cluster, domain)?;
+    check_owner(env.cluster, env.routing, domain)?;
     let policies = env.policies;
     let set = policies.current();
     let shadow_all = policies.shadow_all();
@@ -300,17 +302,31 @@ pub fn should_rate_limit(
 
 /// In cluster mode a domain's counters (`rl:{domain}...`) live on the node
 /// owning the domain's slot; another node refuses rather than count apart.
-fn check_owner(cluster: Option<&Topology>, domain: &[u8]) -> Result<(), RlsError> {
+fn check_owner(
+    cluster: Option<&Topology>,
+    routing: Option<&crate::cluster::routing::Routing>,
+    domain: &[u8],
+) -> Result<(), RlsError> {
+    let slot = crate::cluster::key_slot(domain);
+    let elsewhere = |node: String| RlsError::Elsewhere {
+        domain: String::from_utf8_lossy(domain).into_owned(),
+        node,
+    };
+    if let Some(r) = routing {
+        return match r.owner(slot) {
+            _ if r.serves(slot) => Ok(()),
+            Some(n) => Err(elsewhere(n.addr())),
+            None => Err(elsewhere("no node".to_string())),
+        };
+    }
     let Some(t) = cluster else {
         return Ok(());
     };
-    let slot = crate::cluster::key_slot(domain);
     match t.owner(slot) {
         Some((_, n)) if std::ptr::eq(n, t.myself()) => Ok(()),
-        owner => Err(RlsError::Elsewhere {
-            domain: String::from_utf8_lossy(domain).into_owned(),
-            node: owner.map_or_else(|| "no node".to_string(), |(_, n)| n.addr()),
-        }),
+        owner => Err(elsewhere(
+            owner.map_or_else(|| "no node".to_string(), |(_, n)| n.addr()),
+        )),
     }
 }
 

@@ -80,10 +80,12 @@ pub fn decide(
         at += n;
     }
     let mut stats = Local::new(0);
+    let routing = state.cluster_node.as_ref().map(|n| n.routing());
     let env = rls::Env {
         db: Keyspace::Store(&state.store),
         policies: &state.policies,
         cluster: state.cluster.as_ref(),
+        routing: routing.as_ref().map(|r| &***r),
         room: state.write_room(),
     };
     let r = rls::should_rate_limit(
