@@ -40,7 +40,7 @@ from redis.cluster import RedisCluster, ClusterNode
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 _pos = [a for i, a in enumerate(sys.argv[1:], 1) if not a.startswith("--") and not sys.argv[i - 1].startswith("--")]
-BIN = _pos[0] if _pos else os.path.join(ROOT, "target/release/turnstile")
+BIN = os.path.abspath(_pos[0]) if _pos else os.path.join(ROOT, "target/release/turnstile")
 REDIS = "--redis" in sys.argv
 TIMEOUT_MS = int(sys.argv[sys.argv.index("--timeout") + 1]) if "--timeout" in sys.argv else 2000
 BASE = 12001 if not REDIS else 12101  # bus ports (+10000) below the ephemeral range

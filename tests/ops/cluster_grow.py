@@ -32,7 +32,7 @@ from redis.cluster import RedisCluster, ClusterNode
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 _pos = [a for i, a in enumerate(sys.argv[1:], 1) if not a.startswith("--") and not sys.argv[i - 1].startswith("--")]
-BIN = _pos[0] if _pos else os.path.join(ROOT, "target/release/turnstile")
+BIN = os.path.abspath(_pos[0]) if _pos else os.path.join(ROOT, "target/release/turnstile")
 KEYS = int(sys.argv[sys.argv.index("--keys") + 1]) if "--keys" in sys.argv else 400
 PASSWORD = sys.argv[sys.argv.index("--password") + 1] if "--password" in sys.argv else None
 AUTH = ["-a", PASSWORD, "--no-auth-warning"] if PASSWORD else []
