@@ -20,17 +20,7 @@ pub fn route(
     req: &Request<'_>,
     readonly: bool,
 ) -> Result<(), CmdError> {
-    let mut slot: Option<u16> = None;
-    spec.try_for_each_key(req, |key| {
-        let s = key_slot(key);
-        match slot {
-            Some(first) if first != s => Err(CmdError::CrossSlot),
-            _ => {
-                slot = Some(s);
-                Ok(())
-            }
-        }
-    })?;
+    let slot = super::cluster_live::one_slot(spec, req)?;
     let Some(slot) = slot else {
         return Ok(());
     };

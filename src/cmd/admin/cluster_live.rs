@@ -13,17 +13,10 @@ use crate::cluster::slot::SLOTS;
 use crate::cluster::state::{flag, ClusterState, Effects, FailoverMode, StateError};
 use crate::protocol::Request;
 
-/// The routing check for a keyed request (Redis's `getNodeByQuery`):
-/// `CROSSSLOT`, `MOVED`, `ASK` while a slot moves, `TRYAGAIN` for a
-/// multi-key request split by the move, `CLUSTERDOWN`.
-/// A request on a slot being moved comes back holding the migration gate
-/// ([`ClusterNode::gate`]), to be kept until it has run.
-pub fn route(
-    ctx: &mut Ctx<'_>,
-    node: &ClusterNode,
-    spec: &CommandSpec,
-    req: &Request<'_>,
-) -> Result<Option<Gate>, CmdError> {
+/// The one slot a request's keys hash to (`None`: no keys), or
+/// `CROSSSLOT`. Keys come from the command table, so every command routes
+/// by the same positions `COMMAND` reports.
+pub fn one_slot(spec: &CommandSpec, req: &Request<'_>) -> Result<Option<u16>, CmdError> {
     let mut slot: Option<u16> = None;
     spec.try_for_each_key(req, |key| {
         let s = key_slot(key);
@@ -35,6 +28,21 @@ pub fn route(
             }
         }
     })?;
+    Ok(slot)
+}
+
+/// The routing check for a keyed request (Redis's `getNodeByQuery`):
+/// `CROSSSLOT`, `MOVED`, `ASK` while a slot moves, `TRYAGAIN` for a
+/// multi-key request split by the move, `CLUSTERDOWN`.
+/// A request on a slot being moved comes back holding the migration gate
+/// ([`ClusterNode::gate`]), to be kept until it has run.
+pub fn route(
+    ctx: &mut Ctx<'_>,
+    node: &ClusterNode,
+    spec: &CommandSpec,
+    req: &Request<'_>,
+) -> Result<Option<Gate>, CmdError> {
+    let slot = one_slot(spec, req)?;
     let asking =
         std::mem::take(&mut ctx.session.asking) || spec.flags.contains(super::Flags::ASKING);
     let Some(slot) = slot else {
