@@ -134,6 +134,18 @@ impl State {
             replication: &self.replication,
             repl_offset: self.store.effects.offset(),
             now_ms: self.clock.now().as_millis(),
+            cluster: self.cluster_node.as_ref().map(|n| {
+                let now = crate::cluster::node::now_ms();
+                let st = n.state.lock();
+                crate::metrics::ClusterReadings {
+                    ok: st.state_ok(now),
+                    known_nodes: st.nodes.values().filter(|n| !n.in_handshake()).count(),
+                    current_epoch: st.current_epoch,
+                    failovers_won: st.election.won,
+                    messages_sent: st.messages_sent,
+                    messages_received: st.messages_received,
+                }
+            }),
         }
     }
 

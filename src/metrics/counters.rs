@@ -49,6 +49,20 @@ pub struct Readings<'a> {
     pub repl_offset: u64,
     /// Server time, ms (replicas' acknowledgement ages).
     pub now_ms: u64,
+    /// With `--cluster-enabled`: the cluster as this node sees it.
+    pub cluster: Option<ClusterReadings>,
+}
+
+/// What the metrics show of a growing cluster, read under its lock once per
+/// scrape.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct ClusterReadings {
+    pub ok: bool,
+    pub known_nodes: usize,
+    pub current_epoch: u64,
+    pub failovers_won: u64,
+    pub messages_sent: u64,
+    pub messages_received: u64,
 }
 
 /// What a Prometheus series is.

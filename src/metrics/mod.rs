@@ -20,7 +20,7 @@ use std::fmt::Write;
 use std::sync::OnceLock;
 use std::time::Duration;
 
-pub use counters::Readings;
+pub use counters::{ClusterReadings, Readings};
 
 use crate::limiter::Algorithm;
 use crate::stats::Stats;

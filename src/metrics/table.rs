@@ -74,6 +74,11 @@ pub fn names() -> impl Iterator<Item = &'static str> {
 }
 
 /// The snapshot thread is on (`--snapshot`): persistence's fields show.
+/// The node runs a growing cluster (`--cluster-enabled yes`).
+fn cluster_on(r: &Readings<'_>) -> bool {
+    r.cluster.is_some()
+}
+
 fn snapshots_on(r: &Readings<'_>) -> bool {
     r.persist.is_some()
 }
@@ -692,6 +697,42 @@ table! {
     ERRORSTATS_TEXT = Def { section: Some(Section::Errorstats), read: Read::Text("errorstats"), ..TEXT };
     // # Cluster
     CLUSTER_TEXT = Def { section: Some(Section::Cluster), read: Read::Text("cluster"), ..TEXT };
+    CLUSTER_STATE_OK = Def {
+        name: "turnstile_cluster_state_ok",
+        help: "1 while this node serves keyed requests (CLUSTER INFO cluster_state:ok: every slot served, a majority of primaries reachable), else 0. Only with --cluster-enabled.",
+        read: Read::With(|r, _| r.cluster.map_or(0, |c| u64::from(c.ok))),
+        when: cluster_on,
+        ..GAUGE
+    };
+    CLUSTER_KNOWN_NODES = Def {
+        name: "turnstile_cluster_known_nodes",
+        help: "Nodes this node knows, itself included (CLUSTER INFO cluster_known_nodes).",
+        read: Read::With(|r, _| r.cluster.map_or(0, |c| c.known_nodes as u64)),
+        when: cluster_on,
+        ..GAUGE
+    };
+    CLUSTER_CURRENT_EPOCH = Def {
+        name: "turnstile_cluster_current_epoch",
+        help: "The cluster's current epoch as this node knows it: it rises with every failover and every slot a node takes.",
+        read: Read::With(|r, _| r.cluster.map_or(0, |c| c.current_epoch)),
+        when: cluster_on,
+        ..GAUGE
+    };
+    CLUSTER_FAILOVERS_WON = Def {
+        name: "turnstile_cluster_failovers_won_total",
+        help: "Elections this node won as a replica, taking its primary's slots (automatic or CLUSTER FAILOVER).",
+        read: Read::With(|r, _| r.cluster.map_or(0, |c| c.failovers_won)),
+        when: cluster_on,
+        ..COUNTER
+    };
+    CLUSTER_MESSAGES = Def {
+        name: "turnstile_cluster_messages_total",
+        help: "Cluster bus messages, by direction: sent or received (CLUSTER INFO cluster_stats_messages_*).",
+        series: Series::Each("direction", &["sent", "received"]),
+        read: Read::With(|r, i| r.cluster.map_or(0, |c| if i == 0 { c.messages_sent } else { c.messages_received })),
+        when: cluster_on,
+        ..COUNTER
+    };
     KEYSPACE_TEXT = Def { section: Some(Section::Keyspace), read: Read::Text("keyspace"), ..TEXT };
 }
 

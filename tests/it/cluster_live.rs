@@ -299,6 +299,22 @@ async fn cluster_commands_refuse_as_redis_does() {
         q_err(&mut ca, &["CLUSTER", "SET-CONFIG-EPOCH", "5"]).await,
         "ERR Node config epoch is already non-zero"
     );
+    // The metrics say what CLUSTER INFO says.
+    let addr = a.handle().metrics_addr().expect("metrics are on in tests");
+    let (status, _, body) = crate::common::http(addr, "GET", "/metrics").await;
+    assert_eq!(status, 200);
+    for line in [
+        "turnstile_cluster_state_ok 0",
+        "turnstile_cluster_known_nodes 1",
+        "turnstile_cluster_current_epoch 1",
+        "turnstile_cluster_failovers_won_total 0",
+    ] {
+        assert!(body.lines().any(|l| l == line), "no {line:?} in:\n{body}");
+    }
+    assert!(
+        body.contains("turnstile_cluster_messages_total{direction=\"sent\"}"),
+        "{body}"
+    );
     let _: () = q(&mut ca, &["CLUSTER", "SAVECONFIG"]).await;
     let text = std::fs::read_to_string(dir.join("a.conf")).unwrap();
     assert!(
