@@ -793,3 +793,38 @@ async fn the_stream_cap_is_advertised() {
     assert_eq!(streams, Some(7));
     srv.shutdown().await;
 }
+
+/// In a growing cluster, a domain's decisions are made only by the node
+/// serving the domain's slot: before this node has the slot it refuses,
+/// naming who serves it; once it has it, it decides.
+#[tokio::test]
+async fn a_growing_cluster_node_decides_only_domains_whose_slot_it_serves() {
+    let dir = std::env::temp_dir().join(format!("turnstile-rls-cluster-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(&dir).unwrap();
+    std::fs::write(dir.join("example.yaml"), EXAMPLE).unwrap();
+    let conf = dir.join("nodes.conf");
+    let policies = dir.clone();
+    let srv = Server::start_with(move |c| {
+        c.policies = Some(policies);
+        c.cluster_enabled = true;
+        c.cluster_config_file = conf;
+    })
+    .await;
+    let addr = srv.handle().metrics_addr().unwrap();
+    let json = format!("Host: {addr}\r\nContent-Type: application/json\r\n");
+    let (status, text) = http_with(addr, "POST", "/json", &json, ONE_A_MINUTE).await;
+    assert_ne!(status, 200, "{text}");
+    assert!(
+        text.contains("domain 'rl' is served by no node in this cluster"),
+        "{text}"
+    );
+    let mut con = srv.client().await;
+    let _: () = q(&mut con, &["CLUSTER", "ADDSLOTSRANGE", "0", "16383"]).await;
+    let (status, text) = http_with(addr, "POST", "/json", &json, ONE_A_MINUTE).await;
+    assert_eq!(status, 200, "{text}");
+    assert!(text.contains("\"overallCode\":\"OK\""), "{text}");
+    drop(con);
+    srv.shutdown().await;
+    let _ = std::fs::remove_dir_all(&dir);
+}
