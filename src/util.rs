@@ -172,6 +172,51 @@ pub fn lcg_step(state: &mut u64) -> u64 {
 /// An I/O error as C's `strerror` words it, without Rust's ` (os error
 /// N)`: how Redis words the errors it echoes (`-MISCONF Errors writing to
 /// the AOF file: %s`, `Rewriting config file: %s`).
+/// Why [`lock_beside`] could not take a lock.
+#[derive(Debug)]
+pub enum LockError {
+    /// A symbolic link sits where the lock goes (not followed).
+    Symlink,
+    /// Another process holds it.
+    Held,
+    Io(std::io::Error),
+}
+
+/// Takes an exclusive `flock` on `lock` (created if missing, never through
+/// a symbolic link) for as long as the returned file lives, and writes this
+/// process's id in it, for whoever finds a second server refused. The one
+/// lock that keeps two servers off one file: the append-only file's and
+/// the cluster config file's.
+pub fn lock_beside(lock: &std::path::Path) -> Result<std::fs::File, LockError> {
+    use std::io::Write;
+    use std::os::unix::fs::OpenOptionsExt;
+    use std::os::unix::io::AsRawFd;
+    let mut file = std::fs::OpenOptions::new()
+        .read(true)
+        .write(true)
+        .create(true)
+        .truncate(false)
+        .mode(0o600)
+        .custom_flags(libc::O_NOFOLLOW)
+        .open(lock)
+        .map_err(|e| match e.raw_os_error() {
+            Some(libc::ELOOP) => LockError::Symlink,
+            _ => LockError::Io(e),
+        })?;
+    // SAFETY: flock on a descriptor this function owns.
+    if unsafe { libc::flock(file.as_raw_fd(), libc::LOCK_EX | libc::LOCK_NB) } != 0 {
+        let e = std::io::Error::last_os_error();
+        if e.raw_os_error() == Some(libc::EWOULDBLOCK) {
+            return Err(LockError::Held);
+        }
+        return Err(LockError::Io(e));
+    }
+    let _ = file
+        .set_len(0)
+        .and_then(|()| writeln!(file, "{}", std::process::id()));
+    Ok(file)
+}
+
 pub fn strerror(e: &std::io::Error) -> String {
     let text = e.to_string();
     match text.find(" (os error") {

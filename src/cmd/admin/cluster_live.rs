@@ -52,11 +52,15 @@ pub fn route(
     let is_migrate = spec.name == "migrate";
     // MIGRATE takes the gate whole itself.
     let gate = (routing.is_open(slot) && !is_migrate).then(|| node.gate.read_arc());
+    // The keys themselves matter only on a slot being moved (which are
+    // here); every other request routes by its slot alone.
     let mut keys: smallvec::SmallVec<[&[u8]; 4]> = smallvec::SmallVec::new();
-    let _ = spec.try_for_each_key(req, |k| {
-        keys.push(k);
-        Ok::<(), CmdError>(())
-    });
+    if gate.is_some() {
+        let _ = spec.try_for_each_key(req, |k| {
+            keys.push(k);
+            Ok::<(), CmdError>(())
+        });
+    }
     let db = ctx.db;
     let now = ctx.now;
     let read_replica = ctx.session.readonly && !spec.flags.contains(super::Flags::WRITE);
@@ -119,6 +123,17 @@ fn change<R>(
     })
 }
 
+/// [`change`] for a change that also asks something of the server.
+fn change_fx(
+    node: &ClusterNode,
+    f: impl FnOnce(&mut ClusterState) -> Result<Effects, StateError>,
+) -> Result<(), CmdError> {
+    node.with(|st| match f(st) {
+        Ok(fx) => (Ok(()), fx),
+        Err(e) => (Err(refuse(e)), Effects::default()),
+    })
+}
+
 /// A slot argument as Redis reads one (`getSlotOrReply`).
 fn slot_at(req: &Request<'_>, i: usize) -> Result<u16, CmdError> {
     std::str::from_utf8(req.arg(i))
@@ -133,7 +148,8 @@ fn slot_at(req: &Request<'_>, i: usize) -> Result<u16, CmdError> {
 /// forms (pairs), each named once.
 fn slot_list(req: &Request<'_>, ranges: bool) -> Result<Vec<u16>, CmdError> {
     let n = req.len();
-    if n < 3 || (ranges && !(n - 2).is_multiple_of(2)) {
+    // The table's arity already asks for one slot, or one pair.
+    if ranges && !(n - 2).is_multiple_of(2) {
         return Err(CmdError::err(format!(
             "wrong number of arguments for 'cluster|{}' command",
             String::from_utf8_lossy(req.arg(1)).to_lowercase()
@@ -276,27 +292,13 @@ pub fn run(ctx: &mut Ctx<'_>, req: &Request<'_>, node: &ClusterNode) -> Result<(
             return Err(CmdError::err("unreachable: answered by the shared handler"));
         }
         "replicate" => {
-            if req.len() != 3 {
-                return Err(CmdError::err(
-                    "wrong number of arguments for 'cluster|replicate' command",
-                ));
-            }
             let id = String::from_utf8_lossy(req.arg(2)).into_owned();
             let has_keys = !ctx.db.is_empty();
-            let fx = node.with(|st| match st.replicate(&id, has_keys) {
-                Ok(fx) => (Ok(()), fx),
-                Err(e) => (Err(refuse(e)), Effects::default()),
-            });
-            fx?;
+            change_fx(node, |st| st.replicate(&id, has_keys))?;
             node.broadcast();
             ctx.out.ok();
         }
         "forget" => {
-            if req.len() != 3 {
-                return Err(CmdError::err(
-                    "wrong number of arguments for 'cluster|forget' command",
-                ));
-            }
             let id = String::from_utf8_lossy(req.arg(2)).into_owned();
             change(node, |st| st.forget(&id, now_ms()))?;
             ctx.out.ok();
@@ -331,11 +333,6 @@ pub fn run(ctx: &mut Ctx<'_>, req: &Request<'_>, node: &ClusterNode) -> Result<(
             ));
         }
         "set-config-epoch" => {
-            if req.len() != 3 {
-                return Err(CmdError::err(
-                    "wrong number of arguments for 'cluster|set-config-epoch' command",
-                ));
-            }
             let epoch = int(req, 2)?;
             change(node, |st| st.set_config_epoch(epoch))?;
             ctx.out.ok();
@@ -357,18 +354,10 @@ pub fn run(ctx: &mut Ctx<'_>, req: &Request<'_>, node: &ClusterNode) -> Result<(
                     ))
                 }
             };
-            node.with(|st| match st.manual_failover(mode, now_ms()) {
-                Ok(fx) => (Ok(()), fx),
-                Err(e) => (Err(refuse(e)), Effects::default()),
-            })?;
+            change_fx(node, |st| st.manual_failover(mode, now_ms()))?;
             ctx.out.ok();
         }
         "count-failure-reports" => {
-            if req.len() != 3 {
-                return Err(CmdError::err(
-                    "wrong number of arguments for 'cluster|count-failure-reports' command",
-                ));
-            }
             let id = String::from_utf8_lossy(req.arg(2)).into_owned();
             let st = node.state.lock();
             let n = st
@@ -392,11 +381,6 @@ pub fn run(ctx: &mut Ctx<'_>, req: &Request<'_>, node: &ClusterNode) -> Result<(
 
 /// `CLUSTER SETSLOT slot IMPORTING id | MIGRATING id | STABLE | NODE id`.
 fn setslot(ctx: &mut Ctx<'_>, req: &Request<'_>, node: &ClusterNode) -> Result<(), CmdError> {
-    if req.len() < 4 {
-        return Err(CmdError::err(
-            "wrong number of arguments for 'cluster|setslot' command",
-        ));
-    }
     if !node.state.lock().me().is_primary() {
         return Err(CmdError::err("Please use SETSLOT only with masters."));
     }
@@ -424,11 +408,7 @@ fn setslot(ctx: &mut Ctx<'_>, req: &Request<'_>, node: &ClusterNode) -> Result<(
                 return Err(unknown(&id));
             }
             let keys = keys_in(ctx, slot);
-            let result = node.with(|st| match st.set_node(slot, &id, keys) {
-                Ok(fx) => (Ok(()), fx),
-                Err(e) => (Err(refuse(e)), Effects::default()),
-            });
-            result?;
+            change_fx(node, |st| st.set_node(slot, &id, keys))?;
             // The node that took the slot tells everyone at once (Redis
             // broadcasts a PONG then); the others' news travels by gossip,
             // and redis-cli tells each of them itself.

@@ -95,9 +95,10 @@ fn check(
         cluster::route(topology, spec, req, ctx.session.readonly).map_err(refuse)?;
     }
     let mut gate = None;
-    if let Some(node) = ctx.state.cluster_node.clone() {
+    let state = ctx.state;
+    if let Some(node) = &state.cluster_node {
         if cmd.name != "asking" {
-            gate = crate::cmd::admin::cluster_live::route(ctx, &node, spec, req).map_err(refuse)?;
+            gate = crate::cmd::admin::cluster_live::route(ctx, node, spec, req).map_err(refuse)?;
         }
     }
     if spec.flags.contains(Flags::WRITE) && ctx.state.replication.is_replica() {

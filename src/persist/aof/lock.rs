@@ -2,10 +2,6 @@
 //! append-only file, held while the file is on, and the clean-up of
 //! rewrites' temporary files that only the lock's holder may make.
 
-use std::fs::OpenOptions;
-use std::io::{self, Write};
-use std::os::unix::fs::OpenOptionsExt;
-use std::os::unix::io::AsRawFd;
 use std::path::PathBuf;
 
 use super::{Aof, AofError};
@@ -28,40 +24,17 @@ impl Aof {
             return Ok(());
         }
         let lock = self.lock_path();
-        let io_err = |source| AofError::Io {
-            path: self.path.clone(),
-            source,
-        };
-        let mut file = super::open_nofollow(
-            &lock,
-            OpenOptions::new()
-                .read(true)
-                .write(true)
-                .create(true)
-                .truncate(false)
-                .mode(0o600),
-        )
-        .map_err(|e| match e.raw_os_error() {
-            // A link planted where the lock goes is not followed, and
-            // named as what it is.
-            Some(libc::ELOOP) => AofError::Symlink { path: lock.clone() },
-            _ => io_err(e),
+        let file = crate::util::lock_beside(&lock).map_err(|e| match e {
+            crate::util::LockError::Symlink => AofError::Symlink { path: lock.clone() },
+            crate::util::LockError::Held => AofError::Locked {
+                path: self.path.clone(),
+                lock: lock.clone(),
+            },
+            crate::util::LockError::Io(source) => AofError::Io {
+                path: self.path.clone(),
+                source,
+            },
         })?;
-        // SAFETY: flock on a descriptor this function owns.
-        if unsafe { libc::flock(file.as_raw_fd(), libc::LOCK_EX | libc::LOCK_NB) } != 0 {
-            let e = io::Error::last_os_error();
-            if e.raw_os_error() == Some(libc::EWOULDBLOCK) {
-                return Err(AofError::Locked {
-                    path: self.path.clone(),
-                    lock,
-                });
-            }
-            return Err(io_err(e));
-        }
-        // Who holds it, for whoever finds the second server refused.
-        let _ = file
-            .set_len(0)
-            .and_then(|()| writeln!(file, "{}", std::process::id()));
         *held = Some(file);
         drop(held);
         self.remove_stale_temps();
