@@ -51,6 +51,10 @@ pub struct ClusterNode {
     pub file_error: Mutex<Option<String>>,
     /// The file, kept open for in-place rewrites.
     handle: Mutex<Option<std::fs::File>>,
+    /// The lock on `FILE.lock`, held while this node runs.
+    lock: Mutex<Option<std::fs::File>>,
+    /// [`close`](Self::close)d: the file is no longer this node's.
+    closed: std::sync::atomic::AtomicBool,
     host: OnceLock<Box<dyn Host>>,
     /// Orders requests on a slot being moved against `MIGRATE`: a request
     /// that found its keys here holds it (shared) until it has run, and
@@ -76,11 +80,28 @@ impl ClusterNode {
             file,
             file_error: Mutex::new(None),
             handle: Mutex::new(None),
+            lock: Mutex::new(None),
+            closed: std::sync::atomic::AtomicBool::new(false),
             host: OnceLock::new(),
             gate: Arc::new(parking_lot::RwLock::new(())),
         });
         node.with(|_| ((), Effects::default()));
         node
+    }
+
+    /// The node stops: the file written once more, then no more writes
+    /// (links still closing may change the state) and its lock let go.
+    pub fn close(&self) {
+        let st = self.state.lock();
+        let _ = self.save(&st, true);
+        self.closed.store(true, Ordering::Relaxed);
+        *self.handle.lock() = None;
+        *self.lock.lock() = None;
+    }
+
+    /// Keeps the config file's lock for the node's life.
+    pub fn hold_lock(&self, lock: std::fs::File) {
+        *self.lock.lock() = Some(lock);
     }
 
     /// Sets what carries out the effects (once, when the server is built).
@@ -102,7 +123,7 @@ impl ClusterNode {
             let epochs =
                 |st: &ClusterState| (st.current_epoch, st.last_vote_epoch, st.me().config_epoch);
             let before = epochs(&st);
-            let (r, fx) = f(&mut st);
+            let (r, mut fx) = f(&mut st);
             if st.changed {
                 self.routing.store(Arc::new(Routing::from_state(&st)));
                 st.changed = false;
@@ -115,7 +136,18 @@ impl ClusterNode {
                 // reply, as Redis fsyncs then. Other changes (slots,
                 // roles, addresses) are written whole but not waited for,
                 // as Redis writes them: gossip brings them back.
-                self.save(&st, epochs(&st) != before);
+                let durable = epochs(&st) != before;
+                if !self.save(&st, durable) && durable {
+                    // An epoch or a vote not on disk must not leave this
+                    // node: after a crash it could be given again, and a
+                    // slot could get two owners. Redis exits here; this
+                    // node keeps serving and says nothing until a write
+                    // succeeds (the next change retries it).
+                    tracing::error!(
+                        "cluster: an epoch change could not be saved; its messages are held back"
+                    );
+                    fx.send.clear();
+                }
             }
             (r, fx)
         };
@@ -126,7 +158,7 @@ impl ClusterNode {
     /// Writes the config file now (`CLUSTER SAVECONFIG`).
     pub fn save_now(&self) -> Result<(), String> {
         let st = self.state.lock();
-        self.save(&st, true);
+        let _ = self.save(&st, true);
         match self.file_error.lock().clone() {
             Some(e) => Err(e),
             None => Ok(()),
@@ -136,8 +168,12 @@ impl ClusterNode {
     /// Writes the config file: `durable` (an epoch changed) as a new file,
     /// fsynced and renamed over the old, so that a power loss keeps it;
     /// else rewritten in place, which a killed process cannot tear.
-    fn save(&self, st: &ClusterState, durable: bool) {
-        let Some(path) = &self.file else { return };
+    /// Whether it reached the file (or there is none to write).
+    fn save(&self, st: &ClusterState, durable: bool) -> bool {
+        let Some(path) = &self.file else { return true };
+        if self.closed.load(Ordering::Relaxed) {
+            return true;
+        }
         let text = st.config_text();
         let result = if durable {
             self.replace(path, &text)
@@ -145,6 +181,7 @@ impl ClusterNode {
             self.overwrite(path, &text)
         };
         let mut err = self.file_error.lock();
+        let ok = result.is_ok();
         match result {
             Ok(()) => *err = None,
             Err(e) => {
@@ -155,6 +192,7 @@ impl ClusterNode {
                 *err = Some(e.to_string());
             }
         }
+        ok
     }
 
     /// A new file beside the old, fsynced, renamed over it.
@@ -240,5 +278,42 @@ impl ClusterNode {
 
     pub fn remove_link(&self, link: LinkId) {
         self.links.lock().remove(&link);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::cluster::bus::Kind;
+
+    /// Bumps the epoch and asks to send a message on link 1: what reaches
+    /// the link with the config file at `file`.
+    fn bump_and_send(file: PathBuf) -> usize {
+        let st = ClusterState::new("a".repeat(40), "127.0.0.1".into(), 7000, 17000, 1000);
+        let node = ClusterNode::new(st, Some(file));
+        let (tx, mut rx) = mpsc::unbounded_channel();
+        node.add_link(1, tx);
+        node.with(|st| {
+            assert!(st.bump_epoch());
+            let m = st.message(Kind::Pong, 0);
+            (
+                (),
+                Effects {
+                    send: vec![(1, m)],
+                    ..Effects::default()
+                },
+            )
+        });
+        std::iter::from_fn(|| rx.try_recv().ok()).count()
+    }
+
+    #[test]
+    fn an_epoch_that_could_not_be_saved_does_not_leave_the_node() {
+        let dir = std::env::temp_dir().join(format!("turnstile-node-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        assert_eq!(bump_and_send(dir.join("nodes.conf")), 1);
+        // A directory that does not exist: every write fails.
+        assert_eq!(bump_and_send(dir.join("missing").join("nodes.conf")), 0);
+        let _ = std::fs::remove_dir_all(&dir);
     }
 }

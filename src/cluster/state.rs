@@ -642,7 +642,7 @@ impl ClusterState {
             .values()
             .any(|n| n.id != self.myself && n.config_epoch == mine);
         if mine == 0 || mine <= max || shared {
-            self.current_epoch += 1;
+            self.current_epoch = self.current_epoch.saturating_add(1);
             let e = self.current_epoch;
             self.me_mut().config_epoch = e;
             self.touch();

@@ -84,7 +84,37 @@ pub async fn prepare(
         p => p as u16,
     };
     let path = &config.cluster_config_file;
+    // One node per file, as Redis locks nodes.conf: a second node started
+    // on it would overwrite the first's identity and slots.
+    let mut lock_path = path.clone().into_os_string();
+    lock_path.push(".lock");
+    let lock = crate::util::lock_beside(std::path::Path::new(&lock_path)).map_err(|e| {
+        StartError::Config(match e {
+            crate::util::LockError::Held => format!(
+                "the cluster config file {} is in use by another node (its lock {} is held): give each node its own --cluster-config-file",
+                path.display(),
+                std::path::Path::new(&lock_path).display()
+            ),
+            crate::util::LockError::Symlink => format!(
+                "the cluster config file's lock {} is a symbolic link: remove it",
+                std::path::Path::new(&lock_path).display()
+            ),
+            crate::util::LockError::Io(e) => format!(
+                "cannot lock the cluster config file {}: {}",
+                path.display(),
+                crate::util::strerror(&e)
+            ),
+        })
+    })?;
     let mut state = match std::fs::read_to_string(path) {
+        // An empty file is no configuration yet, as Redis reads one.
+        Ok(text) if text.trim().is_empty() => ClusterState::new(
+            crate::cluster::state::random_id(),
+            String::new(),
+            announced_port,
+            announced_cport,
+            config.cluster_node_timeout,
+        ),
         Ok(text) => ClusterState::from_config(
             &text,
             announced_port,
@@ -111,6 +141,7 @@ pub async fn prepare(
     }
     let id = state.myself.clone();
     let node = ClusterNode::new(state, Some(path.clone()));
+    node.hold_lock(lock);
     if let Some(e) = node.file_error.lock().clone() {
         return Err(StartError::Config(format!(
             "cannot write the cluster config file {}: {e}",

@@ -138,6 +138,11 @@ impl ServerHandle {
         if let Some(a) = self.aof.take() {
             let _ = tokio::task::spawn_blocking(move || a.finish()).await;
         }
+        // The cluster config file is written for the last time and let go,
+        // so a node started next on it (a restart in this process) takes it.
+        if let Some(node) = &self.state.cluster_node {
+            node.close();
+        }
         let Some(p) = self.persist.take() else {
             return Ok(());
         };

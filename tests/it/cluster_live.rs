@@ -451,3 +451,40 @@ fn tempfile_dir() -> std::path::PathBuf {
     std::fs::create_dir_all(&d).unwrap();
     d
 }
+
+/// Two nodes on one config file would overwrite each other's identity:
+/// the second is refused, as Redis locks nodes.conf; an empty file is no
+/// configuration yet; a symbolic link at the lock is not followed.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_config_file_is_one_nodes_and_an_empty_one_is_new() {
+    let dir = tempfile_dir();
+    let file = dir.join("shared.conf");
+    std::fs::write(&file, "").unwrap();
+    let a = node(&dir, "shared").await;
+    let mut ca = a.client().await;
+    let info: String = q(&mut ca, &["CLUSTER", "INFO"]).await;
+    assert!(info.contains("cluster_known_nodes:1"), "{info}");
+    let start_error = |name: &str| {
+        let mut config = turnstile::config::Config::for_tests();
+        config.cluster_enabled = true;
+        config.cluster_config_file = dir.join(name);
+        async move {
+            let clock = turnstile::clock::ManualClock::new(turnstile::Nanos(
+                1_700_000_000 * turnstile::Nanos::PER_SEC,
+            ));
+            match turnstile::start(&config, std::sync::Arc::new(clock)).await {
+                Ok(_) => panic!("a second node started on the file"),
+                Err(e) => e.to_string(),
+            }
+        }
+    };
+    let e = start_error("shared.conf").await;
+    assert!(e.contains("is in use by another node"), "{e}");
+    std::os::unix::fs::symlink(dir.join("elsewhere"), dir.join("linked.conf.lock")).unwrap();
+    let e = start_error("linked.conf").await;
+    assert!(e.contains("is a symbolic link"), "{e}");
+    assert!(!dir.join("elsewhere").exists());
+    drop(ca);
+    a.shutdown().await;
+    let _ = std::fs::remove_dir_all(&dir);
+}

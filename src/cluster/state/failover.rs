@@ -122,7 +122,7 @@ impl ClusterState {
             return fx;
         }
         if !self.election.sent {
-            self.current_epoch += 1;
+            self.current_epoch = self.current_epoch.saturating_add(1);
             self.election.epoch = self.current_epoch;
             self.election.sent = true;
             self.save_needed = true;
@@ -305,7 +305,7 @@ impl ClusterState {
                     .max()
                     .unwrap_or(0);
                 if self.me().config_epoch == 0 || self.me().config_epoch != max {
-                    self.current_epoch += 1;
+                    self.current_epoch = self.current_epoch.saturating_add(1);
                     let e = self.current_epoch;
                     self.me_mut().config_epoch = e;
                 }

@@ -375,7 +375,7 @@ impl ClusterState {
         if msg.sender.as_str() <= self.myself.as_str() {
             return;
         }
-        self.current_epoch += 1;
+        self.current_epoch = self.current_epoch.saturating_add(1);
         let e = self.current_epoch;
         self.me_mut().config_epoch = e;
         self.touch();
