@@ -849,3 +849,19 @@ fn a_stopped_primary_resumed_refuses_even_once_queued_messages_arrive_first() {
         "a majority heard from again is not enough: it must learn what they decided"
     );
 }
+
+/// A peer (past the password) announcing the largest epoch cannot make
+/// this node's next epoch overflow.
+#[test]
+fn the_largest_epoch_from_a_peer_saturates() {
+    let mut sim = Sim::new(2);
+    sim.meet(1, 0);
+    assert!(sim.settle(300));
+    let mut m = sim.nodes[1].message(Kind::Ping, sim.now);
+    m.current_epoch = u64::MAX;
+    let now = sim.now;
+    let _ = sim.nodes[0].receive(&m, From::Inbound, IP, IP, now);
+    assert_eq!(sim.nodes[0].current_epoch, u64::MAX);
+    assert!(sim.nodes[0].bump_epoch());
+    assert_eq!(sim.nodes[0].me().config_epoch, u64::MAX);
+}
