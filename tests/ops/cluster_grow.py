@@ -368,6 +368,9 @@ def main():
         mover.wait(timeout=60)
         src.start()
         wait_agreement(nodes[:6], "the source's restart")
+        # A primary back from a crash serves again once it has heard the
+        # cluster (Redis's rejoin delay): fix and the clients wait for it.
+        wait_ok(src)
         io.resume()
         t = time.time()
         out = cli("--cluster", "fix", src.addr(), check=False)
@@ -406,6 +409,7 @@ def main():
         load.resume()
         src.start()
         wait_agreement(nodes[:6], "the source's second restart")
+        wait_ok(src)
         io.resume()
         out = cli("--cluster", "fix", src.addr(), check=False)
         if f"Fixing open slot {slot}" not in out:
