@@ -57,6 +57,7 @@ def cli(*args, check=True, timeout=300):
     out = r.stdout + r.stderr
     if check and r.returncode != 0:
         print(out)
+        fail(f"redis-cli {' '.join(args)} exited {r.returncode}")
         raise SystemExit(f"redis-cli {' '.join(args)} exited {r.returncode}")
     return out
 
@@ -266,12 +267,30 @@ def used(rc, key):
     return int(state["count"])
 
 
-def check(node, what):
+def check(node, what, context=""):
     out = cli("--cluster", "check", node.addr(), check=False)
     if "[ERR]" in out or "[WARNING]" in out or "All 16384 slots covered" not in out:
-        fail(f"check after {what}:\n{out}")
-    else:
-        print(f"check after {what}: clean", flush=True)
+        problems = [l for l in out.splitlines() if "[ERR]" in l or "[WARNING]" in l]
+        fail(f"check after {what}: " + "; ".join(problems) + f"\n{context}{out}")
+        return False
+    print(f"check after {what}: clean", flush=True)
+    return True
+
+
+def diagnose(nodes):
+    """What each node says about the cluster, and its log's last lines: CI
+    keeps no files, so a failure prints what explains it."""
+    for n in nodes:
+        try:
+            print(f"--- {n.addr()} CLUSTER NODES:\n" + n.r().execute_command("CLUSTER", "NODES"), flush=True)
+        except Exception as e:  # noqa: BLE001 - a dead node is part of the picture
+            print(f"--- {n.addr()}: {e}", flush=True)
+        try:
+            with open(os.path.join(n.dir, "log"), errors="replace") as f:
+                tail = f.readlines()[-25:]
+            print(f"--- {n.addr()} log tail:\n" + "".join(tail), flush=True)
+        except OSError:
+            pass
 
 
 def nodes_owner(nodes, slot):
@@ -389,7 +408,8 @@ def main():
         wait_agreement(nodes[:6], "fix")
         wait_ok(src)
         load.outage.clear()
-        check(nodes[0], "fix after the reshard's kill")
+        if not check(nodes[0], "fix after the reshard's kill", context=f"fix said:\n{out}\ncheck said:\n"):
+            diagnose(nodes[:6])
 
         # The same, with the source killed while half a slot's keys have
         # moved: the slot is open on both sides for certain.
@@ -422,7 +442,12 @@ def main():
         wait_agreement(nodes[:6], "the second fix")
         owner_id = nodes_owner(nodes, slot)
         owner = next(n for n in nodes[:6] if n.id() == owner_id)
-        missing = [k for k in in_slot if not owner.r().exists(k)]
+        try:
+            missing = [k for k in in_slot if not owner.r().exists(k)]
+        except redis.exceptions.ResponseError as e:
+            fail(f"after fix, slot {slot}'s owner {owner.addr()} redirects: {e}; fix said:\n{out}")
+            diagnose(nodes[:6])
+            raise
         if missing:
             fail(f"after fix, slot {slot}'s owner {owner.addr()} lacks {missing}")
         wrong = [k for k in in_slot if k.startswith("{") and used(owner.r(), k) != 3]

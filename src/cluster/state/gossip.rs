@@ -79,8 +79,24 @@ impl ClusterState {
 
     /// Handles one message. `peer_ip` is the link's remote address,
     /// `local_ip` this end's (how a node learns its own address from the
-    /// first MEET it gets, as Redis does).
+    /// first MEET it gets, as Redis does). What arrived moves the quorum's
+    /// deadline at once: between ticks the request path reads it, and a
+    /// busy machine that delays a tick must not refuse requests its peers'
+    /// messages have shown it may serve.
     pub fn receive(
+        &mut self,
+        msg: &Message,
+        from: From,
+        peer_ip: &str,
+        local_ip: &str,
+        now: Millis,
+    ) -> Effects {
+        let fx = self.handle(msg, from, peer_ip, local_ip, now);
+        self.update_quorum(now);
+        fx
+    }
+
+    fn handle(
         &mut self,
         msg: &Message,
         from: From,
@@ -591,8 +607,11 @@ impl ClusterState {
             {
                 ping.push(n.id.clone());
             }
+            // Redis's rule: silent past the timeout since both the PING
+            // and the last data it sent (any message proves it alive).
             if n.ping_sent != 0
                 && now.saturating_sub(n.ping_sent) > timeout
+                && now.saturating_sub(n.data_received) > timeout
                 && !n.has(flag::PFAIL | flag::FAIL)
             {
                 n.flags |= flag::PFAIL;
