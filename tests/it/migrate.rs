@@ -116,6 +116,57 @@ async fn dump_and_restore_carry_every_kind_of_key_across_clocks() {
     );
 }
 
+/// `redis-cli --cluster fix` finds a key on both nodes when a crash cut a
+/// move short, and replaces the importing copy only if DEBUG DIGEST-VALUE
+/// says the two are equal: equal values, limiter state included, give
+/// equal digests on two servers; a changed one does not.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn debug_digest_value_is_equal_for_equal_values_on_two_servers() {
+    let a = Server::start().await;
+    let b = Server::start().await;
+    let (mut ca, mut cb) = (a.client().await, b.client().await);
+    fill(&mut ca).await;
+    let mut keys: Vec<&str> = KEYS.iter().map(|c| c[1]).collect();
+    keys.dedup();
+    for &key in &keys {
+        let payload = dump(&mut ca, key).await.unwrap();
+        let _: Value = restore(&mut cb, key, "0", &payload, &[]).await.unwrap();
+    }
+    let mut args = vec!["DEBUG", "DIGEST-VALUE"];
+    args.extend(&keys);
+    args.push("absent");
+    let on_a: Vec<String> = q(&mut ca, &args).await;
+    let on_b: Vec<String> = q(&mut cb, &args).await;
+    assert_eq!(on_a, on_b);
+    assert_eq!(on_a.last().unwrap(), &"0".repeat(40), "an absent key");
+    assert!(on_a[..keys.len()].iter().all(|d| d.len() == 40
+        && d.chars().all(|c| c.is_ascii_hexdigit())
+        && d != &"0".repeat(40)));
+    let distinct: std::collections::HashSet<&String> = on_a[..keys.len()].iter().collect();
+    assert_eq!(
+        distinct.len(),
+        keys.len(),
+        "different values, different digests"
+    );
+    // One more admission on one side: the copies differ now.
+    let _: Value = q(&mut cb, &["RL.ALLOW", "window", "10", "60"]).await;
+    let after: Vec<String> = q(&mut cb, &["DEBUG", "DIGEST-VALUE", "window"]).await;
+    assert_ne!(
+        after[0],
+        on_a[keys.iter().position(|&k| k == "window").unwrap()]
+    );
+    // Status replies, as Redis sends them; other subcommands are unknown.
+    let mut raw = a.raw().await;
+    assert_eq!(
+        raw.call(&["DEBUG", "DIGEST-VALUE", "absent"]).await,
+        format!("*1\r\n+{}\r\n", "0".repeat(40))
+    );
+    assert_eq!(
+        q_err(&mut ca, &["DEBUG", "SEGFAULT"]).await,
+        "ERR unknown subcommand 'SEGFAULT'. Try DEBUG HELP."
+    );
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn restore_answers_as_redis_does() {
     let a = Server::start().await;

@@ -150,7 +150,8 @@ class Load:
                 if rnd.random() < 0.5:
                     reply = rc.execute_command("RL.ALLOW", "lim:" + k, LIMIT, "1h", "ALGO", "log")
                     with self.lock:
-                        self.sent[k] += 1
+                        if self.sent[k] is not None:
+                            self.sent[k] += 1
                         self.admitted[k] += int(reply[0])
                 else:
                     reply = rc.execute_command("RL.ALLOW", "quota:" + k, 10**9, "1mo", "ALGO", "fixed", "COST", QUOTA_COST)
@@ -388,19 +389,25 @@ def main():
         load.pause()
         io.pause()
         src.stop(signal.SIGKILL)
-        load.resume()
         mover.wait(timeout=60)
         src.start()
         wait_agreement(nodes[:6], "the source's restart")
         # A primary back from a crash serves again once it has heard the
-        # cluster (Redis's rejoin delay): fix and the clients wait for it.
+        # cluster (Redis's rejoin delay): fix waits for it.
         wait_ok(src)
-        io.resume()
+        # The clients wait for fix too. A key whose move the kill cut
+        # short (the target restored it, the source's delete was not yet
+        # on disk) is on both nodes; fix replaces the importing copy only
+        # when DEBUG DIGEST-VALUE finds the two equal, and a client served
+        # by the source meanwhile would make them differ (fix then stops,
+        # as it does with Redis: docs/cluster.md).
         t = time.time()
         out = cli("--cluster", "fix", src.addr(), check=False)
         print(f"fix after kill -9 mid-reshard: {time.time() - t:.1f} s", flush=True)
+        load.resume()
+        io.resume()
         for line in out.splitlines():
-            if "open slot" in line.lower() or "Fixing" in line or "migrating" in line.lower():
+            if "open slot" in line.lower() or "Fixing" in line or "migrating" in line.lower() or "key" in line.lower():
                 print("  fix: " + line.strip(), flush=True)
         print("  fix found " + ("an open slot" if "Fixing open slot" in out else "the move closed by itself"), flush=True)
         if "[OK] All 16384 slots covered" not in out:

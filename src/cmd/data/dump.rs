@@ -27,6 +27,42 @@ pub fn dump(ctx: &mut Ctx<'_>, req: &Request<'_>) -> Result<(), CmdError> {
 }
 
 /// ```text
+/// DEBUG DIGEST-VALUE key [key ...]
+/// ```
+/// Each key's value digest, 40 hex digits (forty zeros for a key that is
+/// absent), as Redis replies: `redis-cli --cluster fix` compares the two
+/// copies of a key that a move interrupted by a crash left on both nodes,
+/// and replaces the importing node's only when they are equal. The digest
+/// is SHA-1 over the key's DUMP payload, so equal values (limiter state
+/// included) give equal digests. DIGEST-VALUE is the only subcommand: the
+/// others Redis has crash, reload or stall a server, which no client of a
+/// limiter needs (Redis refuses DEBUG by default for them).
+pub fn debug(ctx: &mut Ctx<'_>, req: &Request<'_>) -> Result<(), CmdError> {
+    let sub = req.arg(1);
+    if !is(sub, "digest-value") {
+        return Err(CmdError::UnknownSubcommand {
+            sub: String::from_utf8_lossy(sub).into_owned(),
+            cmd: "DEBUG".into(),
+        });
+    }
+    ctx.out.array(req.len() - 2);
+    for j in 2..req.len() {
+        let digest = ctx.db.get(req.arg(j), ctx.now, |e| {
+            let d = ring::digest::digest(&ring::digest::SHA1_FOR_LEGACY_USE_ONLY, &dump::encode(e));
+            let mut hex = String::with_capacity(40);
+            for b in d.as_ref() {
+                hex.push_str(&format!("{b:02x}"));
+            }
+            hex
+        });
+        ctx.out.simple(digest.as_deref().unwrap_or(ZERO_DIGEST));
+    }
+    Ok(())
+}
+
+const ZERO_DIGEST: &str = "0000000000000000000000000000000000000000";
+
+/// ```text
 /// RESTORE key ttl payload [REPLACE] [ABSTTL] [IDLETIME seconds] [FREQ frequency]
 /// RESTORE-ASKING key ttl payload [...]
 /// ```
