@@ -125,7 +125,17 @@ impl ClusterNode {
             let before = epochs(&st);
             let (r, mut fx) = f(&mut st);
             if st.changed {
-                self.routing.store(Arc::new(Routing::from_state(&st)));
+                let routing = Routing::from_state(&st);
+                if routing.ok != self.routing.load().ok {
+                    if routing.ok {
+                        tracing::info!("cluster state changed: ok");
+                    } else {
+                        tracing::warn!(
+                            "cluster state changed: fail (a slot unassigned or served by a failing node)"
+                        );
+                    }
+                }
+                self.routing.store(Arc::new(routing));
                 st.changed = false;
             }
             if st.save_needed {

@@ -330,6 +330,13 @@ pub struct ClusterState {
     pub last_vote_epoch: u64,
     /// Each slot's owner, by node id.
     owners: Vec<Option<String>>,
+    /// Slots whose owner in this view has itself stopped claiming them
+    /// (it gave them away, or dropped them): any claim takes one, at any
+    /// epoch. The owner is kept meanwhile, as Redis keeps it, so the slot
+    /// stays covered and its requests go to the old owner, which redirects
+    /// them; freeing it instead made `cluster_state` fail for as long as
+    /// the taker's own claim took to arrive.
+    released: BTreeSet<u16>,
     pub migrating: BTreeMap<u16, String>,
     pub importing: BTreeMap<u16, String>,
     /// Ids `CLUSTER FORGET` dropped, not to be re-added by gossip until
@@ -406,6 +413,7 @@ impl ClusterState {
             current_epoch: 0,
             last_vote_epoch: 0,
             owners: vec![None; SLOTS as usize],
+            released: BTreeSet::new(),
             migrating: BTreeMap::new(),
             importing: BTreeMap::new(),
             forgotten: HashMap::new(),
@@ -486,6 +494,7 @@ impl ClusterState {
     // --- slots -----------------------------------------------------------
 
     fn set_owner(&mut self, slot: u16, id: &str) {
+        self.released.remove(&slot);
         if let Some(old) = self.owners[slot as usize].take() {
             if let Some(n) = self.nodes.get_mut(&old) {
                 n.slots.remove(slot);
@@ -499,6 +508,7 @@ impl ClusterState {
     }
 
     fn clear_owner(&mut self, slot: u16) {
+        self.released.remove(&slot);
         if let Some(old) = self.owners[slot as usize].take() {
             if let Some(n) = self.nodes.get_mut(&old) {
                 n.slots.remove(slot);

@@ -412,17 +412,26 @@ impl ClusterState {
         // they decided meanwhile).
         let was = self.quorum_until.load(Ordering::Relaxed);
         if now > until || (was != 0 && now > was) {
-            if now <= was || now <= until {
-                tracing::warn!(
-                    "cluster: a majority of the primaries is unreachable: refusing requests"
-                );
-            }
             self.rejoin_at = now + self.node_timeout.clamp(500, 5000);
         }
         let published = if now < self.rejoin_at { 0 } else { until };
         let before = self.quorum_until.swap(published, Ordering::Relaxed);
         if (before >= now) != (published >= now) {
             self.changed = true;
+            if published >= now {
+                tracing::info!("cluster: a majority of the primaries is reachable: serving");
+            } else if now > until {
+                tracing::warn!(
+                    "cluster: a majority of the primaries is unreachable: refusing requests"
+                );
+            } else if was != 0 && now > was {
+                tracing::warn!(
+                    "cluster: no tick or message for {} ms past the quorum's deadline \
+                     (the process was stopped or starved): refusing requests until it \
+                     has heard the cluster again",
+                    now - was
+                );
+            }
         }
     }
 }

@@ -218,6 +218,7 @@ impl ClusterState {
                     if !n.has(flag::FAIL) && *id != self.myself {
                         n.flags = (n.flags | flag::FAIL) & !flag::PFAIL;
                         n.fail_time = now;
+                        tracing::warn!("cluster: node {id} reported failing by {}", msg.sender);
                         self.touch();
                     }
                 }
@@ -297,8 +298,9 @@ impl ClusterState {
             // longer claims: it gave it away (or dropped it). Redis keeps
             // such a slot on the sender until a higher claim arrives; if
             // that claim was itself superseded, the view stays stale and
-            // its UPDATEs take the slot back from its real owner. Freeing
-            // it lets the real owner's claim land at any epoch.
+            // its UPDATEs take the slot back from its real owner. Marked
+            // released, the slot takes the real owner's claim at any
+            // epoch, and stays covered until then.
             let released: Vec<u16> = sender
                 .slots
                 .ranges()
@@ -306,9 +308,7 @@ impl ClusterState {
                 .flat_map(|(a, b)| a..=b)
                 .filter(|&s| !claimed.contains(s))
                 .collect();
-            for s in released {
-                self.clear_owner(s);
-            }
+            self.released.extend(released);
             fx.merge(self.update_slots(&msg.sender.clone(), msg.config_epoch, &claimed));
             // A slot the sender claims that a node with a greater epoch
             // owns: tell the sender (Redis sends one UPDATE, for the first
@@ -317,7 +317,7 @@ impl ClusterState {
             // walk over its slots.
             for s in claimed.ranges().into_iter().flat_map(|(a, b)| a..=b) {
                 let Some(owner) = self.owner(s) else { continue };
-                if owner == msg.sender {
+                if owner == msg.sender || self.released.contains(&s) {
                     continue;
                 }
                 let o = &self.nodes[owner];
@@ -357,7 +357,7 @@ impl ClusterState {
                 .as_ref()
                 .and_then(|o| self.nodes.get(o))
                 .map(|n| n.config_epoch);
-            if owner_epoch.is_none_or(|e| e < epoch) {
+            if owner_epoch.is_none_or(|e| e < epoch) || self.released.contains(&s) {
                 if owner.as_deref() == Some(&self.myself) {
                     fx.dirty_slots.push(s);
                 }
@@ -473,6 +473,7 @@ impl ClusterState {
         }
         node.flags = (node.flags | flag::FAIL) & !flag::PFAIL;
         node.fail_time = now;
+        tracing::warn!("cluster: marking node {id} as failing (quorum reached)");
         self.touch();
         Some(self.message(Kind::Fail { id: id.to_string() }, now))
     }
@@ -490,6 +491,7 @@ impl ClusterState {
         }
         if n.is_replica() || n.slots.is_empty() || now.saturating_sub(n.fail_time) > timeout * 2 {
             n.flags &= !flag::FAIL;
+            tracing::info!("cluster: clear FAIL state for node {id}: it is reachable again");
             self.touch();
         }
     }

@@ -254,6 +254,45 @@ fn a_slot_moved_with_setslot_node_reaches_every_node_and_a_stale_owner_yields() 
     );
 }
 
+/// The giver's header can reach a third node before the taker's claim
+/// (each link has its own pace): the slot stays covered meanwhile, as in
+/// Redis, so the third node keeps serving, and the claim then lands. CI
+/// once saw a node answer -CLUSTERDOWN mid-rebalance because the slot was
+/// freed in between.
+#[test]
+fn a_slot_given_away_stays_covered_until_the_takers_claim_arrives() {
+    let mut sim = Sim::new(3);
+    sim.nodes[0]
+        .add_slots(&(0..8192).collect::<Vec<_>>())
+        .unwrap();
+    sim.nodes[1]
+        .add_slots(&(8192..SLOTS).collect::<Vec<_>>())
+        .unwrap();
+    for i in 1..3 {
+        sim.meet(i, 0);
+    }
+    assert!(sim.settle(300));
+    for _ in 0..30 {
+        sim.tick();
+    }
+    let (id0, id1) = (sim.id(0), sim.id(1));
+    let now = sim.now;
+    assert!(sim.nodes[2].state_ok(now));
+    // The move redis-cli makes; the taker's news is held back.
+    sim.nodes[1].set_importing(1, &id0).unwrap();
+    sim.nodes[0].set_migrating(1, &id1).unwrap();
+    sim.nodes[1].set_node(1, &id1, 0).unwrap();
+    sim.nodes[0].set_node(1, &id1, 0).unwrap();
+    let from_giver = sim.nodes[0].message(Kind::Ping, now);
+    let _ = sim.nodes[2].receive(&from_giver, From::Inbound, IP, IP, now);
+    assert!(sim.nodes[2].is_ok(), "the slot stays covered");
+    assert_eq!(sim.nodes[2].owner(1), Some(id0.as_str()));
+    let from_taker = sim.nodes[1].message(Kind::Ping, now);
+    let _ = sim.nodes[2].receive(&from_taker, From::Inbound, IP, IP, now);
+    assert_eq!(sim.nodes[2].owner(1), Some(id1.as_str()));
+    assert!(sim.nodes[2].is_ok());
+}
+
 #[test]
 fn a_primary_that_loses_its_last_slot_follows_the_taker() {
     let mut sim = Sim::new(2);
