@@ -41,7 +41,7 @@ AUTH = ["-a", PASSWORD, "--no-auth-warning"] if PASSWORD else []
 BASE = 16001
 LIMIT = 20
 QUOTA_COST = 7
-TIMEOUT_MS = 3000
+TIMEOUT_MS = 5000
 
 failures = []
 

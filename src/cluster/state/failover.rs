@@ -406,12 +406,32 @@ impl ClusterState {
             contacts.sort_unstable_by(|a, b| b.cmp(a));
             contacts[contacts.len() / 2] + self.node_timeout
         };
-        // Lost: now, or since the last tick (a stopped process resumed, and
-        // the messages queued for it while it was stopped arrived before
-        // this tick: they prove others reachable, not that it knows what
-        // they decided meanwhile).
+        // Lost: now, or while this node was frozen (a stopped process
+        // resumed, and the messages queued for it while it was stopped
+        // arrived first: they prove others reachable, not that it knows
+        // what they decided meanwhile). Frozen means nothing ran here for
+        // half a timeout, not just a late tick: a busy machine delays
+        // ticks and messages by a little, and a 3-second rejoin delay for
+        // each such lapse turned load into -CLUSTERDOWN.
         let was = self.quorum_until.load(Ordering::Relaxed);
-        if now > until || (was != 0 && now > was) {
+        let idle = now.saturating_sub(self.quorum_checked);
+        let frozen =
+            self.quorum_checked != 0 && idle > self.node_timeout / 2 && was != 0 && now > was;
+        self.quorum_checked = now;
+        if now > until || frozen {
+            if self.rejoin_at <= now {
+                if frozen {
+                    tracing::warn!(
+                        "cluster: nothing ran here for {idle} ms, past the quorum's deadline \
+                         (the process was stopped or starved): refusing requests until \
+                         it has heard the cluster again"
+                    );
+                } else {
+                    tracing::warn!(
+                        "cluster: a majority of the primaries is unreachable: refusing requests"
+                    );
+                }
+            }
             self.rejoin_at = now + self.node_timeout.clamp(500, 5000);
         }
         let published = if now < self.rejoin_at { 0 } else { until };
@@ -420,17 +440,6 @@ impl ClusterState {
             self.changed = true;
             if published >= now {
                 tracing::info!("cluster: a majority of the primaries is reachable: serving");
-            } else if now > until {
-                tracing::warn!(
-                    "cluster: a majority of the primaries is unreachable: refusing requests"
-                );
-            } else if was != 0 && now > was {
-                tracing::warn!(
-                    "cluster: no tick or message for {} ms past the quorum's deadline \
-                     (the process was stopped or starved): refusing requests until it \
-                     has heard the cluster again",
-                    now - was
-                );
             }
         }
     }

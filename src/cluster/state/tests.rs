@@ -156,6 +156,16 @@ impl Sim {
     }
 
     fn converged(&self) -> bool {
+        // `is_ok` counts each node's slots: it must agree with the slots'
+        // owners, one by one.
+        for st in &self.nodes {
+            let by_slot = (0..SLOTS).all(|s| {
+                st.owner(s)
+                    .and_then(|id| st.nodes.get(id))
+                    .is_some_and(|n| !n.has(flag::FAIL))
+            });
+            assert_eq!(st.is_ok(), by_slot);
+        }
         let n = self.nodes.len();
         (0..n).all(|i| {
             self.nodes[i]
