@@ -315,9 +315,10 @@ impl ClusterState {
             // found). Only when the claim differs from this view, as Redis
             // checks: a claim this view already agrees with needs no
             // walk over its slots.
-            for s in claimed.ranges().into_iter().flat_map(|(a, b)| a..=b) {
+            let held = self.nodes[&msg.sender].slots.clone();
+            for s in claimed.minus(&held) {
                 let Some(owner) = self.owner(s) else { continue };
-                if owner == msg.sender || self.released.contains(&s) {
+                if self.released.contains(&s) {
                     continue;
                 }
                 let o = &self.nodes[owner];
@@ -348,20 +349,28 @@ impl ClusterState {
         }
         let cur_primary = self.my_primary().to_string();
         let mut new_primary = false;
-        for s in slots.ranges().into_iter().flat_map(|(a, b)| a..=b) {
-            let owner = self.owner(s).map(str::to_string);
-            if owner.as_deref() == Some(sender) || self.importing.contains_key(&s) {
+        // Only the slots this view does not give the sender yet: a claim
+        // is mostly what the view already holds, and a rebalance sends
+        // one per slot moved to every node.
+        let held = self
+            .nodes
+            .get(sender)
+            .map(|n| n.slots.clone())
+            .unwrap_or_default();
+        let added: Vec<u16> = slots.minus(&held).collect();
+        for s in added {
+            if self.importing.contains_key(&s) {
                 continue;
             }
+            let owner = self.owner(s);
             let owner_epoch = owner
-                .as_ref()
                 .and_then(|o| self.nodes.get(o))
                 .map(|n| n.config_epoch);
             if owner_epoch.is_none_or(|e| e < epoch) || self.released.contains(&s) {
-                if owner.as_deref() == Some(&self.myself) {
+                if owner == Some(self.myself.as_str()) {
                     fx.dirty_slots.push(s);
                 }
-                if owner.as_deref() == Some(cur_primary.as_str()) {
+                if owner == Some(cur_primary.as_str()) {
                     new_primary = true;
                 }
                 self.migrating.remove(&s);

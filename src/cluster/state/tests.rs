@@ -502,6 +502,15 @@ proptest! {
         }
         prop_assert_eq!(ranges.iter().map(|(a, b)| (b - a) as usize + 1).sum::<usize>(), set.len());
     }
+
+    #[test]
+    fn minus_is_the_set_difference(a in proptest::collection::btree_set(0u16..SLOTS, 0..600), b in proptest::collection::btree_set(0u16..SLOTS, 0..600)) {
+        let (mut x, mut y) = (SlotSet::default(), SlotSet::default());
+        a.iter().for_each(|&s| x.insert(s));
+        b.iter().for_each(|&s| y.insert(s));
+        let want: Vec<u16> = a.difference(&b).copied().collect();
+        prop_assert_eq!(x.minus(&y).collect::<Vec<u16>>(), want);
+    }
 }
 
 // --- failover -------------------------------------------------------------
