@@ -152,7 +152,8 @@
 //! - [`logging`]: the log subscriber, text or JSON lines (`--log-format`).
 //! - [`glob`], [`util`], [`alloc`]: Redis-style glob matching, integer
 //!   parsing and the x87 `long double` of `INCRBYFLOAT`
-//!   (`util/long_double.rs`), the counting allocator behind `INFO memory`.
+//!   (`util/long_double.rs`), the connections `MIGRATE` keeps
+//!   (`util/sockets.rs`), the counting allocator behind `INFO memory`.
 
 #![deny(clippy::undocumented_unsafe_blocks)]
 

@@ -58,6 +58,8 @@ pub struct State {
     pub policies: Arc<crate::policy::Policies>,
     /// Pub/Sub channels and patterns, and their subscribers.
     pub pubsub: crate::pubsub::PubSub,
+    /// Connections `MIGRATE` keeps to its targets between calls.
+    pub migrate_sockets: crate::util::sockets::SocketCache,
 }
 
 /// What a setting's apply step reaches (`config::table`).
@@ -197,6 +199,7 @@ impl State {
             }),
             policies: Arc::new(crate::policy::Policies::empty(config.policies_shadow)),
             pubsub: crate::pubsub::PubSub::default(),
+            migrate_sockets: Default::default(),
         }
     }
 

@@ -1,7 +1,9 @@
-//! Number parsing shared by the decoder and the commands, and
-//! [`long_double`], the x87 extended precision `INCRBYFLOAT` computes in.
+//! Number parsing shared by the decoder and the commands,
+//! [`long_double`], the x87 extended precision `INCRBYFLOAT` computes in,
+//! and [`sockets`], the connections `MIGRATE` keeps to its targets.
 
 pub mod long_double;
+pub mod sockets;
 
 /// [`prefetch`] of every cache line `r` spans (its first and last byte):
 /// a packed record that is not a divisor of 64 bytes long straddles two

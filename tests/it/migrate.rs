@@ -167,6 +167,59 @@ async fn debug_digest_value_is_equal_for_equal_values_on_two_servers() {
     );
 }
 
+/// The target's count of connections it accepted, from INFO.
+async fn accepted(con: &mut redis::aio::MultiplexedConnection) -> i64 {
+    let info: String = q(con, &["INFO", "stats"]).await;
+    info.lines()
+        .find_map(|l| l.strip_prefix("total_connections_received:"))
+        .expect("INFO stats has it")
+        .trim()
+        .parse()
+        .unwrap()
+}
+
+/// MIGRATE keeps its connection to a target for the next call, as Redis
+/// does (redis-cli sends one per slot with keys); one the target closed
+/// meanwhile is replaced without the caller seeing an error.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn migrate_keeps_its_connection_and_replaces_a_closed_one() {
+    let a = Server::start().await;
+    let b = Server::start().await;
+    let (ip, port) = (b.addr.ip().to_string(), b.addr.port().to_string());
+    let (mut ca, mut cb) = (a.client().await, b.client().await);
+    for k in ["k1", "k2", "k3"] {
+        let _: Value = q(&mut ca, &["RL.ALLOW", k, "10", "60"]).await;
+    }
+    let before = accepted(&mut cb).await;
+    for k in ["k1", "k2"] {
+        let ok: String = q(&mut ca, &["MIGRATE", &ip, &port, k, "0", "1000"]).await;
+        assert_eq!(ok, "OK");
+    }
+    assert_eq!(
+        accepted(&mut cb).await - before,
+        1,
+        "two moves, one connection"
+    );
+    // The target drops every other client, the kept connection with them.
+    let killed: i64 = q(
+        &mut cb,
+        &["CLIENT", "KILL", "TYPE", "normal", "SKIPME", "yes"],
+    )
+    .await;
+    assert_eq!(killed, 1);
+    let ok: String = q(&mut ca, &["MIGRATE", &ip, &port, "k3", "0", "1000"]).await;
+    assert_eq!(ok, "OK");
+    let moved: i64 = q(&mut cb, &["EXISTS", "k1", "k2", "k3"]).await;
+    assert_eq!(moved, 3);
+    let left: i64 = q(&mut ca, &["EXISTS", "k1", "k2", "k3"]).await;
+    assert_eq!(left, 0);
+    assert_eq!(
+        accepted(&mut cb).await - before,
+        2,
+        "a new connection after the kill"
+    );
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn restore_answers_as_redis_does() {
     let a = Server::start().await;

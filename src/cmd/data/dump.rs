@@ -12,6 +12,7 @@ use super::{CmdError, Ctx};
 use crate::protocol::Request;
 use crate::store::dump;
 use crate::store::entry::passed;
+use crate::util::sockets::SocketCache;
 
 /// ```text
 /// DUMP key
@@ -253,7 +254,7 @@ pub fn migrate(ctx: &mut Ctx<'_>, req: &Request<'_>) -> Result<(), CmdError> {
     }
     let mut outcome = Err(Failure::Connect);
     ctx.state.store.blocking_section(&mut || {
-        outcome = round_trip(&m, &batch, replies);
+        outcome = round_trip(&m, &batch, replies, &ctx.state.migrate_sockets);
     });
     // The AUTH reply first: refused, nothing was restored.
     let mut answers = outcome?.into_iter();
@@ -337,25 +338,55 @@ fn command(out: &mut Vec<u8>, args: &[&[u8]]) {
 /// status or an error line.
 const MAX_LINE: usize = 64 * 1024;
 
-/// Connects, writes `batch`, and reads up to `replies` reply lines, each
-/// within `m.timeout`. Replies read before a failure are returned (their
-/// keys were restored); a failure before the first is the error.
-fn round_trip(m: &Migration<'_>, batch: &[u8], replies: usize) -> Result<Vec<Reply>, Failure> {
+/// Writes `batch` to the target and reads up to `replies` reply lines,
+/// each within `m.timeout`. Replies read before a failure are returned
+/// (their keys were restored); a failure before the first is the error.
+/// The connection is one kept from an earlier call if there is one (a
+/// cached connection the target has closed fails at once, and the batch
+/// goes once more on a new one, as Redis retries), and is kept for the
+/// next call when every reply came back.
+fn round_trip(
+    m: &Migration<'_>,
+    batch: &[u8],
+    replies: usize,
+    cache: &SocketCache,
+) -> Result<Vec<Reply>, Failure> {
     let host = std::str::from_utf8(m.host).map_err(|_| Failure::Connect)?;
     // As Redis's atoi: a port that is no number connects nowhere.
     let port: u16 = std::str::from_utf8(m.port)
         .ok()
         .and_then(|p| p.parse().ok())
         .ok_or(Failure::Connect)?;
+    if let Some(stream) = cache.take(host, port) {
+        let started = Instant::now();
+        match exchange(stream, m, batch, replies) {
+            Ok((answers, kept)) => {
+                if let Some(stream) = kept {
+                    cache.put(host, port, stream);
+                }
+                return Ok(answers);
+            }
+            // Not a timeout: the target closed it while it was idle.
+            Err(_) if started.elapsed() < m.timeout => {}
+            Err(f) => return Err(f),
+        }
+    }
+    let (answers, kept) = exchange(connect(host, port, m.timeout)?, m, batch, replies)?;
+    if let Some(stream) = kept {
+        cache.put(host, port, stream);
+    }
+    Ok(answers)
+}
+
+fn connect(host: &str, port: u16, timeout: Duration) -> Result<TcpStream, Failure> {
     let addrs = (host, port)
         .to_socket_addrs()
         .map_err(|_| Failure::Connect)?;
-    let mut stream = None;
     for addr in addrs {
-        match TcpStream::connect_timeout(&addr, m.timeout) {
+        match TcpStream::connect_timeout(&addr, timeout) {
             Ok(s) => {
-                stream = Some(s);
-                break;
+                let _ = s.set_nodelay(true);
+                return Ok(s);
             }
             // Redis connects without blocking and hears of a refusal at
             // its first write.
@@ -365,8 +396,17 @@ fn round_trip(m: &Migration<'_>, batch: &[u8], replies: usize) -> Result<Vec<Rep
             Err(_) => {}
         }
     }
-    let mut stream = stream.ok_or(Failure::Connect)?;
-    let _ = stream.set_nodelay(true);
+    Err(Failure::Connect)
+}
+
+/// One exchange on `stream`: the replies, and the stream back if it ended
+/// clean (every reply read, nothing left over) for the next call to use.
+fn exchange(
+    mut stream: TcpStream,
+    m: &Migration<'_>,
+    batch: &[u8],
+    replies: usize,
+) -> Result<(Vec<Reply>, Option<TcpStream>), Failure> {
     stream
         .set_write_timeout(Some(m.timeout))
         .map_err(|_| Failure::Write)?;
@@ -377,10 +417,11 @@ fn round_trip(m: &Migration<'_>, batch: &[u8], replies: usize) -> Result<Vec<Rep
         match read_reply(&mut reader, m.timeout) {
             Some(r) => answers.push(r),
             None if answers.is_empty() => return Err(Failure::Read),
-            None => break,
+            None => return Ok((answers, None)),
         }
     }
-    Ok(answers)
+    let clean = reader.buffer().is_empty();
+    Ok((answers, clean.then(|| reader.into_inner())))
 }
 
 /// One status or error line, read within `timeout`; `None` on a timeout,
