@@ -596,6 +596,13 @@ impl ClusterState {
             if n.id == self.myself || n.in_handshake() || n.has(flag::NOADDR) {
                 continue;
             }
+            // No link: the bus tries to connect on this tick, and Redis
+            // queues a PING on a new link at once, so a node that cannot
+            // be reached is timed from the first attempt (without this, a
+            // node killed while no PING was out was never timed at all).
+            if n.link.is_none() && n.ping_sent == 0 && !n.ip.is_empty() {
+                n.ping_sent = now;
+            }
             // Nothing heard on a link for half the timeout while a PING
             // waits: reconnect it, as Redis does (a link can stay open
             // while carrying nothing: a stopped process, a partition).

@@ -138,6 +138,24 @@ impl Sim {
         self.run(queue);
     }
 
+    /// `kill -9`: the node stops, and every link to or from it breaks (a
+    /// dead process's sockets close), so no PING can go to it.
+    fn kill(&mut self, i: usize) {
+        self.down[i] = true;
+        let broken: Vec<LinkId> = self
+            .links
+            .iter()
+            .filter(|(_, &(o, t))| o == i || t == i)
+            .map(|(&l, _)| l)
+            .collect();
+        for l in broken {
+            self.links.remove(&l);
+            for st in &mut self.nodes {
+                st.link_down(l);
+            }
+        }
+    }
+
     fn meet(&mut self, a: usize, b: usize) {
         let now = self.now;
         self.nodes[a].start_handshake(IP, port(b), port(b) + 10000, now);
@@ -621,6 +639,37 @@ fn a_dead_primarys_replica_takes_its_slots_within_the_timeout_and_everyone_agree
         assert!(sim.nodes[i].state_ok(sim.now), "node {i} serves again");
         assert_eq!(sim.signature(i), sim.signature(1));
     }
+}
+
+/// Killed when no PING to it was out (each peer had its PONG): its links
+/// break, so no PING can go; each peer times it from its first attempt to
+/// reconnect, as Redis does, and the failover comes within the timeout
+/// plus an election.
+#[test]
+fn a_primary_killed_between_pings_is_failed_over_in_time() {
+    let mut sim = Sim::cluster(3, 3, 0xdead);
+    let timeout = sim.nodes[0].node_timeout;
+    let id0 = sim.id(0);
+    // Tick until no peer has a PING out to node 0.
+    for _ in 0..50 {
+        if (1..6).all(|i| sim.nodes[i].nodes[&id0].ping_sent == 0) {
+            break;
+        }
+        sim.tick();
+    }
+    assert!((1..6).all(|i| sim.nodes[i].nodes[&id0].ping_sent == 0));
+    sim.kill(0);
+    let killed = sim.now;
+    let mut promoted = None;
+    for _ in 0..200 {
+        sim.tick();
+        if sim.agree_owner(0, 3) {
+            promoted = Some(sim.now - killed);
+            break;
+        }
+    }
+    let took = promoted.expect("no failover");
+    assert!(took <= timeout + 3000, "took {took} ms");
 }
 
 #[test]
