@@ -58,6 +58,8 @@ pub struct State {
     pub policies: Arc<crate::policy::Policies>,
     /// Pub/Sub channels and patterns, and their subscribers.
     pub pubsub: crate::pubsub::PubSub,
+    /// The ACL users; `default`'s password is `requirepass`.
+    pub acl: crate::acl::Acl,
 }
 
 /// What a setting's apply step reaches (`config::table`).
@@ -67,6 +69,9 @@ impl crate::config::table::Services for State {
     }
     fn aof(&self) -> &crate::persist::aof::Aof {
         &self.aof
+    }
+    fn acl(&self) -> &crate::acl::Acl {
+        &self.acl
     }
 }
 
@@ -160,6 +165,7 @@ impl State {
         State {
             store: Arc::new(Store::default()),
             clock,
+            acl: crate::acl::Acl::new(password.as_deref()),
             settings: Settings::new(config, password),
             stats: Stats::with_top(
                 catalog,

@@ -37,33 +37,32 @@ pub fn echo(ctx: &mut Ctx<'_>, req: &Request<'_>) -> Result<(), CmdError> {
     Ok(())
 }
 
-/// Checks a password against `requirepass` in constant time, so the reply
-/// time says nothing about how much of a guess was right, nor about the
-/// password's length.
+/// Authenticates the connection as `user` (`default` when not given) if
+/// the user exists, is on, and takes `pass` (`Acl::authenticate`: digests
+/// compared in constant time, so the reply time says nothing about how
+/// much of a guess was right, nor about the password's length).
 fn check_password(ctx: &mut Ctx<'_>, user: Option<&[u8]>, pass: &[u8]) -> Result<(), CmdError> {
-    let Some(pass_ok) = ctx.state.settings.password_matches(pass) else {
-        if user.is_none() {
-            return Err(CmdError::err(
-                "AUTH <password> called without any password configured for the default user. Are you sure your configuration is correct?",
-            ));
-        }
-        // With no password, the default user accepts any password.
-        return if user.is_some_and(|u| u == b"default") {
+    let acl = &ctx.state.acl;
+    if user.is_none() && acl.default_user().load().nopass {
+        return Err(CmdError::err(
+            "AUTH <password> called without any password configured for the default user. Are you sure your configuration is correct?",
+        ));
+    }
+    let name = user.unwrap_or(b"default");
+    match acl.authenticate(name, pass) {
+        Some(cell) => {
+            ctx.session.authenticated = true;
+            let default = std::sync::Arc::ptr_eq(&cell, acl.default_user());
+            ctx.session.set_user((!default).then_some(cell));
             Ok(())
-        } else {
+        }
+        None => {
+            ctx.state
+                .stats
+                .counters
+                .inc(crate::metrics::table::AUTH_FAILURES);
             Err(CmdError::WrongPass)
-        };
-    };
-    let user_ok = user.is_none_or(|u| u == b"default");
-    if user_ok && pass_ok {
-        ctx.session.authenticated = true;
-        Ok(())
-    } else {
-        ctx.state
-            .stats
-            .counters
-            .inc(crate::metrics::table::AUTH_FAILURES);
-        Err(CmdError::WrongPass)
+        }
     }
 }
 
@@ -178,13 +177,14 @@ pub fn quit(ctx: &mut Ctx<'_>, _req: &Request<'_>) -> Result<(), CmdError> {
 /// ```text
 /// RESET
 /// ```
-/// Back to a fresh connection: RESP2, no name, and (with a password set)
-/// not authenticated.
+/// Back to a fresh connection: RESP2, no name, the default user, and
+/// (with a password set) not authenticated.
 pub fn reset(ctx: &mut Ctx<'_>, _req: &Request<'_>) -> Result<(), CmdError> {
     ctx.out.proto = Protocol::Resp2;
     ctx.session.info.resp.store(2, Ordering::Relaxed);
     *ctx.session.info.name.lock() = None;
-    ctx.session.authenticated = ctx.state.settings.password().is_none();
+    ctx.session.authenticated = !ctx.state.acl.auth_required();
+    ctx.session.set_user(None);
     // Discards a transaction and unwatches, as Redis's RESET does.
     if ctx.session.tx.in_multi() {
         let discarded = crate::stats::TxOutcome::Discarded as usize;
