@@ -3,7 +3,7 @@
 //! 7.0's words; the canonical rules `ACL LIST` prints back; the checks
 //! dispatch makes. Selectors (`(...)` rules) are not supported yet.
 
-use super::{Catalog, Category, MAX_COMMANDS};
+use super::catalog::{Catalog, Category, CATEGORIES, MAX_COMMANDS};
 
 const WORDS: usize = MAX_COMMANDS / 64;
 
@@ -32,14 +32,6 @@ impl Access {
         read: true,
         write: true,
     };
-}
-
-/// Why a check refused, and (for a key or channel) at which argument.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Denied {
-    Command,
-    Key(usize),
-    Channel(usize),
 }
 
 /// Why a rule was refused; the text is Redis's `ACLSetUserStringError`.
@@ -304,7 +296,7 @@ impl Selector {
         }
         let mut temp = Selector::new();
         temp.bits = self.bits;
-        let mut applied = [false; super::CATEGORIES.len()];
+        let mut applied = [false; CATEGORIES.len()];
         loop {
             let mut best = None;
             let (mut mindiff, mut maxsame) = (usize::MAX, 0);
@@ -672,10 +664,15 @@ impl User {
     }
 }
 
+/// A key pattern as a rule. A read-write `*` reached through `%RW~*` (not
+/// `allkeys`) prints as `%RW~*`: Redis prints `~*`, which reads back as
+/// `allkeys`, after which the user's other patterns are refused, so its
+/// `ACL LIST` could not be loaded again.
 fn pattern_string(p: &KeyPattern) -> String {
     let prefix = match (p.access.read, p.access.write) {
         (true, false) => "%R~",
         (false, true) => "%W~",
+        _ if &*p.pattern == b"*" => "%RW~",
         _ => "~",
     };
     format!("{prefix}{}", String::from_utf8_lossy(&p.pattern))

@@ -209,8 +209,8 @@ pub fn dryrun(ctx: &mut Ctx<'_>, req: &Request<'_>) -> Result<(), CmdError> {
         _ => CmdError::err(format!("Command '{}' not found", show(req.arg(3)))),
     })?;
     let user = cell.load();
-    let why = crate::cmd::exec::dispatch::permit(ctx.registry, &user, false, cmd, sub, &embedded);
-    use crate::cmd::exec::dispatch::Refused;
+    let why = crate::cmd::exec::permit::permit(ctx.registry, &user, false, cmd, sub, &embedded);
+    use crate::cmd::exec::permit::Refused;
     let text = match why {
         Ok(()) => {
             ctx.out.ok();
@@ -218,7 +218,7 @@ pub fn dryrun(ctx: &mut Ctx<'_>, req: &Request<'_>) -> Result<(), CmdError> {
         }
         Err(Refused::Command) => format!(
             "This user has no permissions to run the '{}' command",
-            crate::cmd::exec::dispatch::full_name(cmd, sub)
+            crate::cmd::exec::permit::full_name(cmd, sub)
         ),
         Err(Refused::Key(k)) => format!(
             "This user has no permissions to access the '{}' key",

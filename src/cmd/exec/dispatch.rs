@@ -3,8 +3,8 @@
 //! command, then runs it (or queues it in `MULTI`), counts and times it.
 
 use super::multi;
+use super::permit::permit;
 use super::run::{admit_persist, admit_write, fail, run};
-use crate::acl::User;
 use crate::cmd::admin::cluster;
 use crate::cmd::admin::pubsub::ALLOWED_WHILE_SUBSCRIBED;
 use crate::cmd::registry::error::CmdError;
@@ -53,116 +53,6 @@ pub fn execute(ctx: &mut Ctx<'_>, req: &Request<'_>) {
         return;
     }
     run(ctx, cmd, spec, req);
-}
-
-/// What a user may not do with a request, and the argument that says so.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Refused<'r> {
-    Command,
-    Key(&'r [u8]),
-    Channel(&'r [u8]),
-}
-
-impl Refused<'_> {
-    /// Redis's `-NOPERM` reply to a command refused at dispatch.
-    pub fn noperm(self, cmd: &CommandSpec, sub: Option<&CommandSpec>) -> CmdError {
-        CmdError::Prefixed(match self {
-            Refused::Command => format!(
-                "NOPERM this user has no permissions to run the '{}' command",
-                full_name(cmd, sub)
-            )
-            .into(),
-            Refused::Key(_) => {
-                "NOPERM this user has no permissions to access one of the keys used as arguments"
-                    .into()
-            }
-            Refused::Channel(_) => {
-                "NOPERM this user has no permissions to access one of the channels used as arguments"
-                    .into()
-            }
-        })
-    }
-
-    /// The reason a script's call was refused, in Redis's words
-    /// (`getAclErrorMessage`).
-    pub fn in_script(self) -> CmdError {
-        CmdError::err(match self {
-            Refused::Command => "The user executing the script can't run this command or subcommand",
-            Refused::Key(_) => "The user executing the script can't access at least one of the keys mentioned in the command arguments",
-            Refused::Channel(_) => "The user executing the script can't publish to the channel mentioned in the command",
-        })
-    }
-
-    /// `EXEC`'s reply to a queued command the user's rules no longer
-    /// allow.
-    pub fn at_exec(self) -> CmdError {
-        let reason = match self {
-            Refused::Command => "no permission to execute the command or subcommand",
-            Refused::Key(_) => "no permission to touch the specified keys",
-            Refused::Channel(_) => "no permission to access one of the channels used as arguments",
-        };
-        CmdError::Prefixed(format!("NOPERM ACLs rules changed between the moment the transaction was accumulated and the EXEC call. This command is no longer allowed for the following reason: {reason}").into())
-    }
-}
-
-/// `client|kill`, or `get`.
-pub fn full_name(cmd: &CommandSpec, sub: Option<&CommandSpec>) -> String {
-    match sub {
-        Some(s) => format!("{}|{}", cmd.name, s.name),
-        None => cmd.name.to_string(),
-    }
-}
-
-/// Whether `user` may run `req` (resolved to `cmd` and `sub`), as Redis's
-/// `ACLSelectorCheckCmd` decides: the command (or its first argument),
-/// then each key where the table says keys are, with the access the
-/// command needs, then the channels it publishes or subscribes to. A
-/// deleted user may run nothing (its connections are being closed).
-pub fn permit<'r>(
-    registry: &Registry,
-    user: &User,
-    deleted: bool,
-    cmd: &'static CommandSpec,
-    sub: Option<&'static CommandSpec>,
-    req: &'r Request<'_>,
-) -> Result<(), Refused<'r>> {
-    if deleted {
-        return Err(Refused::Command);
-    }
-    let spec = sub.unwrap_or(cmd);
-    let first = if sub.is_some() { 2 } else { 1 };
-    let first = (req.len() > first).then(|| req.arg(first));
-    let id = registry.acl_id(cmd, sub);
-    if !user.may_run(id, spec.flags.contains(Flags::NO_AUTH), first) {
-        return Err(Refused::Command);
-    }
-    if !user.all_keys() {
-        let access = spec.key_access();
-        spec.try_for_each_key(req, |k| {
-            if user.may_access(k, access) {
-                Ok(())
-            } else {
-                Err(Refused::Key(k))
-            }
-        })?;
-    }
-    if !user.all_channels() {
-        // Redis 7.0's channel specs: PUBLISH's channel, SUBSCRIBE's
-        // channels, PSUBSCRIBE's patterns (matched literally).
-        let (range, pattern) = match cmd.name {
-            "publish" => (1..2.min(req.len()), false),
-            "subscribe" => (1..req.len(), false),
-            "psubscribe" => (1..req.len(), true),
-            _ => (0..0, false),
-        };
-        for i in range {
-            let c = req.arg(i);
-            if !user.may_use_channel(c, pattern) {
-                return Err(Refused::Channel(c));
-            }
-        }
-    }
-    Ok(())
 }
 
 /// Whether `req` names EXEC (under its `--rename-command` name, if any).

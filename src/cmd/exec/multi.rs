@@ -226,7 +226,7 @@ fn permitted_now(
         return Ok(());
     }
     let sub = (!std::ptr::eq(cmd, spec)).then_some(spec);
-    crate::cmd::exec::dispatch::permit(ctx.registry, &user.load(), user.deleted(), cmd, sub, req)
+    crate::cmd::exec::permit::permit(ctx.registry, &user.load(), user.deleted(), cmd, sub, req)
         .map_err(|r| r.at_exec())
 }
 

@@ -471,7 +471,7 @@ impl ScriptHost<'_, '_> {
             let cmd = self.registry.renamed(&self.state.renames, req.arg(0));
             if let Some(cmd) = cmd {
                 let sub = (!std::ptr::eq(cmd, spec)).then_some(spec);
-                crate::cmd::exec::dispatch::permit(
+                crate::cmd::exec::permit::permit(
                     self.registry,
                     &user.load(),
                     user.deleted(),
