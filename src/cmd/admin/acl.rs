@@ -155,10 +155,10 @@ pub fn cat(ctx: &mut Ctx<'_>, req: &Request<'_>) -> Result<(), CmdError> {
 
 /// Redis's reply to a subcommand given too many arguments.
 fn wrong_args(req: &Request<'_>) -> CmdError {
-    CmdError::UnknownSubcommand {
-        sub: show(req.arg(1)),
-        cmd: "ACL".into(),
-    }
+    CmdError::err(format!(
+        "unknown subcommand or wrong number of arguments for '{}'. Try ACL HELP.",
+        show(req.arg(1))
+    ))
 }
 
 /// Most bits `ACL GENPASS` gives.

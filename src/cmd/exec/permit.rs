@@ -89,7 +89,7 @@ pub fn permit<'r>(
         return Err(Refused::Command);
     }
     if !user.all_keys() {
-        let access = spec.key_access();
+        let access = spec.key_access(req);
         spec.try_for_each_key(req, |k| {
             if user.may_access(k, access) {
                 Ok(())

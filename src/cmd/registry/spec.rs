@@ -245,8 +245,17 @@ impl CommandSpec {
     /// (Redis 7's key specs): reads them if read-only, only writes them
     /// with `KEYS_WRITE_ONLY`, only looks at them with `KEYS_UNREAD`, and
     /// otherwise reads and writes (a command with keys of both kinds, as
-    /// `RENAME`, asks both of each).
-    pub fn key_access(&self) -> Access {
+    /// `RENAME`, asks both of each). `SET` reads its key only with `GET`
+    /// (Redis's `VARIABLE_FLAGS`).
+    pub fn key_access(&self, req: &Request<'_>) -> Access {
+        if self.name == "set" {
+            let get = req.args().skip(3).any(|a| a.eq_ignore_ascii_case(b"GET"));
+            return if get {
+                Access::READ_WRITE
+            } else {
+                Access::WRITE
+            };
+        }
         if self.flags.contains(Flags::KEYS_UNREAD) {
             Access::NONE
         } else if self.flags.contains(Flags::KEYS_WRITE_ONLY) {
