@@ -141,6 +141,11 @@ fn errors_are_redis_words_and_change_nothing() {
     assert!(e(&["%X~a"]).ends_with("Syntax error"));
     assert!(e(&["%~a"]).ends_with("Syntax error"));
     assert!(e(&["~a b"]).ends_with("Syntax error"));
+    assert_eq!(
+        e(&["on", "(+get"]),
+        "Unmatched parenthesis in acl selector starting at '(+get'."
+    );
+    assert!(e(&["(+get ~x)"]).ends_with("Selectors are not supported by this server yet"));
     // All or nothing: the valid rules before the bad one are not kept.
     let mut u = User::new(b"u");
     let before = u.clone();

@@ -437,8 +437,33 @@ impl User {
     /// The rules of `ACL SETUSER` in order, all or none: on the first
     /// invalid one, Redis's error naming it.
     pub fn apply_all(&mut self, cat: &Catalog, rules: &[&[u8]]) -> Result<(), String> {
+        // A selector may span arguments (`(+get` `~x)`), as Redis merges
+        // them before anything applies; one left open is refused first.
+        let mut open = None;
+        for rule in rules {
+            match open {
+                None if rule.first() == Some(&b'(') && rule.last() != Some(&b')') => {
+                    open = Some(rule)
+                }
+                Some(_) if rule.last() == Some(&b')') => open = None,
+                _ => {}
+            }
+        }
+        if let Some(rule) = open {
+            return Err(format!(
+                "Unmatched parenthesis in acl selector starting at '{}'.",
+                String::from_utf8_lossy(rule)
+            ));
+        }
         let mut staged = self.clone();
         for rule in rules {
+            if rule.first() == Some(&b'(') {
+                return Err(format!(
+                    "Error in ACL SETUSER modifier '{}': {}",
+                    String::from_utf8_lossy(rule),
+                    RuleError::Selectors.text()
+                ));
+            }
             staged.apply(cat, rule).map_err(|e| {
                 format!(
                     "Error in ACL SETUSER modifier '{}': {}",

@@ -161,6 +161,14 @@ async fn auth_takes_only_an_enabled_users_password() {
     assert_eq!(who, "default");
     let ok: String = q(&mut c, &["AUTH", "gw", "secret"]).await;
     assert_eq!(ok, "OK");
+    assert!(q_err(&mut c, &["ACL", "WHOAMI"])
+        .await
+        .starts_with("NOPERM"));
+    // RESET is the default user again.
+    let reset: String = q(&mut c, &["RESET"]).await;
+    assert_eq!(reset, "RESET");
+    let who: String = q(&mut c, &["ACL", "WHOAMI"]).await;
+    assert_eq!(who, "default");
     let _: String = q(&mut admin, &["ACL", "SETUSER", "gw", "off"]).await;
     assert_eq!(q_err(&mut c, &["AUTH", "gw", "secret"]).await, wrong);
     let _: String = q(&mut admin, &["ACL", "SETUSER", "gw", "on"]).await;
