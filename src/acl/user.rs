@@ -680,6 +680,18 @@ impl User {
         self.sel.all_channels
     }
 
+    /// Whether every channel rule of `old` is among this user's (Redis's
+    /// test before it looks for subscribers to close).
+    pub fn channels_cover(&self, old: &User) -> bool {
+        self.sel.all_channels
+            || (!old.sel.all_channels
+                && old
+                    .sel
+                    .channels
+                    .iter()
+                    .all(|c| self.sel.channels.contains(c)))
+    }
+
     pub fn may_access(&self, key: &[u8], access: Access) -> bool {
         self.sel.key_allowed(key, access)
     }

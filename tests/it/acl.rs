@@ -250,3 +250,46 @@ async fn scripts_call_commands_under_the_users_rules() {
             .starts_with("NOPERM")
     );
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn taking_channels_away_closes_the_users_subscribers() {
+    let srv = Server::start().await;
+    let mut admin = srv.client().await;
+    let rules = [
+        "ACL",
+        "SETUSER",
+        "sub",
+        "on",
+        "nopass",
+        "resetchannels",
+        "&news.*",
+        "&sports",
+        "+@all",
+    ];
+    let _: String = q(&mut admin, &rules).await;
+    let mut news = srv.raw().await;
+    assert_eq!(news.call(&["AUTH", "sub", "x"]).await, "+OK\r\n");
+    assert!(news
+        .call(&["SUBSCRIBE", "news.today"])
+        .await
+        .starts_with("*3\r\n"));
+    let mut sports = srv.raw().await;
+    assert_eq!(sports.call(&["AUTH", "sub", "x"]).await, "+OK\r\n");
+    assert!(sports
+        .call(&["SUBSCRIBE", "sports"])
+        .await
+        .starts_with("*3\r\n"));
+    // More channels: nobody is closed.
+    let _: String = q(&mut admin, &["ACL", "SETUSER", "sub", "&more"]).await;
+    assert_eq!(news.call(&["PING"]).await, "*2\r\n$4\r\npong\r\n$0\r\n\r\n");
+    let _: String = q(
+        &mut admin,
+        &["ACL", "SETUSER", "sub", "resetchannels", "&sports"],
+    )
+    .await;
+    assert!(news.read_until_closed().await.is_empty());
+    assert_eq!(
+        sports.call(&["PING"]).await,
+        "*2\r\n$4\r\npong\r\n$0\r\n\r\n"
+    );
+}

@@ -11,14 +11,44 @@ use crate::protocol::Request;
 /// ```text
 /// ACL SETUSER username [rule [rule ...]]
 /// ```
+/// A user's subscribers whose channels or patterns the new rules deny
+/// are disconnected, as Redis's `ACLKillPubsubClientsIfNeeded` does.
 pub fn setuser(ctx: &mut Ctx<'_>, req: &Request<'_>) -> Result<(), CmdError> {
+    let name = req.arg(2);
     let rules: Vec<&[u8]> = req.args().skip(3).collect();
-    ctx.state
-        .acl
-        .set_user(ctx.registry.acl(), req.arg(2), &rules)
+    let acl = &ctx.state.acl;
+    let old = acl.get(name).map(|c| c.load());
+    acl.set_user(ctx.registry.acl(), name, &rules)
         .map_err(CmdError::err)?;
+    if let (Some(old), Some(new)) = (old, acl.get(name).map(|c| c.load())) {
+        if !new.channels_cover(&old) {
+            close_denied_subscribers(ctx, &new);
+        }
+    }
     ctx.out.ok();
     Ok(())
+}
+
+fn close_denied_subscribers(ctx: &mut Ctx<'_>, user: &crate::acl::User) {
+    let mut denied = Vec::new();
+    ctx.state
+        .pubsub
+        .each_subscription(|pattern, channel, info| {
+            let theirs = match info.user.lock().as_deref() {
+                Some(name) => name == &user.name[..],
+                None => &*user.name == b"default",
+            };
+            if theirs && !user.may_use_channel(channel, pattern) {
+                denied.push(info.clone());
+            }
+        });
+    for info in denied {
+        if info.id == ctx.session.info.id {
+            ctx.session.close_after_reply = true;
+        } else {
+            info.close();
+        }
+    }
 }
 
 /// ```text
