@@ -5,13 +5,15 @@
 //! commands by (`Catalog`, built by the command layer from its table), and
 //! the set of users in force (`Acl`), each behind a cell that open
 //! connections read once per command, so `ACL SETUSER` reaches them at
-//! once and `ACL DELUSER` closes them.
+//! once and `ACL DELUSER` closes them; the log of refusals `ACL LOG`
+//! shows (`log.rs`).
 //!
 //! Passwords are kept as SHA-256 digests only: `ACL LIST` and `ACL
 //! GETUSER` can print nothing but the digest, and no clear password stays
 //! in memory after the rule that gave it.
 
 mod catalog;
+pub mod log;
 mod user;
 
 use std::collections::BTreeMap;
@@ -73,6 +75,8 @@ impl UserCell {
 pub struct Acl {
     users: RwLock<BTreeMap<Box<[u8]>, Arc<UserCell>>>,
     default: Arc<UserCell>,
+    /// `ACL LOG`'s refusals.
+    pub log: log::Log,
 }
 
 impl Acl {
@@ -94,6 +98,7 @@ impl Acl {
         Acl {
             users: RwLock::new(users),
             default,
+            log: log::Log::default(),
         }
     }
 

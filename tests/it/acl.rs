@@ -293,3 +293,45 @@ async fn taking_channels_away_closes_the_users_subscribers() {
         "*2\r\n$4\r\npong\r\n$0\r\n\r\n"
     );
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn refusals_are_logged_alike_ones_counted_together() {
+    let srv = Server::start().await;
+    let mut admin = srv.client().await;
+    let _: String = q(&mut admin, GATEWAY).await;
+    let mut gw = gateway(&srv).await;
+    for _ in 0..2 {
+        let _ = q_err(&mut gw, &["RL.ALLOW", "other:a", "10", "60"]).await;
+    }
+    let _ = q_err(&mut gw, &["FLUSHALL"]).await;
+    let mut c = srv.client().await;
+    let _ = q_err(&mut c, &["AUTH", "gw", "nope"]).await;
+    let log: Vec<Vec<redis::Value>> = q(&mut admin, &["ACL", "LOG"]).await;
+    let fields = |e: &Vec<redis::Value>| -> Vec<String> {
+        // count, reason, context, object, username (age and client vary).
+        e.iter()
+            .skip(1)
+            .step_by(2)
+            .take(5)
+            .map(|v| match v {
+                redis::Value::Int(n) => n.to_string(),
+                v => crate::common::text(v),
+            })
+            .collect()
+    };
+    let got: Vec<Vec<String>> = log.iter().map(fields).collect();
+    assert_eq!(
+        got,
+        [
+            ["1", "auth", "toplevel", "AUTH", "gw"],
+            ["1", "command", "toplevel", "flushall", "gw"],
+            ["2", "key", "toplevel", "other:a", "gw"],
+            // The crate's CLIENT SETINFO on connecting (lib-name, lib-ver).
+            ["2", "command", "toplevel", "client|setinfo", "gw"],
+        ]
+    );
+    let ok: String = q(&mut admin, &["ACL", "LOG", "RESET"]).await;
+    assert_eq!(ok, "OK");
+    let log: Vec<redis::Value> = q(&mut admin, &["ACL", "LOG"]).await;
+    assert!(log.is_empty());
+}

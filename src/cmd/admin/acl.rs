@@ -1,6 +1,6 @@
 //! `ACL`: users and their rules (`crate::acl`), with Redis 7.0's replies.
-//! `ACL LOG` is not served yet; `ACL LOAD` and `ACL SAVE` answer as Redis
-//! does without an ACL file (there is no `--aclfile` yet).
+//! `ACL LOAD` and `ACL SAVE` answer as Redis does without an ACL file
+//! (there is no `--aclfile` yet).
 
 use super::args::int;
 use super::error::show;
@@ -260,6 +260,45 @@ pub fn dryrun(ctx: &mut Ctx<'_>, req: &Request<'_>) -> Result<(), CmdError> {
         ),
     };
     ctx.out.bulk_str(&text);
+    Ok(())
+}
+
+/// ```text
+/// ACL LOG [count | RESET]
+/// ```
+/// The latest refusals, newest first (10 by default).
+pub fn log(ctx: &mut Ctx<'_>, req: &Request<'_>) -> Result<(), CmdError> {
+    let count = match req.len() {
+        2 => 10,
+        3 if super::args::is(req.arg(2), "RESET") => {
+            ctx.state.acl.log.reset();
+            ctx.out.ok();
+            return Ok(());
+        }
+        3 => int(req, 2).map_err(|_| CmdError::NotInteger)?.max(0) as usize,
+        _ => return Err(wrong_args(req)),
+    };
+    let now = ctx.now.as_millis();
+    let entries = ctx.state.acl.log.latest(count);
+    let out = &mut *ctx.out;
+    out.array(entries.len());
+    for e in entries {
+        out.map(7);
+        out.bulk_str("count");
+        out.int(e.count as i64);
+        out.bulk_str("reason");
+        out.bulk_str(e.reason.name());
+        out.bulk_str("context");
+        out.bulk_str(e.context.name());
+        out.bulk_str("object");
+        out.bulk(&e.object);
+        out.bulk_str("username");
+        out.bulk(&e.username);
+        out.bulk_str("age-seconds");
+        out.score(now.saturating_sub(e.ms) as f64 / 1000.0);
+        out.bulk_str("client-info");
+        out.bulk_str(&e.client);
+    }
     Ok(())
 }
 

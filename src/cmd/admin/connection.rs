@@ -4,6 +4,7 @@ use std::sync::atomic::Ordering;
 
 use super::args::{int, is, Cursor};
 use super::{CmdError, Ctx};
+use crate::acl::log::{Context, Reason};
 use crate::protocol::{Protocol, Request};
 
 /// ```text
@@ -41,7 +42,14 @@ pub fn echo(ctx: &mut Ctx<'_>, req: &Request<'_>) -> Result<(), CmdError> {
 /// the user exists, is on, and takes `pass` (`Acl::authenticate`: digests
 /// compared in constant time, so the reply time says nothing about how
 /// much of a guess was right, nor about the password's length).
-fn check_password(ctx: &mut Ctx<'_>, user: Option<&[u8]>, pass: &[u8]) -> Result<(), CmdError> {
+/// A wrong password is logged for `ACL LOG` under the command that gave
+/// it (`via`, as sent) and the user it named.
+fn check_password(
+    ctx: &mut Ctx<'_>,
+    via: &[u8],
+    user: Option<&[u8]>,
+    pass: &[u8],
+) -> Result<(), CmdError> {
     let acl = &ctx.state.acl;
     if user.is_none() && acl.default_user().load().nopass {
         return Err(CmdError::err(
@@ -61,6 +69,21 @@ fn check_password(ctx: &mut Ctx<'_>, user: Option<&[u8]>, pass: &[u8]) -> Result
                 .stats
                 .counters
                 .inc(crate::metrics::table::AUTH_FAILURES);
+            let context = match ctx.session.tx.in_multi() {
+                true => Context::Multi,
+                false => Context::Toplevel,
+            };
+            let command = String::from_utf8_lossy(via).to_ascii_lowercase();
+            crate::cmd::exec::permit::log_entry(
+                ctx.state,
+                ctx.session,
+                ctx.now,
+                Reason::Auth,
+                context,
+                via.into(),
+                Some(name),
+                &command,
+            );
             Err(CmdError::WrongPass)
         }
     }
@@ -71,8 +94,8 @@ fn check_password(ctx: &mut Ctx<'_>, user: Option<&[u8]>, pass: &[u8]) -> Result
 /// ```
 pub fn auth(ctx: &mut Ctx<'_>, req: &Request<'_>) -> Result<(), CmdError> {
     match req.len() {
-        2 => check_password(ctx, None, req.arg(1))?,
-        3 => check_password(ctx, Some(req.arg(1)), req.arg(2))?,
+        2 => check_password(ctx, req.arg(0), None, req.arg(1))?,
+        3 => check_password(ctx, req.arg(0), Some(req.arg(1)), req.arg(2))?,
         _ => return Err(CmdError::Syntax),
     }
     ctx.out.ok();
@@ -106,7 +129,7 @@ pub fn hello(ctx: &mut Ctx<'_>, req: &Request<'_>) -> Result<(), CmdError> {
         let more = req.len() - c.position();
         if is(opt, "AUTH") && more >= 2 {
             let (user, pass) = (c.next_required()?, c.next_required()?);
-            check_password(ctx, Some(user), pass)?;
+            check_password(ctx, req.arg(0), Some(user), pass)?;
         } else if is(opt, "SETNAME") && more >= 1 {
             let given = c.next_required()?;
             super::client::validate_name(given)?;

@@ -226,8 +226,12 @@ fn permitted_now(
         return Ok(());
     }
     let sub = (!std::ptr::eq(cmd, spec)).then_some(spec);
-    crate::cmd::exec::permit::permit(ctx.registry, &user.load(), user.deleted(), cmd, sub, req)
-        .map_err(|r| r.at_exec())
+    use crate::cmd::exec::permit::{log, permit};
+    permit(ctx.registry, &user.load(), user.deleted(), cmd, sub, req).map_err(|r| {
+        let context = crate::acl::log::Context::Multi;
+        log(ctx.state, ctx.session, ctx.now, r, context, cmd, sub);
+        r.at_exec()
+    })
 }
 
 /// Discards the transaction of an `EXEC` refused as a whole, and the

@@ -2,10 +2,14 @@
 //! `ACLSelectorCheckCmd` decides, and the errors that say why not at
 //! dispatch, in `EXEC` and in a script: the one check the three share.
 
+use crate::acl::log::{Context, Entry, Reason};
 use crate::acl::User;
+use crate::clock::Nanos;
+use crate::cmd::exec::session::Session;
 use crate::cmd::registry::error::CmdError;
 use crate::cmd::registry::spec::{CommandSpec, Flags, Registry};
 use crate::protocol::Request;
+use crate::state::State;
 
 /// What a user may not do with a request, and the argument that says so.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -115,4 +119,53 @@ pub fn permit<'r>(
         }
     }
     Ok(())
+}
+
+/// Records a refusal in `ACL LOG`, with the client as `CLIENT LIST` shows
+/// it.
+pub fn log(
+    state: &State,
+    session: &Session,
+    now: Nanos,
+    refused: Refused<'_>,
+    context: Context,
+    cmd: &CommandSpec,
+    sub: Option<&CommandSpec>,
+) {
+    let name = full_name(cmd, sub);
+    let (reason, object): (Reason, Box<[u8]>) = match refused {
+        Refused::Command => (Reason::Command, name.as_bytes().into()),
+        Refused::Key(k) => (Reason::Key, k.into()),
+        Refused::Channel(c) => (Reason::Channel, c.into()),
+    };
+    log_entry(state, session, now, reason, context, object, None, &name);
+}
+
+/// Records a refusal of any reason; `username` overrides the session's
+/// (a failed AUTH names the user it tried).
+#[allow(clippy::too_many_arguments)]
+pub fn log_entry(
+    state: &State,
+    session: &Session,
+    now: Nanos,
+    reason: Reason,
+    context: Context,
+    object: Box<[u8]>,
+    username: Option<&[u8]>,
+    command: &str,
+) {
+    let username: Box<[u8]> = match (username, &session.user) {
+        (Some(u), _) => u.into(),
+        (None, Some(cell)) => cell.load().name.clone(),
+        (None, None) => (*b"default").into(),
+    };
+    state.acl.log.add(Entry {
+        count: 1,
+        reason,
+        context,
+        object,
+        username,
+        ms: now.as_millis(),
+        client: session.info.describe(command),
+    });
 }

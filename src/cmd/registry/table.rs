@@ -63,7 +63,7 @@ fn container_without_subcommand(_: &mut Ctx<'_>, _: &Request<'_>) -> Result<(), 
     Err(CmdError::err("a container command needs a subcommand"))
 }
 
-static ACL_SUBCOMMANDS: [CommandSpec; 12] = [
+static ACL_SUBCOMMANDS: [CommandSpec; 13] = [
     cmd! { name: "cat", arity: -2, flags: [NOSCRIPT | LOADING | STALE], keys: NONE, group: "server", since: "6.0.0", complexity: "O(1) since the categories and commands are a fixed set.", summary: "Lists the ACL categories, or the commands inside a category.", handler: acl::cat },
     cmd! { name: "deluser", arity: -3, flags: [ADMIN | NOSCRIPT | LOADING | STALE], keys: NONE, group: "server", since: "6.0.0", complexity: "O(1) amortized time considering the typical user.", summary: "Deletes ACL users, and terminates their connections.", handler: acl::deluser },
     cmd! { name: "dryrun", arity: -4, flags: [ADMIN | NOSCRIPT | LOADING | STALE], keys: NONE, group: "server", since: "7.0.0", complexity: "O(1).", summary: "Simulates the execution of a command by a user, without executing the command.", handler: acl::dryrun },
@@ -72,6 +72,7 @@ static ACL_SUBCOMMANDS: [CommandSpec; 12] = [
     cmd! { name: "help", arity: 2, flags: [LOADING | STALE], keys: NONE, group: "server", since: "6.0.0", complexity: "O(1)", summary: "Returns helpful text about the different subcommands.", handler: acl::help },
     cmd! { name: "list", arity: 2, flags: [ADMIN | NOSCRIPT | LOADING | STALE], keys: NONE, group: "server", since: "6.0.0", complexity: "O(N). Where N is the number of configured users.", summary: "Dumps the effective rules in ACL file format.", handler: acl::list },
     cmd! { name: "load", arity: 2, flags: [ADMIN | NOSCRIPT | LOADING | STALE], keys: NONE, group: "server", since: "6.0.0", complexity: "O(N). Where N is the number of configured users.", summary: "Reloads the rules from the configured ACL file.", handler: acl::no_file },
+    cmd! { name: "log", arity: -2, flags: [ADMIN | NOSCRIPT | LOADING | STALE], keys: NONE, group: "server", since: "6.0.0", complexity: "O(N) with N being the number of entries shown.", summary: "Lists recent security events generated due to ACL rules.", handler: acl::log },
     cmd! { name: "save", arity: 2, flags: [ADMIN | NOSCRIPT | LOADING | STALE], keys: NONE, group: "server", since: "6.0.0", complexity: "O(N). Where N is the number of configured users.", summary: "Saves the effective ACL rules in the configured ACL file.", handler: acl::no_file },
     cmd! { name: "setuser", arity: -3, flags: [ADMIN | NOSCRIPT | LOADING | STALE], keys: NONE, group: "server", since: "6.0.0", complexity: "O(N). Where N is the number of rules provided.", summary: "Creates and modifies an ACL user and its rules.", handler: acl::setuser },
     cmd! { name: "users", arity: 2, flags: [ADMIN | NOSCRIPT | LOADING | STALE], keys: NONE, group: "server", since: "6.0.0", complexity: "O(N). Where N is the number of configured users.", summary: "Lists all ACL users.", handler: acl::users },

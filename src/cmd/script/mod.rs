@@ -479,7 +479,12 @@ impl ScriptHost<'_, '_> {
                     sub,
                     req,
                 )
-                .map_err(|r| Refusal::from(r.in_script()))?;
+                .map_err(|r| {
+                    let context = crate::acl::log::Context::Lua;
+                    let (state, session, now) = (self.state, &*self.session, self.now);
+                    crate::cmd::exec::permit::log(state, session, now, r, context, cmd, sub);
+                    Refusal::from(r.in_script())
+                })?;
             }
         }
         if spec.flags.contains(Flags::WRITE) && self.read_only {
