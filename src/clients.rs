@@ -20,6 +20,8 @@ pub struct ClientInfo {
     pub name: Mutex<Option<Box<[u8]>>>,
     pub lib_name: Mutex<Option<Box<[u8]>>>,
     pub lib_ver: Mutex<Option<Box<[u8]>>>,
+    /// The ACL user it authenticated as; `None` for `default`.
+    pub user: Mutex<Option<Box<[u8]>>>,
     pub resp: AtomicU8,
     /// Milliseconds since `created` at the last batch of commands.
     pub last_active_ms: AtomicU64,
@@ -187,7 +189,7 @@ impl ClientInfo {
         let age = self.created.elapsed().as_secs();
         let idle = age.saturating_sub(self.last_active_ms.load(Ordering::Relaxed) / 1000);
         format!(
-            "id={} addr={} laddr={} fd=-1 name={} age={} idle={} flags={} db=0 sub={} psub={} ssub=0 multi=-1 qbuf={} qbuf-free={} argv-mem=0 multi-mem=0 rbs=0 rbp=0 obl=0 oll=0 omem=0 tot-mem=0 events=r cmd={} user=default redir=-1 resp={} lib-name={} lib-ver={}",
+            "id={} addr={} laddr={} fd=-1 name={} age={} idle={} flags={} db=0 sub={} psub={} ssub=0 multi=-1 qbuf={} qbuf-free={} argv-mem=0 multi-mem=0 rbs=0 rbp=0 obl=0 oll=0 omem=0 tot-mem=0 events=r cmd={} user={} redir=-1 resp={} lib-name={} lib-ver={}",
             self.id,
             self.addr,
             self.laddr,
@@ -208,6 +210,10 @@ impl ClientInfo {
                 .load(Ordering::Relaxed)
                 .saturating_sub(self.qbuf_len.load(Ordering::Relaxed)),
             cmd,
+            self.user
+                .lock()
+                .as_deref()
+                .map_or("default".into(), String::from_utf8_lossy),
             self.resp.load(Ordering::Relaxed),
             text(&self.lib_name),
             text(&self.lib_ver),
@@ -232,6 +238,7 @@ impl Clients {
             name: Mutex::new(None),
             lib_name: Mutex::new(None),
             lib_ver: Mutex::new(None),
+            user: Mutex::new(None),
             resp: AtomicU8::new(2),
             last_active_ms: AtomicU64::new(0),
             last_cmd: AtomicU32::new(0),

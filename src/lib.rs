@@ -95,6 +95,12 @@
 //!   command table through the `Host` the command layer
 //!   provides (`cmd/script/mod.rs`: EVAL, EVALSHA, SCRIPT, and the shard locks
 //!   that make a script atomic).
+//! - [`acl`]: Redis 7's ACL users (`acl/mod.rs`: the users in force,
+//!   each in a cell open connections read per command; the categories;
+//!   the ids rules name commands by, which the command table builds),
+//!   one user's rules, parsed, printed back and checked (`acl/user.rs`);
+//!   `cmd/admin/acl.rs` serves `ACL`, and `cmd/exec/dispatch.rs` checks
+//!   each command against its connection's user.
 //! - [`state`]: what every command can reach: store, clock, live settings,
 //!   counters, clients, snapshots.
 //! - [`policy`]: named limits from files in envoyproxy/ratelimit's format:
@@ -157,6 +163,7 @@
 
 #![deny(clippy::undocumented_unsafe_blocks)]
 
+pub mod acl;
 pub mod alloc;
 pub mod clients;
 pub mod clock;

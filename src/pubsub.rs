@@ -147,6 +147,18 @@ impl PubSub {
         receivers
     }
 
+    /// Calls `f` with every subscription: pattern or channel, its name,
+    /// the subscriber (`ACL SETUSER` closes those its new rules deny).
+    pub fn each_subscription(&self, mut f: impl FnMut(bool, &[u8], &Arc<ClientInfo>)) {
+        for pattern in [false, true] {
+            for (name, subs) in self.map(pattern).read().iter() {
+                for mailbox in subs.values() {
+                    f(pattern, name, &mailbox.info);
+                }
+            }
+        }
+    }
+
     /// `PUBSUB CHANNELS [pattern]`: channels with subscribers.
     pub fn channels(&self, pattern: Option<&[u8]>) -> Vec<Box<[u8]>> {
         self.channels

@@ -60,6 +60,8 @@ pub struct State {
     pub pubsub: crate::pubsub::PubSub,
     /// Connections `MIGRATE` keeps to its targets between calls.
     pub migrate_sockets: crate::util::sockets::SocketCache,
+    /// The ACL users; `default`'s password is `requirepass`.
+    pub acl: crate::acl::Acl,
 }
 
 /// What a setting's apply step reaches (`config::table`).
@@ -69,6 +71,9 @@ impl crate::config::table::Services for State {
     }
     fn aof(&self) -> &crate::persist::aof::Aof {
         &self.aof
+    }
+    fn acl(&self) -> &crate::acl::Acl {
+        &self.acl
     }
 }
 
@@ -162,6 +167,7 @@ impl State {
         State {
             store: Arc::new(Store::default()),
             clock,
+            acl: crate::acl::Acl::new(password.as_deref()),
             settings: Settings::new(config, password),
             stats: Stats::with_top(
                 catalog,

@@ -75,6 +75,13 @@ fn fsync(s: &str) -> Result<u8, String> {
 }
 
 /// A `CONFIG SET appendonly`: the file's thread starts or stops it now.
+/// A `CONFIG SET requirepass`: the default user's password becomes it
+/// (none: `nopass`), as Redis's `ACLUpdateDefaultUserPassword`.
+fn follow_requirepass(s: &dyn Services) {
+    s.acl()
+        .set_default_password(s.settings().password().as_deref());
+}
+
 fn follow_appendonly(s: &dyn Services) {
     let on = s
         .settings()
@@ -146,6 +153,7 @@ pub static SETTINGS: &[Setting] = &[
         field: field!(requirepass),
         flags: MODIFIABLE | SECRET,
         live: Some(|s| &s.requirepass),
+        apply: Some(follow_requirepass),
         ..Setting::ROW
     },
     Setting {

@@ -116,6 +116,7 @@ impl Setting {
 pub trait Services {
     fn settings(&self) -> &Settings;
     fn aof(&self) -> &crate::persist::aof::Aof;
+    fn acl(&self) -> &crate::acl::Acl;
 }
 
 /// A [`Config`] field, read and written as a [`Val`].

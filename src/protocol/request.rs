@@ -55,6 +55,15 @@ impl<'a> Request<'a> {
         Some((spans, bytes))
     }
 
+    /// The request embedded from argument `from` on (`ACL DRYRUN user
+    /// GET key`'s `GET key`), sharing the frame.
+    pub fn tail(&self, from: usize) -> Request<'a> {
+        Request {
+            frame: self.frame.clone(),
+            spans: &self.spans[from.min(self.spans.len())..],
+        }
+    }
+
     /// The arguments as owned vectors, for tests and diagnostics.
     pub fn to_vecs(&self) -> Vec<Vec<u8>> {
         self.args().map(<[u8]>::to_vec).collect()

@@ -64,7 +64,7 @@ pub async fn run<S: AsyncRead + AsyncWrite + AsRawFd + Unpin>(
 ) {
     let mut session = Session::new(
         info.clone(),
-        state.settings.password().is_some(),
+        state.acl.auth_required(),
         REGISTRY.commands().len(),
     );
     // Dropped before `socket` (locals go before parameters), panic or not.

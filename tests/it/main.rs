@@ -13,6 +13,7 @@
 #[path = "../common/mod.rs"]
 mod common;
 
+mod acl;
 mod aof;
 mod architecture;
 mod cluster;

@@ -102,7 +102,7 @@ pub fn list(ctx: &mut Ctx<'_>, req: &Request<'_>) -> Result<(), CmdError> {
             let keep = match filter {
                 Filter::All => true,
                 Filter::Module => false,
-                Filter::AclCat(cat) => categories(spec).any(|c| is(cat, &c[1..])),
+                Filter::AclCat(cat) => spec.categories().names().any(|c| is(cat, &c[1..])),
                 Filter::Pattern(p) => glob::matches(&p.to_ascii_lowercase(), name.as_bytes()),
             };
             if keep {
@@ -192,19 +192,6 @@ fn full_name(cmd: &CommandSpec, parent: Option<&CommandSpec>) -> String {
     }
 }
 
-/// ACL categories: the command's group, then those its flags imply.
-fn categories(cmd: &CommandSpec) -> impl Iterator<Item = &'static str> {
-    let group = match cmd.group {
-        "generic" => Some("@keyspace"),
-        "string" => Some("@string"),
-        "connection" => Some("@connection"),
-        "limiter" => Some("@limiter"),
-        "cluster" => Some("@connection"),
-        _ => None,
-    };
-    cmd.flags.implied_categories().chain(group)
-}
-
 /// One `COMMAND INFO` entry, in Redis 7's ten-field shape.
 fn write_info(out: &mut ReplyBuf, cmd: &CommandSpec, parent: Option<&CommandSpec>) {
     out.array(10);
@@ -218,7 +205,7 @@ fn write_info(out: &mut ReplyBuf, cmd: &CommandSpec, parent: Option<&CommandSpec
     out.int(cmd.keys.first as i64);
     out.int(cmd.keys.last as i64);
     out.int(cmd.keys.step as i64);
-    let cats: Vec<_> = categories(cmd).collect();
+    let cats: Vec<_> = cmd.categories().names().collect();
     out.set(cats.len());
     for c in cats {
         out.simple(c);

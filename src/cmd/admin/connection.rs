@@ -4,6 +4,7 @@ use std::sync::atomic::Ordering;
 
 use super::args::{int, is, Cursor};
 use super::{CmdError, Ctx};
+use crate::acl::log::{Context, Reason};
 use crate::protocol::{Protocol, Request};
 
 /// ```text
@@ -37,33 +38,54 @@ pub fn echo(ctx: &mut Ctx<'_>, req: &Request<'_>) -> Result<(), CmdError> {
     Ok(())
 }
 
-/// Checks a password against `requirepass` in constant time, so the reply
-/// time says nothing about how much of a guess was right, nor about the
-/// password's length.
-fn check_password(ctx: &mut Ctx<'_>, user: Option<&[u8]>, pass: &[u8]) -> Result<(), CmdError> {
-    let Some(pass_ok) = ctx.state.settings.password_matches(pass) else {
-        if user.is_none() {
-            return Err(CmdError::err(
-                "AUTH <password> called without any password configured for the default user. Are you sure your configuration is correct?",
-            ));
-        }
-        // With no password, the default user accepts any password.
-        return if user.is_some_and(|u| u == b"default") {
+/// Authenticates the connection as `user` (`default` when not given) if
+/// the user exists, is on, and takes `pass` (`Acl::authenticate`: digests
+/// compared in constant time, so the reply time says nothing about how
+/// much of a guess was right, nor about the password's length).
+/// A wrong password is logged for `ACL LOG` under the command that gave
+/// it (`via`, as sent) and the user it named.
+fn check_password(
+    ctx: &mut Ctx<'_>,
+    via: &[u8],
+    user: Option<&[u8]>,
+    pass: &[u8],
+) -> Result<(), CmdError> {
+    let acl = &ctx.state.acl;
+    if user.is_none() && acl.default_user().load().nopass {
+        return Err(CmdError::err(
+            "AUTH <password> called without any password configured for the default user. Are you sure your configuration is correct?",
+        ));
+    }
+    let name = user.unwrap_or(b"default");
+    match acl.authenticate(name, pass) {
+        Some(cell) => {
+            ctx.session.authenticated = true;
+            let default = std::sync::Arc::ptr_eq(&cell, acl.default_user());
+            ctx.session.set_user((!default).then_some(cell));
             Ok(())
-        } else {
+        }
+        None => {
+            ctx.state
+                .stats
+                .counters
+                .inc(crate::metrics::table::AUTH_FAILURES);
+            let context = match ctx.session.tx.in_multi() {
+                true => Context::Multi,
+                false => Context::Toplevel,
+            };
+            let command = String::from_utf8_lossy(via).to_ascii_lowercase();
+            crate::cmd::exec::permit::log_entry(
+                ctx.state,
+                ctx.session,
+                ctx.now,
+                Reason::Auth,
+                context,
+                via.into(),
+                Some(name),
+                &command,
+            );
             Err(CmdError::WrongPass)
-        };
-    };
-    let user_ok = user.is_none_or(|u| u == b"default");
-    if user_ok && pass_ok {
-        ctx.session.authenticated = true;
-        Ok(())
-    } else {
-        ctx.state
-            .stats
-            .counters
-            .inc(crate::metrics::table::AUTH_FAILURES);
-        Err(CmdError::WrongPass)
+        }
     }
 }
 
@@ -72,8 +94,8 @@ fn check_password(ctx: &mut Ctx<'_>, user: Option<&[u8]>, pass: &[u8]) -> Result
 /// ```
 pub fn auth(ctx: &mut Ctx<'_>, req: &Request<'_>) -> Result<(), CmdError> {
     match req.len() {
-        2 => check_password(ctx, None, req.arg(1))?,
-        3 => check_password(ctx, Some(req.arg(1)), req.arg(2))?,
+        2 => check_password(ctx, req.arg(0), None, req.arg(1))?,
+        3 => check_password(ctx, req.arg(0), Some(req.arg(1)), req.arg(2))?,
         _ => return Err(CmdError::Syntax),
     }
     ctx.out.ok();
@@ -107,7 +129,7 @@ pub fn hello(ctx: &mut Ctx<'_>, req: &Request<'_>) -> Result<(), CmdError> {
         let more = req.len() - c.position();
         if is(opt, "AUTH") && more >= 2 {
             let (user, pass) = (c.next_required()?, c.next_required()?);
-            check_password(ctx, Some(user), pass)?;
+            check_password(ctx, req.arg(0), Some(user), pass)?;
         } else if is(opt, "SETNAME") && more >= 1 {
             let given = c.next_required()?;
             super::client::validate_name(given)?;
@@ -178,13 +200,14 @@ pub fn quit(ctx: &mut Ctx<'_>, _req: &Request<'_>) -> Result<(), CmdError> {
 /// ```text
 /// RESET
 /// ```
-/// Back to a fresh connection: RESP2, no name, and (with a password set)
-/// not authenticated.
+/// Back to a fresh connection: RESP2, no name, the default user, and
+/// (with a password set) not authenticated.
 pub fn reset(ctx: &mut Ctx<'_>, _req: &Request<'_>) -> Result<(), CmdError> {
     ctx.out.proto = Protocol::Resp2;
     ctx.session.info.resp.store(2, Ordering::Relaxed);
     *ctx.session.info.name.lock() = None;
-    ctx.session.authenticated = ctx.state.settings.password().is_none();
+    ctx.session.authenticated = !ctx.state.acl.auth_required();
+    ctx.session.set_user(None);
     // Discards a transaction and unwatches, as Redis's RESET does.
     if ctx.session.tx.in_multi() {
         let discarded = crate::stats::TxOutcome::Discarded as usize;

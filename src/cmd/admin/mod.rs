@@ -2,6 +2,7 @@
 //! client, config, server, command, cluster, replication, snapshot, the
 //! append-only file and Pub/Sub.
 
+pub mod acl;
 pub mod aof;
 pub mod client;
 pub mod cluster;

@@ -3,7 +3,9 @@
 //! command, then runs it (or queues it in `MULTI`), counts and times it.
 
 use super::multi;
+use super::permit::{log, permit};
 use super::run::{admit_persist, admit_write, fail, run};
+use crate::acl::log::Context;
 use crate::cmd::admin::cluster;
 use crate::cmd::admin::pubsub::ALLOWED_WHILE_SUBSCRIBED;
 use crate::cmd::registry::error::CmdError;
@@ -90,6 +92,24 @@ fn check(
     let refuse = |e| (Some(cmd), e);
     if !ctx.session.authenticated && !spec.flags.contains(Flags::NO_AUTH) {
         return Err(refuse(CmdError::NoAuth));
+    }
+    // The user's rules, after AUTH and before routing, as Redis's
+    // `processCommand` checks them; the default user (all commands, keys
+    // and channels) costs one load.
+    let user = ctx
+        .session
+        .user
+        .as_deref()
+        .unwrap_or(ctx.state.acl.default_user());
+    if !user.unrestricted() {
+        if let Err(r) = permit(ctx.registry, &user.load(), user.deleted(), cmd, sub, req) {
+            let context = match ctx.session.tx.in_multi() {
+                true => Context::Multi,
+                false => Context::Toplevel,
+            };
+            log(ctx.state, ctx.session, ctx.now, r, context, cmd, sub);
+            return Err(refuse(r.noperm(cmd, sub)));
+        }
     }
     if let Some(topology) = &ctx.state.cluster {
         cluster::route(topology, spec, req, ctx.session.readonly).map_err(refuse)?;

@@ -188,7 +188,14 @@ pub fn exec(ctx: &mut Ctx<'_>, _req: &Request<'_>) -> Result<(), CmdError> {
         };
         for q in &tx.queue {
             let (cmd, spec) = resolved(ctx.registry, q);
-            run(&mut inner, cmd, spec, &q.request(&tx.spans));
+            let req = q.request(&tx.spans);
+            // The rules are checked again, as Redis's EXEC does: they may
+            // have changed since the command was queued.
+            if let Err(e) = permitted_now(&inner, cmd, spec, &req) {
+                crate::cmd::exec::run::fail(&mut inner, &e);
+                continue;
+            }
+            run(&mut inner, cmd, spec, &req);
         }
     }
     drop(lock);
@@ -201,6 +208,30 @@ pub fn exec(ctx: &mut Ctx<'_>, _req: &Request<'_>) -> Result<(), CmdError> {
         1,
     );
     Ok(())
+}
+
+/// Whether the connection's user may still run a queued command.
+fn permitted_now(
+    ctx: &Ctx<'_>,
+    cmd: &'static CommandSpec,
+    spec: &'static CommandSpec,
+    req: &Request<'_>,
+) -> Result<(), CmdError> {
+    let user = ctx
+        .session
+        .user
+        .as_deref()
+        .unwrap_or(ctx.state.acl.default_user());
+    if user.unrestricted() {
+        return Ok(());
+    }
+    let sub = (!std::ptr::eq(cmd, spec)).then_some(spec);
+    use crate::cmd::exec::permit::{log, permit};
+    permit(ctx.registry, &user.load(), user.deleted(), cmd, sub, req).map_err(|r| {
+        let context = crate::acl::log::Context::Multi;
+        log(ctx.state, ctx.session, ctx.now, r, context, cmd, sub);
+        r.at_exec()
+    })
 }
 
 /// Discards the transaction of an `EXEC` refused as a whole, and the

@@ -18,6 +18,9 @@ pub const SEEN_BITS: usize = 256;
 #[derive(Debug)]
 pub struct Session {
     pub info: Arc<ClientInfo>,
+    /// The ACL user it authenticated as; `None` for `default`
+    /// (`State::acl`'s), which every connection starts as.
+    pub user: Option<Arc<crate::acl::UserCell>>,
     /// False while a password is set and not yet given.
     pub authenticated: bool,
     /// Close the connection once the replies so far are written (QUIT).
@@ -111,12 +114,20 @@ pub struct Subscriptions {
 }
 
 impl Session {
+    /// Becomes `user` (AUTH, HELLO ... AUTH), or `default` with `None`
+    /// (RESET), and says so in `CLIENT LIST`.
+    pub fn set_user(&mut self, user: Option<Arc<crate::acl::UserCell>>) {
+        *self.info.user.lock() = user.as_ref().map(|u| u.load().name.clone());
+        self.user = user;
+    }
+
     /// A connection's state; `commands` is the size of the command table
     /// (its counters have one slot per command).
     pub fn new(info: Arc<ClientInfo>, password_set: bool, commands: usize) -> Self {
         let sampler = info.id.wrapping_mul(0x9E37_79B9_7F4A_7C15) | 1;
         Session {
             info,
+            user: None,
             authenticated: !password_set,
             close_after_reply: false,
             stats: Local::new(commands),

@@ -9,6 +9,7 @@
 use std::collections::HashMap;
 
 use super::error::{show, CmdError};
+use crate::acl::{Access, CatSet};
 use crate::clock::Nanos;
 use crate::cmd::exec::session::Session;
 use crate::protocol::request::ArgsMemo;
@@ -73,6 +74,13 @@ impl Flags {
     /// Served as if `ASKING` had been sent (Redis's `asking`:
     /// `RESTORE-ASKING`, which MIGRATE sends to a slot's importing node).
     pub const ASKING: Flags = Flags(1 << 16);
+    /// Its keys are only written, never read (Redis 7's key specs:
+    /// `INSERT`, `DELETE` or `UPDATE` without `ACCESS`): a `%W~` pattern
+    /// is enough for them. Not a `COMMAND INFO` flag.
+    pub const KEYS_WRITE_ONLY: Flags = Flags(1 << 17);
+    /// Its keys are neither read nor written, only looked at (`EXISTS`,
+    /// `TYPE`, `WATCH`): any pattern matching them is enough.
+    pub const KEYS_UNREAD: Flags = Flags(1 << 18);
 
     const NAMES: [(Flags, &'static str); 14] = [
         (Flags::WRITE, "write"),
@@ -111,19 +119,30 @@ impl Flags {
             .map(|(_, n)| n)
     }
 
-    /// ACL categories implied by the flags, as Redis derives them.
-    pub fn implied_categories(self) -> impl Iterator<Item = &'static str> {
-        [
-            (Flags::WRITE, "@write"),
-            (Flags::READONLY, "@read"),
-            (Flags::ADMIN, "@admin"),
-            (Flags::FAST, "@fast"),
-            (Flags::DANGEROUS, "@dangerous"),
-        ]
-        .into_iter()
-        .filter(move |(f, _)| self.contains(*f))
-        .map(|(_, n)| n)
-        .chain((!self.contains(Flags::FAST)).then_some("@slow"))
+    /// ACL categories implied by the flags, as Redis's
+    /// `setImplicitACLCategories` derives them: `write`, `read` (unless the
+    /// command is `@scripting`), `admin` and `dangerous`, `pubsub`, `fast`
+    /// or else `slow`.
+    pub fn implied_categories(self, declared: CatSet) -> CatSet {
+        let mut c = CatSet::empty();
+        for (f, cat) in [
+            (Flags::WRITE, CatSet::WRITE),
+            (Flags::ADMIN, CatSet::ADMIN.with(CatSet::DANGEROUS)),
+            (Flags::DANGEROUS, CatSet::DANGEROUS),
+            (Flags::PUBSUB, CatSet::PUBSUB),
+            (Flags::FAST, CatSet::FAST),
+        ] {
+            if self.contains(f) {
+                c = c.with(cat);
+            }
+        }
+        if self.contains(Flags::READONLY) && !declared.contains(CatSet::SCRIPTING) {
+            c = c.with(CatSet::READ);
+        }
+        if !self.contains(Flags::FAST) {
+            c = c.with(CatSet::SLOW);
+        }
+        c
     }
 }
 
@@ -201,6 +220,9 @@ pub struct CommandSpec {
     /// For `movablekeys` commands, whose keys the triple cannot describe:
     /// the key indexes of a request.
     pub key_finder: Option<KeyFinder>,
+    /// The ACL categories the table declares beyond those the flags imply
+    /// ([`CommandSpec::categories`] has both).
+    pub acl: CatSet,
 }
 
 impl CommandSpec {
@@ -211,6 +233,37 @@ impl CommandSpec {
             argc == arity
         } else {
             argc >= -arity
+        }
+    }
+
+    /// Every ACL category of the command: declared and implied.
+    pub fn categories(&self) -> CatSet {
+        self.acl.with(self.flags.implied_categories(self.acl))
+    }
+
+    /// What the command does with its keys, for `%R~` and `%W~` patterns
+    /// (Redis 7's key specs): reads them if read-only, only writes them
+    /// with `KEYS_WRITE_ONLY`, only looks at them with `KEYS_UNREAD`, and
+    /// otherwise reads and writes (a command with keys of both kinds, as
+    /// `RENAME`, asks both of each). `SET` reads its key only with `GET`
+    /// (Redis's `VARIABLE_FLAGS`).
+    pub fn key_access(&self, req: &Request<'_>) -> Access {
+        if self.name == "set" {
+            let get = req.args().skip(3).any(|a| a.eq_ignore_ascii_case(b"GET"));
+            return if get {
+                Access::READ_WRITE
+            } else {
+                Access::WRITE
+            };
+        }
+        if self.flags.contains(Flags::KEYS_UNREAD) {
+            Access::NONE
+        } else if self.flags.contains(Flags::KEYS_WRITE_ONLY) {
+            Access::WRITE
+        } else if self.flags.contains(Flags::READONLY) {
+            Access::READ
+        } else {
+            Access::READ_WRITE
         }
     }
 
@@ -266,6 +319,8 @@ pub type Resolved = (&'static CommandSpec, Option<&'static CommandSpec>);
 pub struct Registry {
     commands: &'static [CommandSpec],
     index: HashMap<&'static [u8], &'static CommandSpec, ahash::RandomState>,
+    /// Every command and subcommand by ACL id, with its categories.
+    acl: crate::acl::Catalog,
 }
 
 impl Registry {
@@ -273,7 +328,22 @@ impl Registry {
         Registry {
             commands,
             index: commands.iter().map(|c| (c.name.as_bytes(), c)).collect(),
+            acl: crate::acl::Catalog::new(commands.iter().map(|c| {
+                let subs = c.subcommands.iter().map(|s| (s.name, s.categories()));
+                (c.name, c.categories(), subs.collect())
+            })),
         }
+    }
+
+    /// The commands as ACL rules name them.
+    pub fn acl(&self) -> &crate::acl::Catalog {
+        &self.acl
+    }
+
+    /// The ACL id of a resolved command (its subcommand's, if any).
+    pub fn acl_id(&self, cmd: &'static CommandSpec, sub: Option<&'static CommandSpec>) -> usize {
+        let i = self.index_of(cmd);
+        self.acl.id(i, sub.map(|s| Self::sub_index_of(cmd, s)))
     }
 
     /// Every top-level command, in table order.

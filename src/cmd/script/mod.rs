@@ -173,7 +173,15 @@ fn run(
     // A catalogued script runs in Rust when it can (`cmd/script/native`): no Lua
     // state, no shard locks beyond its keys'. Read-only, only as long as
     // it calls no write command.
-    if ctx.state.settings.scripts_native.load(Ordering::Relaxed) {
+    // A user with rules runs the script in Lua, where each call is checked
+    // against them as Redis checks `redis.call`.
+    let unrestricted = ctx
+        .session
+        .user
+        .as_deref()
+        .unwrap_or(ctx.state.acl.default_user())
+        .unrestricted();
+    if unrestricted && ctx.state.settings.scripts_native.load(Ordering::Relaxed) {
         if let Some(native) = native::find(script.sha()) {
             let over = over_maxmemory(ctx.state);
             let ro = read_only || flags.no_writes;
@@ -452,6 +460,32 @@ impl ScriptHost<'_, '_> {
     fn permit(&mut self, spec: &'static CommandSpec, req: &Request<'_>) -> Result<(), Refusal> {
         if spec.flags.contains(Flags::NOSCRIPT) {
             return Err(CmdError::err("This Redis command is not allowed from script").into());
+        }
+        // The user's rules, as Redis's `scriptVerifyACL` checks them.
+        let user = self
+            .session
+            .user
+            .as_deref()
+            .unwrap_or(self.state.acl.default_user());
+        if !user.unrestricted() {
+            let cmd = self.registry.renamed(&self.state.renames, req.arg(0));
+            if let Some(cmd) = cmd {
+                let sub = (!std::ptr::eq(cmd, spec)).then_some(spec);
+                crate::cmd::exec::permit::permit(
+                    self.registry,
+                    &user.load(),
+                    user.deleted(),
+                    cmd,
+                    sub,
+                    req,
+                )
+                .map_err(|r| {
+                    let context = crate::acl::log::Context::Lua;
+                    let (state, session, now) = (self.state, &*self.session, self.now);
+                    crate::cmd::exec::permit::log(state, session, now, r, context, cmd, sub);
+                    Refusal::from(r.in_script())
+                })?;
+            }
         }
         if spec.flags.contains(Flags::WRITE) && self.read_only {
             return Err(

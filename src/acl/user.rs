@@ -1,0 +1,716 @@
+//! One user: its flags, password digests and root selector (commands,
+//! key patterns, channels); the rules `ACL SETUSER` applies, in Redis
+//! 7.0's words; the canonical rules `ACL LIST` prints back; the checks
+//! dispatch makes. Selectors (`(...)` rules) are not supported yet.
+
+use super::catalog::{Catalog, Category, CATEGORIES, MAX_COMMANDS};
+
+const WORDS: usize = MAX_COMMANDS / 64;
+
+/// What a command does with a key, as Redis 7's key specs say: `%R~`
+/// patterns allow reading, `%W~` writing, `~` both.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Access {
+    pub read: bool,
+    pub write: bool,
+}
+
+impl Access {
+    pub const NONE: Access = Access {
+        read: false,
+        write: false,
+    };
+    pub const READ: Access = Access {
+        read: true,
+        write: false,
+    };
+    pub const WRITE: Access = Access {
+        read: false,
+        write: true,
+    };
+    pub const READ_WRITE: Access = Access {
+        read: true,
+        write: true,
+    };
+}
+
+/// Why a rule was refused; the text is Redis's `ACLSetUserStringError`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum RuleError {
+    Syntax,
+    Unknown,
+    AfterAllKeys,
+    AfterAllChannels,
+    NoSuchPassword,
+    BadHash,
+    SubcommandFirstArg,
+    Selectors,
+}
+
+impl RuleError {
+    pub fn text(self) -> &'static str {
+        match self {
+            RuleError::Syntax => "Syntax error",
+            RuleError::Unknown => "Unknown command or category name in ACL",
+            RuleError::AfterAllKeys => "Adding a pattern after the * pattern (or the 'allkeys' flag) is not valid and does not have any effect. Try 'resetkeys' to start with an empty list of patterns",
+            RuleError::AfterAllChannels => "Adding a pattern after the * pattern (or the 'allchannels' flag) is not valid and does not have any effect. Try 'resetchannels' to start with an empty list of channels",
+            RuleError::NoSuchPassword => "The password you are trying to remove from the user does not exist",
+            RuleError::BadHash => "The password hash must be exactly 64 characters and contain only lowercase hexadecimal characters",
+            RuleError::SubcommandFirstArg => "Allowing first-arg of a subcommand is not supported",
+            RuleError::Selectors => "Selectors are not supported by this server yet",
+        }
+    }
+}
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+struct KeyPattern {
+    pattern: Box<[u8]>,
+    access: Access,
+}
+
+/// What a user may run and touch (Redis's root selector).
+#[derive(Debug, Clone, PartialEq, Eq)]
+struct Selector {
+    all_keys: bool,
+    patterns: Vec<KeyPattern>,
+    all_channels: bool,
+    channels: Vec<Box<[u8]>>,
+    all_commands: bool,
+    /// Set by `+@all` alone (Redis's reserved bit): the rules start from
+    /// `+@all` rather than `-@all` when printed.
+    future: bool,
+    bits: [u64; WORDS],
+    /// `+select|0`: first arguments allowed of a command otherwise denied.
+    first_args: Vec<(usize, Vec<Box<[u8]>>)>,
+}
+
+impl Selector {
+    fn new() -> Selector {
+        Selector {
+            all_keys: false,
+            patterns: Vec::new(),
+            // Redis 7.0's `acl-pubsub-default` is `resetchannels`.
+            all_channels: false,
+            channels: Vec::new(),
+            all_commands: false,
+            future: false,
+            bits: [0; WORDS],
+            first_args: Vec::new(),
+        }
+    }
+
+    fn bit(&self, id: usize) -> bool {
+        id < MAX_COMMANDS && self.bits[id / 64] & (1 << (id % 64)) != 0
+    }
+
+    fn set_bit(&mut self, id: usize, on: bool) {
+        if id >= MAX_COMMANDS {
+            return;
+        }
+        if on {
+            self.bits[id / 64] |= 1 << (id % 64);
+        } else {
+            self.bits[id / 64] &= !(1 << (id % 64));
+            self.all_commands = false;
+        }
+    }
+
+    /// Allows or denies a command, and with a container all its
+    /// subcommands (Redis's `ACLChangeSelectorPerm`).
+    fn change_perm(&mut self, cat: &Catalog, id: usize, allow: bool) {
+        self.set_bit(id, allow);
+        self.first_args.retain(|(i, _)| *i != id);
+        for sub in cat.subs[id].clone() {
+            self.set_bit(sub, allow);
+        }
+    }
+
+    fn set_category(&mut self, cat: &Catalog, c: Category, allow: bool) {
+        for id in 0..cat.len() {
+            if cat.cats[id].has(c) {
+                self.change_perm(cat, id, allow);
+            }
+        }
+    }
+
+    fn count_category(&self, cat: &Catalog, c: Category) -> (usize, usize) {
+        let (mut on, mut off) = (0, 0);
+        for id in 0..cat.len() {
+            if cat.cats[id].has(c) {
+                if self.bit(id) {
+                    on += 1;
+                } else {
+                    off += 1;
+                }
+            }
+        }
+        (on, off)
+    }
+
+    fn all(&mut self) {
+        self.bits = [u64::MAX; WORDS];
+        self.all_commands = true;
+        self.future = true;
+        self.first_args.clear();
+    }
+
+    fn none(&mut self) {
+        self.bits = [0; WORDS];
+        self.all_commands = false;
+        self.future = false;
+        self.first_args.clear();
+    }
+
+    /// Redis's `ACLSetSelector`.
+    fn apply(&mut self, cat: &Catalog, op: &[u8]) -> Result<(), RuleError> {
+        let is = |w: &str| op.eq_ignore_ascii_case(w.as_bytes());
+        if is("allkeys") || is("~*") {
+            self.all_keys = true;
+            self.patterns.clear();
+        } else if is("resetkeys") {
+            self.all_keys = false;
+            self.patterns.clear();
+        } else if is("allchannels") || is("&*") {
+            self.all_channels = true;
+            self.channels.clear();
+        } else if is("resetchannels") {
+            self.all_channels = false;
+            self.channels.clear();
+        } else if is("allcommands") || is("+@all") {
+            self.all();
+        } else if is("nocommands") || is("-@all") {
+            self.none();
+        } else if op[0] == b'~' || op[0] == b'%' {
+            if self.all_keys {
+                return Err(RuleError::AfterAllKeys);
+            }
+            let mut access = Access::NONE;
+            let mut offset = 1;
+            if op[0] == b'%' {
+                loop {
+                    match op.get(offset).map(u8::to_ascii_uppercase) {
+                        Some(b'R') if !access.read => access.read = true,
+                        Some(b'W') if !access.write => access.write = true,
+                        Some(b'~') => {
+                            offset += 1;
+                            break;
+                        }
+                        // `%R` without `~`, or `%~` with no access: Redis
+                        // 7.0 kept an empty or access-less pattern (and
+                        // crashed printing the latter); 7.2 refuses both.
+                        _ => return Err(RuleError::Syntax),
+                    }
+                    offset += 1;
+                }
+                if access == Access::NONE {
+                    return Err(RuleError::Syntax);
+                }
+            } else {
+                access = Access::READ_WRITE;
+            }
+            let pattern = &op[offset.min(op.len())..];
+            if has_spaces(pattern) {
+                return Err(RuleError::Syntax);
+            }
+            match self.patterns.iter_mut().find(|p| &*p.pattern == pattern) {
+                Some(p) => {
+                    p.access.read |= access.read;
+                    p.access.write |= access.write;
+                }
+                None => self.patterns.push(KeyPattern {
+                    pattern: pattern.into(),
+                    access,
+                }),
+            }
+            self.all_keys = false;
+        } else if op[0] == b'&' {
+            if self.all_channels {
+                return Err(RuleError::AfterAllChannels);
+            }
+            let pattern = &op[1..];
+            if has_spaces(pattern) {
+                return Err(RuleError::Syntax);
+            }
+            if !self.channels.iter().any(|c| &**c == pattern) {
+                self.channels.push(pattern.into());
+            }
+            self.all_channels = false;
+        } else if (op[0] == b'+' || op[0] == b'-') && op.get(1) == Some(&b'@') {
+            let c = Category::by_name(&op[2..]).ok_or(RuleError::Unknown)?;
+            self.set_category(cat, c, op[0] == b'+');
+        } else if op[0] == b'+' {
+            let name = &op[1..];
+            match memchr::memrchr(b'|', name) {
+                None => {
+                    let id = cat.lookup(name).ok_or(RuleError::Unknown)?;
+                    self.change_perm(cat, id, true);
+                }
+                Some(bar) => {
+                    let (head, sub) = (&name[..bar], &name[bar + 1..]);
+                    let id = cat.lookup(head).ok_or(RuleError::Unknown)?;
+                    if cat.parent[id].is_some() {
+                        return Err(RuleError::SubcommandFirstArg);
+                    }
+                    if sub.is_empty() {
+                        return Err(RuleError::Syntax);
+                    }
+                    if !cat.subs[id].is_empty() {
+                        let id = cat.lookup(name).ok_or(RuleError::Unknown)?;
+                        self.change_perm(cat, id, true);
+                    } else {
+                        let lower = sub.to_ascii_lowercase().into_boxed_slice();
+                        match self.first_args.iter_mut().find(|(i, _)| *i == id) {
+                            Some((_, args)) => {
+                                if !args.contains(&lower) {
+                                    args.push(lower);
+                                }
+                            }
+                            None => self.first_args.push((id, vec![lower])),
+                        }
+                    }
+                }
+            }
+        } else if op[0] == b'-' {
+            let id = cat.lookup(&op[1..]).ok_or(RuleError::Unknown)?;
+            self.change_perm(cat, id, false);
+        } else {
+            return Err(RuleError::Syntax);
+        }
+        Ok(())
+    }
+
+    /// The command rules that rebuild this selector's bitmap, Redis's
+    /// `ACLDescribeSelectorCommandRules`: `+@all` or `-@all`, the
+    /// categories that fit best, then single commands (in table order,
+    /// where Redis follows its hash table's).
+    fn describe_commands(&self, cat: &Catalog) -> String {
+        let mut rules = String::new();
+        let mut fake = Selector::new();
+        let additive = !self.future;
+        if additive {
+            rules.push_str("-@all ");
+            fake.none();
+        } else {
+            rules.push_str("+@all ");
+            fake.all();
+        }
+        let mut temp = Selector::new();
+        temp.bits = self.bits;
+        let mut applied = [false; CATEGORIES.len()];
+        loop {
+            let mut best = None;
+            let (mut mindiff, mut maxsame) = (usize::MAX, 0);
+            for c in Category::all() {
+                if applied[c.0 as usize] {
+                    continue;
+                }
+                let (on, off) = temp.count_category(cat, c);
+                let (diff, same) = if additive { (off, on) } else { (on, off) };
+                if same > diff && (diff < mindiff || (diff == mindiff && same > maxsame)) {
+                    best = Some(c);
+                    mindiff = diff;
+                    maxsame = same;
+                }
+            }
+            let Some(c) = best else { break };
+            fake.set_category(cat, c, additive);
+            temp.set_category(cat, c, !additive);
+            rules.push_str(if additive { "+@" } else { "-@" });
+            rules.push_str(c.name());
+            rules.push(' ');
+            applied[c.0 as usize] = true;
+        }
+        for &top in &cat.top {
+            for id in std::iter::once(top).chain(cat.subs[top].clone()) {
+                let (user, faked) = (self.bit(id), fake.bit(id));
+                if user != faked {
+                    rules.push(if user { '+' } else { '-' });
+                    rules.push_str(cat.name(id));
+                    rules.push(' ');
+                    fake.change_perm(cat, id, user);
+                }
+            }
+            if !self.bit(top) {
+                if let Some((_, args)) = self.first_args.iter().find(|(i, _)| *i == top) {
+                    for a in args {
+                        rules.push('+');
+                        rules.push_str(cat.name(top));
+                        rules.push('|');
+                        rules.push_str(&String::from_utf8_lossy(a));
+                        rules.push(' ');
+                    }
+                }
+            }
+        }
+        rules.pop();
+        rules
+    }
+
+    fn key_allowed(&self, key: &[u8], access: Access) -> bool {
+        self.all_keys
+            || self.patterns.iter().any(|p| {
+                (p.access.read || !access.read)
+                    && (p.access.write || !access.write)
+                    && crate::glob::matches(&p.pattern, key)
+            })
+    }
+
+    fn channel_allowed(&self, channel: &[u8], is_pattern: bool) -> bool {
+        self.all_channels
+            || self.channels.iter().any(|c| {
+                if is_pattern {
+                    **c == *channel
+                } else {
+                    crate::glob::matches(c, channel)
+                }
+            })
+    }
+}
+
+/// A user (Redis's `user`, its root selector inside).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct User {
+    pub name: Box<[u8]>,
+    pub enabled: bool,
+    pub nopass: bool,
+    /// `skip-sanitize-payload` (Some(false)) or `sanitize-payload`
+    /// (Some(true)): kept and shown; RESTORE always checks its payload.
+    sanitize: Option<bool>,
+    /// SHA-256 digests, in the order given.
+    passwords: Vec<[u8; 32]>,
+    sel: Selector,
+}
+
+fn has_spaces(s: &[u8]) -> bool {
+    s.iter()
+        .any(|b| b.is_ascii_whitespace() || *b == 0 || *b == 0x0b)
+}
+
+fn digest(password: &[u8]) -> [u8; 32] {
+    let d = ring::digest::digest(&ring::digest::SHA256, password);
+    let mut out = [0; 32];
+    out.copy_from_slice(d.as_ref());
+    out
+}
+
+/// A `#hash`: exactly 64 lower-case hex digits.
+fn parse_hash(hex: &[u8]) -> Result<[u8; 32], RuleError> {
+    if hex.len() != 64 || !hex.iter().all(|b| matches!(b, b'0'..=b'9' | b'a'..=b'f')) {
+        return Err(RuleError::BadHash);
+    }
+    let mut out = [0; 32];
+    for (i, pair) in hex.chunks(2).enumerate() {
+        let v = |b: u8| if b <= b'9' { b - b'0' } else { b - b'a' + 10 };
+        out[i] = v(pair[0]) << 4 | v(pair[1]);
+    }
+    Ok(out)
+}
+
+fn hex(d: &[u8; 32]) -> String {
+    use std::fmt::Write;
+    let mut s = String::with_capacity(64);
+    for b in d {
+        let _ = write!(s, "{b:02x}");
+    }
+    s
+}
+
+impl User {
+    /// A user as `ACL SETUSER` creates one: off, no password, no
+    /// commands, keys or channels.
+    pub fn new(name: &[u8]) -> User {
+        User {
+            name: name.into(),
+            enabled: false,
+            nopass: false,
+            sanitize: None,
+            passwords: Vec::new(),
+            sel: Selector::new(),
+        }
+    }
+
+    /// All commands, keys and channels: no check to make per command.
+    pub fn unrestricted(&self) -> bool {
+        self.sel.all_commands && self.sel.all_keys && self.sel.all_channels
+    }
+
+    /// The rules of `ACL SETUSER` in order, all or none: on the first
+    /// invalid one, Redis's error naming it.
+    pub fn apply_all(&mut self, cat: &Catalog, rules: &[&[u8]]) -> Result<(), String> {
+        // A selector may span arguments (`(+get` `~x)`), as Redis merges
+        // them before anything applies; one left open is refused first.
+        let mut open = None;
+        for rule in rules {
+            match open {
+                None if rule.first() == Some(&b'(') && rule.last() != Some(&b')') => {
+                    open = Some(rule)
+                }
+                Some(_) if rule.last() == Some(&b')') => open = None,
+                _ => {}
+            }
+        }
+        if let Some(rule) = open {
+            return Err(format!(
+                "Unmatched parenthesis in acl selector starting at '{}'.",
+                String::from_utf8_lossy(rule)
+            ));
+        }
+        let mut staged = self.clone();
+        for rule in rules {
+            if rule.first() == Some(&b'(') {
+                return Err(format!(
+                    "Error in ACL SETUSER modifier '{}': {}",
+                    String::from_utf8_lossy(rule),
+                    RuleError::Selectors.text()
+                ));
+            }
+            staged.apply(cat, rule).map_err(|e| {
+                format!(
+                    "Error in ACL SETUSER modifier '{}': {}",
+                    String::from_utf8_lossy(rule),
+                    e.text()
+                )
+            })?;
+        }
+        *self = staged;
+        Ok(())
+    }
+
+    /// A rule that names no command (the default user's own).
+    pub(super) fn apply_root(&mut self, rule: &[u8]) -> Result<(), RuleError> {
+        self.apply(&Catalog::new([]), rule)
+    }
+
+    /// `resetpass >password`.
+    pub(super) fn set_only_password(&mut self, password: &[u8]) {
+        self.nopass = false;
+        self.passwords = vec![digest(password)];
+    }
+
+    /// Redis's `ACLSetUser`: one rule.
+    pub fn apply(&mut self, cat: &Catalog, op: &[u8]) -> Result<(), RuleError> {
+        if op.is_empty() {
+            return Ok(());
+        }
+        let is = |w: &str| op.eq_ignore_ascii_case(w.as_bytes());
+        if is("on") {
+            self.enabled = true;
+        } else if is("off") {
+            self.enabled = false;
+        } else if is("skip-sanitize-payload") {
+            self.sanitize = Some(false);
+        } else if is("sanitize-payload") {
+            self.sanitize = Some(true);
+        } else if is("nopass") {
+            self.nopass = true;
+            self.passwords.clear();
+        } else if is("resetpass") {
+            self.nopass = false;
+            self.passwords.clear();
+        } else if op[0] == b'>' || op[0] == b'#' {
+            let d = if op[0] == b'>' {
+                digest(&op[1..])
+            } else {
+                parse_hash(&op[1..])?
+            };
+            if !self.passwords.contains(&d) {
+                self.passwords.push(d);
+            }
+            self.nopass = false;
+        } else if op[0] == b'<' || op[0] == b'!' {
+            let d = if op[0] == b'<' {
+                digest(&op[1..])
+            } else {
+                parse_hash(&op[1..])?
+            };
+            let i = self
+                .passwords
+                .iter()
+                .position(|p| *p == d)
+                .ok_or(RuleError::NoSuchPassword)?;
+            self.passwords.remove(i);
+        } else if op[0] == b'(' && op[op.len() - 1] == b')' {
+            return Err(RuleError::Selectors);
+        } else if is("clearselectors") {
+            // No selectors beside the root one: nothing to clear.
+        } else if is("reset") {
+            self.nopass = false;
+            self.passwords.clear();
+            self.sel.all_keys = false;
+            self.sel.patterns.clear();
+            self.sel.all_channels = false;
+            self.sel.channels.clear();
+            self.enabled = false;
+            self.sanitize = Some(true);
+            self.sel.none();
+        } else {
+            self.sel.apply(cat, op)?;
+        }
+        Ok(())
+    }
+
+    /// The user's rules as `ACL LIST` prints them (after `user NAME `):
+    /// flags, password digests, keys, channels, commands.
+    pub fn describe(&self, cat: &Catalog) -> String {
+        let mut s = String::new();
+        for (on, flag) in [
+            (self.enabled, "on"),
+            (!self.enabled, "off"),
+            (self.nopass, "nopass"),
+            (self.sanitize == Some(false), "skip-sanitize-payload"),
+            (self.sanitize == Some(true), "sanitize-payload"),
+        ] {
+            if on {
+                s.push_str(flag);
+                s.push(' ');
+            }
+        }
+        for p in &self.passwords {
+            s.push('#');
+            s.push_str(&hex(p));
+            s.push(' ');
+        }
+        if self.sel.all_keys {
+            s.push_str("~* ");
+        } else {
+            for p in &self.sel.patterns {
+                s.push_str(&pattern_string(p));
+                s.push(' ');
+            }
+        }
+        if self.sel.all_channels {
+            s.push_str("&* ");
+        } else {
+            s.push_str("resetchannels ");
+            for c in &self.sel.channels {
+                s.push('&');
+                s.push_str(&String::from_utf8_lossy(c));
+                s.push(' ');
+            }
+        }
+        s.push_str(&self.sel.describe_commands(cat));
+        s
+    }
+
+    /// `ACL GETUSER`'s flags.
+    pub fn flags(&self) -> Vec<&'static str> {
+        let mut f = vec![if self.enabled { "on" } else { "off" }];
+        if self.nopass {
+            f.push("nopass");
+        }
+        match self.sanitize {
+            Some(false) => f.push("skip-sanitize-payload"),
+            Some(true) => f.push("sanitize-payload"),
+            None => {}
+        }
+        f
+    }
+
+    /// `ACL GETUSER`'s passwords: hex digests.
+    pub fn password_hashes(&self) -> Vec<String> {
+        self.passwords.iter().map(hex).collect()
+    }
+
+    /// `ACL GETUSER`'s commands.
+    pub fn command_rules(&self, cat: &Catalog) -> String {
+        self.sel.describe_commands(cat)
+    }
+
+    /// `ACL GETUSER`'s keys.
+    pub fn key_rules(&self) -> String {
+        if self.sel.all_keys {
+            return "~*".into();
+        }
+        let v: Vec<String> = self.sel.patterns.iter().map(pattern_string).collect();
+        v.join(" ")
+    }
+
+    /// `ACL GETUSER`'s channels.
+    pub fn channel_rules(&self) -> String {
+        if self.sel.all_channels {
+            return "&*".into();
+        }
+        let v: Vec<String> = self
+            .sel
+            .channels
+            .iter()
+            .map(|c| format!("&{}", String::from_utf8_lossy(c)))
+            .collect();
+        v.join(" ")
+    }
+
+    /// Whether this user logs in with `password`: on, and `nopass` or one
+    /// digest equal (each compared in constant time).
+    pub fn accepts(&self, password: &[u8]) -> bool {
+        use subtle::ConstantTimeEq;
+        if !self.enabled {
+            return false;
+        }
+        if self.nopass {
+            return true;
+        }
+        let d = digest(password);
+        let mut ok = subtle::Choice::from(0);
+        for p in &self.passwords {
+            ok |= p.ct_eq(&d);
+        }
+        ok.into()
+    }
+
+    /// Whether the user may run command `id` (with `first_arg`, its
+    /// first argument after the command or subcommand name). Commands
+    /// that run before AUTH always may.
+    pub fn may_run(&self, id: usize, no_auth: bool, first_arg: Option<&[u8]>) -> bool {
+        if self.sel.all_commands || no_auth || self.sel.bit(id) {
+            return true;
+        }
+        let Some(arg) = first_arg else { return false };
+        self.sel
+            .first_args
+            .iter()
+            .find(|(i, _)| *i == id)
+            .is_some_and(|(_, args)| args.iter().any(|a| a.eq_ignore_ascii_case(arg)))
+    }
+
+    pub fn all_keys(&self) -> bool {
+        self.sel.all_keys
+    }
+
+    pub fn all_channels(&self) -> bool {
+        self.sel.all_channels
+    }
+
+    /// Whether every channel rule of `old` is among this user's (Redis's
+    /// test before it looks for subscribers to close).
+    pub fn channels_cover(&self, old: &User) -> bool {
+        self.sel.all_channels
+            || (!old.sel.all_channels
+                && old
+                    .sel
+                    .channels
+                    .iter()
+                    .all(|c| self.sel.channels.contains(c)))
+    }
+
+    pub fn may_access(&self, key: &[u8], access: Access) -> bool {
+        self.sel.key_allowed(key, access)
+    }
+
+    pub fn may_use_channel(&self, channel: &[u8], is_pattern: bool) -> bool {
+        self.sel.channel_allowed(channel, is_pattern)
+    }
+}
+
+/// A key pattern as a rule. A read-write `*` reached through `%RW~*` (not
+/// `allkeys`) prints as `%RW~*`: Redis prints `~*`, which reads back as
+/// `allkeys`, after which the user's other patterns are refused, so its
+/// `ACL LIST` could not be loaded again.
+fn pattern_string(p: &KeyPattern) -> String {
+    let prefix = match (p.access.read, p.access.write) {
+        (true, false) => "%R~",
+        (false, true) => "%W~",
+        _ if &*p.pattern == b"*" => "%RW~",
+        _ => "~",
+    };
+    format!("{prefix}{}", String::from_utf8_lossy(&p.pattern))
+}

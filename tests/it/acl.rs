@@ -1,0 +1,337 @@
+//! ACL users through real sockets: a gateway credential decides limits on
+//! its own keys and nothing else; rules changed by `ACL SETUSER` reach
+//! open connections; `ACL DELUSER` closes them; AUTH as a user; and
+//! `requirepass` as the default user's password.
+
+use turnstile::cmd::script::native::CATALOGUE;
+
+use crate::common::{connect_url, q, q_err, Server};
+
+const GATEWAY: &[&str] = &[
+    "ACL",
+    "SETUSER",
+    "gw",
+    "on",
+    ">secret",
+    "~tenant:*",
+    "+@ratelimit",
+    "-@dangerous",
+];
+
+async fn gateway(srv: &Server) -> redis::aio::MultiplexedConnection {
+    connect_url(&srv.url("gw:secret@", ""))
+        .await
+        .expect("the gateway authenticates")
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_gateway_decides_on_its_tenants_keys_and_nothing_else() {
+    let srv = Server::start().await;
+    let mut admin = srv.client().await;
+    let ok: String = q(&mut admin, GATEWAY).await;
+    assert_eq!(ok, "OK");
+    let mut gw = gateway(&srv).await;
+
+    let decided: Vec<i64> = q(&mut gw, &["RL.ALLOW", "tenant:a", "10", "60"]).await;
+    assert_eq!(decided[0], 1);
+    let throttled: Vec<i64> = q(&mut gw, &["CL.THROTTLE", "tenant:b", "5", "10", "60"]).await;
+    assert_eq!(throttled[0], 0);
+
+    let keys = "NOPERM this user has no permissions to access one of the keys used as arguments";
+    assert_eq!(
+        q_err(&mut gw, &["RL.ALLOW", "other:a", "10", "60"]).await,
+        keys
+    );
+    // Every key of RL.ALLOWMANY is checked, not only the first.
+    let many = [
+        "RL.ALLOWMANY",
+        "LIMIT",
+        "tenant:a",
+        "10",
+        "60",
+        "LIMIT",
+        "other:a",
+        "10",
+        "60",
+    ];
+    assert_eq!(q_err(&mut gw, &many).await, keys);
+    let run = |c: &str| format!("NOPERM this user has no permissions to run the '{c}' command");
+    assert_eq!(
+        q_err(&mut gw, &["CONFIG", "GET", "maxmemory"]).await,
+        run("config|get")
+    );
+    assert_eq!(q_err(&mut gw, &["FLUSHALL"]).await, run("flushall"));
+    assert_eq!(
+        q_err(&mut gw, &["EVAL", "return 1", "0"]).await,
+        run("eval")
+    );
+    assert_eq!(
+        q_err(&mut gw, &["RL.RESET", "tenant:a"]).await,
+        run("rl.reset")
+    );
+    assert_eq!(q_err(&mut gw, &["GET", "tenant:a"]).await, run("get"));
+    assert_eq!(
+        q_err(&mut gw, &["CLIENT", "INFO"]).await,
+        run("client|info")
+    );
+
+    // Refused when queued: the transaction is doomed.
+    let _: String = q(&mut admin, &["ACL", "SETUSER", "gw", "+multi", "+exec"]).await;
+    let ok: String = q(&mut gw, &["MULTI"]).await;
+    assert_eq!(ok, "OK");
+    assert_eq!(
+        q_err(&mut gw, &["RL.ALLOW", "other:b", "10", "60"]).await,
+        keys
+    );
+    assert!(q_err(&mut gw, &["EXEC"]).await.starts_with("EXECABORT"));
+
+    // Nothing the gateway was refused touched the keyspace.
+    let exists: i64 = q(&mut admin, &["EXISTS", "other:a", "other:b"]).await;
+    assert_eq!(exists, 0);
+    let users: Vec<String> = q(&mut admin, &["ACL", "USERS"]).await;
+    assert_eq!(users, ["default", "gw"]);
+    let list: String = q(&mut admin, &["CLIENT", "LIST"]).await;
+    assert!(list.lines().any(|l| l.contains(" user=gw ")), "{list}");
+    assert!(list.lines().any(|l| l.contains(" user=default ")), "{list}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn rules_changed_by_setuser_reach_open_connections() {
+    let srv = Server::start().await;
+    let mut admin = srv.client().await;
+    let _: String = q(&mut admin, GATEWAY).await;
+    let mut gw = gateway(&srv).await;
+    let decided: Vec<i64> = q(&mut gw, &["RL.ALLOW", "tenant:a", "10", "60"]).await;
+    assert_eq!(decided[0], 1);
+
+    let _: String = q(&mut admin, &["ACL", "SETUSER", "gw", "-rl.allow"]).await;
+    assert_eq!(
+        q_err(&mut gw, &["RL.ALLOW", "tenant:a", "10", "60"]).await,
+        "NOPERM this user has no permissions to run the 'rl.allow' command"
+    );
+    let _: String = q(
+        &mut admin,
+        &["ACL", "SETUSER", "gw", "+rl.allow", "resetkeys", "~other:*"],
+    )
+    .await;
+    let decided: Vec<i64> = q(&mut gw, &["RL.ALLOW", "other:a", "10", "60"]).await;
+    assert_eq!(decided[0], 1);
+
+    // Queued while allowed, refused at EXEC: the rules are checked again.
+    let _: String = q(&mut admin, &["ACL", "SETUSER", "gw", "+@transaction"]).await;
+    let mut raw = srv.raw().await;
+    assert_eq!(raw.call(&["AUTH", "gw", "secret"]).await, "+OK\r\n");
+    assert_eq!(raw.call(&["MULTI"]).await, "+OK\r\n");
+    let queued = raw.call(&["RL.ALLOW", "other:a", "10", "60"]).await;
+    assert_eq!(queued, "+QUEUED\r\n");
+    let _: String = q(&mut admin, &["ACL", "SETUSER", "gw", "resetkeys"]).await;
+    assert_eq!(
+        raw.call(&["EXEC"]).await,
+        "*1\r\n-NOPERM ACLs rules changed between the moment the transaction was accumulated and the EXEC call. This command is no longer allowed for the following reason: no permission to touch the specified keys\r\n"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn deleting_a_user_closes_its_connections() {
+    let srv = Server::start().await;
+    let mut admin = srv.client().await;
+    let _: String = q(&mut admin, GATEWAY).await;
+    let mut raw = srv.raw().await;
+    assert_eq!(raw.call(&["AUTH", "gw", "secret"]).await, "+OK\r\n");
+    let deleted: i64 = q(&mut admin, &["ACL", "DELUSER", "gw", "nobody"]).await;
+    assert_eq!(deleted, 1);
+    assert!(raw.read_until_closed().await.is_empty());
+    assert_eq!(
+        q_err(&mut admin, &["ACL", "DELUSER", "default"]).await,
+        "ERR The 'default' user cannot be removed"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn auth_takes_only_an_enabled_users_password() {
+    let srv = Server::start().await;
+    let mut admin = srv.client().await;
+    let _: String = q(&mut admin, GATEWAY).await;
+    let wrong = "WRONGPASS invalid username-password pair or user is disabled.";
+    let mut c = srv.client().await;
+    assert_eq!(q_err(&mut c, &["AUTH", "gw", "Secret"]).await, wrong);
+    assert_eq!(q_err(&mut c, &["AUTH", "nobody", "secret"]).await, wrong);
+    // Still the default user after the failures.
+    let who: String = q(&mut c, &["ACL", "WHOAMI"]).await;
+    assert_eq!(who, "default");
+    let ok: String = q(&mut c, &["AUTH", "gw", "secret"]).await;
+    assert_eq!(ok, "OK");
+    assert!(q_err(&mut c, &["ACL", "WHOAMI"])
+        .await
+        .starts_with("NOPERM"));
+    // RESET is the default user again.
+    let reset: String = q(&mut c, &["RESET"]).await;
+    assert_eq!(reset, "RESET");
+    let who: String = q(&mut c, &["ACL", "WHOAMI"]).await;
+    assert_eq!(who, "default");
+    let _: String = q(&mut admin, &["ACL", "SETUSER", "gw", "off"]).await;
+    assert_eq!(q_err(&mut c, &["AUTH", "gw", "secret"]).await, wrong);
+    let _: String = q(&mut admin, &["ACL", "SETUSER", "gw", "on"]).await;
+    // HELLO 3 AUTH (the crate sends it for a RESP3 URL with a user).
+    let mut gw3 = connect_url(&srv.url("gw:secret@", "protocol=resp3"))
+        .await
+        .expect("HELLO 3 AUTH gw secret");
+    let decided: Vec<i64> = q(&mut gw3, &["RL.ALLOW", "tenant:z", "10", "60"]).await;
+    assert_eq!(decided[0], 1);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn requirepass_is_the_default_users_password() {
+    let srv = Server::start_with(|c| c.requirepass = Some("pw".into())).await;
+    let mut c = srv.client().await;
+    assert!(q_err(&mut c, &["PING"]).await.starts_with("NOAUTH"));
+    let ok: String = q(&mut c, &["AUTH", "pw"]).await;
+    assert_eq!(ok, "OK");
+    let list: Vec<String> = q(&mut c, &["ACL", "LIST"]).await;
+    // SHA-256 of "pw", never the password itself.
+    assert_eq!(
+        list,
+        ["user default on #30c952fab122c3f9759f02a6d95c3758b246b4fee239957b2d4fee46e26170c4 ~* &* +@all"]
+    );
+    let _: String = q(&mut c, &["CONFIG", "SET", "requirepass", "new"]).await;
+    let mut d = srv.client().await;
+    assert!(q_err(&mut d, &["AUTH", "pw"])
+        .await
+        .starts_with("WRONGPASS"));
+    let ok: String = q(&mut d, &["AUTH", "default", "new"]).await;
+    assert_eq!(ok, "OK");
+    let _: String = q(&mut c, &["CONFIG", "SET", "requirepass", ""]).await;
+    let mut e = srv.client().await;
+    crate::common::assert_pong(&mut e).await;
+    let list: Vec<String> = q(&mut e, &["ACL", "LIST"]).await;
+    assert_eq!(list, ["user default on nopass ~* &* +@all"]);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn scripts_call_commands_under_the_users_rules() {
+    let srv = Server::start().await;
+    let mut admin = srv.client().await;
+    let _: String = q(
+        &mut admin,
+        &[
+            "ACL", "SETUSER", "app", "on", ">pw", "~app:*", "&*", "+@all", "-incrby",
+        ],
+    )
+    .await;
+    let mut app = connect_url(&srv.url("app:pw@", "")).await.unwrap();
+    let err = q_err(
+        &mut app,
+        &["EVAL", "return redis.call('get', 'other')", "0"],
+    )
+    .await;
+    assert!(
+        err.starts_with("ERR The user executing the script can't access at least one of the keys mentioned in the command arguments"),
+        "{err}"
+    );
+    // A catalogued script, which the default user runs natively, runs in
+    // Lua for a user with rules: its INCRBY is refused there.
+    let fixed = CATALOGUE
+        .iter()
+        .find(|n| n.name == "limits fixed window")
+        .unwrap();
+    let err = q_err(&mut app, &["EVAL", fixed.text, "1", "app:a", "60", "2"]).await;
+    assert!(
+        err.starts_with("ERR The user executing the script can't run this command or subcommand"),
+        "{err}"
+    );
+    let n: i64 = q(&mut admin, &["EVAL", fixed.text, "1", "app:a", "60", "2"]).await;
+    assert_eq!(n, 2);
+    let _: String = q(&mut admin, &["ACL", "SETUSER", "app", "+incrby"]).await;
+    let n: i64 = q(&mut app, &["EVAL", fixed.text, "1", "app:a", "60", "2"]).await;
+    assert_eq!(n, 4);
+    assert!(
+        q_err(&mut app, &["EVAL", fixed.text, "1", "other", "60", "2"])
+            .await
+            .starts_with("NOPERM")
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn taking_channels_away_closes_the_users_subscribers() {
+    let srv = Server::start().await;
+    let mut admin = srv.client().await;
+    let rules = [
+        "ACL",
+        "SETUSER",
+        "sub",
+        "on",
+        "nopass",
+        "resetchannels",
+        "&news.*",
+        "&sports",
+        "+@all",
+    ];
+    let _: String = q(&mut admin, &rules).await;
+    let mut news = srv.raw().await;
+    assert_eq!(news.call(&["AUTH", "sub", "x"]).await, "+OK\r\n");
+    assert!(news
+        .call(&["SUBSCRIBE", "news.today"])
+        .await
+        .starts_with("*3\r\n"));
+    let mut sports = srv.raw().await;
+    assert_eq!(sports.call(&["AUTH", "sub", "x"]).await, "+OK\r\n");
+    assert!(sports
+        .call(&["SUBSCRIBE", "sports"])
+        .await
+        .starts_with("*3\r\n"));
+    // More channels: nobody is closed.
+    let _: String = q(&mut admin, &["ACL", "SETUSER", "sub", "&more"]).await;
+    assert_eq!(news.call(&["PING"]).await, "*2\r\n$4\r\npong\r\n$0\r\n\r\n");
+    let _: String = q(
+        &mut admin,
+        &["ACL", "SETUSER", "sub", "resetchannels", "&sports"],
+    )
+    .await;
+    assert!(news.read_until_closed().await.is_empty());
+    assert_eq!(
+        sports.call(&["PING"]).await,
+        "*2\r\n$4\r\npong\r\n$0\r\n\r\n"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn refusals_are_logged_alike_ones_counted_together() {
+    let srv = Server::start().await;
+    let mut admin = srv.client().await;
+    let _: String = q(&mut admin, GATEWAY).await;
+    let mut gw = gateway(&srv).await;
+    for _ in 0..2 {
+        let _ = q_err(&mut gw, &["RL.ALLOW", "other:a", "10", "60"]).await;
+    }
+    let _ = q_err(&mut gw, &["FLUSHALL"]).await;
+    let mut c = srv.client().await;
+    let _ = q_err(&mut c, &["AUTH", "gw", "nope"]).await;
+    let log: Vec<Vec<redis::Value>> = q(&mut admin, &["ACL", "LOG"]).await;
+    let fields = |e: &Vec<redis::Value>| -> Vec<String> {
+        // count, reason, context, object, username (age and client vary).
+        e.iter()
+            .skip(1)
+            .step_by(2)
+            .take(5)
+            .map(|v| match v {
+                redis::Value::Int(n) => n.to_string(),
+                v => crate::common::text(v),
+            })
+            .collect()
+    };
+    let got: Vec<Vec<String>> = log.iter().map(fields).collect();
+    assert_eq!(
+        got,
+        [
+            ["1", "auth", "toplevel", "AUTH", "gw"],
+            ["1", "command", "toplevel", "flushall", "gw"],
+            ["2", "key", "toplevel", "other:a", "gw"],
+            // The crate's CLIENT SETINFO on connecting (lib-name, lib-ver).
+            ["2", "command", "toplevel", "client|setinfo", "gw"],
+        ]
+    );
+    let ok: String = q(&mut admin, &["ACL", "LOG", "RESET"]).await;
+    assert_eq!(ok, "OK");
+    let log: Vec<redis::Value> = q(&mut admin, &["ACL", "LOG"]).await;
+    assert!(log.is_empty());
+}
