@@ -184,8 +184,10 @@ pub trait Host {
     /// command's error as an error reply.
     fn call(&mut self, req: &Request<'_>, resp: Protocol, reply: &mut ReplyBuf) -> Call;
 
-    /// Whether `name` is a command (`redis.acl_check_cmd`).
-    fn known(&mut self, name: &[u8]) -> bool;
+    /// `redis.acl_check_cmd`: whether the script's user may run `req`
+    /// (its command, subcommand and keys), or `None` when it names no
+    /// command.
+    fn acl_check(&mut self, req: &Request<'_>) -> Option<bool>;
 }
 
 /// The SHA1 of `body` as 40 lower-case hex digits.

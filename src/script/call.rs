@@ -238,7 +238,7 @@ fn command(l: *mut ffi::lua_State, ctx: &mut CallCtx) -> Step {
 /// `%.17g` (Redis 7.0's `luaRedisGenericCommand`), not Lua 5.1's
 /// `lua_Number2str` (`%.14g`): `redis.call('set', k, 1700000000123456)`
 /// stores every digit.
-fn number_text(x: f64, out: &mut bytes::BytesMut) {
+pub(super) fn number_text(x: f64, out: &mut bytes::BytesMut) {
     let mut buf = [0u8; 32];
     out.extend_from_slice(crate::util::format_g(x, 17, &mut buf));
 }

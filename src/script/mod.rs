@@ -606,8 +606,8 @@ mod tests {
             reply.error("ERR Unknown Redis command called from script");
             Call::default()
         }
-        fn known(&mut self, _: &[u8]) -> bool {
-            false
+        fn acl_check(&mut self, _: &Request<'_>) -> Option<bool> {
+            None
         }
     }
 
@@ -660,8 +660,8 @@ mod tests {
             }
             Call::default()
         }
-        fn known(&mut self, _: &[u8]) -> bool {
-            true
+        fn acl_check(&mut self, _: &Request<'_>) -> Option<bool> {
+            Some(true)
         }
     }
 

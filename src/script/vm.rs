@@ -14,7 +14,7 @@ use mlua::{ffi, Function, HookTriggers, Lua, Table, Value};
 use super::api::*;
 use super::call::{self, CallCtx, CtxPtr};
 use super::{convert, heap, libs};
-use crate::protocol::{Protocol, ReplyBuf};
+use crate::protocol::{Protocol, ReplyBuf, Request};
 
 /// The Lua state and what lives in it.
 pub(super) struct Vm {
@@ -407,19 +407,35 @@ fn install_calls(lua: &Lua, redis: &Table, ctx: CtxPtr, counted: &Table) -> mlua
     })?;
     redis.raw_set("setresp", setresp)?;
     let acl_check = lua.create_function(move |_, args: mlua::Variadic<Value>| {
-        let known = match args.first() {
-            // SAFETY: called by a script, on the thread that holds the
-            // state; the host is set by `Vm::run` for this run.
-            Some(Value::String(name)) => unsafe { ctx.get() }
-                .host
-                .is_some_and(|mut h| unsafe { h.as_mut() }.known(&name.as_bytes())),
-            _ => false,
-        };
-        if known {
-            Ok(true)
-        } else {
-            Err(plain("Invalid command passed to redis.acl_check_cmd()"))
+        // The arguments as `redis.call` reads them.
+        let mut frame = BytesMut::new();
+        let mut spans = Vec::with_capacity(args.len());
+        for a in args.iter() {
+            let start = frame.len();
+            match a {
+                Value::String(s) => frame.extend_from_slice(&s.as_bytes()),
+                Value::Integer(i) => frame.extend_from_slice(i.to_string().as_bytes()),
+                Value::Number(x) => call::number_text(*x, &mut frame),
+                _ => {
+                    return Err(plain(
+                        "Lua redis lib command arguments must be strings or integers",
+                    ))
+                }
+            }
+            spans.push(start..frame.len());
         }
+        if spans.is_empty() {
+            return Err(plain(
+                "Please specify at least one argument for this redis lib call",
+            ));
+        }
+        let req = Request::new(frame.freeze(), &spans);
+        // SAFETY: called by a script, on the thread that holds the state;
+        // the host is set by `Vm::run` for this run.
+        let allowed = unsafe { ctx.get() }
+            .host
+            .and_then(|mut h| unsafe { h.as_mut() }.acl_check(&req));
+        allowed.ok_or_else(|| plain("Invalid command passed to redis.acl_check_cmd()"))
     })?;
     redis.raw_set("acl_check_cmd", acl_check)
 }

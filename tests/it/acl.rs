@@ -335,3 +335,64 @@ async fn refusals_are_logged_alike_ones_counted_together() {
     let log: Vec<redis::Value> = q(&mut admin, &["ACL", "LOG"]).await;
     assert!(log.is_empty());
 }
+
+/// `redis.acl_check_cmd` answers for the script's user, as Redis's suite
+/// ("Script ACL check") asks it: a command and key it may use, a command
+/// it may not, a key outside its patterns, and no command at all.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_script_asks_whether_its_user_may_run_a_command() {
+    let srv = Server::start().await;
+    let mut admin = srv.client().await;
+    let _: String = q(
+        &mut admin,
+        &[
+            "ACL",
+            "SETUSER",
+            "bob",
+            "on",
+            ">123",
+            "+@scripting",
+            "+set",
+            "~x*",
+        ],
+    )
+    .await;
+    let mut bob = connect_url(&srv.url("bob:123@", "")).await.unwrap();
+    let check = "return redis.acl_check_cmd(unpack(ARGV))";
+    let ask = |args: &'static [&'static str]| {
+        let mut c = crate::common::cmd(&["EVAL", check, "0"]);
+        for a in args {
+            c.arg(*a);
+        }
+        c
+    };
+    let yes: Option<i64> = ask(&["set", "xx", "1"])
+        .query_async(&mut bob)
+        .await
+        .unwrap();
+    assert_eq!(yes, Some(1), "Lua true is 1");
+    let no: Option<i64> = ask(&["hset", "xx", "f", "1"])
+        .query_async(&mut bob)
+        .await
+        .unwrap();
+    assert_eq!(no, None, "Lua false is nil");
+    let no: Option<i64> = ask(&["set", "yy", "1"])
+        .query_async(&mut bob)
+        .await
+        .unwrap();
+    assert_eq!(no, None);
+    let err = ask(&["invalid-cmd", "arg"])
+        .query_async::<redis::Value>(&mut bob)
+        .await
+        .unwrap_err();
+    assert!(
+        crate::common::err_text(&err).contains("Invalid command passed to redis.acl_check_cmd()"),
+        "{err:?}"
+    );
+    // The default user may run anything.
+    let yes: Option<i64> = ask(&["hset", "yy", "f", "1"])
+        .query_async(&mut admin)
+        .await
+        .unwrap();
+    assert_eq!(yes, Some(1));
+}

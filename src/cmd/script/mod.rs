@@ -595,8 +595,35 @@ impl ScriptHost<'_, '_> {
 }
 
 impl Host for ScriptHost<'_, '_> {
-    fn known(&mut self, name: &[u8]) -> bool {
-        self.registry.renamed(&self.state.renames, name).is_some()
+    /// Redis's `luaRedisAclCheckCmdPermissionsCommand`: the command (and
+    /// subcommand) as `lookupCommand` finds it, arity unchecked, then the
+    /// user's rules as dispatch applies them. Nothing is logged.
+    fn acl_check(&mut self, req: &Request<'_>) -> Option<bool> {
+        let (cmd, sub) = match self.registry.resolve_renamed(&self.state.renames, req) {
+            Ok(found) => found,
+            Err(CmdError::WrongArity(_)) => (
+                self.registry.renamed(&self.state.renames, req.arg(0))?,
+                None,
+            ),
+            Err(_) => return None,
+        };
+        let user = self
+            .session
+            .user
+            .as_deref()
+            .unwrap_or(self.state.acl.default_user());
+        if user.unrestricted() {
+            return Some(true);
+        }
+        let allowed = crate::cmd::exec::permit::permit(
+            self.registry,
+            &user.load(),
+            user.deleted(),
+            cmd,
+            sub,
+            req,
+        );
+        Some(allowed.is_ok())
     }
 
     fn call(&mut self, req: &Request<'_>, resp: Protocol, reply: &mut ReplyBuf) -> Call {
