@@ -185,11 +185,23 @@ impl ClusterNode {
             return true;
         }
         let text = st.config_text();
+        let started = std::time::Instant::now();
         let result = if durable {
             self.replace(path, &text)
         } else {
             self.overwrite(path, &text)
         };
+        // The bus waits for the file (an epoch must be on disk before any
+        // message carries it): a slow disk stalls this node's gossip, and
+        // its peers may count it gone. Say so when it happens.
+        let took = started.elapsed();
+        if took >= std::time::Duration::from_millis(500) {
+            tracing::warn!(
+                "cluster: writing the config file took {} ms{}",
+                took.as_millis(),
+                if durable { " (fsync)" } else { "" }
+            );
+        }
         let mut err = self.file_error.lock();
         let ok = result.is_ok();
         match result {

@@ -427,8 +427,24 @@ impl ClusterState {
                          it has heard the cluster again"
                     );
                 } else {
+                    let heard: Vec<String> = self
+                        .nodes
+                        .values()
+                        .filter(|n| {
+                            n.is_primary()
+                                && !n.slots.is_empty()
+                                && !n.in_handshake()
+                                && n.id != self.myself
+                        })
+                        .map(|n| {
+                            let ago = now.saturating_sub(n.data_received.max(self.started));
+                            format!("{}:{} {ago} ms ago", n.ip, n.port)
+                        })
+                        .collect();
                     tracing::warn!(
-                        "cluster: a majority of the primaries is unreachable: refusing requests"
+                        "cluster: a majority of the primaries is unreachable (last heard: {}): \
+                         refusing requests",
+                        heard.join(", ")
                     );
                 }
             }
