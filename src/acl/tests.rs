@@ -371,3 +371,17 @@ proptest! {
         }
     }
 }
+
+#[test]
+fn a_pattern_that_is_not_utf8_is_saved_as_given() {
+    let acl = Acl::new(None);
+    acl.set_user(&catalog(), b"bin", &[b"on", b"~k\xff*", b"&c\xfe"])
+        .unwrap();
+    let before = acl.users();
+    let text = file::render(before.iter().map(|u| &**u), &catalog()).unwrap();
+    let read = file::parse("f", &text, &catalog()).unwrap();
+    let bin = read.iter().find(|u| &*u.name == b"bin").unwrap();
+    assert!(bin.may_access(b"k\xff1", Access::READ_WRITE));
+    assert!(bin.may_use_channel(b"c\xfe", false));
+    assert_eq!(*bin, *acl.get(b"bin").unwrap().load());
+}
