@@ -13,6 +13,7 @@
 //! in memory after the rule that gave it.
 
 mod catalog;
+pub mod file;
 pub mod log;
 mod user;
 
@@ -68,6 +69,15 @@ impl UserCell {
     pub fn load(&self) -> Arc<User> {
         self.user.load_full()
     }
+}
+
+/// What [`Acl::replace`] did to users that connections may hold.
+#[derive(Debug, Default)]
+pub struct Replaced {
+    /// Removed: their connections close.
+    pub gone: Vec<Arc<UserCell>>,
+    /// Kept with other rules: (before, after).
+    pub changed: Vec<(Arc<User>, Arc<User>)>,
 }
 
 /// Every user, by name in byte order (as Redis's radix tree lists them).
@@ -137,10 +147,7 @@ impl Acl {
     /// `ACL SETUSER`: applies every rule to a copy of the user (a new one
     /// if `name` is unknown) and keeps it only if all of them were valid.
     pub fn set_user(&self, catalog: &Catalog, name: &[u8], rules: &[&[u8]]) -> Result<(), String> {
-        if name
-            .iter()
-            .any(|b| b.is_ascii_whitespace() || *b == 0 || *b == 0x0b)
-        {
+        if user::has_spaces(name) {
             return Err("Usernames can't contain spaces or null characters".into());
         }
         let mut users = self.users.write();
@@ -175,6 +182,47 @@ impl Acl {
             }
         }
         gone
+    }
+
+    /// `ACL LOAD` and `--aclfile` at start: `users` (checked, names
+    /// unique) become the users in force, all at once. A user gone is
+    /// deleted as by `ACL DELUSER`; a user kept whose rules changed
+    /// takes them as by `ACL SETUSER` (its connections see them at their
+    /// next command). `default`, which every connection starts as, keeps
+    /// its cell: without a line for it, it is a new server's default
+    /// user, with `password` (`requirepass`) if one is set.
+    pub fn replace(&self, users: Vec<User>, password: Option<&[u8]>) -> Replaced {
+        let mut fresh: BTreeMap<Box<[u8]>, User> =
+            users.into_iter().map(|u| (u.name.clone(), u)).collect();
+        if !fresh.contains_key(&b"default"[..]) {
+            let default = (*Acl::new(password).default.load()).clone();
+            fresh.insert(Box::from(&b"default"[..]), default);
+        }
+        let mut map = self.users.write();
+        let mut out = Replaced::default();
+        map.retain(|name, cell| {
+            if fresh.contains_key(name) {
+                return true;
+            }
+            cell.deleted.store(true, Ordering::Release);
+            out.gone.push(cell.clone());
+            false
+        });
+        for (name, u) in fresh {
+            match map.get(&name) {
+                Some(cell) => {
+                    let old = cell.load();
+                    if *old != u {
+                        cell.store(u);
+                        out.changed.push((old, cell.load()));
+                    }
+                }
+                None => {
+                    map.insert(name, UserCell::new(u));
+                }
+            }
+        }
+        out
     }
 
     /// Every user, by name.

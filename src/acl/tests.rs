@@ -46,8 +46,13 @@ fn user(rules: &[&str]) -> Result<User, String> {
     Ok(u)
 }
 
+/// `ACL LIST`'s rules for `u`, as text.
+fn described(u: &User) -> String {
+    String::from_utf8(u.describe(&catalog())).expect("these rules are UTF-8")
+}
+
 fn rebuilt(u: &User) -> User {
-    let text = u.describe(&catalog());
+    let text = described(u);
     let rules: Vec<&str> = text.split(' ').collect();
     let mut again = User::new(b"u");
     // The digests come back as `#hash` rules; the rest as written.
@@ -63,7 +68,7 @@ fn rebuilt(u: &User) -> User {
 #[test]
 fn a_new_user_is_off_with_nothing_allowed() {
     let u = user(&[]).unwrap();
-    assert_eq!(u.describe(&catalog()), "off resetchannels -@all");
+    assert_eq!(described(&u), "off resetchannels -@all");
     assert!(!u.accepts(b""));
     assert!(!u.may_run(0, false, None));
 }
@@ -83,14 +88,14 @@ fn rules_print_back_in_redis_canonical_order() {
     ])
     .unwrap();
     assert_eq!(
-        u.describe(&catalog()),
+        described(&u),
         "on #2bb80d537b1da3e38bd30361aa855686bde0eacd7162fef6a25fe97bf527a25b \
          ~t:* %R~r:* %W~w:* ~b:* resetchannels &ch -@all +@read +@ratelimit"
     );
     assert!(u.accepts(b"secret"));
     assert!(!u.accepts(b"secreT"));
     let default = Acl::new(None).default_user().load();
-    assert_eq!(default.describe(&catalog()), "on nopass ~* &* +@all");
+    assert_eq!(described(&default), "on nopass ~* &* +@all");
 }
 
 #[test]
@@ -268,4 +273,115 @@ proptest! {
             }
         }
     }
+}
+
+fn parse_file(text: &str) -> Result<Vec<User>, String> {
+    file::parse("users.acl", text.as_bytes(), &catalog())
+}
+
+const NO_CHANGE: &str =
+    "WARNING: ACL errors detected, no change to the previously active ACL rules was performed";
+
+#[test]
+fn an_acl_file_reads_as_redis_reads_it() {
+    let users = parse_file("\n  user a on nopass ~*  +get\t\r\n\r\nuser b\n").unwrap();
+    let names: Vec<&[u8]> = users.iter().map(|u| &*u.name).collect();
+    assert_eq!(names, [&b"a"[..], b"b"]);
+    // `get` is the small table's one `@read` command.
+    assert_eq!(
+        described(&users[0]),
+        "on nopass ~* resetchannels -@all +@read"
+    );
+    assert_eq!(described(&users[1]), "off resetchannels -@all");
+}
+
+#[test]
+fn every_bad_line_of_an_acl_file_is_named() {
+    let long = "x".repeat(1 << 20);
+    for (text, error) in [
+        ("# a comment\n", "users.acl:1 should start with user keyword followed by the username. "),
+        ("user\n", "users.acl:1 should start with user keyword followed by the username. "),
+        ("User a on\n", "users.acl:1 should start with user keyword followed by the username. "),
+        ("user a on\nuser a off\n", "WARNING: Duplicate user 'a' found on line 2. "),
+        ("user a\x0bb on\n", "users.acl:1: username 'a\x0bb' contains invalid characters. "),
+        ("user a on +nosuch +get|x -nope\n", "users.acl:1: Error in applying operation '+nosuch': Unknown command or category name in ACL. users.acl:1: Error in applying operation '-nope': Unknown command or category name in ACL. "),
+        ("user a on foo >pw bar\n", "users.acl:1: Syntax error. "),
+        ("user a on\ruser b on nopass +@all\n", "users.acl:1: Syntax error. "),
+        ("user a (+get ~x)\n", "users.acl:1: Selectors are not supported by this server yet. "),
+        ("user a #abc\n", "users.acl:1: The password hash must be exactly 64 characters and contain only lowercase hexadecimal characters. "),
+    ] {
+        assert_eq!(parse_file(text).unwrap_err(), format!("{error}{NO_CHANGE}"), "{text:?}");
+    }
+    // A huge line: its error quotes 128 bytes of it.
+    let err = parse_file(&format!("user a +{long}\n")).unwrap_err();
+    assert!(err.len() < 400, "{}", err.len());
+    // A file of garbage: twenty errors, then a count.
+    let err = parse_file(&"junk\n".repeat(10_000)).unwrap_err();
+    assert!(err.contains("users.acl:20 should") && !err.contains("users.acl:21 "));
+    assert!(
+        err.ends_with(&format!("(9980 more errors) {NO_CHANGE}")),
+        "{err}"
+    );
+}
+
+#[test]
+fn a_first_argument_with_a_space_or_line_break_is_refused() {
+    for rule in ["+select|a b", "+select|0\r\nuser", "+select|0\n"] {
+        assert_eq!(
+            user(&[rule]).unwrap_err(),
+            format!("Error in ACL SETUSER modifier '{rule}': Syntax error")
+        );
+    }
+}
+
+#[test]
+fn an_acl_file_that_is_a_directory_or_endless_is_refused() {
+    let dir = std::env::temp_dir().join(format!("turnstile-acl-unit-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let err = file::read(&dir, &catalog()).unwrap_err();
+    assert!(err.ends_with("': Is a directory"), "{err}");
+    let big = dir.join("big.acl");
+    let f = std::fs::File::create(&big).unwrap();
+    f.set_len(file::MAX_FILE_BYTES + 1).unwrap();
+    let err = file::read(&big, &catalog()).unwrap_err();
+    assert!(err.ends_with("is larger than 64 MiB"), "{err}");
+    std::fs::remove_dir_all(&dir).unwrap();
+}
+
+proptest! {
+    /// What `ACL SAVE` writes for any users reads back to the same users.
+    #[test]
+    fn saved_users_read_back_the_same(
+        users in prop::collection::vec(prop::collection::vec(rule(), 0..10), 0..6),
+    ) {
+        let acl = Acl::new(None);
+        for (i, rules) in users.iter().enumerate() {
+            let refs: Vec<&[u8]> = rules.iter().map(|r| r.as_bytes()).collect();
+            let _ = acl.set_user(&catalog(), format!("u{i}").as_bytes(), &refs);
+        }
+        let before = acl.users();
+        let text = file::render(before.iter().map(|u| &**u), &catalog()).unwrap();
+        let read = file::parse("f", &text, &catalog()).unwrap();
+        let again = Acl::new(Some(b"ignored"));
+        again.replace(read, None);
+        let after = again.users();
+        prop_assert_eq!(after.len(), before.len());
+        for (a, b) in after.iter().zip(&before) {
+            prop_assert_eq!(a.describe(&catalog()), b.describe(&catalog()));
+        }
+    }
+}
+
+#[test]
+fn a_pattern_that_is_not_utf8_is_saved_as_given() {
+    let acl = Acl::new(None);
+    acl.set_user(&catalog(), b"bin", &[b"on", b"~k\xff*", b"&c\xfe"])
+        .unwrap();
+    let before = acl.users();
+    let text = file::render(before.iter().map(|u| &**u), &catalog()).unwrap();
+    let read = file::parse("f", &text, &catalog()).unwrap();
+    let bin = read.iter().find(|u| &*u.name == b"bin").unwrap();
+    assert!(bin.may_access(b"k\xff1", Access::READ_WRITE));
+    assert!(bin.may_use_channel(b"c\xfe", false));
+    assert_eq!(*bin, *acl.get(b"bin").unwrap().load());
 }

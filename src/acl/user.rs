@@ -251,7 +251,11 @@ impl Selector {
                     if cat.parent[id].is_some() {
                         return Err(RuleError::SubcommandFirstArg);
                     }
-                    if sub.is_empty() {
+                    // A space or line break in a first argument would split
+                    // or end the rule's line in the ACL file `ACL SAVE`
+                    // writes (Redis 7.0 takes it, and saves a file that
+                    // does not load, or loads a line it never meant).
+                    if sub.is_empty() || has_spaces(sub) {
                         return Err(RuleError::Syntax);
                     }
                     if !cat.subs[id].is_empty() {
@@ -283,15 +287,15 @@ impl Selector {
     /// `ACLDescribeSelectorCommandRules`: `+@all` or `-@all`, the
     /// categories that fit best, then single commands (in table order,
     /// where Redis follows its hash table's).
-    fn describe_commands(&self, cat: &Catalog) -> String {
-        let mut rules = String::new();
+    fn describe_commands(&self, cat: &Catalog) -> Vec<u8> {
+        let mut rules = Vec::new();
         let mut fake = Selector::new();
         let additive = !self.future;
         if additive {
-            rules.push_str("-@all ");
+            rules.extend_from_slice(b"-@all ");
             fake.none();
         } else {
-            rules.push_str("+@all ");
+            rules.extend_from_slice(b"+@all ");
             fake.all();
         }
         let mut temp = Selector::new();
@@ -315,29 +319,29 @@ impl Selector {
             let Some(c) = best else { break };
             fake.set_category(cat, c, additive);
             temp.set_category(cat, c, !additive);
-            rules.push_str(if additive { "+@" } else { "-@" });
-            rules.push_str(c.name());
-            rules.push(' ');
+            rules.extend_from_slice(if additive { b"+@" } else { b"-@" });
+            rules.extend_from_slice(c.name().as_bytes());
+            rules.push(b' ');
             applied[c.0 as usize] = true;
         }
         for &top in &cat.top {
             for id in std::iter::once(top).chain(cat.subs[top].clone()) {
                 let (user, faked) = (self.bit(id), fake.bit(id));
                 if user != faked {
-                    rules.push(if user { '+' } else { '-' });
-                    rules.push_str(cat.name(id));
-                    rules.push(' ');
+                    rules.push(if user { b'+' } else { b'-' });
+                    rules.extend_from_slice(cat.name(id).as_bytes());
+                    rules.push(b' ');
                     fake.change_perm(cat, id, user);
                 }
             }
             if !self.bit(top) {
                 if let Some((_, args)) = self.first_args.iter().find(|(i, _)| *i == top) {
                     for a in args {
-                        rules.push('+');
-                        rules.push_str(cat.name(top));
-                        rules.push('|');
-                        rules.push_str(&String::from_utf8_lossy(a));
-                        rules.push(' ');
+                        rules.push(b'+');
+                        rules.extend_from_slice(cat.name(top).as_bytes());
+                        rules.push(b'|');
+                        rules.extend_from_slice(a);
+                        rules.push(b' ');
                     }
                 }
             }
@@ -381,7 +385,8 @@ pub struct User {
     sel: Selector,
 }
 
-fn has_spaces(s: &[u8]) -> bool {
+/// Redis's `ACLStringHasSpaces`: `isspace` or NUL.
+pub(super) fn has_spaces(s: &[u8]) -> bool {
     s.iter()
         .any(|b| b.is_ascii_whitespace() || *b == 0 || *b == 0x0b)
 }
@@ -550,9 +555,10 @@ impl User {
     }
 
     /// The user's rules as `ACL LIST` prints them (after `user NAME `):
-    /// flags, password digests, keys, channels, commands.
-    pub fn describe(&self, cat: &Catalog) -> String {
-        let mut s = String::new();
+    /// flags, password digests, keys, channels, commands. Bytes, as the
+    /// patterns were given: what `ACL SAVE` writes must read back the same.
+    pub fn describe(&self, cat: &Catalog) -> Vec<u8> {
+        let mut s = Vec::new();
         for (on, flag) in [
             (self.enabled, "on"),
             (!self.enabled, "off"),
@@ -561,34 +567,34 @@ impl User {
             (self.sanitize == Some(true), "sanitize-payload"),
         ] {
             if on {
-                s.push_str(flag);
-                s.push(' ');
+                s.extend_from_slice(flag.as_bytes());
+                s.push(b' ');
             }
         }
         for p in &self.passwords {
-            s.push('#');
-            s.push_str(&hex(p));
-            s.push(' ');
+            s.push(b'#');
+            s.extend_from_slice(hex(p).as_bytes());
+            s.push(b' ');
         }
         if self.sel.all_keys {
-            s.push_str("~* ");
+            s.extend_from_slice(b"~* ");
         } else {
             for p in &self.sel.patterns {
-                s.push_str(&pattern_string(p));
-                s.push(' ');
+                s.extend_from_slice(&pattern_bytes(p));
+                s.push(b' ');
             }
         }
         if self.sel.all_channels {
-            s.push_str("&* ");
+            s.extend_from_slice(b"&* ");
         } else {
-            s.push_str("resetchannels ");
+            s.extend_from_slice(b"resetchannels ");
             for c in &self.sel.channels {
-                s.push('&');
-                s.push_str(&String::from_utf8_lossy(c));
-                s.push(' ');
+                s.push(b'&');
+                s.extend_from_slice(c);
+                s.push(b' ');
             }
         }
-        s.push_str(&self.sel.describe_commands(cat));
+        s.extend_from_slice(&self.sel.describe_commands(cat));
         s
     }
 
@@ -613,7 +619,7 @@ impl User {
 
     /// `ACL GETUSER`'s commands.
     pub fn command_rules(&self, cat: &Catalog) -> String {
-        self.sel.describe_commands(cat)
+        String::from_utf8_lossy(&self.sel.describe_commands(cat)).into_owned()
     }
 
     /// `ACL GETUSER`'s keys.
@@ -621,7 +627,12 @@ impl User {
         if self.sel.all_keys {
             return "~*".into();
         }
-        let v: Vec<String> = self.sel.patterns.iter().map(pattern_string).collect();
+        let v: Vec<String> = self
+            .sel
+            .patterns
+            .iter()
+            .map(|p| String::from_utf8_lossy(&pattern_bytes(p)).into_owned())
+            .collect();
         v.join(" ")
     }
 
@@ -705,12 +716,12 @@ impl User {
 /// `allkeys`) prints as `%RW~*`: Redis prints `~*`, which reads back as
 /// `allkeys`, after which the user's other patterns are refused, so its
 /// `ACL LIST` could not be loaded again.
-fn pattern_string(p: &KeyPattern) -> String {
-    let prefix = match (p.access.read, p.access.write) {
-        (true, false) => "%R~",
-        (false, true) => "%W~",
-        _ if &*p.pattern == b"*" => "%RW~",
-        _ => "~",
+fn pattern_bytes(p: &KeyPattern) -> Vec<u8> {
+    let prefix: &[u8] = match (p.access.read, p.access.write) {
+        (true, false) => b"%R~",
+        (false, true) => b"%W~",
+        _ if &*p.pattern == b"*" => b"%RW~",
+        _ => b"~",
     };
-    format!("{prefix}{}", String::from_utf8_lossy(&p.pattern))
+    [prefix, &p.pattern].concat()
 }

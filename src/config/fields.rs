@@ -30,6 +30,7 @@ config! {
         threads: usize,
         requirepass: Option<String>,
         requirepass_file: Option<PathBuf>,
+        aclfile: Option<PathBuf>,
         protected_mode: bool,
         rename_command: Vec<String>,
         tls_port: Option<u16>,

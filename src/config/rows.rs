@@ -166,6 +166,16 @@ pub static SETTINGS: &[Setting] = &[
         ..Setting::ROW
     },
     Setting {
+        name: "aclfile",
+        group: SECURITY,
+        value_name: "PATH",
+        help: "ACL users file: loaded at start and by ACL LOAD, written by ACL SAVE.\n\nRedis 7.0's format: one `user <name> <rules...>` line per user, as ACL LIST prints them. A missing file or a bad line refuses the start. Without a `user default` line, the default user is `on nopass ~* &* +@all`, with --requirepass's password if one is set. Not settable at runtime.",
+        kind: Kind::Other(path),
+        field: field!(aclfile),
+        flags: CONFIG,
+        ..Setting::ROW
+    },
+    Setting {
         name: "protected-mode",
         group: SECURITY,
         value_name: "yes|no",

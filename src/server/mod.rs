@@ -78,6 +78,10 @@ pub enum StartError {
     Aof(#[from] crate::persist::aof::AofError),
     #[error(transparent)]
     Tls(#[from] tls::TlsError),
+    /// `--aclfile` missing or with a bad line: every error, in Redis's
+    /// words.
+    #[error("Aborting startup because of ACL errors: {0}")]
+    Acl(String),
     #[error("policies: {0}")]
     Policies(#[from] crate::policy::LoadError),
     #[error("cannot watch the policy files: {0}")]
@@ -287,6 +291,27 @@ pub fn fit_maxclients(config: &Config) -> u64 {
     fitted
 }
 
+/// `--aclfile` at start: its users, or the start refused (Redis's
+/// `ACLLoadUsersAtStartup`).
+fn load_acl_file(
+    state: &State,
+    path: &std::path::Path,
+    registry: &Registry,
+) -> Result<(), StartError> {
+    let users = crate::acl::file::read(path, registry.acl()).map_err(StartError::Acl)?;
+    let password = state.settings.password();
+    if password.is_some() && users.iter().any(|u| &*u.name == b"default") {
+        tracing::warn!(
+            path = %path.display(),
+            "the ACL file declares the default user: --requirepass does not apply to it"
+        );
+    }
+    let count = users.len();
+    state.acl.replace(users, password.as_deref());
+    tracing::info!(path = %path.display(), users = count, "ACL users loaded");
+    Ok(())
+}
+
 /// Binds and starts serving on the current tokio runtime.
 pub async fn start(config: &Config, clock: Arc<dyn Clock>) -> Result<ServerHandle, StartError> {
     let password = config.password()?;
@@ -349,6 +374,9 @@ pub async fn start(config: &Config, clock: Arc<dyn Clock>) -> Result<ServerHandl
     let renames = rename::build(registry, &config.renames())?;
     let catalog = registry.catalog();
     let mut state = State::new(config, password, clock.clone(), local, &catalog);
+    if let Some(path) = &config.aclfile {
+        load_acl_file(&state, path, registry)?;
+    }
     if topology.is_some() || cluster_node.is_some() {
         // Keys findable by slot (CLUSTER GETKEYSINSLOT, COUNTKEYSINSLOT);
         // nothing has reached the store yet.

@@ -396,3 +396,256 @@ async fn a_script_asks_whether_its_user_may_run_a_command() {
         .unwrap();
     assert_eq!(yes, Some(1));
 }
+
+/// A path under the temp directory no other test or run uses.
+fn temp_acl(tag: &str) -> std::path::PathBuf {
+    use std::sync::atomic::{AtomicU32, Ordering};
+    static N: AtomicU32 = AtomicU32::new(0);
+    std::env::temp_dir().join(format!(
+        "turnstile-it-acl-{tag}-{}-{}.acl",
+        std::process::id(),
+        N.fetch_add(1, Ordering::Relaxed)
+    ))
+}
+
+async fn start_with_acl_file(path: &std::path::Path) -> Server {
+    let path = path.to_owned();
+    Server::start_with(move |c| c.aclfile = Some(path)).await
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn users_from_the_acl_file_log_in() {
+    let path = temp_acl("start");
+    std::fs::write(
+        &path,
+        "user gw on >secret ~tenant:* +@ratelimit\n\n  user reader on >r %R~* +get  \r\n",
+    )
+    .unwrap();
+    let srv = start_with_acl_file(&path).await;
+    let mut gw = gateway(&srv).await;
+    let decided: Vec<i64> = q(&mut gw, &["RL.ALLOW", "tenant:a", "10", "60"]).await;
+    assert_eq!(decided[0], 1);
+    let mut admin = srv.client().await;
+    let list: Vec<String> = q(&mut admin, &["ACL", "LIST"]).await;
+    assert_eq!(list.len(), 3, "{list:?}");
+    assert_eq!(list[0], "user default on nopass ~* &* +@all");
+    assert!(list[2].starts_with("user reader on #"), "{list:?}");
+    let got: Vec<String> = q(&mut admin, &["CONFIG", "GET", "aclfile"]).await;
+    assert_eq!(got, ["aclfile".to_string(), path.display().to_string()]);
+    assert!(
+        q_err(&mut admin, &["CONFIG", "SET", "aclfile", "/elsewhere"])
+            .await
+            .contains("can't set immutable config"),
+    );
+    let _ = std::fs::remove_file(&path);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn requirepass_is_the_default_users_unless_the_file_declares_it() {
+    let path = temp_acl("requirepass");
+    std::fs::write(&path, "user gw on >secret ~tenant:* +@ratelimit\n").unwrap();
+    let p = path.clone();
+    let srv = Server::start_with(move |c| {
+        c.aclfile = Some(p);
+        c.requirepass = Some("pw".into());
+    })
+    .await;
+    let mut c = srv.client().await;
+    assert!(q_err(&mut c, &["PING"]).await.starts_with("NOAUTH"));
+    let ok: String = q(&mut c, &["AUTH", "pw"]).await;
+    assert_eq!(ok, "OK");
+    // The file's own default user wins at ACL LOAD.
+    std::fs::write(&path, "user default on nopass ~* &* +@all\n").unwrap();
+    let ok: String = q(&mut c, &["ACL", "LOAD"]).await;
+    assert_eq!(ok, "OK");
+    let mut d = srv.client().await;
+    crate::common::assert_pong(&mut d).await;
+    let _ = std::fs::remove_file(&path);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn what_acl_save_writes_acl_load_and_a_restart_read_back() {
+    let path = temp_acl("roundtrip");
+    std::fs::write(&path, "").unwrap();
+    let srv = start_with_acl_file(&path).await;
+    let mut admin = srv.client().await;
+    let _: String = q(&mut admin, GATEWAY).await;
+    let _: String = q(
+        &mut admin,
+        &[
+            "ACL",
+            "SETUSER",
+            "mixed",
+            "on",
+            ">a",
+            ">b",
+            "%R~r:*",
+            "%W~w:*",
+            "~*x",
+            "&news.*",
+            "+@read",
+            "-get",
+            "+select|0",
+            "skip-sanitize-payload",
+        ],
+    )
+    .await;
+    let _: String = q(&mut admin, &["ACL", "SETUSER", "idle"]).await;
+    let saved: Vec<String> = q(&mut admin, &["ACL", "LIST"]).await;
+    let ok: String = q(&mut admin, &["ACL", "SAVE"]).await;
+    assert_eq!(ok, "OK");
+    let text = std::fs::read_to_string(&path).unwrap();
+    assert_eq!(text, saved.join("\n") + "\n");
+    assert!(!text.contains("secret") && !text.contains('>'), "{text}");
+
+    // Changes after the save are undone by ACL LOAD.
+    let _: String = q(&mut admin, &["ACL", "SETUSER", "mixed", "off", "-@all"]).await;
+    let _: String = q(&mut admin, &["ACL", "SETUSER", "extra", "on"]).await;
+    let _: i64 = q(&mut admin, &["ACL", "DELUSER", "idle"]).await;
+    let ok: String = q(&mut admin, &["ACL", "LOAD"]).await;
+    assert_eq!(ok, "OK");
+    let loaded: Vec<String> = q(&mut admin, &["ACL", "LIST"]).await;
+    assert_eq!(loaded, saved);
+    let mut gw = gateway(&srv).await;
+    let decided: Vec<i64> = q(&mut gw, &["RL.ALLOW", "tenant:a", "10", "60"]).await;
+    assert_eq!(decided[0], 1);
+    srv.shutdown().await;
+
+    let again = start_with_acl_file(&path).await;
+    let mut admin = again.client().await;
+    let restarted: Vec<String> = q(&mut admin, &["ACL", "LIST"]).await;
+    assert_eq!(restarted, saved);
+    let _ = std::fs::remove_file(&path);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_bad_line_makes_acl_load_change_nothing() {
+    let path = temp_acl("bad");
+    std::fs::write(&path, "user gw on >secret ~tenant:* +@ratelimit\n").unwrap();
+    let srv = start_with_acl_file(&path).await;
+    let mut admin = srv.client().await;
+    let before: Vec<String> = q(&mut admin, &["ACL", "LIST"]).await;
+    let shown = path.display();
+    for (file, error) in [
+        (
+            "user gw on nopass\nuser other on +nosuch\n".to_string(),
+            format!("ERR {shown}:2: Error in applying operation '+nosuch': Unknown command or category name in ACL. "),
+        ),
+        (
+            "user gw on\nuser gw off\n".into(),
+            "ERR WARNING: Duplicate user 'gw' found on line 2. ".into(),
+        ),
+        (
+            "# users\nuser gw on\n".into(),
+            format!("ERR {shown}:1 should start with user keyword followed by the username. "),
+        ),
+        (
+            // A CR inside a line: part of a rule (the reply shows it
+            // as a space), never the start of a line.
+            "user gw on nopass +get\ruser evil on nopass +@all\n".into(),
+            format!("ERR {shown}:1: Error in applying operation '+get user': Unknown command or category name in ACL. {shown}:1: Syntax error. "),
+        ),
+    ] {
+        std::fs::write(&path, &file).unwrap();
+        assert_eq!(
+            q_err(&mut admin, &["ACL", "LOAD"]).await,
+            format!("{error}WARNING: ACL errors detected, no change to the previously active ACL rules was performed"),
+            "{file:?}"
+        );
+        let after: Vec<String> = q(&mut admin, &["ACL", "LIST"]).await;
+        assert_eq!(after, before, "{file:?}");
+    }
+    std::fs::remove_file(&path).unwrap();
+    std::fs::create_dir(&path).unwrap();
+    assert_eq!(
+        q_err(&mut admin, &["ACL", "LOAD"]).await,
+        format!("ERR Error loading ACLs, opening file '{shown}': Is a directory")
+    );
+    assert_eq!(
+        q_err(&mut admin, &["ACL", "SAVE"]).await,
+        "ERR There was an error trying to save the ACLs. Please check the server logs for more information"
+    );
+    std::fs::remove_dir(&path).unwrap();
+    assert_eq!(
+        q_err(&mut admin, &["ACL", "LOAD"]).await,
+        format!("ERR Error loading ACLs, opening file '{shown}': No such file or directory")
+    );
+    let after: Vec<String> = q(&mut admin, &["ACL", "LIST"]).await;
+    assert_eq!(after, before);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn acl_load_closes_the_connections_of_users_it_removed() {
+    let path = temp_acl("closes");
+    std::fs::write(
+        &path,
+        "user gw on >secret ~tenant:* +@ratelimit\nuser keep on >k ~* +@all\n",
+    )
+    .unwrap();
+    let srv = start_with_acl_file(&path).await;
+    let mut admin = srv.client().await;
+    let mut gone = srv.raw().await;
+    assert_eq!(gone.call(&["AUTH", "gw", "secret"]).await, "+OK\r\n");
+    let mut kept = srv.raw().await;
+    assert_eq!(kept.call(&["AUTH", "keep", "k"]).await, "+OK\r\n");
+    let mut fresh = srv.raw().await;
+    std::fs::write(&path, "user keep on >k ~* -@all +ping\n").unwrap();
+    let ok: String = q(&mut admin, &["ACL", "LOAD"]).await;
+    assert_eq!(ok, "OK");
+    assert!(gone.read_until_closed().await.is_empty());
+    // A user kept with other rules: its connection stays, under them.
+    assert_eq!(kept.call(&["PING"]).await, "+PONG\r\n");
+    assert_eq!(
+        kept.call(&["GET", "k"]).await,
+        "-NOPERM this user has no permissions to run the 'get' command\r\n"
+    );
+    assert_eq!(
+        fresh.call(&["AUTH", "gw", "secret"]).await.get(..10),
+        Some("-WRONGPASS")
+    );
+    let _ = std::fs::remove_file(&path);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_missing_or_bad_acl_file_refuses_the_start() {
+    let path = temp_acl("refused");
+    let start = |path: &std::path::Path| {
+        let mut config = turnstile::Config::for_tests();
+        config.aclfile = Some(path.to_owned());
+        async move {
+            turnstile::start(
+                &config,
+                std::sync::Arc::new(turnstile::ManualClock::new(turnstile::Nanos(0))),
+            )
+            .await
+            .map(|_| ())
+            .map_err(|e| e.to_string())
+        }
+    };
+    let shown = path.display();
+    assert_eq!(
+        start(&path).await.unwrap_err(),
+        format!("Aborting startup because of ACL errors: Error loading ACLs, opening file '{shown}': No such file or directory")
+    );
+    std::fs::write(
+        &path,
+        "user gw on >secret ~tenant:* +@ratelimit\nuser x on +nosuch\n",
+    )
+    .unwrap();
+    assert_eq!(
+        start(&path).await.unwrap_err(),
+        format!("Aborting startup because of ACL errors: {shown}:2: Error in applying operation '+nosuch': Unknown command or category name in ACL. WARNING: ACL errors detected, no change to the previously active ACL rules was performed")
+    );
+    let _ = std::fs::remove_file(&path);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn acl_load_and_save_without_a_file_answer_as_redis() {
+    let srv = Server::start().await;
+    let mut admin = srv.client().await;
+    for sub in ["LOAD", "SAVE"] {
+        assert!(q_err(&mut admin, &["ACL", sub])
+            .await
+            .starts_with("ERR This Redis instance is not configured to use an ACL file."));
+    }
+}

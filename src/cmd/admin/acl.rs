@@ -1,6 +1,6 @@
 //! `ACL`: users and their rules (`crate::acl`), with Redis 7.0's replies.
-//! `ACL LOAD` and `ACL SAVE` answer as Redis does without an ACL file
-//! (there is no `--aclfile` yet).
+//! `ACL LOAD` and `ACL SAVE` read and write `--aclfile`
+//! (`crate::acl::file`), and answer as Redis does without one.
 
 use super::args::int;
 use super::error::show;
@@ -96,7 +96,15 @@ pub fn deluser(ctx: &mut Ctx<'_>, req: &Request<'_>) -> Result<(), CmdError> {
         return Err(CmdError::err("The 'default' user cannot be removed"));
     }
     let gone = ctx.state.acl.delete(&names);
-    for cell in &gone {
+    close_connections_of(ctx, &gone);
+    ctx.out.int(gone.len() as i64);
+    Ok(())
+}
+
+/// Closes the connections authenticated as these (deleted) users, this
+/// one after its reply.
+fn close_connections_of(ctx: &mut Ctx<'_>, gone: &[std::sync::Arc<crate::acl::UserCell>]) {
+    for cell in gone {
         let name = &cell.load().name;
         for client in ctx.state.clients.all() {
             if client.user.lock().as_deref() != Some(&name[..]) {
@@ -109,8 +117,6 @@ pub fn deluser(ctx: &mut Ctx<'_>, req: &Request<'_>) -> Result<(), CmdError> {
             }
         }
     }
-    ctx.out.int(gone.len() as i64);
-    Ok(())
 }
 
 /// ```text
@@ -136,7 +142,7 @@ pub fn list(ctx: &mut Ctx<'_>, _req: &Request<'_>) -> Result<(), CmdError> {
         let mut line = b"user ".to_vec();
         line.extend_from_slice(&u.name);
         line.push(b' ');
-        line.extend_from_slice(u.describe(ctx.registry.acl()).as_bytes());
+        line.extend_from_slice(&u.describe(ctx.registry.acl()));
         ctx.out.bulk(&line);
     }
     Ok(())
@@ -302,14 +308,64 @@ pub fn log(ctx: &mut Ctx<'_>, req: &Request<'_>) -> Result<(), CmdError> {
     Ok(())
 }
 
-/// ```text
-/// ACL LOAD | ACL SAVE
-/// ```
-/// Without an ACL file (there is no `--aclfile` yet), Redis's answer.
-pub fn no_file(_ctx: &mut Ctx<'_>, _req: &Request<'_>) -> Result<(), CmdError> {
-    Err(CmdError::err(
+/// Redis's answer to `ACL LOAD` or `ACL SAVE` without an ACL file.
+fn no_file() -> CmdError {
+    CmdError::err(
         "This Redis instance is not configured to use an ACL file. You may want to specify users via the ACL SETUSER command and then issue a CONFIG REWRITE (assuming you have a Redis configuration file set) in order to store users in the Redis configuration.",
-    ))
+    )
+}
+
+/// ```text
+/// ACL LOAD
+/// ```
+/// The users of `--aclfile` replace the users in force, all or nothing: a
+/// file with any bad line changes nothing and the reply lists every
+/// error. Users the file no longer has are deleted as by `ACL DELUSER`
+/// (their connections close); users whose rules changed take them as by
+/// `ACL SETUSER` (subscribers to channels now denied are closed). Redis
+/// 7.0 closes every connection of every user but `default`, changed or
+/// not; connections whose user kept its rules stay open here.
+pub fn load(ctx: &mut Ctx<'_>, _req: &Request<'_>) -> Result<(), CmdError> {
+    let Some(path) = ctx.state.settings.config.aclfile.clone() else {
+        return Err(no_file());
+    };
+    let users = crate::acl::file::read(&path, ctx.registry.acl()).map_err(CmdError::err)?;
+    let password = ctx.state.settings.password();
+    let done = ctx.state.acl.replace(users, password.as_deref());
+    close_connections_of(ctx, &done.gone);
+    for (old, new) in &done.changed {
+        if !new.channels_cover(old) {
+            close_denied_subscribers(ctx, new);
+        }
+    }
+    ctx.out.ok();
+    Ok(())
+}
+
+/// ```text
+/// ACL SAVE
+/// ```
+/// Every user, as `ACL LIST` prints it, to `--aclfile`: a temporary file
+/// beside it, fsynced, renamed over it (as `CONFIG REWRITE` writes), so
+/// the file is the old one or the new one, never half of either.
+/// Passwords only as their digests. Redis's reply on failure; the cause
+/// is logged.
+pub fn save(ctx: &mut Ctx<'_>, _req: &Request<'_>) -> Result<(), CmdError> {
+    let Some(path) = ctx.state.settings.config.aclfile.clone() else {
+        return Err(no_file());
+    };
+    let failed = |why: String| {
+        tracing::warn!(path = %path.display(), "ACL SAVE: {why}");
+        CmdError::err(
+            "There was an error trying to save the ACLs. Please check the server logs for more information",
+        )
+    };
+    let users = ctx.state.acl.users();
+    let text = crate::acl::file::render(users.iter().map(|u| &**u), ctx.registry.acl())
+        .map_err(&failed)?;
+    super::config::write_file(&path, &text).map_err(|e| failed(e.to_string()))?;
+    ctx.out.ok();
+    Ok(())
 }
 
 /// ```text

@@ -185,7 +185,7 @@ fn one_line(text: &str) -> toml_edit::Value {
 /// one: it may hold passwords), fsynced, renamed over the path, the
 /// directory fsynced. A symlink at the path itself is replaced by the new
 /// file, not followed, as Redis 7.0 replaces it.
-fn write_file(path: &std::path::Path, text: &[u8]) -> std::io::Result<()> {
+pub(super) fn write_file(path: &std::path::Path, text: &[u8]) -> std::io::Result<()> {
     use std::io::Write;
     let (mut file, tmp) = crate::store::snapshot::create_temp(path)?;
     let written = (|| {
