@@ -117,6 +117,12 @@ impl Acl {
         &self.default
     }
 
+    /// The user a connection runs as: the one it authenticated as
+    /// (`session_user`), or `default`.
+    pub fn user_of<'a>(&'a self, session_user: &'a Option<Arc<UserCell>>) -> &'a UserCell {
+        session_user.as_deref().unwrap_or(&self.default)
+    }
+
     /// Whether a new connection must authenticate (Redis's `authRequired`
     /// at connect time): the default user has a password or is off.
     pub fn auth_required(&self) -> bool {

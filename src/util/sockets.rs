@@ -46,13 +46,4 @@ impl SocketCache {
         }
         idle.insert((host.to_string(), port), (stream, Instant::now()));
     }
-
-    /// How many connections are kept now.
-    pub fn len(&self) -> usize {
-        self.idle.lock().len()
-    }
-
-    pub fn is_empty(&self) -> bool {
-        self.len() == 0
-    }
 }

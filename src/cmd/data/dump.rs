@@ -49,14 +49,12 @@ pub fn debug(ctx: &mut Ctx<'_>, req: &Request<'_>) -> Result<(), CmdError> {
     ctx.out.array(req.len() - 2);
     for j in 2..req.len() {
         let digest = ctx.db.get(req.arg(j), ctx.now, |e| {
-            let d = ring::digest::digest(&ring::digest::SHA1_FOR_LEGACY_USE_ONLY, &dump::encode(e));
-            let mut hex = String::with_capacity(40);
-            for b in d.as_ref() {
-                hex.push_str(&format!("{b:02x}"));
-            }
-            hex
+            crate::script::sha1hex(&dump::encode(e))
         });
-        ctx.out.simple(digest.as_deref().unwrap_or(ZERO_DIGEST));
+        let hex = digest.as_ref().map_or(ZERO_DIGEST, |d| {
+            std::str::from_utf8(d).expect("hex digits are ASCII")
+        });
+        ctx.out.simple(hex);
     }
     Ok(())
 }

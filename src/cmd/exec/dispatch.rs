@@ -3,7 +3,7 @@
 //! command, then runs it (or queues it in `MULTI`), counts and times it.
 
 use super::multi;
-use super::permit::{log, permit};
+use super::permit::{log, permit_cell};
 use super::run::{admit_persist, admit_write, fail, run};
 use crate::acl::log::Context;
 use crate::cmd::admin::cluster;
@@ -96,20 +96,14 @@ fn check(
     // The user's rules, after AUTH and before routing, as Redis's
     // `processCommand` checks them; the default user (all commands, keys
     // and channels) costs one load.
-    let user = ctx
-        .session
-        .user
-        .as_deref()
-        .unwrap_or(ctx.state.acl.default_user());
-    if !user.unrestricted() {
-        if let Err(r) = permit(ctx.registry, &user.load(), user.deleted(), cmd, sub, req) {
-            let context = match ctx.session.tx.in_multi() {
-                true => Context::Multi,
-                false => Context::Toplevel,
-            };
-            log(ctx.state, ctx.session, ctx.now, r, context, cmd, sub);
-            return Err(refuse(r.noperm(cmd, sub)));
-        }
+    let user = ctx.state.acl.user_of(&ctx.session.user);
+    if let Err(r) = permit_cell(ctx.registry, user, cmd, sub, req) {
+        let context = match ctx.session.tx.in_multi() {
+            true => Context::Multi,
+            false => Context::Toplevel,
+        };
+        log(ctx.state, ctx.session, ctx.now, r, context, cmd, sub);
+        return Err(refuse(r.noperm(cmd, sub)));
     }
     if let Some(topology) = &ctx.state.cluster {
         cluster::route(topology, spec, req, ctx.session.readonly).map_err(refuse)?;

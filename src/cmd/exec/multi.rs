@@ -217,17 +217,10 @@ fn permitted_now(
     spec: &'static CommandSpec,
     req: &Request<'_>,
 ) -> Result<(), CmdError> {
-    let user = ctx
-        .session
-        .user
-        .as_deref()
-        .unwrap_or(ctx.state.acl.default_user());
-    if user.unrestricted() {
-        return Ok(());
-    }
+    let user = ctx.state.acl.user_of(&ctx.session.user);
     let sub = (!std::ptr::eq(cmd, spec)).then_some(spec);
-    use crate::cmd::exec::permit::{log, permit};
-    permit(ctx.registry, &user.load(), user.deleted(), cmd, sub, req).map_err(|r| {
+    use crate::cmd::exec::permit::{log, permit_cell};
+    permit_cell(ctx.registry, user, cmd, sub, req).map_err(|r| {
         let context = crate::acl::log::Context::Multi;
         log(ctx.state, ctx.session, ctx.now, r, context, cmd, sub);
         r.at_exec()

@@ -69,6 +69,21 @@ pub fn full_name(cmd: &CommandSpec, sub: Option<&CommandSpec>) -> String {
     }
 }
 
+/// [`permit`] for the user in `cell` now: one load and no lookup when it
+/// may run anything on anything (the default user, as a rule).
+pub fn permit_cell<'r>(
+    registry: &Registry,
+    cell: &crate::acl::UserCell,
+    cmd: &'static CommandSpec,
+    sub: Option<&'static CommandSpec>,
+    req: &'r Request<'_>,
+) -> Result<(), Refused<'r>> {
+    if cell.unrestricted() {
+        return Ok(());
+    }
+    permit(registry, &cell.load(), cell.deleted(), cmd, sub, req)
+}
+
 /// Whether `user` may run `req` (resolved to `cmd` and `sub`), as Redis's
 /// `ACLSelectorCheckCmd` decides: the command (or its first argument),
 /// then each key where the table says keys are, with the access the

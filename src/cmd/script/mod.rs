@@ -175,12 +175,7 @@ fn run(
     // it calls no write command.
     // A user with rules runs the script in Lua, where each call is checked
     // against them as Redis checks `redis.call`.
-    let unrestricted = ctx
-        .session
-        .user
-        .as_deref()
-        .unwrap_or(ctx.state.acl.default_user())
-        .unrestricted();
+    let unrestricted = ctx.state.acl.user_of(&ctx.session.user).unrestricted();
     if unrestricted && ctx.state.settings.scripts_native.load(Ordering::Relaxed) {
         if let Some(native) = native::find(script.sha()) {
             let over = over_maxmemory(ctx.state);
@@ -462,29 +457,18 @@ impl ScriptHost<'_, '_> {
             return Err(CmdError::err("This Redis command is not allowed from script").into());
         }
         // The user's rules, as Redis's `scriptVerifyACL` checks them.
-        let user = self
-            .session
-            .user
-            .as_deref()
-            .unwrap_or(self.state.acl.default_user());
+        let user = self.state.acl.user_of(&self.session.user);
         if !user.unrestricted() {
-            let cmd = self.registry.renamed(&self.state.renames, req.arg(0));
-            if let Some(cmd) = cmd {
+            if let Some(cmd) = self.registry.renamed(&self.state.renames, req.arg(0)) {
                 let sub = (!std::ptr::eq(cmd, spec)).then_some(spec);
-                crate::cmd::exec::permit::permit(
-                    self.registry,
-                    &user.load(),
-                    user.deleted(),
-                    cmd,
-                    sub,
-                    req,
-                )
-                .map_err(|r| {
-                    let context = crate::acl::log::Context::Lua;
-                    let (state, session, now) = (self.state, &*self.session, self.now);
-                    crate::cmd::exec::permit::log(state, session, now, r, context, cmd, sub);
-                    Refusal::from(r.in_script())
-                })?;
+                crate::cmd::exec::permit::permit_cell(self.registry, user, cmd, sub, req).map_err(
+                    |r| {
+                        let context = crate::acl::log::Context::Lua;
+                        let (state, session, now) = (self.state, &*self.session, self.now);
+                        crate::cmd::exec::permit::log(state, session, now, r, context, cmd, sub);
+                        Refusal::from(r.in_script())
+                    },
+                )?;
             }
         }
         if spec.flags.contains(Flags::WRITE) && self.read_only {
@@ -607,23 +591,8 @@ impl Host for ScriptHost<'_, '_> {
             ),
             Err(_) => return None,
         };
-        let user = self
-            .session
-            .user
-            .as_deref()
-            .unwrap_or(self.state.acl.default_user());
-        if user.unrestricted() {
-            return Some(true);
-        }
-        let allowed = crate::cmd::exec::permit::permit(
-            self.registry,
-            &user.load(),
-            user.deleted(),
-            cmd,
-            sub,
-            req,
-        );
-        Some(allowed.is_ok())
+        let user = self.state.acl.user_of(&self.session.user);
+        Some(crate::cmd::exec::permit::permit_cell(self.registry, user, cmd, sub, req).is_ok())
     }
 
     fn call(&mut self, req: &Request<'_>, resp: Protocol, reply: &mut ReplyBuf) -> Call {
