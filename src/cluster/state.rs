@@ -348,12 +348,15 @@ pub struct ClusterState {
     pub last_vote_epoch: u64,
     /// Each slot's owner, by node id.
     owners: Vec<Option<String>>,
-    /// Slots whose owner in this view has itself stopped claiming them
-    /// (it gave them away, or dropped them): any claim takes one, at any
-    /// epoch. The owner is kept meanwhile, as Redis keeps it, so the slot
-    /// stays covered and its requests go to the old owner, which redirects
-    /// them; freeing it instead made `cluster_state` fail for as long as
-    /// the taker's own claim took to arrive.
+    /// Slots freed because their owner stopped claiming them (it gave them
+    /// away, or dropped them): unowned, so any claim takes one at any
+    /// epoch, but counted as covered by `cluster_state` until a claim
+    /// lands. Redis keeps such a slot on the old owner instead, and a
+    /// stale UPDATE can then take it back from its real owner (the
+    /// convergence property found it, and keeping the owner here failed
+    /// the same property); counting it as uncovered made `cluster_state`
+    /// fail on every node for as long as the taker's claim took to arrive
+    /// (CI: `-CLUSTERDOWN` mid-rebalance).
     released: BTreeSet<u16>,
     pub migrating: BTreeMap<u16, String>,
     pub importing: BTreeMap<u16, String>,
@@ -509,6 +512,7 @@ impl ClusterState {
             .filter(|n| !n.has(flag::FAIL))
             .map(|n| n.slots.len())
             .sum::<usize>()
+            + self.released.len()
             == SLOTS as usize
     }
 
@@ -837,6 +841,7 @@ impl ClusterState {
         for s in 0..SLOTS {
             self.owners[s as usize] = None;
         }
+        self.released.clear();
         self.me_mut().slots = SlotSet::default();
         self.migrating.clear();
         self.importing.clear();

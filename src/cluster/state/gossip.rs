@@ -301,26 +301,20 @@ impl ClusterState {
             // its UPDATEs take the slot back from its real owner. Marked
             // released, the slot takes the real owner's claim at any
             // epoch, and stays covered until then.
-            let released: Vec<u16> = sender
-                .slots
-                .ranges()
-                .into_iter()
-                .flat_map(|(a, b)| a..=b)
-                .filter(|&s| !claimed.contains(s))
-                .collect();
-            self.released.extend(released);
+            let released: Vec<u16> = sender.slots.minus(&claimed).collect();
+            for s in released {
+                self.clear_owner(s);
+                self.released.insert(s);
+            }
             fx.merge(self.update_slots(&msg.sender.clone(), msg.config_epoch, &claimed));
             // A slot the sender claims that a node with a greater epoch
             // owns: tell the sender (Redis sends one UPDATE, for the first
             // found). Only when the claim differs from this view, as Redis
             // checks: a claim this view already agrees with needs no
             // walk over its slots.
-            let held = self.nodes[&msg.sender].slots.clone();
-            for s in claimed.minus(&held) {
+            let added: Vec<u16> = claimed.minus(&self.nodes[&msg.sender].slots).collect();
+            for s in added {
                 let Some(owner) = self.owner(s) else { continue };
-                if self.released.contains(&s) {
-                    continue;
-                }
                 let o = &self.nodes[owner];
                 if o.config_epoch > msg.config_epoch {
                     let update = Kind::Update {
@@ -352,12 +346,10 @@ impl ClusterState {
         // Only the slots this view does not give the sender yet: a claim
         // is mostly what the view already holds, and a rebalance sends
         // one per slot moved to every node.
-        let held = self
-            .nodes
-            .get(sender)
-            .map(|n| n.slots.clone())
-            .unwrap_or_default();
-        let added: Vec<u16> = slots.minus(&held).collect();
+        let added: Vec<u16> = match self.nodes.get(sender) {
+            Some(n) => slots.minus(&n.slots).collect(),
+            None => slots.minus(&SlotSet::default()).collect(),
+        };
         for s in added {
             if self.importing.contains_key(&s) {
                 continue;
@@ -366,7 +358,7 @@ impl ClusterState {
             let owner_epoch = owner
                 .and_then(|o| self.nodes.get(o))
                 .map(|n| n.config_epoch);
-            if owner_epoch.is_none_or(|e| e < epoch) || self.released.contains(&s) {
+            if owner_epoch.is_none_or(|e| e < epoch) {
                 if owner == Some(self.myself.as_str()) {
                     fx.dirty_slots.push(s);
                 }

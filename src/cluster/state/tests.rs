@@ -178,9 +178,11 @@ impl Sim {
         // owners, one by one.
         for st in &self.nodes {
             let by_slot = (0..SLOTS).all(|s| {
-                st.owner(s)
-                    .and_then(|id| st.nodes.get(id))
-                    .is_some_and(|n| !n.has(flag::FAIL))
+                st.released.contains(&s)
+                    || st
+                        .owner(s)
+                        .and_then(|id| st.nodes.get(id))
+                        .is_some_and(|n| !n.has(flag::FAIL))
             });
             assert_eq!(st.is_ok(), by_slot);
         }
@@ -314,7 +316,7 @@ fn a_slot_given_away_stays_covered_until_the_takers_claim_arrives() {
     let from_giver = sim.nodes[0].message(Kind::Ping, now);
     let _ = sim.nodes[2].receive(&from_giver, From::Inbound, IP, IP, now);
     assert!(sim.nodes[2].is_ok(), "the slot stays covered");
-    assert_eq!(sim.nodes[2].owner(1), Some(id0.as_str()));
+    assert_eq!(sim.nodes[2].owner(1), None, "freed: any claim takes it");
     let from_taker = sim.nodes[1].message(Kind::Ping, now);
     let _ = sim.nodes[2].receive(&from_taker, From::Inbound, IP, IP, now);
     assert_eq!(sim.nodes[2].owner(1), Some(id1.as_str()));
