@@ -78,6 +78,13 @@ impl Routing {
                 owner[a as usize..=b as usize].fill(i);
             }
         }
+        // A freed slot goes to the node that gave it away until a claim
+        // lands: it redirects to the taker.
+        for (s, prev) in st.released() {
+            if owner[s as usize] == NONE {
+                owner[s as usize] = idx(prev);
+            }
+        }
         let open = |m: &std::collections::BTreeMap<u16, String>| {
             m.iter()
                 .filter(|(_, id)| index.contains_key(id.as_str()))

@@ -357,7 +357,10 @@ pub struct ClusterState {
     /// the same property); counting it as uncovered made `cluster_state`
     /// fail on every node for as long as the taker's claim took to arrive
     /// (CI: `-CLUSTERDOWN` mid-rebalance).
-    released: BTreeSet<u16>,
+    /// Each freed slot and the owner that stopped claiming it: routing and
+    /// `CLUSTER SLOTS` still name that node (it redirects to the taker), so
+    /// a client's slot map has no hole meanwhile.
+    released: BTreeMap<u16, String>,
     pub migrating: BTreeMap<u16, String>,
     pub importing: BTreeMap<u16, String>,
     /// Ids `CLUSTER FORGET` dropped, not to be re-added by gossip until
@@ -436,7 +439,7 @@ impl ClusterState {
             current_epoch: 0,
             last_vote_epoch: 0,
             owners: vec![None; SLOTS as usize],
-            released: BTreeSet::new(),
+            released: BTreeMap::new(),
             migrating: BTreeMap::new(),
             importing: BTreeMap::new(),
             forgotten: HashMap::new(),
@@ -514,6 +517,11 @@ impl ClusterState {
             .sum::<usize>()
             + self.released.len()
             == SLOTS as usize
+    }
+
+    /// Slots freed by their owner and not yet claimed, with that owner.
+    pub fn released(&self) -> impl Iterator<Item = (u16, &str)> + '_ {
+        self.released.iter().map(|(&s, id)| (s, id.as_str()))
     }
 
     pub fn assigned(&self) -> usize {

@@ -304,7 +304,7 @@ impl ClusterState {
             let released: Vec<u16> = sender.slots.minus(&claimed).collect();
             for s in released {
                 self.clear_owner(s);
-                self.released.insert(s);
+                self.released.insert(s, msg.sender.clone());
             }
             fx.merge(self.update_slots(&msg.sender.clone(), msg.config_epoch, &claimed));
             // A slot the sender claims that a node with a greater epoch

@@ -178,7 +178,7 @@ impl Sim {
         // owners, one by one.
         for st in &self.nodes {
             let by_slot = (0..SLOTS).all(|s| {
-                st.released.contains(&s)
+                st.released.contains_key(&s)
                     || st
                         .owner(s)
                         .and_then(|id| st.nodes.get(id))

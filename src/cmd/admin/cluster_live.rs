@@ -454,6 +454,12 @@ fn slots(ctx: &mut Ctx<'_>, node: &ClusterNode) {
                 .map(move |(a, b)| (a, b, n.id.clone()))
         })
         .collect();
+    // A freed slot under the node that gave it away, as routing has it.
+    ranges.extend(
+        st.released()
+            .filter(|(_, prev)| st.nodes.contains_key(*prev))
+            .map(|(s, prev)| (s, s, prev.to_string())),
+    );
     ranges.sort_by_key(|r| r.0);
     let out = &mut *ctx.out;
     out.array(ranges.len());
