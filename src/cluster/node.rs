@@ -5,6 +5,7 @@
 //! ...`) and the bus (`server/cluster_bus.rs`) both change the state
 //! through [`ClusterNode::with`].
 
+use std::cell::Cell;
 use std::collections::HashMap;
 use std::path::PathBuf;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -61,6 +62,49 @@ pub struct ClusterNode {
     /// `MIGRATE` takes it whole before it reads a key, so no request can
     /// find a key present, wait while it moves, then create it afresh.
     pub gate: Arc<parking_lot::RwLock<()>>,
+    /// Held for the moment of every change ([`with`](Self::with), a
+    /// link's first message) and, by [`batch`](Self::batch), for a whole
+    /// `EXEC` of CLUSTER commands: no message is composed between two
+    /// commands of a transaction. `redis-cli --cluster fix` sends
+    /// `DELSLOTS`, `ADDSLOTS` and `BUMPEPOCH` in one `MULTI`; a PONG sent
+    /// after the first told every node that the slot was given up, which
+    /// Redis, running one command at a time, never shows.
+    atomic: parking_lot::ReentrantMutex<BatchState>,
+}
+
+/// What a [`batch`](ClusterNode::batch) holds back until it ends; only
+/// the thread holding `atomic` reads it.
+#[derive(Default)]
+struct BatchState {
+    depth: Cell<u32>,
+    broadcast: Cell<bool>,
+}
+
+/// A transaction's hold on the cluster state ([`ClusterNode::batch`]).
+pub struct Batch<'a> {
+    node: &'a ClusterNode,
+    guard: Option<parking_lot::ReentrantMutexGuard<'a, BatchState>>,
+}
+
+impl Drop for Batch<'_> {
+    fn drop(&mut self) {
+        let Some(guard) = self.guard.take() else {
+            return;
+        };
+        let depth = guard.depth.get() - 1;
+        guard.depth.set(depth);
+        if depth > 0 {
+            return;
+        }
+        let broadcast = guard.broadcast.replace(false);
+        // The routing the transaction's commands held back, published
+        // before anyone else can change the state.
+        self.node.with(|_| ((), Effects::default()));
+        drop(guard);
+        if broadcast {
+            self.node.broadcast();
+        }
+    }
 }
 
 /// A request's hold on the migration gate.
@@ -84,6 +128,7 @@ impl ClusterNode {
             closed: std::sync::atomic::AtomicBool::new(false),
             host: OnceLock::new(),
             gate: Arc::new(parking_lot::RwLock::new(())),
+            atomic: parking_lot::ReentrantMutex::new(BatchState::default()),
         });
         node.with(|_| ((), Effects::default()));
         node
@@ -119,12 +164,16 @@ impl ClusterNode {
     /// once the lock is released: the one way the state changes.
     pub fn with<R>(&self, f: impl FnOnce(&mut ClusterState) -> (R, Effects)) -> R {
         let (r, fx) = {
+            let batch = self.atomic.lock();
             let mut st = self.state.lock();
             let epochs =
                 |st: &ClusterState| (st.current_epoch, st.last_vote_epoch, st.me().config_epoch);
             let before = epochs(&st);
             let (r, mut fx) = f(&mut st);
-            if st.changed {
+            // Inside a batch the routing waits for its end: a request
+            // must not see a slot between a transaction's DELSLOTS and
+            // its ADDSLOTS.
+            if st.changed && batch.depth.get() == 0 {
                 let routing = Routing::from_state(&st);
                 if routing.ok != self.routing.load().ok {
                     if routing.ok {
@@ -287,7 +336,34 @@ impl ClusterNode {
     /// Tells every node this node's configuration now (after a command
     /// changed its slots or epoch), rather than at the next PING.
     pub fn broadcast(&self) {
+        {
+            let batch = self.atomic.lock();
+            if batch.depth.get() > 0 {
+                batch.broadcast.set(true);
+                return;
+            }
+        }
         self.with(|st| ((), st.broadcast_pong(now_ms())));
+    }
+
+    /// Holds the state for a transaction's commands: other threads' changes
+    /// and messages wait, and the routing and any broadcast the commands
+    /// ask for go out once, when the batch ends. Taken after the
+    /// transaction's other locks (scripts, store shards), which a change
+    /// never takes while holding it.
+    pub fn batch(&self) -> Batch<'_> {
+        let guard = self.atomic.lock();
+        guard.depth.set(guard.depth.get() + 1);
+        Batch {
+            node: self,
+            guard: Some(guard),
+        }
+    }
+
+    /// A link's first message, composed under the same hold as changes.
+    pub fn link_up(&self, id: &str, link: LinkId, now: Millis) -> Option<Message> {
+        let _batch = self.atomic.lock();
+        self.state.lock().link_up(id, link, now)
     }
 
     pub fn new_link_id(&self) -> LinkId {
@@ -327,6 +403,39 @@ mod tests {
             )
         });
         std::iter::from_fn(|| rx.try_recv().ok()).count()
+    }
+
+    /// A transaction's DELSLOTS and ADDSLOTS are one change: the routing
+    /// never shows the slot gone, and another thread's change waits for
+    /// the batch's end.
+    #[test]
+    fn a_batch_is_one_change_for_routing_and_for_other_threads() {
+        let mut st = ClusterState::new("a".repeat(40), "127.0.0.1".into(), 7000, 17000, 1000);
+        st.add_slots(&[5]).unwrap();
+        let node = ClusterNode::new(st, None);
+        assert!(node.routing().serves(5));
+        let other_ran = Arc::new(std::sync::atomic::AtomicBool::new(false));
+        let batch = node.batch();
+        let other = {
+            let (node, ran) = (node.clone(), other_ran.clone());
+            std::thread::spawn(move || {
+                node.with(|_| {
+                    ran.store(true, Ordering::SeqCst);
+                    ((), Effects::default())
+                })
+            })
+        };
+        node.with(|st| (st.del_slots(&[5]).unwrap(), Effects::default()));
+        assert!(node.routing().serves(5), "not published mid-batch");
+        node.with(|st| (st.add_slots(&[5]).unwrap(), Effects::default()));
+        assert!(!other_ran.load(Ordering::SeqCst), "another change waits");
+        drop(batch);
+        other.join().unwrap();
+        assert!(other_ran.load(Ordering::SeqCst));
+        assert!(node.routing().serves(5));
+        // A change outside a batch is published at once.
+        node.with(|st| (st.del_slots(&[5]).unwrap(), Effects::default()));
+        assert!(!node.routing().serves(5));
     }
 
     #[test]

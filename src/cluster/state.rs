@@ -569,7 +569,13 @@ impl ClusterState {
 
     /// `CLUSTER DELSLOTS`: every slot must be assigned; all or nothing.
     pub fn del_slots(&mut self, slots: &[u16]) -> Result<(), StateError> {
-        if let Some(&s) = slots.iter().find(|&&s| self.owners[s as usize].is_none()) {
+        // A freed slot is still shown under its previous owner (routing,
+        // `CLUSTER SLOTS`), so it is assigned as far as a caller can see:
+        // redis-cli's fix deletes it and checks `CLUSTER SLOTS` on error.
+        if let Some(&s) = slots
+            .iter()
+            .find(|&&s| self.owners[s as usize].is_none() && !self.released.contains_key(&s))
+        {
             return Err(StateError::SlotUnassigned(s));
         }
         for &s in slots {

@@ -315,10 +315,7 @@ fn connect(bus: &Arc<Bus>, id: String, ip: String, cport: u16, now: Millis) {
     // Claim the node's link slot now, so the next tick does not open a
     // second one while this connects; the first message is sent once
     // connected.
-    let first = {
-        let mut st = bus.state.lock();
-        st.link_up(&id, link, now)
-    };
+    let first = bus.link_up(&id, link, now);
     let Some(first) = first else { return };
     bus.add_link(link, tx);
     let bus = bus.clone();
@@ -367,21 +364,37 @@ async fn outbound(
     {
         return;
     }
-    loop {
-        tokio::select! {
-            out = rx.recv() => {
-                let Some(m) = out else { return };
-                if write.write_all(&bus::encode(&m)).await.is_err() {
-                    return;
-                }
-            }
-            body = read_frame(&mut read) => {
-                let Some(body) = body else { return };
-                let Ok(msg) = bus::decode::<Message>(&body) else { return };
-                bus.with(|st| ((), st.receive(&msg, From::Outbound(link), &peer_ip, &local, now_ms())));
+    // The writer runs as a task of its own, not as a `select!` arm beside
+    // the reader: `read_frame` is not cancel-safe (`read_exact`), and a
+    // send arriving while half a PONG was read dropped that half, so the
+    // next header was JSON text and the link closed. Under load (a
+    // reshard broadcasts a PONG on every SETSLOT) links churned, PONGs were
+    // lost, and nodes counted a majority unreachable.
+    let mut writer = tokio::spawn(async move {
+        while let Some(m) = rx.recv().await {
+            if write.write_all(&bus::encode(&m)).await.is_err() {
+                return;
             }
         }
+    });
+    let reader = async {
+        while let Some(body) = read_frame(&mut read).await {
+            let Ok(msg) = bus::decode::<Message>(&body) else {
+                return;
+            };
+            bus.with(|st| {
+                (
+                    (),
+                    st.receive(&msg, From::Outbound(link), &peer_ip, &local, now_ms()),
+                )
+            });
+        }
+    };
+    tokio::select! {
+        _ = &mut writer => {}
+        () = reader => {}
     }
+    writer.abort();
 }
 
 #[cfg(test)]
@@ -462,6 +475,85 @@ mod tests {
                 .all(|n| n.state.lock().owner(2) == Some(owner.as_str()))
         })
         .await;
+    }
+
+    /// A peer whose PONGs arrive in pieces while this node sends on the
+    /// same link: every one is read, on the one link (a send used to drop
+    /// a half-read frame and close the link).
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn frames_read_in_pieces_survive_sends_on_the_same_link() {
+        const PONGS: u64 = 200;
+        let (a, _, _stop) = node(None).await;
+        let fake = TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let cport = fake.local_addr().unwrap().port();
+        a.with(|st| {
+            (
+                st.start_handshake("127.0.0.1", cport - 1, cport, now_ms()),
+                Effects::default(),
+            )
+        });
+        let accepted = Arc::new(std::sync::atomic::AtomicUsize::new(0));
+        let counter = accepted.clone();
+        tokio::spawn(async move {
+            let (first, _) = fake.accept().await.unwrap();
+            counter.fetch_add(1, Ordering::Relaxed);
+            // Count any reconnection too.
+            tokio::spawn(async move {
+                while fake.accept().await.is_ok() {
+                    counter.fetch_add(1, Ordering::Relaxed);
+                }
+            });
+            let (mut rd, mut wr) = first.into_split();
+            read_frame(&mut rd).await.expect("hello");
+            read_frame(&mut rd).await.expect("meet");
+            // Whatever the node sends is drained, so its writes never wait.
+            tokio::spawn(async move { while read_frame(&mut rd).await.is_some() {} });
+            for i in 1..=PONGS {
+                let m = Message {
+                    kind: bus::Kind::Pong,
+                    sender: "f".repeat(40),
+                    ip: "127.0.0.1".into(),
+                    port: cport - 1,
+                    cport,
+                    flags: crate::cluster::state::flag::MASTER,
+                    primary: None,
+                    current_epoch: i,
+                    config_epoch: 0,
+                    repl_offset: 0,
+                    slots: vec![],
+                    gossip: vec![],
+                    paused: false,
+                };
+                let frame = bus::encode(&m);
+                let (head, tail) = frame.split_at(frame.len() / 2);
+                if wr.write_all(head).await.is_err() {
+                    return;
+                }
+                tokio::time::sleep(Duration::from_millis(3)).await;
+                if wr.write_all(tail).await.is_err() {
+                    return;
+                }
+            }
+        });
+        let sender = a.clone();
+        let sending = tokio::spawn(async move {
+            loop {
+                sender.with(|st| ((), st.broadcast_pong(now_ms())));
+                tokio::time::sleep(Duration::from_millis(1)).await;
+            }
+        });
+        until("every PONG to be read", || {
+            a.state.lock().messages_received >= PONGS
+        })
+        .await;
+        sending.abort();
+        assert_eq!(a.state.lock().messages_received, PONGS);
+        assert_eq!(a.state.lock().current_epoch, PONGS);
+        assert_eq!(
+            accepted.load(Ordering::Relaxed),
+            1,
+            "one link, never reopened"
+        );
     }
 
     #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

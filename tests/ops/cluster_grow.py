@@ -447,6 +447,7 @@ def main():
         # a CLUSTER SLOTS without it), as Redis does; redis-py 5.2 then
         # fails on its own slot map's hole (AttributeError), seen once.
         out = cli("--cluster", "fix", src.addr(), check=False)
+        n_failures = len(failures)
         if f"Fixing open slot {slot}" not in out:
             fail(f"fix did not find slot {slot} open:\n" + out)
         wait_agreement(nodes[:6], "the second fix")
@@ -473,6 +474,9 @@ def main():
         load.outage.clear()
         time.sleep(2)
         check(nodes[0], "fix of a half-moved slot")
+        if len(failures) > n_failures:
+            print("the second fix said:\n" + out, flush=True)
+            diagnose(nodes[:6])
 
         load.finish()
         load.judge(rc)

@@ -300,8 +300,15 @@ impl ClusterState {
             // that claim was itself superseded, the view stays stale and
             // its UPDATEs take the slot back from its real owner. Marked
             // released, the slot takes the real owner's claim at any
-            // epoch, and stays covered until then.
-            let released: Vec<u16> = sender.slots.minus(&claimed).collect();
+            // epoch, and stays covered until then. A slot being imported
+            // here stays with the view's owner, as a claim for it is left
+            // alone (`update_slots`): freed, no claim could take it back,
+            // and this view would differ from the others' for good.
+            let released: Vec<u16> = sender
+                .slots
+                .minus(&claimed)
+                .filter(|s| !self.importing.contains_key(s))
+                .collect();
             for s in released {
                 self.clear_owner(s);
                 self.released.insert(s, msg.sender.clone());

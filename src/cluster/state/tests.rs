@@ -197,6 +197,19 @@ impl Sim {
         }) && (1..n).all(|i| self.signature(i) == self.signature(0))
     }
 
+    /// Three nodes met through the first, which owns slots 0-2; the
+    /// second owns slot 3.
+    fn three_met() -> Self {
+        let mut sim = Sim::new(3);
+        sim.nodes[0].add_slots(&[0, 1, 2]).unwrap();
+        sim.nodes[1].add_slots(&[3]).unwrap();
+        for i in 1..3 {
+            sim.meet(i, 0);
+        }
+        assert!(sim.settle(300));
+        sim
+    }
+
     fn settle(&mut self, max_ticks: usize) -> bool {
         for _ in 0..max_ticks {
             self.tick();
@@ -255,13 +268,7 @@ fn colliding_config_epochs_are_resolved_by_node_id() {
 
 #[test]
 fn a_slot_moved_with_setslot_node_reaches_every_node_and_a_stale_owner_yields() {
-    let mut sim = Sim::new(3);
-    sim.nodes[0].add_slots(&[0, 1, 2]).unwrap();
-    sim.nodes[1].add_slots(&[3]).unwrap();
-    for i in 1..3 {
-        sim.meet(i, 0);
-    }
-    assert!(sim.settle(300));
+    let mut sim = Sim::three_met();
     for _ in 0..30 {
         sim.tick();
     }
@@ -321,6 +328,48 @@ fn a_slot_given_away_stays_covered_until_the_takers_claim_arrives() {
     let _ = sim.nodes[2].receive(&from_taker, From::Inbound, IP, IP, now);
     assert_eq!(sim.nodes[2].owner(1), Some(id1.as_str()));
     assert!(sim.nodes[2].is_ok());
+}
+
+/// `redis-cli --cluster fix` on a half-moved slot: the owner's header
+/// that briefly omits the slot (its DELSLOTS before ADDSLOTS) must not
+/// free it on the node importing it, which takes no claim for it; CI saw
+/// that node's view differ from every other's for good. A freed slot is
+/// shown under its previous owner, so DELSLOTS deletes it.
+#[test]
+fn an_importing_node_keeps_the_owner_and_delslots_takes_a_freed_slot() {
+    let mut sim = Sim::three_met();
+    let (id0, id1) = (sim.id(0), sim.id(1));
+    sim.nodes[1].set_importing(1, &id0).unwrap();
+    sim.nodes[0].set_migrating(1, &id1).unwrap();
+    sim.nodes[0].del_slots(&[1]).unwrap();
+    let now = sim.now;
+    let header = sim.nodes[0].message(Kind::Ping, now);
+    let _ = sim.nodes[1].receive(&header, From::Inbound, IP, IP, now);
+    let _ = sim.nodes[2].receive(&header, From::Inbound, IP, IP, now);
+    assert_eq!(
+        sim.nodes[1].owner(1),
+        Some(id0.as_str()),
+        "the importer keeps the owner"
+    );
+    assert_eq!(sim.nodes[2].owner(1), None, "another node frees it");
+    sim.nodes[2]
+        .del_slots(&[1])
+        .expect("a freed slot can be deleted");
+    assert_eq!(sim.nodes[2].released().count(), 0);
+    assert!(matches!(
+        sim.nodes[2].del_slots(&[1]),
+        Err(StateError::SlotUnassigned(1))
+    ));
+    // The owner claims it again at a new epoch: every view agrees.
+    sim.nodes[0].add_slots(&[1]).unwrap();
+    sim.nodes[0].bump_epoch();
+    sim.nodes[1].set_stable(1).unwrap();
+    for _ in 0..40 {
+        sim.tick();
+    }
+    for i in 0..3 {
+        assert_eq!(sim.nodes[i].owner(1), Some(id0.as_str()), "node {i}");
+    }
 }
 
 #[test]

@@ -173,6 +173,21 @@ pub fn exec(ctx: &mut Ctx<'_>, _req: &Request<'_>) -> Result<(), CmdError> {
         ctx.out.null_array();
         return Ok(());
     }
+    // CLUSTER commands run as one change of the cluster state (see
+    // `ClusterNode::batch`), taken after the shards.
+    let _batch = ctx
+        .state
+        .cluster_node
+        .as_ref()
+        .filter(|_| {
+            tx.queue.iter().any(|q| {
+                resolved(ctx.registry, q)
+                    .0
+                    .name
+                    .eq_ignore_ascii_case("cluster")
+            })
+        })
+        .map(|n| n.batch());
     ctx.out.array(tx.queue.len());
     {
         let held = lock.held();
