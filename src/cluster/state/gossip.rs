@@ -617,9 +617,14 @@ impl ClusterState {
                     continue;
                 }
             }
+            // Redis's rule (no PONG for half the timeout), and nothing
+            // heard from it directly for as long: gossip refreshes
+            // `pong_received` with what others heard, which spared the PING
+            // while this node's majority is judged by what it hears itself.
             if n.link.is_some()
                 && n.ping_sent == 0
-                && now.saturating_sub(n.pong_received) > half
+                && (now.saturating_sub(n.pong_received) > half
+                    || now.saturating_sub(n.data_received) > half)
                 && !ping.contains(&n.id)
             {
                 ping.push(n.id.clone());
