@@ -91,17 +91,12 @@ impl Harness {
                 // Nothing to write to, and no other client to let run:
                 // the replies are returned whole.
                 Step::Flush | Step::Yield => continue,
-                // No replicas here: `WAIT` answers at once with none, and
-                // `PSYNC` has no socket to take.
+                // Nothing runs a parked reply here (it answers what its
+                // command says then), and `PSYNC` has no socket to take.
                 Step::Park => match self.session.parked.take() {
-                    Some(Park::Wait { .. }) => self.out.int(0),
-                    // Harness states have no policy path: RL.POLICY RELOAD
-                    // is refused before it parks.
-                    Some(Park::PolicyReload(_)) => {
-                        self.out.error("ERR RL.POLICY RELOAD needs a server")
+                    Some(Park::Later(later)) => {
+                        later.unserved.write(&mut self.out, &mut self.session.stats)
                     }
-                    // Nor a snapshot path: SAVE is refused before it parks.
-                    Some(Park::Save) => self.out.error("ERR SAVE needs a server"),
                     _ => self.out.error("ERR PSYNC needs a socket"),
                 },
                 Step::Drained => break,
@@ -146,5 +141,14 @@ mod tests {
         );
         assert!(h.is_closed());
         assert!(h.feed(b"PING\r\n").is_empty());
+    }
+
+    /// A parked reply answers what its command says where nothing runs it:
+    /// `WAIT` finds no replica, and the next command is served after it.
+    #[test]
+    fn a_parked_reply_is_its_unserved_answer() {
+        let mut h = Harness::new(Nanos(1_700_000_000 * Nanos::PER_SEC));
+        assert_eq!(h.feed(b"SET k v\r\n"), b"+OK\r\n");
+        assert_eq!(h.feed(b"WAIT 1 100\r\nPING\r\n"), b":0\r\n+PONG\r\n");
     }
 }

@@ -249,45 +249,9 @@ async fn serve<S: AsyncRead + AsyncWrite + AsRawFd + Unpin>(
                             batch::finish(state, session, turn.commands);
                             return Close::Psync(replid, offset);
                         }
-                        Some(Park::Wait {
-                            offset,
-                            replicas,
-                            timeout_ms,
-                        }) => {
-                            let n = stops
-                                .around(
-                                    Wait::Read,
-                                    wait_for_acks(state, offset, replicas, timeout_ms),
-                                )
-                                .await;
-                            match n {
-                                Ok(n) => out.int(n as i64),
-                                Err(why) => return why,
-                            }
-                        }
-                        Some(Park::Save) => {
-                            let saved = stops.around(Wait::Read, save(state)).await;
-                            match saved {
-                                Ok(Ok(())) => out.ok(),
-                                Ok(Err(e)) => {
-                                    let text = format!("ERR {e}");
-                                    out.error(&text);
-                                    session.stats.error_reply(text.as_bytes());
-                                }
-                                Err(why) => return why,
-                            }
-                        }
-                        Some(Park::PolicyReload(ticket)) => {
-                            let outcome = stops
-                                .around(Wait::Read, state.policies.reloaded(ticket))
-                                .await;
-                            match outcome {
-                                Ok(Ok(_)) => out.ok(),
-                                Ok(Err(e)) => {
-                                    let text = format!("ERR {e}");
-                                    out.error(&text);
-                                    session.stats.error_reply(text.as_bytes());
-                                }
+                        Some(Park::Later(later)) => {
+                            match stops.around(Wait::Read, (later.run)(state)).await {
+                                Ok(reply) => reply.write(&mut out, &mut session.stats),
                                 Err(why) => return why,
                             }
                         }
@@ -385,46 +349,6 @@ fn behind_the_ready() -> impl Future<Output = ()> {
         cx.waker().wake_by_ref();
         Poll::Pending
     })
-}
-
-/// `SAVE`: a snapshot written on a blocking thread, not this worker (the
-/// walk and the `fsync` may take seconds). If the connection ends first,
-/// the snapshot is still finished.
-async fn save(state: &State) -> Result<(), String> {
-    let Some(p) = state.persist.clone() else {
-        return Err("snapshots are off: start with --snapshot PATH".into());
-    };
-    let (store, now, writes) = (state.store.clone(), state.clock.now(), state.stats.writes());
-    match tokio::task::spawn_blocking(move || p.save(&store, now, writes)).await {
-        Ok(Ok(_)) => Ok(()),
-        Ok(Err(e)) => Err(e.to_string()),
-        Err(e) => Err(format!("the snapshot failed: {e}")),
-    }
-}
-
-/// `WAIT`: how many replicas acknowledged byte `offset`, once `replicas`
-/// did or `timeout_ms` passed (0: no limit).
-async fn wait_for_acks(state: &State, offset: u64, replicas: usize, timeout_ms: u64) -> usize {
-    let repl = &state.replication;
-    let deadline =
-        (timeout_ms > 0).then(|| tokio::time::Instant::now() + Duration::from_millis(timeout_ms));
-    loop {
-        let acked = repl.acked.notified();
-        tokio::pin!(acked);
-        acked.as_mut().enable();
-        let n = repl.acked_at_least(offset);
-        if n >= replicas {
-            return n;
-        }
-        match deadline {
-            Some(d) => {
-                if tokio::time::timeout_at(d, acked).await.is_err() {
-                    return repl.acked_at_least(offset);
-                }
-            }
-            None => acked.await,
-        }
-    }
 }
 
 /// Writes the batch's replies, enforcing `--client-output-buffer-limit`.

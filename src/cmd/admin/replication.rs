@@ -9,9 +9,10 @@ use std::sync::atomic::Ordering;
 
 use super::args::{int, is};
 use super::{CmdError, Ctx};
-use crate::cmd::exec::session::Park;
+use crate::cmd::exec::session::{Deferred, Later, Park};
 use crate::protocol::Request;
 use crate::replication::{Link, Role};
+use crate::state::State;
 use crate::store::effects;
 
 /// ```text
@@ -158,12 +159,42 @@ pub fn wait(ctx: &mut Ctx<'_>, req: &Request<'_>) -> Result<(), CmdError> {
     if ctx.state.store.effects.emitting() {
         ctx.state.store.effects.put_bare(effects::GETACK);
     }
-    ctx.session.parked = Some(Park::Wait {
-        offset,
-        replicas: wanted.max(0) as usize,
-        timeout_ms: timeout as u64,
-    });
+    let replicas = wanted.max(0) as usize;
+    ctx.session.parked = Some(Park::Later(Later {
+        run: Box::new(move |state| {
+            Box::pin(async move {
+                Deferred::Int(wait_for_acks(state, offset, replicas, timeout as u64).await as i64)
+            })
+        }),
+        // No replicas where nothing runs it.
+        unserved: Deferred::Int(0),
+    }));
     Ok(())
+}
+
+/// `WAIT`: how many replicas acknowledged byte `offset`, once `replicas`
+/// did or `timeout_ms` passed (0: no limit).
+async fn wait_for_acks(state: &State, offset: u64, replicas: usize, timeout_ms: u64) -> usize {
+    let repl = &state.replication;
+    let deadline = (timeout_ms > 0)
+        .then(|| tokio::time::Instant::now() + std::time::Duration::from_millis(timeout_ms));
+    loop {
+        let acked = repl.acked.notified();
+        tokio::pin!(acked);
+        acked.as_mut().enable();
+        let n = repl.acked_at_least(offset);
+        if n >= replicas {
+            return n;
+        }
+        match deadline {
+            Some(d) => {
+                if tokio::time::timeout_at(d, acked).await.is_err() {
+                    return repl.acked_at_least(offset);
+                }
+            }
+            None => acked.await,
+        }
+    }
 }
 
 /// ```text

@@ -78,22 +78,58 @@ pub struct Session {
 pub type Published = (Box<[u8]>, Box<[u8]>);
 
 /// A command the connection finishes, off the batch loop.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug)]
 pub enum Park {
     /// `PSYNC`: this connection is a replica's link from now on.
     Psync { replid: String, offset: i64 },
-    /// `WAIT`: reply how many replicas acknowledged `offset`, once
-    /// `replicas` did or `timeout_ms` passed (0: no limit).
-    Wait {
-        offset: u64,
-        replicas: usize,
-        timeout_ms: u64,
-    },
-    /// `RL.POLICY RELOAD`: reply `+OK` or the error once the load that
-    /// answers this ticket is done.
-    PolicyReload(crate::policy::Ticket),
-    /// `SAVE`: reply `+OK` or the error once the snapshot is written.
-    Save,
+    /// A reply that comes later (`WAIT`, `SAVE`, `RL.POLICY RELOAD`).
+    Later(Later),
+}
+
+/// The future a parked command's reply waits on, made from the server's
+/// state; boxed, so that a new asynchronous command is its handler alone
+/// (the connection awaits any of them the same way).
+pub type Waiting<'s> = std::pin::Pin<Box<dyn std::future::Future<Output = Deferred> + Send + 's>>;
+
+/// A reply that comes later: the connection awaits `run` within its stops
+/// (a shutdown, a `CLIENT KILL` or the idle timeout end the wait) and
+/// writes what it gives; where nothing runs it (`harness.rs`: no sockets,
+/// no replicas, no threads) the reply is `unserved`.
+pub struct Later {
+    pub run: Box<dyn for<'s> FnOnce(&'s crate::state::State) -> Waiting<'s> + Send>,
+    pub unserved: Deferred,
+}
+
+impl std::fmt::Debug for Later {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Later")
+            .field("unserved", &self.unserved)
+            .finish_non_exhaustive()
+    }
+}
+
+/// A parked command's reply.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Deferred {
+    Int(i64),
+    Ok,
+    /// Written `-ERR <text>`.
+    Err(String),
+}
+
+impl Deferred {
+    /// Writes the reply; an error counts in `INFO errorstats` as any does.
+    pub fn write(&self, out: &mut crate::protocol::ReplyBuf, stats: &mut Local) {
+        match self {
+            Deferred::Int(n) => out.int(*n),
+            Deferred::Ok => out.ok(),
+            Deferred::Err(e) => {
+                let text = format!("ERR {e}");
+                out.error(&text);
+                stats.error_reply(text.as_bytes());
+            }
+        }
+    }
 }
 
 /// A replica's `REPLCONF listening-port` and `ip-address`.

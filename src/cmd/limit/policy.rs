@@ -9,7 +9,7 @@ use super::error::show;
 use super::reply::write_decision;
 use super::{parse, CmdError, Ctx};
 use crate::clock::Nanos;
-use crate::cmd::exec::session::Park;
+use crate::cmd::exec::session::{Deferred, Later, Park};
 use crate::limiter::Decision;
 use crate::policy::{step, Action, Policy, DENY_ALL};
 use crate::protocol::{ReplyBuf, Request};
@@ -390,13 +390,23 @@ pub fn get(ctx: &mut Ctx<'_>, req: &Request<'_>) -> Result<(), CmdError> {
 /// `RL.POLICY RELOAD`: reads the files again; the new set replaces the
 /// old whole, or an error says why and the old stays. The files are read
 /// on the reload thread: the connection parks until its ticket's load is
-/// done and replies then (`Park::PolicyReload`), so no worker waits.
+/// done and replies then (`Park::Later`), so no worker waits.
 pub fn reload(ctx: &mut Ctx<'_>, _req: &Request<'_>) -> Result<(), CmdError> {
     let ticket = ctx
         .state
         .reload_policies()
         .map_err(|e| CmdError::err(e.to_string()))?;
-    ctx.session.parked = Some(Park::PolicyReload(ticket));
+    ctx.session.parked = Some(Park::Later(Later {
+        run: Box::new(move |state| {
+            Box::pin(async move {
+                match state.policies.reloaded(ticket).await {
+                    Ok(_) => Deferred::Ok,
+                    Err(e) => Deferred::Err(e.to_string()),
+                }
+            })
+        }),
+        unserved: Deferred::Err("RL.POLICY RELOAD needs a server".into()),
+    }));
     Ok(())
 }
 
