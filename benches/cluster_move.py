@@ -10,8 +10,10 @@ with `EXPIRE`), a fourth primary added and given a quarter of the slots by
 `redis-cli --cluster rebalance --cluster-use-empty-masters`, then those
 slots moved back by `reshard`. Meanwhile one RedisCluster client sends one
 request after another to random keys and records each one's latency.
-Prints the time of each move and the client's median, p99 and worst
-latency during it. Needs redis-cli, redis-server and the redis package.
+Prints the time of each move, the CPU time its four nodes spent in it
+(user + system, from /proc/PID/stat), and the client's median, p99 and
+worst latency during it. Needs redis-cli, redis-server and the redis
+package.
 """
 
 import argparse
@@ -97,6 +99,17 @@ class Probe(threading.Thread):
             self.lat.append(time.perf_counter() - t)
 
 
+def cpu_seconds(procs):
+    """User + system CPU time the processes have used (clock ticks)."""
+    ticks = os.sysconf("SC_CLK_TCK")
+    total = 0
+    for p in procs:
+        with open(f"/proc/{p.pid}/stat") as f:
+            fields = f.read().rsplit(")", 1)[1].split()
+        total += int(fields[11]) + int(fields[12])
+    return total / ticks
+
+
 def wait_ok(ports, timeout=60):
     """Until every node knows every slot's owner (`cluster_state:ok`)."""
     deadline = time.time() + timeout
@@ -137,6 +150,7 @@ def measure(kind, binary, base, keys):
             probe = Probe(rc, kind, keys)
             probe.start()
             time.sleep(1)
+            cpu = cpu_seconds(c.procs)
             t = time.time()
             if what == "rebalance":
                 cli("--cluster", "rebalance", f"127.0.0.1:{base}", "--cluster-use-empty-masters")
@@ -148,10 +162,11 @@ def measure(kind, binary, base, keys):
                 cli("--cluster", "reshard", f"127.0.0.1:{base}", "--cluster-from", new, "--cluster-to", first,
                     "--cluster-slots", str(n), "--cluster-yes")
             took = time.time() - t
+            cpu = cpu_seconds(c.procs) - cpu
             probe.stop.set()
             probe.join()
             lat = sorted(probe.lat)
-            out[what] = (took, statistics.median(lat) * 1e3, lat[int(len(lat) * 0.99)] * 1e3, lat[-1] * 1e3,
+            out[what] = (took, cpu, statistics.median(lat) * 1e3, lat[int(len(lat) * 0.99)] * 1e3, lat[-1] * 1e3,
                          probe.errors, len(lat))
             wait_ok([base + i for i in range(4)])
         return out
@@ -170,12 +185,12 @@ def main():
         "turnstile": measure("turnstile", a.bin, 15001, a.keys),
     }
     print(f"\n{a.keys} keys; 4,096 slots moved each way; one client, one request at a time\n")
-    print("| move | server | time (s) | client median (ms) | p99 (ms) | worst (ms) | errors | requests |")
-    print("|---|---|---|---|---|---|---|---|")
+    print("| move | server | time (s) | nodes' CPU (s) | client median (ms) | p99 (ms) | worst (ms) | errors | requests |")
+    print("|---|---|---|---|---|---|---|---|---|")
     for what in ("rebalance", "reshard"):
         for kind in ("redis", "turnstile"):
-            t, med, p99, worst, err, n = results[kind][what]
-            print(f"| {what} | {kind} | {t:.1f} | {med:.2f} | {p99:.2f} | {worst:.1f} | {err} | {n} |")
+            t, cpu, med, p99, worst, err, n = results[kind][what]
+            print(f"| {what} | {kind} | {t:.1f} | {cpu:.2f} | {med:.2f} | {p99:.2f} | {worst:.1f} | {err} | {n} |")
 
 
 if __name__ == "__main__":
