@@ -98,7 +98,7 @@
 //! - [`acl`]: Redis 7's ACL users (`acl/mod.rs`: the users in force,
 //!   each in a cell open connections read per command; the categories;
 //!   the ids rules name commands by, which the command table builds),
-//!   one user's rules, parsed, printed back and checked (`acl/user.rs`);
+//!   one user's rules and selectors, parsed, printed back and checked (`acl/user.rs`);
 //!   `cmd/admin/acl.rs` serves `ACL`, and `cmd/exec/dispatch.rs` checks
 //!   each command against its connection's user.
 //! - [`state`]: what every command can reach: store, clock, live settings,
