@@ -22,12 +22,16 @@ pub enum Refused<'r> {
 impl Refused<'_> {
     /// Redis's `-NOPERM` reply to a command refused at dispatch.
     pub fn noperm(self, cmd: &CommandSpec, sub: Option<&CommandSpec>) -> CmdError {
-        CmdError::Prefixed(match self {
+        CmdError::Prefixed(self.noperm_text(cmd, sub).into())
+    }
+
+    /// The text of [`Refused::noperm`].
+    pub fn noperm_text(self, cmd: &CommandSpec, sub: Option<&CommandSpec>) -> String {
+        match self {
             Refused::Command => format!(
                 "NOPERM this user has no permissions to run the '{}' command",
                 full_name(cmd, sub)
-            )
-            .into(),
+            ),
             Refused::Key(_) => {
                 "NOPERM this user has no permissions to access one of the keys used as arguments"
                     .into()
@@ -36,7 +40,7 @@ impl Refused<'_> {
                 "NOPERM this user has no permissions to access one of the channels used as arguments"
                     .into()
             }
-        })
+        }
     }
 
     /// The reason a script's call was refused, in Redis's words
@@ -82,6 +86,32 @@ pub fn permit_cell<'r>(
         return Ok(());
     }
     permit(registry, &cell.load(), cell.deleted(), cmd, sub, req)
+}
+
+/// Whether the user in `cell` may run the command `args` spell, as a
+/// client would send it: how the other ports judge their requests as
+/// commands (the metrics port's status page as `INFO` and `RL.TOP`, a
+/// rate limit service decision as `RL.CHECK domain ...`). The `NOPERM`
+/// text that says why not. Nothing is built for a user who may run
+/// anything (the default user, as a rule).
+pub fn may_run_args(
+    registry: &Registry,
+    cell: &crate::acl::UserCell,
+    args: &[&[u8]],
+) -> Result<(), String> {
+    if cell.unrestricted() && !cell.deleted() {
+        return Ok(());
+    }
+    let mut frame = Vec::new();
+    let mut spans = Vec::with_capacity(args.len());
+    for a in args {
+        let start = frame.len();
+        frame.extend_from_slice(a);
+        spans.push(start..frame.len());
+    }
+    let req = Request::new(bytes::Bytes::from(frame), &spans);
+    let (cmd, sub) = registry.resolve(&req).map_err(|e| e.to_string())?;
+    permit_cell(registry, cell, cmd, sub, &req).map_err(|r| r.noperm_text(cmd, sub))
 }
 
 /// Whether `user` may run `req` (resolved to `cmd` and `sub`), as Redis's
