@@ -314,3 +314,98 @@ async fn the_rate_limit_service_takes_a_user_and_judges_it_by_its_rules() {
     srv.shutdown().await;
     let _ = std::fs::remove_dir_all(&dir);
 }
+
+/// A cluster node started in-process with `tweak`, its bus on a port of
+/// its own.
+async fn cluster_node(
+    dir: &std::path::Path,
+    name: &str,
+    tweak: impl FnOnce(&mut turnstile::config::Config) + Send + 'static,
+) -> Server {
+    let file = dir.join(format!("{name}.conf"));
+    Server::start_with(move |c| {
+        c.cluster_enabled = true;
+        c.cluster_config_file = file;
+        c.cluster_node_timeout = 2000;
+        tweak(c);
+    })
+    .await
+}
+
+fn known_nodes(s: &Server) -> usize {
+    s.state()
+        .cluster_node
+        .as_ref()
+        .unwrap()
+        .state
+        .lock()
+        .nodes
+        .len()
+}
+
+/// A node whose Hello names a user (`masteruser` with `masterauth`) is let
+/// onto the bus if that user logs in and may run `CLUSTER MEET`; a
+/// gateway's credentials, which log in but may not, make no node.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_cluster_bus_takes_a_user_allowed_cluster_meet() {
+    let dir = std::env::temp_dir().join(format!("turnstile-acl-bus-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(&dir).unwrap();
+    let acl = dir.join("users.acl");
+    std::fs::write(
+        &acl,
+        "user node on >nodepw +cluster|meet +psync +replconf +ping\n\
+         user gw on >gwpw ~tenant:* +@ratelimit\n",
+    )
+    .unwrap();
+    let a = acl.clone();
+    let target = cluster_node(&dir, "t", move |c| {
+        c.aclfile = Some(a);
+        c.requirepass = Some("clusterpw".into());
+    })
+    .await;
+    let node = cluster_node(&dir, "n", |c| {
+        c.masteruser = Some("node".into());
+        c.masterauth = Some("nodepw".into());
+    })
+    .await;
+    let gw = cluster_node(&dir, "g", |c| {
+        c.masteruser = Some("gw".into());
+        c.masterauth = Some("gwpw".into());
+    })
+    .await;
+    let cport = target
+        .state()
+        .cluster_node
+        .as_ref()
+        .unwrap()
+        .state
+        .lock()
+        .me()
+        .cport;
+    let (port, cport) = (target.addr.port().to_string(), cport.to_string());
+    for joiner in [&node, &gw] {
+        let mut c = joiner.client().await;
+        let ok: String = q(&mut c, &["CLUSTER", "MEET", "127.0.0.1", &port, &cport]).await;
+        assert_eq!(ok, "OK");
+    }
+    let bus = target.state().cluster_node.as_ref().unwrap().clone();
+    eventually(
+        "the node user's links are let in and the gateway's refused",
+        || {
+            known_nodes(&node) == 2
+                && known_nodes(&target) == 2
+                && bus.refused.load(std::sync::atomic::Ordering::Relaxed) >= 2
+        },
+    )
+    .await;
+    // The gateway never became a member.
+    assert_eq!(known_nodes(&target), 2);
+    let st = gw.state().cluster_node.as_ref().unwrap().state.lock();
+    assert!(st
+        .nodes
+        .values()
+        .all(|n| n.in_handshake() || n.id == st.myself));
+    drop(st);
+    let _ = std::fs::remove_dir_all(&dir);
+}
