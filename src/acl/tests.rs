@@ -270,9 +270,9 @@ fn root_rule() -> impl Strategy<Value = String> {
     prop_oneof![
         4 => word,
         1 => "[a-c]{1,4}".prop_map(|p| format!(">{p}")),
-        1 => "[a-c*:]{1,4}".prop_map(|p| format!("~{p}")),
-        1 => ("(R|W|RW)", "[a-c*:]{1,4}").prop_map(|(f, p)| format!("%{f}~{p}")),
-        1 => "[a-c*]{1,4}".prop_map(|p| format!("&{p}")),
+        1 => "[a-c*:()]{1,4}".prop_map(|p| format!("~{p}")),
+        1 => ("(R|W|RW)", "[a-c*:()]{1,4}").prop_map(|(f, p)| format!("%{f}~{p}")),
+        1 => "[a-c*()]{1,4}".prop_map(|p| format!("&{p}")),
     ]
 }
 
@@ -534,6 +534,23 @@ fn hostile_selectors_get_a_clear_error() {
     ] {
         assert!(user(&[bad]).is_err(), "{bad:?}");
     }
+    // A rule ending in `)` inside a selector could not be printed back.
+    for bad in [
+        "(~a) +get)",
+        "(%R~))",
+        "(&x) ~y)",
+        "(+select|0) ~a)",
+        "(~'a)')",
+    ] {
+        assert!(
+            user(&[bad])
+                .unwrap_err()
+                .ends_with("ACL LIST and ACL SAVE could not print it back"),
+            "{bad:?}"
+        );
+    }
+    let fine = user(&["~a)", "(~(b +get)"]).unwrap();
+    assert_eq!(rebuilt(&fine), fine);
     for bad in [&["(", "(", "("][..], &["(+get"], &["("]] {
         assert!(
             user(bad).unwrap_err().starts_with("Unmatched parenthesis"),

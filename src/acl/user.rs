@@ -46,6 +46,7 @@ pub enum RuleError {
     BadHash,
     SubcommandFirstArg,
     TooManySelectors,
+    ParenInSelector,
 }
 
 impl RuleError {
@@ -59,6 +60,7 @@ impl RuleError {
             RuleError::BadHash => "The password hash must be exactly 64 characters and contain only lowercase hexadecimal characters",
             RuleError::SubcommandFirstArg => "Allowing first-arg of a subcommand is not supported",
             RuleError::TooManySelectors => "A user can have at most 1024 selectors",
+            RuleError::ParenInSelector => "A rule inside a selector can't end with ')': ACL LIST and ACL SAVE could not print it back",
         }
     }
 }
@@ -386,7 +388,15 @@ impl Selector {
         let text = if unescaped { &scratch[..] } else { inner };
         let mut sel = Selector::new();
         for span in spans {
-            sel.apply(cat, &text[span])?;
+            let rule = &text[span];
+            // `(~a) +get)` would print as `(~a) resetchannels -@all +get)`,
+            // whose `(~a)` reads back as a whole selector and the rest as
+            // root rules (Redis 7.0 takes it, and saves a file that does
+            // not load).
+            if rule.last() == Some(&b')') {
+                return Err(RuleError::ParenInSelector);
+            }
+            sel.apply(cat, rule)?;
         }
         Ok(sel)
     }
