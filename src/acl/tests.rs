@@ -270,9 +270,9 @@ fn root_rule() -> impl Strategy<Value = String> {
     prop_oneof![
         4 => word,
         1 => "[a-c]{1,4}".prop_map(|p| format!(">{p}")),
-        1 => "[a-c*:()]{1,4}".prop_map(|p| format!("~{p}")),
-        1 => ("(R|W|RW)", "[a-c*:()]{1,4}").prop_map(|(f, p)| format!("%{f}~{p}")),
-        1 => "[a-c*()]{1,4}".prop_map(|p| format!("&{p}")),
+        1 => "[a-c*:()'\"]{1,4}".prop_map(|p| format!("~{p}")),
+        1 => ("(R|W|RW)", "[a-c*:()'\"]{1,4}").prop_map(|(f, p)| format!("%{f}~{p}")),
+        1 => "[a-c*()'\"]{1,4}".prop_map(|p| format!("&{p}")),
     ]
 }
 
@@ -554,6 +554,20 @@ fn hostile_selectors_get_a_clear_error() {
     for bad in [&["(", "(", "("][..], &["(+get"], &["("]] {
         assert!(
             user(bad).unwrap_err().starts_with("Unmatched parenthesis"),
+            "{bad:?}"
+        );
+    }
+}
+
+#[test]
+fn a_quote_inside_a_selector_rule_is_refused() {
+    // `(~'a"b' +get)` would print as `(~a"b ...)`, whose quote reads back
+    // as the start of a quoted word that never closes.
+    for bad in ["(~'a\"b' +get)", "(~\"a'b\" +get)", "(&'x\"' +get)"] {
+        assert!(
+            user(&[bad])
+                .unwrap_err()
+                .ends_with("ACL LIST and ACL SAVE could not print it back"),
             "{bad:?}"
         );
     }

@@ -46,7 +46,7 @@ pub enum RuleError {
     BadHash,
     SubcommandFirstArg,
     TooManySelectors,
-    ParenInSelector,
+    UnprintableInSelector,
 }
 
 impl RuleError {
@@ -60,7 +60,7 @@ impl RuleError {
             RuleError::BadHash => "The password hash must be exactly 64 characters and contain only lowercase hexadecimal characters",
             RuleError::SubcommandFirstArg => "Allowing first-arg of a subcommand is not supported",
             RuleError::TooManySelectors => "A user can have at most 1024 selectors",
-            RuleError::ParenInSelector => "A rule inside a selector can't end with ')': ACL LIST and ACL SAVE could not print it back",
+            RuleError::UnprintableInSelector => "A rule inside a selector can't end with ')' or hold a quote: ACL LIST and ACL SAVE could not print it back",
         }
     }
 }
@@ -391,10 +391,11 @@ impl Selector {
             let rule = &text[span];
             // `(~a) +get)` would print as `(~a) resetchannels -@all +get)`,
             // whose `(~a)` reads back as a whole selector and the rest as
-            // root rules (Redis 7.0 takes it, and saves a file that does
-            // not load).
-            if rule.last() == Some(&b')') {
-                return Err(RuleError::ParenInSelector);
+            // root rules; `(~'a"b' +get)` as `(~a"b ...)`, whose quote
+            // opens a word that never closes (Redis 7.0 takes both, and
+            // saves a file that does not load).
+            if rule.last() == Some(&b')') || rule.iter().any(|b| matches!(b, b'"' | b'\'')) {
+                return Err(RuleError::UnprintableInSelector);
             }
             sel.apply(cat, rule)?;
         }
