@@ -178,7 +178,7 @@ fn caller(
     metadata: &tonic::metadata::MetadataMap,
 ) -> Result<Arc<UserCell>, tonic::Status> {
     match metadata.get("authorization") {
-        Some(given) => super::http::authenticate(state, given.as_bytes()).ok_or_else(|| {
+        Some(given) => super::auth::authenticate(state, given.as_bytes()).ok_or_else(|| {
             state
                 .stats
                 .counters
