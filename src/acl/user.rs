@@ -389,6 +389,8 @@ impl Selector {
         let mut sel = Selector::new();
         for span in spans {
             let rule = &text[span];
+            // Redis's error first, for a rule it refuses too.
+            sel.apply(cat, rule)?;
             // `(~a) +get)` would print as `(~a) resetchannels -@all +get)`,
             // whose `(~a)` reads back as a whole selector and the rest as
             // root rules; `(~'a"b' +get)` as `(~a"b ...)`, whose quote
@@ -397,7 +399,6 @@ impl Selector {
             if rule.last() == Some(&b')') || rule.iter().any(|b| matches!(b, b'"' | b'\'')) {
                 return Err(RuleError::UnprintableInSelector);
             }
-            sel.apply(cat, rule)?;
         }
         Ok(sel)
     }

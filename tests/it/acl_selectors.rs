@@ -187,8 +187,9 @@ async fn hostile_selectors_get_a_clear_error_and_change_nothing() {
         (&["(+select|0\nx)"], "Syntax error"),
         (&["(~a\0b)"], "Syntax error"),
         (&["(\"unclosed +get)"], "Syntax error"),
+        (&["((+get))"], "Syntax error"),
         (
-            &["((+get))"],
+            &["(~a) +get)"],
             "ACL LIST and ACL SAVE could not print it back",
         ),
         (&["(on >pw)"], "Syntax error"),
