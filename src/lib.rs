@@ -15,7 +15,8 @@
 //! - [`server`]: the listener and accept loop (`server/mod.rs`), one
 //!   client's socket loop (`server/connection.rs`: read, run the batch,
 //!   write under the output limit), the metrics HTTP endpoint and
-//!   `POST /json` (`server/http.rs`), the status page on it
+//!   `POST /json` (`server/http.rs`), the ACL user a request there or to
+//!   the rate limit service logs in as (`server/auth.rs`), the status page on it
 //!   (`server/status.rs`, `status.html`), Envoy's rate limit service over
 //!   gRPC with the health service (`server/rls.rs`: messages in and out,
 //!   the decision is `policy/rls.rs`'s), the snapshot thread
@@ -98,7 +99,7 @@
 //! - [`acl`]: Redis 7's ACL users (`acl/mod.rs`: the users in force,
 //!   each in a cell open connections read per command; the categories;
 //!   the ids rules name commands by, which the command table builds),
-//!   one user's rules, parsed, printed back and checked (`acl/user.rs`);
+//!   one user's rules and selectors, parsed, printed back and checked (`acl/user.rs`);
 //!   `cmd/admin/acl.rs` serves `ACL`, and `cmd/exec/dispatch.rs` checks
 //!   each command against its connection's user.
 //! - [`state`]: what every command can reach: store, clock, live settings,

@@ -11,7 +11,7 @@
 use std::io::Read;
 use std::path::Path;
 
-use super::user::{has_spaces, RuleError};
+use super::user::{has_spaces, merge_selectors, RuleError};
 use super::{Catalog, User};
 
 /// The largest file read (64 MiB, a million users of modest rules): a
@@ -131,18 +131,24 @@ pub fn parse(file: &str, text: &[u8], cat: &Catalog) -> Result<Vec<User>, String
             ));
             continue;
         }
-        let rules: Vec<&[u8]> = argv[2..].iter().map(|r| trim(r, b"\t\r\n")).collect();
+        // Selectors spread over words (`(~x` `+get)`) are joined first,
+        // then each rule trimmed, as Redis's `ACLLoadFromFile` does.
+        let rules = match merge_selectors(&argv[2..]) {
+            Ok(rules) => rules,
+            Err(_) => {
+                // Redis 7.0.15 crashes here (it reads the rules it failed
+                // to merge); its words for the error, and the line skipped.
+                errors.push(format!(
+                    "{file}:{n}: Unmatched parenthesis in selector definition. "
+                ));
+                continue;
+            }
+        };
         let mut u = User::new(name);
         let mut syntax_error = false;
-        for rule in rules {
-            // Selectors are not supported: a `(` rule is refused whole,
-            // as `ACL SETUSER` refuses it.
-            let applied = if rule.first() == Some(&b'(') {
-                Err(RuleError::Selectors)
-            } else {
-                u.apply(cat, rule)
-            };
-            match applied {
+        for rule in &rules {
+            let rule = trim(rule, b"\t\r\n");
+            match u.apply(cat, rule) {
                 Ok(()) => {}
                 // Redis names the rule only for an unknown command: other
                 // rules may hold a password.

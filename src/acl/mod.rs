@@ -25,7 +25,7 @@ use arc_swap::ArcSwap;
 use parking_lot::RwLock;
 
 pub use catalog::{CatSet, Catalog, CatalogEntry, Category, CATEGORIES, MAX_COMMANDS};
-pub use user::{Access, RuleError, User};
+pub use user::{Access, RuleError, Selector, User, MAX_SELECTORS};
 
 /// One user as connections see it: its rules, swapped whole by `ACL
 /// SETUSER`, and two flags read on every command without loading them.

@@ -70,7 +70,7 @@ fn a_new_user_is_off_with_nothing_allowed() {
     let u = user(&[]).unwrap();
     assert_eq!(described(&u), "off resetchannels -@all");
     assert!(!u.accepts(b""));
-    assert!(!u.may_run(0, false, None));
+    assert!(!u.root().may_run(0, false, None));
 }
 
 #[test]
@@ -106,16 +106,18 @@ fn a_container_rule_covers_its_subcommands_and_categories_fit_best() {
     // ACL CAT's order that fits is printed, as Redis prints it.
     assert_eq!(u.command_rules(&c), "+@all -@admin");
     let kill = c.lookup(b"client|kill").unwrap();
-    assert!(!u.may_run(kill, false, None));
+    assert!(!u.root().may_run(kill, false, None));
     let u = user(&["-@all", "+client", "-client|kill"]).unwrap();
     assert_eq!(u.command_rules(&c), "-@all +client -client|kill");
-    assert!(u.may_run(c.lookup(b"client|id").unwrap(), false, None));
-    assert!(!u.may_run(kill, false, None));
+    assert!(u
+        .root()
+        .may_run(c.lookup(b"client|id").unwrap(), false, None));
+    assert!(!u.root().may_run(kill, false, None));
     // A first argument of a command without subcommands.
     let u = user(&["+select|0"]).unwrap();
     let select = c.lookup(b"select").unwrap();
-    assert!(u.may_run(select, false, Some(b"0")));
-    assert!(!u.may_run(select, false, Some(b"1")));
+    assert!(u.root().may_run(select, false, Some(b"0")));
+    assert!(!u.root().may_run(select, false, Some(b"1")));
     assert_eq!(u.command_rules(&c), "-@all +select|0");
 }
 
@@ -150,7 +152,23 @@ fn errors_are_redis_words_and_change_nothing() {
         e(&["on", "(+get"]),
         "Unmatched parenthesis in acl selector starting at '(+get'."
     );
-    assert!(e(&["(+get ~x)"]).ends_with("Selectors are not supported by this server yet"));
+    // Inside a selector, Redis's words for the rule that failed, naming
+    // the selector whole (joined from its arguments).
+    assert_eq!(
+        e(&["(on)"]),
+        "Error in ACL SETUSER modifier '(on)': Syntax error"
+    );
+    assert_eq!(
+        e(&["(+get", "+nosuch)"]),
+        "Error in ACL SETUSER modifier '(+get +nosuch)': Unknown command or category name in ACL"
+    );
+    assert_eq!(
+        e(&["(clearselectors)"]),
+        "Error in ACL SETUSER modifier '(clearselectors)': Syntax error"
+    );
+    assert!(e(&["(~* ~a)"]).contains("(or the 'allkeys' flag)"));
+    // A quote that never closes: Redis 7.0 keeps an empty selector.
+    assert!(e(&["(\"abc)"]).ends_with("Syntax error"));
     // All or nothing: the valid rules before the bad one are not kept.
     let mut u = User::new(b"u");
     let before = u.clone();
@@ -163,13 +181,13 @@ fn errors_are_redis_words_and_change_nothing() {
 #[test]
 fn keys_need_the_access_the_command_asks() {
     let u = user(&["%R~r:*", "%W~w:*", "~b:*"]).unwrap();
-    assert!(u.may_access(b"r:1", Access::READ));
-    assert!(!u.may_access(b"r:1", Access::READ_WRITE));
-    assert!(u.may_access(b"w:1", Access::WRITE));
-    assert!(!u.may_access(b"w:1", Access::READ));
-    assert!(u.may_access(b"b:1", Access::READ_WRITE));
-    assert!(u.may_access(b"r:1", Access::NONE));
-    assert!(!u.may_access(b"x", Access::NONE));
+    assert!(u.root().may_access(b"r:1", Access::READ));
+    assert!(!u.root().may_access(b"r:1", Access::READ_WRITE));
+    assert!(u.root().may_access(b"w:1", Access::WRITE));
+    assert!(!u.root().may_access(b"w:1", Access::READ));
+    assert!(u.root().may_access(b"b:1", Access::READ_WRITE));
+    assert!(u.root().may_access(b"r:1", Access::NONE));
+    assert!(!u.root().may_access(b"x", Access::NONE));
     let u = user(&["&news.*"]).unwrap();
     assert!(u.may_use_channel(b"news.today", false));
     // A subscribed pattern matches an allowed pattern only literally.
@@ -198,7 +216,17 @@ fn the_default_user_follows_requirepass() {
     assert!(gw.deleted());
 }
 
+/// A root rule, a `(...)` selector of root rules that fit in one (no
+/// flags or passwords), or `clearselectors`.
 fn rule() -> impl Strategy<Value = String> {
+    prop_oneof![
+        8 => root_rule(),
+        2 => prop::collection::vec(root_rule(), 0..4).prop_map(|r| format!("({})", r.join(" "))),
+        1 => Just("clearselectors".to_string()),
+    ]
+}
+
+fn root_rule() -> impl Strategy<Value = String> {
     let word = prop::sample::select(vec![
         "on",
         "off",
@@ -242,9 +270,9 @@ fn rule() -> impl Strategy<Value = String> {
     prop_oneof![
         4 => word,
         1 => "[a-c]{1,4}".prop_map(|p| format!(">{p}")),
-        1 => "[a-c*:]{1,4}".prop_map(|p| format!("~{p}")),
-        1 => ("(R|W|RW)", "[a-c*:]{1,4}").prop_map(|(f, p)| format!("%{f}~{p}")),
-        1 => "[a-c*]{1,4}".prop_map(|p| format!("&{p}")),
+        1 => "[a-c*:()'\"]{1,4}".prop_map(|p| format!("~{p}")),
+        1 => ("(R|W|RW)", "[a-c*:()'\"]{1,4}").prop_map(|(f, p)| format!("%{f}~{p}")),
+        1 => "[a-c*()'\"]{1,4}".prop_map(|p| format!("&{p}")),
     ]
 }
 
@@ -260,16 +288,19 @@ proptest! {
             prop_assert_eq!(again.describe(&catalog()), u.describe(&catalog()));
             prop_assert_eq!(again.accepts(b"ab"), u.accepts(b"ab"));
             let c = catalog();
-            for id in 0..c.len() {
-                for arg in [None, Some(&b"0"[..]), Some(b"1")] {
-                    prop_assert_eq!(again.may_run(id, false, arg), u.may_run(id, false, arg));
+            prop_assert_eq!(again.selectors().count(), u.selectors().count());
+            for (a, b) in again.selectors().zip(u.selectors()) {
+                for id in 0..c.len() {
+                    for arg in [None, Some(&b"0"[..]), Some(b"1")] {
+                        prop_assert_eq!(a.may_run(id, false, arg), b.may_run(id, false, arg));
+                    }
                 }
-            }
-            for key in [&b"a"[..], b"a:b", b"c*", b"zz"] {
-                for access in [Access::NONE, Access::READ, Access::WRITE, Access::READ_WRITE] {
-                    prop_assert_eq!(again.may_access(key, access), u.may_access(key, access));
+                for key in [&b"a"[..], b"a:b", b"c*", b"zz"] {
+                    for access in [Access::NONE, Access::READ, Access::WRITE, Access::READ_WRITE] {
+                        prop_assert_eq!(a.may_access(key, access), b.may_access(key, access));
+                    }
+                    prop_assert_eq!(a.may_use_channel(key, false), b.may_use_channel(key, false));
                 }
-                prop_assert_eq!(again.may_use_channel(key, false), u.may_use_channel(key, false));
             }
         }
     }
@@ -307,7 +338,10 @@ fn every_bad_line_of_an_acl_file_is_named() {
         ("user a on +nosuch +get|x -nope\n", "users.acl:1: Error in applying operation '+nosuch': Unknown command or category name in ACL. users.acl:1: Error in applying operation '-nope': Unknown command or category name in ACL. "),
         ("user a on foo >pw bar\n", "users.acl:1: Syntax error. "),
         ("user a on\ruser b on nopass +@all\n", "users.acl:1: Syntax error. "),
-        ("user a (+get ~x)\n", "users.acl:1: Selectors are not supported by this server yet. "),
+        ("user a (+get ~x) (on)\n", "users.acl:1: Syntax error. "),
+        ("user a (+get ~x) (+nosuch)\n", "users.acl:1: Error in applying operation '(+nosuch)': Unknown command or category name in ACL. "),
+        // Redis 7.0.15 crashes on this line.
+        ("user a on (~x +get) (+set\n", "users.acl:1: Unmatched parenthesis in selector definition. "),
         ("user a #abc\n", "users.acl:1: The password hash must be exactly 64 characters and contain only lowercase hexadecimal characters. "),
     ] {
         assert_eq!(parse_file(text).unwrap_err(), format!("{error}{NO_CHANGE}"), "{text:?}");
@@ -381,7 +415,160 @@ fn a_pattern_that_is_not_utf8_is_saved_as_given() {
     let text = file::render(before.iter().map(|u| &**u), &catalog()).unwrap();
     let read = file::parse("f", &text, &catalog()).unwrap();
     let bin = read.iter().find(|u| &*u.name == b"bin").unwrap();
-    assert!(bin.may_access(b"k\xff1", Access::READ_WRITE));
+    assert!(bin.root().may_access(b"k\xff1", Access::READ_WRITE));
     assert!(bin.may_use_channel(b"c\xfe", false));
     assert_eq!(*bin, *acl.get(b"bin").unwrap().load());
+}
+
+#[test]
+fn selectors_print_as_redis_prints_them_and_read_back() {
+    let c = catalog();
+    let u = user(&[
+        "on",
+        "nopass",
+        "(~x*",
+        "+get)",
+        "(+set",
+        "~y*)",
+        "()",
+        "(%R~r:* &ch* +@read)",
+    ])
+    .unwrap();
+    assert_eq!(
+        described(&u),
+        // `get` is the small table's one `@read` command.
+        "on nopass resetchannels -@all (~x* resetchannels -@all +@read) \
+         (~y* resetchannels -@all +set) (resetchannels -@all) \
+         (%R~r:* resetchannels &ch* -@all +@read)"
+    );
+    assert_eq!(rebuilt(&u), u);
+    // GETUSER's fields of each selector.
+    let sels = u.extra_selectors();
+    assert_eq!(sels.len(), 4);
+    assert_eq!(sels[3].command_rules(&c), "-@all +@read");
+    assert_eq!(sels[3].key_rules(), "%R~r:*");
+    assert_eq!(sels[3].channel_rules(), "&ch*");
+    // Quotes inside a selector, as Redis's sdssplitargs reads them.
+    let q = user(&["(~\"q:*\" '+get')"]).unwrap();
+    assert_eq!(q.extra_selectors()[0].key_rules(), "~q:*");
+    // clearselectors and reset drop them; the root selector stays.
+    let cleared = user(&["+get", "(+set)", "clearselectors"]).unwrap();
+    assert_eq!(described(&cleared), "off resetchannels -@all +@read");
+    let reset = user(&["(+set)", "reset"]).unwrap();
+    assert!(reset.extra_selectors().is_empty());
+    // An ACL file line with selectors over several words.
+    let users = parse_file("user a on (~x   +get)  ( +set ~y ) ()\n").unwrap();
+    assert_eq!(
+        described(&users[0]),
+        "on resetchannels -@all (~x resetchannels -@all +@read) (~y resetchannels -@all +set) (resetchannels -@all)"
+    );
+}
+
+#[test]
+fn a_selector_is_merged_as_redis_merges_it() {
+    let m = |rules: &[&str]| {
+        let rules: Vec<&[u8]> = rules.iter().map(|r| r.as_bytes()).collect();
+        merge_selectors_for_test(&rules)
+    };
+    assert_eq!(
+        m(&["on", "(+get", "~x)", "off"]),
+        Ok(vec!["on".into(), "(+get ~x)".into(), "off".into()])
+    );
+    // A second opening word starts the selector again (Redis drops the
+    // first).
+    assert_eq!(m(&["(~a", "(~b", "c)"]), Ok(vec!["(~b c)".to_string()]));
+    assert_eq!(m(&["(~a", "+get", ""]), Err(0));
+    assert_eq!(m(&["", "(", ")"]), Ok(vec!["".into(), "( )".into()]));
+}
+
+fn merge_selectors_for_test(rules: &[&[u8]]) -> Result<Vec<String>, usize> {
+    super::user::merge_selectors(rules).map(|v| {
+        v.iter()
+            .map(|r| String::from_utf8_lossy(r).into_owned())
+            .collect()
+    })
+}
+
+#[test]
+fn channels_are_covered_by_any_selector() {
+    let old = user(&["&a", "(&b)"]).unwrap();
+    assert!(user(&["&b", "(&a)"]).unwrap().channels_cover(&old));
+    assert!(!user(&["&a"]).unwrap().channels_cover(&old));
+    assert!(user(&["(&*)"]).unwrap().channels_cover(&old));
+    assert!(!user(&["&a"])
+        .unwrap()
+        .channels_cover(&user(&["(&*)"]).unwrap()));
+    let u = user(&["&a", "(&b*)"]).unwrap();
+    assert!(u.may_use_channel(b"b1", false));
+    assert!(!u.may_use_channel(b"c", false));
+}
+
+#[test]
+fn hostile_selectors_get_a_clear_error() {
+    // Ten thousand rules in one selector: taken, and printed back.
+    let mut rules = String::from("(");
+    for i in 0..10_000 {
+        rules.push_str(&format!("~k{i} "));
+    }
+    rules.push_str("+get)");
+    let u = user(&[&rules]).unwrap();
+    assert_eq!(rebuilt(&u), u);
+    // More selectors than a user may have.
+    let many = vec!["()"; MAX_SELECTORS + 1];
+    assert_eq!(
+        user(&many).unwrap_err(),
+        "Error in ACL SETUSER modifier '()': A user can have at most 1024 selectors"
+    );
+    assert_eq!(
+        user(&many[1..]).unwrap().extra_selectors().len(),
+        MAX_SELECTORS
+    );
+    // Line breaks and NUL inside a selector's rules, unbalanced words.
+    for bad in [
+        "(~a\r\nuser x on)",
+        "(~a\0b)",
+        "(+get|a\nb)",
+        "(\"a)",
+        "(')",
+        "((+get))",
+    ] {
+        assert!(user(&[bad]).is_err(), "{bad:?}");
+    }
+    // A rule ending in `)` inside a selector could not be printed back.
+    for bad in [
+        "(~a) +get)",
+        "(%R~))",
+        "(&x) ~y)",
+        "(+select|0) ~a)",
+        "(~'a)')",
+    ] {
+        assert!(
+            user(&[bad])
+                .unwrap_err()
+                .ends_with("ACL LIST and ACL SAVE could not print it back"),
+            "{bad:?}"
+        );
+    }
+    let fine = user(&["~a)", "(~(b +get)"]).unwrap();
+    assert_eq!(rebuilt(&fine), fine);
+    for bad in [&["(", "(", "("][..], &["(+get"], &["("]] {
+        assert!(
+            user(bad).unwrap_err().starts_with("Unmatched parenthesis"),
+            "{bad:?}"
+        );
+    }
+}
+
+#[test]
+fn a_quote_inside_a_selector_rule_is_refused() {
+    // `(~'a"b' +get)` would print as `(~a"b ...)`, whose quote reads back
+    // as the start of a quoted word that never closes.
+    for bad in ["(~'a\"b' +get)", "(~\"a'b\" +get)", "(&'x\"' +get)"] {
+        assert!(
+            user(&[bad])
+                .unwrap_err()
+                .ends_with("ACL LIST and ACL SAVE could not print it back"),
+            "{bad:?}"
+        );
+    }
 }

@@ -1,7 +1,8 @@
-//! One user: its flags, password digests and root selector (commands,
-//! key patterns, channels); the rules `ACL SETUSER` applies, in Redis
-//! 7.0's words; the canonical rules `ACL LIST` prints back; the checks
-//! dispatch makes. Selectors (`(...)` rules) are not supported yet.
+//! One user: its flags, password digests, root selector (commands, key
+//! patterns, channels) and further selectors (`(...)` rules, Redis 7.0's:
+//! a command is allowed if any one selector allows it and its keys and
+//! channels); the rules `ACL SETUSER` applies, in Redis 7.0's words; the
+//! canonical rules `ACL LIST` prints back; the checks dispatch makes.
 
 use super::catalog::{Catalog, Category, CATEGORIES, MAX_COMMANDS};
 
@@ -44,7 +45,8 @@ pub enum RuleError {
     NoSuchPassword,
     BadHash,
     SubcommandFirstArg,
-    Selectors,
+    TooManySelectors,
+    UnprintableInSelector,
 }
 
 impl RuleError {
@@ -57,7 +59,8 @@ impl RuleError {
             RuleError::NoSuchPassword => "The password you are trying to remove from the user does not exist",
             RuleError::BadHash => "The password hash must be exactly 64 characters and contain only lowercase hexadecimal characters",
             RuleError::SubcommandFirstArg => "Allowing first-arg of a subcommand is not supported",
-            RuleError::Selectors => "Selectors are not supported by this server yet",
+            RuleError::TooManySelectors => "A user can have at most 1024 selectors",
+            RuleError::UnprintableInSelector => "A rule inside a selector can't end with ')' or hold a quote: ACL LIST and ACL SAVE could not print it back",
         }
     }
 }
@@ -68,9 +71,10 @@ struct KeyPattern {
     access: Access,
 }
 
-/// What a user may run and touch (Redis's root selector).
+/// What a user may run and touch: its root selector, or one `(...)`
+/// rule (Redis's `aclSelector`).
 #[derive(Debug, Clone, PartialEq, Eq)]
-struct Selector {
+pub struct Selector {
     all_keys: bool,
     patterns: Vec<KeyPattern>,
     all_channels: bool,
@@ -350,6 +354,120 @@ impl Selector {
         rules
     }
 
+    /// Whether this selector allows command `id` (with `first_arg`, its
+    /// first argument after the command or subcommand name). Commands
+    /// that run before AUTH always may.
+    pub fn may_run(&self, id: usize, no_auth: bool, first_arg: Option<&[u8]>) -> bool {
+        if self.all_commands || no_auth || self.bit(id) {
+            return true;
+        }
+        let Some(arg) = first_arg else { return false };
+        self.first_args
+            .iter()
+            .find(|(i, _)| *i == id)
+            .is_some_and(|(_, args)| args.iter().any(|a| a.eq_ignore_ascii_case(arg)))
+    }
+
+    pub fn all_keys(&self) -> bool {
+        self.all_keys
+    }
+
+    pub fn all_channels(&self) -> bool {
+        self.all_channels
+    }
+
+    /// The selector inside a `(...)` rule: its rules split as Redis's
+    /// `sdssplitargs` splits them (quotes allowed), each applied to a new
+    /// selector. Redis 7.0 takes an unbalanced quote as an empty selector,
+    /// which grants nothing while looking like it does: refused here.
+    fn parse(cat: &Catalog, inner: &[u8]) -> Result<Selector, RuleError> {
+        let mut spans = Vec::new();
+        let mut scratch = Vec::new();
+        let unescaped = crate::protocol::inline::split_inline(inner, &mut spans, &mut scratch)
+            .map_err(|_| RuleError::Syntax)?;
+        let text = if unescaped { &scratch[..] } else { inner };
+        let mut sel = Selector::new();
+        for span in spans {
+            let rule = &text[span];
+            // Redis's error first, for a rule it refuses too.
+            sel.apply(cat, rule)?;
+            // `(~a) +get)` would print as `(~a) resetchannels -@all +get)`,
+            // whose `(~a)` reads back as a whole selector and the rest as
+            // root rules; `(~'a"b' +get)` as `(~a"b ...)`, whose quote
+            // opens a word that never closes (Redis 7.0 takes both, and
+            // saves a file that does not load).
+            if rule.last() == Some(&b')') || rule.iter().any(|b| matches!(b, b'"' | b'\'')) {
+                return Err(RuleError::UnprintableInSelector);
+            }
+        }
+        Ok(sel)
+    }
+
+    /// Keys, channels and commands as `ACL LIST` prints them, Redis's
+    /// `ACLDescribeSelector`.
+    fn describe(&self, cat: &Catalog) -> Vec<u8> {
+        let mut s = Vec::new();
+        if self.all_keys {
+            s.extend_from_slice(b"~* ");
+        } else {
+            for p in &self.patterns {
+                s.extend_from_slice(&pattern_bytes(p));
+                s.push(b' ');
+            }
+        }
+        if self.all_channels {
+            s.extend_from_slice(b"&* ");
+        } else {
+            s.extend_from_slice(b"resetchannels ");
+            for c in &self.channels {
+                s.push(b'&');
+                s.extend_from_slice(c);
+                s.push(b' ');
+            }
+        }
+        s.extend_from_slice(&self.describe_commands(cat));
+        s
+    }
+
+    /// `ACL GETUSER`'s commands.
+    pub fn command_rules(&self, cat: &Catalog) -> String {
+        String::from_utf8_lossy(&self.describe_commands(cat)).into_owned()
+    }
+
+    /// `ACL GETUSER`'s keys.
+    pub fn key_rules(&self) -> String {
+        if self.all_keys {
+            return "~*".into();
+        }
+        let v: Vec<String> = self
+            .patterns
+            .iter()
+            .map(|p| String::from_utf8_lossy(&pattern_bytes(p)).into_owned())
+            .collect();
+        v.join(" ")
+    }
+
+    /// `ACL GETUSER`'s channels.
+    pub fn channel_rules(&self) -> String {
+        if self.all_channels {
+            return "&*".into();
+        }
+        let v: Vec<String> = self
+            .channels
+            .iter()
+            .map(|c| format!("&{}", String::from_utf8_lossy(c)))
+            .collect();
+        v.join(" ")
+    }
+
+    pub fn may_access(&self, key: &[u8], access: Access) -> bool {
+        self.key_allowed(key, access)
+    }
+
+    pub fn may_use_channel(&self, channel: &[u8], is_pattern: bool) -> bool {
+        self.channel_allowed(channel, is_pattern)
+    }
+
     fn key_allowed(&self, key: &[u8], access: Access) -> bool {
         self.all_keys
             || self.patterns.iter().any(|p| {
@@ -371,7 +489,13 @@ impl Selector {
     }
 }
 
-/// A user (Redis's `user`, its root selector inside).
+/// Most selectors beside the root one a user may have. Redis sets no
+/// bound; every command a restricted user runs may try each selector, so
+/// `ACL SETUSER` with a million `()` rules would slow that user's every
+/// command (and `ACL LIST`) to a crawl: refused, with a clear error.
+pub const MAX_SELECTORS: usize = 1024;
+
+/// A user (Redis's `user`): its root selector and its `(...)` selectors.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct User {
     pub name: Box<[u8]>,
@@ -383,6 +507,41 @@ pub struct User {
     /// SHA-256 digests, in the order given.
     passwords: Vec<[u8; 32]>,
     sel: Selector,
+    /// The `(...)` rules, in the order given.
+    selectors: Vec<Selector>,
+}
+
+/// Redis's `ACLMergeSelectorArguments`: a selector given over several
+/// arguments (`(+get` `~x)`) becomes one, its parts joined by a space.
+/// An argument that opens a selector while one is open starts it again
+/// (Redis drops the first). `Err(i)`: the selector opened by argument `i`
+/// never closes.
+pub(super) fn merge_selectors<'a>(
+    rules: &[&'a [u8]],
+) -> Result<Vec<std::borrow::Cow<'a, [u8]>>, usize> {
+    use std::borrow::Cow;
+    let mut out = Vec::with_capacity(rules.len());
+    let mut open: Option<(usize, Vec<u8>)> = None;
+    for (i, rule) in rules.iter().enumerate() {
+        if rule.first() == Some(&b'(') && rule.last() != Some(&b')') {
+            open = Some((i, rule.to_vec()));
+            continue;
+        }
+        if let Some((_, sel)) = open.as_mut() {
+            sel.push(b' ');
+            sel.extend_from_slice(rule);
+            if rule.last() == Some(&b')') {
+                let (_, sel) = open.take().expect("open");
+                out.push(Cow::Owned(sel));
+            }
+            continue;
+        }
+        out.push(Cow::Borrowed(*rule));
+    }
+    match open {
+        Some((i, _)) => Err(i),
+        None => Ok(out),
+    }
 }
 
 /// Redis's `ACLStringHasSpaces`: `isspace` or NUL.
@@ -431,6 +590,7 @@ impl User {
             sanitize: None,
             passwords: Vec::new(),
             sel: Selector::new(),
+            selectors: Vec::new(),
         }
     }
 
@@ -439,36 +599,35 @@ impl User {
         self.sel.all_commands && self.sel.all_keys && self.sel.all_channels
     }
 
+    /// The root selector.
+    pub fn root(&self) -> &Selector {
+        &self.sel
+    }
+
+    /// The root selector, then the `(...)` ones in order: a request is
+    /// allowed if one of them allows it whole.
+    pub fn selectors(&self) -> impl Iterator<Item = &Selector> {
+        std::iter::once(&self.sel).chain(&self.selectors)
+    }
+
+    /// The `(...)` selectors alone (`ACL GETUSER`'s `selectors`).
+    pub fn extra_selectors(&self) -> &[Selector] {
+        &self.selectors
+    }
+
     /// The rules of `ACL SETUSER` in order, all or none: on the first
     /// invalid one, Redis's error naming it.
     pub fn apply_all(&mut self, cat: &Catalog, rules: &[&[u8]]) -> Result<(), String> {
         // A selector may span arguments (`(+get` `~x)`), as Redis merges
         // them before anything applies; one left open is refused first.
-        let mut open = None;
-        for rule in rules {
-            match open {
-                None if rule.first() == Some(&b'(') && rule.last() != Some(&b')') => {
-                    open = Some(rule)
-                }
-                Some(_) if rule.last() == Some(&b')') => open = None,
-                _ => {}
-            }
-        }
-        if let Some(rule) = open {
-            return Err(format!(
+        let merged = merge_selectors(rules).map_err(|i| {
+            format!(
                 "Unmatched parenthesis in acl selector starting at '{}'.",
-                String::from_utf8_lossy(rule)
-            ));
-        }
+                String::from_utf8_lossy(rules[i])
+            )
+        })?;
         let mut staged = self.clone();
-        for rule in rules {
-            if rule.first() == Some(&b'(') {
-                return Err(format!(
-                    "Error in ACL SETUSER modifier '{}': {}",
-                    String::from_utf8_lossy(rule),
-                    RuleError::Selectors.text()
-                ));
-            }
+        for rule in &merged {
             staged.apply(cat, rule).map_err(|e| {
                 format!(
                     "Error in ACL SETUSER modifier '{}': {}",
@@ -492,7 +651,8 @@ impl User {
         self.passwords = vec![digest(password)];
     }
 
-    /// Redis's `ACLSetUser`: one rule.
+    /// Redis's `ACLSetUser`: one rule (a `(...)` selector whole, as
+    /// [`merge_selectors`] joins it).
     pub fn apply(&mut self, cat: &Catalog, op: &[u8]) -> Result<(), RuleError> {
         if op.is_empty() {
             return Ok(());
@@ -534,10 +694,14 @@ impl User {
                 .position(|p| *p == d)
                 .ok_or(RuleError::NoSuchPassword)?;
             self.passwords.remove(i);
-        } else if op[0] == b'(' && op[op.len() - 1] == b')' {
-            return Err(RuleError::Selectors);
+        } else if op.len() >= 2 && op[0] == b'(' && op[op.len() - 1] == b')' {
+            if self.selectors.len() >= MAX_SELECTORS {
+                return Err(RuleError::TooManySelectors);
+            }
+            let sel = Selector::parse(cat, &op[1..op.len() - 1])?;
+            self.selectors.push(sel);
         } else if is("clearselectors") {
-            // No selectors beside the root one: nothing to clear.
+            self.selectors.clear();
         } else if is("reset") {
             self.nopass = false;
             self.passwords.clear();
@@ -547,6 +711,7 @@ impl User {
             self.sel.channels.clear();
             self.enabled = false;
             self.sanitize = Some(true);
+            self.selectors.clear();
             self.sel.none();
         } else {
             self.sel.apply(cat, op)?;
@@ -555,8 +720,9 @@ impl User {
     }
 
     /// The user's rules as `ACL LIST` prints them (after `user NAME `):
-    /// flags, password digests, keys, channels, commands. Bytes, as the
-    /// patterns were given: what `ACL SAVE` writes must read back the same.
+    /// flags, password digests, then the root selector's keys, channels
+    /// and commands, then each `(...)` selector. Bytes, as the patterns
+    /// were given: what `ACL SAVE` writes must read back the same.
     pub fn describe(&self, cat: &Catalog) -> Vec<u8> {
         let mut s = Vec::new();
         for (on, flag) in [
@@ -576,25 +742,12 @@ impl User {
             s.extend_from_slice(hex(p).as_bytes());
             s.push(b' ');
         }
-        if self.sel.all_keys {
-            s.extend_from_slice(b"~* ");
-        } else {
-            for p in &self.sel.patterns {
-                s.extend_from_slice(&pattern_bytes(p));
-                s.push(b' ');
-            }
+        s.extend_from_slice(&self.sel.describe(cat));
+        for sel in &self.selectors {
+            s.extend_from_slice(b" (");
+            s.extend_from_slice(&sel.describe(cat));
+            s.push(b')');
         }
-        if self.sel.all_channels {
-            s.extend_from_slice(b"&* ");
-        } else {
-            s.extend_from_slice(b"resetchannels ");
-            for c in &self.sel.channels {
-                s.push(b'&');
-                s.extend_from_slice(c);
-                s.push(b' ');
-            }
-        }
-        s.extend_from_slice(&self.sel.describe_commands(cat));
         s
     }
 
@@ -617,37 +770,19 @@ impl User {
         self.passwords.iter().map(hex).collect()
     }
 
-    /// `ACL GETUSER`'s commands.
+    /// `ACL GETUSER`'s commands (the root selector's).
     pub fn command_rules(&self, cat: &Catalog) -> String {
-        String::from_utf8_lossy(&self.sel.describe_commands(cat)).into_owned()
+        self.sel.command_rules(cat)
     }
 
-    /// `ACL GETUSER`'s keys.
+    /// `ACL GETUSER`'s keys (the root selector's).
     pub fn key_rules(&self) -> String {
-        if self.sel.all_keys {
-            return "~*".into();
-        }
-        let v: Vec<String> = self
-            .sel
-            .patterns
-            .iter()
-            .map(|p| String::from_utf8_lossy(&pattern_bytes(p)).into_owned())
-            .collect();
-        v.join(" ")
+        self.sel.key_rules()
     }
 
-    /// `ACL GETUSER`'s channels.
+    /// `ACL GETUSER`'s channels (the root selector's).
     pub fn channel_rules(&self) -> String {
-        if self.sel.all_channels {
-            return "&*".into();
-        }
-        let v: Vec<String> = self
-            .sel
-            .channels
-            .iter()
-            .map(|c| format!("&{}", String::from_utf8_lossy(c)))
-            .collect();
-        v.join(" ")
+        self.sel.channel_rules()
     }
 
     /// Whether this user logs in with `password`: on, and `nopass` or one
@@ -668,47 +803,25 @@ impl User {
         ok.into()
     }
 
-    /// Whether the user may run command `id` (with `first_arg`, its
-    /// first argument after the command or subcommand name). Commands
-    /// that run before AUTH always may.
-    pub fn may_run(&self, id: usize, no_auth: bool, first_arg: Option<&[u8]>) -> bool {
-        if self.sel.all_commands || no_auth || self.sel.bit(id) {
+    /// Whether every channel rule of `old` is among this user's, in any
+    /// selector (Redis's test before it looks for subscribers to close).
+    pub fn channels_cover(&self, old: &User) -> bool {
+        if self.selectors().any(|s| s.all_channels) {
             return true;
         }
-        let Some(arg) = first_arg else { return false };
-        self.sel
-            .first_args
-            .iter()
-            .find(|(i, _)| *i == id)
-            .is_some_and(|(_, args)| args.iter().any(|a| a.eq_ignore_ascii_case(arg)))
+        if old.selectors().any(|s| s.all_channels) {
+            return false;
+        }
+        old.selectors()
+            .flat_map(|s| &s.channels)
+            .all(|c| self.selectors().any(|s| s.channels.contains(c)))
     }
 
-    pub fn all_keys(&self) -> bool {
-        self.sel.all_keys
-    }
-
-    pub fn all_channels(&self) -> bool {
-        self.sel.all_channels
-    }
-
-    /// Whether every channel rule of `old` is among this user's (Redis's
-    /// test before it looks for subscribers to close).
-    pub fn channels_cover(&self, old: &User) -> bool {
-        self.sel.all_channels
-            || (!old.sel.all_channels
-                && old
-                    .sel
-                    .channels
-                    .iter()
-                    .all(|c| self.sel.channels.contains(c)))
-    }
-
-    pub fn may_access(&self, key: &[u8], access: Access) -> bool {
-        self.sel.key_allowed(key, access)
-    }
-
+    /// Whether any selector lets this user publish or subscribe to
+    /// `channel` (a subscriber stays if one does, as in Redis).
     pub fn may_use_channel(&self, channel: &[u8], is_pattern: bool) -> bool {
-        self.sel.channel_allowed(channel, is_pattern)
+        self.selectors()
+            .any(|s| s.channel_allowed(channel, is_pattern))
     }
 }
 

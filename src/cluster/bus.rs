@@ -96,12 +96,16 @@ pub struct Message {
 
 /// The first frame on every link: who connects, and the password if the
 /// receiver needs one (its `requirepass`, which every node of a cluster
-/// shares; the sender uses its `masterauth`, else its own password).
+/// shares; the sender uses its `masterauth`, else its own password), or
+/// with `user` (the sender's `masteruser`) an ACL user's name and
+/// password, checked against the receiver's users.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Hello {
     pub version: u32,
     #[serde(default)]
     pub password: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub user: Option<String>,
 }
 
 /// Why a frame was refused.
@@ -139,6 +143,23 @@ pub fn decode<'a, T: Deserialize<'a>>(body: &'a [u8]) -> Result<T, FrameError> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// A Hello without a user is the bytes nodes before users sent, and
+    /// theirs still read: a cluster can be upgraded a node at a time.
+    #[test]
+    fn a_hello_without_a_user_is_the_one_older_nodes_speak() {
+        let old = Hello {
+            version: VERSION,
+            password: Some("pw".into()),
+            user: None,
+        };
+        let body = serde_json::to_string(&old).unwrap();
+        assert!(!body.contains("user"), "{body}");
+        let read: Hello = decode(br#"{"version":1,"password":"pw"}"#).unwrap();
+        assert_eq!(read.user, None);
+        let with: Hello = decode(br#"{"version":1,"password":"pw","user":"node"}"#).unwrap();
+        assert_eq!(with.user.as_deref(), Some("node"));
+    }
 
     #[test]
     fn a_message_round_trips_and_garbage_is_refused() {

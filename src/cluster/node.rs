@@ -32,6 +32,12 @@ pub fn now_ms() -> Millis {
 /// following a primary, deleting the keys of slots lost.
 pub trait Host: Send + Sync + 'static {
     fn apply(&self, effects: &Effects);
+
+    /// Whether a peer's Hello naming ACL user `user` with `password` is
+    /// let in (none is, without users to check it against).
+    fn admits(&self, _user: &str, _password: &str) -> bool {
+        false
+    }
 }
 
 /// This node in its cluster.
@@ -42,6 +48,8 @@ pub struct ClusterNode {
     next_link: AtomicU64,
     /// The password this node sends in its Hello.
     pub auth: Mutex<Option<String>>,
+    /// The ACL user it sends with it (`masteruser`), if any.
+    pub auth_user: Mutex<Option<String>>,
     /// The password a peer's Hello must carry.
     pub require: Mutex<Option<String>>,
     /// Links refused for a wrong or missing password.
@@ -119,6 +127,7 @@ impl ClusterNode {
             links: Mutex::new(HashMap::new()),
             next_link: AtomicU64::new(1),
             auth: Mutex::new(None),
+            auth_user: Mutex::new(None),
             require: Mutex::new(None),
             refused: AtomicU64::new(0),
             file,
@@ -152,6 +161,11 @@ impl ClusterNode {
     /// Sets what carries out the effects (once, when the server is built).
     pub fn set_host(&self, host: Box<dyn Host>) {
         let _ = self.host.set(host);
+    }
+
+    /// [`Host::admits`], through this node's host.
+    pub fn admits(&self, user: &str, password: &str) -> bool {
+        self.host.get().is_some_and(|h| h.admits(user, password))
     }
 
     /// The routing table now: lock-free, for every keyed request.

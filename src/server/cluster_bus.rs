@@ -168,6 +168,11 @@ pub fn attach(
         .password()
         .map(|p| String::from_utf8_lossy(&p).into_owned());
     let masterauth = state.settings.masterauth.read().clone();
+    // With `masterauth`, `masteruser` names the user it is the password
+    // of, as replication's `AUTH user password` does.
+    if masterauth.is_some() {
+        *node.auth_user.lock() = state.settings.masteruser.read().clone();
+    }
     *node.require.lock() = password.clone();
     *node.auth.lock() = masterauth.or(password);
     node.set_host(Box::new(ServerHost(Arc::downgrade(state))));
@@ -193,6 +198,24 @@ pub fn attach(
 struct ServerHost(std::sync::Weak<State>);
 
 impl Host for ServerHost {
+    /// A peer node naming a user must log in as it, and the user must be
+    /// allowed `CLUSTER MEET` (what joining a cluster is; a gateway's
+    /// credentials must not make a node).
+    fn admits(&self, user: &str, password: &str) -> bool {
+        let Some(state) = self.0.upgrade() else {
+            return false;
+        };
+        let Some(cell) = state.acl.authenticate(user.as_bytes(), password.as_bytes()) else {
+            return false;
+        };
+        crate::cmd::exec::permit::may_run_args(
+            &crate::cmd::registry::table::REGISTRY,
+            &cell,
+            &[b"CLUSTER", b"MEET", b"127.0.0.1", b"0"],
+        )
+        .is_ok()
+    }
+
     fn apply(&self, effects: &Effects) {
         let Some(state) = self.0.upgrade() else {
             return;
@@ -281,15 +304,17 @@ async fn inbound(bus: Arc<Bus>, mut stream: TcpStream, peer: SocketAddr) {
     let Ok(hello) = bus::decode::<Hello>(&body) else {
         return;
     };
-    let required = bus.require.lock().clone();
-    if let Some(pw) = required {
-        let given = hello.password.as_deref().unwrap_or("");
-        let same: bool = subtle::ConstantTimeEq::ct_eq(given.as_bytes(), pw.as_bytes()).into();
-        if !same {
-            bus.refused.fetch_add(1, Ordering::Relaxed);
-            tracing::warn!("cluster bus: refused a link from {peer}: wrong or missing password");
-            return;
-        }
+    let given = hello.password.as_deref().unwrap_or("");
+    let admitted = match (&hello.user, bus.require.lock().clone()) {
+        // A user named is always checked, as `AUTH user password` is.
+        (Some(user), _) => bus.admits(user, given),
+        (None, Some(pw)) => subtle::ConstantTimeEq::ct_eq(given.as_bytes(), pw.as_bytes()).into(),
+        (None, None) => true,
+    };
+    if !admitted {
+        bus.refused.fetch_add(1, Ordering::Relaxed);
+        tracing::warn!("cluster bus: refused a link from {peer}: wrong or missing password, or a user not allowed CLUSTER MEET");
+        return;
     }
     while let Some(body) = read_frame(&mut stream).await {
         let Ok(msg) = bus::decode::<Message>(&body) else {
@@ -358,6 +383,7 @@ async fn outbound(
     let hello = Hello {
         version: bus::VERSION,
         password: bus.auth.lock().clone(),
+        user: bus.auth_user.lock().clone(),
     };
     if write.write_all(&bus::encode(&hello)).await.is_err()
         || write.write_all(&bus::encode(&first)).await.is_err()

@@ -8,12 +8,17 @@
 //! them by pod IP or service name. The status page shows key names and
 //! `POST /json` charges and refunds limits, so they are guarded
 //! ([`guard`]): the Host must be an IP literal, `localhost` or a name in
-//! `--metrics-allowed-hosts` (DNS rebinding), the password when one is set
-//! (HTTP Basic, any user name, or a bearer token; read live, as `CONFIG
-//! SET requirepass` changes it), loopback clients only while protected
-//! mode is on and no password is set (as the Redis port), and a `POST` a
-//! browser could send cross-site is refused (JSON only, no cross-site
-//! `Origin` or `Sec-Fetch-Site`).
+//! `--metrics-allowed-hosts` (DNS rebinding), a user's credentials when the
+//! `default` user needs a password or is off (HTTP Basic `user:password`,
+//! a name no user has standing for `default`, or `default`'s password as a
+//! bearer token; read live, as `ACL SETUSER` and `CONFIG SET requirepass`
+//! change them), loopback clients only while protected mode is on and no
+//! password is needed (as the Redis port), and a `POST` a browser could
+//! send cross-site is refused (JSON only, no cross-site `Origin` or
+//! `Sec-Fetch-Site`). Then the user's rules, as if it ran a command: the
+//! status page needs `INFO` and `RL.TOP` (it shows the heaviest keys),
+//! `POST /json` needs `RL.CHECK` on the request's domain (checked by
+//! `server/rls.rs`), else 403 with Redis's `NOPERM` words.
 //!
 //! Bounded like the Redis port: at most [`MAX_CONNECTIONS`] at once,
 //! request headers within [`HEADER_TIMEOUT`] (a slow-headers client is
@@ -39,6 +44,7 @@ use parking_lot::Mutex;
 use tokio::net::TcpListener;
 use tokio::sync::{watch, Notify};
 
+use crate::acl::UserCell;
 use crate::state::State;
 
 /// Scrapers and health checks need a handful; a cap keeps a flood of them
@@ -126,14 +132,24 @@ pub async fn serve(
                         (req.method(), req.uri().path()),
                         (&Method::GET, "/" | "/status.json") | (&Method::POST, "/json")
                     );
-                    if guarded {
-                        if let Err(refused) = guard(&state, &options, peer.ip(), &req) {
-                            let json = req.method() == Method::POST;
-                            return Ok::<_, Infallible>(refused.response(json));
-                        }
-                    }
+                    let user = match guarded {
+                        false => None,
+                        true => match guard(&state, &options, peer.ip(), &req) {
+                            Ok(user) => Some(user),
+                            Err(refused) => {
+                                let json = req.method() == Method::POST;
+                                return Ok::<_, Infallible>(refused.response(json));
+                            }
+                        },
+                    };
                     if req.uri().path() == "/json" && req.method() == Method::POST {
-                        return Ok(json(&state, options.rls_headers, &conn, req).await);
+                        let user = user.expect("POST /json is guarded");
+                        return Ok(json(&state, options.rls_headers, &conn, &user, req).await);
+                    }
+                    if let Some(user) = &user {
+                        if let Err(why) = may_see_status(user) {
+                            return Ok(forbidden(why));
+                        }
                     }
                     Ok(respond(&state, &history, &req))
                 }
@@ -273,7 +289,7 @@ impl Refusal {
             Refusal::Host => "this host name is not served here: use an IP address or localhost, or allow the name with --metrics-allowed-hosts",
             Refusal::CrossSite => "cross-site request refused",
             Refusal::NotJson => "Content-Type must be application/json",
-            Refusal::Unauthorized => "authentication required: the requirepass password, with HTTP Basic (any user name) or as a bearer token",
+            Refusal::Unauthorized => "authentication required: a user's name and password with HTTP Basic, or the default user's password (requirepass) as a bearer token",
             Refusal::Protected => "protected mode is on and no password is set: the status page and POST /json answer loopback clients only (set --requirepass-file, or --protected-mode no)",
         }
     }
@@ -303,16 +319,18 @@ impl Refusal {
     }
 }
 
-/// Whether a request may reach the status page or `POST /json`. In
-/// order: the Host (DNS rebinding), for a `POST` what a browser could send
-/// cross-site, then who asks (the password when one is set, else
-/// protected mode's loopback rule).
+/// Whether a request may reach the status page or `POST /json`, and as
+/// which user. In order: the Host (DNS rebinding), for a `POST` what a
+/// browser could send cross-site, then who asks: with no password needed
+/// (the `default` user on and `nopass`), protected mode's loopback rule;
+/// then the credentials given, which must name a user who logs in with
+/// them, or, given none, the `default` user when it needs no password.
 fn guard<B>(
     state: &State,
     options: &Options,
     peer: IpAddr,
     req: &Request<B>,
-) -> Result<(), Refusal> {
+) -> Result<Arc<UserCell>, Refusal> {
     let headers = req.headers();
     let host = headers.get(HOST).map(|h| h.to_str().unwrap_or(""));
     if !host_allowed(host, &options.allowed_hosts) {
@@ -326,24 +344,41 @@ fn guard<B>(
             return Err(Refusal::NotJson);
         }
     }
-    if state.settings.password().is_some() {
+    let required = state.acl.auth_required();
+    let protected = state.settings.protected_mode.load(Ordering::Relaxed);
+    if !required && protected && !crate::util::is_loopback(peer) {
+        return Err(Refusal::Protected);
+    }
+    match headers.get(AUTHORIZATION) {
         // A malformed Authorization header is a wrong password.
-        let given = headers.get(AUTHORIZATION).ok_or(Refusal::Unauthorized)?;
-        let given = credentials(given.as_bytes()).unwrap_or_default();
-        if state.settings.password_matches(&given) != Some(true) {
+        Some(given) => super::auth::authenticate(state, given.as_bytes()).ok_or_else(|| {
             state
                 .stats
                 .counters
                 .inc(crate::metrics::table::AUTH_FAILURES);
-            return Err(Refusal::Unauthorized);
-        }
-        return Ok(());
+            Refusal::Unauthorized
+        }),
+        None if required => Err(Refusal::Unauthorized),
+        None => Ok(state.acl.default_user().clone()),
     }
-    let protected = state.settings.protected_mode.load(Ordering::Relaxed);
-    if protected && !crate::util::is_loopback(peer) {
-        return Err(Refusal::Protected);
-    }
-    Ok(())
+}
+
+/// Whether `user` may see the status page: it shows the server's state
+/// (`INFO`'s) and the keys with the most decisions (`RL.TOP`'s).
+fn may_see_status(user: &UserCell) -> Result<(), String> {
+    use crate::cmd::exec::permit::may_run_args;
+    let registry = &crate::cmd::registry::table::REGISTRY;
+    may_run_args(registry, user, &[b"INFO"])?;
+    may_run_args(registry, user, &[b"RL.TOP"])
+}
+
+/// A 403 for a user whose rules do not allow what it asked.
+fn forbidden(why: String) -> Response<Full<Bytes>> {
+    Response::builder()
+        .status(StatusCode::FORBIDDEN)
+        .header("content-type", "text/plain")
+        .body(Full::new(Bytes::from(why + "\n")))
+        .expect("static response parts are valid")
 }
 
 /// Whether the Host names this server for certain: absent (not a
@@ -405,29 +440,10 @@ fn is_json(headers: &HeaderMap) -> bool {
         .is_some_and(|t| t.trim().eq_ignore_ascii_case("application/json"))
 }
 
-/// The password a request gives: HTTP Basic's (any user name) or a
-/// bearer token.
-fn credentials(value: &[u8]) -> Option<Vec<u8>> {
-    use base64::Engine;
-    let space = value.iter().position(|&b| b == b' ')?;
-    let (scheme, rest) = (&value[..space], value[space..].trim_ascii());
-    if scheme.eq_ignore_ascii_case(b"basic") {
-        let pair = base64::engine::general_purpose::STANDARD
-            .decode(rest)
-            .ok()?;
-        let colon = pair.iter().position(|&b| b == b':')?;
-        Some(pair[colon + 1..].to_vec())
-    } else if scheme.eq_ignore_ascii_case(b"bearer") {
-        Some(rest.to_vec())
-    } else {
-        None
-    }
-}
-
 /// Why the endpoint is open to the network, if it is, for the start-up
 /// warning: it listens beyond loopback with no password.
 pub fn exposure(state: &State, addr: SocketAddr) -> Option<String> {
-    if addr.ip().is_loopback() || state.settings.password().is_some() {
+    if addr.ip().is_loopback() || state.acl.auth_required() {
         return None;
     }
     Some(match state.settings.protected_mode.load(Ordering::Relaxed) {
@@ -492,6 +508,7 @@ async fn json(
     state: &State,
     rls_headers: bool,
     conn: &Conn,
+    user: &UserCell,
     req: Request<hyper::body::Incoming>,
 ) -> Response<Full<Bytes>> {
     use http_body_util::BodyExt;
@@ -522,7 +539,7 @@ async fn json(
         }
     };
     let _busy = conn.busy();
-    let (status, body) = super::rls::json(state, rls_headers, &body);
+    let (status, body) = super::rls::json(state, rls_headers, user, &body);
     super::aof::before_reply(state).await;
     reply(status, body)
 }

@@ -3,6 +3,7 @@
 //! finish the replies it has decoded, then return.
 
 pub mod aof;
+pub mod auth;
 pub mod cluster_bus;
 pub mod connection;
 pub mod http;

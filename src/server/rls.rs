@@ -33,6 +33,7 @@ use tokio::net::{TcpListener, TcpStream};
 use tokio::sync::{watch, OwnedSemaphorePermit, Semaphore};
 use tokio::time::{Instant, Sleep};
 
+use crate::acl::UserCell;
 use crate::policy::rls::{self, Code, Descriptor, Override};
 use crate::state::State;
 use crate::stats::{Local, RlsOutcome};
@@ -153,12 +154,60 @@ pub fn to_proto(r: &rls::Response, headers: bool) -> RateLimitResponse {
     }
 }
 
+/// Whether `user` may have a decision in `domain`: as if it ran
+/// `RL.CHECK domain ...`, the command that decides a descriptor against a
+/// domain's policies (its key is the domain).
+fn may_decide(user: &UserCell, domain: &str) -> Result<(), String> {
+    crate::cmd::exec::permit::may_run_args(
+        &crate::cmd::registry::table::REGISTRY,
+        user,
+        &[b"RL.CHECK", domain.as_bytes(), b"descriptor", b"value"],
+    )
+}
+
+/// The user a call runs as: the one its `authorization` metadata logs in
+/// as (HTTP Basic `user:password`, or `default`'s password as a bearer
+/// token, as on the metrics port), or without it the `default` user, as
+/// every call was before there were users (its password is not asked:
+/// Envoy sends none unless configured to). A call whose credentials do
+/// not log in, or without any while `default` is off, is
+/// `UNAUTHENTICATED`.
+#[allow(clippy::result_large_err)]
+fn caller(
+    state: &State,
+    metadata: &tonic::metadata::MetadataMap,
+) -> Result<Arc<UserCell>, tonic::Status> {
+    match metadata.get("authorization") {
+        Some(given) => super::auth::authenticate(state, given.as_bytes()).ok_or_else(|| {
+            state
+                .stats
+                .counters
+                .inc(crate::metrics::table::AUTH_FAILURES);
+            tonic::Status::unauthenticated(
+                "WRONGPASS invalid username-password pair or user is disabled.",
+            )
+        }),
+        None => {
+            let default = state.acl.default_user();
+            if default.load().enabled {
+                Ok(default.clone())
+            } else {
+                Err(tonic::Status::unauthenticated(
+                    "authentication required: the default user is off; send a user's credentials in the authorization metadata",
+                ))
+            }
+        }
+    }
+}
+
 #[tonic::async_trait]
 impl RateLimitService for Service {
     async fn should_rate_limit(
         &self,
         request: tonic::Request<RateLimitRequest>,
     ) -> Result<tonic::Response<RateLimitResponse>, tonic::Status> {
+        let user = caller(&self.state, request.metadata())?;
+        may_decide(&user, &request.get_ref().domain).map_err(tonic::Status::permission_denied)?;
         let decided = decide(&self.state, request.get_ref(), self.headers);
         super::aof::before_reply(&self.state).await;
         decided
@@ -424,7 +473,7 @@ impl tonic::transport::server::Connected for Guarded {
 /// `RateLimitRequest` in protojson (camelCase or proto field names),
 /// answered with the `RateLimitResponse` in protojson: HTTP 200 when OK,
 /// 429 when over the limit, 400 for a request it cannot read or decide.
-pub fn json(state: &State, headers: bool, body: &[u8]) -> (u16, String) {
+pub fn json(state: &State, headers: bool, user: &UserCell, body: &[u8]) -> (u16, String) {
     let req = match serde_json::from_slice(body)
         .map_err(|e| e.to_string())
         .and_then(|v| json::request(&v))
@@ -439,6 +488,12 @@ pub fn json(state: &State, headers: bool, body: &[u8]) -> (u16, String) {
             return (400, format!("{{\"error\":{}}}", serde_json::Value::from(e)));
         }
     };
+    if let Err(why) = may_decide(user, &req.domain) {
+        return (
+            403,
+            format!("{{\"error\":{}}}", serde_json::Value::from(why)),
+        );
+    }
     match decide(state, &req, headers) {
         Ok(r) => {
             let status = if r.overall_code == rate_limit_response::Code::OverLimit as i32 {

@@ -649,3 +649,38 @@ async fn acl_load_and_save_without_a_file_answer_as_redis() {
             .starts_with("ERR This Redis instance is not configured to use an ACL file."));
     }
 }
+
+/// `CLIENT KILL USER name` closes that user's connections only (it used
+/// to ignore the filter and close every client but the caller); an
+/// unknown user is Redis's error and closes nothing.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn client_kill_user_closes_only_that_users_connections() {
+    let srv = Server::start().await;
+    let mut admin = srv.client().await;
+    let _: String = q(&mut admin, GATEWAY).await;
+    let mut gw1 = gateway(&srv).await;
+    let mut gw2 = gateway(&srv).await;
+    let mut bystander = srv.client().await;
+    crate::common::assert_pong(&mut bystander).await;
+    let _: Vec<i64> = q(&mut gw1, &["RL.ALLOW", "tenant:a", "10", "60"]).await;
+    let _: Vec<i64> = q(&mut gw2, &["RL.ALLOW", "tenant:a", "10", "60"]).await;
+    assert_eq!(
+        q_err(&mut admin, &["CLIENT", "KILL", "USER", "nosuch"]).await,
+        "ERR No such user 'nosuch'"
+    );
+    assert!(q_err(&mut admin, &["CLIENT", "KILL", "MAXAGE", "1"])
+        .await
+        .contains("syntax error"));
+    crate::common::assert_pong(&mut bystander).await;
+    let killed: i64 = q(&mut admin, &["CLIENT", "KILL", "USER", "gw"]).await;
+    assert_eq!(killed, 2);
+    crate::common::assert_pong(&mut bystander).await;
+    let list: String = q(&mut admin, &["CLIENT", "LIST"]).await;
+    assert!(!list.contains(" user=gw "), "{list}");
+    let killed: i64 = q(
+        &mut admin,
+        &["CLIENT", "KILL", "USER", "default", "SKIPME", "yes"],
+    )
+    .await;
+    assert_eq!(killed, 1);
+}

@@ -14,6 +14,8 @@
 mod common;
 
 mod acl;
+mod acl_links;
+mod acl_selectors;
 mod aof;
 mod architecture;
 mod cluster;

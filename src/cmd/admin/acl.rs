@@ -81,7 +81,17 @@ pub fn getuser(ctx: &mut Ctx<'_>, req: &Request<'_>) -> Result<(), CmdError> {
     out.bulk_str("channels");
     out.bulk_str(&u.channel_rules());
     out.bulk_str("selectors");
-    out.array(0);
+    let selectors = u.extra_selectors();
+    out.array(selectors.len());
+    for s in selectors {
+        out.map(3);
+        out.bulk_str("commands");
+        out.bulk_str(&s.command_rules(ctx.registry.acl()));
+        out.bulk_str("keys");
+        out.bulk_str(&s.key_rules());
+        out.bulk_str("channels");
+        out.bulk_str(&s.channel_rules());
+    }
     Ok(())
 }
 

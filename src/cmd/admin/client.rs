@@ -174,8 +174,12 @@ fn close(c: &crate::clients::ClientInfo, me: u64) {
 
 /// ```text
 /// CLIENT KILL ip:port
-/// CLIENT KILL [ID id] [ADDR ip:port] [LADDR ip:port] [SKIPME yes|no] ...
+/// CLIENT KILL [ID id] [ADDR ip:port] [LADDR ip:port] [TYPE type]
+///     [USER username] [SKIPME yes|no] ...
 /// ```
+/// `USER` keeps the connections authenticated as that user (an unknown
+/// user is Redis's error). `MAXAGE` is Redis 7.4's: a syntax error, as in
+/// Redis 7.0, rather than a filter ignored (which closed every client).
 pub fn kill(ctx: &mut Ctx<'_>, req: &Request<'_>) -> Result<(), CmdError> {
     let clients = ctx.state.clients.live();
     if req.len() == 3 {
@@ -193,6 +197,7 @@ pub fn kill(ctx: &mut Ctx<'_>, req: &Request<'_>) -> Result<(), CmdError> {
     }
     let (mut id, mut addr, mut laddr, mut skipme) = (None, None, None, true);
     let mut kind = None;
+    let mut user: Option<&[u8]> = None;
     let mut c = Cursor::new(req, 2);
     while let Some(opt) = c.next() {
         // Filters come in pairs; a lone word at the end is a syntax error.
@@ -216,8 +221,14 @@ pub fn kill(ctx: &mut Ctx<'_>, req: &Request<'_>) -> Result<(), CmdError> {
             };
         } else if is(opt, "TYPE") {
             kind = Some(client_type(val)?);
-        } else if is(opt, "USER") || is(opt, "MAXAGE") {
-            // Every client is a normal client of the default user.
+        } else if is(opt, "USER") {
+            if ctx.state.acl.get(val).is_none() {
+                return Err(CmdError::err(format!(
+                    "No such user '{}'",
+                    String::from_utf8_lossy(&val[..val.len().min(128)])
+                )));
+            }
+            user = Some(val);
         } else {
             return Err(CmdError::Syntax);
         }
@@ -229,6 +240,7 @@ pub fn kill(ctx: &mut Ctx<'_>, req: &Request<'_>) -> Result<(), CmdError> {
             && addr.is_none_or(|a| c.addr.to_string().as_bytes() == a)
             && laddr.is_none_or(|a| c.laddr.to_string().as_bytes() == a)
             && kind.is_none_or(|k| k == ClientType::of(&c))
+            && user.is_none_or(|u| c.user.lock().as_deref().unwrap_or(b"default") == u)
             && !(skipme && c.id == me);
         if hit {
             close(&c, me);
@@ -256,7 +268,7 @@ pub fn help(ctx: &mut Ctx<'_>, _req: &Request<'_>) -> Result<(), CmdError> {
             "KILL <ip:port>",
             "    Kill connection made from <ip:port>.",
             "KILL <option> <value> [<option> <value> [...]]",
-            "    Kill connections. Options are: ID <client-id>, ADDR <ip:port>, LADDR <ip:port>, SKIPME (YES|NO).",
+            "    Kill connections. Options are: ID <client-id>, ADDR <ip:port>, LADDR <ip:port>, TYPE <type>, USER <username>, SKIPME (YES|NO).",
             "LIST [TYPE NORMAL] [ID <client-id> [...]]",
             "    Return information about client connections.",
             "SETINFO <option> <value>",

@@ -3,7 +3,7 @@
 //! dispatch, in `EXEC` and in a script: the one check the three share.
 
 use crate::acl::log::{Context, Entry, Reason};
-use crate::acl::User;
+use crate::acl::{Access, Selector, User};
 use crate::clock::Nanos;
 use crate::cmd::exec::session::Session;
 use crate::cmd::registry::error::CmdError;
@@ -22,12 +22,16 @@ pub enum Refused<'r> {
 impl Refused<'_> {
     /// Redis's `-NOPERM` reply to a command refused at dispatch.
     pub fn noperm(self, cmd: &CommandSpec, sub: Option<&CommandSpec>) -> CmdError {
-        CmdError::Prefixed(match self {
+        CmdError::Prefixed(self.noperm_text(cmd, sub).into())
+    }
+
+    /// The text of [`Refused::noperm`].
+    pub fn noperm_text(self, cmd: &CommandSpec, sub: Option<&CommandSpec>) -> String {
+        match self {
             Refused::Command => format!(
                 "NOPERM this user has no permissions to run the '{}' command",
                 full_name(cmd, sub)
-            )
-            .into(),
+            ),
             Refused::Key(_) => {
                 "NOPERM this user has no permissions to access one of the keys used as arguments"
                     .into()
@@ -36,7 +40,7 @@ impl Refused<'_> {
                 "NOPERM this user has no permissions to access one of the channels used as arguments"
                     .into()
             }
-        })
+        }
     }
 
     /// The reason a script's call was refused, in Redis's words
@@ -84,11 +88,39 @@ pub fn permit_cell<'r>(
     permit(registry, &cell.load(), cell.deleted(), cmd, sub, req)
 }
 
+/// Whether the user in `cell` may run the command `args` spell, as a
+/// client would send it: how the other ports judge their requests as
+/// commands (the metrics port's status page as `INFO` and `RL.TOP`, a
+/// rate limit service decision as `RL.CHECK domain ...`). The `NOPERM`
+/// text that says why not. Nothing is built for a user who may run
+/// anything (the default user, as a rule).
+pub fn may_run_args(
+    registry: &Registry,
+    cell: &crate::acl::UserCell,
+    args: &[&[u8]],
+) -> Result<(), String> {
+    if cell.unrestricted() && !cell.deleted() {
+        return Ok(());
+    }
+    let mut frame = Vec::new();
+    let mut spans = Vec::with_capacity(args.len());
+    for a in args {
+        let start = frame.len();
+        frame.extend_from_slice(a);
+        spans.push(start..frame.len());
+    }
+    let req = Request::new(bytes::Bytes::from(frame), &spans);
+    let (cmd, sub) = registry.resolve(&req).map_err(|e| e.to_string())?;
+    permit_cell(registry, cell, cmd, sub, &req).map_err(|r| r.noperm_text(cmd, sub))
+}
+
 /// Whether `user` may run `req` (resolved to `cmd` and `sub`), as Redis's
-/// `ACLSelectorCheckCmd` decides: the command (or its first argument),
-/// then each key where the table says keys are, with the access the
-/// command needs, then the channels it publishes or subscribes to. A
-/// deleted user may run nothing (its connections are being closed).
+/// `ACLCheckAllUserCommandPerm` decides: allowed if one selector (the
+/// root one first, then each `(...)`) allows the command and every key
+/// and channel of it. Refused otherwise, for the reason Redis picks: a
+/// channel over a key over the command, and of the same kind the
+/// argument furthest right any selector stopped at. A deleted user may
+/// run nothing (its connections are being closed).
 pub fn permit<'r>(
     registry: &Registry,
     user: &User,
@@ -104,20 +136,54 @@ pub fn permit<'r>(
     let first = if sub.is_some() { 2 } else { 1 };
     let first = (req.len() > first).then(|| req.arg(first));
     let id = registry.acl_id(cmd, sub);
-    if !user.may_run(id, spec.flags.contains(Flags::NO_AUTH), first) {
-        return Err(Refused::Command);
+    let no_auth = spec.flags.contains(Flags::NO_AUTH);
+    let mut access = None;
+    // (rank, position): rank 0 command, 1 key, 2 channel.
+    let mut worst: (u8, usize, Refused<'r>) = (0, 0, Refused::Command);
+    for sel in user.selectors() {
+        let refused = match check(sel, spec, cmd, id, no_auth, first, &mut access, req) {
+            Ok(()) => return Ok(()),
+            Err(r) => r,
+        };
+        if refused.0 > worst.0 || (refused.0 == worst.0 && refused.1 > worst.1) {
+            worst = refused;
+        }
     }
-    if !user.all_keys() {
-        let access = spec.key_access(req);
+    Err(worst.2)
+}
+
+/// One selector's `ACLSelectorCheckCmd`: the command (or its first
+/// argument), then each key where the table says keys are, with the
+/// access the command needs, then the channels it publishes or
+/// subscribes to. A refusal comes with its rank and the position of the
+/// key (in key order) or channel it stopped at.
+#[allow(clippy::too_many_arguments)]
+fn check<'r>(
+    sel: &Selector,
+    spec: &'static CommandSpec,
+    cmd: &'static CommandSpec,
+    id: usize,
+    no_auth: bool,
+    first: Option<&[u8]>,
+    access: &mut Option<Access>,
+    req: &'r Request<'_>,
+) -> Result<(), (u8, usize, Refused<'r>)> {
+    if !sel.may_run(id, no_auth, first) {
+        return Err((0, 0, Refused::Command));
+    }
+    if !sel.all_keys() {
+        let access = *access.get_or_insert_with(|| spec.key_access(req));
+        let mut pos = 0;
         spec.try_for_each_key(req, |k| {
-            if user.may_access(k, access) {
+            pos += 1;
+            if sel.may_access(k, access) {
                 Ok(())
             } else {
-                Err(Refused::Key(k))
+                Err((1, pos, Refused::Key(k)))
             }
         })?;
     }
-    if !user.all_channels() {
+    if !sel.all_channels() {
         // Redis 7.0's channel specs: PUBLISH's channel, SUBSCRIBE's
         // channels, PSUBSCRIBE's patterns (matched literally).
         let (range, pattern) = match cmd.name {
@@ -128,8 +194,8 @@ pub fn permit<'r>(
         };
         for i in range {
             let c = req.arg(i);
-            if !user.may_use_channel(c, pattern) {
-                return Err(Refused::Channel(c));
+            if !sel.may_use_channel(c, pattern) {
+                return Err((2, i, Refused::Channel(c)));
             }
         }
     }
