@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """Real Redis Sentinels watching a Turnstile primary.
 
-    check.py path/to/turnstile
+    check.py path/to/turnstile [--users]
 
 Starts Turnstile and three `redis-sentinel` processes (Debian's) on free
 loopback ports, each told `sentinel monitor turnstile 127.0.0.1 PORT 2`, and
@@ -17,8 +17,12 @@ checks what Sentinel needs of a primary today:
 - once the primary is stopped, the Sentinels agree that it is down
   (`o_down`, by quorum).
 
-Failover itself needs replicas (replication, to come): the Sentinels here
-have none to promote. Exit status 0 when every check passed.
+Failover itself is failover.py's. With `--users`, Turnstile runs on an
+ACL file with the `default` user off: the Sentinels log in as a
+`sentinel` user holding only what Redis's documentation gives Sentinel
+(`sentinel auth-user` / `auth-pass`), and the redis-py client as an `app`
+user; `CLIENT LIST` must show the Sentinels' connections as that user.
+Exit status 0 when every check passed.
 """
 
 import shutil
@@ -32,27 +36,61 @@ from sentinel_common import (ask, check, conclude, procs, run, sentinel_master, 
                              wait_for)
 from benchlib import free_ports  # sentinel_common puts benches/ on sys.path
 
+import redis
 from redis.sentinel import Sentinel
 
 MASTER = "turnstile"
 
+# Redis's documented least privilege for Sentinel ("ACL rules for
+# Sentinel"), and a client user; `default` off, so nothing runs unnamed.
+USERS = (
+    "user default off\n"
+    "user sentinel on >sentinel-pw allchannels +multi +slaveof +ping +exec +subscribe "
+    "+config|rewrite +role +publish +info +client|setname +client|kill +script|kill\n"
+    "user app on >app-pw ~* &* +@all\n"
+)
+
+
+def refused(port):
+    """Whether an unnamed client is refused (NOAUTH) by `port`."""
+    try:
+        ask(port, "PING")
+    except redis.exceptions.AuthenticationError:
+        return True
+    except redis.exceptions.ResponseError as e:
+        return "NOAUTH" in str(e)
+    return False
+
 
 def main():
-    if len(sys.argv) != 2:
+    args = [a for a in sys.argv[1:] if a != "--users"]
+    users = "--users" in sys.argv[1:]
+    if len(args) != 1:
         sys.exit(__doc__)
-    binary = sys.argv[1]
+    binary = args[0]
     if not shutil.which("redis-sentinel"):
         sys.exit("redis-sentinel is not installed (apt-get install redis-sentinel)")
     tmp = Path(tempfile.mkdtemp(prefix="turnstile-sentinel."))
     tport, *sports = free_ports(4)
     log = open(tmp / "turnstile.log", "w")
-    t = subprocess.Popen([binary, "--port", str(tport), "--metrics-addr", "off"],
-                         stdout=log, stderr=subprocess.STDOUT)
+    argv = [binary, "--port", str(tport), "--metrics-addr", "off"]
+    settings = {"down-after-milliseconds": 1000, "failover-timeout": 10000}
+    login = {}
+    if users:
+        (tmp / "users.acl").write_text(USERS)
+        argv += ["--aclfile", str(tmp / "users.acl")]
+        settings.update({"auth-user": "sentinel", "auth-pass": "sentinel-pw"})
+        login = {"username": "app", "password": "app-pw"}
+    t = subprocess.Popen(argv, stdout=log, stderr=subprocess.STDOUT)
     procs.append(t)
-    wait_for("turnstile answers PING", lambda: ask(tport, "PING"), 10)
+    if users:
+        wait_for("turnstile refuses the default user", lambda: refused(tport), 10)
+        wait_for("turnstile answers the app user's PING",
+                 lambda: redis.Redis(port=tport, socket_timeout=2, **login).ping(), 10)
+    else:
+        wait_for("turnstile answers PING", lambda: ask(tport, "PING"), 10)
     for p in sports:
-        start_sentinel(tmp, p, [(MASTER, tport)],
-                       {"down-after-milliseconds": 1000, "failover-timeout": 10000})
+        start_sentinel(tmp, p, [(MASTER, tport)], settings)
     for p in sports:
         wait_for(f"sentinel {p} is up", lambda: ask(p, "PING"), 10)
 
@@ -72,9 +110,19 @@ def main():
     sentinel = Sentinel([("127.0.0.1", p) for p in sports], socket_timeout=2)
     check(sentinel.discover_master(MASTER) == ("127.0.0.1", tport),
           "redis-py Sentinel discovers the primary", str(sentinel.discover_master(MASTER)))
-    primary = sentinel.master_for(MASTER, socket_timeout=2)
+    primary = sentinel.master_for(MASTER, socket_timeout=2, **login)
     reply = primary.execute_command("RL.ALLOW", "sentinel:check", 2, 60)
     check(reply[0] == 1, "a master_for client decides a limit", repr(reply))
+    if users:
+        clients = redis.Redis(port=tport, decode_responses=True, **login).client_list()
+        by_sentinel = [c for c in clients if c.get("user") == "sentinel"]
+        check(len(by_sentinel) >= 3, f"the Sentinels are logged in as their user ({len(by_sentinel)} connections)",
+              repr([(c.get("addr"), c.get("user")) for c in clients]))
+        check(all(c.get("user") in ("sentinel", "app") for c in clients), "no connection runs as default",
+              repr([(c.get("addr"), c.get("user")) for c in clients]))
+        denied = [e for e in redis.Redis(port=tport, decode_responses=True, **login).acl_log()
+                  if e.get("username") == "sentinel"]
+        check(not denied, "Sentinel was refused nothing (ACL LOG)", repr(denied))
 
     t.send_signal(signal.SIGTERM)
     t.wait(timeout=10)
