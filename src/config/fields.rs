@@ -31,6 +31,7 @@ config! {
         requirepass: Option<String>,
         requirepass_file: Option<PathBuf>,
         aclfile: Option<PathBuf>,
+        user: Vec<String>,
         protected_mode: bool,
         rename_command: Vec<String>,
         tls_port: Option<u16>,

@@ -80,7 +80,7 @@ impl Settings {
 impl Setting {
     /// Its command-line flag.
     fn arg(&'static self) -> clap::Arg {
-        use table::{HIDE_DEFAULT, LIST, LONG_HELP_ONLY, SECRET};
+        use table::{HIDE_DEFAULT, LIST, LONG_HELP_ONLY, REPEAT, SECRET};
         let (short, long) = match self.help.split_once("\n\n") {
             Some((first, _)) => (first, Some(self.help)),
             None => (self.help, None),
@@ -107,6 +107,9 @@ impl Setting {
         };
         if self.is(LIST) {
             arg = arg.value_delimiter(',').action(clap::ArgAction::Append);
+        }
+        if self.is(REPEAT) {
+            arg = arg.action(clap::ArgAction::Append);
         }
         arg
     }
@@ -391,6 +394,21 @@ fn file_arguments(
                 .into_iter()
                 .flatten()
                 .collect(),
+            // A repeatable setting (`user`): one use per string.
+            toml::Value::Array(items)
+                if SETTINGS.iter().any(|s| s.name == id && s.is(table::REPEAT)) =>
+            {
+                items
+                    .into_iter()
+                    .map(|v| match v {
+                        toml::Value::String(s) => Ok(s),
+                        other => Err(invalid(format!(
+                            "{key}: expected an array of strings, found {}",
+                            other.type_str()
+                        ))),
+                    })
+                    .collect::<Result<Vec<_>, _>>()?
+            }
             toml::Value::String(s) => vec![s],
             toml::Value::Integer(n) => vec![n.to_string()],
             toml::Value::Boolean(b) => vec![if b { "yes" } else { "no" }.to_string()],

@@ -176,6 +176,16 @@ pub static SETTINGS: &[Setting] = &[
         ..Setting::ROW
     },
     Setting {
+        name: "user",
+        group: SECURITY,
+        value_name: "LINE",
+        help: "An ACL user, as a line of an ACL file without its `user` word; repeatable.\n\n`--user 'gw on >secret ~tenant:* +@ratelimit'`; in the config file an array, `user = [\"gw on ...\"]`, which CONFIG REWRITE writes. Redis's `user` lines of redis.conf: not with --aclfile. Without a `default` line, the default user is `on nopass ~* &* +@all`, with --requirepass's password if one is set.",
+        kind: Kind::Other(text),
+        field: field!(user),
+        flags: NO_ENV | REPEAT,
+        ..Setting::ROW
+    },
+    Setting {
         name: "protected-mode",
         group: SECURITY,
         value_name: "yes|no",

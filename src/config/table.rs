@@ -36,6 +36,9 @@ pub const LIST: u16 = 1 << 7;
 /// (a screen of them), leaving out announce addresses and the older
 /// static cluster mode.
 pub const LONG_HELP_ONLY: u16 = 1 << 8;
+/// Repeatable, each use one whole value (no comma split: an ACL `user`
+/// line may hold commas); a TOML array of strings in the file.
+pub const REPEAT: u16 = 1 << 9;
 
 /// `--help`'s headings, in the order they first appear in `SETTINGS` (`config/rows.rs`).
 pub const SERVER: &str = "Server";

@@ -313,6 +313,37 @@ fn load_acl_file(
     Ok(())
 }
 
+/// Redis's refusal of users in redis.conf beside an ACL file.
+const USERS_AND_ACLFILE: &str = "Configuring Redis with users defined in redis.conf and at the same setting an ACL file path is invalid. This setup is very likely to lead to configuration errors and security holes, please define either an ACL file or declare users directly in your redis.conf, but not both.";
+
+/// The `user` setting's lines at start (Redis's `user` lines of
+/// redis.conf), read as an ACL file's would be; a line break inside one
+/// would read as another user, so it is refused.
+fn load_user_lines(state: &State, lines: &[String], registry: &Registry) -> Result<(), StartError> {
+    let mut text = Vec::new();
+    for (i, line) in lines.iter().enumerate() {
+        if line.contains(['\r', '\n']) {
+            return Err(StartError::Acl(format!(
+                "user setting {}: a user line cannot hold a line break",
+                i + 1
+            )));
+        }
+        text.extend_from_slice(b"user ");
+        text.extend_from_slice(line.as_bytes());
+        text.push(b'\n');
+    }
+    let users =
+        crate::acl::file::parse("user setting", &text, registry.acl()).map_err(StartError::Acl)?;
+    let password = state.settings.password();
+    if password.is_some() && users.iter().any(|u| &*u.name == b"default") {
+        tracing::warn!("a user line declares the default user: --requirepass does not apply to it");
+    }
+    let count = users.len();
+    state.acl.replace(users, password.as_deref());
+    tracing::info!(users = count, "ACL users from the user setting");
+    Ok(())
+}
+
 /// Binds and starts serving on the current tokio runtime.
 pub async fn start(config: &Config, clock: Arc<dyn Clock>) -> Result<ServerHandle, StartError> {
     let password = config.password()?;
@@ -375,8 +406,11 @@ pub async fn start(config: &Config, clock: Arc<dyn Clock>) -> Result<ServerHandl
     let renames = rename::build(registry, &config.renames())?;
     let catalog = registry.catalog();
     let mut state = State::new(config, password, clock.clone(), local, &catalog);
-    if let Some(path) = &config.aclfile {
-        load_acl_file(&state, path, registry)?;
+    match (&config.aclfile, config.user.is_empty()) {
+        (Some(_), false) => return Err(StartError::Acl(USERS_AND_ACLFILE.into())),
+        (Some(path), true) => load_acl_file(&state, path, registry)?,
+        (None, false) => load_user_lines(&state, &config.user, registry)?,
+        (None, true) => {}
     }
     if topology.is_some() || cluster_node.is_some() {
         // Keys findable by slot (CLUSTER GETKEYSINSLOT, COUNTKEYSINSLOT);

@@ -64,7 +64,7 @@ const OTHERS: &[(&str, &str)] = &[
     ("timeout", "42"),
 ];
 
-fn temp_dir(name: &str) -> PathBuf {
+pub(crate) fn temp_dir(name: &str) -> PathBuf {
     let dir = std::env::temp_dir().join(format!(
         "turnstile-{name}-{}-{:?}",
         std::process::id(),
@@ -76,7 +76,7 @@ fn temp_dir(name: &str) -> PathBuf {
 }
 
 /// The file's settings as the server reads them at start.
-fn read_back(path: &Path) -> Config {
+pub(crate) fn read_back(path: &Path) -> Config {
     Config::parse_from([
         "turnstile".into(),
         "--config".into(),

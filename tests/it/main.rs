@@ -14,6 +14,7 @@
 mod common;
 
 mod acl;
+mod acl_config;
 mod acl_links;
 mod acl_selectors;
 mod aof;

@@ -140,6 +140,21 @@ pub fn rewrite(ctx: &mut Ctx<'_>, _req: &Request<'_>) -> Result<(), CmdError> {
             _ => toml_edit::Item::Value(one_line(&live)),
         };
     }
+    if state.settings.config.aclfile.is_none() {
+        let lines = user_lines(ctx).map_err(|e| failed(&e))?;
+        if lines.is_empty() {
+            doc.remove("user");
+        } else {
+            // On one line, each string escaped as `one_line` escapes it:
+            // no rule can spill onto a line of its own.
+            let mut array = toml_edit::Array::new();
+            for line in &lines {
+                array.push_formatted(one_line(line));
+            }
+            array.fmt();
+            doc["user"] = toml_edit::value(array);
+        }
+    }
     let mut text = doc.to_string();
     if !text.ends_with('\n') {
         text.push('\n');
@@ -148,6 +163,34 @@ pub fn rewrite(ctx: &mut Ctx<'_>, _req: &Request<'_>) -> Result<(), CmdError> {
     tracing::info!(path = %path.display(), "CONFIG REWRITE executed with success");
     ctx.out.ok();
     Ok(())
+}
+
+/// The users for the config file's `user` array, as Redis's CONFIG
+/// REWRITE writes `user` lines when there is no ACL file: each as `ACL
+/// LIST` prints it, without its `user` word, passwords as digests. The
+/// `default` user only if it is not what a start would make of it (on, every
+/// key and command, `requirepass`'s password): `requirepass` stays its
+/// password otherwise.
+fn user_lines(ctx: &Ctx<'_>) -> Result<Vec<String>, String> {
+    let acl = &ctx.state.acl;
+    let fresh = crate::acl::Acl::new(ctx.state.settings.password().as_deref());
+    let fresh_default = fresh.default_user().load();
+    let mut lines = Vec::new();
+    for u in acl.users() {
+        if &*u.name == b"default" && *u == *fresh_default {
+            continue;
+        }
+        let text = crate::acl::file::render([&*u], ctx.registry.acl())?;
+        let text = String::from_utf8(text).map_err(|_| {
+            format!(
+                "user '{}' is not UTF-8 text, which the config file cannot hold",
+                String::from_utf8_lossy(&u.name)
+            )
+        })?;
+        let line = text.trim_end_matches('\n');
+        lines.push(line.strip_prefix("user ").unwrap_or(line).to_string());
+    }
+    Ok(lines)
 }
 
 /// `text` as a TOML basic string on one line: `"`, `\\` and every
