@@ -1202,12 +1202,31 @@ mod tests {
                 Some(window_entry(9, 1_000, 1))
             );
         }
-        // The compacted shard takes writes as before.
+        // The compacted shard takes writes as before, new key lengths
+        // among them (in the slabs emptied ones left), and every key kept
+        // reads back.
         store.update(b"new", now, |e| *e = Some(window_entry(3, 1_000, 2)));
         assert_eq!(
             store.get(b"new", now, |e| e.clone()),
             Some(window_entry(3, 1_000, 2))
         );
+        let newer = |i: u32| vec![b'n' + (i % 7) as u8; 20 + i as usize % 600];
+        for i in 0..700 {
+            store.update(&newer(i), now, |e| {
+                *e = Some(window_entry(4, 1_000, i as u64))
+            });
+        }
+        for i in 0..700 {
+            let want = window_entry(4, 1_000, i as u64);
+            assert_eq!(store.get(&newer(i), now, |e| e.clone()), Some(want));
+        }
+        for i in (0..6_000).step_by(10) {
+            assert_eq!(store.get(&key(i), now, |e| e.clone()), Some(value(i)));
+            assert_eq!(
+                store.get(&long(i), now, |e| e.clone()),
+                Some(window_entry(9, 1_000, 1))
+            );
+        }
     }
 
     /// A limiter key of any length up to 1,024 bytes costs its own length,

@@ -22,31 +22,30 @@ use super::effects::Effects;
 use super::entry::{self, Entry, Value};
 use super::index::Index;
 use super::params::ParamTable;
-use super::record::{self, Kind, Layout, LogRec, KEY_CLASSES, KINDS};
+use super::record::{self, Layout, LogRec, KEY_CLASSES, KINDS};
 use crate::clock::Nanos;
 
 /// A handle: a general record's index (top bit clear, 31 bits), or a
-/// class (10 bits: a [`Layout`], or the log's) and an index in its arena
-/// (21 bits, 2M records of one class in one shard; a class that fills up
-/// sends further keys to the general class).
+/// class (10 bits: one of the shard's slabs, or the log's arena) and an
+/// index in it (21 bits, 2M records of one class in one shard; a class that
+/// fills up sends further keys to the general class).
 const COMPACT: u32 = 1 << 31;
 const CLASS_SHIFT: u32 = 21;
 const INDEX_MASK: u32 = (1 << CLASS_SHIFT) - 1;
-/// A layout's class is its kind (2 bits) over its key class (8 bits);
-/// key classes stop below 255, which is the log's.
-const LOG_CLASS: u32 = 0xff;
-const _: () = assert!(KEY_CLASSES < LOG_CLASS as usize && KINDS <= 4);
+const LOG_CLASS: u32 = (1 << 10) - 1;
+/// A shard has at most one slab per layout, so its slab numbers stay
+/// below the log's.
+const _: () = assert!(KINDS * KEY_CLASSES < LOG_CLASS as usize);
 
 /// Which arena a record lives in, from its handle.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 enum Class {
     General,
     Log,
-    Compact(Layout),
+    /// The shard's slab of this number (`Records::slabs`).
+    Compact(u16),
 }
 
-/// The handle of record `i` of `class`; `None` if the index does not fit
-/// (a compact class with 2M records in one shard).
 fn handle(class: Class, i: u32) -> u32 {
     match class {
         Class::General => {
@@ -55,7 +54,7 @@ fn handle(class: Class, i: u32) -> u32 {
             i
         }
         Class::Log => COMPACT | LOG_CLASS << CLASS_SHIFT | i,
-        Class::Compact(l) => COMPACT | ((l.kind as u32) << 8 | l.kc as u32) << CLASS_SHIFT | i,
+        Class::Compact(n) => COMPACT | (n as u32) << CLASS_SHIFT | i,
     }
 }
 
@@ -64,13 +63,10 @@ fn split(h: u32) -> (Class, u32) {
         return (Class::General, h);
     }
     let c = (h & !COMPACT) >> CLASS_SHIFT;
-    let class = if c & 0xff == LOG_CLASS {
+    let class = if c == LOG_CLASS {
         Class::Log
     } else {
-        Class::Compact(Layout {
-            kind: Kind::ALL[(c >> 8) as usize & 3],
-            kc: (c & 0xff) as usize,
-        })
+        Class::Compact(c as u16)
     };
     (class, h & INDEX_MASK)
 }
@@ -110,30 +106,53 @@ struct General {
 struct Records {
     general: Arena<General>,
     log: Arena<LogRec>,
-    /// The constant-size algorithms' records, by kind and key class; a
-    /// class's slab is made on its first key (a shard holds a few key
-    /// lengths, not all 240 of each kind).
-    compact: [Vec<Option<Box<Slab>>>; KINDS],
+    /// The constant-size algorithms' records, a slab per layout in use
+    /// (a shard holds a few key lengths, not all 960 layouts), numbered
+    /// by first use; a slab emptied by a compaction is reused for the next
+    /// new layout, as no handle points into it.
+    slabs: Vec<LayoutSlab>,
     params: ParamTable,
 }
 
+#[derive(Debug)]
+struct LayoutSlab {
+    layout: Layout,
+    slab: Slab,
+}
+
 impl Records {
-    fn slab(&self, l: Layout) -> &Slab {
-        self.compact[l.kind as usize][l.kc]
-            .as_deref()
-            .expect("a handle's slab exists")
+    fn slab(&self, n: u16) -> (Layout, &Slab) {
+        let s = &self.slabs[n as usize];
+        (s.layout, &s.slab)
     }
 
-    fn slab_mut(&mut self, l: Layout) -> &mut Slab {
-        let by_kc = &mut self.compact[l.kind as usize];
-        if by_kc.len() <= l.kc {
-            by_kc.resize_with(l.kc + 1, || None);
+    fn slab_mut(&mut self, n: u16) -> &mut Slab {
+        &mut self.slabs[n as usize].slab
+    }
+
+    /// The number of `l`'s slab, made (or an empty one taken) if none.
+    fn slab_for(&mut self, l: Layout) -> u16 {
+        if let Some(n) = self.slabs.iter().position(|s| s.layout == l) {
+            return n as u16;
         }
-        by_kc[l.kc].get_or_insert_with(|| Box::new(Slab::new(l.rec_len())))
+        let fresh = LayoutSlab {
+            layout: l,
+            slab: Slab::new(l.rec_len()),
+        };
+        match self.slabs.iter().position(|s| s.slab.is_empty()) {
+            Some(n) => {
+                self.slabs[n] = fresh;
+                n as u16
+            }
+            None => {
+                self.slabs.push(fresh);
+                (self.slabs.len() - 1) as u16
+            }
+        }
     }
 
     fn slabs(&self) -> impl Iterator<Item = &Slab> {
-        self.compact.iter().flatten().flatten().map(|s| &**s)
+        self.slabs.iter().map(|s| &s.slab)
     }
 
     /// Whether a new record of `class` gets a handle.
@@ -141,10 +160,7 @@ impl Records {
         match class {
             Class::General => true,
             Class::Log => self.log.has_room(INDEX_MASK),
-            Class::Compact(l) => match self.compact[l.kind as usize].get(l.kc) {
-                Some(Some(slab)) => slab.has_room(INDEX_MASK),
-                _ => true,
-            },
+            Class::Compact(n) => self.slab(n).1.has_room(INDEX_MASK),
         }
     }
 
@@ -153,7 +169,10 @@ impl Records {
         match class {
             Class::General => &self.general.get(i).key,
             Class::Log => self.log.get(i).key(),
-            Class::Compact(l) => l.key(self.slab(l).get(i)),
+            Class::Compact(n) => {
+                let (l, slab) = self.slab(n);
+                l.key(slab.get(i))
+            }
         }
     }
 
@@ -164,9 +183,9 @@ impl Records {
         match class {
             Class::General => prefetch(self.general.get(i)),
             Class::Log => prefetch(self.log.get(i)),
-            Class::Compact(l) => {
+            Class::Compact(n) => {
                 // Its first and last lines: a record may straddle two.
-                let r = self.slab(l).get(i);
+                let r = self.slab(n).1.get(i);
                 prefetch(&r[0]);
                 prefetch(&r[r.len() - 1]);
             }
@@ -174,8 +193,9 @@ impl Records {
     }
 
     /// The entry a compact record of constant size stands for, decoded.
-    fn decode(&self, l: Layout, i: u32) -> Entry {
-        let r = self.slab(l).get(i);
+    fn decode(&self, n: u16, i: u32) -> Entry {
+        let (l, slab) = self.slab(n);
+        let r = slab.get(i);
         l.entry(r, self.params.get(record::pid(r)))
     }
 
@@ -188,7 +208,7 @@ impl Records {
                 let r = self.log.get(i);
                 record::with_log(r, self.params.get(r.pid()), |e| f(Some(e)))
             }
-            (Class::Compact(l), i) => f(Some(&self.decode(l, i))),
+            (Class::Compact(n), i) => f(Some(&self.decode(n, i))),
         }
     }
 
@@ -202,7 +222,7 @@ impl Records {
                 let r = self.log.get_mut(i);
                 Some(record::take_log(r, self.params.get(r.pid())))
             }
-            (Class::Compact(l), i) => Some(self.decode(l, i)),
+            (Class::Compact(n), i) => Some(self.decode(n, i)),
         }
     }
 
@@ -220,8 +240,9 @@ impl Records {
                 let r = self.log.get(i);
                 Some(record::log_ttl(r, self.params.get(r.pid())))
             }
-            (Class::Compact(l), i) => {
-                let r = self.slab(l).get(i);
+            (Class::Compact(n), i) => {
+                let (l, slab) = self.slab(n);
+                let r = slab.get(i);
                 Some(l.ttl(r, self.params.get(record::pid(r))))
             }
         }
@@ -231,7 +252,7 @@ impl Records {
         match split(h) {
             (Class::General, _) => None,
             (Class::Log, i) => Some(self.log.get(i).pid()),
-            (Class::Compact(l), i) => Some(record::pid(self.slab(l).get(i))),
+            (Class::Compact(n), i) => Some(record::pid(self.slab(n).1.get(i))),
         }
     }
 
@@ -243,7 +264,7 @@ impl Records {
         match split(h) {
             (Class::General, i) => self.general.free(i),
             (Class::Log, i) => self.log.free(i),
-            (Class::Compact(l), i) => self.slab_mut(l).free(i),
+            (Class::Compact(n), i) => self.slab_mut(n).free(i),
         }
     }
 
@@ -252,13 +273,23 @@ impl Records {
     /// is unchanged, a new one when the value moved to another class.
     fn put(&mut self, old: Option<u32>, key: &[u8], entry: Entry) -> u32 {
         if let Some((packed, p)) = record::pack(key, &entry) {
-            let class = match packed.kind() {
-                Some(kind) => Class::Compact(Layout::of(kind, key).expect("pack checked the key")),
-                None => Class::Log,
-            };
             // The same class: the record is rewritten in place (its key
             // stays; its parameter id changes only with the parameters).
-            let same = old.filter(|&h| split(h).0 == class).map(|h| split(h).1);
+            let (class, same) = match packed.kind() {
+                Some(kind) => {
+                    let l = Layout::of(kind, key).expect("pack checked the key");
+                    match old.map(split) {
+                        Some((Class::Compact(n), i)) if self.slab(n).0 == l => {
+                            (Class::Compact(n), Some(i))
+                        }
+                        _ => (Class::Compact(self.slab_for(l)), None),
+                    }
+                }
+                None => {
+                    let same = old.filter(|&h| split(h).0 == Class::Log);
+                    (Class::Log, same.map(|h| split(h).1))
+                }
+            };
             let pid = match same.and_then(|_| self.pid(old?)) {
                 Some(pid) => self.params.replace(pid, &p),
                 None if self.has_room(class) => self.params.acquire(&p),
@@ -267,8 +298,9 @@ impl Records {
             };
             if let Some(pid) = pid {
                 let i = match (class, entry.value) {
-                    (Class::Compact(l), _) => {
-                        let slab = self.slab_mut(l);
+                    (Class::Compact(n), _) => {
+                        let l = self.slab(n).0;
+                        let slab = self.slab_mut(n);
                         let i = match same {
                             Some(i) => {
                                 record::set_pid(slab.get_mut(i), pid);
@@ -335,7 +367,7 @@ impl Records {
     fn allocation_size(&self) -> usize {
         self.general.allocation_size()
             + self.log.allocation_size()
-            + self.compact.iter().map(|v| v.capacity() * 8).sum::<usize>()
+            + self.slabs.capacity() * std::mem::size_of::<LayoutSlab>()
             + self.slabs().map(Slab::allocation_size).sum::<usize>()
             + self.params.allocation_size()
     }
@@ -351,24 +383,18 @@ impl Records {
             self.log
                 .compact(|f, t| moved(handle(Class::Log, f), handle(Class::Log, t)));
         }
-        for kind in Kind::ALL {
-            let by_kc = &mut self.compact[kind as usize];
-            for (kc, slot) in by_kc.iter_mut().enumerate() {
-                let Some(slab) = slot else { continue };
-                if slab.sparse() {
-                    let class = Class::Compact(Layout { kind, kc });
-                    slab.compact(|f, t| moved(handle(class, f), handle(class, t)));
-                }
-                if slab.is_empty() {
-                    *slot = None;
-                }
+        for (n, s) in self.slabs.iter_mut().enumerate() {
+            if s.slab.sparse() {
+                let class = Class::Compact(n as u16);
+                s.slab
+                    .compact(|f, t| moved(handle(class, f), handle(class, t)));
             }
-            while by_kc.last().is_some_and(Option::is_none) {
-                by_kc.pop();
-            }
-            if by_kc.is_empty() {
-                *by_kc = Vec::new();
-            }
+        }
+        while self.slabs.last().is_some_and(|s| s.slab.is_empty()) {
+            self.slabs.pop();
+        }
+        if self.slabs.is_empty() {
+            self.slabs = Vec::new();
         }
     }
 }
