@@ -3,10 +3,11 @@
 //!
 //! - `mod.rs` (here): sharding, locks, expiry counts, eviction.
 //! - `shard.rs`: one shard, a hash index of 4-byte handles (`index.rs`)
-//!   over per-class record arenas (`arena.rs`).
-//! - `record.rs`: the packed 26-32 byte records of `window`, `fixed` and
-//!   `gcra` keys and the 48-byte ones of `log` keys; `params.rs`: their
-//!   interned parameters.
+//!   over per-class record arenas and slabs (`arena.rs`).
+//! - `record.rs`: the packed records of `window`, `fixed`, `gcra` and
+//!   `sliding` keys (2 bytes, the state, the key's own bytes: one slab per
+//!   algorithm and key length) and the 48-byte ones of `log` keys;
+//!   `params.rs`: their interned parameters.
 //! - `entry.rs`: what a key holds, as every caller sees it; `bytes.rs`:
 //!   inline short byte strings.
 //!
