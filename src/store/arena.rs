@@ -153,6 +153,12 @@ pub const SLAB_CHUNK_BYTES: usize = 4096;
 /// same chunks, free list and compaction), for records whose length is a
 /// key's: an arena per length with no padding, which a type per length
 /// could not give.
+///
+/// The first chunks double from one record up to the full chunk (1, 1, 2,
+/// 4, ... records), then every chunk is full: a shard can hold 960
+/// layouts, and a first chunk of 4 KiB for each would let a client that
+/// writes one key of each length in each shard (some 245,000 keys) pin
+/// about a gigabyte; this way a slab's first key costs its record.
 #[derive(Debug)]
 pub struct Slab {
     /// Bytes per record.
@@ -182,9 +188,41 @@ impl Slab {
         1 << self.shift
     }
 
+    /// Records in chunk `c`: 1, 1, 2, 4, ... up to a full chunk, whose
+    /// number is `shift`; full from there on.
+    fn chunk_len(&self, c: usize) -> usize {
+        match c {
+            0 => 1,
+            _ if c <= self.shift as usize => 1 << (c - 1),
+            _ => self.per_chunk(),
+        }
+    }
+
+    /// Records the first `n` chunks hold.
+    fn capacity_of(&self, n: usize) -> usize {
+        let small = self.shift as usize + 1;
+        if n <= small {
+            (1usize << n) >> 1
+        } else {
+            self.per_chunk() * (n - small + 1)
+        }
+    }
+
+    /// The chunk and byte offset of record `i`.
     fn at(&self, i: u32) -> (usize, usize) {
-        let slot = i as usize & (self.per_chunk() - 1);
-        ((i >> self.shift) as usize, slot * self.size)
+        let i = i as usize;
+        let (c, slot) = if i >= self.per_chunk() {
+            (
+                (i >> self.shift) + self.shift as usize,
+                i & (self.per_chunk() - 1),
+            )
+        } else if i == 0 {
+            (0, 0)
+        } else {
+            let top = i.ilog2() as usize;
+            (top + 1, i - (1 << top))
+        };
+        (c, slot * self.size)
     }
 
     /// Whether [`Slab::alloc`] can give an index no greater than `max`.
@@ -199,13 +237,14 @@ impl Slab {
             return i;
         }
         let i = self.used;
-        if i as usize == self.chunks.len() * self.per_chunk() {
+        if i as usize == self.capacity_of(self.chunks.len()) {
             if self.chunks.len() == self.chunks.capacity() {
                 // By a quarter, not double: the list is 16 bytes a chunk.
                 self.chunks.reserve_exact(self.chunks.len() / 4 + 1);
             }
+            let n = self.chunk_len(self.chunks.len());
             self.chunks
-                .push(vec![0u8; self.per_chunk() * self.size].into_boxed_slice());
+                .push(vec![0u8; n * self.size].into_boxed_slice());
         }
         self.used += 1;
         i
@@ -242,16 +281,16 @@ impl Slab {
     }
 
     pub fn chunk_bytes(&self) -> usize {
-        self.chunks.len() * self.per_chunk() * self.size
+        self.capacity_of(self.chunks.len()) * self.size
     }
 
     /// Bytes a new record would allocate (see [`Arena::growth`]).
     pub fn growth(&self) -> usize {
         if !self.chunks.is_empty()
             && self.free.is_empty()
-            && self.used as usize == self.chunks.len() * self.per_chunk()
+            && self.used as usize == self.capacity_of(self.chunks.len())
         {
-            self.per_chunk() * self.size
+            self.chunk_len(self.chunks.len()) * self.size
         } else {
             0
         }
@@ -260,14 +299,17 @@ impl Slab {
     /// As [`Arena::sparse`].
     pub fn sparse(&self) -> bool {
         (self.is_empty() && !self.chunks.is_empty())
-            || (self.chunks.len() > 2 && self.len() * 2 < self.chunks.len() * self.per_chunk())
+            || (self.chunks.len() > self.shift as usize + 2
+                && self.len() * 2 < self.capacity_of(self.chunks.len()))
     }
 
     /// As [`Arena::compact`]; an emptied slab keeps no chunk.
     pub fn compact(&mut self, mut moved: impl FnMut(u32, u32)) {
-        let per = self.per_chunk();
-        let keep = self.len().div_ceil(per);
-        let limit = (keep * per) as u32;
+        let mut keep = 0;
+        while self.capacity_of(keep) < self.len() {
+            keep += 1;
+        }
+        let limit = self.capacity_of(keep) as u32;
         let mut holes: Vec<u32> = self.free.iter().copied().filter(|&i| i < limit).collect();
         let is_free: std::collections::HashSet<u32> = self.free.iter().copied().collect();
         for from in limit..self.used {
@@ -354,6 +396,33 @@ mod tests {
     /// reuse and a compaction.
     #[test]
     fn slab_keeps_records_apart_and_compacts() {
+        // Chunks double from one record: each record has a place of its
+        // own, and the chunks hold exactly the records allocated so far
+        // (up to the last, partly used, chunk).
+        for size in [11, 53, 300, 1050] {
+            let mut s = Slab::new(size);
+            let mut seen = std::collections::HashSet::new();
+            for n in 1..=700u32 {
+                let i = s.alloc();
+                assert_eq!(i, n - 1);
+                let (c, o) = s.at(i);
+                assert!(o + size <= s.chunks[c].len(), "{size}: {i} in chunk {c}");
+                assert!(seen.insert((c, o)), "{size}: {i} shares a place");
+                let fits = s.chunk_bytes() / size;
+                assert!(
+                    fits >= n as usize && fits < 2 * n as usize + s.per_chunk(),
+                    "{size}: {n} in {fits}"
+                );
+            }
+            let one = Slab::new(size);
+            let mut one = one;
+            one.alloc();
+            assert_eq!(
+                one.chunk_bytes(),
+                size,
+                "a slab's first key costs its record"
+            );
+        }
         for size in [11, 53, 300] {
             let mut s = Slab::new(size);
             let fill =

@@ -1300,6 +1300,28 @@ mod tests {
         }
     }
 
+    /// One key of each length and algorithm (a slab each, up to 128
+    /// bytes): a slab's first key costs its record and the slab's own
+    /// bookkeeping, not a chunk of 4 KiB (which, over 960 layouts and 256
+    /// shards, a client could have pinned a gigabyte with).
+    #[test]
+    fn a_key_of_every_length_costs_no_chunk_of_its_own() {
+        let store = Store::new(1);
+        let now = Nanos(1_000 * Nanos::PER_SEC);
+        let mut records = 0;
+        for len in 1..=record::KEY_MAX {
+            let key = vec![b'w'; len];
+            store.update(&key, now, |e| *e = Some(window_entry(100, 1_000, 3)));
+            records += 2 + record::Kind::Window.state_len() + len;
+        }
+        let over = store.memory_estimate() - records;
+        assert!(
+            over <= record::KEY_MAX * 120,
+            "{over} bytes over the records' {records}, for {} keys",
+            record::KEY_MAX
+        );
+    }
+
     #[test]
     fn a_limiter_key_moves_between_classes_and_back() {
         let store = Store::new(1);
