@@ -20,6 +20,10 @@ the lookups of a large keyspace, as `scale.py`'s keyspace scenario.
 is a denial (a limit of 1 an hour over 1,000 keys): what a denial costs,
 e.g. the heavy hitters' counting (`--a-args "--top-keys 0"` against the
 default, the same binary twice).
+`--key-bytes N` makes the `RL.ALLOW` keys N bytes long (`window:` cut or
+padded with dashes to N - 12, then redis-benchmark's 12 random digits;
+default `window:` and the digits, 19 bytes for window): what a key's
+length costs.
 `--b-algos` gives B other algorithms, pairwise with `--algos`: `--algos
 window --b-algos sliding` runs A's window against B's sliding (a new
 algorithm against the one it would replace, in one alternated run).
@@ -57,6 +61,8 @@ def main():
                     help="also each algorithm where nearly every decision is a denial")
     ap.add_argument("--a-args", default="", help="extra flags for server A")
     ap.add_argument("--b-args", default="", help="extra flags for server B")
+    ap.add_argument("--key-bytes", type=int, default=0, metavar="N",
+                    help="RL.ALLOW keys of N bytes (the prefix padded with dashes)")
     ap.add_argument("--preload", type=int, default=0, metavar="N",
                     help="load N window keys into both first, and use -r N")
     opts = ap.parse_args()
@@ -69,7 +75,11 @@ def main():
             scale.preload(s, b"window:%012d", opts.preload)
         opts.randomkeys = opts.preload
     def allow(a):
-        return ["RL.ALLOW", f"{a}:__rand_int__", "100", "60", "ALGO", a]
+        prefix = f"{a}:"
+        if opts.key_bytes:
+            room = max(0, opts.key_bytes - len("000000000000"))
+            prefix = prefix[:room].ljust(room, "-")
+        return ["RL.ALLOW", f"{prefix}__rand_int__", "100", "60", "ALGO", a]
 
     algos = [a for a in opts.algos.split(",") if a]
     b_algos = [a for a in (opts.b_algos or opts.algos).split(",") if a]

@@ -175,14 +175,20 @@ impl AnyState {
         }
     }
 
-    /// The packed record's bytes, and the heap block the state holds.
+    /// The packed record's bytes (with a 16-byte key), and the heap block
+    /// the state holds.
     fn bytes(&self) -> (usize, usize) {
+        let rec = |kind| {
+            record::Layout::of(kind, &[b'k'; 16])
+                .expect("a 16-byte key packs")
+                .rec_len()
+        };
         match self {
-            AnyState::Window(_) => (record::WINDOW_LEN, 0),
+            AnyState::Window(_) => (rec(record::Kind::Window), 0),
             AnyState::Log(s) => (std::mem::size_of::<record::LogRec>(), s.heap_size()),
-            AnyState::Gcra(_) => (record::GCRA_LEN, 0),
-            AnyState::Fixed(_) => (record::FIXED_LEN, 0),
-            AnyState::Sliding(_) => (record::SLIDING_LEN, 0),
+            AnyState::Gcra(_) => (rec(record::Kind::Gcra), 0),
+            AnyState::Fixed(_) => (rec(record::Kind::Fixed), 0),
+            AnyState::Sliding(_) => (rec(record::Kind::Sliding), 0),
         }
     }
 }

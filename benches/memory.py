@@ -13,12 +13,18 @@ counted), the connection is closed, and VmRSS is read again;
 bytes per key = (RSS after - RSS before) / keys. The allocator's own figure
 (`INFO memory` used_memory) is recorded beside it for reference.
 
-Turnstile (`target/release/turnstile --metrics-addr off`), keys of exactly
-16 bytes (`k:%014d`):
+Key lengths: every shape is measured with keys of exactly 16 bytes
+(`k:%014d`); the fixed-size algorithms and Redis's string limiters also at
+19, 36, 64 and 128 bytes (`--lengths`; `k:` and zero-padded digits), since
+a key's own bytes are part of what it costs.
+
+Turnstile (`target/release/turnstile --metrics-addr off`):
 
 - one `RL.ALLOW k 100 3600 ALGO <algo>` per key, for window, sliding,
-  gcra, fixed and log (the log then holds one timestamp). The period is an hour so that
-  nothing expires during the run; the state is the same size for any period.
+  gcra and fixed at each length, and log (which then holds one timestamp)
+  at 16 bytes. The period is an hour so that nothing expires during the
+  run; the state is the same size for any period. The target for these
+  is the key's length plus 32 bytes.
 - log with 100 timestamps: a tenth as many keys, 100 `RL.ALLOW` each, sent
   in 100 rounds over all keys, so a key's requests are a whole round apart
   (tens of milliseconds): the log coalesces requests with equal microsecond
@@ -29,7 +35,10 @@ Turnstile (`target/release/turnstile --metrics-addr off`), keys of exactly
 
 Redis (Debian's redis-server, --save '' --appendonly no), same key names:
 
-- the two-bucket limiter: two string keys per limiter
+- the one-key fixed window, at each length: one string key per limiter,
+  a small integer with an expiry (`SET k 7 EX`, as INCR + EXPIRE leaves
+  it); bytes per limiter.
+- the two-bucket limiter, at each length: two string keys per limiter
   (`k:%014d:cur`, `k:%014d:prev`), each a small integer with an expiry
   (`SET ... EX`, as the seed's INCR + EXPIRE leaves it); bytes per limiter.
 - the sorted-set log: `ZADD k ts ts` (microsecond timestamps, member
@@ -49,10 +58,18 @@ from benchlib import (require, build_line, build_release, keyed_batches, machine
 KEY = b"k:%014d"
 PERIOD = 3600
 TIMESTAMPS = 100
+ALGOS = ["window", "sliding", "gcra", "fixed"]
+LENGTHS = [16, 19, 36, 64, 128]
 
-# Targets from the performance issue, bytes.
-TARGET = {"window": 48, "sliding": 64, "gcra": 40, "fixed": 40}
+# Targets, bytes: a fixed-size algorithm's key costs at most its length
+# plus this, whatever the length.
+TARGET_OVER_KEY = 32
 LOG_PER_TS, LOG_PER_KEY = 8, 64
+
+
+def key_format(length):
+    """Keys of exactly `length` bytes: `k:` and zero-padded digits."""
+    return b"k:%0" + str(length - 2).encode() + b"d"
 
 
 def settle():
@@ -99,23 +116,29 @@ def check(cond, what):
         sys.exit(f"check failed: {what}")
 
 
-def turnstile_runs(keys, log_keys):
+def turnstile_runs(keys, log_keys, lengths, algos):
     out = {}
-    for algo in ["window", "sliding", "gcra", "fixed", "log"]:
+    shapes = [(a, n) for a in algos for n in lengths]
+    if log_keys:
+        shapes.append(("log", 16))
+    for algo, length in shapes:
+        kf = key_format(length)
         s = start_turnstile()
         try:
-            tmpl = template("RL.ALLOW", None, 100, PERIOD, "ALGO", algo, key_format=KEY)
+            tmpl = template("RL.ALLOW", None, 100, PERIOD, "ALGO", algo, key_format=kf)
             m = measure(s, lambda: pipeline(s.port, keyed_batches(tmpl, 0, keys, 6)), keys)
             check(m["dbsize"] == keys, f"turnstile {algo}: DBSIZE {m['dbsize']} != {keys}")
             with s.client() as c:
-                st = c.pairs("RL.STATE", KEY % (keys - 1))
+                st = c.pairs("RL.STATE", kf % (keys - 1))
                 check(st and st["algorithm"] == algo.encode(), f"RL.STATE {st}")
                 if algo == "log":
                     check(st["slots"] == 1, f"log key holds {st['slots']} slots, not 1")
         finally:
             s.stop()
-        report(f"turnstile {algo}", m)
-        out[algo] = m
+        report(f"turnstile {algo} {length} B", m)
+        out[(algo, length)] = m
+    if not log_keys:
+        return out
 
     s = start_turnstile()
     try:
@@ -139,25 +162,40 @@ def turnstile_runs(keys, log_keys):
     return out
 
 
-def redis_runs(keys, log_keys):
+def redis_runs(keys, log_keys, lengths):
     out = {}
-    s = start_redis()
-    try:
-        cur = template("SET", None, 7, "EX", PERIOD * 2, key_format=KEY + b":cur")
-        prev = template("SET", None, 3, "EX", PERIOD * 2, key_format=KEY + b":prev")
-        tmpl = (cur + prev).replace(b"%014d", b"%(i)014d")
+    for length in lengths:
+        kf = key_format(length)
+        s = start_redis()
+        try:
+            tmpl = template("SET", None, 7, "EX", PERIOD * 2, key_format=kf)
+            m = measure(s, lambda: pipeline(s.port, keyed_batches(tmpl, 0, keys, 1)), keys)
+            check(m["dbsize"] == keys, f"redis one-key: DBSIZE {m['dbsize']} != {keys}")
+        finally:
+            s.stop()
+        report(f"redis one-key {length} B", m)
+        out[("one-key", length)] = m
+        # The two-bucket limiter's keys are the limiter's key and a suffix.
+        s = start_redis()
+        try:
+            cur = template("SET", None, 7, "EX", PERIOD * 2, key_format=kf + b":cur")
+            prev = template("SET", None, 3, "EX", PERIOD * 2, key_format=kf + b":prev")
+            digits = kf[len(b"k:%"):]
+            tmpl = (cur + prev).replace(b"%" + digits, b"%(i)" + digits)
 
-        def batches(batch=5_000):
-            for lo in range(0, keys, batch):
-                hi = min(keys, lo + batch)
-                yield b"".join([tmpl % {b"i": i} for i in range(lo, hi)]), (hi - lo) * 2
+            def batches(batch=5_000):
+                for lo in range(0, keys, batch):
+                    hi = min(keys, lo + batch)
+                    yield b"".join([tmpl % {b"i": i} for i in range(lo, hi)]), (hi - lo) * 2
 
-        m = measure(s, lambda: pipeline(s.port, batches()), keys)
-        check(m["dbsize"] == 2 * keys, f"redis two-bucket: DBSIZE {m['dbsize']} != {2 * keys}")
-    finally:
-        s.stop()
-    report("redis two-bucket", m)
-    out["two-bucket"] = m
+            m = measure(s, lambda: pipeline(s.port, batches()), keys)
+            check(m["dbsize"] == 2 * keys, f"redis two-bucket: DBSIZE {m['dbsize']} != {2 * keys}")
+        finally:
+            s.stop()
+        report(f"redis two-bucket {length} B", m)
+        out[("two-bucket", length)] = m
+    if not log_keys:
+        return out
 
     base = int(time.time() * 1_000_000)
     for encoding, extra in [("listpack", ()), ("skiplist", ("--zset-max-listpack-entries", "0"))]:
@@ -197,44 +235,51 @@ def per_ts(m100, m1, field):
     return (m100[field] - keys * k1) / (keys * (TIMESTAMPS - 1)), m100[field] / keys
 
 
-def table(t, r):
+def table(t, r, lengths, log_keys):
     def yes(ok):
         return "yes" if ok else "**no**"
 
     rows = [
-        "| server | shape | keys | RSS bytes per key | RSS bytes per timestamp | used_memory bytes per key "
+        "| server | shape | key bytes | keys | RSS bytes per key | RSS bytes per timestamp | used_memory bytes per key "
         "| used_memory bytes per timestamp | target | met? |",
-        "|---|---|---|---|---|---|---|---|---|",
+        "|---|---|---|---|---|---|---|---|---|---|",
     ]
 
-    def row(server, shape, m, target="", met="", ts=None):
+    def row(server, shape, length, m, target="", met="", ts=None):
         rss_key = m["rss_delta"] / m["keys"]
         used_key = m["used_delta"] / m["keys"]
         rss_ts = used_ts = ""
         if ts:
             rss_ts = f"{ts[0]:.1f}"
             used_ts = f"{ts[1]:.1f}"
-        rows.append(f"| {server} | {shape} | {m['keys']:,} | {rss_key:,.1f} | {rss_ts} | {used_key:,.1f} | "
+        rows.append(f"| {server} | {shape} | {length} | {m['keys']:,} | {rss_key:,.1f} | {rss_ts} | {used_key:,.1f} | "
                     f"{used_ts} | {target} | {met} |")
 
-    for algo in ["window", "sliding", "gcra", "fixed"]:
-        m = t[algo]
-        row("Turnstile", f"`RL.ALLOW ... ALGO {algo}`", m, f"≤ {TARGET[algo]} B/key",
-            yes(m["rss_delta"] / m["keys"] <= TARGET[algo]))
-    m = t["log"]
-    row("Turnstile", "`ALGO log`, 1 timestamp per key", m, f"≤ {LOG_PER_KEY + LOG_PER_TS} B/key (64 + 8)",
+    for algo in ALGOS:
+        for n in lengths:
+            m = t.get((algo, n))
+            if m:
+                target = n + TARGET_OVER_KEY
+                row("Turnstile", f"`RL.ALLOW ... ALGO {algo}`", n, m, f"≤ {target} B/key",
+                    yes(m["rss_delta"] / m["keys"] <= target))
+    for n in lengths:
+        row("Redis", "one-key fixed window: 1 string + expiry per limiter", n, r[("one-key", n)])
+        row("Redis", "two-bucket: 2 strings + expiry per limiter", n, r[("two-bucket", n)])
+    if not log_keys:
+        return "\n".join(rows) + "\n"
+    m = t[("log", 16)]
+    row("Turnstile", "`ALGO log`, 1 timestamp per key", 16, m, f"≤ {LOG_PER_KEY + LOG_PER_TS} B/key (64 + 8)",
         yes(m["rss_delta"] / m["keys"] <= LOG_PER_KEY + LOG_PER_TS))
-    ts_rss, total_rss = per_ts(t["log100"], t["log"], "rss_delta")
-    ts_used, _ = per_ts(t["log100"], t["log"], "used_delta")
-    row("Turnstile", f"`ALGO log`, {TIMESTAMPS} timestamps per key", t["log100"],
+    ts_rss, total_rss = per_ts(t["log100"], t[("log", 16)], "rss_delta")
+    ts_used, _ = per_ts(t["log100"], t[("log", 16)], "used_delta")
+    row("Turnstile", f"`ALGO log`, {TIMESTAMPS} timestamps per key", 16, t["log100"],
         f"≤ {LOG_PER_TS} B/timestamp, ≤ {LOG_PER_KEY + LOG_PER_TS * TIMESTAMPS} B/key",
         yes(ts_rss <= LOG_PER_TS and total_rss <= LOG_PER_KEY + LOG_PER_TS * TIMESTAMPS), (ts_rss, ts_used))
-    row("Redis", "two-bucket: 2 strings + expiry per limiter", r["two-bucket"])
     for enc in ["listpack", "skiplist"]:
-        row("Redis", f"zset log, {enc}, 1 timestamp per key", r[f"zset-{enc}-1"])
+        row("Redis", f"zset log, {enc}, 1 timestamp per key", 16, r[f"zset-{enc}-1"])
         ts_rss, _ = per_ts(r[f"zset-{enc}-{TIMESTAMPS}"], r[f"zset-{enc}-1"], "rss_delta")
         ts_used, _ = per_ts(r[f"zset-{enc}-{TIMESTAMPS}"], r[f"zset-{enc}-1"], "used_delta")
-        row("Redis", f"zset log, {enc}, {TIMESTAMPS} timestamps per key",
+        row("Redis", f"zset log, {enc}, {TIMESTAMPS} timestamps per key", 16,
             r[f"zset-{enc}-{TIMESTAMPS}"], ts=(ts_rss, ts_used))
     return "\n".join(rows) + "\n"
 
@@ -244,10 +289,12 @@ PROSE = """\
 20,000-key smoke run for CI) builds the release binary, then for each shape
 starts a fresh server, reads its resident memory (VmRSS), loads the keys
 over raw RESP pipelines, and reads it again: bytes per key = RSS growth /
-keys. Turnstile's keys are 16 bytes (`k:%014d`), one `RL.ALLOW` each (the
-log also with 100 timestamps per key, on a tenth as many keys); Redis holds
-the same keys as the seeds' limiters do: two strings with an expiry per
-two-bucket limiter, a sorted set per log (listpack, and skiplist with
+keys. Keys are 16, 19, 36, 64 and 128 bytes (`k:` and zero-padded digits)
+for the fixed-size algorithms, one `RL.ALLOW` each, and 16 bytes for the
+log (also with 100 timestamps per key, on a tenth as many keys); Redis
+holds the same keys as the seeds' limiters do: one string with an expiry
+per fixed-window limiter, two per two-bucket limiter (the key and `:cur`,
+`:prev`), a sorted set per log (listpack, and skiplist with
 `zset-max-listpack-entries 0`). Bytes per timestamp are what each
 timestamp beyond a key's first adds. `used_memory` (each server's
 allocator count) is beside RSS for reference; the targets are on RSS."""
@@ -259,28 +306,38 @@ def main():
     ap.add_argument("--keys", type=int, default=1_000_000)
     ap.add_argument("--write", action="store_true", help="update docs/performance.md (not with --quick)")
     ap.add_argument("--no-build", action="store_true")
+    ap.add_argument("--binary", help="measure this Turnstile binary (another build) instead of building")
     ap.add_argument("--only", choices=["turnstile", "redis"], help="measure one server only (no table)")
+    ap.add_argument("--lengths", default=",".join(map(str, LENGTHS)),
+                    help="key lengths in bytes, comma-separated (at least 3)")
+    ap.add_argument("--algos", default=",".join(ALGOS),
+                    help="fixed-size algorithms to measure, comma-separated")
+    ap.add_argument("--no-log", action="store_true", help="skip the log and sorted-set shapes")
     opts = ap.parse_args()
+    lengths = [int(n) for n in opts.lengths.split(",")]
+    if min(lengths) < 3:
+        sys.exit("--lengths: keys are at least 3 bytes (`k:` and a digit)")
+    algos = [a for a in opts.algos.split(",") if a]
     require("cargo", "redis-server")
     if opts.quick:
         opts.keys = 20_000
         if opts.write:
             sys.exit("--write needs a full run, not --quick")
-    log_keys = max(1, opts.keys // 10)
-    if not opts.no_build:
+    log_keys = 0 if opts.no_log else max(1, opts.keys // 10)
+    if not (opts.no_build or opts.binary):
         build_release()
-    pin_turnstile()
+    pin_turnstile(opts.binary)
     started = time.monotonic()
-    t = turnstile_runs(opts.keys, log_keys) if opts.only != "redis" else None
-    r = redis_runs(opts.keys, log_keys) if opts.only != "turnstile" else None
+    t = turnstile_runs(opts.keys, log_keys, lengths, algos) if opts.only != "redis" else None
+    r = redis_runs(opts.keys, log_keys, lengths) if opts.only != "turnstile" else None
     log(f"done in {time.monotonic() - started:.0f}s")
     if not (t and r):
         return
-    out = table(t, r)
+    out = table(t, r, lengths, log_keys)
     print(out)
     if opts.write:
         block = (f"Measured {machine_line()}, build {build_line()}, Redis {redis_version()}, by `benches/memory.sh` "
-                 f"({opts.keys:,} keys of 16 bytes per shape, {log_keys:,} for {TIMESTAMPS} timestamps per key; "
+                 f"({opts.keys:,} keys per shape, {log_keys:,} for {TIMESTAMPS} timestamps per key; "
                  f"one run, VmRSS growth per key).\n\n" + out)
         write_section("memory", "Memory", PROSE, block)
 

@@ -48,6 +48,11 @@ impl<T: Default> Arena<T> {
         i
     }
 
+    /// Whether [`Arena::alloc`] can give an index no greater than `max`.
+    pub fn has_room(&self, max: u32) -> bool {
+        !self.free.is_empty() || self.used <= max
+    }
+
     /// Gives slot `i` back, resetting it (which drops whatever it owned).
     pub fn free(&mut self, i: u32) {
         *self.get_mut(i) = T::default();
@@ -136,6 +141,207 @@ impl<T: Default> Arena<T> {
     }
 }
 
+/// Bytes a [`Slab`]'s chunk aims at, with at least 16 records a chunk.
+/// Each shard has up to one partly used chunk per record layout it holds
+/// (256 shards times half a 4 KiB chunk is 1.7 bytes a key at 300,000
+/// keys); smaller chunks would cost as much again in chunk pointers and
+/// the allocator's 16 bytes a block.
+pub const SLAB_CHUNK_BYTES: usize = 4096;
+
+/// `Slab`: a shard's compact records of one layout, byte strings of a
+/// length set at creation, addressed by `u32` index as in [`Arena`] (the
+/// same chunks, free list and compaction), for records whose length is a
+/// key's: an arena per length with no padding, which a type per length
+/// could not give.
+///
+/// The first chunks double from one record up to the full chunk (1, 1, 2,
+/// 4, ... records), then every chunk is full: a shard can hold 960
+/// layouts, and a first chunk of 4 KiB for each would let a client that
+/// writes one key of each length in each shard (some 245,000 keys) pin
+/// about a gigabyte; this way a slab's first key costs its record.
+#[derive(Debug)]
+pub struct Slab {
+    /// Bytes per record.
+    size: usize,
+    /// Records per chunk, as a shift (a power of two, so an index splits
+    /// with a shift and a mask).
+    shift: u32,
+    chunks: Vec<Box<[u8]>>,
+    used: u32,
+    free: Vec<u32>,
+}
+
+impl Slab {
+    pub fn new(size: usize) -> Self {
+        let per = (SLAB_CHUNK_BYTES / size.max(1)).clamp(16, CHUNK);
+        let per = 1usize << per.ilog2();
+        Slab {
+            size,
+            shift: per.trailing_zeros(),
+            chunks: Vec::new(),
+            used: 0,
+            free: Vec::new(),
+        }
+    }
+
+    fn per_chunk(&self) -> usize {
+        1 << self.shift
+    }
+
+    /// Records in chunk `c`: 1, 1, 2, 4, ... up to a full chunk, whose
+    /// number is `shift`; full from there on.
+    fn chunk_len(&self, c: usize) -> usize {
+        match c {
+            0 => 1,
+            _ if c <= self.shift as usize => 1 << (c - 1),
+            _ => self.per_chunk(),
+        }
+    }
+
+    /// Records the first `n` chunks hold.
+    fn capacity_of(&self, n: usize) -> usize {
+        let small = self.shift as usize + 1;
+        if n <= small {
+            (1usize << n) >> 1
+        } else {
+            self.per_chunk() * (n - small + 1)
+        }
+    }
+
+    /// The chunk and byte offset of record `i`.
+    fn at(&self, i: u32) -> (usize, usize) {
+        let i = i as usize;
+        let (c, slot) = if i >= self.per_chunk() {
+            (
+                (i >> self.shift) + self.shift as usize,
+                i & (self.per_chunk() - 1),
+            )
+        } else if i == 0 {
+            (0, 0)
+        } else {
+            let top = i.ilog2() as usize;
+            (top + 1, i - (1 << top))
+        };
+        (c, slot * self.size)
+    }
+
+    /// Whether [`Slab::alloc`] can give an index no greater than `max`.
+    pub fn has_room(&self, max: u32) -> bool {
+        !self.free.is_empty() || self.used <= max
+    }
+
+    /// A slot for a new record (its bytes are whatever they were: the
+    /// caller writes all of them).
+    pub fn alloc(&mut self) -> u32 {
+        if let Some(i) = self.free.pop() {
+            return i;
+        }
+        let i = self.used;
+        if i as usize == self.capacity_of(self.chunks.len()) {
+            if self.chunks.len() == self.chunks.capacity() {
+                // By a quarter, not double: the list is 16 bytes a chunk.
+                self.chunks.reserve_exact(self.chunks.len() / 4 + 1);
+            }
+            let n = self.chunk_len(self.chunks.len());
+            self.chunks
+                .push(vec![0u8; n * self.size].into_boxed_slice());
+        }
+        self.used += 1;
+        i
+    }
+
+    pub fn free(&mut self, i: u32) {
+        self.free.push(i);
+    }
+
+    pub fn get(&self, i: u32) -> &[u8] {
+        let (c, o) = self.at(i);
+        &self.chunks[c][o..o + self.size]
+    }
+
+    pub fn get_mut(&mut self, i: u32) -> &mut [u8] {
+        let (c, o) = self.at(i);
+        &mut self.chunks[c][o..o + self.size]
+    }
+
+    pub fn len(&self) -> usize {
+        self.used as usize - self.free.len()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+
+    /// Bytes this slab holds, chunks, their list and the free list.
+    pub fn allocation_size(&self) -> usize {
+        std::mem::size_of::<Slab>()
+            + self.chunk_bytes()
+            + self.chunks.capacity() * std::mem::size_of::<Box<[u8]>>()
+            + self.free.capacity() * 4
+    }
+
+    pub fn chunk_bytes(&self) -> usize {
+        self.capacity_of(self.chunks.len()) * self.size
+    }
+
+    /// Bytes a new record would allocate (see [`Arena::growth`]).
+    pub fn growth(&self) -> usize {
+        if !self.chunks.is_empty()
+            && self.free.is_empty()
+            && self.used as usize == self.capacity_of(self.chunks.len())
+        {
+            self.chunk_len(self.chunks.len()) * self.size
+        } else {
+            0
+        }
+    }
+
+    /// As [`Arena::sparse`].
+    pub fn sparse(&self) -> bool {
+        (self.is_empty() && !self.chunks.is_empty())
+            || (self.chunks.len() > self.shift as usize + 2
+                && self.len() * 2 < self.capacity_of(self.chunks.len()))
+    }
+
+    /// As [`Arena::compact`]; an emptied slab keeps no chunk.
+    pub fn compact(&mut self, mut moved: impl FnMut(u32, u32)) {
+        let mut keep = 0;
+        while self.capacity_of(keep) < self.len() {
+            keep += 1;
+        }
+        let limit = self.capacity_of(keep) as u32;
+        let mut holes: Vec<u32> = self.free.iter().copied().filter(|&i| i < limit).collect();
+        let is_free: std::collections::HashSet<u32> = self.free.iter().copied().collect();
+        for from in limit..self.used {
+            if is_free.contains(&from) {
+                continue;
+            }
+            let to = holes.pop().expect("enough holes below the limit");
+            let (fc, fo) = self.at(from);
+            let (tc, t) = self.at(to);
+            let n = self.size;
+            if fc == tc {
+                self.chunks[fc].copy_within(fo..fo + n, t);
+            } else {
+                // `to` is below `from`, so its chunk comes first.
+                let (low, high) = self.chunks.split_at_mut(fc);
+                low[tc][t..t + n].copy_from_slice(&high[0][fo..fo + n]);
+            }
+            moved(from, to);
+        }
+        self.chunks.truncate(keep);
+        self.chunks.shrink_to_fit();
+        self.used = limit.min(self.used);
+        self.free = holes;
+        self.free.shrink_to_fit();
+        if self.is_empty() {
+            self.chunks = Vec::new();
+            self.used = 0;
+            self.free = Vec::new();
+        }
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -183,5 +389,78 @@ mod tests {
         let i = a.alloc(99);
         assert_eq!(*a.get(i), 99);
         assert_eq!(a.len(), where_.len() + 1);
+    }
+
+    /// A slab of records of an odd length (a 37-byte key's window record)
+    /// keeps each record's bytes apart from its neighbours', through frees,
+    /// reuse and a compaction.
+    #[test]
+    fn slab_keeps_records_apart_and_compacts() {
+        // Chunks double from one record: each record has a place of its
+        // own, and the chunks hold exactly the records allocated so far
+        // (up to the last, partly used, chunk).
+        for size in [11, 53, 300, 1050] {
+            let mut s = Slab::new(size);
+            let mut seen = std::collections::HashSet::new();
+            for n in 1..=700u32 {
+                let i = s.alloc();
+                assert_eq!(i, n - 1);
+                let (c, o) = s.at(i);
+                assert!(o + size <= s.chunks[c].len(), "{size}: {i} in chunk {c}");
+                assert!(seen.insert((c, o)), "{size}: {i} shares a place");
+                let fits = s.chunk_bytes() / size;
+                assert!(
+                    fits >= n as usize && fits < 2 * n as usize + s.per_chunk(),
+                    "{size}: {n} in {fits}"
+                );
+            }
+            let one = Slab::new(size);
+            let mut one = one;
+            one.alloc();
+            assert_eq!(
+                one.chunk_bytes(),
+                size,
+                "a slab's first key costs its record"
+            );
+        }
+        for size in [11, 53, 300] {
+            let mut s = Slab::new(size);
+            let fill =
+                |v: u32| -> Vec<u8> { (0..size).map(|b| (v as usize * 7 + b) as u8).collect() };
+            let ix: Vec<u32> = (0..1000u32)
+                .map(|v| {
+                    let i = s.alloc();
+                    s.get_mut(i).copy_from_slice(&fill(v));
+                    i
+                })
+                .collect();
+            for (v, &i) in ix.iter().enumerate() {
+                assert_eq!(s.get(i), &fill(v as u32)[..]);
+            }
+            let mut where_: std::collections::HashMap<u32, u32> = Default::default();
+            for (v, &i) in ix.iter().enumerate() {
+                if v % 5 == 0 {
+                    where_.insert(i, v as u32);
+                } else {
+                    s.free(i);
+                }
+            }
+            assert!(s.sparse());
+            let before = s.allocation_size();
+            s.compact(|from, to| {
+                let v = where_.remove(&from).unwrap();
+                assert!(where_.insert(to, v).is_none());
+            });
+            assert!(s.allocation_size() < before / 2, "{size}");
+            assert_eq!(s.len(), 200);
+            for (&i, &v) in &where_ {
+                assert_eq!(s.get(i), &fill(v)[..]);
+            }
+            for &i in where_.keys() {
+                s.free(i);
+            }
+            s.compact(|_, _| panic!("nothing to move"));
+            assert_eq!(s.chunk_bytes(), 0);
+        }
     }
 }

@@ -3,10 +3,11 @@
 //!
 //! - `mod.rs` (here): sharding, locks, expiry counts, eviction.
 //! - `shard.rs`: one shard, a hash index of 4-byte handles (`index.rs`)
-//!   over per-class record arenas (`arena.rs`).
-//! - `record.rs`: the packed 26-32 byte records of `window`, `fixed` and
-//!   `gcra` keys and the 48-byte ones of `log` keys; `params.rs`: their
-//!   interned parameters.
+//!   over per-class record arenas and slabs (`arena.rs`).
+//! - `record.rs`: the packed records of `window`, `fixed`, `gcra` and
+//!   `sliding` keys (2 bytes, the state, the key's own bytes: one slab per
+//!   algorithm and key length) and the 48-byte ones of `log` keys;
+//!   `params.rs`: their interned parameters.
 //! - `entry.rs`: what a key holds, as every caller sees it; `bytes.rs`:
 //!   inline short byte strings.
 //!
@@ -1168,7 +1169,15 @@ mod tests {
             0 => s(&format!("v{i}")),
             _ => window_entry(1_000 + (i % 5) as u64, 1_000, i as u64),
         };
-        let long = |i: u32| format!("a-key-longer-than-sixteen-bytes-{i}").into_bytes();
+        // Keys of every length from 17 to 1,116 bytes: exact classes,
+        // classes 8 bytes apart (some keys ending in zero bytes, which
+        // the padding is), and keys too long for any (general records).
+        let long = |i: u32| {
+            let mut k = format!("a-key-longer-than-sixteen-bytes-{i}").into_bytes();
+            let fill = if i.is_multiple_of(2) { 0 } else { b'-' };
+            k.resize(k.len().max(17 + i as usize % 1_100), fill);
+            k
+        };
         for i in 0..6_000 {
             store.update(&key(i), now, |e| *e = Some(value(i)));
             store.update(&long(i), now, |e| *e = Some(window_entry(9, 1_000, 1)));
@@ -1194,11 +1203,122 @@ mod tests {
                 Some(window_entry(9, 1_000, 1))
             );
         }
-        // The compacted shard takes writes as before.
+        // The compacted shard takes writes as before, new key lengths
+        // among them (in the slabs emptied ones left), and every key kept
+        // reads back.
         store.update(b"new", now, |e| *e = Some(window_entry(3, 1_000, 2)));
         assert_eq!(
             store.get(b"new", now, |e| e.clone()),
             Some(window_entry(3, 1_000, 2))
+        );
+        let newer = |i: u32| vec![b'n' + (i % 7) as u8; 20 + i as usize % 600];
+        for i in 0..700 {
+            store.update(&newer(i), now, |e| {
+                *e = Some(window_entry(4, 1_000, i as u64))
+            });
+        }
+        for i in 0..700 {
+            let want = window_entry(4, 1_000, i as u64);
+            assert_eq!(store.get(&newer(i), now, |e| e.clone()), Some(want));
+        }
+        for i in (0..6_000).step_by(10) {
+            assert_eq!(store.get(&key(i), now, |e| e.clone()), Some(value(i)));
+            assert_eq!(
+                store.get(&long(i), now, |e| e.clone()),
+                Some(window_entry(9, 1_000, 1))
+            );
+        }
+    }
+
+    /// A limiter key of any length up to 1,024 bytes costs its own length,
+    /// its record's fixed bytes (2 and the state) and the index's share,
+    /// with no step: keys over 16 bytes were general records with a heap
+    /// block for the key (145 bytes a 36-byte window key, against 62 now).
+    #[test]
+    fn a_limiter_key_costs_its_length_and_no_more() {
+        use crate::limiter::{fixed, gcra, params_secs, sliding};
+        let now = Nanos(1_000 * Nanos::PER_SEC);
+        let p = params_secs(100, 60);
+        let limiter = |kind: record::Kind, i: u64| -> Entry {
+            let start = 960 * Nanos::PER_SEC;
+            let (value, at) = match kind {
+                record::Kind::Window => return window_entry(100, 1_000, i % 50),
+                record::Kind::Fixed => {
+                    let state = fixed::State { start, count: i };
+                    (
+                        Value::Fixed(entry::Stored { params: p, state }),
+                        state.expires_at(&p),
+                    )
+                }
+                record::Kind::Gcra => {
+                    let state = gcra::State {
+                        tat: now.0 + 30 * Nanos::PER_SEC + i,
+                    };
+                    (
+                        Value::Gcra(entry::Stored { params: p, state }),
+                        state.expires_at(),
+                    )
+                }
+                record::Kind::Sliding => {
+                    let mut state = sliding::State::default();
+                    sliding::decide(&mut state, &p, now.0 - i * 1_000, 1 + i % 3);
+                    (
+                        Value::Sliding(entry::Stored { params: p, state }),
+                        state.expires_at(&p),
+                    )
+                }
+            };
+            Entry::with_expiry(value, Some(Nanos(at)))
+        };
+        const KEYS: u64 = 4_000;
+        for kind in record::Kind::ALL {
+            for len in [16, 17, 19, 36, 64, 128, 129, 300, 1024] {
+                let store = Store::new(1);
+                let key = |i: u64| {
+                    let mut k = format!("{i:0len$}").into_bytes();
+                    k[0] = b'k';
+                    k
+                };
+                for i in 0..KEYS {
+                    store.update(&key(i), now, |e| *e = Some(limiter(kind, i)));
+                }
+                for i in 0..KEYS {
+                    assert_eq!(
+                        store.get(&key(i), now, |e| e.clone()),
+                        Some(limiter(kind, i))
+                    );
+                }
+                let per_key = store.memory_estimate() as f64 / KEYS as f64;
+                // The index (8.2 bytes a key at 4,000 keys in 512 groups),
+                // a chunk's slack, a long key's padding.
+                let most = 2 + kind.state_len() + len + 12 + 7 * (len > 128) as usize;
+                assert!(
+                    per_key <= most as f64,
+                    "{kind:?}, {len}-byte keys: {per_key:.1} bytes a key, over {most}"
+                );
+            }
+        }
+    }
+
+    /// One key of each length and algorithm (a slab each, up to 128
+    /// bytes): a slab's first key costs its record and the slab's own
+    /// bookkeeping, not a chunk of 4 KiB (which, over 960 layouts and 256
+    /// shards, a client could have pinned a gigabyte with).
+    #[test]
+    fn a_key_of_every_length_costs_no_chunk_of_its_own() {
+        let store = Store::new(1);
+        let now = Nanos(1_000 * Nanos::PER_SEC);
+        let mut records = 0;
+        for len in 1..=record::KEY_MAX {
+            let key = vec![b'w'; len];
+            store.update(&key, now, |e| *e = Some(window_entry(100, 1_000, 3)));
+            records += 2 + record::Kind::Window.state_len() + len;
+        }
+        let over = store.memory_estimate() - records;
+        assert!(
+            over <= record::KEY_MAX * 120,
+            "{over} bytes over the records' {records}, for {} keys",
+            record::KEY_MAX
         );
     }
 

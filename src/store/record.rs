@@ -1,17 +1,28 @@
 //! Compact records: how a limiter key is stored. The four constant-size
-//! algorithms (`window`, `sliding`, `fixed`, `gcra`) pack into 26-42 bytes
-//! with no padding, instead of a 96-byte general record; a `log` key is its key
-//! and id beside the log's 24-byte ring handle ([`LogRec`], 48 bytes).
+//! algorithms (`window`, `sliding`, `fixed`, `gcra`) pack into a record of
+//! 2 bytes, their state (8-24 bytes) and the key's own bytes, with no
+//! padding for keys up to [`EXACT_MAX`] bytes, instead of a 96-byte
+//! general record and a heap block for the key; a `log` key of up to
+//! [`LOG_KEY_MAX`] bytes is its key and id beside the log's 24-byte ring
+//! handle ([`LogRec`], 48 bytes).
 //!
 //! | bytes | field |
 //! |---|---|
-//! | 2 | key length - 1 (4 bits, so 1-16) and parameter id (12 bits, `params.rs`) |
-//! | 16 | the key, zero-padded |
+//! | 2 | parameter id (12 bits, `params.rs`); for keys over [`EXACT_MAX`] bytes, the length's offset in its class (4 bits) |
 //! | window: 6 + 4 + 4 | bucket number (`start / period`), previous count, current count |
 //! | fixed: 6 + 4 | window number, count |
 //! | gcra: 8 | TAT (ns) |
 //! | sliding: 24 | newest sub-bucket number, six counts, six last-admission steps (`limiter/sliding.rs`) |
-//! | log: 24 | one slot inline, or the handle of its ring (`limiter/log/`) |
+//! | the key's length | the key (zero-padded to its class's length over [`EXACT_MAX`]) |
+//!
+//! The record's length is not stored: records live in arenas of one
+//! [`Layout`] each (an algorithm and a key class), and the handle names
+//! the layout. A key of up to [`EXACT_MAX`] bytes has a class of its own
+//! length, so a key costs its length and nothing more (a step at some
+//! length, as when every key over 16 bytes went to the general class, was a
+//! cliff: 43 bytes a key at 16 bytes, 111 at 19). Longer keys, up to
+//! [`KEY_MAX`], share classes [`STEP`] bytes apart: at most 7 bytes of
+//! padding on 129 or more.
 //!
 //! There is no expiry field: a limiter key's TTL is always the moment its
 //! state stops mattering, derived from the state itself (`expires_at`), so
@@ -28,32 +39,225 @@ use crate::clock::Nanos;
 use crate::limiter::{fixed, gcra, log, sliding, window, Limiter, Params};
 use crate::store::entry::{expiry_ms_at, Entry, Stored, Value};
 
-/// Longest key a compact record holds inline.
-pub const KEY_MAX: usize = 16;
+/// Keys up to this long have a record class of their own length.
+pub const EXACT_MAX: usize = 128;
+/// Longer keys share classes this many bytes apart (at most 16, which the
+/// head's 4 bits of length offset can tell apart).
+pub const STEP: usize = 8;
+/// Longest key a compact record of a constant-size algorithm holds.
+pub const KEY_MAX: usize = 1024;
+/// Key classes per algorithm: one per length up to [`EXACT_MAX`], then one
+/// per [`STEP`] up to [`KEY_MAX`].
+pub const KEY_CLASSES: usize = EXACT_MAX + (KEY_MAX - EXACT_MAX) / STEP;
+const _: () = assert!(STEP <= 16 && (KEY_MAX - EXACT_MAX).is_multiple_of(STEP));
+/// Longest key a log record holds inline.
+pub const LOG_KEY_MAX: usize = 16;
 /// Bits of the parameter id: a shard holds up to 4,096 distinct parameter
-/// sets in compact records. Two bytes for length and id rather than three
-/// is what brings `fixed` under 40 bytes a key.
+/// sets in compact records. Two bytes for the id (and a long key's length
+/// offset) rather than three is what keeps `gcra` at 10 bytes plus its key.
 pub const PID_BITS: u32 = 12;
 const PID_MASK: u16 = (1 << PID_BITS) - 1;
+const HEAD: usize = 2;
 const KEY: usize = 2;
-const BODY: usize = KEY + KEY_MAX;
+const BODY: usize = KEY + LOG_KEY_MAX;
 const U48_MAX: u64 = (1 << 48) - 1;
 
-pub const WINDOW_LEN: usize = BODY + 6 + 4 + 4;
-pub const FIXED_LEN: usize = BODY + 6 + 4;
-pub const GCRA_LEN: usize = BODY + 8;
-pub const SLIDING_LEN: usize = BODY + sliding::BYTES;
+/// The constant-size algorithms, whose records are [`Layout`]s.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Kind {
+    Window = 0,
+    Fixed = 1,
+    Gcra = 2,
+    Sliding = 3,
+}
 
-/// A packed record of `N` bytes (alignment 1, so no padding).
+pub const KINDS: usize = 4;
+
+impl Kind {
+    pub const ALL: [Kind; KINDS] = [Kind::Window, Kind::Fixed, Kind::Gcra, Kind::Sliding];
+
+    /// Bytes of the state, between the head and the key.
+    pub const fn state_len(self) -> usize {
+        match self {
+            Kind::Window => 6 + 4 + 4,
+            Kind::Fixed => 6 + 4,
+            Kind::Gcra => 8,
+            Kind::Sliding => sliding::BYTES,
+        }
+    }
+}
+
+/// The key class of a key of `len` bytes, if a compact record holds it.
+pub fn key_class(len: usize) -> Option<usize> {
+    match len {
+        0 => None,
+        1..=EXACT_MAX => Some(len - 1),
+        _ if len <= KEY_MAX => Some(EXACT_MAX + (len - EXACT_MAX - 1) / STEP),
+        _ => None,
+    }
+}
+
+/// Shortest key of class `kc`.
+fn class_min(kc: usize) -> usize {
+    if kc < EXACT_MAX {
+        kc + 1
+    } else {
+        EXACT_MAX + 1 + (kc - EXACT_MAX) * STEP
+    }
+}
+
+/// Bytes a key of class `kc` takes in its record (its longest key).
+fn class_cap(kc: usize) -> usize {
+    if kc < EXACT_MAX {
+        kc + 1
+    } else {
+        class_min(kc) + STEP - 1
+    }
+}
+
+/// How the records of one arena are laid out: the algorithm and the key
+/// class, which together give the record's length and where its key is.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Layout {
+    pub kind: Kind,
+    /// `0..KEY_CLASSES`.
+    pub kc: usize,
+}
+
+impl Layout {
+    /// The layout of `kind`'s record for `key`, if a compact record holds it.
+    pub fn of(kind: Kind, key: &[u8]) -> Option<Layout> {
+        Some(Layout {
+            kind,
+            kc: key_class(key.len())?,
+        })
+    }
+
+    /// Bytes of each record.
+    pub fn rec_len(self) -> usize {
+        HEAD + self.kind.state_len() + class_cap(self.kc)
+    }
+
+    fn key_at(self) -> usize {
+        HEAD + self.kind.state_len()
+    }
+
+    pub fn key(self, rec: &[u8]) -> &[u8] {
+        let len = if self.kc < EXACT_MAX {
+            self.kc + 1
+        } else {
+            class_min(self.kc) + (head(rec) >> PID_BITS) as usize
+        };
+        &rec[self.key_at()..self.key_at() + len]
+    }
+
+    /// Writes a new record for `key` (of this layout's class) and `pid`
+    /// over `rec`, state left for [`Layout::set`].
+    pub fn init(self, rec: &mut [u8], key: &[u8], pid: u16) {
+        debug_assert!(key_class(key.len()) == Some(self.kc) && pid >> PID_BITS == 0);
+        let extra = (key.len() - class_min(self.kc)) as u16;
+        rec[..HEAD].copy_from_slice(&(extra << PID_BITS | pid).to_le_bytes());
+        let at = self.key_at();
+        rec[at..at + key.len()].copy_from_slice(key);
+        rec[at + key.len()..].fill(0);
+    }
+
+    /// Writes the state `packed` holds (of this layout's kind).
+    pub fn set(self, rec: &mut [u8], packed: &Packed) {
+        let st = &mut rec[HEAD..self.key_at()];
+        match *packed {
+            Packed::Window { bucket, prev, curr } => {
+                put::<6>(st, 0, bucket);
+                put::<4>(st, 6, prev as u64);
+                put::<4>(st, 10, curr as u64);
+            }
+            Packed::Fixed { bucket, count } => {
+                put::<6>(st, 0, bucket);
+                put::<4>(st, 6, count as u64);
+            }
+            Packed::Gcra { tat } => put::<8>(st, 0, tat),
+            Packed::Sliding { state } => st.copy_from_slice(&state.to_bytes()),
+            Packed::Log => unreachable!("a log is not a constant-size record"),
+        }
+    }
+
+    /// The entry a record stands for.
+    pub fn entry(self, rec: &[u8], p: &Params) -> Entry {
+        let st = &rec[HEAD..self.key_at()];
+        let value = match self.kind {
+            Kind::Window => Value::Window(Stored {
+                params: *p,
+                state: decode_window(st, p),
+            }),
+            Kind::Fixed => Value::Fixed(Stored {
+                params: *p,
+                state: decode_fixed(st, p),
+            }),
+            Kind::Gcra => Value::Gcra(Stored {
+                params: *p,
+                state: decode_gcra(st),
+            }),
+            Kind::Sliding => Value::Sliding(Stored {
+                params: *p,
+                state: decode_sliding(st),
+            }),
+        };
+        let at = match &value {
+            Value::Window(s) => s.state.expires_at(p),
+            Value::Fixed(s) => s.state.expires_at(p),
+            Value::Gcra(s) => s.state.expires_at(),
+            Value::Sliding(s) => s.state.expires_at(p),
+            _ => unreachable!("built above"),
+        };
+        limiter_entry(value, at)
+    }
+
+    /// The TTL (ms) of a record, without building an entry: for the sweeper.
+    pub fn ttl(self, rec: &[u8], p: &Params) -> u64 {
+        let st = &rec[HEAD..self.key_at()];
+        match self.kind {
+            Kind::Window => ttl_of(&decode_window(st, p), p),
+            Kind::Fixed => ttl_of(&decode_fixed(st, p), p),
+            Kind::Gcra => ttl_of(&decode_gcra(st), p),
+            Kind::Sliding => ttl_of(&decode_sliding(st), p),
+        }
+    }
+}
+
+fn head(rec: &[u8]) -> u16 {
+    u16::from_le_bytes([rec[0], rec[1]])
+}
+
+/// A record's parameter id.
+pub fn pid(rec: &[u8]) -> u16 {
+    head(rec) & PID_MASK
+}
+
+pub fn set_pid(rec: &mut [u8], pid: u16) {
+    let h = (head(rec) & !PID_MASK) | pid;
+    rec[..HEAD].copy_from_slice(&h.to_le_bytes());
+}
+
+/// Reads `W` little-endian bytes at `at` as an integer.
+fn get<const W: usize>(b: &[u8], at: usize) -> u64 {
+    let mut v = [0u8; 8];
+    v[..W].copy_from_slice(&b[at..at + W]);
+    u64::from_le_bytes(v)
+}
+
+/// Writes the low `W` bytes of `v` at `at`; the caller checked it fits.
+fn put<const W: usize>(b: &mut [u8], at: usize, v: u64) {
+    b[at..at + W].copy_from_slice(&v.to_le_bytes()[..W]);
+}
+
+/// A log record's key and parameter id, packed as they were before
+/// records took keys of any length: 2 bytes of length - 1 (4 bits) and id,
+/// then the key zero-padded to 16 bytes.
 #[derive(Clone, Copy)]
 pub struct Rec<const N: usize>([u8; N]);
 
-/// The key and parameter id alone (the head of every record).
+/// The key and parameter id alone (the head of a log record).
 pub type KeyRec = Rec<BODY>;
-pub type WindowRec = Rec<WINDOW_LEN>;
-pub type FixedRec = Rec<FIXED_LEN>;
-pub type GcraRec = Rec<GCRA_LEN>;
-pub type SlidingRec = Rec<SLIDING_LEN>;
 
 impl<const N: usize> Default for Rec<N> {
     fn default() -> Self {
@@ -71,7 +275,7 @@ impl<const N: usize> Rec<N> {
     /// `key` is 1-16 bytes and `pid` under `1 << PID_BITS` (`pack` and
     /// `ParamTable` see to both).
     pub fn new(key: &[u8], pid: u16) -> Self {
-        debug_assert!((1..=KEY_MAX).contains(&key.len()) && pid >> PID_BITS == 0);
+        debug_assert!((1..=LOG_KEY_MAX).contains(&key.len()) && pid >> PID_BITS == 0);
         let mut r = Rec([0; N]);
         let head = ((key.len() as u16 - 1) << PID_BITS) | pid;
         r.0[..KEY].copy_from_slice(&head.to_le_bytes());
@@ -90,23 +294,6 @@ impl<const N: usize> Rec<N> {
 
     pub fn pid(&self) -> u16 {
         self.head() & PID_MASK
-    }
-
-    pub fn set_pid(&mut self, pid: u16) {
-        let head = (self.head() & !PID_MASK) | pid;
-        self.0[..KEY].copy_from_slice(&head.to_le_bytes());
-    }
-
-    /// Reads `W` little-endian bytes at `at` as an integer.
-    fn get<const W: usize>(&self, at: usize) -> u64 {
-        let mut b = [0u8; 8];
-        b[..W].copy_from_slice(&self.0[at..at + W]);
-        u64::from_le_bytes(b)
-    }
-
-    /// Writes the low `W` bytes of `v` at `at`; the caller checked it fits.
-    fn put<const W: usize>(&mut self, at: usize, v: u64) {
-        self.0[at..at + W].copy_from_slice(&v.to_le_bytes()[..W]);
     }
 }
 
@@ -157,6 +344,19 @@ pub enum Packed {
     Log,
 }
 
+impl Packed {
+    /// The constant-size algorithm, or `None` for a log.
+    pub fn kind(&self) -> Option<Kind> {
+        match self {
+            Packed::Window { .. } => Some(Kind::Window),
+            Packed::Fixed { .. } => Some(Kind::Fixed),
+            Packed::Gcra { .. } => Some(Kind::Gcra),
+            Packed::Sliding { .. } => Some(Kind::Sliding),
+            Packed::Log => None,
+        }
+    }
+}
+
 /// The TTL (ms) a limiter state implies: [`Limiter::expires_at`], the one
 /// rule, rounded as an `Entry` rounds it.
 fn ttl_of<S: Limiter>(state: &S, p: &Params) -> u64 {
@@ -193,7 +393,11 @@ fn u32_of(n: u64) -> Option<u32> {
 /// the one its state implies, so that deriving the TTL on read gives it
 /// back.
 pub fn pack(key: &[u8], entry: &Entry) -> Option<(Packed, Params)> {
-    if key.is_empty() || key.len() > KEY_MAX {
+    let max = match entry.value {
+        Value::Log(_) => LOG_KEY_MAX,
+        _ => KEY_MAX,
+    };
+    if key.is_empty() || key.len() > max {
         return None;
     }
     let ttl = entry.expiry_ms()?;
@@ -233,57 +437,30 @@ pub fn pack(key: &[u8], entry: &Entry) -> Option<(Packed, Params)> {
     (expiry_ms_at(at) == ttl).then_some((packed, *p))
 }
 
-impl WindowRec {
-    pub fn set_window(&mut self, bucket: u64, prev: u32, curr: u32) {
-        self.put::<6>(BODY, bucket);
-        self.put::<4>(BODY + 6, prev as u64);
-        self.put::<4>(BODY + 10, curr as u64);
-    }
-}
-
-impl FixedRec {
-    pub fn set_fixed(&mut self, bucket: u64, count: u32) {
-        self.put::<6>(BODY, bucket);
-        self.put::<4>(BODY + 6, count as u64);
-    }
-}
-
-impl GcraRec {
-    pub fn set_gcra(&mut self, tat: u64) {
-        self.put::<8>(BODY, tat);
-    }
-}
-
-impl SlidingRec {
-    pub fn set_sliding(&mut self, state: &sliding::State) {
-        self.0[BODY..].copy_from_slice(&state.to_bytes());
-    }
-}
-
-fn decode_sliding(r: &SlidingRec) -> sliding::State {
+fn decode_sliding(st: &[u8]) -> sliding::State {
     let mut b = [0u8; sliding::BYTES];
-    b.copy_from_slice(&r.0[BODY..]);
+    b.copy_from_slice(st);
     sliding::State::from_bytes(&b)
 }
 
-fn decode_window(r: &WindowRec, p: &Params) -> window::State {
+fn decode_window(st: &[u8], p: &Params) -> window::State {
     window::State {
-        start: r.get::<6>(BODY) * p.period(),
-        prev: r.get::<4>(BODY + 6),
-        curr: r.get::<4>(BODY + 10),
+        start: get::<6>(st, 0) * p.period(),
+        prev: get::<4>(st, 6),
+        curr: get::<4>(st, 10),
     }
 }
 
-fn decode_fixed(r: &FixedRec, p: &Params) -> fixed::State {
+fn decode_fixed(st: &[u8], p: &Params) -> fixed::State {
     fixed::State {
-        start: r.get::<6>(BODY) * fixed_unit(p),
-        count: r.get::<4>(BODY + 6),
+        start: get::<6>(st, 0) * fixed_unit(p),
+        count: get::<4>(st, 6),
     }
 }
 
-fn decode_gcra(r: &GcraRec) -> gcra::State {
+fn decode_gcra(st: &[u8]) -> gcra::State {
     gcra::State {
-        tat: r.get::<8>(BODY),
+        tat: get::<8>(st, 0),
     }
 }
 
@@ -323,56 +500,6 @@ pub fn log_ttl(r: &LogRec, p: &Params) -> u64 {
     ttl_of(&r.state, p)
 }
 
-/// The entry a window record stands for.
-pub fn window_entry(r: &WindowRec, p: &Params) -> Entry {
-    let state = decode_window(r, p);
-    limiter_entry(
-        Value::Window(Stored { params: *p, state }),
-        state.expires_at(p),
-    )
-}
-
-pub fn fixed_entry(r: &FixedRec, p: &Params) -> Entry {
-    let state = decode_fixed(r, p);
-    limiter_entry(
-        Value::Fixed(Stored { params: *p, state }),
-        state.expires_at(p),
-    )
-}
-
-pub fn gcra_entry(r: &GcraRec, p: &Params) -> Entry {
-    let state = decode_gcra(r);
-    limiter_entry(
-        Value::Gcra(Stored { params: *p, state }),
-        state.expires_at(),
-    )
-}
-
-pub fn sliding_entry(r: &SlidingRec, p: &Params) -> Entry {
-    let state = decode_sliding(r);
-    limiter_entry(
-        Value::Sliding(Stored { params: *p, state }),
-        state.expires_at(p),
-    )
-}
-
-/// TTLs (ms) of the records, without building an entry: for the sweeper.
-pub fn window_ttl(r: &WindowRec, p: &Params) -> u64 {
-    ttl_of(&decode_window(r, p), p)
-}
-
-pub fn fixed_ttl(r: &FixedRec, p: &Params) -> u64 {
-    ttl_of(&decode_fixed(r, p), p)
-}
-
-pub fn gcra_ttl(r: &GcraRec, p: &Params) -> u64 {
-    ttl_of(&decode_gcra(r), p)
-}
-
-pub fn sliding_ttl(r: &SlidingRec, p: &Params) -> u64 {
-    ttl_of(&decode_sliding(r), p)
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -380,12 +507,36 @@ mod tests {
 
     const S: u64 = 1_000_000_000;
 
+    /// A key of up to 128 bytes costs its length and nothing more; longer
+    /// ones at most 7 bytes of padding; past 1,024 bytes, none packs.
     #[test]
-    fn sizes() {
-        assert_eq!(std::mem::size_of::<WindowRec>(), 32);
-        assert_eq!(std::mem::size_of::<FixedRec>(), 28);
-        assert_eq!(std::mem::size_of::<GcraRec>(), 26);
-        assert_eq!(std::mem::size_of::<SlidingRec>(), 42);
+    fn record_lengths_follow_the_key() {
+        for kind in Kind::ALL {
+            for len in 1..=KEY_MAX {
+                let l = Layout::of(kind, &vec![b'k'; len]).unwrap();
+                let fixed = 2 + kind.state_len();
+                assert_eq!(
+                    l.rec_len() - fixed - len,
+                    if len <= EXACT_MAX {
+                        0
+                    } else {
+                        (STEP - len % STEP) % STEP
+                    },
+                    "{kind:?} {len}"
+                );
+            }
+            assert!(Layout::of(kind, b"").is_none());
+            assert!(Layout::of(kind, &[0; KEY_MAX + 1]).is_none());
+        }
+        assert_eq!(key_class(KEY_MAX), Some(KEY_CLASSES - 1));
+        assert_eq!(
+            Layout::of(Kind::Window, b"k:00000000000001")
+                .unwrap()
+                .rec_len(),
+            32
+        );
+        assert_eq!(Layout::of(Kind::Gcra, &[7; 36]).unwrap().rec_len(), 46);
+        assert_eq!(Layout::of(Kind::Sliding, &[7; 128]).unwrap().rec_len(), 154);
     }
 
     fn with_ttl(value: Value, at_ns: u64) -> Entry {
@@ -397,13 +548,14 @@ mod tests {
     }
 
     /// The record `Shard` would write for `e`.
-    fn window_rec(key: &[u8], pid: u16, e: &Entry) -> WindowRec {
-        let Some(Packed::Window { bucket, prev, curr }) = packed(key, e) else {
-            panic!("not a window: {e:?}")
-        };
-        let mut r = WindowRec::new(key, pid);
-        r.set_window(bucket, prev, curr);
-        r
+    fn rec(key: &[u8], pid: u16, e: &Entry) -> (Layout, Vec<u8>) {
+        let packed = packed(key, e).expect("packs");
+        let l = Layout::of(packed.kind().expect("constant-size"), key).unwrap();
+        // Over a slot that held something else.
+        let mut r = vec![0xa5; l.rec_len()];
+        l.init(&mut r, key, pid);
+        l.set(&mut r, &packed);
+        (l, r)
     }
 
     #[test]
@@ -421,16 +573,26 @@ mod tests {
             }),
             st.expires_at(&p),
         );
-        let r = window_rec(b"k:00000000000001", 7, &e);
-        assert_eq!(r.key(), b"k:00000000000001");
-        assert_eq!(r.pid(), 7);
-        let mut r2 = r;
-        r2.set_pid(4095);
-        assert_eq!((r2.key(), r2.pid()), (&b"k:00000000000001"[..], 4095));
-        assert_eq!(window_entry(&r, &p), e);
-        assert_eq!(Some(window_ttl(&r, &p)), e.expiry_ms());
+        // Keys of every length a class boundary falls near, with zero
+        // bytes at their ends (which padding must not be mistaken for).
+        for len in [
+            1, 2, 15, 16, 17, 19, 36, 64, 127, 128, 129, 130, 136, 137, 200, 1023, 1024,
+        ] {
+            for last in [0u8, b'z'] {
+                let mut key = vec![b'k'; len];
+                key[len - 1] = last;
+                let (l, r) = rec(&key, 7, &e);
+                assert_eq!(l.key(&r), &key[..], "{len}");
+                assert_eq!(pid(&r), 7);
+                let mut r2 = r.clone();
+                set_pid(&mut r2, 4095);
+                assert_eq!((l.key(&r2), pid(&r2)), (&key[..], 4095));
+                assert_eq!(l.entry(&r, &p), e);
+                assert_eq!(Some(l.ttl(&r, &p)), e.expiry_ms());
+            }
+        }
         // What does not fit goes whole.
-        assert!(pack(b"k:000000000000001", &e).is_none(), "17-byte key");
+        assert!(pack(&[b'k'; KEY_MAX + 1], &e).is_none(), "1,025-byte key");
         let wide = window::State {
             prev: u32::MAX as u64 + 1,
             ..st
@@ -465,6 +627,10 @@ mod tests {
             st.expires_at(&p),
         );
         assert_eq!(pack(b"lk", &e), Some((Packed::Log, p)));
+        assert!(
+            pack(&[b'l'; LOG_KEY_MAX + 1], &e).is_none(),
+            "a long log key"
+        );
         let mut r = encode_log(b"lk", 3, st);
         assert_eq!((r.key(), r.pid()), (&b"lk"[..], 3));
         assert_eq!(Some(log_ttl(&r, &p)), e.expiry_ms());
@@ -505,13 +671,12 @@ mod tests {
             }),
             f.expires_at(&p),
         );
-        let Some(Packed::Fixed { bucket, count }) = packed(b"m", &e) else {
+        let Some(Packed::Fixed { .. }) = packed(b"m", &e) else {
             panic!("a calendar window is stored whole")
         };
-        let mut r = FixedRec::new(b"m", 1);
-        r.set_fixed(bucket, count);
-        assert_eq!(fixed_entry(&r, &p), e);
-        assert_eq!(Some(fixed_ttl(&r, &p)), e.expiry_ms());
+        let (l, r) = rec(b"m", 1, &e);
+        assert_eq!(l.entry(&r, &p), e);
+        assert_eq!(Some(l.ttl(&r, &p)), e.expiry_ms());
     }
 
     #[test]
@@ -528,14 +693,15 @@ mod tests {
             }),
             st.expires_at(&p),
         );
-        let Some(Packed::Sliding { state }) = packed(b"sk", &e) else {
+        let Some(Packed::Sliding { .. }) = packed(b"sk", &e) else {
             panic!("not sliding")
         };
-        let mut r = SlidingRec::new(b"sk", 9);
-        r.set_sliding(&state);
-        assert_eq!((r.key(), r.pid()), (&b"sk"[..], 9));
-        assert_eq!(sliding_entry(&r, &p), e);
-        assert_eq!(Some(sliding_ttl(&r, &p)), e.expiry_ms());
+        for key in [&b"sk"[..], &[b's'; 77], &[b's'; 300]] {
+            let (l, r) = rec(key, 9, &e);
+            assert_eq!((l.key(&r), pid(&r)), (key, 9));
+            assert_eq!(l.entry(&r, &p), e);
+            assert_eq!(Some(l.ttl(&r, &p)), e.expiry_ms());
+        }
     }
 
     #[test]
@@ -553,13 +719,12 @@ mod tests {
             f.expires_at(&p),
         );
         assert!(pack(b"", &e).is_none(), "the empty key is stored whole");
-        let Some(Packed::Fixed { bucket, count }) = packed(b"f", &e) else {
+        let Some(Packed::Fixed { .. }) = packed(b"f", &e) else {
             panic!("not fixed")
         };
-        let mut r = FixedRec::new(b"f", 4095);
-        r.set_fixed(bucket, count);
-        assert_eq!((r.key(), r.pid()), (&b"f"[..], 4095));
-        assert_eq!(fixed_entry(&r, &p), e);
+        let (l, r) = rec(b"f", 4095, &e);
+        assert_eq!((l.key(&r), pid(&r)), (&b"f"[..], 4095));
+        assert_eq!(l.entry(&r, &p), e);
         let g = gcra::State { tat: u64::MAX - 5 };
         let e = with_ttl(
             Value::Gcra(Stored {
@@ -569,10 +734,9 @@ mod tests {
             g.expires_at(),
         );
         assert_eq!(packed(b"gk", &e), Some(Packed::Gcra { tat: g.tat }));
-        let mut r = GcraRec::new(b"gk", 2);
-        r.set_gcra(g.tat);
-        assert_eq!(gcra_entry(&r, &p), e);
-        assert_eq!(Some(gcra_ttl(&r, &p)), e.expiry_ms());
+        let (l, r) = rec(&[b'g'; 40], 2, &e);
+        assert_eq!(l.entry(&r, &p), e);
+        assert_eq!(Some(l.ttl(&r, &p)), e.expiry_ms());
         // A bucket number past 48 bits (a 1 ns period) is stored whole.
         let tiny = crate::limiter::Params::new(
             std::num::NonZeroU64::new(5).unwrap(),

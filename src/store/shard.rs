@@ -5,8 +5,9 @@
 //! 44-88% full between doublings, so every byte of its slot costs up to two
 //! bytes per key. Keeping the slot at 4 bytes (plus a tag byte; `index.rs`)
 //! and the records in arenas with no slack is what brings a limiter key
-//! from 203 bytes to about 40. A handle is a class (three bits) and an
-//! index in that class's arena; the class says how to read the record.
+//! from 203 bytes to about 40. A handle is a class and an index in that
+//! class's arena; the class says how to read the record (its algorithm and
+//! key length, for a compact record: `record.rs`).
 //!
 //! Callers see every key as an [`Entry`]: compact records are decoded into
 //! one (on the stack; a few nanoseconds), handed to the caller, and written
@@ -15,45 +16,57 @@
 use std::collections::HashMap;
 use std::hash::BuildHasherDefault;
 
-use super::arena::Arena;
+use super::arena::{Arena, Slab};
 use super::bytes::SmallBytes;
 use super::effects::Effects;
 use super::entry::{self, Entry, Value};
 use super::index::Index;
 use super::params::ParamTable;
-use super::record::{self, FixedRec, GcraRec, LogRec, Packed, Rec, SlidingRec, WindowRec};
+use super::record::{self, Layout, LogRec, KEY_CLASSES, KINDS};
 use crate::clock::Nanos;
 
-const CLASS_SHIFT: u32 = 29;
+/// A handle: a general record's index (top bit clear, 31 bits), or a
+/// class (10 bits: one of the shard's slabs, or the log's arena) and an
+/// index in it (21 bits, 2M records of one class in one shard; a class that
+/// fills up sends further keys to the general class).
+const COMPACT: u32 = 1 << 31;
+const CLASS_SHIFT: u32 = 21;
 const INDEX_MASK: u32 = (1 << CLASS_SHIFT) - 1;
-/// Which arena a record lives in: a handle's top bits. Matched
-/// exhaustively everywhere, so a new class is pointed at by the compiler.
+const LOG_CLASS: u32 = (1 << 10) - 1;
+/// A shard has at most one slab per layout, so its slab numbers stay
+/// below the log's.
+const _: () = assert!(KINDS * KEY_CLASSES < LOG_CLASS as usize);
+
+/// Which arena a record lives in, from its handle.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 enum Class {
-    General = 0,
-    Window = 1,
-    Fixed = 2,
-    Gcra = 3,
-    Log = 4,
-    Sliding = 5,
+    General,
+    Log,
+    /// The shard's slab of this number (`Records::slabs`).
+    Compact(u16),
 }
 
 fn handle(class: Class, i: u32) -> u32 {
-    // 2^29 records of one class in one shard would be over 13 GiB.
-    assert!(i <= INDEX_MASK, "arena index out of range");
-    (class as u32) << CLASS_SHIFT | i
+    match class {
+        Class::General => {
+            // 2^31 records in one shard would be over 100 GiB.
+            assert!(i < COMPACT, "arena index out of range");
+            i
+        }
+        Class::Log => COMPACT | LOG_CLASS << CLASS_SHIFT | i,
+        Class::Compact(n) => COMPACT | (n as u32) << CLASS_SHIFT | i,
+    }
 }
 
 fn split(h: u32) -> (Class, u32) {
-    let class = match h >> CLASS_SHIFT {
-        0 => Class::General,
-        1 => Class::Window,
-        2 => Class::Fixed,
-        3 => Class::Gcra,
-        4 => Class::Log,
-        5 => Class::Sliding,
-        // Handles are made only by `handle`.
-        _ => unreachable!("handle {h:#x} has no record class"),
+    if h & COMPACT == 0 {
+        return (Class::General, h);
+    }
+    let c = (h & !COMPACT) >> CLASS_SHIFT;
+    let class = if c == LOG_CLASS {
+        Class::Log
+    } else {
+        Class::Compact(c as u16)
     };
     (class, h & INDEX_MASK)
 }
@@ -92,24 +105,74 @@ struct General {
 #[derive(Debug, Default)]
 struct Records {
     general: Arena<General>,
-    window: Arena<WindowRec>,
-    fixed: Arena<FixedRec>,
-    gcra: Arena<GcraRec>,
     log: Arena<LogRec>,
-    sliding: Arena<SlidingRec>,
+    /// The constant-size algorithms' records, a slab per layout in use
+    /// (a shard holds a few key lengths, not all 960 layouts), numbered
+    /// by first use; a slab emptied by a compaction is reused for the next
+    /// new layout, as no handle points into it.
+    slabs: Vec<LayoutSlab>,
     params: ParamTable,
 }
 
+#[derive(Debug)]
+struct LayoutSlab {
+    layout: Layout,
+    slab: Slab,
+}
+
 impl Records {
+    fn slab(&self, n: u16) -> (Layout, &Slab) {
+        let s = &self.slabs[n as usize];
+        (s.layout, &s.slab)
+    }
+
+    fn slab_mut(&mut self, n: u16) -> &mut Slab {
+        &mut self.slabs[n as usize].slab
+    }
+
+    /// The number of `l`'s slab, made (or an empty one taken) if none.
+    fn slab_for(&mut self, l: Layout) -> u16 {
+        if let Some(n) = self.slabs.iter().position(|s| s.layout == l) {
+            return n as u16;
+        }
+        let fresh = LayoutSlab {
+            layout: l,
+            slab: Slab::new(l.rec_len()),
+        };
+        match self.slabs.iter().position(|s| s.slab.is_empty()) {
+            Some(n) => {
+                self.slabs[n] = fresh;
+                n as u16
+            }
+            None => {
+                self.slabs.push(fresh);
+                (self.slabs.len() - 1) as u16
+            }
+        }
+    }
+
+    fn slabs(&self) -> impl Iterator<Item = &Slab> {
+        self.slabs.iter().map(|s| &s.slab)
+    }
+
+    /// Whether a new record of `class` gets a handle.
+    fn has_room(&self, class: Class) -> bool {
+        match class {
+            Class::General => true,
+            Class::Log => self.log.has_room(INDEX_MASK),
+            Class::Compact(n) => self.slab(n).1.has_room(INDEX_MASK),
+        }
+    }
+
     fn key(&self, h: u32) -> &[u8] {
         let (class, i) = split(h);
         match class {
             Class::General => &self.general.get(i).key,
-            Class::Window => self.window.get(i).key(),
-            Class::Fixed => self.fixed.get(i).key(),
-            Class::Gcra => self.gcra.get(i).key(),
             Class::Log => self.log.get(i).key(),
-            Class::Sliding => self.sliding.get(i).key(),
+            Class::Compact(n) => {
+                let (l, slab) = self.slab(n);
+                l.key(slab.get(i))
+            }
         }
     }
 
@@ -119,37 +182,21 @@ impl Records {
         let (class, i) = split(h);
         match class {
             Class::General => prefetch(self.general.get(i)),
-            Class::Window => prefetch(self.window.get(i)),
-            Class::Fixed => prefetch(self.fixed.get(i)),
-            Class::Gcra => prefetch(self.gcra.get(i)),
             Class::Log => prefetch(self.log.get(i)),
-            Class::Sliding => crate::util::prefetch_all(self.sliding.get(i)),
+            Class::Compact(n) => {
+                // Its first and last lines: a record may straddle two.
+                let r = self.slab(n).1.get(i);
+                prefetch(&r[0]);
+                prefetch(&r[r.len() - 1]);
+            }
         }
     }
 
     /// The entry a compact record of constant size stands for, decoded.
-    fn decode(&self, class: Class, i: u32) -> Entry {
-        let params = &self.params;
-        match class {
-            Class::Window => {
-                let r = self.window.get(i);
-                record::window_entry(r, params.get(r.pid()))
-            }
-            Class::Fixed => {
-                let r = self.fixed.get(i);
-                record::fixed_entry(r, params.get(r.pid()))
-            }
-            Class::Gcra => {
-                let r = self.gcra.get(i);
-                record::gcra_entry(r, params.get(r.pid()))
-            }
-            Class::Sliding => {
-                let r = self.sliding.get(i);
-                record::sliding_entry(r, params.get(r.pid()))
-            }
-            // Callers match these first.
-            Class::General | Class::Log => unreachable!("{class:?} records are not decoded"),
-        }
+    fn decode(&self, n: u16, i: u32) -> Entry {
+        let (l, slab) = self.slab(n);
+        let r = slab.get(i);
+        l.entry(r, self.params.get(record::pid(r)))
     }
 
     /// Calls `f` with the entry `h` stands for (decoded, for a compact
@@ -161,7 +208,7 @@ impl Records {
                 let r = self.log.get(i);
                 record::with_log(r, self.params.get(r.pid()), |e| f(Some(e)))
             }
-            (class, i) => f(Some(&self.decode(class, i))),
+            (Class::Compact(n), i) => f(Some(&self.decode(n, i))),
         }
     }
 
@@ -175,54 +222,37 @@ impl Records {
                 let r = self.log.get_mut(i);
                 Some(record::take_log(r, self.params.get(r.pid())))
             }
-            (class, i) => Some(self.decode(class, i)),
+            (Class::Compact(n), i) => Some(self.decode(n, i)),
         }
     }
 
     /// TTL in ms of `h`'s entry; `Some(0)` for a general record that is out
     /// (treated as long expired).
     fn expiry_ms(&self, h: u32) -> Option<u64> {
-        let (class, i) = split(h);
-        let params = &self.params;
-        match class {
-            Class::General => self
+        match split(h) {
+            (Class::General, i) => self
                 .general
                 .get(i)
                 .entry
                 .as_ref()
                 .map_or(Some(0), Entry::expiry_ms),
-            Class::Window => {
-                let r = self.window.get(i);
-                Some(record::window_ttl(r, params.get(r.pid())))
-            }
-            Class::Fixed => {
-                let r = self.fixed.get(i);
-                Some(record::fixed_ttl(r, params.get(r.pid())))
-            }
-            Class::Gcra => {
-                let r = self.gcra.get(i);
-                Some(record::gcra_ttl(r, params.get(r.pid())))
-            }
-            Class::Log => {
+            (Class::Log, i) => {
                 let r = self.log.get(i);
-                Some(record::log_ttl(r, params.get(r.pid())))
+                Some(record::log_ttl(r, self.params.get(r.pid())))
             }
-            Class::Sliding => {
-                let r = self.sliding.get(i);
-                Some(record::sliding_ttl(r, params.get(r.pid())))
+            (Class::Compact(n), i) => {
+                let (l, slab) = self.slab(n);
+                let r = slab.get(i);
+                Some(l.ttl(r, self.params.get(record::pid(r))))
             }
         }
     }
 
     fn pid(&self, h: u32) -> Option<u16> {
-        let (class, i) = split(h);
-        match class {
-            Class::General => None,
-            Class::Window => Some(self.window.get(i).pid()),
-            Class::Fixed => Some(self.fixed.get(i).pid()),
-            Class::Gcra => Some(self.gcra.get(i).pid()),
-            Class::Log => Some(self.log.get(i).pid()),
-            Class::Sliding => Some(self.sliding.get(i).pid()),
+        match split(h) {
+            (Class::General, _) => None,
+            (Class::Log, i) => Some(self.log.get(i).pid()),
+            (Class::Compact(n), i) => Some(record::pid(self.slab(n).1.get(i))),
         }
     }
 
@@ -231,14 +261,10 @@ impl Records {
         if let Some(pid) = self.pid(h) {
             self.params.release(pid);
         }
-        let (class, i) = split(h);
-        match class {
-            Class::General => self.general.free(i),
-            Class::Window => self.window.free(i),
-            Class::Fixed => self.fixed.free(i),
-            Class::Gcra => self.gcra.free(i),
-            Class::Log => self.log.free(i),
-            Class::Sliding => self.sliding.free(i),
+        match split(h) {
+            (Class::General, i) => self.general.free(i),
+            (Class::Log, i) => self.log.free(i),
+            (Class::Compact(n), i) => self.slab_mut(n).free(i),
         }
     }
 
@@ -247,42 +273,52 @@ impl Records {
     /// is unchanged, a new one when the value moved to another class.
     fn put(&mut self, old: Option<u32>, key: &[u8], entry: Entry) -> u32 {
         if let Some((packed, p)) = record::pack(key, &entry) {
-            let class = match packed {
-                Packed::Window { .. } => Class::Window,
-                Packed::Fixed { .. } => Class::Fixed,
-                Packed::Gcra { .. } => Class::Gcra,
-                Packed::Log => Class::Log,
-                Packed::Sliding { .. } => Class::Sliding,
-            };
             // The same class: the record is rewritten in place (its key
             // stays; its parameter id changes only with the parameters).
-            let same = old.filter(|&h| split(h).0 == class).map(|h| split(h).1);
+            let (class, same) = match packed.kind() {
+                Some(kind) => {
+                    let l = Layout::of(kind, key).expect("pack checked the key");
+                    match old.map(split) {
+                        Some((Class::Compact(n), i)) if self.slab(n).0 == l => {
+                            (Class::Compact(n), Some(i))
+                        }
+                        _ => (Class::Compact(self.slab_for(l)), None),
+                    }
+                }
+                None => {
+                    let same = old.filter(|&h| split(h).0 == Class::Log);
+                    (Class::Log, same.map(|h| split(h).1))
+                }
+            };
             let pid = match same.and_then(|_| self.pid(old?)) {
                 Some(pid) => self.params.replace(pid, &p),
-                None => self.params.acquire(&p),
+                None if self.has_room(class) => self.params.acquire(&p),
+                // A class full in this shard: the key is stored whole.
+                None => None,
             };
             if let Some(pid) = pid {
-                let i = match (packed, entry.value) {
-                    (Packed::Window { bucket, prev, curr }, _) => {
-                        put_rec(&mut self.window, same, key, pid, |r| {
-                            r.set_window(bucket, prev, curr)
-                        })
+                let i = match (class, entry.value) {
+                    (Class::Compact(n), _) => {
+                        let l = self.slab(n).0;
+                        let slab = self.slab_mut(n);
+                        let i = match same {
+                            Some(i) => {
+                                record::set_pid(slab.get_mut(i), pid);
+                                i
+                            }
+                            None => {
+                                let i = slab.alloc();
+                                l.init(slab.get_mut(i), key, pid);
+                                i
+                            }
+                        };
+                        l.set(slab.get_mut(i), &packed);
+                        i
                     }
-                    (Packed::Fixed { bucket, count }, _) => {
-                        put_rec(&mut self.fixed, same, key, pid, |r| {
-                            r.set_fixed(bucket, count)
-                        })
-                    }
-                    (Packed::Gcra { tat }, _) => {
-                        put_rec(&mut self.gcra, same, key, pid, |r| r.set_gcra(tat))
-                    }
-                    (Packed::Sliding { state }, _) => {
-                        put_rec(&mut self.sliding, same, key, pid, |r| r.set_sliding(&state))
-                    }
-                    (Packed::Log, Value::Log(l)) => {
+                    (Class::Log, Value::Log(l)) => {
                         place(&mut self.log, same, record::encode_log(key, pid, l.state))
                     }
-                    (Packed::Log, _) => unreachable!("pack said log"),
+                    _ => unreachable!("pack said log"),
                 };
                 let h = handle(class, i);
                 if same.is_none() {
@@ -320,49 +356,47 @@ impl Records {
     /// Bytes a new record could allocate: the largest chunk of a class
     /// with no free slot.
     fn growth(&self) -> usize {
-        [
-            self.general.growth(),
-            self.window.growth(),
-            self.fixed.growth(),
-            self.gcra.growth(),
-            self.log.growth(),
-            self.sliding.growth(),
-        ]
-        .into_iter()
-        .max()
-        .unwrap_or(0)
+        self.slabs()
+            .map(Slab::growth)
+            .chain([self.general.growth(), self.log.growth()])
+            .max()
+            .unwrap_or(0)
             + self.params.growth()
     }
 
     fn allocation_size(&self) -> usize {
         self.general.allocation_size()
-            + self.window.allocation_size()
-            + self.fixed.allocation_size()
-            + self.gcra.allocation_size()
             + self.log.allocation_size()
-            + self.sliding.allocation_size()
+            + self.slabs.capacity() * std::mem::size_of::<LayoutSlab>()
+            + self.slabs().map(Slab::allocation_size).sum::<usize>()
             + self.params.allocation_size()
     }
-}
 
-/// Writes a packed record: over the one at `same` (its key stays; its
-/// parameter id is rewritten), or into a new slot; `set` writes the state.
-fn put_rec<const N: usize>(
-    arena: &mut Arena<Rec<N>>,
-    same: Option<u32>,
-    key: &[u8],
-    pid: u16,
-    set: impl FnOnce(&mut Rec<N>),
-) -> u32 {
-    let i = match same {
-        Some(i) => {
-            arena.get_mut(i).set_pid(pid);
-            i
+    /// Compacts the sparse arenas; `moved(from, to)` is told of each
+    /// record that moved. An emptied slab goes.
+    fn compact(&mut self, mut moved: impl FnMut(u32, u32)) {
+        if self.general.sparse() {
+            self.general
+                .compact(|f, t| moved(handle(Class::General, f), handle(Class::General, t)));
         }
-        None => arena.alloc(Rec::new(key, pid)),
-    };
-    set(arena.get_mut(i));
-    i
+        if self.log.sparse() {
+            self.log
+                .compact(|f, t| moved(handle(Class::Log, f), handle(Class::Log, t)));
+        }
+        for (n, s) in self.slabs.iter_mut().enumerate() {
+            if s.slab.sparse() {
+                let class = Class::Compact(n as u16);
+                s.slab
+                    .compact(|f, t| moved(handle(class, f), handle(class, t)));
+            }
+        }
+        while self.slabs.last().is_some_and(|s| s.slab.is_empty()) {
+            self.slabs.pop();
+        }
+        if self.slabs.is_empty() {
+            self.slabs = Vec::new();
+        }
+    }
 }
 
 /// Writes `v` at `i`, or in a new slot if `i` is `None`.
@@ -717,21 +751,7 @@ impl Shard {
                 .shrink_to_fit(|h| hasher.hash_one(records.key(h)));
         }
         let mut moves: Vec<(u32, u32)> = Vec::new();
-        macro_rules! compact {
-            ($arena:ident, $class:expr) => {
-                if self.records.$arena.sparse() {
-                    self.records
-                        .$arena
-                        .compact(|from, to| moves.push((handle($class, from), handle($class, to))));
-                }
-            };
-        }
-        compact!(general, Class::General);
-        compact!(window, Class::Window);
-        compact!(fixed, Class::Fixed);
-        compact!(gcra, Class::Gcra);
-        compact!(log, Class::Log);
-        compact!(sliding, Class::Sliding);
+        self.records.compact(|from, to| moves.push((from, to)));
         for (from, to) in moves {
             let hash = hasher.hash_one(self.records.key(to));
             let pos = self
@@ -776,11 +796,8 @@ impl Shard {
         let r = &self.records;
         self.index.allocation_size()
             + r.general.chunk_bytes()
-            + r.window.chunk_bytes()
-            + r.fixed.chunk_bytes()
-            + r.gcra.chunk_bytes()
             + r.log.chunk_bytes()
-            + r.sliding.chunk_bytes()
+            + r.slabs().map(Slab::chunk_bytes).sum::<usize>()
     }
 
     pub fn heap_size(&self) -> usize {
@@ -793,7 +810,7 @@ impl Shard {
                     g.key.heap_size() + g.entry.as_ref().map_or(0, Entry::heap_size)
                 }
                 (Class::Log, i) => records.log.get(i).heap_size(),
-                (Class::Window | Class::Fixed | Class::Gcra | Class::Sliding, _) => 0,
+                (Class::Compact(_), _) => 0,
             })
             .sum()
     }

@@ -10,6 +10,12 @@ use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use crate::common::{cmd, q, q_err, Server, START_SECS};
 use turnstile::Nanos;
 
+/// Limiter keys longer than 16 bytes (40, 129 and 300), which compact
+/// records hold whole.
+const LONG_WINDOW: &str = "window:user:0000000000000000000000000007";
+const LONG_SLIDING: &str = "sliding:aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaz";
+const LONG_GCRA: &str = "gcra:bbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbz";
+
 /// Every kind of value a key can hold, made by commands on `con`.
 const KEYS: &[&[&str]] = &[
     &["SET", "str", "hello\r\nworld"],
@@ -32,6 +38,20 @@ const KEYS: &[&[&str]] = &[
     &["RL.ACQUIRE", "lease", "5", "30", "COST", "2"],
     &["RL.ALLOW", "blocked", "1", "60", "BLOCK", "30"],
     &["RL.ALLOW", "blocked", "1", "60", "BLOCK", "30"],
+    &["RL.ALLOW", LONG_WINDOW, "10", "60", "COST", "5"],
+    &[
+        "RL.ALLOW",
+        LONG_SLIDING,
+        "10",
+        "60",
+        "ALGO",
+        "sliding",
+        "COST",
+        "2",
+    ],
+    &[
+        "RL.ALLOW", LONG_GCRA, "10", "60", "ALGO", "gcra", "COST", "7",
+    ],
 ];
 
 /// What each limiter key has left, asked the same way on either server.
@@ -44,6 +64,9 @@ const PEEKS: &[&[&str]] = &[
     &["RL.PEEK", "month", "1000", "1mo", "ALGO", "fixed"],
     &["RL.PEEK", "overdraft", "10", "60"],
     &["RL.PEEK", "blocked", "1", "60"],
+    &["RL.PEEK", LONG_WINDOW, "10", "60"],
+    &["RL.PEEK", LONG_SLIDING, "10", "60", "ALGO", "sliding"],
+    &["RL.PEEK", LONG_GCRA, "10", "60", "ALGO", "gcra"],
 ];
 
 async fn fill(con: &mut redis::aio::MultiplexedConnection) {
@@ -373,6 +396,30 @@ async fn migrate_moves_keys_with_their_usage() {
     assert_eq!(ok, "OK");
     let n: i64 = q(&mut ca, &["EXISTS", "gcra", "str", "hash"]).await;
     assert_eq!(n, 0);
+    // Long limiter keys move with their usage.
+    let ok: String = migrate(&[
+        "",
+        "0",
+        "1000",
+        "AUTH",
+        "sesame",
+        "KEYS",
+        LONG_WINDOW,
+        LONG_SLIDING,
+        LONG_GCRA,
+    ])
+    .query_async(&mut ca)
+    .await
+    .unwrap();
+    assert_eq!(ok, "OK");
+    let peek: Vec<i64> = q(&mut cb, &["RL.PEEK", LONG_WINDOW, "10", "60"]).await;
+    assert_eq!(peek[2], 10 - 5 - 1, "five of ten used before the move");
+    let peek: Vec<i64> = q(
+        &mut cb,
+        &["RL.PEEK", LONG_SLIDING, "10", "60", "ALGO", "sliding"],
+    )
+    .await;
+    assert_eq!(peek[2], 10 - 2 - 1, "two of ten used before the move");
     let s: String = q(&mut cb, &["GET", "str"]).await;
     assert_eq!(s, "hello\r\nworld");
     let nokey: String = migrate(&["nokey", "0", "1000"])

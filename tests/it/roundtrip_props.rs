@@ -83,13 +83,27 @@ const KEYS: [&str; 10] = [
 /// The case's `focus` key half the time (a case works mostly one
 /// algorithm's key: three charges of 2^63 - 1 on one key are then likely),
 /// another limiter key, or any.
+/// One in five is made longer (to 17, 36, 128, 129, 300, 1,024 or 1,025
+/// bytes: the compact records' key classes and past them).
 fn key(focus: &'static str) -> impl Strategy<Value = String> {
-    prop_oneof![
-        8 => Just(focus),
-        6 => prop::sample::select(LIMIT_KEYS.to_vec()),
-        1 => prop::sample::select(KEYS.to_vec()),
-    ]
-    .prop_map(String::from)
+    (
+        prop_oneof![
+            8 => Just(focus),
+            6 => prop::sample::select(LIMIT_KEYS.to_vec()),
+            1 => prop::sample::select(KEYS.to_vec()),
+        ],
+        prop_oneof![
+            4 => Just(0usize),
+            1 => prop::sample::select(vec![17usize, 36, 128, 129, 300, 1024, 1025]),
+        ],
+    )
+        .prop_map(|(k, len)| {
+            let mut k = k.to_string();
+            while k.len() < len {
+                k.push(if k.len() % 2 == 0 { '-' } else { '\u{0}' });
+            }
+            k
+        })
 }
 
 /// A limit's key, limit, period and options: mostly on the key named for

@@ -977,7 +977,13 @@ fn run_ops(shards: usize, start: Nanos, ops: &[Op]) {
 
 /// Key lengths around every boundary a layout might have (16/17, the
 /// 22-byte inline limit, 32/33) plus the empty key.
-const KEY_LENS: &[usize] = &[0, 1, 2, 7, 8, 15, 16, 17, 22, 23, 24, 31, 32, 33, 40];
+/// Lengths around every boundary of the compact records' key classes (one
+/// per length up to 128 bytes, 8 bytes apart up to 1,024, general past it)
+/// and of the inline key (22 bytes).
+const KEY_LENS: &[usize] = &[
+    0, 1, 2, 7, 8, 15, 16, 17, 22, 23, 24, 31, 32, 33, 40, 64, 127, 128, 129, 130, 136, 137, 300,
+    1023, 1024, 1025,
+];
 
 /// Keys from a small alphabet, so they collide often: `k` repeated, with
 /// maybe one byte at the front or back replaced (a NUL included, so that
