@@ -48,6 +48,7 @@ check "redis-cli"       bash "$HERE/redis_cli_check.sh" "$PORT" "$HOST"
 check "redis-benchmark" bash "$HERE/benchmark_check.sh" "$PORT" "$HOST"
 check "ioredis"         node "$HERE/node/ioredis_check.js" "$PORT" "$HOST"
 check "node-redis"      node "$HERE/node/node_redis_check.js" "$PORT" "$HOST"
+check "ACL users (ioredis, node-redis)" node "$HERE/node/acl_users_check.js" "$PORT" "$HOST"
 check "redis-py transactions" timeout 90 "$PYTHON" "$HERE/transactions_check.py" "$PORT" "$HOST"
 check "node transactions (node-redis, ioredis)" timeout 60 node "$HERE/node/transactions_check.js" "$PORT" "$HOST"
 if [[ -n "${REDIS_PORT:-}" ]]; then
