@@ -69,6 +69,13 @@ impl UserCell {
     pub fn load(&self) -> Arc<User> {
         self.user.load_full()
     }
+
+    /// The user's rules now, borrowed for one check: no reference count
+    /// moves (`load`'s would, on one cache line every connection of the
+    /// user shares, twice a request).
+    pub fn peek(&self) -> arc_swap::Guard<Arc<User>> {
+        self.user.load()
+    }
 }
 
 /// What [`Acl::replace`] did to users that connections may hold.

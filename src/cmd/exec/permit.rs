@@ -85,7 +85,7 @@ pub fn permit_cell<'r>(
     if cell.unrestricted() {
         return Ok(());
     }
-    permit(registry, &cell.load(), cell.deleted(), cmd, sub, req)
+    permit(registry, &cell.peek(), cell.deleted(), cmd, sub, req)
 }
 
 /// Whether the user in `cell` may run the command `args` spell, as a
