@@ -19,9 +19,15 @@ pub fn execute(ctx: &mut Ctx<'_>, req: &Request<'_>) {
         Ok(found) => found,
         Err((cmd, e)) => {
             // Refused before it ran: in MULTI, the transaction is doomed,
-            // and an EXEC refused (say, given arguments) discards it now.
-            let e = if ctx.session.tx.in_multi() && names_exec(ctx, req) {
-                multi::abort(ctx, e)
+            // and an EXEC refused (say, given arguments) discards it now;
+            // outside MULTI too a refused EXEC answers `EXECABORT`, as
+            // Redis's `rejectCommand` does.
+            let e = if names_exec(ctx, req) {
+                if ctx.session.tx.in_multi() {
+                    multi::abort(ctx, e)
+                } else {
+                    multi::abort_reply(e)
+                }
             } else {
                 ctx.session.tx.flag();
                 e

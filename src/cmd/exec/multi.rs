@@ -253,6 +253,14 @@ pub fn abort(ctx: &mut Ctx<'_>, e: CmdError) -> CmdError {
         TxOutcome::ExecAbort as usize,
         1,
     );
+    abort_reply(e)
+}
+
+/// The reply to an `EXEC` refused before it ran, in or out of `MULTI`
+/// (Redis's `rejectCommand` answers any refused `EXEC` with
+/// `execCommandAbort`): a cluster error as it is, any other reason named
+/// after `EXECABORT` without its `ERR`.
+pub fn abort_reply(e: CmdError) -> CmdError {
     if matches!(
         e,
         CmdError::CrossSlot | CmdError::Moved(..) | CmdError::SlotNotServed
