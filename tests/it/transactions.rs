@@ -119,7 +119,12 @@ async fn reset_inside_multi_discards_it_and_logs_out() {
     assert_eq!(r.call(&["SET", "k", "v"]).await, "+QUEUED\r\n");
     // RESET inside MULTI discards it and logs the connection out.
     assert_eq!(r.call(&["RESET"]).await, "+RESET\r\n");
-    assert!(r.call(&["EXEC"]).await.starts_with("-NOAUTH"));
+    // Logged out, EXEC is refused as Redis refuses it (`rejectCommand`
+    // answers any refused EXEC with EXECABORT, in MULTI or not).
+    assert_eq!(
+        r.call(&["EXEC"]).await,
+        "-EXECABORT Transaction discarded because of: NOAUTH Authentication required.\r\n"
+    );
     assert_eq!(r.call(&["AUTH", "pw"]).await, "+OK\r\n");
     assert_eq!(r.call(&["EXISTS", "k"]).await, ":0\r\n");
     assert_eq!(r.call(&["EXEC"]).await, "-ERR EXEC without MULTI\r\n");
