@@ -118,18 +118,12 @@ impl<T: Default> Arena<T> {
     pub fn compact(&mut self, mut moved: impl FnMut(u32, u32)) {
         let keep = self.len().div_ceil(CHUNK);
         let limit = (keep * CHUNK) as u32;
-        // Free slots below the limit receive the records above it.
-        let mut holes: Vec<u32> = self.free.iter().copied().filter(|&i| i < limit).collect();
-        let is_free: std::collections::HashSet<u32> = self.free.iter().copied().collect();
-        for from in limit..self.used {
-            if is_free.contains(&from) {
-                continue;
-            }
-            let to = holes.pop().expect("enough holes below the limit");
+        let free = std::mem::take(&mut self.free);
+        let holes = relocate(&free, limit, self.used, |from, to| {
             let v = std::mem::take(self.get_mut(from));
             *self.get_mut(to) = v;
             moved(from, to);
-        }
+        });
         self.chunks.truncate(keep);
         self.chunks.shrink_to_fit();
         self.used = limit.min(self.used);
@@ -139,6 +133,23 @@ impl<T: Default> Arena<T> {
             *self = Arena::default();
         }
     }
+}
+
+/// The moves of a compaction, shared by [`Arena`] and [`Slab`]: each live
+/// slot at or above `limit` (below `used`, not in `free`) goes to a free
+/// slot below it, `step(from, to)` doing the move; returns the free slots
+/// left below the limit.
+fn relocate(free: &[u32], limit: u32, used: u32, mut step: impl FnMut(u32, u32)) -> Vec<u32> {
+    let mut holes: Vec<u32> = free.iter().copied().filter(|&i| i < limit).collect();
+    let is_free: std::collections::HashSet<u32> = free.iter().copied().collect();
+    for from in limit..used {
+        if is_free.contains(&from) {
+            continue;
+        }
+        let to = holes.pop().expect("enough holes below the limit");
+        step(from, to);
+    }
+    holes
 }
 
 /// Bytes a [`Slab`]'s chunk aims at, with at least 16 records a chunk.
@@ -310,13 +321,8 @@ impl Slab {
             keep += 1;
         }
         let limit = self.capacity_of(keep) as u32;
-        let mut holes: Vec<u32> = self.free.iter().copied().filter(|&i| i < limit).collect();
-        let is_free: std::collections::HashSet<u32> = self.free.iter().copied().collect();
-        for from in limit..self.used {
-            if is_free.contains(&from) {
-                continue;
-            }
-            let to = holes.pop().expect("enough holes below the limit");
+        let free = std::mem::take(&mut self.free);
+        let holes = relocate(&free, limit, self.used, |from, to| {
             let (fc, fo) = self.at(from);
             let (tc, t) = self.at(to);
             let n = self.size;
@@ -328,7 +334,7 @@ impl Slab {
                 low[tc][t..t + n].copy_from_slice(&high[0][fo..fo + n]);
             }
             moved(from, to);
-        }
+        });
         self.chunks.truncate(keep);
         self.chunks.shrink_to_fit();
         self.used = limit.min(self.used);

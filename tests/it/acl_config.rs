@@ -21,7 +21,7 @@ async fn start_error(tweak: impl FnOnce(&mut Config)) -> String {
 }
 
 async fn as_user(srv: &Server, user: &str, pass: &str) -> redis::aio::MultiplexedConnection {
-    connect_url(&format!("redis://{user}:{pass}@{}/", srv.addr))
+    connect_url(&srv.url(&format!("{user}:{pass}@"), ""))
         .await
         .expect("logs in")
 }

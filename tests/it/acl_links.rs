@@ -124,7 +124,8 @@ fn basic(user: &str, password: &str) -> String {
 /// `source_cluster=proxy, destination_cluster=mock`: 1 a minute.
 const ONE_A_MINUTE: &str = r#"{"domain":"rl","descriptors":[{"entries":[{"key":"source_cluster","value":"proxy"},{"key":"destination_cluster","value":"mock"}]}]}"#;
 
-/// One HTTP/1.1 request with these header lines; the status and body.
+/// One HTTP/1.1 request carrying `auth` as its Authorization header (rls.rs's
+/// `http_with`); the status and body.
 async fn http(
     addr: std::net::SocketAddr,
     method: &str,
@@ -132,24 +133,11 @@ async fn http(
     auth: Option<String>,
     body: &str,
 ) -> (u16, String) {
-    use tokio::io::{AsyncReadExt, AsyncWriteExt};
-    let mut s = tokio::net::TcpStream::connect(addr).await.unwrap();
     let auth = auth
         .map(|a| format!("Authorization: {a}\r\n"))
         .unwrap_or_default();
-    let req = format!(
-        "{method} {path} HTTP/1.1\r\nHost: {addr}\r\nContent-Type: application/json\r\n{auth}Content-Length: {}\r\nConnection: close\r\n\r\n{body}",
-        body.len()
-    );
-    s.write_all(req.as_bytes()).await.unwrap();
-    let mut out = String::new();
-    tokio::time::timeout(IO_TIMEOUT, s.read_to_string(&mut out))
-        .await
-        .unwrap()
-        .unwrap();
-    let status = out[9..12].parse().unwrap();
-    let body = out.split_once("\r\n\r\n").unwrap().1.to_string();
-    (status, body)
+    let headers = format!("Host: {addr}\r\nContent-Type: application/json\r\n{auth}");
+    crate::rls::http_with(addr, method, path, &headers, body).await
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -374,16 +362,7 @@ async fn the_cluster_bus_takes_a_user_allowed_cluster_meet() {
         c.masterauth = Some("gwpw".into());
     })
     .await;
-    let cport = target
-        .state()
-        .cluster_node
-        .as_ref()
-        .unwrap()
-        .state
-        .lock()
-        .me()
-        .cport;
-    let (port, cport) = (target.addr.port().to_string(), cport.to_string());
+    let (port, cport) = crate::cluster_live::meet_args(&target);
     for joiner in [&node, &gw] {
         let mut c = joiner.client().await;
         let ok: String = q(&mut c, &["CLUSTER", "MEET", "127.0.0.1", &port, &cport]).await;

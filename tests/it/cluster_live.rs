@@ -327,7 +327,7 @@ async fn cluster_commands_refuse_as_redis_does() {
 }
 
 /// The addresses `CLUSTER MEET` needs for `s`.
-fn meet_args(s: &Server) -> (String, String) {
+pub(crate) fn meet_args(s: &Server) -> (String, String) {
     let cport = s
         .state()
         .cluster_node

@@ -387,7 +387,7 @@ async fn http(addr: std::net::SocketAddr, method: &str, path: &str, body: &str) 
 
 /// One HTTP/1.1 request with these header lines (each ending in CRLF);
 /// the status and body.
-async fn http_with(
+pub(crate) async fn http_with(
     addr: std::net::SocketAddr,
     method: &str,
     path: &str,

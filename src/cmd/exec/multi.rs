@@ -180,12 +180,9 @@ pub fn exec(ctx: &mut Ctx<'_>, _req: &Request<'_>) -> Result<(), CmdError> {
         .cluster_node
         .as_ref()
         .filter(|_| {
-            tx.queue.iter().any(|q| {
-                resolved(ctx.registry, q)
-                    .0
-                    .name
-                    .eq_ignore_ascii_case("cluster")
-            })
+            tx.queue
+                .iter()
+                .any(|q| resolved(ctx.registry, q).0.name == "cluster")
         })
         .map(|n| n.batch());
     ctx.out.array(tx.queue.len());
