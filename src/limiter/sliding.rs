@@ -51,8 +51,15 @@ pub const MAX_LIMIT: u64 = u16::MAX as u64;
 /// Steps a sub-bucket's last admission is rounded up to.
 const STEPS: u64 = 255;
 const U48_MAX: u64 = (1 << 48) - 1;
-/// Bytes of [`State::to_bytes`].
+/// Bytes of the state in memory.
 pub const BYTES: usize = 24;
+/// Bytes of [`State::to_compact`], a compact record's form.
+pub const COMPACT_BYTES: usize = 20;
+/// Largest count [`State::to_compact`] holds (12 bits).
+const COMPACT_COUNT_MAX: u16 = (1 << 12) - 1;
+/// Largest sub-bucket number [`State::to_compact`] holds (40 bits): any
+/// sub-bucket of 3.8 ms or more (a period of 19 ms or more) until 2116.
+const COMPACT_NEWEST_MAX: u64 = (1 << 40) - 1;
 
 /// Units per sub-bucket and where each one's last admission fell, newest
 /// first: index `k` is sub-bucket `newest - k`. 24 bytes, no padding, so
@@ -133,28 +140,40 @@ impl State {
         self.counts.iter().map(|&c| c as u64).sum()
     }
 
-    /// The 24 bytes a compact record keeps.
-    pub fn to_bytes(&self) -> [u8; BYTES] {
-        let mut b = [0u8; BYTES];
-        for (i, v) in self.newest.iter().chain(&self.counts).enumerate() {
-            b[2 * i..2 * i + 2].copy_from_slice(&v.to_le_bytes());
+    /// The state in [`COMPACT_BYTES`], as a compact record keeps it: the
+    /// newest sub-bucket's number in 40 bits, the six counts in 12 bits
+    /// each, then the six steps. `None` when a count is over 4,095 or the
+    /// number over 40 bits (the store then keeps the key whole): four bytes
+    /// fewer than the fields' own widths, which is what brings a key to its
+    /// length plus 32 bytes, and almost every key fits.
+    pub fn to_compact(&self) -> Option<[u8; COMPACT_BYTES]> {
+        let newest = self.newest();
+        if newest > COMPACT_NEWEST_MAX || self.counts.iter().any(|&c| c > COMPACT_COUNT_MAX) {
+            return None;
         }
-        b[BYTES - SLOTS..].copy_from_slice(&self.last);
-        b
+        let mut b = [0u8; COMPACT_BYTES];
+        b[..5].copy_from_slice(&newest.to_le_bytes()[..5]);
+        for (i, pair) in self.counts.chunks_exact(2).enumerate() {
+            let v = pair[0] as u32 | (pair[1] as u32) << 12;
+            b[5 + 3 * i..8 + 3 * i].copy_from_slice(&v.to_le_bytes()[..3]);
+        }
+        b[COMPACT_BYTES - SLOTS..].copy_from_slice(&self.last);
+        Some(b)
     }
 
-    /// The state [`State::to_bytes`] wrote (any 24 bytes read as one; the
-    /// record holds only what `to_bytes` wrote).
-    pub fn from_bytes(b: &[u8; BYTES]) -> State {
-        let word = |i: usize| u16::from_le_bytes([b[2 * i], b[2 * i + 1]]);
+    /// The state [`State::to_compact`] wrote (any 20 bytes read as one; the
+    /// record holds only what `to_compact` wrote).
+    pub fn from_compact(b: &[u8; COMPACT_BYTES]) -> State {
         let mut s = State::default();
-        for i in 0..3 {
-            s.newest[i] = word(i);
+        let mut n = [0u8; 8];
+        n[..5].copy_from_slice(&b[..5]);
+        s.set_newest(u64::from_le_bytes(n));
+        for i in 0..SLOTS / 2 {
+            let v = u32::from_le_bytes([b[5 + 3 * i], b[6 + 3 * i], b[7 + 3 * i], 0]);
+            s.counts[2 * i] = (v & 0xfff) as u16;
+            s.counts[2 * i + 1] = (v >> 12) as u16;
         }
-        for k in 0..SLOTS {
-            s.counts[k] = word(3 + k);
-            s.last[k] = b[BYTES - SLOTS + k];
-        }
+        s.last.copy_from_slice(&b[COMPACT_BYTES - SLOTS..]);
         s
     }
 
@@ -384,7 +403,7 @@ mod tests {
         for i in 0..40 {
             decide(&mut st, &p, T0 + i * 300_000_000, 1 + i % 3);
         }
-        assert_eq!(State::from_bytes(&st.to_bytes()), st);
+        assert_eq!(State::from_compact(&st.to_compact().unwrap()), st);
         let parts = std::array::from_fn(|k| {
             let (c, l) = st.slot(k);
             (c, l as u64)
@@ -394,6 +413,39 @@ mod tests {
         bad[0].1 = 0;
         assert!(State::from_parts(st.newest(), bad).is_err());
         assert!(State::from_parts(1 << 48, parts).is_err());
+    }
+
+    /// Every field at its compact form's extremes reads back; one past
+    /// them has no compact form.
+    #[test]
+    fn compact_form_round_trips_at_its_limits() {
+        let most = [
+            (4095, 255),
+            (1, 1),
+            (4095, 7),
+            (0, 0),
+            (2048, 128),
+            (4095, 255),
+        ];
+        for newest in [0, 1, (1 << 40) - 1, T0 / width(&params(100, 10))] {
+            for slots in [most, [(0, 0); SLOTS], [(4095, 255); SLOTS]] {
+                let st = State::from_parts(newest, slots).unwrap();
+                assert_eq!(
+                    State::from_compact(&st.to_compact().unwrap()),
+                    st,
+                    "{newest} {slots:?}"
+                );
+            }
+        }
+        assert!(State::from_parts(1 << 40, most)
+            .unwrap()
+            .to_compact()
+            .is_none());
+        for k in 0..SLOTS {
+            let mut slots = most;
+            slots[k] = (4096, 9);
+            assert!(State::from_parts(5, slots).unwrap().to_compact().is_none());
+        }
     }
 
     /// (offset, cost, allowed, remaining, retry_after, reset_after), limit

@@ -1,6 +1,6 @@
 //! Compact records: how a limiter key is stored. The four constant-size
 //! algorithms (`window`, `sliding`, `fixed`, `gcra`) pack into a record of
-//! 2 bytes, their state (8-24 bytes) and the key's own bytes, with no
+//! 2 bytes, their state (8-20 bytes) and the key's own bytes, with no
 //! padding for keys up to [`EXACT_MAX`] bytes, instead of a 96-byte
 //! general record and a heap block for the key; a `log` key of up to
 //! [`LOG_KEY_MAX`] bytes is its key and id beside the log's 24-byte ring
@@ -12,7 +12,7 @@
 //! | window: 6 + 4 + 4 | bucket number (`start / period`), previous count, current count |
 //! | fixed: 6 + 4 | window number, count |
 //! | gcra: 8 | TAT (ns) |
-//! | sliding: 24 | newest sub-bucket number, six counts, six last-admission steps (`limiter/sliding.rs`) |
+//! | sliding: 5 + 9 + 6 | newest sub-bucket number, six 12-bit counts, six last-admission steps (`limiter/sliding.rs`) |
 //! | the key's length | the key (zero-padded to its class's length over [`EXACT_MAX`]) |
 //!
 //! The record's length is not stored: records live in arenas of one
@@ -27,7 +27,8 @@
 //! There is no expiry field: a limiter key's TTL is always the moment its
 //! state stops mattering, derived from the state itself (`expires_at`), so
 //! it is recomputed on read. A key that does not fit (an empty or longer key, counts
-//! over `u32`, a bucket number over 48 bits, a TTL set by `EXPIRE` or
+//! over `u32` (a `sliding` count over 4,095), a bucket number over 48 bits
+//! (a `sliding` sub-bucket number over 40: periods under 19 ms), a TTL set by `EXPIRE` or
 //! `PERSIST`, a shard out of parameter ids) is stored whole in the general
 //! class instead; a later write moves it back once it fits again.
 //!
@@ -82,7 +83,7 @@ impl Kind {
             Kind::Window => 6 + 4 + 4,
             Kind::Fixed => 6 + 4,
             Kind::Gcra => 8,
-            Kind::Sliding => sliding::BYTES,
+            Kind::Sliding => sliding::COMPACT_BYTES,
         }
     }
 }
@@ -176,7 +177,7 @@ impl Layout {
                 put::<4>(st, 6, count as u64);
             }
             Packed::Gcra { tat } => put::<8>(st, 0, tat),
-            Packed::Sliding { state } => st.copy_from_slice(&state.to_bytes()),
+            Packed::Sliding { compact } => st.copy_from_slice(&compact),
             Packed::Log => unreachable!("a log is not a constant-size record"),
         }
     }
@@ -336,9 +337,9 @@ pub enum Packed {
     Gcra {
         tat: u64,
     },
-    /// Every state fits: its 24 bytes are the record's.
+    /// The state's compact form ([`sliding::State::to_compact`]).
     Sliding {
-        state: sliding::State,
+        compact: [u8; sliding::COMPACT_BYTES],
     },
     /// The ring moves into the record from the entry itself.
     Log,
@@ -422,7 +423,9 @@ pub fn pack(key: &[u8], entry: &Entry) -> Option<(Packed, Params)> {
         Value::Gcra(s) => (Packed::Gcra { tat: s.state.tat }, &s.params, s.expires_at()),
         Value::Log(s) => (Packed::Log, &s.params, s.expires_at()),
         Value::Sliding(s) => (
-            Packed::Sliding { state: s.state },
+            Packed::Sliding {
+                compact: s.state.to_compact()?,
+            },
             &s.params,
             s.expires_at(),
         ),
@@ -438,9 +441,9 @@ pub fn pack(key: &[u8], entry: &Entry) -> Option<(Packed, Params)> {
 }
 
 fn decode_sliding(st: &[u8]) -> sliding::State {
-    let mut b = [0u8; sliding::BYTES];
+    let mut b = [0u8; sliding::COMPACT_BYTES];
     b.copy_from_slice(st);
-    sliding::State::from_bytes(&b)
+    sliding::State::from_compact(&b)
 }
 
 fn decode_window(st: &[u8], p: &Params) -> window::State {
@@ -536,7 +539,7 @@ mod tests {
             32
         );
         assert_eq!(Layout::of(Kind::Gcra, &[7; 36]).unwrap().rec_len(), 46);
-        assert_eq!(Layout::of(Kind::Sliding, &[7; 128]).unwrap().rec_len(), 154);
+        assert_eq!(Layout::of(Kind::Sliding, &[7; 128]).unwrap().rec_len(), 150);
     }
 
     fn with_ttl(value: Value, at_ns: u64) -> Entry {
@@ -701,6 +704,21 @@ mod tests {
             assert_eq!((l.key(&r), pid(&r)), (key, 9));
             assert_eq!(l.entry(&r, &p), e);
             assert_eq!(Some(l.ttl(&r, &p)), e.expiry_ms());
+        }
+        // A sub-bucket over 4,095 units, or a sub-bucket number over 40
+        // bits (a period under 19 ms), is stored whole.
+        for (newest, count) in [(st.newest(), 4_096), (1 << 40, 1)] {
+            let mut slots = [(0, 0); sliding::SLOTS];
+            slots[2] = (count, 200);
+            let big = sliding::State::from_parts(newest, slots).unwrap();
+            let e = with_ttl(
+                Value::Sliding(Stored {
+                    params: p,
+                    state: big,
+                }),
+                big.expires_at(&p),
+            );
+            assert!(pack(b"sk", &e).is_none(), "{newest} {count}");
         }
     }
 

@@ -772,12 +772,12 @@ impl Shard {
     }
 
     /// Bytes a write of a new key could allocate: the index's next size if
-    /// it is full (it doubles, and holds both tables while it moves the
-    /// handles), and a new arena chunk.
+    /// it is full (it grows by half or a third, and holds both tables while
+    /// it moves the handles), and a new arena chunk.
     pub fn growth(&self) -> usize {
         let bytes = self.records.growth();
         if self.index_full() {
-            bytes + (self.index.allocation_size() * 2).max(64)
+            bytes + self.index.grown_size()
         } else {
             bytes
         }
