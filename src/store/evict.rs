@@ -10,7 +10,7 @@ use crate::clock::Nanos;
 
 impl Store {
     /// Bytes a write of `key` could allocate: 0 if the key is there, else
-    /// the growth of its shard's index (it doubles, holding both tables
+    /// the growth of its shard's index (it grows by half or a third, holding both tables
     /// while it moves) and a new record chunk. `--maxmemory` checks
     /// this before a write, so the table that would cross the cap is never
     /// allocated.

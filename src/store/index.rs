@@ -103,7 +103,7 @@ impl Index {
         }
     }
 
-    /// Most keys the table holds before it doubles.
+    /// Most keys the table holds before it grows.
     pub fn capacity(&self) -> usize {
         self.groups.len() * SLOTS * 7 / 8
     }

@@ -1158,6 +1158,39 @@ mod tests {
         )
     }
 
+    /// A slab holds 2^21 records in a shard (the handle's index bits): the
+    /// next key of its layout is stored whole and reads back the same, and
+    /// once a slot is freed a new key takes it compactly again.
+    #[test]
+    fn a_full_slab_sends_keys_whole_and_takes_them_back_when_freed() {
+        let store = Store::new(1);
+        let now = Nanos(1_000 * Nanos::PER_SEC);
+        let full = 1usize << 21;
+        let key = |i: usize| format!("{i:08}").into_bytes();
+        let value = |i: usize| window_entry(1_000, 1_000, 1 + i as u64 % 7);
+        for i in 0..full + 3 {
+            store.update(&key(i), now, |e| *e = Some(value(i)));
+        }
+        let general = || store.read_shard(0).general_len();
+        assert_eq!(general(), 3, "the three keys past 2^21");
+        for i in [0, full / 2, full - 1, full, full + 2] {
+            assert_eq!(
+                store.get(&key(i), now, |e| e.clone()),
+                Some(value(i)),
+                "{i}"
+            );
+        }
+        for i in 0..2 {
+            assert!(store.remove(&key(i), now));
+        }
+        for i in full + 3..full + 5 {
+            store.update(&key(i), now, |e| *e = Some(value(i)));
+            assert_eq!(store.get(&key(i), now, |e| e.clone()), Some(value(i)));
+        }
+        assert_eq!(general(), 3, "the freed slots were taken");
+        assert_eq!(store.len(), full + 3);
+    }
+
     #[test]
     fn sweeping_compacts_records_and_keeps_every_live_key() {
         let store = Store::new(1);

@@ -791,6 +791,12 @@ impl Shard {
 
     /// The index and the record chunks, without free lists: what must not
     /// be reallocated under `--maxmemory`.
+    /// Records stored whole.
+    #[cfg(test)]
+    pub fn general_len(&self) -> usize {
+        self.records.general.len()
+    }
+
     #[cfg(test)]
     pub fn table_bytes(&self) -> usize {
         let r = &self.records;
