@@ -146,6 +146,7 @@ impl State {
     /// number over 40 bits (the store then keeps the key whole): four bytes
     /// fewer than the fields' own widths, which is what brings a key to its
     /// length plus 32 bytes, and almost every key fits.
+    #[inline]
     pub fn to_compact(&self) -> Option<[u8; COMPACT_BYTES]> {
         let newest = self.newest();
         if newest > COMPACT_NEWEST_MAX || self.counts.iter().any(|&c| c > COMPACT_COUNT_MAX) {
@@ -163,6 +164,7 @@ impl State {
 
     /// The state [`State::to_compact`] wrote (any 20 bytes read as one; the
     /// record holds only what `to_compact` wrote).
+    #[inline]
     pub fn from_compact(b: &[u8; COMPACT_BYTES]) -> State {
         let mut s = State::default();
         let mut n = [0u8; 8];
@@ -267,6 +269,7 @@ impl State {
 
     /// When this state stops mattering: when its youngest admission has
     /// left the window. An empty state never mattered.
+    #[inline]
     pub fn expires_at(&self, p: &Params) -> u64 {
         self.last_leaves(p, width(p), SLOTS).unwrap_or(0)
     }

@@ -192,10 +192,12 @@ impl Chunks {
         }
     }
 
+    #[inline(always)]
     fn get(&self, c: usize) -> &[u8] {
         &self.pages[c / PAGE][c % PAGE]
     }
 
+    #[inline(always)]
     fn get_mut(&mut self, c: usize) -> &mut [u8] {
         &mut self.pages[c / PAGE][c % PAGE]
     }
@@ -279,6 +281,7 @@ impl Slab {
     }
 
     /// Records in the first chunks, which double up to a full chunk.
+    #[inline]
     fn ramp(&self) -> usize {
         1 << self.shift
     }
@@ -304,6 +307,7 @@ impl Slab {
     }
 
     /// The chunk and byte offset of record `i`.
+    #[inline(always)]
     fn at(&self, i: u32) -> (usize, usize) {
         let (c, slot) = if i as usize >= self.ramp() {
             let n = i - self.ramp() as u32;
@@ -348,11 +352,13 @@ impl Slab {
         self.free.push(i);
     }
 
+    #[inline(always)]
     pub fn get(&self, i: u32) -> &[u8] {
         let (c, o) = self.at(i);
         &self.chunks.get(c)[o..o + self.size]
     }
 
+    #[inline(always)]
     pub fn get_mut(&mut self, i: u32) -> &mut [u8] {
         let (c, o) = self.at(i);
         &mut self.chunks.get_mut(c)[o..o + self.size]

@@ -90,11 +90,13 @@ impl Index {
 
     /// The home group of `hash`: its low 32 bits scaled to the table
     /// (the shard took bits 32 and up, the tag the top byte).
+    #[inline]
     fn home(&self, hash: u64) -> usize {
         ((hash as u32 as u64 * self.groups.len() as u64) >> 32) as usize
     }
 
     /// The group after `g` on a probe path.
+    #[inline]
     fn next(&self, g: usize) -> usize {
         if g + 1 == self.groups.len() {
             0
