@@ -97,7 +97,7 @@ def main():
         tests.append(("PING_MBULK", ["-t", "ping_mbulk"], None))
     if opts.scripts:
         import compare
-        for name, body, args in compare.SCRIPTS + compare.GENERAL_SCRIPTS:
+        for name, body, args in compare.SCRIPTS:
             shas = set()
             for s in servers.values():
                 with benchlib.Client(s.port) as c:

@@ -9,14 +9,13 @@ Starts `target/release/turnstile` twice (as shipped: a worker thread per
 core but one, so one on a 2-core machine, one core as Redis uses; and
 with a worker per core, `--threads` the core count) and Debian's
 `redis-server` (--save '' --appendonly no) on free loopback ports, loads the Lua limiters into
-both (the two-bucket sliding-window counter, the sorted-set log and the
-`limits` library's fixed window, which Turnstile's native catalogue runs in
-Rust; and benches/lua/own_*.lua, a two-bucket counter and a sorted-set log
-written for the benchmarks and kept out of the catalogue, which run in its
-Lua VM; all called with EVALSHA), and runs `redis-benchmark -c 50 -r 100000`
-against both, each test `--reps` times, without and with `-P 16`, then the
-baseline, `RL.ALLOW window` and the uncatalogued scripts again without
-pipelining at `-c 500`.
+both (benches/lua/: the two-bucket sliding-window counter and the sorted-set
+log, this project's own texts, which Turnstile runs in its Lua VM, the
+general path any script takes; and the `limits` library's fixed window,
+which its native catalogue runs in Rust; all called with EVALSHA), and runs
+`redis-benchmark -c 50 -r 100000` against both, each test `--reps` times,
+without and with `-P 16`, then the baseline, `RL.ALLOW window` and the
+general-path scripts again without pipelining at `-c 500`.
 Every server's keyspace is emptied (`FLUSHALL`) before each test: the
 Turnstile instance runs tests Redis does not (the limiter commands), and
 without that it would carry their keys (about 800,000, expiring as later
@@ -39,36 +38,31 @@ from datetime import datetime, timezone
 
 from benchlib import require, die_with_parent, ROOT, free_port, redis_benchmark, wait_ping
 
-# The limiter scripts are read from the native catalogue's copies
-# (src/cmd/script/native/lua/), one text for the benchmark and the catalogue's
-# SHA1 (tests/it/native_scripts.rs checks it):
-# - the classic two-bucket sliding-window counter, two string keys per
-#   limiter (current and previous window), estimate interpolated;
-# - the classic sorted-set sliding-window log (one member per request);
+# The limiter scripts, each measured once, named by the path Turnstile
+# runs it on:
+# - benches/lua/: the classic two-bucket sliding-window counter (two
+#   string keys per limiter, built in the script, estimate interpolated)
+#   and the classic sorted-set sliding-window log (one member per
+#   request), both on the server's TIME. This project's own texts, so
+#   outside the native catalogue (tests/it/native_scripts.rs checks it):
+#   Turnstile runs them in its Lua VM, as any application's own script;
 # - the Python `limits` library's fixed-window script (limits 5.8.0,
-#   incr_expire.lua, its exact text), the one Flask-Limiter runs on every
-#   request by default.
-LUA = ROOT / "src/cmd/script/native/lua"
-TWO_BUCKET_LUA = (LUA / "seed_two_bucket.lua").read_text()
-ZSET_LOG_LUA = (LUA / "seed_zset_log.lua").read_text()
-LIMITS_FIXED_LUA = (LUA / "limits_incr_expire.lua").read_text()
+#   incr_expire.lua, its exact text, the catalogue's copy in
+#   src/cmd/script/native/lua/), the one Flask-Limiter runs on every
+#   request by default: Turnstile runs it natively.
+BENCH_LUA = ROOT / "benches/lua"
+NATIVE_LUA = ROOT / "src/cmd/script/native/lua"
 
 # name, script, EVALSHA arguments after the SHA (numkeys, key, args).
-SCRIPTS = [
-    ("two-bucket", TWO_BUCKET_LUA, ["1", "tb:__rand_int__", "100", "60"]),
-    ("zset log", ZSET_LOG_LUA, ["1", "zl:__rand_int__", "100", "60"]),
-    ("limits fixed window", LIMITS_FIXED_LUA, ["1", "lf:__rand_int__", "60", "1"]),
-]
-
-# Scripts outside the native catalogue (benches/lua/own_*.lua, written for
-# the benchmarks in the articles' style: keys built inside the script,
-# TIME), which Turnstile always runs in its Lua VM: what a hand-written
-# limiter costs.
-OWN = ROOT / "benches/lua"
 GENERAL_SCRIPTS = [
-    ("own two-bucket, general path", (OWN / "own_two_bucket.lua").read_text(), ["1", "ob:__rand_int__", "100", "60"]),
-    ("own zset log, general path", (OWN / "own_zset_log.lua").read_text(), ["1", "oz:__rand_int__", "100", "60"]),
+    ("two-bucket, general path", (BENCH_LUA / "two_bucket.lua").read_text(), ["1", "tb:__rand_int__", "100", "60"]),
+    ("zset log, general path", (BENCH_LUA / "zset_log.lua").read_text(), ["1", "zl:__rand_int__", "100", "60"]),
 ]
+NATIVE_SCRIPTS = [
+    ("limits fixed window, native", (NATIVE_LUA / "limits_incr_expire.lua").read_text(),
+     ["1", "lf:__rand_int__", "60", "1"]),
+]
+SCRIPTS = GENERAL_SCRIPTS + NATIVE_SCRIPTS
 
 # Workers of the second Turnstile: one per core.
 PER_CORE = os.cpu_count() or 1
@@ -126,7 +120,7 @@ def main():
         wait_ping(pcport, turnstile_pc, f"turnstile --threads {PER_CORE}")
         wait_ping(rport, redis, "redis-server")
         sha = {}
-        for name, script, _ in SCRIPTS + GENERAL_SCRIPTS:
+        for name, script, _ in SCRIPTS:
             for port in (rport, tport):
                 r = subprocess.run(["redis-cli", "-p", str(port), "SCRIPT", "LOAD", script],
                                    capture_output=True, text=True, check=True)
@@ -151,7 +145,7 @@ def main():
             ("Turnstile", tport, turnstile.pid, "RL.ALLOWMANY (2 limits)",
              ["RL.ALLOWMANY", "LIMIT", "ip:__rand_int__", "100", "60", "LIMIT", "user:__rand_int__", "1000", "1h", "ALGO", "fixed"]),
         ]
-        for name, _, args in SCRIPTS + GENERAL_SCRIPTS:
+        for name, _, args in SCRIPTS:
             for server, port, pid in (("Redis", rport, redis.pid), ("Turnstile", tport, turnstile.pid)):
                 tests.append((server, port, pid, f"Lua {name} (EVALSHA)", ["EVALSHA", sha[name], *args]))
         per_core = f"Turnstile {PER_CORE} threads"
@@ -194,9 +188,9 @@ def main():
             return med[(pipeline, clients, server, name)]
         ran = {name for _, _, _, name, _ in run}
         incr = m("Redis", "INCR")
-        lua = [m("Redis", t)["ops"] for t in ("Lua two-bucket (EVALSHA)", "Lua zset log (EVALSHA)") if t in ran]
+        lua = [m("Redis", f"Lua {n} (EVALSHA)")["ops"] for n, _, _ in GENERAL_SCRIPTS if f"Lua {n} (EVALSHA)" in ran]
         scripts = [(n, m("Turnstile", f"Lua {n} (EVALSHA)"), m("Redis", f"Lua {n} (EVALSHA)"))
-                   for n, _, _ in SCRIPTS + GENERAL_SCRIPTS if f"Lua {n} (EVALSHA)" in ran]
+                   for n, _, _ in SCRIPTS if f"Lua {n} (EVALSHA)" in ran]
         ping = {s: m(s, "PING_MBULK")["ops"] for s in ("Turnstile", per_core)}
         title = (f"no pipelining, {clients} connections" if pipeline == 1 else f"-P {pipeline}, {clients} connections")
         lines += [
@@ -216,8 +210,8 @@ def main():
             )
         lines += [
             "",
-            "The same Lua scripts, Turnstile against Redis (the first three run natively in Turnstile, the "
-            "\"general path\" ones in its Lua VM):",
+            "The same Lua scripts, Turnstile against Redis (the \"general path\" ones run in Turnstile's Lua VM, "
+            "the \"native\" one in Rust):",
             "",
             "| script | Turnstile ops/s | Redis ops/s | ops/s ratio | Turnstile CPU us/op | Redis CPU us/op | CPU ratio |",
             "|---|---|---|---|---|---|---|",

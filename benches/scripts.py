@@ -7,9 +7,10 @@ Starts `target/release/turnstile` twice, as shipped (catalogued scripts
 run natively, `cmd/script/native`) and with `--scripts-native no` (every script in
 the Lua VM), and Debian's `redis-server` (--save '' --appendonly no), on
 free loopback ports; loads every catalogued script redis-benchmark can
-drive (compare.py's seeds, the `limits` fixed, moving and sliding
-windows, rate-limiter-flexible, rate-limit-redis, django-redis: the texts
-in src/cmd/script/native/lua/) into
+drive (the `limits` fixed, moving and sliding windows,
+rate-limiter-flexible, rate-limit-redis, django-redis: the texts in
+src/cmd/script/native/lua/), and compare.py's two general-path limiters
+(benches/lua/, not catalogued: the Lua VM in both Turnstile columns), into
 each, and runs `redis-benchmark -c 50 -r 100000` with EVALSHA against each
 in turn (the idle ones paused), `--reps` times alternating. Prints medians
 of ops/s and of server CPU per call (its /proc/<pid>/stat before and
@@ -24,7 +25,8 @@ import compare
 LUA = benchlib.ROOT / "src/cmd/script/native/lua"
 
 # name, script, EVALSHA arguments after the SHA (numkeys, key, args).
-SCRIPTS = compare.SCRIPTS + [
+SCRIPTS = [
+    ("limits fixed window", (LUA / "limits_incr_expire.lua").read_text(), ["1", "lf:__rand_int__", "60", "1"]),
     ("rate-limiter-flexible consume", (LUA / "rlflex_consume.lua").read_text(),
      ["1", "rf:__rand_int__", "1", "60", "100", "60"]),
     ("rate-limit-redis increment", (LUA / "rlr_increment.lua").read_text(),

@@ -11,8 +11,8 @@
 //! it declares (`KEYS`), in ascending order as `EXEC` does, before it runs,
 //! and holds every shard it takes to the end (two-phase locking: no other
 //! command sees it half done). A script may also build key names itself
-//! (Redis standalone allows it; seed limiters do, `KEYS[1] .. ':' ..
-//! window`). When it reaches a key whose shard it does not hold, it takes
+//! (Redis standalone allows it; the classic two-bucket counter does,
+//! `KEYS[1] .. ':' .. window`). When it reaches a key whose shard it does not hold, it takes
 //! that shard on the spot if that cannot deadlock: it waits for a shard
 //! above every shard it holds (all multi-shard locking goes up, so such a
 //! wait closes no cycle) and only tries for one below. When the try fails,

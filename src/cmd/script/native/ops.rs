@@ -44,7 +44,6 @@ pub struct Native {
 /// rename check.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Cmd {
-    Time,
     Get,
     Set,
     Incr,
@@ -52,9 +51,6 @@ pub enum Cmd {
     Expire,
     Pttl,
     Exists,
-    Zremrangebyscore,
-    Zcard,
-    Zadd,
     Lindex,
     Lpush,
     Ltrim,
@@ -62,8 +58,7 @@ pub enum Cmd {
 }
 
 impl Cmd {
-    pub const ALL: [Cmd; 15] = [
-        Cmd::Time,
+    pub const ALL: [Cmd; 11] = [
         Cmd::Get,
         Cmd::Set,
         Cmd::Incr,
@@ -71,9 +66,6 @@ impl Cmd {
         Cmd::Expire,
         Cmd::Pttl,
         Cmd::Exists,
-        Cmd::Zremrangebyscore,
-        Cmd::Zcard,
-        Cmd::Zadd,
         Cmd::Lindex,
         Cmd::Lpush,
         Cmd::Ltrim,
@@ -82,7 +74,6 @@ impl Cmd {
 
     pub fn name(self) -> &'static str {
         match self {
-            Cmd::Time => "time",
             Cmd::Get => "get",
             Cmd::Set => "set",
             Cmd::Incr => "incr",
@@ -90,9 +81,6 @@ impl Cmd {
             Cmd::Expire => "expire",
             Cmd::Pttl => "pttl",
             Cmd::Exists => "exists",
-            Cmd::Zremrangebyscore => "zremrangebyscore",
-            Cmd::Zcard => "zcard",
-            Cmd::Zadd => "zadd",
             Cmd::Lindex => "lindex",
             Cmd::Lpush => "lpush",
             Cmd::Ltrim => "ltrim",
@@ -162,17 +150,6 @@ impl<'r, 'c, 'q> Call<'r, 'c, 'q> {
     /// Notes a command the script ran, for `INFO commandstats`.
     pub fn ran(&mut self, c: Cmd) {
         self.counted[c as usize] += 1;
-    }
-
-    /// `redis.call('TIME')` read by `tonumber`: seconds and microseconds
-    /// of the server's clock, as `server::time` answers them.
-    pub fn time(&mut self) -> (f64, f64) {
-        self.ran(Cmd::Time);
-        let now = self.ctx.now.0;
-        (
-            (now / 1_000_000_000) as f64,
-            (now % 1_000_000_000 / 1000) as f64,
-        )
     }
 
     /// The shards of `keys`, held until the result drops: the script's
@@ -250,44 +227,6 @@ pub fn fmt_num(x: f64, buf: &mut [u8; 32]) -> &[u8] {
 /// `lua_Number2str`, `%.14g`).
 pub fn lua_str(x: f64, buf: &mut [u8; 32]) -> &[u8] {
     crate::util::format_g(x, 14, buf)
-}
-
-/// `KEYS[1] .. ':' .. n`, on the stack when it fits.
-pub struct Name {
-    inline: [u8; 160],
-    len: usize,
-    heap: Vec<u8>,
-}
-
-impl Name {
-    pub fn joined(key: &[u8], sep: u8, n: f64) -> Name {
-        let mut num = [0u8; 32];
-        let num = lua_str(n, &mut num);
-        let len = key.len() + 1 + num.len();
-        let mut name = Name {
-            inline: [0; 160],
-            len,
-            heap: Vec::new(),
-        };
-        let dst: &mut [u8] = if len <= name.inline.len() {
-            &mut name.inline[..len]
-        } else {
-            name.heap.resize(len, 0);
-            &mut name.heap
-        };
-        dst[..key.len()].copy_from_slice(key);
-        dst[key.len()] = sep;
-        dst[key.len() + 1..].copy_from_slice(num);
-        name
-    }
-
-    pub fn get(&self) -> &[u8] {
-        if self.heap.is_empty() {
-            &self.inline[..self.len]
-        } else {
-            &self.heap
-        }
-    }
 }
 
 // The commands, each as its handler reaches the store (see the module

@@ -1,4 +1,9 @@
-
+-- The classic sorted-set sliding-window log, as benches/compare.py
+-- measures it on Turnstile and Redis: this project's own text, so it runs
+-- in Turnstile's Lua VM (the native catalogue holds only scripts a library
+-- ships). One member per admitted request, scored by the server's TIME in
+-- microseconds.
+-- ARGV: limit, window in seconds. Returns {allowed, count before}.
 local now = redis.call('TIME')
 local current_timestamp_us = (tonumber(now[1]) * 1000000) + tonumber(now[2])
 local window_start_us = current_timestamp_us - (tonumber(ARGV[2]) * 1000000)

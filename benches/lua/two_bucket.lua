@@ -1,4 +1,10 @@
-
+-- The classic two-bucket sliding-window counter, as benches/compare.py
+-- measures it on Turnstile and Redis: this project's own text, so it runs
+-- in Turnstile's Lua VM (the native catalogue holds only scripts a library
+-- ships). Two string keys per limiter, KEYS[1]:<window> for the current
+-- window and the previous one, built in the script from the server's TIME;
+-- the previous window's count weighted by what is left of it.
+-- ARGV: limit, window in seconds. Returns {allowed, remaining}.
 local now = redis.call('TIME')
 local t = tonumber(now[1]) + tonumber(now[2]) / 1000000
 local limit = tonumber(ARGV[1])
