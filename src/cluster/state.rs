@@ -531,6 +531,13 @@ impl ClusterState {
     // --- slots -----------------------------------------------------------
 
     fn set_owner(&mut self, slot: u16, id: &str) {
+        // Already so: nothing to publish or write. In a reshard the taker's
+        // PONG and redis-cli's `SETSLOT NODE` tell the giver and every
+        // other primary the same news; the second rewrote the config file
+        // and rebuilt the routing for nothing, a third of a slot's writes.
+        if self.owners[slot as usize].as_deref() == Some(id) && !self.released.contains_key(&slot) {
+            return;
+        }
         self.released.remove(&slot);
         if let Some(old) = self.owners[slot as usize].take() {
             if let Some(n) = self.nodes.get_mut(&old) {
@@ -669,6 +676,7 @@ impl ClusterState {
         // so the claim wins everywhere.
         if id == self.myself && self.importing.remove(&slot).is_some() {
             self.bump_epoch();
+            self.touch();
         }
         self.set_owner(slot, id);
         // A primary that gave its last slot away follows the node that took

@@ -339,7 +339,7 @@ async fn noting_wait<F: Future>(io: F, waited: &mut bool) -> F::Output {
 /// run queue (tokio schedules it as a yield, never into the LIFO slot), so
 /// the connections that became readable with this one read and decide
 /// before this one writes.
-fn behind_the_ready() -> impl Future<Output = ()> {
+pub(super) fn behind_the_ready() -> impl Future<Output = ()> {
     let mut queued = false;
     std::future::poll_fn(move |cx| {
         if queued {

@@ -291,6 +291,34 @@ fn a_slot_moved_with_setslot_node_reaches_every_node_and_a_stale_owner_yields() 
     );
 }
 
+/// In a reshard the taker's PONG and redis-cli's `SETSLOT NODE` tell the
+/// giver and every other primary the same news: whichever comes second
+/// changes nothing, so it neither rewrites the config file nor rebuilds
+/// the routing.
+#[test]
+fn a_setslot_node_the_view_already_holds_writes_nothing() {
+    let mut sim = Sim::three_met();
+    for _ in 0..30 {
+        sim.tick();
+    }
+    let id0 = sim.nodes[0].myself.clone();
+    let id2 = sim.nodes[2].myself.clone();
+    sim.nodes[2].set_importing(1, &id0).unwrap();
+    sim.nodes[0].set_migrating(1, &id2).unwrap();
+    sim.nodes[2].set_node(1, &id2, 0).unwrap();
+    for _ in 0..40 {
+        sim.tick();
+    }
+    for i in 0..2 {
+        let st = &mut sim.nodes[i];
+        assert_eq!(st.owner(1), Some(id2.as_str()), "node {i}");
+        (st.save_needed, st.changed) = (false, false);
+        let fx = st.set_node(1, &id2, 0).unwrap();
+        assert!(fx.dirty_slots.is_empty() && fx.follow.is_none());
+        assert!(!st.save_needed && !st.changed, "node {i}");
+    }
+}
+
 /// The giver's header can reach a third node before the taker's claim
 /// (each link has its own pace): the slot stays covered meanwhile, as in
 /// Redis, so the third node keeps serving, and the claim then lands. CI
