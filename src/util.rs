@@ -1,9 +1,34 @@
 //! Number parsing shared by the decoder and the commands,
 //! [`long_double`], the x87 extended precision `INCRBYFLOAT` computes in,
-//! and [`sockets`], the connections `MIGRATE` keeps to its targets.
+//! [`sockets`], the connections `MIGRATE` keeps to its targets, and how a
+//! command waits for a lock ([`lock_or_wait_off`]).
 
 pub mod long_double;
 pub mod sockets;
+
+use std::time::Duration;
+
+/// A wait for a lock shorter than this stays on its thread: a command
+/// holds a shard, a Lua state or the migration gate for well under it.
+pub const SHORT_WAIT: Duration = Duration::from_micros(50);
+
+/// Takes a lock as every lock a command waits for is taken: within
+/// [`SHORT_WAIT`] on this thread (`try_for`), else by `lock` run through
+/// `off`, which moves the wait off the async worker (so that one long
+/// holder cannot take every worker with it). Moving every wait would cost
+/// two thread wake-ups where the lock is nearly always free.
+pub fn lock_or_wait_off<G>(
+    try_for: impl FnOnce(Duration) -> Option<G>,
+    mut lock: impl FnMut() -> G,
+    off: impl FnOnce(&mut dyn FnMut()),
+) -> G {
+    if let Some(g) = try_for(SHORT_WAIT) {
+        return g;
+    }
+    let mut got = None;
+    off(&mut || got = Some(lock()));
+    got.unwrap_or_else(lock)
+}
 
 /// [`prefetch`] of every cache line `r` spans (its first and last byte):
 /// a packed record that is not a divisor of 64 bytes long straddles two

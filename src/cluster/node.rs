@@ -121,11 +121,6 @@ pub type Gate = parking_lot::ArcRwLockReadGuard<parking_lot::RawRwLock, ()>;
 /// `MIGRATE`'s hold on the whole gate.
 pub type GateClosed<'a> = parking_lot::RwLockWriteGuard<'a, ()>;
 
-/// How long `MIGRATE` waits for the gate on its thread before the wait
-/// moves off the async worker: requests hold it shared for the moment
-/// they run, as briefly as a shard lock (the store's short wait).
-const GATE_WAIT: std::time::Duration = std::time::Duration::from_micros(50);
-
 impl ClusterNode {
     pub fn new(state: ClusterState, file: Option<PathBuf>) -> Arc<Self> {
         let routing = Routing::from_state(&state);
@@ -361,18 +356,12 @@ impl ClusterNode {
         }
     }
 
-    /// Takes the migration gate whole for a `MIGRATE`: at once when no
-    /// request holds it for longer than [`GATE_WAIT`], else through `off`
-    /// (the wait moved off the async worker). Moving every wait cost
-    /// each `MIGRATE` two thread wake-ups although the gate is nearly
-    /// always free.
+    /// Takes the migration gate whole for a `MIGRATE`, as a command takes
+    /// any lock ([`crate::util::lock_or_wait_off`]): requests hold it
+    /// shared for the moment they run, so it is nearly always free at
+    /// once; a longer wait runs through `off`.
     pub fn close_gate(&self, off: &mut dyn FnMut(&mut dyn FnMut())) -> GateClosed<'_> {
-        if let Some(g) = self.gate.try_write_for(GATE_WAIT) {
-            return g;
-        }
-        let mut got = None;
-        off(&mut || got = Some(self.gate.write()));
-        got.unwrap_or_else(|| self.gate.write())
+        crate::util::lock_or_wait_off(|d| self.gate.try_write_for(d), || self.gate.write(), off)
     }
 
     /// Tells every node this node's configuration now (after a command

@@ -46,9 +46,6 @@ pub(super) const HANDOFF_AFTER: Duration = Duration::from_millis(10);
 /// that loops for ever never keeps the other clients waiting long.
 pub(super) const HANDOFF_WAIT: Duration = Duration::from_millis(2);
 
-/// A wait for the Lua state shorter than this stays on its thread.
-pub(super) const SHORT_WAIT: Duration = Duration::from_micros(50);
-
 /// How the engine waits for the Lua state while another script holds it
 /// long (see `store::Blocking`).
 pub type Blocking = fn(&mut dyn FnMut());

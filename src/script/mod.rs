@@ -229,17 +229,14 @@ impl Engine {
     }
 
     fn lock_slot<'s>(&self, slot: &'s Slot) -> VmGuard<'s> {
-        if let Some(g) = slot.vm.try_lock_for(SHORT_WAIT) {
-            return self.fresh(slot, g);
-        }
-        let g = match self.blocking.get() {
-            Some(wait) => {
-                let mut got = None;
-                wait(&mut || got = Some(slot.vm.lock()));
-                got.unwrap_or_else(|| slot.vm.lock())
-            }
-            None => slot.vm.lock(),
-        };
+        let g = crate::util::lock_or_wait_off(
+            |d| slot.vm.try_lock_for(d),
+            || slot.vm.lock(),
+            |f| match self.blocking.get() {
+                Some(wait) => wait(f),
+                None => f(),
+            },
+        );
         self.fresh(slot, g)
     }
 

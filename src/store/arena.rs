@@ -125,6 +125,7 @@ impl<T: Default> Arena<T> {
             moved(from, to);
         });
         self.chunks.truncate(keep);
+        self.chunks.shrink_to_fit();
         self.used = limit.min(self.used);
         self.free = holes;
         self.free.shrink_to_fit();

@@ -44,13 +44,13 @@ use smallvec::SmallVec;
 use std::cell::RefCell;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::OnceLock;
-use std::time::Duration;
 
 pub use self::bytes::SmallBytes;
 pub use self::entry::{Entry, Value};
 use self::shard::Shard;
 pub use self::shard::Touch;
 use crate::clock::Nanos;
+use crate::util::lock_or_wait_off;
 
 /// Shards: few enough that their locks stay in cache (each `RL.ALLOW` takes
 /// one; with 1024 shards the lock's cache miss was a fifth of the store's
@@ -83,37 +83,29 @@ struct Padded(RwLock<Shard>);
 /// and knows no runtime: it calls this with the wait to run.
 pub type Blocking = fn(&mut dyn FnMut());
 
-/// A wait for a shard lock shorter than this stays on its thread: a
-/// command holds a shard for well under it.
-const SHORT_WAIT: Duration = Duration::from_micros(50);
+/// Runs `f` through `blocking` if the server set one, else on this thread.
+fn run_blocking(blocking: Option<&Blocking>, f: &mut dyn FnMut()) {
+    match blocking {
+        Some(wait) => wait(f),
+        None => f(),
+    }
+}
 
 impl Padded {
     fn write(&self, blocking: Option<&Blocking>) -> RwLockWriteGuard<'_, Shard> {
-        if let Some(g) = self.0.try_write_for(SHORT_WAIT) {
-            return g;
-        }
-        match blocking {
-            Some(wait) => {
-                let mut got = None;
-                wait(&mut || got = Some(self.0.write()));
-                got.unwrap_or_else(|| self.0.write())
-            }
-            None => self.0.write(),
-        }
+        lock_or_wait_off(
+            |d| self.0.try_write_for(d),
+            || self.0.write(),
+            |f| run_blocking(blocking, f),
+        )
     }
 
     fn read(&self, blocking: Option<&Blocking>) -> RwLockReadGuard<'_, Shard> {
-        if let Some(g) = self.0.try_read_for(SHORT_WAIT) {
-            return g;
-        }
-        match blocking {
-            Some(wait) => {
-                let mut got = None;
-                wait(&mut || got = Some(self.0.read()));
-                got.unwrap_or_else(|| self.0.read())
-            }
-            None => self.0.read(),
-        }
+        lock_or_wait_off(
+            |d| self.0.try_read_for(d),
+            || self.0.read(),
+            |f| run_blocking(blocking, f),
+        )
     }
 }
 
@@ -250,10 +242,7 @@ impl Store {
     /// trip to its target, under the keys' locks), as a long lock wait
     /// runs: off the async worker (see [`Blocking`]).
     pub fn blocking_section(&self, f: &mut dyn FnMut()) {
-        match self.blocking.get() {
-            Some(wait) => wait(f),
-            None => f(),
-        }
+        run_blocking(self.blocking.get(), f)
     }
 
     fn write_shard(&self, i: usize) -> RwLockWriteGuard<'_, Shard> {

@@ -546,6 +546,14 @@ mod tests {
         Entry::with_expiry(value, Some(Nanos(at_ns)))
     }
 
+    /// A limiter key's entry as the command layer leaves it: `state` under
+    /// `p`, its TTL the one the state implies.
+    fn stored<S: Limiter>(wrap: fn(Stored<S>) -> Value, p: Params, state: S) -> Entry {
+        let s = Stored { params: p, state };
+        let at = s.expires_at().0;
+        with_ttl(wrap(s), at)
+    }
+
     fn packed(key: &[u8], e: &Entry) -> Option<Packed> {
         pack(key, e).map(|(packed, _)| packed)
     }
@@ -569,13 +577,7 @@ mod tests {
             prev: u32::MAX as u64,
             curr: 3,
         };
-        let e = with_ttl(
-            Value::Window(Stored {
-                params: p,
-                state: st,
-            }),
-            st.expires_at(&p),
-        );
+        let e = stored(Value::Window, p, st);
         // Keys of every length a class boundary falls near, with zero
         // bytes at their ends (which padding must not be mistaken for).
         for len in [
@@ -600,13 +602,7 @@ mod tests {
             prev: u32::MAX as u64 + 1,
             ..st
         };
-        let e2 = with_ttl(
-            Value::Window(Stored {
-                params: p,
-                state: wide,
-            }),
-            wide.expires_at(&p),
-        );
+        let e2 = stored(Value::Window, p, wide);
         assert!(pack(b"k", &e2).is_none(), "count over u32");
         let mut e3 = e.clone();
         e3.set_expiry_ms(Some(e.expiry_ms().unwrap() + 1));
@@ -667,13 +663,7 @@ mod tests {
         let (start, _) = c.window(1_772_000_000 * S);
         assert_ne!(start % p.period(), 0);
         let f = fixed::State { start, count: 7 };
-        let e = with_ttl(
-            Value::Fixed(Stored {
-                params: p,
-                state: f,
-            }),
-            f.expires_at(&p),
-        );
+        let e = stored(Value::Fixed, p, f);
         let Some(Packed::Fixed { .. }) = packed(b"m", &e) else {
             panic!("a calendar window is stored whole")
         };
@@ -689,13 +679,7 @@ mod tests {
         for i in 0..30 {
             sliding::decide(&mut st, &p, 1_700_000_000 * S + i * 700_000_000, 1 + i % 4);
         }
-        let e = with_ttl(
-            Value::Sliding(Stored {
-                params: p,
-                state: st,
-            }),
-            st.expires_at(&p),
-        );
+        let e = stored(Value::Sliding, p, st);
         let Some(Packed::Sliding { .. }) = packed(b"sk", &e) else {
             panic!("not sliding")
         };
@@ -711,13 +695,7 @@ mod tests {
             let mut slots = [(0, 0); sliding::SLOTS];
             slots[2] = (count, 200);
             let big = sliding::State::from_parts(newest, slots).unwrap();
-            let e = with_ttl(
-                Value::Sliding(Stored {
-                    params: p,
-                    state: big,
-                }),
-                big.expires_at(&p),
-            );
+            let e = stored(Value::Sliding, p, big);
             assert!(pack(b"sk", &e).is_none(), "{newest} {count}");
         }
     }
@@ -729,13 +707,7 @@ mod tests {
             start: 1_700_000_000 * S,
             count: 9,
         };
-        let e = with_ttl(
-            Value::Fixed(Stored {
-                params: p,
-                state: f,
-            }),
-            f.expires_at(&p),
-        );
+        let e = stored(Value::Fixed, p, f);
         assert!(pack(b"", &e).is_none(), "the empty key is stored whole");
         let Some(Packed::Fixed { .. }) = packed(b"f", &e) else {
             panic!("not fixed")

@@ -789,14 +789,14 @@ impl Shard {
         self.index.allocation_size() + self.records.allocation_size()
     }
 
-    /// The index and the record chunks, without free lists: what must not
-    /// be reallocated under `--maxmemory`.
     /// Records stored whole.
     #[cfg(test)]
     pub fn general_len(&self) -> usize {
         self.records.general.len()
     }
 
+    /// The index and the record chunks, without free lists: what must not
+    /// be reallocated under `--maxmemory`.
     #[cfg(test)]
     pub fn table_bytes(&self) -> usize {
         let r = &self.records;

@@ -266,22 +266,28 @@ fn colliding_config_epochs_are_resolved_by_node_id() {
     );
 }
 
-#[test]
-fn a_slot_moved_with_setslot_node_reaches_every_node_and_a_stale_owner_yields() {
+/// Three met nodes after slot 1 moved from node 0 to node 2 as redis-cli
+/// moves it (importing on the target, migrating on the source, then NODE
+/// on the target first) and 40 ticks passed; node 2's id.
+fn slot_1_moved_to_node_2() -> (Sim, String) {
     let mut sim = Sim::three_met();
     for _ in 0..30 {
         sim.tick();
     }
     let id0 = sim.nodes[0].myself.clone();
     let id2 = sim.nodes[2].myself.clone();
-    // The move redis-cli makes: importing on the target, migrating on the
-    // source, then NODE on the target first.
     sim.nodes[2].set_importing(1, &id0).unwrap();
     sim.nodes[0].set_migrating(1, &id2).unwrap();
     sim.nodes[2].set_node(1, &id2, 0).unwrap();
     for _ in 0..40 {
         sim.tick();
     }
+    (sim, id2)
+}
+
+#[test]
+fn a_slot_moved_with_setslot_node_reaches_every_node_and_a_stale_owner_yields() {
+    let (sim, id2) = slot_1_moved_to_node_2();
     for i in 0..3 {
         assert_eq!(sim.nodes[i].owner(1), Some(id2.as_str()), "node {i}");
     }
@@ -297,18 +303,7 @@ fn a_slot_moved_with_setslot_node_reaches_every_node_and_a_stale_owner_yields() 
 /// the routing.
 #[test]
 fn a_setslot_node_the_view_already_holds_writes_nothing() {
-    let mut sim = Sim::three_met();
-    for _ in 0..30 {
-        sim.tick();
-    }
-    let id0 = sim.nodes[0].myself.clone();
-    let id2 = sim.nodes[2].myself.clone();
-    sim.nodes[2].set_importing(1, &id0).unwrap();
-    sim.nodes[0].set_migrating(1, &id2).unwrap();
-    sim.nodes[2].set_node(1, &id2, 0).unwrap();
-    for _ in 0..40 {
-        sim.tick();
-    }
+    let (mut sim, id2) = slot_1_moved_to_node_2();
     for i in 0..2 {
         let st = &mut sim.nodes[i];
         assert_eq!(st.owner(1), Some(id2.as_str()), "node {i}");

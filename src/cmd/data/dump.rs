@@ -434,23 +434,22 @@ fn exchange(
         timeout: m.timeout,
         broken: false,
     };
-    let mut written = Err(Failure::Write);
-    let done = if batch.len() <= ON_WORKER_BATCH {
-        written = x.write(batch);
-        written.is_ok() && x.read(Some(Instant::now() + ON_WORKER))
-    } else {
-        false
-    };
-    if !done {
-        off(&mut || {
-            if batch.len() > ON_WORKER_BATCH {
-                written = x.write(batch);
-            }
-            if written.is_ok() {
-                x.read(None);
-            }
-        });
+    let small = batch.len() <= ON_WORKER_BATCH;
+    if small {
+        x.write(batch)?;
+        if x.read(Some(Instant::now() + ON_WORKER)) {
+            return x.finish();
+        }
     }
+    let mut written = Ok(());
+    off(&mut || {
+        if !small {
+            written = x.write(batch);
+        }
+        if written.is_ok() {
+            x.read(None);
+        }
+    });
     written?;
     x.finish()
 }
