@@ -175,8 +175,8 @@ impl AnyState {
         }
     }
 
-    /// The packed record's bytes (with a 16-byte key), and the heap block
-    /// the state holds.
+    /// The packed record's bytes (with a 16-byte key; a log's with its
+    /// arena slot), and the heap block the state holds.
     fn bytes(&self) -> (usize, usize) {
         let rec = |kind| {
             record::Layout::of(kind, &[b'k'; 16])
@@ -185,7 +185,11 @@ impl AnyState {
         };
         match self {
             AnyState::Window(_) => (rec(record::Kind::Window), 0),
-            AnyState::Log(s) => (std::mem::size_of::<record::LogRec>(), s.heap_size()),
+            // The record holds the state's slot; the slot is the state.
+            AnyState::Log(s) => (
+                rec(record::Kind::Log) + std::mem::size_of::<log::State>(),
+                s.heap_size(),
+            ),
             AnyState::Gcra(_) => (rec(record::Kind::Gcra), 0),
             AnyState::Fixed(_) => (rec(record::Kind::Fixed), 0),
             AnyState::Sliding(_) => (rec(record::Kind::Sliding), 0),

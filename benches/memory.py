@@ -25,6 +25,11 @@ Turnstile (`target/release/turnstile --metrics-addr off`):
   at 16 bytes. The period is an hour so that nothing expires during the
   run; the state is the same size for any period. The target for these
   is the key's length plus 32 bytes.
+- log (one timestamp per key) and lease keys (one `RL.ACQUIRE k 100 3600`
+  per key: a key holding one lease) at each length too, with no target:
+  their records are the key and the slot of a state that owns a heap
+  block (the log's ring once it holds two timestamps, the leases'
+  vector).
 - log with 100 timestamps: a tenth as many keys, 100 `RL.ALLOW` each, sent
   in 100 rounds over all keys, so a key's requests are a whole round apart
   (tens of milliseconds): the log coalesces requests with equal microsecond
@@ -59,7 +64,12 @@ KEY = b"k:%014d"
 PERIOD = 3600
 TIMESTAMPS = 100
 ALGOS = ["window", "sliding", "gcra", "fixed"]
+# Measured at every length too, without the fixed-size target: the log
+# holds one timestamp, the lease key one lease.
+OWNED = ["log", "lease"]
 LENGTHS = [16, 19, 36, 64, 128]
+# The smoke run (--quick) checks the harness on three lengths.
+QUICK_LENGTHS = [16, 36, 128]
 
 # Targets, bytes: a fixed-size algorithm's key costs at most its length
 # plus this, whatever the length.
@@ -119,14 +129,18 @@ def check(cond, what):
 def turnstile_runs(keys, log_keys, lengths, algos):
     out = {}
     shapes = [(a, n) for a in algos for n in lengths]
-    if log_keys:
+    if log_keys and ("log", 16) not in shapes:
         shapes.append(("log", 16))
     for algo, length in shapes:
         kf = key_format(length)
         s = start_turnstile()
         try:
-            tmpl = template("RL.ALLOW", None, 100, PERIOD, "ALGO", algo, key_format=kf)
-            m = measure(s, lambda: pipeline(s.port, keyed_batches(tmpl, 0, keys, 6)), keys)
+            if algo == "lease":
+                # One lease per key; the reply is 5 integers and the id.
+                tmpl, lines = template("RL.ACQUIRE", None, 100, PERIOD, key_format=kf), 8
+            else:
+                tmpl, lines = template("RL.ALLOW", None, 100, PERIOD, "ALGO", algo, key_format=kf), 6
+            m = measure(s, lambda: pipeline(s.port, keyed_batches(tmpl, 0, keys, lines)), keys)
             check(m["dbsize"] == keys, f"turnstile {algo}: DBSIZE {m['dbsize']} != {keys}")
             with s.client() as c:
                 st = c.pairs("RL.STATE", kf % (keys - 1))
@@ -262,6 +276,12 @@ def table(t, r, lengths, log_keys):
                 target = n + TARGET_OVER_KEY
                 row("Turnstile", f"`RL.ALLOW ... ALGO {algo}`", n, m, f"≤ {target} B/key",
                     yes(m["rss_delta"] / m["keys"] <= target))
+    for algo in OWNED:
+        for n in lengths:
+            m = t.get((algo, n))
+            if m and (algo, n) != ("log", 16):
+                shape = "`ALGO log`, 1 timestamp per key" if algo == "log" else "`RL.ACQUIRE`, 1 lease per key"
+                row("Turnstile", shape, n, m)
     for n in lengths:
         row("Redis", "one-key fixed window: 1 string + expiry per limiter", n, r[("one-key", n)])
         row("Redis", "two-bucket: 2 strings + expiry per limiter", n, r[("two-bucket", n)])
@@ -290,8 +310,9 @@ PROSE = """\
 starts a fresh server, reads its resident memory (VmRSS), loads the keys
 over raw RESP pipelines, and reads it again: bytes per key = RSS growth /
 keys. Keys are 16, 19, 36, 64 and 128 bytes (`k:` and zero-padded digits)
-for the fixed-size algorithms, one `RL.ALLOW` each, and 16 bytes for the
-log (also with 100 timestamps per key, on a tenth as many keys); Redis
+for every algorithm, one `RL.ALLOW` each (the log then holds one
+timestamp), and for lease keys, one `RL.ACQUIRE` each (one lease); the log
+also with 100 timestamps per key at 16 bytes, on a tenth as many keys; Redis
 holds the same keys as the seeds' limiters do: one string with an expiry
 per fixed-window limiter, two per two-bucket limiter (the key and `:cur`,
 `:prev`), a sorted set per log (listpack, and skiplist with
@@ -308,13 +329,14 @@ def main():
     ap.add_argument("--no-build", action="store_true")
     ap.add_argument("--binary", help="measure this Turnstile binary (another build) instead of building")
     ap.add_argument("--only", choices=["turnstile", "redis"], help="measure one server only (no table)")
-    ap.add_argument("--lengths", default=",".join(map(str, LENGTHS)),
-                    help="key lengths in bytes, comma-separated (at least 3)")
-    ap.add_argument("--algos", default=",".join(ALGOS),
-                    help="fixed-size algorithms to measure, comma-separated")
+    ap.add_argument("--lengths", help="key lengths in bytes, comma-separated (at least 3; default "
+                    f"{','.join(map(str, LENGTHS))}, with --quick {','.join(map(str, QUICK_LENGTHS))})")
+    ap.add_argument("--algos", default=",".join(ALGOS + OWNED),
+                    help="algorithms to measure (and `lease`), comma-separated")
     ap.add_argument("--no-log", action="store_true", help="skip the log and sorted-set shapes")
     opts = ap.parse_args()
-    lengths = [int(n) for n in opts.lengths.split(",")]
+    lengths = opts.lengths or ",".join(map(str, QUICK_LENGTHS if opts.quick else LENGTHS))
+    lengths = [int(n) for n in lengths.split(",")]
     if min(lengths) < 3:
         sys.exit("--lengths: keys are at least 3 bytes (`k:` and a digit)")
     algos = [a for a in opts.algos.split(",") if a]

@@ -263,8 +263,15 @@ impl Leases {
             None => {
                 if self.small.len() == self.small.capacity() {
                     // A quarter more, not double: memory per lease stays
-                    // near its 24 bytes.
-                    self.small.reserve_exact((self.small.len() / 4).max(4));
+                    // near its 24 bytes. The first lease gets room for
+                    // itself alone: a key holding one lease is common (a
+                    // user's one export at a time), and room for four
+                    // was 72 bytes a key of nothing.
+                    let more = match self.small.len() {
+                        0 => 1,
+                        n => (n / 4).max(4),
+                    };
+                    self.small.reserve_exact(more);
                 }
                 let at = self.small.partition_point(|l| l < &lease);
                 self.small.insert(at, lease);
@@ -525,6 +532,24 @@ mod tests {
         l.acquire(3, S, 0, 1, id(3)).unwrap();
         assert!(!l.renew(S, &id(3), S).0, "lapsed at its expiry instant");
         assert!(l.is_empty());
+    }
+
+    /// A key's first lease takes room for itself alone; more grow the
+    /// vector by a quarter, never doubling it.
+    #[test]
+    fn the_vector_holds_what_the_leases_need() {
+        let mut l = Leases::default();
+        l.acquire(100, S, 0, 1, id(0)).unwrap();
+        assert_eq!(l.heap_bytes(), std::mem::size_of::<Lease>());
+        for i in 1..SMALL as u8 {
+            l.acquire(100, S, 0, 1, id(i)).unwrap();
+            let room = l.heap_bytes() / std::mem::size_of::<Lease>();
+            assert!(
+                room <= l.len() + (l.len() / 4).max(4),
+                "{room} for {}",
+                l.len()
+            );
+        }
     }
 
     #[test]

@@ -314,7 +314,7 @@ pub(super) fn decode_value(
             // Lapsed ones are dropped by the key's next operation (the
             // key itself expires with its last lease).
             let leases = lease::Leases::from_leases(items, 0);
-            Value::Lease(Box::new(LeaseKey { limit, leases }))
+            Value::Lease(LeaseKey { limit, leases })
         }
         TAG_BLOCKED => {
             let until = r.u64()?;

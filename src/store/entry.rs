@@ -34,9 +34,9 @@ pub enum Value {
     Gcra(Stored<gcra::State>),
     Log(Stored<log::State>),
     Sliding(Stored<sliding::State>),
-    /// A concurrency limit's live leases (`RL.ACQUIRE`), boxed: a lease
-    /// key is rare beside rate-limit keys, and its leases are a vector.
-    Lease(Box<LeaseKey>),
+    /// A concurrency limit's live leases (`RL.ACQUIRE`): 48 bytes, so
+    /// unboxed, and a compact record's arena holds it as it is.
+    Lease(LeaseKey),
     /// The collections limiter scripts use (`collections.rs`), boxed so
     /// every variant stays within a record's 64 bytes.
     List(Box<collections::List>),
@@ -221,7 +221,7 @@ impl Value {
             }
             Value::ZSet(z) => std::mem::size_of::<collections::ZSet>() + z.heap_size(),
             Value::Hash(h) => std::mem::size_of::<collections::Hash>() + h.heap_size(),
-            Value::Lease(l) => std::mem::size_of::<LeaseKey>() + l.leases.heap_bytes(),
+            Value::Lease(l) => l.leases.heap_bytes(),
             Value::Window(_) | Value::Fixed(_) | Value::Gcra(_) | Value::Sliding(_) => 0,
             Value::Blocked(b) => std::mem::size_of::<Blocked>() + b.value.heap_size(),
         }

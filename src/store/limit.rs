@@ -456,7 +456,7 @@ pub fn acquire(
                 if std::mem::size_of::<LeaseKey>() + l.leases.heap_bytes() > room {
                     return Err(LimitError::OutOfMemory);
                 }
-                *slot = Some(Entry::new(Value::Lease(Box::new(l))));
+                *slot = Some(Entry::new(Value::Lease(l)));
             }
             r
         }

@@ -1147,6 +1147,129 @@ mod tests {
         )
     }
 
+    /// A `log` key's entry holding `n` admissions up to `now_s` (a ring on
+    /// the heap from two on), each key's own.
+    fn log_entry(n: u64, now_s: u64) -> Entry {
+        use crate::limiter::{log, params_secs};
+        let p = params_secs(1_000, 60);
+        let mut state = log::State::default();
+        for t in 0..n {
+            log::decide(&mut state, &p, (now_s - 30) * Nanos::PER_SEC + t * 1_000, 1);
+        }
+        let at = state.expires_at(&p);
+        Entry::with_expiry(
+            Value::Log(entry::Stored { params: p, state }),
+            Some(Nanos(at)),
+        )
+    }
+
+    /// A lease key's entry: `n` leases lapsing after `now_s`.
+    fn lease_entry(n: u64, now_s: u64) -> Entry {
+        use crate::limiter::lease::{Lease, Leases};
+        let leases = Leases::from_leases(
+            (0..n).map(|i| Lease::new([i as u8; 16], (now_s + 60 + i) * Nanos::PER_SEC, 1)),
+            now_s * Nanos::PER_SEC,
+        );
+        let at = leases.expires_at();
+        Entry::with_expiry(
+            Value::Lease(entry::LeaseKey { limit: 100, leases }),
+            Some(Nanos(at)),
+        )
+    }
+
+    /// A key of `kind` at `now`, its state `i`'s own.
+    fn limiter_entry(kind: record::Kind, i: u64, now: Nanos) -> Entry {
+        use crate::limiter::lease::{Lease, Leases};
+        use crate::limiter::{fixed, gcra, log, params_secs, sliding};
+        let p = params_secs(100, 60);
+        let start = now.0 - 40 * Nanos::PER_SEC;
+        let (value, at) = match kind {
+            record::Kind::Window => return window_entry(100, now.0 / Nanos::PER_SEC, i % 50),
+            record::Kind::Fixed => {
+                let state = fixed::State { start, count: i };
+                (
+                    Value::Fixed(entry::Stored { params: p, state }),
+                    state.expires_at(&p),
+                )
+            }
+            record::Kind::Gcra => {
+                let state = gcra::State {
+                    tat: now.0 + 30 * Nanos::PER_SEC + i,
+                };
+                (
+                    Value::Gcra(entry::Stored { params: p, state }),
+                    state.expires_at(),
+                )
+            }
+            record::Kind::Sliding => {
+                let mut state = sliding::State::default();
+                sliding::decide(&mut state, &p, now.0 - i * 1_000, 1 + i % 3);
+                (
+                    Value::Sliding(entry::Stored { params: p, state }),
+                    state.expires_at(&p),
+                )
+            }
+            record::Kind::Log => {
+                let mut state = log::State::default();
+                log::decide(&mut state, &p, now.0 - i * 1_000, 1);
+                let at = state.expires_at(&p);
+                (Value::Log(entry::Stored { params: p, state }), at)
+            }
+            record::Kind::Lease => {
+                let lease = Lease::new([7; 16], now.0 + (60 + i) * Nanos::PER_SEC, 1);
+                let leases = Leases::from_leases([lease], now.0);
+                let at = leases.expires_at();
+                (Value::Lease(entry::LeaseKey { limit: 5, leases }), at)
+            }
+        };
+        Entry::with_expiry(value, Some(Nanos(at)))
+    }
+
+    /// Every layout in one shard at once, 1,440 (six kinds, 240 key
+    /// classes), past the 1,024 slab numbers a handle holds: the keys past
+    /// them are stored whole, every key reads back, and a deleted one's
+    /// slab number is taken by the next new layout.
+    #[test]
+    fn more_layouts_than_slab_numbers_go_whole() {
+        let store = Store::new(1);
+        let now = Nanos(1_000 * Nanos::PER_SEC);
+        let lengths: Vec<usize> = (1..=record::KEY_MAX)
+            .filter(|&n| n <= record::EXACT_MAX || (n - record::EXACT_MAX) % record::STEP == 1)
+            .collect();
+        assert_eq!(lengths.len(), record::KEY_CLASSES);
+        let keys: Vec<(Vec<u8>, Entry)> = record::Kind::ALL
+            .iter()
+            .enumerate()
+            .flat_map(|(k, &kind)| {
+                lengths.iter().map(move |&n| {
+                    let mut key = vec![b'a' + k as u8; n];
+                    key[0] = b'0' + k as u8;
+                    (key, limiter_entry(kind, n as u64, now))
+                })
+            })
+            .collect();
+        for (k, e) in &keys {
+            store.update(k, now, |slot| *slot = Some(e.clone()));
+        }
+        let whole = store.read_shard(0).general_len();
+        assert_eq!(whole, keys.len() - 1_024, "{} keys", keys.len());
+        for (k, e) in &keys {
+            assert_eq!(store.get(k, now, |v| v.clone()).as_ref(), Some(e));
+        }
+        // Empty one slab (the first layout's only key) and sweep: a new
+        // layout's key is compact again.
+        assert!(store.remove(&keys[0].0, now));
+        store.sweep_shard(0, now);
+        let (k, e) = (b"a-new-key".to_vec(), window_entry(9, 1_000, 2));
+        let (kl, le) = (&keys[keys.len() - 1].0, &keys[keys.len() - 1].1);
+        store.update(kl, now, |slot| *slot = None);
+        store.update(kl, now, |slot| *slot = Some(le.clone()));
+        store.update(&k, now, |slot| *slot = Some(e.clone()));
+        assert_eq!(store.get(&k, now, |v| v.clone()), Some(e));
+        assert_eq!(store.get(kl, now, |v| v.clone()).as_ref(), Some(le));
+        assert_eq!(store.read_shard(0).general_len(), whole - 1);
+    }
+
     /// A slab holds 2^21 records in a shard (the handle's index bits): the
     /// next key of its layout is stored whole and reads back the same, and
     /// once a slot is freed a new key takes it compactly again.
@@ -1186,9 +1309,13 @@ mod tests {
         let now = Nanos(1_000 * Nanos::PER_SEC);
         let key = |i: u32| format!("k{i}").into_bytes();
         // Compact (window) and general (string, long-key window) records,
-        // and several parameter ids.
-        let value = |i: u32| match i % 3 {
+        // several parameter ids, and logs and leases, whose states live in
+        // arenas of their own that compact too (each state its key's own,
+        // so a record repointed to another key's slot would show).
+        let value = |i: u32| match (i + i / 10) % 5 {
             0 => s(&format!("v{i}")),
+            1 => log_entry(1 + i as u64 % 40, 1_000),
+            2 => lease_entry(1 + i as u64 % 9, 1_000),
             _ => window_entry(1_000 + (i % 5) as u64, 1_000, i as u64),
         };
         // Keys of every length from 17 to 1,116 bytes: exact classes,
@@ -1253,44 +1380,24 @@ mod tests {
     }
 
     /// A limiter key of any length up to 1,024 bytes costs its own length,
-    /// its record's fixed bytes (2 and the state) and the index's share,
+    /// its record's fixed bytes (2 and the state, or 2 and the slot of an
+    /// owned state, with the state's slot and heap) and the index's share,
     /// with no step: keys over 16 bytes were general records with a heap
-    /// block for the key (145 bytes a 36-byte window key, against 62 now).
+    /// block for the key (145 bytes a 36-byte window key, against 62 now;
+    /// a log or lease key over 16 bytes, or any lease key, was one too).
     #[test]
     fn a_limiter_key_costs_its_length_and_no_more() {
-        use crate::limiter::{fixed, gcra, params_secs, sliding};
+        use crate::limiter::log;
         let now = Nanos(1_000 * Nanos::PER_SEC);
-        let p = params_secs(100, 60);
-        let limiter = |kind: record::Kind, i: u64| -> Entry {
-            let start = 960 * Nanos::PER_SEC;
-            let (value, at) = match kind {
-                record::Kind::Window => return window_entry(100, 1_000, i % 50),
-                record::Kind::Fixed => {
-                    let state = fixed::State { start, count: i };
-                    (
-                        Value::Fixed(entry::Stored { params: p, state }),
-                        state.expires_at(&p),
-                    )
-                }
-                record::Kind::Gcra => {
-                    let state = gcra::State {
-                        tat: now.0 + 30 * Nanos::PER_SEC + i,
-                    };
-                    (
-                        Value::Gcra(entry::Stored { params: p, state }),
-                        state.expires_at(),
-                    )
-                }
-                record::Kind::Sliding => {
-                    let mut state = sliding::State::default();
-                    sliding::decide(&mut state, &p, now.0 - i * 1_000, 1 + i % 3);
-                    (
-                        Value::Sliding(entry::Stored { params: p, state }),
-                        state.expires_at(&p),
-                    )
-                }
+        let limiter = |kind, i| limiter_entry(kind, i, now);
+        // An owned state's slot, and its heap block (a lease's vector).
+        let owned = |kind: record::Kind| {
+            let slot = match kind {
+                record::Kind::Log => std::mem::size_of::<log::State>(),
+                record::Kind::Lease => std::mem::size_of::<entry::LeaseKey>(),
+                _ => 0,
             };
-            Entry::with_expiry(value, Some(Nanos(at)))
+            slot + limiter(kind, 0).value.heap_size()
         };
         const KEYS: u64 = 4_000;
         for kind in record::Kind::ALL {
@@ -1313,7 +1420,7 @@ mod tests {
                 let per_key = store.memory_estimate() as f64 / KEYS as f64;
                 // The index (8.2 bytes a key at 4,000 keys in 512 groups),
                 // a chunk's slack, a long key's padding.
-                let most = 2 + kind.state_len() + len + 12 + 7 * (len > 128) as usize;
+                let most = 2 + kind.state_len() + len + 12 + 7 * (len > 128) as usize + owned(kind);
                 assert!(
                     per_key <= most as f64,
                     "{kind:?}, {len}-byte keys: {per_key:.1} bytes a key, over {most}"

@@ -2,17 +2,21 @@
 //! algorithms (`window`, `sliding`, `fixed`, `gcra`) pack into a record of
 //! 2 bytes, their state (8-20 bytes) and the key's own bytes, with no
 //! padding for keys up to [`EXACT_MAX`] bytes, instead of a 96-byte
-//! general record and a heap block for the key; a `log` key of up to
-//! [`LOG_KEY_MAX`] bytes is its key and id beside the log's 24-byte ring
-//! handle ([`LogRec`], 48 bytes).
+//! general record and a heap block for the key. A `log` key's and a lease
+//! key's record holds, in place of a state, the 4-byte number of the
+//! state's slot in its shard's arena of logs or of leases ([`Kind::owned`]):
+//! the states own heap blocks, which a byte record cannot (so the arena of
+//! typed slots drops them), and their headers are constant-size (24 and 48
+//! bytes), so they are records of a size too, whatever the key's length.
 //!
 //! | bytes | field |
 //! |---|---|
-//! | 2 | parameter id (12 bits, `params.rs`); for keys over [`EXACT_MAX`] bytes, the length's offset in its class (4 bits) |
+//! | 2 | parameter id (12 bits, `params.rs`; 0 for a lease key, which has no parameters); for keys over [`EXACT_MAX`] bytes, the length's offset in its class (4 bits) |
 //! | window: 6 + 4 + 4 | bucket number (`start / period`), previous count, current count |
 //! | fixed: 6 + 4 | window number, count |
 //! | gcra: 8 | TAT (ns) |
 //! | sliding: 5 + 9 + 6 | newest sub-bucket number, six 12-bit counts, six last-admission steps (`limiter/sliding.rs`) |
+//! | log, lease: 4 | the state's slot in the shard's arena of logs or leases |
 //! | the key's length | the key (zero-padded to its class's length over [`EXACT_MAX`]) |
 //!
 //! The record's length is not stored: records live in arenas of one
@@ -38,7 +42,7 @@
 
 use crate::clock::Nanos;
 use crate::limiter::{fixed, gcra, log, sliding, window, Limiter, Params};
-use crate::store::entry::{expiry_ms_at, Entry, Stored, Value};
+use crate::store::entry::{expiry_ms_at, Entry, LeaseKey, Stored, Value};
 
 /// Keys up to this long have a record class of their own length.
 pub const EXACT_MAX: usize = 128;
@@ -51,31 +55,37 @@ pub const KEY_MAX: usize = 1024;
 /// per [`STEP`] up to [`KEY_MAX`].
 pub const KEY_CLASSES: usize = EXACT_MAX + (KEY_MAX - EXACT_MAX) / STEP;
 const _: () = assert!(STEP <= 16 && (KEY_MAX - EXACT_MAX).is_multiple_of(STEP));
-/// Longest key a log record holds inline.
-pub const LOG_KEY_MAX: usize = 16;
 /// Bits of the parameter id: a shard holds up to 4,096 distinct parameter
 /// sets in compact records. Two bytes for the id (and a long key's length
 /// offset) rather than three is what keeps `gcra` at 10 bytes plus its key.
 pub const PID_BITS: u32 = 12;
 const PID_MASK: u16 = (1 << PID_BITS) - 1;
 const HEAD: usize = 2;
-const KEY: usize = 2;
-const BODY: usize = KEY + LOG_KEY_MAX;
 const U48_MAX: u64 = (1 << 48) - 1;
 
-/// The constant-size algorithms, whose records are [`Layout`]s.
+/// What a compact record holds: one of the constant-size algorithms'
+/// states, or the slot of a log's or a lease key's state.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Kind {
     Window = 0,
     Fixed = 1,
     Gcra = 2,
     Sliding = 3,
+    Log = 4,
+    Lease = 5,
 }
 
-pub const KINDS: usize = 4;
+pub const KINDS: usize = 6;
 
 impl Kind {
-    pub const ALL: [Kind; KINDS] = [Kind::Window, Kind::Fixed, Kind::Gcra, Kind::Sliding];
+    pub const ALL: [Kind; KINDS] = [
+        Kind::Window,
+        Kind::Fixed,
+        Kind::Gcra,
+        Kind::Sliding,
+        Kind::Log,
+        Kind::Lease,
+    ];
 
     /// Bytes of the state, between the head and the key.
     pub const fn state_len(self) -> usize {
@@ -84,7 +94,20 @@ impl Kind {
             Kind::Fixed => 6 + 4,
             Kind::Gcra => 8,
             Kind::Sliding => sliding::COMPACT_BYTES,
+            Kind::Log | Kind::Lease => 4,
         }
+    }
+
+    /// Whether the record holds its state's slot in an arena of the
+    /// shard's ([`Layout::slot`]) rather than the state.
+    pub const fn owned(self) -> bool {
+        matches!(self, Kind::Log | Kind::Lease)
+    }
+
+    /// Whether the record's parameter id is in use (a lease key has no
+    /// parameters: its limit is its state's).
+    pub const fn has_params(self) -> bool {
+        !matches!(self, Kind::Lease)
     }
 }
 
@@ -178,8 +201,19 @@ impl Layout {
             }
             Packed::Gcra { tat } => put::<8>(st, 0, tat),
             Packed::Sliding { compact } => st.copy_from_slice(&compact),
-            Packed::Log => unreachable!("a log is not a constant-size record"),
+            Packed::Log | Packed::Lease => unreachable!("an owned state is set by its slot"),
         }
+    }
+
+    /// The slot an owned state ([`Kind::owned`]) has in its arena.
+    pub fn slot(self, rec: &[u8]) -> u32 {
+        debug_assert!(self.kind.owned());
+        get::<4>(&rec[HEAD..], 0) as u32
+    }
+
+    pub fn set_slot(self, rec: &mut [u8], slot: u32) {
+        debug_assert!(self.kind.owned());
+        put::<4>(&mut rec[HEAD..], 0, slot as u64);
     }
 
     /// The entry a record stands for.
@@ -202,6 +236,7 @@ impl Layout {
                 params: *p,
                 state: decode_sliding(st),
             }),
+            Kind::Log | Kind::Lease => unreachable!("an owned state is read from its arena"),
         };
         let at = match &value {
             Value::Window(s) => s.state.expires_at(p),
@@ -221,6 +256,7 @@ impl Layout {
             Kind::Fixed => ttl_of(&decode_fixed(st, p), p),
             Kind::Gcra => ttl_of(&decode_gcra(st), p),
             Kind::Sliding => ttl_of(&decode_sliding(st), p),
+            Kind::Log | Kind::Lease => unreachable!("an owned state is read from its arena"),
         }
     }
 }
@@ -251,76 +287,6 @@ fn put<const W: usize>(b: &mut [u8], at: usize, v: u64) {
     b[at..at + W].copy_from_slice(&v.to_le_bytes()[..W]);
 }
 
-/// A log record's key and parameter id, packed as they were before
-/// records took keys of any length: 2 bytes of length - 1 (4 bits) and id,
-/// then the key zero-padded to 16 bytes.
-#[derive(Clone, Copy)]
-pub struct Rec<const N: usize>([u8; N]);
-
-/// The key and parameter id alone (the head of a log record).
-pub type KeyRec = Rec<BODY>;
-
-impl<const N: usize> Default for Rec<N> {
-    fn default() -> Self {
-        Rec([0; N])
-    }
-}
-
-impl<const N: usize> std::fmt::Debug for Rec<N> {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        write!(f, "Rec({:?})", String::from_utf8_lossy(self.key()))
-    }
-}
-
-impl<const N: usize> Rec<N> {
-    /// `key` is 1-16 bytes and `pid` under `1 << PID_BITS` (`pack` and
-    /// `ParamTable` see to both).
-    pub fn new(key: &[u8], pid: u16) -> Self {
-        debug_assert!((1..=LOG_KEY_MAX).contains(&key.len()) && pid >> PID_BITS == 0);
-        let mut r = Rec([0; N]);
-        let head = ((key.len() as u16 - 1) << PID_BITS) | pid;
-        r.0[..KEY].copy_from_slice(&head.to_le_bytes());
-        r.0[KEY..KEY + key.len()].copy_from_slice(key);
-        r
-    }
-
-    fn head(&self) -> u16 {
-        u16::from_le_bytes([self.0[0], self.0[1]])
-    }
-
-    pub fn key(&self) -> &[u8] {
-        let len = (self.head() >> PID_BITS) as usize + 1;
-        &self.0[KEY..KEY + len]
-    }
-
-    pub fn pid(&self) -> u16 {
-        self.head() & PID_MASK
-    }
-}
-
-/// A `log` key: the key and parameter id packed as in every record, and
-/// the log's 24-byte handle to its ring (48 bytes with alignment, against
-/// 96 for a general record).
-#[derive(Debug, Default)]
-pub struct LogRec {
-    state: log::State,
-    id: KeyRec,
-}
-
-impl LogRec {
-    pub fn key(&self) -> &[u8] {
-        self.id.key()
-    }
-
-    pub fn pid(&self) -> u16 {
-        self.id.pid()
-    }
-
-    pub fn heap_size(&self) -> usize {
-        self.state.heap_size()
-    }
-}
-
 /// An entry checked to fit a compact class, with the fields its record
 /// holds (bucket numbers already divided out).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -341,19 +307,20 @@ pub enum Packed {
     Sliding {
         compact: [u8; sliding::COMPACT_BYTES],
     },
-    /// The ring moves into the record from the entry itself.
+    /// The state moves into its arena from the entry itself.
     Log,
+    Lease,
 }
 
 impl Packed {
-    /// The constant-size algorithm, or `None` for a log.
-    pub fn kind(&self) -> Option<Kind> {
+    pub fn kind(&self) -> Kind {
         match self {
-            Packed::Window { .. } => Some(Kind::Window),
-            Packed::Fixed { .. } => Some(Kind::Fixed),
-            Packed::Gcra { .. } => Some(Kind::Gcra),
-            Packed::Sliding { .. } => Some(Kind::Sliding),
-            Packed::Log => None,
+            Packed::Window { .. } => Kind::Window,
+            Packed::Fixed { .. } => Kind::Fixed,
+            Packed::Gcra { .. } => Kind::Gcra,
+            Packed::Sliding { .. } => Kind::Sliding,
+            Packed::Log => Kind::Log,
+            Packed::Lease => Kind::Lease,
         }
     }
 }
@@ -389,19 +356,19 @@ fn u32_of(n: u64) -> Option<u32> {
     u32::try_from(n).ok()
 }
 
-/// How `entry` packs into a compact record, with its parameters, or `None`
-/// if it must be stored whole. An entry fits only if its TTL is exactly
-/// the one its state implies, so that deriving the TTL on read gives it
-/// back.
-pub fn pack(key: &[u8], entry: &Entry) -> Option<(Packed, Params)> {
-    let max = match entry.value {
-        Value::Log(_) => LOG_KEY_MAX,
-        _ => KEY_MAX,
-    };
-    if key.is_empty() || key.len() > max {
+/// How `entry` packs into a compact record, with its parameters (none for
+/// a lease key), or `None` if it must be stored whole. An entry fits only
+/// if its TTL is exactly the one its state implies, so that deriving the
+/// TTL on read gives it back.
+pub fn pack(key: &[u8], entry: &Entry) -> Option<(Packed, Option<Params>)> {
+    if key.is_empty() || key.len() > KEY_MAX {
         return None;
     }
     let ttl = entry.expiry_ms()?;
+    if let Value::Lease(l) = &entry.value {
+        let at = Nanos(l.leases.expires_at());
+        return (expiry_ms_at(at) == ttl).then_some((Packed::Lease, None));
+    }
     let (packed, p, at) = match &entry.value {
         Value::Window(s) => {
             let (st, p) = (&s.state, &s.params);
@@ -437,7 +404,7 @@ pub fn pack(key: &[u8], entry: &Entry) -> Option<(Packed, Params)> {
         | Value::Lease(_)
         | Value::Blocked(_) => return None,
     };
-    (expiry_ms_at(at) == ttl).then_some((packed, *p))
+    (expiry_ms_at(at) == ttl).then_some((packed, Some(*p)))
 }
 
 fn decode_sliding(st: &[u8]) -> sliding::State {
@@ -467,40 +434,43 @@ fn decode_gcra(st: &[u8]) -> gcra::State {
     }
 }
 
-pub fn encode_log(key: &[u8], pid: u16, state: log::State) -> LogRec {
-    LogRec {
-        state,
-        id: Rec::new(key, pid),
-    }
-}
-
 fn log_value(p: &Params, state: log::State) -> Entry {
     let at = state.expires_at(p);
     limiter_entry(Value::Log(Stored { params: *p, state }), at)
 }
 
-/// The entry a log record stands for, its ring moved out (to be changed
-/// and stored again, or dropped); the record is left with an empty log.
-pub fn take_log(r: &mut LogRec, p: &Params) -> Entry {
-    log_value(p, std::mem::take(&mut r.state))
+/// The entry a log's slot stands for, its ring moved out (to be changed
+/// and stored again, or dropped); the slot is left with an empty log.
+pub fn take_log(slot: &mut log::State, p: &Params) -> Entry {
+    log_value(p, std::mem::take(slot))
 }
 
-/// Calls `f` with the entry a log record stands for, without copying its
+/// Calls `f` with the entry a log's slot stands for, without copying its
 /// ring: reads (`TTL`, `RL.PEEK`, `SCAN`, snapshots) would otherwise clone
 /// a heap block per call. The entry holds a view of the ring
 /// ([`log::State::view`]), which never frees it: dropping the entry, here
-/// or while a panic in `f` unwinds, leaves the record whole; a clone `f`
+/// or while a panic in `f` unwinds, leaves the slot whole; a clone `f`
 /// takes copies the ring.
-pub fn with_log<R>(r: &LogRec, p: &Params, f: impl FnOnce(&Entry) -> R) -> R {
-    // SAFETY: the view is dropped at the end of this call, and `r` is
+pub fn with_log<R>(slot: &log::State, p: &Params, f: impl FnOnce(&Entry) -> R) -> R {
+    // SAFETY: the view is dropped at the end of this call, and `slot` is
     // borrowed shared until then: its ring is neither changed nor freed
     // while the view reads it.
-    let view = log_value(p, unsafe { r.state.view() });
+    let view = log_value(p, unsafe { slot.view() });
     f(&view)
 }
 
-pub fn log_ttl(r: &LogRec, p: &Params) -> u64 {
-    ttl_of(&r.state, p)
+pub fn log_ttl(slot: &log::State, p: &Params) -> u64 {
+    ttl_of(slot, p)
+}
+
+/// A lease key's entry: its TTL is its last lease's end.
+pub fn lease_value(l: LeaseKey) -> Entry {
+    let at = l.leases.expires_at();
+    Entry::with_expiry(Value::Lease(l), Some(Nanos(at)))
+}
+
+pub fn lease_ttl(l: &LeaseKey) -> u64 {
+    expiry_ms_at(Nanos(l.leases.expires_at()))
 }
 
 #[cfg(test)]
@@ -561,7 +531,7 @@ mod tests {
     /// The record `Shard` would write for `e`.
     fn rec(key: &[u8], pid: u16, e: &Entry) -> (Layout, Vec<u8>) {
         let packed = packed(key, e).expect("packs");
-        let l = Layout::of(packed.kind().expect("constant-size"), key).unwrap();
+        let l = Layout::of(packed.kind(), key).unwrap();
         // Over a slot that held something else.
         let mut r = vec![0xa5; l.rec_len()];
         l.init(&mut r, key, pid);
@@ -611,8 +581,9 @@ mod tests {
         assert!(pack(b"k", &e3).is_none(), "PERSIST");
     }
 
-    #[test]
-    fn log_round_trip_and_view() {
+    /// A log of four admissions (a ring on the heap), its parameters and
+    /// its entry.
+    fn a_log() -> (Params, log::State, Entry) {
         let p = params_secs(10, 60);
         let mut st = log::State::default();
         for t in [1, 2, 2, 5] {
@@ -625,28 +596,56 @@ mod tests {
             }),
             st.expires_at(&p),
         );
-        assert_eq!(pack(b"lk", &e), Some((Packed::Log, p)));
-        assert!(
-            pack(&[b'l'; LOG_KEY_MAX + 1], &e).is_none(),
-            "a long log key"
-        );
-        let mut r = encode_log(b"lk", 3, st);
-        assert_eq!((r.key(), r.pid()), (&b"lk"[..], 3));
-        assert_eq!(Some(log_ttl(&r, &p)), e.expiry_ms());
+        (p, st, e)
+    }
+
+    #[test]
+    fn log_and_lease_records_hold_their_slots() {
+        let (p, _, e) = a_log();
+        // Any key length up to KEY_MAX: a log key over 16 bytes was stored
+        // whole.
+        for key in [&b"lk"[..], &[b'l'; 17], &[b'l'; 300], &[b'l'; KEY_MAX]] {
+            assert_eq!(pack(key, &e), Some((Packed::Log, Some(p))));
+            let l = Layout::of(Kind::Log, key).unwrap();
+            let mut r = vec![0xa5; l.rec_len()];
+            l.init(&mut r, key, 3);
+            l.set_slot(&mut r, u32::MAX - 1);
+            assert_eq!((l.key(&r), pid(&r), l.slot(&r)), (key, 3, u32::MAX - 1));
+        }
+        assert!(pack(&[b'l'; KEY_MAX + 1], &e).is_none());
+        let lease = crate::limiter::lease::Lease::new([1; 16], 1_700_000_100 * S, 2);
+        let leases = crate::limiter::lease::Leases::from_leases([lease], 1_700_000_000 * S);
+        let l = lease_value(LeaseKey { limit: 4, leases });
+        assert_eq!(pack(&[b'q'; 40], &l), Some((Packed::Lease, None)));
+        let Value::Lease(k) = &l.value else {
+            panic!("not a lease key")
+        };
+        assert_eq!(Some(lease_ttl(k)), l.expiry_ms());
+        // A lease key whose TTL is not its last lease's end is stored whole.
+        let mut l2 = l.clone();
+        l2.set_expiry_ms(Some(l.expiry_ms().unwrap() + 1));
+        assert!(pack(b"q", &l2).is_none());
+    }
+
+    #[test]
+    fn a_log_slot_is_read_through_a_view_and_moved_out() {
+        let (p, st, e) = a_log();
+        let mut slot = st;
+        assert_eq!(Some(log_ttl(&slot, &p)), e.expiry_ms());
         // A view, twice (the ring is still there after the first), and a
         // clone taken through it that outlives it.
-        let kept = with_log(&r, &p, |v| v.clone());
+        let kept = with_log(&slot, &p, |v| v.clone());
         assert_eq!(kept, e);
-        assert_eq!(with_log(&r, &p, |v| v.clone()), e);
+        assert_eq!(with_log(&slot, &p, |v| v.clone()), e);
         // A reader that panics: the view is dropped while unwinding and
-        // the record's ring is still whole (read, then moved out).
+        // the slot's ring is still whole (read, then moved out).
         let failed = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
-            with_log(&r, &p, |v| -> () { panic!("reader failed on {v:?}") })
+            with_log(&slot, &p, |v| -> () { panic!("reader failed on {v:?}") })
         }));
         assert!(failed.is_err());
-        assert_eq!(with_log(&r, &p, |v| v.clone()), e);
-        assert_eq!(take_log(&mut r, &p), e);
-        assert_eq!(r.heap_size(), 0, "the ring moved out");
+        assert_eq!(with_log(&slot, &p, |v| v.clone()), e);
+        assert_eq!(take_log(&mut slot, &p), e);
+        assert_eq!(slot.heap_size(), 0, "the ring moved out");
     }
 
     /// A calendar month's window (no multiple of its nominal 30 days)

@@ -19,29 +19,28 @@ use std::hash::BuildHasherDefault;
 use super::arena::{Arena, Slab};
 use super::bytes::SmallBytes;
 use super::effects::Effects;
+use super::entry::LeaseKey;
 use super::entry::{self, Entry, Value};
 use super::index::Index;
 use super::params::ParamTable;
-use super::record::{self, Layout, LogRec, KEY_CLASSES, KINDS};
+use super::record::{self, Kind, Layout};
 use crate::clock::Nanos;
+use crate::limiter::log;
 
 /// A handle: a general record's index (top bit clear, 31 bits), or a
-/// class (10 bits: one of the shard's slabs, or the log's arena) and an
-/// index in it (21 bits, 2M records of one class in one shard; a class that
-/// fills up sends further keys to the general class).
+/// slab's number (10 bits: one of the shard's slabs) and an index in it
+/// (21 bits, 2M records of one layout in one shard; a slab that fills up,
+/// or a layout past the shard's 1,024th in use at once, sends further keys
+/// to the general class).
 const COMPACT: u32 = 1 << 31;
 const CLASS_SHIFT: u32 = 21;
 const INDEX_MASK: u32 = (1 << CLASS_SHIFT) - 1;
-const LOG_CLASS: u32 = (1 << 10) - 1;
-/// A shard has at most one slab per layout, so its slab numbers stay
-/// below the log's.
-const _: () = assert!(KINDS * KEY_CLASSES < LOG_CLASS as usize);
+const MAX_SLABS: usize = 1 << 10;
 
 /// Which arena a record lives in, from its handle.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 enum Class {
     General,
-    Log,
     /// The shard's slab of this number (`Records::slabs`).
     Compact(u16),
 }
@@ -53,7 +52,6 @@ fn handle(class: Class, i: u32) -> u32 {
             assert!(i < COMPACT, "arena index out of range");
             i
         }
-        Class::Log => COMPACT | LOG_CLASS << CLASS_SHIFT | i,
         Class::Compact(n) => COMPACT | (n as u32) << CLASS_SHIFT | i,
     }
 }
@@ -63,12 +61,7 @@ fn split(h: u32) -> (Class, u32) {
         return (Class::General, h);
     }
     let c = (h & !COMPACT) >> CLASS_SHIFT;
-    let class = if c == LOG_CLASS {
-        Class::Log
-    } else {
-        Class::Compact(c as u16)
-    };
-    (class, h & INDEX_MASK)
+    (Class::Compact(c as u16), h & INDEX_MASK)
 }
 
 /// What a shard needs of the store that owns it: the effects log its
@@ -91,8 +84,8 @@ pub(super) trait Owner {
     fn grew_to(&self, len: usize);
 }
 
-/// What the compact classes cannot hold: strings, logs, long keys, TTLs
-/// set by hand, wide counts. `entry` is `None` only while [`Shard::update`]
+/// What the compact classes cannot hold: strings, collections, keys over
+/// 1,024 bytes, TTLs set by hand, wide counts. `entry` is `None` only while [`Shard::update`]
 /// has it out.
 #[derive(Debug, Default)]
 struct General {
@@ -105,12 +98,16 @@ struct General {
 #[derive(Debug, Default)]
 struct Records {
     general: Arena<General>,
-    log: Arena<LogRec>,
-    /// The constant-size algorithms' records, a slab per layout in use
-    /// (a shard holds a few key lengths, not all 960 layouts), numbered
-    /// by first use; a slab emptied by a compaction is reused for the next
-    /// new layout, as no handle points into it.
+    /// The compact records, a slab per layout in use (a shard holds a few
+    /// key lengths, not all 1,440 layouts), numbered by first use; a slab
+    /// emptied by a compaction is reused for the next new layout, as no
+    /// handle points into it.
     slabs: Vec<LayoutSlab>,
+    /// The states `log` and lease records hold the slots of
+    /// ([`Kind::owned`]): typed, so that freeing a slot drops the ring or
+    /// the leases' vector it owns.
+    logs: Arena<log::State>,
+    leases: Arena<LeaseKey>,
     params: ParamTable,
 }
 
@@ -130,10 +127,11 @@ impl Records {
         &mut self.slabs[n as usize].slab
     }
 
-    /// The number of `l`'s slab, made (or an empty one taken) if none.
-    fn slab_for(&mut self, l: Layout) -> u16 {
+    /// The number of `l`'s slab, made (or an empty one taken) if none;
+    /// `None` if the shard has [`MAX_SLABS`] layouts in use.
+    fn slab_for(&mut self, l: Layout) -> Option<u16> {
         if let Some(n) = self.slabs.iter().position(|s| s.layout == l) {
-            return n as u16;
+            return Some(n as u16);
         }
         let fresh = LayoutSlab {
             layout: l,
@@ -142,12 +140,13 @@ impl Records {
         match self.slabs.iter().position(|s| s.slab.is_empty()) {
             Some(n) => {
                 self.slabs[n] = fresh;
-                n as u16
+                Some(n as u16)
             }
-            None => {
+            None if self.slabs.len() < MAX_SLABS => {
                 self.slabs.push(fresh);
-                (self.slabs.len() - 1) as u16
+                Some((self.slabs.len() - 1) as u16)
             }
+            None => None,
         }
     }
 
@@ -155,20 +154,10 @@ impl Records {
         self.slabs.iter().map(|s| &s.slab)
     }
 
-    /// Whether a new record of `class` gets a handle.
-    fn has_room(&self, class: Class) -> bool {
-        match class {
-            Class::General => true,
-            Class::Log => self.log.has_room(INDEX_MASK),
-            Class::Compact(n) => self.slab(n).1.has_room(INDEX_MASK),
-        }
-    }
-
     fn key(&self, h: u32) -> &[u8] {
         let (class, i) = split(h);
         match class {
             Class::General => &self.general.get(i).key,
-            Class::Log => self.log.get(i).key(),
             Class::Compact(n) => {
                 let (l, slab) = self.slab(n);
                 l.key(slab.get(i))
@@ -182,7 +171,6 @@ impl Records {
         let (class, i) = split(h);
         match class {
             Class::General => prefetch(self.general.get(i)),
-            Class::Log => prefetch(self.log.get(i)),
             Class::Compact(n) => {
                 // Its first and last lines: a record may straddle two.
                 let r = self.slab(n).1.get(i);
@@ -192,37 +180,51 @@ impl Records {
         }
     }
 
-    /// The entry a compact record of constant size stands for, decoded.
-    fn decode(&self, n: u16, i: u32) -> Entry {
-        let (l, slab) = self.slab(n);
-        let r = slab.get(i);
-        l.entry(r, self.params.get(record::pid(r)))
-    }
-
     /// Calls `f` with the entry `h` stands for (decoded, for a compact
-    /// record). `None` only for a general record that is out.
+    /// record). `None` only for a general record that is out. A lease
+    /// key's leases are copied for the call (a vector of a few; reads of
+    /// lease keys are rare beside their writes, which move them).
     fn with<R>(&self, h: u32, f: impl FnOnce(Option<&Entry>) -> R) -> R {
         match split(h) {
             (Class::General, i) => f(self.general.get(i).entry.as_ref()),
-            (Class::Log, i) => {
-                let r = self.log.get(i);
-                record::with_log(r, self.params.get(r.pid()), |e| f(Some(e)))
+            (Class::Compact(n), i) => {
+                let (l, slab) = self.slab(n);
+                let r = slab.get(i);
+                match l.kind {
+                    Kind::Log => {
+                        let p = self.params.get(record::pid(r));
+                        record::with_log(self.logs.get(l.slot(r)), p, |e| f(Some(e)))
+                    }
+                    Kind::Lease => f(Some(&record::lease_value(
+                        self.leases.get(l.slot(r)).clone(),
+                    ))),
+                    _ => f(Some(&l.entry(r, self.params.get(record::pid(r))))),
+                }
             }
-            (Class::Compact(n), i) => f(Some(&self.decode(n, i))),
         }
     }
 
     /// The entry `h` stands for, taken out to be changed: a general
     /// record's entry moves out (its key stays, so the index can still
-    /// probe it); a compact record is decoded and stays as it was.
+    /// probe it); a compact record is decoded and stays as it was, but for
+    /// an owned state, which moves out of its slot.
     fn take(&mut self, h: u32) -> Option<Entry> {
         match split(h) {
             (Class::General, i) => self.general.get_mut(i).entry.take(),
-            (Class::Log, i) => {
-                let r = self.log.get_mut(i);
-                Some(record::take_log(r, self.params.get(r.pid())))
+            (Class::Compact(n), i) => {
+                let (l, slab) = self.slab(n);
+                let r = slab.get(i);
+                Some(match l.kind {
+                    Kind::Log => {
+                        let p = self.params.get(record::pid(r));
+                        record::take_log(self.logs.get_mut(l.slot(r)), p)
+                    }
+                    Kind::Lease => {
+                        record::lease_value(std::mem::take(self.leases.get_mut(l.slot(r))))
+                    }
+                    _ => l.entry(r, self.params.get(record::pid(r))),
+                })
             }
-            (Class::Compact(n), i) => Some(self.decode(n, i)),
         }
     }
 
@@ -236,14 +238,16 @@ impl Records {
                 .entry
                 .as_ref()
                 .map_or(Some(0), Entry::expiry_ms),
-            (Class::Log, i) => {
-                let r = self.log.get(i);
-                Some(record::log_ttl(r, self.params.get(r.pid())))
-            }
             (Class::Compact(n), i) => {
                 let (l, slab) = self.slab(n);
                 let r = slab.get(i);
-                Some(l.ttl(r, self.params.get(record::pid(r))))
+                Some(match l.kind {
+                    Kind::Log => {
+                        record::log_ttl(self.logs.get(l.slot(r)), self.params.get(record::pid(r)))
+                    }
+                    Kind::Lease => record::lease_ttl(self.leases.get(l.slot(r))),
+                    _ => l.ttl(r, self.params.get(record::pid(r))),
+                })
             }
         }
     }
@@ -251,20 +255,47 @@ impl Records {
     fn pid(&self, h: u32) -> Option<u16> {
         match split(h) {
             (Class::General, _) => None,
-            (Class::Log, i) => Some(self.log.get(i).pid()),
-            (Class::Compact(n), i) => Some(record::pid(self.slab(n).1.get(i))),
+            (Class::Compact(n), i) => {
+                let (l, slab) = self.slab(n);
+                l.kind.has_params().then(|| record::pid(slab.get(i)))
+            }
         }
     }
 
-    /// Frees `h`'s record and its parameter reference.
+    /// A lease key's entry, moved out of `h` as it goes, so that its
+    /// leases count as lapsed; `None` for any other key.
+    fn take_leases(&mut self, h: u32) -> Option<Entry> {
+        let lease = match split(h) {
+            (Class::General, i) => {
+                let e = &self.general.get(i).entry;
+                e.as_ref()
+                    .is_some_and(|e| matches!(e.value, Value::Lease(_)))
+            }
+            (Class::Compact(n), _) => self.slab(n).0.kind == Kind::Lease,
+        };
+        if lease {
+            self.take(h)
+        } else {
+            None
+        }
+    }
+
+    /// Frees `h`'s record, its parameter reference and its owned state.
     fn free(&mut self, h: u32) {
         if let Some(pid) = self.pid(h) {
             self.params.release(pid);
         }
         match split(h) {
             (Class::General, i) => self.general.free(i),
-            (Class::Log, i) => self.log.free(i),
-            (Class::Compact(n), i) => self.slab_mut(n).free(i),
+            (Class::Compact(n), i) => {
+                let (l, slab) = self.slab(n);
+                match l.kind {
+                    Kind::Log => self.logs.free(l.slot(slab.get(i))),
+                    Kind::Lease => self.leases.free(l.slot(slab.get(i))),
+                    _ => {}
+                }
+                self.slab_mut(n).free(i)
+            }
         }
     }
 
@@ -272,70 +303,71 @@ impl Records {
     /// was taken), and returns the handle it now has: `old` when the class
     /// is unchanged, a new one when the value moved to another class.
     fn put(&mut self, old: Option<u32>, key: &[u8], entry: Entry) -> u32 {
-        if let Some((packed, p)) = record::pack(key, &entry) {
-            // The same class: the record is rewritten in place (its key
-            // stays; its parameter id changes only with the parameters).
-            let (class, same) = match packed.kind() {
-                Some(kind) => {
-                    let l = Layout::of(kind, key).expect("pack checked the key");
-                    match old.map(split) {
-                        Some((Class::Compact(n), i)) if self.slab(n).0 == l => {
-                            (Class::Compact(n), Some(i))
+        let Some((packed, p)) = record::pack(key, &entry) else {
+            return self.put_general(old, key, entry);
+        };
+        let kind = packed.kind();
+        // The same kind (so the same layout: the key is the record's own):
+        // the record is rewritten in place, its key kept and its parameter
+        // id changed only with the parameters.
+        if let Some((Class::Compact(n), i)) = old.map(split) {
+            let Records {
+                slabs,
+                logs,
+                leases,
+                params,
+                ..
+            } = self;
+            let s = &mut slabs[n as usize];
+            if s.layout.kind == kind {
+                let (l, rec) = (s.layout, s.slab.get_mut(i));
+                debug_assert_eq!(l.key(rec), key, "a record is rewritten for its own key");
+                if let Some(p) = p {
+                    let pid = record::pid(rec);
+                    match params.replace(pid, &p) {
+                        Some(new) if new == pid => {}
+                        Some(new) => record::set_pid(rec, new),
+                        // Out of parameter ids: stored whole (the record
+                        // still holds its old id, which `free` releases).
+                        None => {
+                            self.free(old.expect("matched above"));
+                            return self.put_general(None, key, entry);
                         }
-                        _ => (Class::Compact(self.slab_for(l)), None),
                     }
                 }
-                None => {
-                    let same = old.filter(|&h| split(h).0 == Class::Log);
-                    (Class::Log, same.map(|h| split(h).1))
-                }
-            };
-            let pid = match same.and_then(|_| self.pid(old?)) {
-                Some(pid) => self.params.replace(pid, &p),
-                None if self.has_room(class) => self.params.acquire(&p),
-                // A class full in this shard: the key is stored whole.
-                None => None,
-            };
-            if let Some(pid) = pid {
-                let i = match (class, entry.value) {
-                    (Class::Compact(n), _) => {
-                        let l = self.slab(n).0;
-                        let slab = self.slab_mut(n);
-                        let i = match same {
-                            Some(i) => {
-                                record::set_pid(slab.get_mut(i), pid);
-                                i
-                            }
-                            None => {
-                                let i = slab.alloc();
-                                l.init(slab.get_mut(i), key, pid);
-                                i
-                            }
-                        };
-                        l.set(slab.get_mut(i), &packed);
-                        i
-                    }
-                    (Class::Log, Value::Log(l)) => {
-                        place(&mut self.log, same, record::encode_log(key, pid, l.state))
-                    }
-                    _ => unreachable!("pack said log"),
-                };
-                let h = handle(class, i);
-                if same.is_none() {
-                    if let Some(old) = old {
-                        self.free(old);
-                    }
-                }
-                return h;
-            }
-            // Out of parameter ids: keep it whole, below. A same-class
-            // record whose `replace` failed still holds its old id.
-            if same.is_some() {
-                self.free(old.expect("same class implies an old record"));
-                return self.put_general(None, key, entry);
+                store_state(l, rec, packed, entry.value, logs, leases, false);
+                return old.expect("matched above");
             }
         }
-        self.put_general(old, key, entry)
+        let l = Layout::of(kind, key).expect("pack checked the key");
+        let Some(n) = self.slab_for(l) else {
+            // A shard with every slab number in use: stored whole.
+            return self.put_general(old, key, entry);
+        };
+        let pid = match p {
+            _ if !self.slab(n).1.has_room(INDEX_MASK) => None,
+            Some(p) => self.params.acquire(&p),
+            None => Some(0),
+        };
+        // A slab full in this shard, or out of parameter ids: stored whole.
+        let Some(pid) = pid else {
+            return self.put_general(old, key, entry);
+        };
+        let Records {
+            slabs,
+            logs,
+            leases,
+            ..
+        } = self;
+        let slab = &mut slabs[n as usize].slab;
+        let i = slab.alloc();
+        let rec = slab.get_mut(i);
+        l.init(rec, key, pid);
+        store_state(l, rec, packed, entry.value, logs, leases, true);
+        if let Some(old) = old {
+            self.free(old);
+        }
+        handle(Class::Compact(n), i)
     }
 
     fn put_general(&mut self, old: Option<u32>, key: &[u8], entry: Entry) -> u32 {
@@ -358,7 +390,11 @@ impl Records {
     fn growth(&self) -> usize {
         self.slabs()
             .map(Slab::growth)
-            .chain([self.general.growth(), self.log.growth()])
+            .chain([
+                self.general.growth(),
+                self.logs.growth(),
+                self.leases.growth(),
+            ])
             .max()
             .unwrap_or(0)
             + self.params.growth()
@@ -366,7 +402,8 @@ impl Records {
 
     fn allocation_size(&self) -> usize {
         self.general.allocation_size()
-            + self.log.allocation_size()
+            + self.logs.allocation_size()
+            + self.leases.allocation_size()
             + self.slabs.capacity() * std::mem::size_of::<LayoutSlab>()
             + self.slabs().map(Slab::allocation_size).sum::<usize>()
             + self.params.allocation_size()
@@ -378,10 +415,6 @@ impl Records {
         if self.general.sparse() {
             self.general
                 .compact(|f, t| moved(handle(Class::General, f), handle(Class::General, t)));
-        }
-        if self.log.sparse() {
-            self.log
-                .compact(|f, t| moved(handle(Class::Log, f), handle(Class::Log, t)));
         }
         for (n, s) in self.slabs.iter_mut().enumerate() {
             if s.slab.sparse() {
@@ -397,16 +430,64 @@ impl Records {
             self.slabs = Vec::new();
         }
     }
+
+    /// Compacts the arenas of owned states if sparse, and repoints the
+    /// records that hold the moved slots, found among `handles` (every
+    /// handle of the shard). A slot keeps no pointer back to its record:
+    /// that would cost 8 bytes a key, where a compaction is rare.
+    fn compact_owned(&mut self, handles: impl Iterator<Item = u32>) {
+        let mut logs = HashMap::new();
+        if self.logs.sparse() {
+            self.logs.compact(|f, t| {
+                logs.insert(f, t);
+            });
+        }
+        let mut leases = HashMap::new();
+        if self.leases.sparse() {
+            self.leases.compact(|f, t| {
+                leases.insert(f, t);
+            });
+        }
+        if logs.is_empty() && leases.is_empty() {
+            return;
+        }
+        for h in handles {
+            let (Class::Compact(n), i) = split(h) else {
+                continue;
+            };
+            let s = &mut self.slabs[n as usize];
+            let moved = match s.layout.kind {
+                Kind::Log => &logs,
+                Kind::Lease => &leases,
+                _ => continue,
+            };
+            let rec = s.slab.get_mut(i);
+            if let Some(&to) = moved.get(&s.layout.slot(rec)) {
+                s.layout.set_slot(rec, to);
+            }
+        }
+    }
 }
 
-/// Writes `v` at `i`, or in a new slot if `i` is `None`.
-fn place<T: Default>(arena: &mut Arena<T>, i: Option<u32>, v: T) -> u32 {
-    match i {
-        Some(i) => {
-            *arena.get_mut(i) = v;
-            i
-        }
-        None => arena.alloc(v),
+/// Writes `packed`'s state into `rec`: the constant-size ones into the
+/// record, an owned one (`value`'s, moved) into its slot, a new slot if
+/// the record is `new`.
+#[inline(always)]
+fn store_state(
+    l: Layout,
+    rec: &mut [u8],
+    packed: record::Packed,
+    value: Value,
+    logs: &mut Arena<log::State>,
+    leases: &mut Arena<LeaseKey>,
+    new: bool,
+) {
+    match (packed, value) {
+        (record::Packed::Log, Value::Log(s)) if new => l.set_slot(rec, logs.alloc(s.state)),
+        (record::Packed::Log, Value::Log(s)) => *logs.get_mut(l.slot(rec)) = s.state,
+        (record::Packed::Lease, Value::Lease(s)) if new => l.set_slot(rec, leases.alloc(s)),
+        (record::Packed::Lease, Value::Lease(s)) => *leases.get_mut(l.slot(rec)) = s,
+        (packed, _) => l.set(rec, &packed),
     }
 }
 
@@ -723,10 +804,8 @@ impl Shard {
             |h| hasher.hash_one(records.key(h)),
         );
         for &h in &gone {
-            if let (Class::General, i) = split(h) {
-                if let Some(e) = &self.records.general.get(i).entry {
-                    store.lapsed(e);
-                }
+            if let Some(e) = self.records.take_leases(h) {
+                store.lapsed(&e);
             }
             if store.effects().emitting() {
                 store.effects().put(self.records.key(h), None);
@@ -760,6 +839,7 @@ impl Shard {
                 .expect("a moved record is in the index");
             self.index.set(pos, to);
         }
+        self.records.compact_owned(self.index.iter());
     }
 
     /// Whether an insert of a new key would reallocate the index.
@@ -802,7 +882,8 @@ impl Shard {
         let r = &self.records;
         self.index.allocation_size()
             + r.general.chunk_bytes()
-            + r.log.chunk_bytes()
+            + r.logs.chunk_bytes()
+            + r.leases.chunk_bytes()
             + r.slabs().map(Slab::chunk_bytes).sum::<usize>()
     }
 
@@ -815,8 +896,14 @@ impl Shard {
                     let g = records.general.get(i);
                     g.key.heap_size() + g.entry.as_ref().map_or(0, Entry::heap_size)
                 }
-                (Class::Log, i) => records.log.get(i).heap_size(),
-                (Class::Compact(_), _) => 0,
+                (Class::Compact(n), i) => {
+                    let (l, slab) = records.slab(n);
+                    match l.kind {
+                        Kind::Log => records.logs.get(l.slot(slab.get(i))).heap_size(),
+                        Kind::Lease => records.leases.get(l.slot(slab.get(i))).leases.heap_bytes(),
+                        _ => 0,
+                    }
+                }
             })
             .sum()
     }
