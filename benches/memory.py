@@ -46,6 +46,11 @@ Redis (Debian's redis-server, --save '' --appendonly no), same key names:
 - the two-bucket limiter, at each length: two string keys per limiter
   (`k:%014d:cur`, `k:%014d:prev`), each a small integer with an expiry
   (`SET ... EX`, as the seed's INCR + EXPIRE leaves it); bytes per limiter.
+- with `--redis-cell SO` (the redis-cell module, not in Debian: `cargo
+  build --release` in the source of the `redis-cell` crate, 0.2.2 on
+  crates.io, gives `target/release/libredis_cell.so`):
+  one `CL.THROTTLE k 99 100 3600 1` per key, the module's GCRA, which
+  keeps one string with an expiry; bytes per limiter.
 - the sorted-set log: `ZADD k ts ts` (microsecond timestamps, member
   = score, as the seed writes them) plus `EXPIRE`, with 1 and with 100
   timestamps per key, in the default listpack encoding
@@ -54,6 +59,7 @@ Redis (Debian's redis-server, --save '' --appendonly no), same key names:
 """
 
 import argparse
+import os
 import sys
 import time
 
@@ -176,10 +182,22 @@ def turnstile_runs(keys, log_keys, lengths, algos):
     return out
 
 
-def redis_runs(keys, log_keys, lengths):
+def redis_runs(keys, log_keys, lengths, cell=None):
     out = {}
     for length in lengths:
         kf = key_format(length)
+        if cell:
+            # redis-cell's GCRA: one CL.THROTTLE per key (a reply of 5
+            # integers), the module's string with an expiry.
+            s = start_redis("--loadmodule", cell)
+            try:
+                tmpl = template("CL.THROTTLE", None, 99, 100, PERIOD, 1, key_format=kf)
+                m = measure(s, lambda: pipeline(s.port, keyed_batches(tmpl, 0, keys, 6)), keys)
+                check(m["dbsize"] == keys, f"redis-cell: DBSIZE {m['dbsize']} != {keys}")
+            finally:
+                s.stop()
+            report(f"redis-cell {length} B", m)
+            out[("cell", length)] = m
         s = start_redis()
         try:
             tmpl = template("SET", None, 7, "EX", PERIOD * 2, key_format=kf)
@@ -285,6 +303,8 @@ def table(t, r, lengths, log_keys):
     for n in lengths:
         row("Redis", "one-key fixed window: 1 string + expiry per limiter", n, r[("one-key", n)])
         row("Redis", "two-bucket: 2 strings + expiry per limiter", n, r[("two-bucket", n)])
+        if ("cell", n) in r:
+            row("Redis + redis-cell", "`CL.THROTTLE` (GCRA), 1 key per limiter", n, r[("cell", n)])
     if not log_keys:
         return "\n".join(rows) + "\n"
     m = t[("log", 16)]
@@ -334,6 +354,9 @@ def main():
     ap.add_argument("--algos", default=",".join(ALGOS + OWNED),
                     help="algorithms to measure (and `lease`), comma-separated")
     ap.add_argument("--no-log", action="store_true", help="skip the log and sorted-set shapes")
+    ap.add_argument("--redis-cell", metavar="SO", default=os.environ.get("REDIS_CELL"),
+                    help="also measure redis-cell's CL.THROTTLE, loading this module into Redis "
+                         "(default: $REDIS_CELL; skipped if unset)")
     opts = ap.parse_args()
     lengths = opts.lengths or ",".join(map(str, QUICK_LENGTHS if opts.quick else LENGTHS))
     lengths = [int(n) for n in lengths.split(",")]
@@ -351,7 +374,7 @@ def main():
     pin_turnstile(opts.binary)
     started = time.monotonic()
     t = turnstile_runs(opts.keys, log_keys, lengths, algos) if opts.only != "redis" else None
-    r = redis_runs(opts.keys, log_keys, lengths) if opts.only != "turnstile" else None
+    r = redis_runs(opts.keys, log_keys, lengths, opts.redis_cell) if opts.only != "turnstile" else None
     log(f"done in {time.monotonic() - started:.0f}s")
     if not (t and r):
         return
