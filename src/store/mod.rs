@@ -380,6 +380,32 @@ impl Store {
         }
     }
 
+    /// [`Store::get_in`], leaving a compact record's decoded entry in
+    /// `known` too ([`Shard::with_known`]).
+    fn get_known_in<R>(
+        &self,
+        shard: &mut Shard,
+        hash: u64,
+        key: &[u8],
+        now: Nanos,
+        known: &mut Option<Entry>,
+        f: impl FnOnce(&Entry) -> R,
+    ) -> Option<R> {
+        let mut f = Some(f);
+        let live = shard.with_known(hash, key, known, |e| {
+            (!e.is_expired(now)).then(|| (f.take().expect("called once"))(e))
+        });
+        match live {
+            Some(Some(r)) => Some(r),
+            Some(None) => {
+                *known = None;
+                shard.update(self, hash, key, now, Touch::IfChanged, |_| ());
+                None
+            }
+            None => None,
+        }
+    }
+
     /// The shard `key` lives in (for tests that need keys in distinct
     /// shards).
     pub fn shard_of(&self, key: &[u8]) -> usize {
@@ -419,6 +445,14 @@ impl Store {
             .into_iter()
             .map(|k| self.shard_index(self.hash(k)))
             .collect();
+        wanted.sort_unstable();
+        wanted.dedup();
+        self.lock_shards(wanted)
+    }
+
+    /// [`Store::lock_many`] for keys whose hashes [`Keyspace::hash`] gave.
+    pub fn lock_hashed(&self, hashes: impl IntoIterator<Item = KeyHash>) -> MultiLock<'_> {
+        let mut wanted: Shards = hashes.into_iter().map(|h| self.shard_index(h.0)).collect();
         wanted.sort_unstable();
         wanted.dedup();
         self.lock_shards(wanted)
@@ -559,6 +593,12 @@ impl Store {
     }
 }
 
+/// A key's hash as the store computes it ([`Keyspace::hash`]): for a
+/// command that reaches one key several times under one lock (a plan's
+/// look and write), computed once.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct KeyHash(u64);
+
 /// What `WATCH` took note of for one key (see [`Store::watch`]).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct WatchMark {
@@ -630,6 +670,39 @@ impl MultiLock<'_> {
         let pos = held_pos(self.store, &self.guards, hash);
         self.store
             .get_in(&mut self.guards[pos].1, hash, key, now, f)
+    }
+
+    /// [`MultiLock::get`], leaving a compact record's decoded entry in
+    /// `known` for [`MultiLock::update_known`].
+    pub fn get_known<R>(
+        &mut self,
+        key: &[u8],
+        KeyHash(hash): KeyHash,
+        now: Nanos,
+        known: &mut Option<Entry>,
+        f: impl FnOnce(&Entry) -> R,
+    ) -> Option<R> {
+        let pos = held_pos(self.store, &self.guards, hash);
+        self.store
+            .get_known_in(&mut self.guards[pos].1, hash, key, now, known, f)
+    }
+
+    /// [`MultiLock::update`] of a key whose entry [`MultiLock::get_known`]
+    /// left in `known` (taken here), under this lock, unwritten since: it
+    /// is not decoded again.
+    pub fn update_known<R>(
+        &mut self,
+        key: &[u8],
+        KeyHash(hash): KeyHash,
+        now: Nanos,
+        known: &mut Option<Entry>,
+        f: impl FnOnce(&mut Option<Entry>) -> R,
+    ) -> R {
+        let pos = held_pos(self.store, &self.guards, hash);
+        let store = self.store;
+        self.guards[pos]
+            .1
+            .update_known(store, hash, key, now, Touch::IfChanged, known, f)
     }
 
     /// Whether `key` was written, deleted or expired since `mark` was
@@ -759,6 +832,33 @@ impl HeldShards<'_> {
         self.with_shard(hash, |shard| self.store.get_in(shard, hash, key, now, f))
     }
 
+    fn get_known<R>(
+        &self,
+        key: &[u8],
+        KeyHash(hash): KeyHash,
+        now: Nanos,
+        known: &mut Option<Entry>,
+        f: impl FnOnce(&Entry) -> R,
+    ) -> Option<R> {
+        self.with_shard(hash, |shard| {
+            self.store.get_known_in(shard, hash, key, now, known, f)
+        })
+    }
+
+    fn update_known<R>(
+        &self,
+        key: &[u8],
+        KeyHash(hash): KeyHash,
+        now: Nanos,
+        known: &mut Option<Entry>,
+        f: impl FnOnce(&mut Option<Entry>) -> R,
+    ) -> R {
+        let store = self.store;
+        self.with_shard(hash, |shard| {
+            shard.update_known(store, hash, key, now, Touch::IfChanged, known, f)
+        })
+    }
+
     /// Lends the same shards again, for the length of `f`: a script that
     /// runs inside a transaction hands them on to its commands. The second
     /// argument only bounds the loan by `'env` (what `f` borrows outlives
@@ -844,6 +944,43 @@ impl Locked<'_> {
             Locked::Held(h) => h.get(key, now, f),
         }
     }
+
+    /// [`Locked::get`], leaving a compact record's decoded entry in
+    /// `known`, for a write under these locks to start from
+    /// ([`Locked::update_known`]): a look and a write then decode the
+    /// record once.
+    #[inline]
+    pub fn get_known<R>(
+        &mut self,
+        key: &[u8],
+        hash: KeyHash,
+        now: Nanos,
+        known: &mut Option<Entry>,
+        f: impl FnOnce(&Entry) -> R,
+    ) -> Option<R> {
+        match self {
+            Locked::Own(l) => l.get_known(key, hash, now, known, f),
+            Locked::Held(h) => h.get_known(key, hash, now, known, f),
+        }
+    }
+
+    /// [`Locked::update`] of a key whose entry [`Locked::get_known`] left
+    /// in `known` (taken here), and that nothing has written since under
+    /// these locks.
+    #[inline]
+    pub fn update_known<R>(
+        &mut self,
+        key: &[u8],
+        hash: KeyHash,
+        now: Nanos,
+        known: &mut Option<Entry>,
+        f: impl FnOnce(&mut Option<Entry>) -> R,
+    ) -> R {
+        match self {
+            Locked::Own(l) => l.update_known(key, hash, now, known, f),
+            Locked::Held(h) => h.update_known(key, hash, now, known, f),
+        }
+    }
 }
 
 impl<'a> Keyspace<'a> {
@@ -885,6 +1022,24 @@ impl<'a> Keyspace<'a> {
     pub fn lock_many<'k>(self, keys: impl IntoIterator<Item = &'k [u8]>) -> Locked<'a> {
         match self {
             Keyspace::Store(s) => Locked::Own(s.lock_many(keys)),
+            Keyspace::Held(l) => Locked::Held(l),
+        }
+    }
+
+    /// `key`'s hash, for [`Keyspace::lock_hashed`] and the calls of
+    /// [`Locked`] that take one.
+    pub fn hash(self, key: &[u8]) -> KeyHash {
+        KeyHash(match self {
+            Keyspace::Store(s) => s.hash(key),
+            Keyspace::Held(h) => h.store.hash(key),
+        })
+    }
+
+    /// [`Keyspace::lock_many`] for keys whose hashes
+    /// [`Keyspace::hash`] gave.
+    pub fn lock_hashed(self, hashes: impl IntoIterator<Item = KeyHash>) -> Locked<'a> {
+        match self {
+            Keyspace::Store(s) => Locked::Own(s.lock_hashed(hashes)),
             Keyspace::Held(l) => Locked::Held(l),
         }
     }
@@ -1369,6 +1524,35 @@ mod tests {
         assert!(store.remove(b"k", now));
         assert!(store.is_empty());
         assert_eq!(store.counts().volatile, 0);
+    }
+
+    /// A limiter key charged again is rewritten in place, under new
+    /// parameters too; with every parameter id of its shard taken, new
+    /// ones send it whole, and known ones bring it back.
+    #[test]
+    fn a_rewritten_record_follows_its_parameters() {
+        let store = Store::new(1);
+        let now = Nanos(1_000 * Nanos::PER_SEC);
+        let ids = 1u64 << record::PID_BITS;
+        for limit in 1..=ids {
+            let key = format!("p{limit}").into_bytes();
+            store.update(&key, now, |e| *e = Some(window_entry(limit, 1_000, 1)));
+        }
+        let general = || store.read_shard(0).general_len();
+        assert_eq!(general(), 0, "every id taken, none over");
+        for e in [window_entry(1, 1_000, 1), window_entry(2, 1_000, 2)] {
+            store.update(b"k", now, |slot| *slot = Some(e.clone()));
+            assert_eq!(store.get(b"k", now, Entry::clone), Some(e));
+            assert_eq!(general(), 0);
+        }
+        let new = window_entry(ids + 1, 1_000, 3);
+        store.update(b"k", now, |slot| *slot = Some(new.clone()));
+        assert_eq!(store.get(b"k", now, Entry::clone), Some(new));
+        assert_eq!(general(), 1, "no id for its parameters");
+        let back = window_entry(3, 1_000, 4);
+        store.update(b"k", now, |slot| *slot = Some(back.clone()));
+        assert_eq!(store.get(b"k", now, Entry::clone), Some(back));
+        assert_eq!(general(), 0);
     }
 
     #[test]

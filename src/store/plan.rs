@@ -15,7 +15,8 @@ use crate::clock::Nanos;
 use crate::limiter::lease::LeaseId;
 use crate::limiter::{Decision, LimitSpec};
 use crate::store::limit::{self, LimitError};
-use crate::store::{Entry, Keyspace, Locked};
+use crate::store::{Entry, KeyHash, Keyspace, Locked};
+use smallvec::SmallVec;
 
 /// The limit one step runs against its key.
 #[derive(Debug, Clone, Copy)]
@@ -182,10 +183,16 @@ pub fn run(
             lapsed: 0,
         });
     }
-    let mut lock = db.lock_many(steps.iter().map(|s| s.key));
+    // Each step's key hashed once, and its entry as its peek decoded it,
+    // for its charge to start from: a key is decoded once per plan. The
+    // entry is kept only for a key no other step names, which nothing
+    // else writes before its charge.
+    let mut known: Known = steps.iter().map(|s| (db.hash(s.key), None)).collect();
+    let mut lock = db.lock_hashed(known.iter().map(|(h, _)| *h));
     let mut admitted = !rules.denied;
     let mut growth = 0usize;
-    for (at, step) in steps.iter_mut().enumerate() {
+    for at in 0..steps.len() {
+        let step = &steps[at];
         let cost = match step.act {
             Act::Allow | Act::Peek => step.cost,
             // Looked at for its type and the bytes it may allocate.
@@ -193,10 +200,23 @@ pub fn run(
             Act::Refund | Act::Refuse => 0,
         };
         let (fresh, l) = (step.fresh, step.limit);
+        let (hash, entry) = &mut known[at];
         let (mut d, grows) = lock
-            .get(step.key, now, |e| l.peek(Some(e), fresh, now, cost))
+            .get_known(step.key, *hash, now, entry, |e| {
+                l.peek(Some(e), fresh, now, cost)
+            })
             .unwrap_or_else(|| l.peek(None, fresh, now, cost))
             .map_err(|e| refused(at, e))?;
+        let writes = matches!(step.act, Act::Allow | Act::Charge);
+        if !writes
+            || steps
+                .iter()
+                .enumerate()
+                .any(|(i, s)| i != at && s.key == step.key)
+        {
+            *entry = None;
+        }
+        let step = &mut steps[at];
         if step.act == Act::Refuse {
             d.allowed = false;
         }
@@ -231,10 +251,12 @@ pub fn run(
                 clear_other_algorithm(slot, &spec);
             }
         };
+        let (hash, entry) = &mut known[at];
+        let hash = *hash;
         match step.act {
             Act::Allow => {
                 *d = lock
-                    .update(step.key, now, |slot| {
+                    .update_known(step.key, hash, now, entry, |slot| {
                         clear(slot);
                         limit::allow(slot, &spec, now, cost, usize::MAX)
                     })
@@ -243,7 +265,7 @@ pub fn run(
             }
             Act::Charge => {
                 *d = lock
-                    .update(step.key, now, |slot| {
+                    .update_known(step.key, hash, now, entry, |slot| {
                         clear(slot);
                         limit::charge(slot, &spec, now, cost, usize::MAX)
                     })
@@ -271,6 +293,10 @@ pub fn run(
         lapsed,
     })
 }
+
+/// What a plan knows of each step's key: its hash, and the entry its
+/// peek decoded. Inline for the plans of a few keys that requests make.
+type Known = SmallVec<[(KeyHash, Option<Entry>); 4]>;
 
 /// A lone step: one that writes decides by its write alone, under its
 /// shard's lock; a `Peek` reads. `None` for those the general path takes
@@ -502,6 +528,40 @@ mod tests {
             matches!(e.value, crate::store::Value::Blocked(_))
         });
         assert_eq!(blocked, Some(false), "the admitting limit is not");
+    }
+
+    /// A plan decodes each key's record once: its charge starts from the
+    /// entry its peek decoded. A key two steps name is read afresh by
+    /// each write, so the second charge sees the first.
+    #[test]
+    fn a_plan_decodes_each_key_once() {
+        let store = Store::new(4);
+        let now = Nanos(1000 * SEC);
+        let s = spec(10, None);
+        let mut steps = [
+            Step::new(b"a", Limit::Rate(s), 1, Act::Allow),
+            Step::new(b"b", Limit::Rate(s), 2, Act::Charge),
+        ];
+        let db = Keyspace::Store(&store);
+        for round in 1..=2 {
+            let before = crate::store::shard::decodes();
+            let out = run(db, &mut steps, now, usize::MAX, Rules::default());
+            assert_eq!(out.map(|o| o.admitted), Ok(true));
+            // The first round made the keys: nothing to decode.
+            let decoded = crate::store::shard::decodes() - before;
+            assert_eq!(decoded, 2 * (round - 1), "round {round}");
+        }
+        // What one more would leave: a charged 2, b 4.
+        assert_eq!(remaining(&store, b"a", &s, now), 7);
+        assert_eq!(remaining(&store, b"b", &s, now), 5);
+
+        let mut twice = [
+            Step::new(b"a", Limit::Rate(s), 1, Act::Allow),
+            Step::new(b"a", Limit::Rate(s), 1, Act::Allow),
+        ];
+        let out = run(db, &mut twice, now, usize::MAX, Rules::default());
+        assert_eq!(out.map(|o| o.admitted), Ok(true));
+        assert_eq!(remaining(&store, b"a", &s, now), 5, "charged twice");
     }
 
     /// A shadow step's denial is reported but holds nothing back and

@@ -78,6 +78,7 @@ impl Kind {
     pub const ALL: [Kind; KINDS] = [Kind::Window, Kind::Fixed, Kind::Gcra, Kind::Sliding];
 
     /// Bytes of the state, between the head and the key.
+    #[inline]
     pub const fn state_len(self) -> usize {
         match self {
             Kind::Window => 6 + 4 + 4,
@@ -89,6 +90,7 @@ impl Kind {
 }
 
 /// The key class of a key of `len` bytes, if a compact record holds it.
+#[inline]
 pub fn key_class(len: usize) -> Option<usize> {
     match len {
         0 => None,
@@ -127,6 +129,7 @@ pub struct Layout {
 
 impl Layout {
     /// The layout of `kind`'s record for `key`, if a compact record holds it.
+    #[inline]
     pub fn of(kind: Kind, key: &[u8]) -> Option<Layout> {
         Some(Layout {
             kind,
@@ -139,10 +142,12 @@ impl Layout {
         HEAD + self.kind.state_len() + class_cap(self.kc)
     }
 
+    #[inline]
     fn key_at(self) -> usize {
         HEAD + self.kind.state_len()
     }
 
+    #[inline]
     pub fn key(self, rec: &[u8]) -> &[u8] {
         let len = if self.kc < EXACT_MAX {
             self.kc + 1
@@ -164,6 +169,7 @@ impl Layout {
     }
 
     /// Writes the state `packed` holds (of this layout's kind).
+    #[inline]
     pub fn set(self, rec: &mut [u8], packed: &Packed) {
         let st = &mut rec[HEAD..self.key_at()];
         match *packed {
@@ -225,21 +231,25 @@ impl Layout {
     }
 }
 
+#[inline]
 fn head(rec: &[u8]) -> u16 {
     u16::from_le_bytes([rec[0], rec[1]])
 }
 
 /// A record's parameter id.
+#[inline]
 pub fn pid(rec: &[u8]) -> u16 {
     head(rec) & PID_MASK
 }
 
+#[inline]
 pub fn set_pid(rec: &mut [u8], pid: u16) {
     let h = (head(rec) & !PID_MASK) | pid;
     rec[..HEAD].copy_from_slice(&h.to_le_bytes());
 }
 
 /// Reads `W` little-endian bytes at `at` as an integer.
+#[inline]
 fn get<const W: usize>(b: &[u8], at: usize) -> u64 {
     let mut v = [0u8; 8];
     v[..W].copy_from_slice(&b[at..at + W]);
@@ -247,6 +257,7 @@ fn get<const W: usize>(b: &[u8], at: usize) -> u64 {
 }
 
 /// Writes the low `W` bytes of `v` at `at`; the caller checked it fits.
+#[inline]
 fn put<const W: usize>(b: &mut [u8], at: usize, v: u64) {
     b[at..at + W].copy_from_slice(&v.to_le_bytes()[..W]);
 }
@@ -347,6 +358,7 @@ pub enum Packed {
 
 impl Packed {
     /// The constant-size algorithm, or `None` for a log.
+    #[inline]
     pub fn kind(&self) -> Option<Kind> {
         match self {
             Packed::Window { .. } => Some(Kind::Window),

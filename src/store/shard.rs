@@ -22,8 +22,9 @@ use super::effects::Effects;
 use super::entry::{self, Entry, Value};
 use super::index::Index;
 use super::params::ParamTable;
-use super::record::{self, Layout, LogRec, KEY_CLASSES, KINDS};
+use super::record::{self, Layout, LogRec, Packed, KEY_CLASSES, KINDS};
 use crate::clock::Nanos;
+use crate::limiter::Params;
 
 /// A handle: a general record's index (top bit clear, 31 bits), or a
 /// class (10 bits: one of the shard's slabs, or the log's arena) and an
@@ -46,6 +47,7 @@ enum Class {
     Compact(u16),
 }
 
+#[inline]
 fn handle(class: Class, i: u32) -> u32 {
     match class {
         Class::General => {
@@ -58,6 +60,7 @@ fn handle(class: Class, i: u32) -> u32 {
     }
 }
 
+#[inline]
 fn split(h: u32) -> (Class, u32) {
     if h & COMPACT == 0 {
         return (Class::General, h);
@@ -121,6 +124,7 @@ struct LayoutSlab {
 }
 
 impl Records {
+    #[inline]
     fn slab(&self, n: u16) -> (Layout, &Slab) {
         let s = &self.slabs[n as usize];
         (s.layout, &s.slab)
@@ -164,6 +168,7 @@ impl Records {
         }
     }
 
+    #[inline]
     fn key(&self, h: u32) -> &[u8] {
         let (class, i) = split(h);
         match class {
@@ -193,10 +198,19 @@ impl Records {
     }
 
     /// The entry a compact record of constant size stands for, decoded.
+    #[inline]
     fn decode(&self, n: u16, i: u32) -> Entry {
         let (l, slab) = self.slab(n);
         let r = slab.get(i);
         l.entry(r, self.params.get(record::pid(r)))
+    }
+
+    /// [`Records::decode`] for a reader, counted in tests.
+    #[inline]
+    fn read(&self, n: u16, i: u32) -> Entry {
+        #[cfg(test)]
+        DECODES.with(|d| d.set(d.get() + 1));
+        self.decode(n, i)
     }
 
     /// Calls `f` with the entry `h` stands for (decoded, for a compact
@@ -208,13 +222,14 @@ impl Records {
                 let r = self.log.get(i);
                 record::with_log(r, self.params.get(r.pid()), |e| f(Some(e)))
             }
-            (Class::Compact(n), i) => f(Some(&self.decode(n, i))),
+            (Class::Compact(n), i) => f(Some(&self.read(n, i))),
         }
     }
 
     /// The entry `h` stands for, taken out to be changed: a general
     /// record's entry moves out (its key stays, so the index can still
     /// probe it); a compact record is decoded and stays as it was.
+    #[inline]
     fn take(&mut self, h: u32) -> Option<Entry> {
         match split(h) {
             (Class::General, i) => self.general.get_mut(i).entry.take(),
@@ -222,7 +237,7 @@ impl Records {
                 let r = self.log.get_mut(i);
                 Some(record::take_log(r, self.params.get(r.pid())))
             }
-            (Class::Compact(n), i) => Some(self.decode(n, i)),
+            (Class::Compact(n), i) => Some(self.read(n, i)),
         }
     }
 
@@ -248,6 +263,7 @@ impl Records {
         }
     }
 
+    #[inline]
     fn pid(&self, h: u32) -> Option<u16> {
         match split(h) {
             (Class::General, _) => None,
@@ -273,6 +289,9 @@ impl Records {
     /// is unchanged, a new one when the value moved to another class.
     fn put(&mut self, old: Option<u32>, key: &[u8], entry: Entry) -> u32 {
         if let Some((packed, p)) = record::pack(key, &entry) {
+            if let Some(h) = self.rewrite(old, &packed, &p) {
+                return h;
+            }
             // The same class: the record is rewritten in place (its key
             // stays; its parameter id changes only with the parameters).
             let (class, same) = match packed.kind() {
@@ -338,6 +357,31 @@ impl Records {
         self.put_general(old, key, entry)
     }
 
+    /// [`Records::put`]'s common case, a limiter key charged again: its
+    /// record keeps its layout (the key is the same, so its class is) and
+    /// is rewritten in place, its slab found once and its key and head left
+    /// as they are (the id changes only with the parameters). `None` if it
+    /// is not that case (or the parameter table is full), with nothing
+    /// changed.
+    #[inline]
+    fn rewrite(&mut self, old: Option<u32>, packed: &Packed, p: &Params) -> Option<u32> {
+        let (Class::Compact(n), i) = split(old?) else {
+            return None;
+        };
+        let s = &mut self.slabs[n as usize];
+        if Some(s.layout.kind) != packed.kind() {
+            return None;
+        }
+        let rec = s.slab.get_mut(i);
+        let pid = record::pid(rec);
+        let new = self.params.replace(pid, p)?;
+        if new != pid {
+            record::set_pid(rec, new);
+        }
+        s.layout.set(rec, packed);
+        old
+    }
+
     fn put_general(&mut self, old: Option<u32>, key: &[u8], entry: Entry) -> u32 {
         if let Some(h) = old {
             if split(h).0 == Class::General {
@@ -397,6 +441,18 @@ impl Records {
             self.slabs = Vec::new();
         }
     }
+}
+
+#[cfg(test)]
+thread_local! {
+    static DECODES: std::cell::Cell<u64> = const { std::cell::Cell::new(0) };
+}
+
+/// Compact records this thread has decoded (tests count what a request
+/// costs by it).
+#[cfg(test)]
+pub(super) fn decodes() -> u64 {
+    DECODES.with(|d| d.get())
 }
 
 /// Writes `v` at `i`, or in a new slot if `i` is `None`.
@@ -555,6 +611,24 @@ impl Shard {
         self.records.with(h, |e| e.map(f))
     }
 
+    /// [`Shard::with`], leaving a compact record's decoded entry in
+    /// `known` as well, for a write of the key under the same lock to
+    /// start from ([`Shard::update_known`]) instead of decoding the record
+    /// again.
+    pub fn with_known<R>(
+        &self,
+        hash: u64,
+        key: &[u8],
+        known: &mut Option<Entry>,
+        f: impl FnOnce(&Entry) -> R,
+    ) -> Option<R> {
+        let h = self.find(hash, key)?;
+        match split(h) {
+            (Class::Compact(n), i) => Some(f(known.insert(self.records.read(n, i)))),
+            _ => self.records.with(h, |e| e.map(f)),
+        }
+    }
+
     /// See [`super::Store::update`].
     pub fn update<R>(
         &mut self,
@@ -563,6 +637,40 @@ impl Shard {
         key: &[u8],
         now: Nanos,
         touch: Touch,
+        f: impl FnOnce(&mut Option<Entry>) -> R,
+    ) -> R {
+        self.update_from(store, hash, key, now, touch, None, f)
+    }
+
+    /// [`Shard::update`] of a key whose entry [`Shard::with_known`] left
+    /// in `known` (taken here), under this same lock, and that nothing has
+    /// written since: the write starts from it rather than decoding the
+    /// record again. (A record that is not compact is read as `update`
+    /// reads it.)
+    #[allow(clippy::too_many_arguments)]
+    pub fn update_known<R>(
+        &mut self,
+        store: &impl Owner,
+        hash: u64,
+        key: &[u8],
+        now: Nanos,
+        touch: Touch,
+        known: &mut Option<Entry>,
+        f: impl FnOnce(&mut Option<Entry>) -> R,
+    ) -> R {
+        self.update_from(store, hash, key, now, touch, known.take(), f)
+    }
+
+    #[inline(always)]
+    #[allow(clippy::too_many_arguments)]
+    fn update_from<R>(
+        &mut self,
+        store: &impl Owner,
+        hash: u64,
+        key: &[u8],
+        now: Nanos,
+        touch: Touch,
+        known: Option<Entry>,
         f: impl FnOnce(&mut Option<Entry>) -> R,
     ) -> R {
         let Shard {
@@ -575,7 +683,16 @@ impl Shard {
         match index.find(hash, |h| records.key(h) == key) {
             Some(pos) => {
                 let h = index.get(pos);
-                let mut cur = records.take(h);
+                let mut cur = match known {
+                    Some(e) if matches!(split(h).0, Class::Compact(_)) => {
+                        debug_assert!(
+                            matches!(split(h), (Class::Compact(n), i) if records.decode(n, i) == e),
+                            "a stale entry"
+                        );
+                        Some(e)
+                    }
+                    _ => records.take(h),
+                };
                 let had_ttl = cur.as_ref().is_some_and(Entry::has_expiry);
                 let mut changed = false;
                 if let Some(e) = cur.as_ref().filter(|e| e.is_expired(now)) {
