@@ -47,6 +47,7 @@ use std::sync::OnceLock;
 
 pub use self::bytes::SmallBytes;
 pub use self::entry::{Entry, Value};
+pub use self::shard::Found;
 use self::shard::Shard;
 pub use self::shard::Touch;
 use crate::clock::Nanos;
@@ -380,25 +381,25 @@ impl Store {
         }
     }
 
-    /// [`Store::get_in`], leaving a compact record's decoded entry in
-    /// `known` too ([`Shard::with_known`]).
+    /// [`Store::get_in`], leaving a compact record's place and entry in
+    /// `found` too ([`Shard::with_known`]).
     fn get_known_in<R>(
         &self,
         shard: &mut Shard,
         hash: u64,
         key: &[u8],
         now: Nanos,
-        known: &mut Option<Entry>,
+        found: &mut Option<Found>,
         f: impl FnOnce(&Entry) -> R,
     ) -> Option<R> {
         let mut f = Some(f);
-        let live = shard.with_known(hash, key, known, |e| {
+        let live = shard.with_known(hash, key, found, |e| {
             (!e.is_expired(now)).then(|| (f.take().expect("called once"))(e))
         });
         match live {
             Some(Some(r)) => Some(r),
             Some(None) => {
-                *known = None;
+                *found = None;
                 shard.update(self, hash, key, now, Touch::IfChanged, |_| ());
                 None
             }
@@ -672,37 +673,37 @@ impl MultiLock<'_> {
             .get_in(&mut self.guards[pos].1, hash, key, now, f)
     }
 
-    /// [`MultiLock::get`], leaving a compact record's decoded entry in
-    /// `known` for [`MultiLock::update_known`].
+    /// [`MultiLock::get`], leaving a compact record's place and entry in
+    /// `found` for [`MultiLock::update_known`].
     pub fn get_known<R>(
         &mut self,
         key: &[u8],
         KeyHash(hash): KeyHash,
         now: Nanos,
-        known: &mut Option<Entry>,
+        found: &mut Option<Found>,
         f: impl FnOnce(&Entry) -> R,
     ) -> Option<R> {
         let pos = held_pos(self.store, &self.guards, hash);
         self.store
-            .get_known_in(&mut self.guards[pos].1, hash, key, now, known, f)
+            .get_known_in(&mut self.guards[pos].1, hash, key, now, found, f)
     }
 
-    /// [`MultiLock::update`] of a key whose entry [`MultiLock::get_known`]
-    /// left in `known` (taken here), under this lock, unwritten since: it
-    /// is not decoded again.
+    /// [`MultiLock::update`] of a key [`MultiLock::get_known`] left in
+    /// `found` (taken here), under this lock, unwritten since: it is not
+    /// found or decoded again.
     pub fn update_known<R>(
         &mut self,
         key: &[u8],
         KeyHash(hash): KeyHash,
         now: Nanos,
-        known: &mut Option<Entry>,
+        found: &mut Option<Found>,
         f: impl FnOnce(&mut Option<Entry>) -> R,
     ) -> R {
         let pos = held_pos(self.store, &self.guards, hash);
         let store = self.store;
         self.guards[pos]
             .1
-            .update_known(store, hash, key, now, Touch::IfChanged, known, f)
+            .update_known(store, hash, key, now, Touch::IfChanged, found, f)
     }
 
     /// Whether `key` was written, deleted or expired since `mark` was
@@ -837,11 +838,11 @@ impl HeldShards<'_> {
         key: &[u8],
         KeyHash(hash): KeyHash,
         now: Nanos,
-        known: &mut Option<Entry>,
+        found: &mut Option<Found>,
         f: impl FnOnce(&Entry) -> R,
     ) -> Option<R> {
         self.with_shard(hash, |shard| {
-            self.store.get_known_in(shard, hash, key, now, known, f)
+            self.store.get_known_in(shard, hash, key, now, found, f)
         })
     }
 
@@ -850,12 +851,12 @@ impl HeldShards<'_> {
         key: &[u8],
         KeyHash(hash): KeyHash,
         now: Nanos,
-        known: &mut Option<Entry>,
+        found: &mut Option<Found>,
         f: impl FnOnce(&mut Option<Entry>) -> R,
     ) -> R {
         let store = self.store;
         self.with_shard(hash, |shard| {
-            shard.update_known(store, hash, key, now, Touch::IfChanged, known, f)
+            shard.update_known(store, hash, key, now, Touch::IfChanged, found, f)
         })
     }
 
@@ -945,40 +946,40 @@ impl Locked<'_> {
         }
     }
 
-    /// [`Locked::get`], leaving a compact record's decoded entry in
-    /// `known`, for a write under these locks to start from
-    /// ([`Locked::update_known`]): a look and a write then decode the
-    /// record once.
+    /// [`Locked::get`], leaving a compact record's place and decoded
+    /// entry in `found`, for a write under these locks to start from
+    /// ([`Locked::update_known`]): a look and a write then find and decode
+    /// the record once.
     #[inline]
     pub fn get_known<R>(
         &mut self,
         key: &[u8],
         hash: KeyHash,
         now: Nanos,
-        known: &mut Option<Entry>,
+        found: &mut Option<Found>,
         f: impl FnOnce(&Entry) -> R,
     ) -> Option<R> {
         match self {
-            Locked::Own(l) => l.get_known(key, hash, now, known, f),
-            Locked::Held(h) => h.get_known(key, hash, now, known, f),
+            Locked::Own(l) => l.get_known(key, hash, now, found, f),
+            Locked::Held(h) => h.get_known(key, hash, now, found, f),
         }
     }
 
-    /// [`Locked::update`] of a key whose entry [`Locked::get_known`] left
-    /// in `known` (taken here), and that nothing has written since under
-    /// these locks.
+    /// [`Locked::update`] of a key [`Locked::get_known`] left in `found`
+    /// (taken here), and that nothing has written since under these
+    /// locks.
     #[inline]
     pub fn update_known<R>(
         &mut self,
         key: &[u8],
         hash: KeyHash,
         now: Nanos,
-        known: &mut Option<Entry>,
+        found: &mut Option<Found>,
         f: impl FnOnce(&mut Option<Entry>) -> R,
     ) -> R {
         match self {
-            Locked::Own(l) => l.update_known(key, hash, now, known, f),
-            Locked::Held(h) => h.update_known(key, hash, now, known, f),
+            Locked::Own(l) => l.update_known(key, hash, now, found, f),
+            Locked::Held(h) => h.update_known(key, hash, now, found, f),
         }
     }
 }

@@ -15,7 +15,7 @@ use crate::clock::Nanos;
 use crate::limiter::lease::LeaseId;
 use crate::limiter::{Decision, LimitSpec};
 use crate::store::limit::{self, LimitError};
-use crate::store::{Entry, KeyHash, Keyspace, Locked};
+use crate::store::{Entry, Found, KeyHash, Keyspace, Locked};
 use smallvec::SmallVec;
 
 /// The limit one step runs against its key.
@@ -183,10 +183,9 @@ pub fn run(
             lapsed: 0,
         });
     }
-    // Each step's key hashed once, and its entry as its peek decoded it,
-    // for its charge to start from: a key is decoded once per plan. The
-    // entry is kept only for a key no other step names, which nothing
-    // else writes before its charge.
+    // Each step's key hashed once, and found and decoded once: its charge
+    // starts from what its peek found. That is kept only for a key no
+    // other step names, which nothing else writes before its charge.
     let mut known: Known = steps.iter().map(|s| (db.hash(s.key), None)).collect();
     let mut lock = db.lock_hashed(known.iter().map(|(h, _)| *h));
     let mut admitted = !rules.denied;
@@ -200,9 +199,9 @@ pub fn run(
             Act::Refund | Act::Refuse => 0,
         };
         let (fresh, l) = (step.fresh, step.limit);
-        let (hash, entry) = &mut known[at];
+        let (hash, found) = &mut known[at];
         let (mut d, grows) = lock
-            .get_known(step.key, *hash, now, entry, |e| {
+            .get_known(step.key, *hash, now, found, |e| {
                 l.peek(Some(e), fresh, now, cost)
             })
             .unwrap_or_else(|| l.peek(None, fresh, now, cost))
@@ -214,7 +213,7 @@ pub fn run(
                 .enumerate()
                 .any(|(i, s)| i != at && s.key == step.key)
         {
-            *entry = None;
+            *found = None;
         }
         let step = &mut steps[at];
         if step.act == Act::Refuse {
@@ -251,12 +250,12 @@ pub fn run(
                 clear_other_algorithm(slot, &spec);
             }
         };
-        let (hash, entry) = &mut known[at];
+        let (hash, found) = &mut known[at];
         let hash = *hash;
         match step.act {
             Act::Allow => {
                 *d = lock
-                    .update_known(step.key, hash, now, entry, |slot| {
+                    .update_known(step.key, hash, now, found, |slot| {
                         clear(slot);
                         limit::allow(slot, &spec, now, cost, usize::MAX)
                     })
@@ -265,7 +264,7 @@ pub fn run(
             }
             Act::Charge => {
                 *d = lock
-                    .update_known(step.key, hash, now, entry, |slot| {
+                    .update_known(step.key, hash, now, found, |slot| {
                         clear(slot);
                         limit::charge(slot, &spec, now, cost, usize::MAX)
                     })
@@ -294,9 +293,10 @@ pub fn run(
     })
 }
 
-/// What a plan knows of each step's key: its hash, and the entry its
-/// peek decoded. Inline for the plans of a few keys that requests make.
-type Known = SmallVec<[(KeyHash, Option<Entry>); 4]>;
+/// What a plan knows of each step's key: its hash, and where its peek
+/// found it and what it decoded. Inline for the plans of a few keys that
+/// requests make.
+type Known = SmallVec<[(KeyHash, Option<Found>); 4]>;
 
 /// A lone step: one that writes decides by its write alone, under its
 /// shard's lock; a `Peek` reads. `None` for those the general path takes
@@ -562,6 +562,39 @@ mod tests {
         let out = run(db, &mut twice, now, usize::MAX, Rules::default());
         assert_eq!(out.map(|o| o.admitted), Ok(true));
         assert_eq!(remaining(&store, b"a", &s, now), 5, "charged twice");
+    }
+
+    /// A step's key that another step's insert moved (the index grew
+    /// under it) is found again: its charge lands on it, not on whatever
+    /// took its place.
+    #[test]
+    fn a_key_moved_by_a_growing_index_is_found_again() {
+        let store = Store::new(1);
+        let now = Nanos(1000 * SEC);
+        let s = spec(10, None);
+        let db = Keyspace::Store(&store);
+        let charge =
+            |key: &[u8]| store.update(key, now, |slot| limit::allow(slot, &s, now, 1, usize::MAX));
+        charge(b"b").unwrap();
+        let mut i = 0;
+        while !store.read_shard(0).index_full() {
+            charge(format!("k{i}").as_bytes()).unwrap();
+            i += 1;
+        }
+        let capacity = store.read_shard(0).index_capacity();
+        let mut steps = [
+            Step::new(b"new", Limit::Rate(s), 1, Act::Allow),
+            Step::new(b"b", Limit::Rate(s), 1, Act::Allow),
+        ];
+        let out = run(db, &mut steps, now, usize::MAX, Rules::default());
+        assert_eq!(out.map(|o| o.admitted), Ok(true));
+        assert!(store.read_shard(0).index_capacity() > capacity, "grew");
+        assert_eq!(remaining(&store, b"b", &s, now), 7, "b charged twice");
+        assert_eq!(remaining(&store, b"new", &s, now), 8);
+        for k in 0..i {
+            let key = format!("k{k}");
+            assert_eq!(remaining(&store, key.as_bytes(), &s, now), 8, "{key}");
+        }
     }
 
     /// A shadow step's denial is reported but holds nothing back and

@@ -20,7 +20,7 @@ use super::arena::{Arena, Slab};
 use super::bytes::SmallBytes;
 use super::effects::Effects;
 use super::entry::{self, Entry, Value};
-use super::index::Index;
+use super::index::{Index, Pos};
 use super::params::ParamTable;
 use super::record::{self, Layout, LogRec, Packed, KEY_CLASSES, KINDS};
 use crate::clock::Nanos;
@@ -72,6 +72,17 @@ fn split(h: u32) -> (Class, u32) {
         Class::Compact(c as u16)
     };
     (class, h & INDEX_MASK)
+}
+
+/// A key [`Shard::with_known`] found: its place in the index, its
+/// compact record's handle, and the entry that record decoded to, for
+/// [`Shard::update_known`] to write from without finding and decoding it
+/// again.
+#[derive(Debug)]
+pub struct Found {
+    pos: Pos,
+    h: u32,
+    entry: Entry,
 }
 
 /// What a shard needs of the store that owns it: the effects log its
@@ -611,21 +622,26 @@ impl Shard {
         self.records.with(h, |e| e.map(f))
     }
 
-    /// [`Shard::with`], leaving a compact record's decoded entry in
-    /// `known` as well, for a write of the key under the same lock to
-    /// start from ([`Shard::update_known`]) instead of decoding the record
-    /// again.
+    /// [`Shard::with`], leaving a compact record's place and decoded
+    /// entry in `found` as well, for a write of the key under the same
+    /// lock to start from ([`Shard::update_known`]) instead of finding and
+    /// decoding the record again.
     pub fn with_known<R>(
         &self,
         hash: u64,
         key: &[u8],
-        known: &mut Option<Entry>,
+        found: &mut Option<Found>,
         f: impl FnOnce(&Entry) -> R,
     ) -> Option<R> {
-        let h = self.find(hash, key)?;
+        let records = &self.records;
+        let pos = self.index.find(hash, |h| records.key(h) == key)?;
+        let h = self.index.get(pos);
         match split(h) {
-            (Class::Compact(n), i) => Some(f(known.insert(self.records.read(n, i)))),
-            _ => self.records.with(h, |e| e.map(f)),
+            (Class::Compact(n), i) => {
+                let entry = records.read(n, i);
+                Some(f(&found.insert(Found { pos, h, entry }).entry))
+            }
+            _ => records.with(h, |e| e.map(f)),
         }
     }
 
@@ -642,11 +658,11 @@ impl Shard {
         self.update_from(store, hash, key, now, touch, None, f)
     }
 
-    /// [`Shard::update`] of a key whose entry [`Shard::with_known`] left
-    /// in `known` (taken here), under this same lock, and that nothing has
-    /// written since: the write starts from it rather than decoding the
-    /// record again. (A record that is not compact is read as `update`
-    /// reads it.)
+    /// [`Shard::update`] of a key that [`Shard::with_known`] left in
+    /// `found` (taken here), under this same lock, and that nothing has
+    /// written since: the write starts from its entry rather than decoding
+    /// the record again, and from its place in the index if it is still
+    /// there (another key's insert may have moved it).
     #[allow(clippy::too_many_arguments)]
     pub fn update_known<R>(
         &mut self,
@@ -655,10 +671,10 @@ impl Shard {
         key: &[u8],
         now: Nanos,
         touch: Touch,
-        known: &mut Option<Entry>,
+        found: &mut Option<Found>,
         f: impl FnOnce(&mut Option<Entry>) -> R,
     ) -> R {
-        self.update_from(store, hash, key, now, touch, known.take(), f)
+        self.update_from(store, hash, key, now, touch, found.take(), f)
     }
 
     #[inline(always)]
@@ -670,7 +686,7 @@ impl Shard {
         key: &[u8],
         now: Nanos,
         touch: Touch,
-        known: Option<Entry>,
+        found: Option<Found>,
         f: impl FnOnce(&mut Option<Entry>) -> R,
     ) -> R {
         let Shard {
@@ -680,9 +696,17 @@ impl Shard {
             next_expiry_ms,
             watches,
         } = self;
-        match index.find(hash, |h| records.key(h) == key) {
+        // A handle is in one live slot of the index, and stays the key's
+        // until the key is written: still at its place, it is found.
+        let (at, known) = match found {
+            Some(k) if index.get_live(k.pos) == Some(k.h) => (Some(k.pos), Some(k.entry)),
+            Some(k) => (index.find(hash, |h| records.key(h) == key), Some(k.entry)),
+            None => (index.find(hash, |h| records.key(h) == key), None),
+        };
+        match at {
             Some(pos) => {
                 let h = index.get(pos);
+                debug_assert!(records.key(h) == key, "a key moved from its place");
                 let mut cur = match known {
                     Some(e) if matches!(split(h).0, Class::Compact(_)) => {
                         debug_assert!(
