@@ -484,14 +484,14 @@ impl Store {
 
     /// Locks the shards of `sorted` (ascending, no repeats).
     fn lock_shards(&self, sorted: Shards) -> MultiLock<'_> {
-        let guards = sorted
-            .into_iter()
-            .map(|i| (i, self.write_shard(i)))
-            .collect();
-        MultiLock {
+        // Filled in place: the guards are not moved (and copied) after.
+        let mut lock = MultiLock {
             store: self,
-            guards,
-        }
+            guards: SmallVec::new(),
+        };
+        lock.guards
+            .extend(sorted.into_iter().map(|i| (i, self.write_shard(i))));
+        lock
     }
 
     /// Starts watching `key` (`WATCH`): registers it in its shard, so its

@@ -186,7 +186,8 @@ pub fn run(
     // Each step's key hashed once, and found and decoded once: its charge
     // starts from what its peek found. That is kept only for a key no
     // other step names, which nothing else writes before its charge.
-    let mut known: Known = steps.iter().map(|s| (db.hash(s.key), None)).collect();
+    let mut known = Known::new();
+    known.extend(steps.iter().map(|s| (db.hash(s.key), None)));
     let mut lock = db.lock_hashed(known.iter().map(|(h, _)| *h));
     let mut admitted = !rules.denied;
     let mut growth = 0usize;
