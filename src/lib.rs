@@ -63,7 +63,9 @@
 //!   implies (`store/limit.rs`); all-or-nothing decisions over several
 //!   limits, one executor (`store/plan.rs`: lock every key, peek, `BLOCK`
 //!   the deniers or check `--maxmemory`'s room and charge them all) that
-//!   `RL.ALLOWMANY`, the policy commands and Envoy's service run; inline short byte
+//!   `RL.ALLOWMANY`, the policy commands and Envoy's service run, each
+//!   key it looks at and writes hashed, found and decoded once
+//!   (`store/known.rs`); inline short byte
 //!   strings (`store/bytes.rs`); the expiry sweeper (`store/sweeper.rs`);
 //!   one key's record as the snapshot file, the replication stream and the
 //!   append-only file carry it (`store/codec.rs`); the snapshot file around

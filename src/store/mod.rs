@@ -10,6 +10,8 @@
 //!   `params.rs`: their interned parameters.
 //! - `entry.rs`: what a key holds, as every caller sees it; `bytes.rs`:
 //!   inline short byte strings.
+//! - `known.rs`: a key looked at and then written under one lock (a
+//!   plan's peek and charge), hashed, found and decoded once.
 //!
 //! Why not `DashMap`: a limiter needs three things its API does not give
 //! without `unsafe` raw-table access: locking several shards at once in a
@@ -30,6 +32,7 @@ pub mod effects;
 pub mod entry;
 mod evict;
 pub mod index;
+pub mod known;
 pub mod limit;
 pub mod params;
 pub mod plan;
@@ -381,32 +384,6 @@ impl Store {
         }
     }
 
-    /// [`Store::get_in`], leaving a compact record's place and entry in
-    /// `found` too ([`Shard::with_known`]).
-    fn get_known_in<R>(
-        &self,
-        shard: &mut Shard,
-        hash: u64,
-        key: &[u8],
-        now: Nanos,
-        found: &mut Option<Found>,
-        f: impl FnOnce(&Entry) -> R,
-    ) -> Option<R> {
-        let mut f = Some(f);
-        let live = shard.with_known(hash, key, found, |e| {
-            (!e.is_expired(now)).then(|| (f.take().expect("called once"))(e))
-        });
-        match live {
-            Some(Some(r)) => Some(r),
-            Some(None) => {
-                *found = None;
-                shard.update(self, hash, key, now, Touch::IfChanged, |_| ());
-                None
-            }
-            None => None,
-        }
-    }
-
     /// The shard `key` lives in (for tests that need keys in distinct
     /// shards).
     pub fn shard_of(&self, key: &[u8]) -> usize {
@@ -446,14 +423,6 @@ impl Store {
             .into_iter()
             .map(|k| self.shard_index(self.hash(k)))
             .collect();
-        wanted.sort_unstable();
-        wanted.dedup();
-        self.lock_shards(wanted)
-    }
-
-    /// [`Store::lock_many`] for keys whose hashes [`Keyspace::hash`] gave.
-    pub fn lock_hashed(&self, hashes: impl IntoIterator<Item = KeyHash>) -> MultiLock<'_> {
-        let mut wanted: Shards = hashes.into_iter().map(|h| self.shard_index(h.0)).collect();
         wanted.sort_unstable();
         wanted.dedup();
         self.lock_shards(wanted)
@@ -594,12 +563,6 @@ impl Store {
     }
 }
 
-/// A key's hash as the store computes it ([`Keyspace::hash`]): for a
-/// command that reaches one key several times under one lock (a plan's
-/// look and write), computed once.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct KeyHash(u64);
-
 /// What `WATCH` took note of for one key (see [`Store::watch`]).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct WatchMark {
@@ -671,39 +634,6 @@ impl MultiLock<'_> {
         let pos = held_pos(self.store, &self.guards, hash);
         self.store
             .get_in(&mut self.guards[pos].1, hash, key, now, f)
-    }
-
-    /// [`MultiLock::get`], leaving a compact record's place and entry in
-    /// `found` for [`MultiLock::update_known`].
-    pub fn get_known<R>(
-        &mut self,
-        key: &[u8],
-        KeyHash(hash): KeyHash,
-        now: Nanos,
-        found: &mut Option<Found>,
-        f: impl FnOnce(&Entry) -> R,
-    ) -> Option<R> {
-        let pos = held_pos(self.store, &self.guards, hash);
-        self.store
-            .get_known_in(&mut self.guards[pos].1, hash, key, now, found, f)
-    }
-
-    /// [`MultiLock::update`] of a key [`MultiLock::get_known`] left in
-    /// `found` (taken here), under this lock, unwritten since: it is not
-    /// found or decoded again.
-    pub fn update_known<R>(
-        &mut self,
-        key: &[u8],
-        KeyHash(hash): KeyHash,
-        now: Nanos,
-        found: &mut Option<Found>,
-        f: impl FnOnce(&mut Option<Entry>) -> R,
-    ) -> R {
-        let pos = held_pos(self.store, &self.guards, hash);
-        let store = self.store;
-        self.guards[pos]
-            .1
-            .update_known(store, hash, key, now, Touch::IfChanged, found, f)
     }
 
     /// Whether `key` was written, deleted or expired since `mark` was
@@ -833,33 +763,6 @@ impl HeldShards<'_> {
         self.with_shard(hash, |shard| self.store.get_in(shard, hash, key, now, f))
     }
 
-    fn get_known<R>(
-        &self,
-        key: &[u8],
-        KeyHash(hash): KeyHash,
-        now: Nanos,
-        found: &mut Option<Found>,
-        f: impl FnOnce(&Entry) -> R,
-    ) -> Option<R> {
-        self.with_shard(hash, |shard| {
-            self.store.get_known_in(shard, hash, key, now, found, f)
-        })
-    }
-
-    fn update_known<R>(
-        &self,
-        key: &[u8],
-        KeyHash(hash): KeyHash,
-        now: Nanos,
-        found: &mut Option<Found>,
-        f: impl FnOnce(&mut Option<Entry>) -> R,
-    ) -> R {
-        let store = self.store;
-        self.with_shard(hash, |shard| {
-            shard.update_known(store, hash, key, now, Touch::IfChanged, found, f)
-        })
-    }
-
     /// Lends the same shards again, for the length of `f`: a script that
     /// runs inside a transaction hands them on to its commands. The second
     /// argument only bounds the loan by `'env` (what `f` borrows outlives
@@ -945,43 +848,6 @@ impl Locked<'_> {
             Locked::Held(h) => h.get(key, now, f),
         }
     }
-
-    /// [`Locked::get`], leaving a compact record's place and decoded
-    /// entry in `found`, for a write under these locks to start from
-    /// ([`Locked::update_known`]): a look and a write then find and decode
-    /// the record once.
-    #[inline]
-    pub fn get_known<R>(
-        &mut self,
-        key: &[u8],
-        hash: KeyHash,
-        now: Nanos,
-        found: &mut Option<Found>,
-        f: impl FnOnce(&Entry) -> R,
-    ) -> Option<R> {
-        match self {
-            Locked::Own(l) => l.get_known(key, hash, now, found, f),
-            Locked::Held(h) => h.get_known(key, hash, now, found, f),
-        }
-    }
-
-    /// [`Locked::update`] of a key [`Locked::get_known`] left in `found`
-    /// (taken here), and that nothing has written since under these
-    /// locks.
-    #[inline]
-    pub fn update_known<R>(
-        &mut self,
-        key: &[u8],
-        hash: KeyHash,
-        now: Nanos,
-        found: &mut Option<Found>,
-        f: impl FnOnce(&mut Option<Entry>) -> R,
-    ) -> R {
-        match self {
-            Locked::Own(l) => l.update_known(key, hash, now, found, f),
-            Locked::Held(h) => h.update_known(key, hash, now, found, f),
-        }
-    }
 }
 
 impl<'a> Keyspace<'a> {
@@ -1023,24 +889,6 @@ impl<'a> Keyspace<'a> {
     pub fn lock_many<'k>(self, keys: impl IntoIterator<Item = &'k [u8]>) -> Locked<'a> {
         match self {
             Keyspace::Store(s) => Locked::Own(s.lock_many(keys)),
-            Keyspace::Held(l) => Locked::Held(l),
-        }
-    }
-
-    /// `key`'s hash, for [`Keyspace::lock_hashed`] and the calls of
-    /// [`Locked`] that take one.
-    pub fn hash(self, key: &[u8]) -> KeyHash {
-        KeyHash(match self {
-            Keyspace::Store(s) => s.hash(key),
-            Keyspace::Held(h) => h.store.hash(key),
-        })
-    }
-
-    /// [`Keyspace::lock_many`] for keys whose hashes
-    /// [`Keyspace::hash`] gave.
-    pub fn lock_hashed(self, hashes: impl IntoIterator<Item = KeyHash>) -> Locked<'a> {
-        match self {
-            Keyspace::Store(s) => Locked::Own(s.lock_hashed(hashes)),
             Keyspace::Held(l) => Locked::Held(l),
         }
     }

@@ -14,8 +14,9 @@
 use crate::clock::Nanos;
 use crate::limiter::lease::LeaseId;
 use crate::limiter::{Decision, LimitSpec};
+use crate::store::known::KeyHash;
 use crate::store::limit::{self, LimitError};
-use crate::store::{Entry, Found, KeyHash, Keyspace, Locked};
+use crate::store::{Entry, Found, Keyspace, Locked};
 use smallvec::SmallVec;
 
 /// The limit one step runs against its key.
