@@ -155,6 +155,7 @@ impl Locked<'_> {
 impl<'a> Keyspace<'a> {
     /// `key`'s hash, for [`Keyspace::lock_hashed`] and the calls of
     /// [`Locked`] that take one.
+    #[inline]
     pub fn hash(self, key: &[u8]) -> KeyHash {
         KeyHash(match self {
             Keyspace::Store(s) => s.hash(key),

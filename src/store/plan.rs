@@ -200,7 +200,7 @@ pub fn run(
             Act::Charge => 1,
             Act::Refund | Act::Refuse => 0,
         };
-        let (fresh, l) = (step.fresh, step.limit);
+        let (fresh, l) = (step.fresh, &step.limit);
         let (hash, found) = &mut known[at];
         let (mut d, grows) = lock
             .get_known(step.key, *hash, now, found, |e| {
@@ -239,49 +239,59 @@ pub fn run(
     }
     let lapsed = take_leases(&mut lock, steps, now, room)?;
     for (at, step) in steps.iter_mut().enumerate() {
-        let (Limit::Rate(spec), Some(d)) = (step.limit, step.decision.as_mut()) else {
+        // Borrowed field by field: the limit is read where it lies.
+        let Step {
+            key,
+            limit: Limit::Rate(spec),
+            cost,
+            act,
+            fresh,
+            decision: Some(d),
+            charged,
+            ..
+        } = step
+        else {
             continue;
         };
-        let charge = step.act == Act::Charge;
-        if (!d.allowed && !charge) || step.cost == 0 {
+        let (key, cost, act, fresh) = (*key, *cost, *act, *fresh);
+        if (!d.allowed && act != Act::Charge) || cost == 0 {
             continue;
         }
-        let (fresh, cost) = (step.fresh, step.cost);
         let clear = |slot: &mut Option<Entry>| {
             if fresh {
-                clear_other_algorithm(slot, &spec);
+                clear_other_algorithm(slot, spec);
             }
         };
         let (hash, found) = &mut known[at];
         let hash = *hash;
-        match step.act {
+        match act {
             Act::Allow => {
                 *d = lock
-                    .update_known(step.key, hash, now, found, |slot| {
+                    .update_known(key, hash, now, found, |slot| {
                         clear(slot);
-                        limit::allow(slot, &spec, now, cost, usize::MAX)
+                        limit::allow(slot, spec, now, cost, usize::MAX)
                     })
                     .map_err(|e| refused(at, e))?;
-                step.charged = if d.allowed { cost } else { 0 };
+                *charged = if d.allowed { cost } else { 0 };
             }
             Act::Charge => {
                 *d = lock
-                    .update_known(step.key, hash, now, found, |slot| {
+                    .update_known(key, hash, now, found, |slot| {
                         clear(slot);
-                        limit::charge(slot, &spec, now, cost, usize::MAX)
+                        limit::charge(slot, spec, now, cost, usize::MAX)
                     })
                     .map_err(|e| refused(at, e))?;
-                step.charged = cost;
+                *charged = cost;
             }
             Act::Refund => {
-                lock.update(step.key, now, |slot| {
+                lock.update(key, now, |slot| {
                     clear(slot);
                     limit::refund(slot, now, cost)
                 })
                 .map_err(|e| refused(at, e))?;
-                let l = step.limit;
+                let l = Limit::Rate(*spec);
                 *d = lock
-                    .get(step.key, now, |e| l.peek(Some(e), false, now, 0))
+                    .get(key, now, |e| l.peek(Some(e), false, now, 0))
                     .unwrap_or_else(|| l.peek(None, false, now, 0))
                     .map_err(|e| refused(at, e))?
                     .0;
