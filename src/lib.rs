@@ -53,9 +53,10 @@
 //!   snapshot and Pub/Sub commands.
 //! - [`store`]: the sharded keyspace (`store/mod.rs`), with the
 //!   `Keyspace` view every command reaches it through (the store, or the
-//!   shards a transaction holds) and `WATCH`'s write counters; one shard, a
-//!   hash index of handles over record arenas (`store/shard.rs`,
-//!   `store/index.rs`, `store/arena.rs`); the packed limiter records and
+//!   shards a transaction holds) and `WATCH`'s write counters (a shard's
+//!   in `store/watch.rs`); one shard, a hash index of handles over record
+//!   arenas (`store/shard.rs`, `store/index.rs`, `store/arena.rs`; a log's
+//!   and a lease key's state in a typed arena beside its record); the packed limiter records and
 //!   their interned parameters (`store/record.rs`, `store/params.rs`); the
 //!   lists, sorted sets and hashes scripts use (`store/collections.rs`); what
 //!   a key holds as commands see it (`store/entry.rs`); limiter state in
@@ -63,7 +64,9 @@
 //!   implies (`store/limit.rs`); all-or-nothing decisions over several
 //!   limits, one executor (`store/plan.rs`: lock every key, peek, `BLOCK`
 //!   the deniers or check `--maxmemory`'s room and charge them all) that
-//!   `RL.ALLOWMANY`, the policy commands and Envoy's service run; inline short byte
+//!   `RL.ALLOWMANY`, the policy commands and Envoy's service run, each
+//!   key it looks at and writes hashed, found and decoded once
+//!   (`store/known.rs`); inline short byte
 //!   strings (`store/bytes.rs`); the expiry sweeper (`store/sweeper.rs`);
 //!   one key's record as the snapshot file, the replication stream and the
 //!   append-only file carry it (`store/codec.rs`); the snapshot file around

@@ -162,6 +162,15 @@ impl Index {
         self.groups[pos.group].handles[pos.slot]
     }
 
+    /// The handle at `pos`, if `pos` is in the table and holds one: for
+    /// a caller that found a key and checks, before it writes, that the
+    /// key is where it was (an insert that grows the table moves them).
+    #[inline]
+    pub fn get_live(&self, pos: Pos) -> Option<u32> {
+        let g = self.groups.get(pos.group)?;
+        (g.tags[pos.slot] != EMPTY).then(|| g.handles[pos.slot])
+    }
+
     pub fn set(&mut self, pos: Pos, handle: u32) {
         self.groups[pos.group].handles[pos.slot] = handle;
     }

@@ -10,6 +10,8 @@
 //!   `params.rs`: their interned parameters.
 //! - `entry.rs`: what a key holds, as every caller sees it; `bytes.rs`:
 //!   inline short byte strings.
+//! - `known.rs`: a key looked at and then written under one lock (a
+//!   plan's peek and charge), hashed, found and decoded once.
 //!
 //! Why not `DashMap`: a limiter needs three things its API does not give
 //! without `unsafe` raw-table access: locking several shards at once in a
@@ -30,6 +32,7 @@ pub mod effects;
 pub mod entry;
 mod evict;
 pub mod index;
+pub mod known;
 pub mod limit;
 pub mod params;
 pub mod plan;
@@ -38,6 +41,7 @@ mod shard;
 pub mod slot;
 pub mod snapshot;
 pub mod sweeper;
+mod watch;
 
 use parking_lot::{RwLock, RwLockReadGuard, RwLockWriteGuard};
 use smallvec::SmallVec;
@@ -47,8 +51,9 @@ use std::sync::OnceLock;
 
 pub use self::bytes::SmallBytes;
 pub use self::entry::{Entry, Value};
+pub use self::shard::Found;
 use self::shard::Shard;
-pub use self::shard::Touch;
+pub use self::watch::Touch;
 use crate::clock::Nanos;
 use crate::util::lock_or_wait_off;
 
@@ -449,14 +454,14 @@ impl Store {
 
     /// Locks the shards of `sorted` (ascending, no repeats).
     fn lock_shards(&self, sorted: Shards) -> MultiLock<'_> {
-        let guards = sorted
-            .into_iter()
-            .map(|i| (i, self.write_shard(i)))
-            .collect();
-        MultiLock {
+        // Filled in place: the guards are not moved (and copied) after.
+        let mut lock = MultiLock {
             store: self,
-            guards,
-        }
+            guards: SmallVec::new(),
+        };
+        lock.guards
+            .extend(sorted.into_iter().map(|i| (i, self.write_shard(i))));
+        lock
     }
 
     /// Starts watching `key` (`WATCH`): registers it in its shard, so its
@@ -1476,6 +1481,35 @@ mod tests {
         assert!(store.remove(b"k", now));
         assert!(store.is_empty());
         assert_eq!(store.counts().volatile, 0);
+    }
+
+    /// A limiter key charged again is rewritten in place, under new
+    /// parameters too; with every parameter id of its shard taken, new
+    /// ones send it whole, and known ones bring it back.
+    #[test]
+    fn a_rewritten_record_follows_its_parameters() {
+        let store = Store::new(1);
+        let now = Nanos(1_000 * Nanos::PER_SEC);
+        let ids = 1u64 << record::PID_BITS;
+        for limit in 1..=ids {
+            let key = format!("p{limit}").into_bytes();
+            store.update(&key, now, |e| *e = Some(window_entry(limit, 1_000, 1)));
+        }
+        let general = || store.read_shard(0).general_len();
+        assert_eq!(general(), 0, "every id taken, none over");
+        for e in [window_entry(1, 1_000, 1), window_entry(2, 1_000, 2)] {
+            store.update(b"k", now, |slot| *slot = Some(e.clone()));
+            assert_eq!(store.get(b"k", now, Entry::clone), Some(e));
+            assert_eq!(general(), 0);
+        }
+        let new = window_entry(ids + 1, 1_000, 3);
+        store.update(b"k", now, |slot| *slot = Some(new.clone()));
+        assert_eq!(store.get(b"k", now, Entry::clone), Some(new));
+        assert_eq!(general(), 1, "no id for its parameters");
+        let back = window_entry(3, 1_000, 4);
+        store.update(b"k", now, |slot| *slot = Some(back.clone()));
+        assert_eq!(store.get(b"k", now, Entry::clone), Some(back));
+        assert_eq!(general(), 0);
     }
 
     #[test]

@@ -20,6 +20,7 @@ pub struct ParamTable {
 }
 
 impl ParamTable {
+    #[inline]
     pub fn get(&self, id: u16) -> &Params {
         &self.slots[id as usize].0
     }

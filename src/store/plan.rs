@@ -14,8 +14,10 @@
 use crate::clock::Nanos;
 use crate::limiter::lease::LeaseId;
 use crate::limiter::{Decision, LimitSpec};
+use crate::store::known::KeyHash;
 use crate::store::limit::{self, LimitError};
-use crate::store::{Entry, Keyspace, Locked};
+use crate::store::{Entry, Found, Keyspace, Locked};
+use smallvec::SmallVec;
 
 /// The limit one step runs against its key.
 #[derive(Debug, Clone, Copy)]
@@ -182,21 +184,40 @@ pub fn run(
             lapsed: 0,
         });
     }
-    let mut lock = db.lock_many(steps.iter().map(|s| s.key));
+    // Each step's key hashed once, and found and decoded once: its charge
+    // starts from what its peek found. That is kept only for a key no
+    // other step names, which nothing else writes before its charge.
+    let mut known = Known::new();
+    known.extend(steps.iter().map(|s| (db.hash(s.key), None)));
+    let mut lock = db.lock_hashed(known.iter().map(|(h, _)| *h));
     let mut admitted = !rules.denied;
     let mut growth = 0usize;
-    for (at, step) in steps.iter_mut().enumerate() {
+    for at in 0..steps.len() {
+        let step = &steps[at];
         let cost = match step.act {
             Act::Allow | Act::Peek => step.cost,
             // Looked at for its type and the bytes it may allocate.
             Act::Charge => 1,
             Act::Refund | Act::Refuse => 0,
         };
-        let (fresh, l) = (step.fresh, step.limit);
+        let (fresh, l) = (step.fresh, &step.limit);
+        let (hash, found) = &mut known[at];
         let (mut d, grows) = lock
-            .get(step.key, now, |e| l.peek(Some(e), fresh, now, cost))
+            .get_known(step.key, *hash, now, found, |e| {
+                l.peek(Some(e), fresh, now, cost)
+            })
             .unwrap_or_else(|| l.peek(None, fresh, now, cost))
             .map_err(|e| refused(at, e))?;
+        let writes = matches!(step.act, Act::Allow | Act::Charge);
+        if !writes
+            || steps
+                .iter()
+                .enumerate()
+                .any(|(i, s)| i != at && s.key == step.key)
+        {
+            *found = None;
+        }
+        let step = &mut steps[at];
         if step.act == Act::Refuse {
             d.allowed = false;
         }
@@ -218,47 +239,59 @@ pub fn run(
     }
     let lapsed = take_leases(&mut lock, steps, now, room)?;
     for (at, step) in steps.iter_mut().enumerate() {
-        let (Limit::Rate(spec), Some(d)) = (step.limit, step.decision.as_mut()) else {
+        // Borrowed field by field: the limit is read where it lies.
+        let Step {
+            key,
+            limit: Limit::Rate(spec),
+            cost,
+            act,
+            fresh,
+            decision: Some(d),
+            charged,
+            ..
+        } = step
+        else {
             continue;
         };
-        let charge = step.act == Act::Charge;
-        if (!d.allowed && !charge) || step.cost == 0 {
+        let (key, cost, act, fresh) = (*key, *cost, *act, *fresh);
+        if (!d.allowed && act != Act::Charge) || cost == 0 {
             continue;
         }
-        let (fresh, cost) = (step.fresh, step.cost);
         let clear = |slot: &mut Option<Entry>| {
             if fresh {
-                clear_other_algorithm(slot, &spec);
+                clear_other_algorithm(slot, spec);
             }
         };
-        match step.act {
+        let (hash, found) = &mut known[at];
+        let hash = *hash;
+        match act {
             Act::Allow => {
                 *d = lock
-                    .update(step.key, now, |slot| {
+                    .update_known(key, hash, now, found, |slot| {
                         clear(slot);
-                        limit::allow(slot, &spec, now, cost, usize::MAX)
+                        limit::allow(slot, spec, now, cost, usize::MAX)
                     })
                     .map_err(|e| refused(at, e))?;
-                step.charged = if d.allowed { cost } else { 0 };
+                *charged = if d.allowed { cost } else { 0 };
             }
             Act::Charge => {
                 *d = lock
-                    .update(step.key, now, |slot| {
+                    .update_known(key, hash, now, found, |slot| {
                         clear(slot);
-                        limit::charge(slot, &spec, now, cost, usize::MAX)
+                        limit::charge(slot, spec, now, cost, usize::MAX)
                     })
                     .map_err(|e| refused(at, e))?;
-                step.charged = cost;
+                *charged = cost;
             }
             Act::Refund => {
-                lock.update(step.key, now, |slot| {
+                lock.update(key, now, |slot| {
                     clear(slot);
                     limit::refund(slot, now, cost)
                 })
                 .map_err(|e| refused(at, e))?;
-                let l = step.limit;
+                let l = Limit::Rate(*spec);
                 *d = lock
-                    .get(step.key, now, |e| l.peek(Some(e), false, now, 0))
+                    .get(key, now, |e| l.peek(Some(e), false, now, 0))
                     .unwrap_or_else(|| l.peek(None, false, now, 0))
                     .map_err(|e| refused(at, e))?
                     .0;
@@ -271,6 +304,11 @@ pub fn run(
         lapsed,
     })
 }
+
+/// What a plan knows of each step's key: its hash, and where its peek
+/// found it and what it decoded. Inline for the plans of a few keys that
+/// requests make.
+type Known = SmallVec<[(KeyHash, Option<Found>); 4]>;
 
 /// A lone step: one that writes decides by its write alone, under its
 /// shard's lock; a `Peek` reads. `None` for those the general path takes
@@ -502,6 +540,127 @@ mod tests {
             matches!(e.value, crate::store::Value::Blocked(_))
         });
         assert_eq!(blocked, Some(false), "the admitting limit is not");
+    }
+
+    /// A plan decodes each key's record once: its charge starts from the
+    /// entry its peek decoded. A key two steps name is read afresh by
+    /// each write, so the second charge sees the first.
+    #[test]
+    fn a_plan_decodes_each_key_once() {
+        let store = Store::new(4);
+        let now = Nanos(1000 * SEC);
+        let s = spec(10, None);
+        let mut steps = [
+            Step::new(b"a", Limit::Rate(s), 1, Act::Allow),
+            Step::new(b"b", Limit::Rate(s), 2, Act::Charge),
+        ];
+        let db = Keyspace::Store(&store);
+        for round in 1..=2 {
+            let before = crate::store::shard::decodes();
+            let out = run(db, &mut steps, now, usize::MAX, Rules::default());
+            assert_eq!(out.map(|o| o.admitted), Ok(true));
+            // The first round made the keys: nothing to decode.
+            let decoded = crate::store::shard::decodes() - before;
+            assert_eq!(decoded, 2 * (round - 1), "round {round}");
+        }
+        // What one more would leave: a charged 2, b 4.
+        assert_eq!(remaining(&store, b"a", &s, now), 7);
+        assert_eq!(remaining(&store, b"b", &s, now), 5);
+
+        let mut twice = [
+            Step::new(b"a", Limit::Rate(s), 1, Act::Allow),
+            Step::new(b"a", Limit::Rate(s), 1, Act::Allow),
+        ];
+        let out = run(db, &mut twice, now, usize::MAX, Rules::default());
+        assert_eq!(out.map(|o| o.admitted), Ok(true));
+        assert_eq!(remaining(&store, b"a", &s, now), 5, "charged twice");
+    }
+
+    /// A plan over a log key, a lease key and a fixed one, charged again:
+    /// the log's and the lease's states live in their arenas' slots, read
+    /// there by the peek and moved out by the charge (no decoded entry is
+    /// kept for them), and each charge lands.
+    #[test]
+    fn a_plan_over_log_and_lease_keys_charges_each() {
+        let store = Store::new(1);
+        let now = Nanos(1000 * SEC);
+        let log = LimitSpec::new(
+            Algorithm::Log,
+            NonZeroU64::new(10).unwrap(),
+            NonZeroU64::new(60 * SEC).unwrap(),
+            None,
+            None,
+        )
+        .unwrap();
+        let db = Keyspace::Store(&store);
+        for round in 0..3u8 {
+            let mut steps = [
+                Step::new(b"a-log-key-longer-than-16", Limit::Rate(log), 2, Act::Allow),
+                Step::new(
+                    b"a-lease-key",
+                    Limit::Lease {
+                        limit: 5,
+                        ttl: 60 * SEC,
+                        id: [round; 16],
+                    },
+                    1,
+                    Act::Allow,
+                ),
+                Step::new(b"f", Limit::Rate(spec(10, None)), 1, Act::Allow),
+            ];
+            let out = run(
+                db,
+                &mut steps,
+                Nanos(now.0 + round as u64),
+                usize::MAX,
+                Rules::default(),
+            );
+            assert_eq!(out.map(|o| o.admitted), Ok(true), "round {round}");
+        }
+        let later = Nanos(now.0 + 10);
+        assert_eq!(
+            remaining(&store, b"a-log-key-longer-than-16", &log, later),
+            3
+        );
+        assert_eq!(remaining(&store, b"f", &spec(10, None), later), 6);
+        let leases = store.get(b"a-lease-key", later, |e| match &e.value {
+            crate::store::entry::Value::Lease(l) => l.leases.len(),
+            _ => 0,
+        });
+        assert_eq!(leases, Some(3));
+    }
+
+    /// A step's key that another step's insert moved (the index grew
+    /// under it) is found again: its charge lands on it, not on whatever
+    /// took its place.
+    #[test]
+    fn a_key_moved_by_a_growing_index_is_found_again() {
+        let store = Store::new(1);
+        let now = Nanos(1000 * SEC);
+        let s = spec(10, None);
+        let db = Keyspace::Store(&store);
+        let charge =
+            |key: &[u8]| store.update(key, now, |slot| limit::allow(slot, &s, now, 1, usize::MAX));
+        charge(b"b").unwrap();
+        let mut i = 0;
+        while !store.read_shard(0).index_full() {
+            charge(format!("k{i}").as_bytes()).unwrap();
+            i += 1;
+        }
+        let capacity = store.read_shard(0).index_capacity();
+        let mut steps = [
+            Step::new(b"new", Limit::Rate(s), 1, Act::Allow),
+            Step::new(b"b", Limit::Rate(s), 1, Act::Allow),
+        ];
+        let out = run(db, &mut steps, now, usize::MAX, Rules::default());
+        assert_eq!(out.map(|o| o.admitted), Ok(true));
+        assert!(store.read_shard(0).index_capacity() > capacity, "grew");
+        assert_eq!(remaining(&store, b"b", &s, now), 7, "b charged twice");
+        assert_eq!(remaining(&store, b"new", &s, now), 8);
+        for k in 0..i {
+            let key = format!("k{k}");
+            assert_eq!(remaining(&store, key.as_bytes(), &s, now), 8, "{key}");
+        }
     }
 
     /// A shadow step's denial is reported but holds nothing back and

@@ -88,6 +88,7 @@ impl Kind {
     ];
 
     /// Bytes of the state, between the head and the key.
+    #[inline]
     pub const fn state_len(self) -> usize {
         match self {
             Kind::Window => 6 + 4 + 4,
@@ -112,6 +113,7 @@ impl Kind {
 }
 
 /// The key class of a key of `len` bytes, if a compact record holds it.
+#[inline]
 pub fn key_class(len: usize) -> Option<usize> {
     match len {
         0 => None,
@@ -150,6 +152,7 @@ pub struct Layout {
 
 impl Layout {
     /// The layout of `kind`'s record for `key`, if a compact record holds it.
+    #[inline]
     pub fn of(kind: Kind, key: &[u8]) -> Option<Layout> {
         Some(Layout {
             kind,
@@ -162,10 +165,12 @@ impl Layout {
         HEAD + self.kind.state_len() + class_cap(self.kc)
     }
 
+    #[inline]
     fn key_at(self) -> usize {
         HEAD + self.kind.state_len()
     }
 
+    #[inline]
     pub fn key(self, rec: &[u8]) -> &[u8] {
         let len = if self.kc < EXACT_MAX {
             self.kc + 1
@@ -187,6 +192,7 @@ impl Layout {
     }
 
     /// Writes the state `packed` holds (of this layout's kind).
+    #[inline]
     pub fn set(self, rec: &mut [u8], packed: &Packed) {
         let st = &mut rec[HEAD..self.key_at()];
         match *packed {
@@ -261,21 +267,25 @@ impl Layout {
     }
 }
 
+#[inline]
 fn head(rec: &[u8]) -> u16 {
     u16::from_le_bytes([rec[0], rec[1]])
 }
 
 /// A record's parameter id.
+#[inline]
 pub fn pid(rec: &[u8]) -> u16 {
     head(rec) & PID_MASK
 }
 
+#[inline]
 pub fn set_pid(rec: &mut [u8], pid: u16) {
     let h = (head(rec) & !PID_MASK) | pid;
     rec[..HEAD].copy_from_slice(&h.to_le_bytes());
 }
 
 /// Reads `W` little-endian bytes at `at` as an integer.
+#[inline]
 fn get<const W: usize>(b: &[u8], at: usize) -> u64 {
     let mut v = [0u8; 8];
     v[..W].copy_from_slice(&b[at..at + W]);
@@ -283,6 +293,7 @@ fn get<const W: usize>(b: &[u8], at: usize) -> u64 {
 }
 
 /// Writes the low `W` bytes of `v` at `at`; the caller checked it fits.
+#[inline]
 fn put<const W: usize>(b: &mut [u8], at: usize, v: u64) {
     b[at..at + W].copy_from_slice(&v.to_le_bytes()[..W]);
 }
@@ -313,6 +324,7 @@ pub enum Packed {
 }
 
 impl Packed {
+    #[inline]
     pub fn kind(&self) -> Kind {
         match self {
             Packed::Window { .. } => Kind::Window,

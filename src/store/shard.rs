@@ -14,16 +14,16 @@
 //! back, moving between classes when the value no longer fits its own.
 
 use std::collections::HashMap;
-use std::hash::BuildHasherDefault;
 
 use super::arena::{Arena, Slab};
 use super::bytes::SmallBytes;
 use super::effects::Effects;
 use super::entry::LeaseKey;
 use super::entry::{self, Entry, Value};
-use super::index::Index;
+use super::index::{Index, Pos};
 use super::params::ParamTable;
-use super::record::{self, Kind, Layout};
+use super::record::{self, Kind, Layout, Packed};
+use super::watch::{Touch, Watches};
 use crate::clock::Nanos;
 use crate::limiter::log;
 
@@ -45,6 +45,7 @@ enum Class {
     Compact(u16),
 }
 
+#[inline]
 fn handle(class: Class, i: u32) -> u32 {
     match class {
         Class::General => {
@@ -56,12 +57,24 @@ fn handle(class: Class, i: u32) -> u32 {
     }
 }
 
+#[inline]
 fn split(h: u32) -> (Class, u32) {
     if h & COMPACT == 0 {
         return (Class::General, h);
     }
     let c = (h & !COMPACT) >> CLASS_SHIFT;
     (Class::Compact(c as u16), h & INDEX_MASK)
+}
+
+/// A key [`Shard::with_known`] found: its place in the index, its
+/// compact record's handle, and the entry that record decoded to, for
+/// [`Shard::update_known`] to write from without finding and decoding it
+/// again.
+#[derive(Debug)]
+pub struct Found {
+    pos: Pos,
+    h: u32,
+    entry: Entry,
 }
 
 /// What a shard needs of the store that owns it: the effects log its
@@ -118,6 +131,7 @@ struct LayoutSlab {
 }
 
 impl Records {
+    #[inline]
     fn slab(&self, n: u16) -> (Layout, &Slab) {
         let s = &self.slabs[n as usize];
         (s.layout, &s.slab)
@@ -154,6 +168,7 @@ impl Records {
         self.slabs.iter().map(|s| &s.slab)
     }
 
+    #[inline]
     fn key(&self, h: u32) -> &[u8] {
         let (class, i) = split(h);
         match class {
@@ -180,6 +195,23 @@ impl Records {
         }
     }
 
+    /// The entry a compact record of constant size stands for, decoded.
+    #[inline]
+    fn decode(&self, n: u16, i: u32) -> Entry {
+        let (l, slab) = self.slab(n);
+        debug_assert!(!l.kind.owned(), "an owned state is read in its slot");
+        let r = slab.get(i);
+        l.entry(r, self.params.get(record::pid(r)))
+    }
+
+    /// [`Records::decode`] for a reader, counted in tests.
+    #[inline]
+    fn read(&self, n: u16, i: u32) -> Entry {
+        #[cfg(test)]
+        DECODES.with(|d| d.set(d.get() + 1));
+        self.decode(n, i)
+    }
+
     /// Calls `f` with the entry `h` stands for (decoded, for a compact
     /// record). `None` only for a general record that is out. A lease
     /// key's leases are copied for the call (a vector of a few; reads of
@@ -198,7 +230,7 @@ impl Records {
                     Kind::Lease => f(Some(&record::lease_value(
                         self.leases.get(l.slot(r)).clone(),
                     ))),
-                    _ => f(Some(&l.entry(r, self.params.get(record::pid(r))))),
+                    _ => f(Some(&self.read(n, i))),
                 }
             }
         }
@@ -208,6 +240,7 @@ impl Records {
     /// record's entry moves out (its key stays, so the index can still
     /// probe it); a compact record is decoded and stays as it was, but for
     /// an owned state, which moves out of its slot.
+    #[inline]
     fn take(&mut self, h: u32) -> Option<Entry> {
         match split(h) {
             (Class::General, i) => self.general.get_mut(i).entry.take(),
@@ -222,7 +255,7 @@ impl Records {
                     Kind::Lease => {
                         record::lease_value(std::mem::take(self.leases.get_mut(l.slot(r))))
                     }
-                    _ => l.entry(r, self.params.get(record::pid(r))),
+                    _ => self.read(n, i),
                 })
             }
         }
@@ -252,6 +285,7 @@ impl Records {
         }
     }
 
+    #[inline]
     fn pid(&self, h: u32) -> Option<u16> {
         match split(h) {
             (Class::General, _) => None,
@@ -307,9 +341,10 @@ impl Records {
             return self.put_general(old, key, entry);
         };
         let kind = packed.kind();
-        // The same kind (so the same layout: the key is the record's own):
-        // the record is rewritten in place, its key kept and its parameter
-        // id changed only with the parameters.
+        // The common case, a limiter key charged again: the same kind (so
+        // the same layout: the key is the record's own), rewritten in
+        // place, its slab found once, its key and head left as they are
+        // and its parameter id changed only with the parameters.
         if let Some((Class::Compact(n), i)) = old.map(split) {
             let Records {
                 slabs,
@@ -469,6 +504,18 @@ impl Records {
     }
 }
 
+#[cfg(test)]
+thread_local! {
+    static DECODES: std::cell::Cell<u64> = const { std::cell::Cell::new(0) };
+}
+
+/// Compact records this thread has decoded (tests count what a request
+/// costs by it).
+#[cfg(test)]
+pub(super) fn decodes() -> u64 {
+    DECODES.with(|d| d.get())
+}
+
 /// Writes `packed`'s state into `rec`: the constant-size ones into the
 /// record, an owned one (`value`'s, moved) into its slot, a new slot if
 /// the record is `new`.
@@ -476,109 +523,18 @@ impl Records {
 fn store_state(
     l: Layout,
     rec: &mut [u8],
-    packed: record::Packed,
+    packed: Packed,
     value: Value,
     logs: &mut Arena<log::State>,
     leases: &mut Arena<LeaseKey>,
     new: bool,
 ) {
     match (packed, value) {
-        (record::Packed::Log, Value::Log(s)) if new => l.set_slot(rec, logs.alloc(s.state)),
-        (record::Packed::Log, Value::Log(s)) => *logs.get_mut(l.slot(rec)) = s.state,
-        (record::Packed::Lease, Value::Lease(s)) if new => l.set_slot(rec, leases.alloc(s)),
-        (record::Packed::Lease, Value::Lease(s)) => *leases.get_mut(l.slot(rec)) = s,
+        (Packed::Log, Value::Log(s)) if new => l.set_slot(rec, logs.alloc(s.state)),
+        (Packed::Log, Value::Log(s)) => *logs.get_mut(l.slot(rec)) = s.state,
+        (Packed::Lease, Value::Lease(s)) if new => l.set_slot(rec, leases.alloc(s)),
+        (Packed::Lease, Value::Lease(s)) => *leases.get_mut(l.slot(rec)) = s,
         (packed, _) => l.set(rec, &packed),
-    }
-}
-
-/// The keys of a shard that some connection `WATCH`es, by hash, each with
-/// a write counter: a write, delete or expiry of a watched key moves its
-/// counter, and `EXEC` compares. Only watched keys are tracked, so a write
-/// to a key no one watches costs one check of an empty map. Two keys whose
-/// 64-bit hashes are equal share a counter: a false conflict (which Redis
-/// allows) once in 2^64 pairs; a missed conflict cannot happen.
-/// How a write counts for `WATCH`.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Touch {
-    /// If it changed the key: a refused `SET NX`, a failed `INCR` or a
-    /// `PERSIST` of a key with no TTL leaves it as it was, and does not
-    /// abort its watchers (Redis signals only writes that happen).
-    IfChanged,
-    /// Always: the command stored a value (`SET`, `MSET`, `SETEX`), an
-    /// equal one included, as Redis counts it.
-    Always,
-}
-
-#[derive(Debug, Default)]
-pub(super) struct Watches(HashMap<u64, Watched, BuildHasherDefault<PassThrough>>);
-
-#[derive(Debug, Clone, Copy)]
-pub(super) struct Watched {
-    pub version: u64,
-    /// WATCH marks on this key, over all connections.
-    refs: u32,
-}
-
-/// The keys are already hashes: the map uses them as they are.
-#[derive(Debug, Default)]
-pub(super) struct PassThrough(u64);
-
-impl std::hash::Hasher for PassThrough {
-    fn finish(&self) -> u64 {
-        self.0
-    }
-    fn write(&mut self, _: &[u8]) {
-        unreachable!("only u64 keys are hashed")
-    }
-    fn write_u64(&mut self, n: u64) {
-        self.0 = n;
-    }
-}
-
-impl Watches {
-    pub fn is_empty(&self) -> bool {
-        self.0.is_empty()
-    }
-
-    /// The counter of a watched key's hash.
-    pub fn get(&self, hash: u64) -> Option<&Watched> {
-        if self.0.is_empty() {
-            return None;
-        }
-        self.0.get(&hash)
-    }
-
-    /// One more WATCH on `hash`; its counter now.
-    pub fn add(&mut self, hash: u64) -> u64 {
-        let w = self.0.entry(hash).or_insert(Watched {
-            version: 0,
-            refs: 0,
-        });
-        w.refs += 1;
-        w.version
-    }
-
-    /// One WATCH on `hash` fewer; the map's memory goes with the last.
-    pub fn remove(&mut self, hash: u64) {
-        if let Some(w) = self.0.get_mut(&hash) {
-            w.refs -= 1;
-            if w.refs == 0 {
-                self.0.remove(&hash);
-            }
-        }
-        if self.0.is_empty() {
-            self.0 = HashMap::default();
-        }
-    }
-
-    /// A watched key's value changed (or it went away).
-    pub fn touch(&mut self, hash: u64) {
-        if self.0.is_empty() {
-            return;
-        }
-        if let Some(w) = self.0.get_mut(&hash) {
-            w.version = w.version.wrapping_add(1);
-        }
     }
 }
 
@@ -636,6 +592,32 @@ impl Shard {
         self.records.with(h, |e| e.map(f))
     }
 
+    /// [`Shard::with`], leaving a compact record's place and decoded
+    /// entry in `found` as well, for a write of the key under the same
+    /// lock to start from ([`Shard::update_known`]) instead of finding and
+    /// decoding the record again.
+    pub fn with_known<R>(
+        &self,
+        hash: u64,
+        key: &[u8],
+        found: &mut Option<Found>,
+        f: impl FnOnce(&Entry) -> R,
+    ) -> Option<R> {
+        let records = &self.records;
+        let pos = self.index.find(hash, |h| records.key(h) == key)?;
+        let h = self.index.get(pos);
+        match split(h) {
+            // A constant-size record: its decoded entry is kept for the
+            // write. A log's or a lease key's state is read in its slot, and
+            // moved out by the write itself (no decode to save).
+            (Class::Compact(n), i) if !records.slab(n).0.kind.owned() => {
+                let entry = records.read(n, i);
+                Some(f(&found.insert(Found { pos, h, entry }).entry))
+            }
+            _ => records.with(h, |e| e.map(f)),
+        }
+    }
+
     /// See [`super::Store::update`].
     pub fn update<R>(
         &mut self,
@@ -646,6 +628,40 @@ impl Shard {
         touch: Touch,
         f: impl FnOnce(&mut Option<Entry>) -> R,
     ) -> R {
+        self.update_from(store, hash, key, now, touch, None, f)
+    }
+
+    /// [`Shard::update`] of a key that [`Shard::with_known`] left in
+    /// `found` (taken here), under this same lock, and that nothing has
+    /// written since: the write starts from its entry rather than decoding
+    /// the record again, and from its place in the index if it is still
+    /// there (another key's insert may have moved it).
+    #[allow(clippy::too_many_arguments)]
+    pub fn update_known<R>(
+        &mut self,
+        store: &impl Owner,
+        hash: u64,
+        key: &[u8],
+        now: Nanos,
+        touch: Touch,
+        found: &mut Option<Found>,
+        f: impl FnOnce(&mut Option<Entry>) -> R,
+    ) -> R {
+        self.update_from(store, hash, key, now, touch, found.take(), f)
+    }
+
+    #[inline(always)]
+    #[allow(clippy::too_many_arguments)]
+    fn update_from<R>(
+        &mut self,
+        store: &impl Owner,
+        hash: u64,
+        key: &[u8],
+        now: Nanos,
+        touch: Touch,
+        found: Option<Found>,
+        f: impl FnOnce(&mut Option<Entry>) -> R,
+    ) -> R {
         let Shard {
             index,
             records,
@@ -653,10 +669,27 @@ impl Shard {
             next_expiry_ms,
             watches,
         } = self;
-        match index.find(hash, |h| records.key(h) == key) {
+        // A handle is in one live slot of the index, and stays the key's
+        // until the key is written: still at its place, it is found.
+        let (at, known) = match found {
+            Some(k) if index.get_live(k.pos) == Some(k.h) => (Some(k.pos), Some(k.entry)),
+            Some(k) => (index.find(hash, |h| records.key(h) == key), Some(k.entry)),
+            None => (index.find(hash, |h| records.key(h) == key), None),
+        };
+        match at {
             Some(pos) => {
                 let h = index.get(pos);
-                let mut cur = records.take(h);
+                debug_assert!(records.key(h) == key, "a key moved from its place");
+                let mut cur = match known {
+                    Some(e) if matches!(split(h).0, Class::Compact(_)) => {
+                        debug_assert!(
+                            matches!(split(h), (Class::Compact(n), i) if records.decode(n, i) == e),
+                            "a stale entry"
+                        );
+                        Some(e)
+                    }
+                    _ => records.take(h),
+                };
                 let had_ttl = cur.as_ref().is_some_and(Entry::has_expiry);
                 let mut changed = false;
                 if let Some(e) = cur.as_ref().filter(|e| e.is_expired(now)) {

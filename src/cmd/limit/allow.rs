@@ -67,21 +67,19 @@ pub fn peek(ctx: &mut Ctx<'_>, req: &Request<'_>) -> Result<(), CmdError> {
 /// first that denied, else the one with the least remaining) plus its
 /// index, and with `LEASE` clauses the lease id (nil when denied).
 pub fn allowmany(ctx: &mut Ctx<'_>, req: &Request<'_>) -> Result<(), CmdError> {
-    let mut r = parse::many_request(req)?;
-    let has_lease = r
-        .clauses
-        .iter()
-        .any(|s| matches!(s.limit, Limit::Lease { .. }));
+    let mut steps = parse::Steps::new();
+    let r = parse::many_request(req, &mut steps)?;
+    let has_lease = steps.iter().any(|s| matches!(s.limit, Limit::Lease { .. }));
     let mut id = LeaseId::default();
     if has_lease {
         id = lease::lease_id(r.id)?;
-        for s in &mut r.clauses {
+        for s in &mut steps {
             if let Limit::Lease { id: lease, .. } = &mut s.limit {
                 *lease = id;
             }
         }
     }
-    let steps = &mut r.clauses;
+    let steps = &mut steps[..];
     let now = ctx.now;
     let room = ctx.state.write_room();
     let rules = Rules {

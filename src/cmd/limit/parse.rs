@@ -1,6 +1,7 @@
 //! Parsing limiter arguments into validated types, before anything runs:
 //! a bad argument is an `ERR` and changes nothing.
 
+use smallvec::SmallVec;
 use std::num::NonZeroU64;
 
 use super::args::{is, ArgList, Cursor};
@@ -34,15 +35,39 @@ pub enum Clause {
 /// `RL.ALLOWMANY`: several (key, clause) pairs, one cost, and the lease
 /// id its `LEASE` clauses take (`ID`, or the server's). With `CHARGE n`
 /// instead of `COST n`, `cost` is recorded under every limit whatever
-/// their state (`RL.CHARGE`'s meaning). The clauses come as the steps of
-/// the plan that decides them (`store/plan.rs`), their leases' id not yet
-/// chosen.
-#[derive(Debug, Clone)]
+/// their state (`RL.CHARGE`'s meaning). The clauses come apart, as the
+/// steps of the plan that decides them (`store/plan.rs`), their leases'
+/// id not yet chosen, written where the caller keeps them ([`Steps`]:
+/// a few hundred bytes each, not moved).
+#[derive(Debug, Clone, Copy)]
 pub struct ManyRequest<'a> {
-    pub clauses: Vec<Step<'a>>,
     pub cost: u64,
     pub charge: bool,
     pub id: Option<&'a [u8]>,
+}
+
+/// A request's steps: inline for the few limits a request names, so
+/// parsing one allocates nothing.
+pub type Steps<'a> = SmallVec<[Step<'a>; 4]>;
+
+/// Clauses up to which repeated keys are looked for pair by pair, in
+/// place; more are sorted (a copy of their keys) so that a request of
+/// thousands of clauses costs no quadratic time.
+const PAIRWISE_MAX: usize = 8;
+
+/// The least (bytewise) of the keys two steps name.
+fn repeated<'a>(steps: &[Step<'a>]) -> Option<&'a [u8]> {
+    if steps.len() <= PAIRWISE_MAX {
+        return steps
+            .iter()
+            .enumerate()
+            .filter(|(i, s)| steps[..*i].iter().any(|t| t.key == s.key))
+            .map(|(_, s)| s.key)
+            .min();
+    }
+    let mut sorted: Vec<&[u8]> = steps.iter().map(|s| s.key).collect();
+    sorted.sort_unstable();
+    sorted.windows(2).find(|p| p[0] == p[1]).map(|p| p[0])
 }
 
 /// `RL.CHARGE`: one key, one limit, `n` units to record.
@@ -359,8 +384,10 @@ pub const MAX_LIMITS: usize = 1024;
 ///     [LIMIT ...] [LEASE key limit ttl ...]
 /// ```
 /// Checks in O(n log n): at most [`MAX_LIMITS`] clauses, each key once.
-pub fn many_request<'a>(req: &'a Request<'_>) -> Result<ManyRequest<'a>, CmdError> {
-    let mut clauses = Vec::new();
+pub fn many_request<'a>(
+    req: &'a Request<'_>,
+    clauses: &mut Steps<'a>,
+) -> Result<ManyRequest<'a>, CmdError> {
     let (cost, charge, id) = walk_many(req, Check::Values, |key, _, checked, cost, charge| {
         let clause = checked.expect("values checked");
         match clause {
@@ -393,20 +420,13 @@ pub fn many_request<'a>(req: &'a Request<'_>) -> Result<ManyRequest<'a>, CmdErro
     }
     // A key holds one limiter state: two clauses on it would charge it
     // twice for one request.
-    let mut keys: Vec<&[u8]> = clauses.iter().map(|s| s.key).collect();
-    keys.sort_unstable();
-    if let Some(pair) = keys.windows(2).find(|p| p[0] == p[1]) {
+    if let Some(key) = repeated(clauses) {
         return Err(CmdError::err(format!(
             "key '{}' appears in more than one LIMIT or LEASE",
-            show(pair[0])
+            show(key)
         )));
     }
-    Ok(ManyRequest {
-        clauses,
-        cost,
-        charge,
-        id,
-    })
+    Ok(ManyRequest { cost, charge, id })
 }
 
 /// `RL.ALLOWMANY`'s grammar, walked once for the parser and once for the
