@@ -225,31 +225,28 @@ impl Layout {
     /// The entry a record stands for.
     pub fn entry(self, rec: &[u8], p: &Params) -> Entry {
         let st = &rec[HEAD..self.key_at()];
-        let value = match self.kind {
-            Kind::Window => Value::Window(Stored {
-                params: *p,
-                state: decode_window(st, p),
-            }),
-            Kind::Fixed => Value::Fixed(Stored {
-                params: *p,
-                state: decode_fixed(st, p),
-            }),
-            Kind::Gcra => Value::Gcra(Stored {
-                params: *p,
-                state: decode_gcra(st),
-            }),
-            Kind::Sliding => Value::Sliding(Stored {
-                params: *p,
-                state: decode_sliding(st),
-            }),
+        let params = *p;
+        let (value, at) = match self.kind {
+            Kind::Window => {
+                let state = decode_window(st, p);
+                (Value::Window(Stored { params, state }), state.expires_at(p))
+            }
+            Kind::Fixed => {
+                let state = decode_fixed(st, p);
+                (Value::Fixed(Stored { params, state }), state.expires_at(p))
+            }
+            Kind::Gcra => {
+                let state = decode_gcra(st);
+                (Value::Gcra(Stored { params, state }), state.expires_at())
+            }
+            Kind::Sliding => {
+                let state = decode_sliding(st);
+                (
+                    Value::Sliding(Stored { params, state }),
+                    state.expires_at(p),
+                )
+            }
             Kind::Log | Kind::Lease => unreachable!("an owned state is read from its arena"),
-        };
-        let at = match &value {
-            Value::Window(s) => s.state.expires_at(p),
-            Value::Fixed(s) => s.state.expires_at(p),
-            Value::Gcra(s) => s.state.expires_at(),
-            Value::Sliding(s) => s.state.expires_at(p),
-            _ => unreachable!("built above"),
         };
         limiter_entry(value, at)
     }

@@ -244,20 +244,25 @@ impl Records {
     fn take(&mut self, h: u32) -> Option<Entry> {
         match split(h) {
             (Class::General, i) => self.general.get_mut(i).entry.take(),
-            (Class::Compact(n), i) => {
-                let (l, slab) = self.slab(n);
-                let r = slab.get(i);
-                Some(match l.kind {
-                    Kind::Log => {
-                        let p = self.params.get(record::pid(r));
-                        record::take_log(self.logs.get_mut(l.slot(r)), p)
-                    }
-                    Kind::Lease => {
-                        record::lease_value(std::mem::take(self.leases.get_mut(l.slot(r))))
-                    }
-                    _ => self.read(n, i),
-                })
+            (Class::Compact(n), i) if !self.slab(n).0.kind.owned() => Some(self.read(n, i)),
+            (Class::Compact(n), i) => Some(self.take_owned(n, i)),
+        }
+    }
+
+    /// [`Records::take`] of a log's or a lease key's record: its state
+    /// moves out of its slot (out of line: the constant-size records'
+    /// path stays short).
+    #[inline(never)]
+    fn take_owned(&mut self, n: u16, i: u32) -> Entry {
+        let (l, slab) = self.slab(n);
+        let r = slab.get(i);
+        let slot = l.slot(r);
+        match l.kind {
+            Kind::Log => {
+                let p = self.params.get(record::pid(r));
+                record::take_log(self.logs.get_mut(slot), p)
             }
+            _ => record::lease_value(std::mem::take(self.leases.get_mut(slot))),
         }
     }
 
@@ -370,7 +375,7 @@ impl Records {
                         }
                     }
                 }
-                store_state(l, rec, packed, entry.value, logs, leases, false);
+                store_state(l, rec, packed, entry, logs, leases, false);
                 return old.expect("matched above");
             }
         }
@@ -398,7 +403,7 @@ impl Records {
         let i = slab.alloc();
         let rec = slab.get_mut(i);
         l.init(rec, key, pid);
-        store_state(l, rec, packed, entry.value, logs, leases, true);
+        store_state(l, rec, packed, entry, logs, leases, true);
         if let Some(old) = old {
             self.free(old);
         }
@@ -517,24 +522,40 @@ pub(super) fn decodes() -> u64 {
 }
 
 /// Writes `packed`'s state into `rec`: the constant-size ones into the
-/// record, an owned one (`value`'s, moved) into its slot, a new slot if
+/// record, an owned one (`entry`'s, moved) into its slot, a new slot if
 /// the record is `new`.
 #[inline(always)]
 fn store_state(
     l: Layout,
     rec: &mut [u8],
     packed: Packed,
+    entry: Entry,
+    logs: &mut Arena<log::State>,
+    leases: &mut Arena<LeaseKey>,
+    new: bool,
+) {
+    match packed {
+        Packed::Log | Packed::Lease => store_owned(l, rec, entry.value, logs, leases, new),
+        _ => l.set(rec, &packed),
+    }
+}
+
+/// [`store_state`] for a log's or a lease key's state, out of line.
+#[inline(never)]
+fn store_owned(
+    l: Layout,
+    rec: &mut [u8],
     value: Value,
     logs: &mut Arena<log::State>,
     leases: &mut Arena<LeaseKey>,
     new: bool,
 ) {
-    match (packed, value) {
-        (Packed::Log, Value::Log(s)) if new => l.set_slot(rec, logs.alloc(s.state)),
-        (Packed::Log, Value::Log(s)) => *logs.get_mut(l.slot(rec)) = s.state,
-        (Packed::Lease, Value::Lease(s)) if new => l.set_slot(rec, leases.alloc(s)),
-        (Packed::Lease, Value::Lease(s)) => *leases.get_mut(l.slot(rec)) = s,
-        (packed, _) => l.set(rec, &packed),
+    match value {
+        Value::Log(s) if new => l.set_slot(rec, logs.alloc(s.state)),
+        Value::Log(s) => *logs.get_mut(l.slot(rec)) = s.state,
+        Value::Lease(s) if new => l.set_slot(rec, leases.alloc(s)),
+        Value::Lease(s) => *leases.get_mut(l.slot(rec)) = s,
+        _ => unreachable!("pack said an owned state"),
     }
 }
 
