@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """Moving slots with their keys: Turnstile beside Redis 7, same redis-cli.
 
-    python3 benches/cluster_move.py [--keys N] [--bin PATH] [--redis-server PATH]
+    python3 benches/cluster_move.py [--keys N] [--bin PATH] [--redis-server PATH] [--trace N]
 
 For each server: three empty primaries made a cluster by `redis-cli
 --cluster create`, N limiter keys written (Turnstile: `RL.ALLOW k 100 1h`,
@@ -14,11 +14,19 @@ Prints the time of each move, the CPU time its four nodes spent in it
 (user + system, from /proc/PID/stat), and the client's median, p99 and
 worst latency during it. Needs redis-cli, redis-server and the redis
 package.
+
+`--trace N` also lists each move's N slowest requests: when they started
+(ms into the move), which node served them, what the client did on the
+way (MOVED, ASK, TRYAGAIN, a slot map reload, a new connection; redis-py
+reloads its whole map on every fifth MOVED, and the reload closes the
+connection it asked on) and what `redis-cli` had last printed. The hooks
+record only those events, so the requests themselves run as without it.
 """
 
 import argparse
 import os
 import random
+import re
 import shutil
 import signal
 import statistics
@@ -28,9 +36,116 @@ import threading
 import time
 
 import redis
+import redis.cluster
+import redis.exceptions
 from redis.cluster import ClusterNode, RedisCluster
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+
+
+class Trace:
+    """What the client did during each request, from hooks on redis-py."""
+
+    probe = None  # the Probe thread whose requests are traced
+    events = None  # this request's events, or None when not tracing
+
+    @classmethod
+    def note(cls, *what):
+        if cls.events is not None and threading.current_thread() is cls.probe:
+            cls.events.append((time.perf_counter(), *what))
+
+    @classmethod
+    def install(cls):
+        for name, kind in (("MovedError", "MOVED"), ("AskError", "ASK"), ("TryAgainError", "TRYAGAIN"),
+                           ("ClusterDownError", "CLUSTERDOWN")):
+            exc = getattr(redis.exceptions, name)
+            init = exc.__init__
+
+            def hooked(self, *a, _init=init, _kind=kind, **k):
+                _init(self, *a, **k)
+                Trace.note(_kind, str(self.args[0]) if self.args else "")
+            exc.__init__ = hooked
+        init_map = redis.cluster.NodesManager.initialize
+
+        def initialize(self):
+            t, cpu = time.perf_counter(), time.thread_time()
+            init_map(self)
+            Trace.note("reload", f"{(time.perf_counter() - t) * 1e3:.2f} ms "
+                       f"(client CPU {(time.thread_time() - cpu) * 1e3:.2f})")
+        redis.cluster.NodesManager.initialize = initialize
+        connect = redis.connection.AbstractConnection.connect
+
+        tcp = redis.connection.Connection._connect
+
+        def hooked_connect(self):
+            new = self._sock is None
+            t, cpu = time.perf_counter(), time.thread_time()
+            connect(self)
+            if new:
+                Trace.note("connect", f"{getattr(self, 'port', '?')} {(time.perf_counter() - t) * 1e3:.2f} ms "
+                           f"(TCP {getattr(self, '_tcp_ms', 0):.2f}, client CPU {(time.thread_time() - cpu) * 1e3:.2f})")
+        redis.connection.AbstractConnection.connect = hooked_connect
+
+        def hooked_tcp(self):
+            t = time.perf_counter()
+            sock = tcp(self)
+            self._tcp_ms = (time.perf_counter() - t) * 1e3
+            return sock
+        redis.connection.Connection._connect = hooked_tcp
+        command = redis.Redis.execute_command
+
+        def hooked_command(self, *args, **options):
+            t = time.perf_counter()
+            try:
+                return command(self, *args, **options)
+            finally:
+                port = self.connection_pool.connection_kwargs.get("port")
+                Trace.note(" ".join(map(str, args[:2])), f"{port} {(time.perf_counter() - t) * 1e3:.2f} ms")
+        redis.Redis.execute_command = hooked_command
+
+
+class LiveCli:
+    """`redis-cli` run with its output time-stamped as it comes."""
+
+    def __init__(self, args):
+        self.lines = []  # (perf_counter, text)
+        self.p = subprocess.Popen(["stdbuf", "-o0", "redis-cli", *args], stdin=subprocess.PIPE,
+                                  stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
+        self.p.stdin.write(b"yes\n")
+        self.p.stdin.close()
+        self.reader = threading.Thread(target=self.read, daemon=True)
+        self.reader.start()
+
+    def read(self):
+        line = b""
+        fd = self.p.stdout.fileno()
+        while True:
+            b = os.read(fd, 4096)
+            if not b:
+                break
+            now = time.perf_counter()
+            for part in b.splitlines(keepends=True):
+                line += part
+                if line.endswith(b"\n") or line.endswith(b"#"):
+                    self.lines.append((now, line.decode(errors="replace").rstrip()))
+                    line = b""
+
+    def wait(self):
+        self.p.wait()
+        self.reader.join()
+        if self.p.returncode != 0:
+            raise SystemExit("redis-cli: " + "\n".join(t for _, t in self.lines[-20:]))
+
+    def before(self, t):
+        """The last thing printed before `t`, with how long before."""
+        last = None
+        for at, text in self.lines:
+            if at > t:
+                break
+            last = (at, text)
+        if last is None:
+            return "-"
+        return f"{(t - last[0]) * 1e3:.1f} ms after {last[1][-60:]!r}"
 
 
 def cli(*args):
@@ -77,26 +192,67 @@ class Cluster:
 class Probe(threading.Thread):
     """One client, one request at a time, each one's latency recorded."""
 
-    def __init__(self, rc, kind, keys):
+    def __init__(self, rc, kind, keys, trace=False):
         super().__init__(daemon=True)
-        self.rc, self.kind, self.keys = rc, kind, keys
+        self.rc, self.kind, self.keys, self.trace = rc, kind, keys, trace
         self.lat = []
+        self.starts = []  # with --trace: each request's start and key
+        self.events = {}  # with --trace: request index -> what the client did
         self.errors = 0
         self.stop = threading.Event()
 
     def run(self):
         rnd = random.Random(7)
+        if self.trace:
+            Trace.probe = self
+            self.tid = threading.get_native_id()
         while not self.stop.is_set():
             k = f"k:{rnd.randrange(self.keys)}"
+            if self.trace:
+                Trace.events = []
             t = time.perf_counter()
             try:
                 if self.kind == "redis":
                     self.rc.execute_command("INCR", k)
                 else:
                     self.rc.execute_command("RL.ALLOW", k, 100, "1h")
-            except Exception:  # noqa: BLE001 - counted, not hidden
+            except Exception as e:  # noqa: BLE001 - counted, not hidden
                 self.errors += 1
+                Trace.note("error", repr(e)[:80])
             self.lat.append(time.perf_counter() - t)
+            if self.trace:
+                self.starts.append((t, k))
+                if Trace.events:
+                    self.events[len(self.lat) - 1] = Trace.events
+        Trace.events = None
+
+    def switches(self):
+        """The probe thread's context switches so far: (waits, preempted)."""
+        with open(f"/proc/self/task/{self.tid}/status") as f:
+            v = dict(line.split(":", 1) for line in f if "ctxt_switches" in line)
+        return int(v["voluntary_ctxt_switches"]), int(v["nonvoluntary_ctxt_switches"])
+
+    def report(self, what, kind, t0, live, n):
+        """The n slowest requests, with what happened on the way."""
+        slot_of = self.rc.keyslot
+        order = sorted(range(len(self.lat)), key=lambda i: -self.lat[i])[:n]
+        print(f"\n{kind} {what}: {n} slowest of {len(self.lat)} (median {statistics.median(self.lat) * 1e3:.2f} ms)")
+        for i in order:
+            t, k = self.starts[i]
+            slot = slot_of(k)
+            owner = self.rc.nodes_manager.slots_cache[slot][0].port
+            ev = "; ".join(f"+{(at - t) * 1e3:.2f} {' '.join(x)}" for at, *x in self.events.get(i, []))
+            print(f"  {self.lat[i] * 1e3:6.2f} ms at {(t - t0) * 1e3:8.1f} ms  slot {slot:5} now on {owner}"
+                  f"  [{ev or 'plain'}]  cli: {live.before(t) if live else '-'}")
+        took = {}
+        for evs in self.events.values():
+            for _, kind_, *x in evs:
+                m = re.search(r"([\d.]+) ms", x[0] if x else "")
+                took.setdefault(kind_, []).append(float(m.group(1)) if m else None)
+        for kind_, ms in sorted(took.items()):
+            ms = sorted(v for v in ms if v is not None)
+            print(f"  {kind_}: {len(took[kind_])} times" + (
+                f", median {statistics.median(ms):.2f} ms, max {ms[-1]:.2f} ms" if ms else ""))
 
 
 def cpu_seconds(procs):
@@ -108,6 +264,23 @@ def cpu_seconds(procs):
             fields = f.read().rsplit(")", 1)[1].split()
         total += int(fields[11]) + int(fields[12])
     return total / ticks
+
+
+def node_switches(procs):
+    """The nodes' threads' context switches so far: (waits, preempted)."""
+    out = [0, 0]
+    for p in procs:
+        for tid in os.listdir(f"/proc/{p.pid}/task"):
+            try:
+                with open(f"/proc/{p.pid}/task/{tid}/status") as f:
+                    for line in f:
+                        if line.startswith("voluntary_ctxt_switches"):
+                            out[0] += int(line.split()[1])
+                        elif line.startswith("nonvoluntary_ctxt_switches"):
+                            out[1] += int(line.split()[1])
+            except FileNotFoundError:
+                pass
+    return out
 
 
 def wait_ok(ports, timeout=60):
@@ -135,7 +308,7 @@ def fill(port_base, kind, keys):
     return rc
 
 
-def measure(kind, binary, base, keys):
+def measure(kind, binary, base, keys, trace=0):
     c = Cluster(kind, binary, base)
     try:
         for i in range(4):
@@ -147,24 +320,38 @@ def measure(kind, binary, base, keys):
         wait_ok([base + i for i in range(4)])
         out = {}
         for what in ("rebalance", "reshard"):
-            probe = Probe(rc, kind, keys)
+            probe = Probe(rc, kind, keys, trace=trace > 0)
             probe.start()
             time.sleep(1)
-            cpu = cpu_seconds(c.procs)
-            t = time.time()
             if what == "rebalance":
-                cli("--cluster", "rebalance", f"127.0.0.1:{base}", "--cluster-use-empty-masters")
+                args = ["--cluster", "rebalance", f"127.0.0.1:{base}", "--cluster-use-empty-masters"]
             else:
                 new = redis.Redis(port=base + 3).execute_command("CLUSTER", "MYID").decode()
                 first = redis.Redis(port=base).execute_command("CLUSTER", "MYID").decode()
                 n = sum(int(b) - int(a) + 1 for a, b, *rest in redis.Redis(port=base + 3).execute_command("CLUSTER", "SLOTS")
                         if rest[0][1] == base + 3)
-                cli("--cluster", "reshard", f"127.0.0.1:{base}", "--cluster-from", new, "--cluster-to", first,
-                    "--cluster-slots", str(n), "--cluster-yes")
+                args = ["--cluster", "reshard", f"127.0.0.1:{base}", "--cluster-from", new, "--cluster-to", first,
+                        "--cluster-slots", str(n), "--cluster-yes"]
+            cpu = cpu_seconds(c.procs)
+            t = time.time()
+            t0 = time.perf_counter()
+            live = None
+            if trace:
+                sw0, nodes0 = probe.switches(), node_switches(c.procs)
+                live = LiveCli(args)
+                live.wait()
+                sw1, nodes1 = probe.switches(), node_switches(c.procs)
+                print(f"\n{kind} {what}: client thread waited {sw1[0] - sw0[0]} times, was preempted "
+                      f"{sw1[1] - sw0[1]} times; the nodes' threads switched {nodes1[0] - nodes0[0]} + "
+                      f"{nodes1[1] - nodes0[1]} (preempted) times")
+            else:
+                cli(*args)
             took = time.time() - t
             cpu = cpu_seconds(c.procs) - cpu
             probe.stop.set()
             probe.join()
+            if trace:
+                probe.report(what, kind, t0, live, trace)
             lat = sorted(probe.lat)
             out[what] = (took, cpu, statistics.median(lat) * 1e3, lat[int(len(lat) * 0.99)] * 1e3, lat[-1] * 1e3,
                          probe.errors, len(lat))
@@ -179,10 +366,13 @@ def main():
     ap.add_argument("--keys", type=int, default=100_000)
     ap.add_argument("--bin", default=os.path.join(ROOT, "target/release/turnstile"))
     ap.add_argument("--redis-server", default=shutil.which("redis-server"))
+    ap.add_argument("--trace", type=int, default=0, help="list each move's N slowest requests")
     a = ap.parse_args()
+    if a.trace:
+        Trace.install()
     results = {
-        "redis": measure("redis", a.redis_server, 14001, a.keys),
-        "turnstile": measure("turnstile", a.bin, 15001, a.keys),
+        "redis": measure("redis", a.redis_server, 14001, a.keys, a.trace),
+        "turnstile": measure("turnstile", a.bin, 15001, a.keys, a.trace),
     }
     print(f"\n{a.keys} keys; 4,096 slots moved each way; one client, one request at a time\n")
     print("| move | server | time (s) | nodes' CPU (s) | client median (ms) | p99 (ms) | worst (ms) | errors | requests |")

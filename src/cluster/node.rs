@@ -38,6 +38,15 @@ pub trait Host: Send + Sync + 'static {
     fn admits(&self, _user: &str, _password: &str) -> bool {
         false
     }
+
+    /// Runs `f`, a wait for the disk (the config file's fsync when an
+    /// epoch changed), where it holds up no client: the server moves it
+    /// off the async worker, whose other clients would otherwise wait out
+    /// the fsync (milliseconds, tens of them on a busy disk). Here it runs
+    /// on this thread.
+    fn off_worker(&self, f: &mut dyn FnMut()) {
+        f()
+    }
 }
 
 /// This node in its cluster.
@@ -253,7 +262,18 @@ impl ClusterNode {
         let text = st.config_text();
         let started = std::time::Instant::now();
         let result = if durable {
-            self.replace(path, &text)
+            // The caller still waits for it (the epoch reaches the disk
+            // before any message or reply carries it); only the worker's
+            // other clients stop waiting with it. An in-place rewrite
+            // waits for no disk and stays here: moving it would cost more
+            // thread hand-offs than it takes.
+            let mut replaced = None;
+            let mut write = || replaced = Some(self.replace(path, &text));
+            match self.host.get() {
+                Some(host) => host.off_worker(&mut write),
+                None => write(),
+            }
+            replaced.unwrap_or_else(|| self.replace(path, &text))
         } else {
             self.overwrite(path, &text)
         };
@@ -521,6 +541,55 @@ mod tests {
             let want = node.state.lock().config_text();
             assert_eq!(std::fs::read_to_string(&file).unwrap(), want);
         }
+        let _ = std::fs::remove_dir_all(&dir);
+    }
+
+    /// Records what the node hands to be run off the worker, and what
+    /// the file held when it ran.
+    struct Recording {
+        file: PathBuf,
+        ran: Arc<Mutex<Vec<(String, String)>>>,
+    }
+
+    impl Host for Recording {
+        fn apply(&self, _: &Effects) {}
+
+        fn off_worker(&self, f: &mut dyn FnMut()) {
+            let read = || std::fs::read_to_string(&self.file).unwrap_or_default();
+            let before = read();
+            f();
+            self.ran.lock().push((before, read()));
+        }
+    }
+
+    /// The write that waits for the disk (an epoch changed: a new file,
+    /// fsynced) is the one handed off the worker, so that the worker's
+    /// other clients do not wait for the fsync; it is done when the change
+    /// returns. A slot change, rewritten in place, stays on its thread.
+    #[test]
+    fn an_fsynced_config_write_runs_off_the_worker() {
+        let dir = std::env::temp_dir().join(format!("turnstile-offworker-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let file = dir.join("nodes.conf");
+        let st = ClusterState::new("a".repeat(40), "127.0.0.1".into(), 7000, 17000, 1000);
+        let node = ClusterNode::new(st, Some(file.clone()));
+        let ran = Arc::new(Mutex::new(Vec::new()));
+        node.set_host(Box::new(Recording {
+            file: file.clone(),
+            ran: ran.clone(),
+        }));
+        node.with(|st| (st.add_slots(&[1, 2, 3]).unwrap(), Effects::default()));
+        assert!(ran.lock().is_empty(), "an in-place rewrite stays here");
+        let before = std::fs::read_to_string(&file).unwrap();
+        node.with(|st| (assert!(st.bump_epoch()), Effects::default()));
+        let after = node.state.lock().config_text();
+        assert_ne!(before, after);
+        assert_eq!(
+            *ran.lock(),
+            [(before, after.clone())],
+            "the new epoch written by what ran off the worker"
+        );
+        assert_eq!(std::fs::read_to_string(&file).unwrap(), after);
         let _ = std::fs::remove_dir_all(&dir);
     }
 

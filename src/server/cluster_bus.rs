@@ -216,6 +216,14 @@ impl Host for ServerHost {
         .is_ok()
     }
 
+    /// As the server runs its other long waits (`Store::blocking_section`).
+    fn off_worker(&self, f: &mut dyn FnMut()) {
+        match self.0.upgrade() {
+            Some(state) => state.store.blocking_section(f),
+            None => f(),
+        }
+    }
+
     fn apply(&self, effects: &Effects) {
         let Some(state) = self.0.upgrade() else {
             return;
