@@ -182,6 +182,18 @@ def turnstile_runs(keys, log_keys, lengths, algos):
     return out
 
 
+def redis_shape(name, keys, tmpl, lines, *extra):
+    """One key per limiter, `tmpl % i` for key i (`lines` reply lines
+    each), on a fresh Redis started with `extra`."""
+    s = start_redis(*extra)
+    try:
+        m = measure(s, lambda: pipeline(s.port, keyed_batches(tmpl, 0, keys, lines)), keys)
+        check(m["dbsize"] == keys, f"{name}: DBSIZE {m['dbsize']} != {keys}")
+    finally:
+        s.stop()
+    return m
+
+
 def redis_runs(keys, log_keys, lengths, cell=None):
     out = {}
     for length in lengths:
@@ -189,22 +201,12 @@ def redis_runs(keys, log_keys, lengths, cell=None):
         if cell:
             # redis-cell's GCRA: one CL.THROTTLE per key (a reply of 5
             # integers), the module's string with an expiry.
-            s = start_redis("--loadmodule", cell)
-            try:
-                tmpl = template("CL.THROTTLE", None, 99, 100, PERIOD, 1, key_format=kf)
-                m = measure(s, lambda: pipeline(s.port, keyed_batches(tmpl, 0, keys, 6)), keys)
-                check(m["dbsize"] == keys, f"redis-cell: DBSIZE {m['dbsize']} != {keys}")
-            finally:
-                s.stop()
+            tmpl = template("CL.THROTTLE", None, 99, 100, PERIOD, 1, key_format=kf)
+            m = redis_shape("redis-cell", keys, tmpl, 6, "--loadmodule", cell)
             report(f"redis-cell {length} B", m)
             out[("cell", length)] = m
-        s = start_redis()
-        try:
-            tmpl = template("SET", None, 7, "EX", PERIOD * 2, key_format=kf)
-            m = measure(s, lambda: pipeline(s.port, keyed_batches(tmpl, 0, keys, 1)), keys)
-            check(m["dbsize"] == keys, f"redis one-key: DBSIZE {m['dbsize']} != {keys}")
-        finally:
-            s.stop()
+        tmpl = template("SET", None, 7, "EX", PERIOD * 2, key_format=kf)
+        m = redis_shape("redis one-key", keys, tmpl, 1)
         report(f"redis one-key {length} B", m)
         out[("one-key", length)] = m
         # The two-bucket limiter's keys are the limiter's key and a suffix.

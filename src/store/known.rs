@@ -26,19 +26,11 @@ impl Store {
         found: &mut Option<Found>,
         f: impl FnOnce(&Entry) -> R,
     ) -> Option<R> {
-        let mut f = Some(f);
-        let live = shard.with_known(hash, key, found, |e| {
-            (!e.is_expired(now)).then(|| (f.take().expect("called once"))(e))
-        });
-        match live {
-            Some(Some(r)) => Some(r),
-            Some(None) => {
-                *found = None;
-                shard.update(self, hash, key, now, Touch::IfChanged, |_| ());
-                None
-            }
-            None => None,
+        let live = shard.with_known(hash, key, found, |e| (!e.is_expired(now)).then(|| f(e)));
+        if let Some(None) = live {
+            *found = None;
         }
+        self.live_or_removed(shard, hash, key, now, live)
     }
 
     /// [`Store::lock_many`] for keys whose hashes [`Keyspace::hash`] gave.

@@ -371,18 +371,25 @@ impl Store {
         f: impl FnOnce(&Entry) -> R,
     ) -> Option<R> {
         // A compact record is decoded for the closure: `f` runs inside.
-        let mut f = Some(f);
-        let live = shard.with(hash, key, |e| {
-            (!e.is_expired(now)).then(|| (f.take().expect("called once"))(e))
-        });
-        match live {
-            Some(Some(r)) => Some(r),
-            Some(None) => {
-                shard.update(self, hash, key, now, Touch::IfChanged, |_| ());
-                None
-            }
-            None => None,
+        let live = shard.with(hash, key, |e| (!e.is_expired(now)).then(|| f(e)));
+        self.live_or_removed(shard, hash, key, now, live)
+    }
+
+    /// What a read in `shard` found (`None` no key, `Some(None)` an
+    /// expired one): the answer for a live key; an expired key is removed,
+    /// as a read in Redis deletes what it finds expired.
+    fn live_or_removed<R>(
+        &self,
+        shard: &mut Shard,
+        hash: u64,
+        key: &[u8],
+        now: Nanos,
+        live: Option<Option<R>>,
+    ) -> Option<R> {
+        if let Some(None) = live {
+            shard.update(self, hash, key, now, Touch::IfChanged, |_| ());
         }
+        live.flatten()
     }
 
     /// The shard `key` lives in (for tests that need keys in distinct

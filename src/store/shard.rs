@@ -195,21 +195,29 @@ impl Records {
         }
     }
 
-    /// The entry a compact record of constant size stands for, decoded.
-    #[inline]
-    fn decode(&self, n: u16, i: u32) -> Entry {
+    /// `h`'s layout and bytes if it is a constant-size record (not a
+    /// general record, not a log's or a lease key's slot).
+    #[inline(always)]
+    fn constant(&self, h: u32) -> Option<(Layout, &[u8])> {
+        let (Class::Compact(n), i) = split(h) else {
+            return None;
+        };
         let (l, slab) = self.slab(n);
-        debug_assert!(!l.kind.owned(), "an owned state is read in its slot");
-        let r = slab.get(i);
+        (!l.kind.owned()).then(|| (l, slab.get(i)))
+    }
+
+    /// The entry a constant-size record `r` of layout `l` stands for.
+    #[inline]
+    fn decode(&self, l: Layout, r: &[u8]) -> Entry {
         l.entry(r, self.params.get(record::pid(r)))
     }
 
     /// [`Records::decode`] for a reader, counted in tests.
     #[inline]
-    fn read(&self, n: u16, i: u32) -> Entry {
+    fn read(&self, l: Layout, r: &[u8]) -> Entry {
         #[cfg(test)]
         DECODES.with(|d| d.set(d.get() + 1));
-        self.decode(n, i)
+        self.decode(l, r)
     }
 
     /// Calls `f` with the entry `h` stands for (decoded, for a compact
@@ -230,7 +238,7 @@ impl Records {
                     Kind::Lease => f(Some(&record::lease_value(
                         self.leases.get(l.slot(r)).clone(),
                     ))),
-                    _ => f(Some(&self.read(n, i))),
+                    _ => f(Some(&self.read(l, r))),
                 }
             }
         }
@@ -242,9 +250,11 @@ impl Records {
     /// an owned state, which moves out of its slot.
     #[inline]
     fn take(&mut self, h: u32) -> Option<Entry> {
+        if let Some((l, r)) = self.constant(h) {
+            return Some(self.read(l, r));
+        }
         match split(h) {
             (Class::General, i) => self.general.get_mut(i).entry.take(),
-            (Class::Compact(n), i) if !self.slab(n).0.kind.owned() => Some(self.read(n, i)),
             (Class::Compact(n), i) => Some(self.take_owned(n, i)),
         }
     }
@@ -627,15 +637,15 @@ impl Shard {
         let records = &self.records;
         let pos = self.index.find(hash, |h| records.key(h) == key)?;
         let h = self.index.get(pos);
-        match split(h) {
+        match records.constant(h) {
             // A constant-size record: its decoded entry is kept for the
             // write. A log's or a lease key's state is read in its slot, and
             // moved out by the write itself (no decode to save).
-            (Class::Compact(n), i) if !records.slab(n).0.kind.owned() => {
-                let entry = records.read(n, i);
+            Some((l, r)) => {
+                let entry = records.read(l, r);
                 Some(f(&found.insert(Found { pos, h, entry }).entry))
             }
-            _ => records.with(h, |e| e.map(f)),
+            None => records.with(h, |e| e.map(f)),
         }
     }
 
@@ -704,7 +714,9 @@ impl Shard {
                 let mut cur = match known {
                     Some(e) if matches!(split(h).0, Class::Compact(_)) => {
                         debug_assert!(
-                            matches!(split(h), (Class::Compact(n), i) if records.decode(n, i) == e),
+                            records
+                                .constant(h)
+                                .is_some_and(|(l, r)| records.decode(l, r) == e),
                             "a stale entry"
                         );
                         Some(e)
