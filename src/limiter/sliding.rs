@@ -60,6 +60,7 @@ const COMPACT_COUNT_MAX: u16 = (1 << 12) - 1;
 /// Largest sub-bucket number [`State::to_compact`] holds (40 bits): any
 /// sub-bucket of 3.8 ms or more (a period of 19 ms or more) until 2116.
 const COMPACT_NEWEST_MAX: u64 = (1 << 40) - 1;
+const _: () = assert!(SLOTS == 6 && COMPACT_BYTES == 14 + SLOTS);
 
 /// Units per sub-bucket and where each one's last admission fell, newest
 /// first: index `k` is sub-bucket `newest - k`. 24 bytes, no padding, so
@@ -149,16 +150,22 @@ impl State {
     #[inline]
     pub fn to_compact(&self) -> Option<[u8; COMPACT_BYTES]> {
         let newest = self.newest();
-        if newest > COMPACT_NEWEST_MAX || self.counts.iter().any(|&c| c > COMPACT_COUNT_MAX) {
+        // Every count within 12 bits iff their OR is: one test, no branch
+        // per count.
+        let any = self.counts.iter().fold(0, |a, &c| a | c);
+        if newest > COMPACT_NEWEST_MAX || any > COMPACT_COUNT_MAX {
             return None;
         }
+        // The number and the counts are one 112-bit little-endian field,
+        // the number in bits 0..40 and count `k` in bits `40 + 12k..`: as
+        // two words, the number and two counts, then four counts.
+        let c = |k: usize| self.counts[k] as u64;
+        let lo = newest | c(0) << 40 | c(1) << 52;
+        let hi = c(2) | c(3) << 12 | c(4) << 24 | c(5) << 36;
         let mut b = [0u8; COMPACT_BYTES];
-        b[..5].copy_from_slice(&newest.to_le_bytes()[..5]);
-        for (i, pair) in self.counts.chunks_exact(2).enumerate() {
-            let v = pair[0] as u32 | (pair[1] as u32) << 12;
-            b[5 + 3 * i..8 + 3 * i].copy_from_slice(&v.to_le_bytes()[..3]);
-        }
-        b[COMPACT_BYTES - SLOTS..].copy_from_slice(&self.last);
+        b[..8].copy_from_slice(&lo.to_le_bytes());
+        b[8..14].copy_from_slice(&hi.to_le_bytes()[..6]);
+        b[14..].copy_from_slice(&self.last);
         Some(b)
     }
 
@@ -166,16 +173,22 @@ impl State {
     /// record holds only what `to_compact` wrote).
     #[inline]
     pub fn from_compact(b: &[u8; COMPACT_BYTES]) -> State {
+        let lo = u64::from_le_bytes(b[..8].try_into().expect("8 bytes"));
+        let mut w = [0u8; 8];
+        w[..6].copy_from_slice(&b[8..14]);
+        let hi = u64::from_le_bytes(w);
+        let m = COMPACT_COUNT_MAX as u64;
         let mut s = State::default();
-        let mut n = [0u8; 8];
-        n[..5].copy_from_slice(&b[..5]);
-        s.set_newest(u64::from_le_bytes(n));
-        for i in 0..SLOTS / 2 {
-            let v = u32::from_le_bytes([b[5 + 3 * i], b[6 + 3 * i], b[7 + 3 * i], 0]);
-            s.counts[2 * i] = (v & 0xfff) as u16;
-            s.counts[2 * i + 1] = (v >> 12) as u16;
-        }
-        s.last.copy_from_slice(&b[COMPACT_BYTES - SLOTS..]);
+        s.set_newest(lo & COMPACT_NEWEST_MAX);
+        s.counts = [
+            (lo >> 40 & m) as u16,
+            (lo >> 52) as u16,
+            (hi & m) as u16,
+            (hi >> 12 & m) as u16,
+            (hi >> 24 & m) as u16,
+            (hi >> 36 & m) as u16,
+        ];
+        s.last.copy_from_slice(&b[14..]);
         s
     }
 

@@ -13,14 +13,30 @@ use crate::limiter::lease::Leases;
 use crate::limiter::{fixed, gcra, log, sliding, window, Algorithm, Params};
 
 /// A key's value and expiry.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone)]
 pub struct Entry {
     /// Absolute expiry in milliseconds since the epoch on the server clock
     /// (Redis's unit, so any `EXPIREAT` a client can send is kept exactly);
-    /// 0 = persistent.
+    /// 0 = persistent. Bit 63 ([`DERIVED`]) marks an expiry set from the
+    /// limiter state held, so storing it need not derive it again.
     expires_at: u64,
     pub value: Value,
 }
+
+/// The flag bit of [`Entry`]'s expiry: no millisecond count reaches it
+/// (Redis refuses an expiry over `i64::MAX` ms; a file's is clamped).
+const DERIVED: u64 = 1 << 63;
+const MS_MAX: u64 = DERIVED - 1;
+
+/// Two entries are equal when their values and expiries are: how an
+/// expiry was set is not part of the key.
+impl PartialEq for Entry {
+    fn eq(&self, other: &Self) -> bool {
+        self.ms() == other.ms() && self.value == other.value
+    }
+}
+
+impl Eq for Entry {}
 
 /// The kinds of value a key can hold. Each limiter algorithm has its own
 /// variant, so a string command on a limiter key, or another algorithm on
@@ -169,13 +185,36 @@ impl Entry {
         e
     }
 
+    #[inline]
+    fn ms(&self) -> u64 {
+        self.expires_at & MS_MAX
+    }
+
     pub fn has_expiry(&self) -> bool {
-        self.expires_at != 0
+        self.ms() != 0
     }
 
     /// Absolute expiry in milliseconds since the epoch, if any.
     pub fn expiry_ms(&self) -> Option<u64> {
-        self.has_expiry().then_some(self.expires_at)
+        self.has_expiry().then_some(self.ms())
+    }
+
+    /// Sets the expiry to `at`, the moment the limiter state this entry
+    /// now holds stops mattering ([`crate::limiter::Limiter::expires_at`]),
+    /// and says so: a compact record then stores the entry without
+    /// deriving it again. Any later `set_expiry` clears the mark; a change
+    /// of the state must set it again (every one does: they all end in a
+    /// new expiry).
+    #[inline]
+    pub fn set_state_expiry(&mut self, at: Nanos) {
+        self.expires_at = expiry_ms_at(at).min(MS_MAX) | DERIVED;
+    }
+
+    /// Whether the expiry was set by [`Entry::set_state_expiry`] and not
+    /// changed since.
+    #[inline]
+    pub fn expiry_is_derived(&self) -> bool {
+        self.expires_at & DERIVED != 0
     }
 
     /// Sets or clears the expiry, rounded up to the millisecond (a limiter's
@@ -186,13 +225,15 @@ impl Entry {
     }
 
     /// Sets or clears the expiry in milliseconds. 0 would read as "none",
-    /// so it is stored as 1 ms, which is long past either way.
+    /// so it is stored as 1 ms, which is long past either way; one past
+    /// `i64::MAX` ms (only a file can hold it) as `i64::MAX`, which never
+    /// comes either way.
     pub fn set_expiry_ms(&mut self, at_ms: Option<u64>) {
-        self.expires_at = at_ms.map_or(0, |t| t.max(1));
+        self.expires_at = at_ms.map_or(0, |t| t.clamp(1, MS_MAX));
     }
 
     pub fn is_expired(&self, now: Nanos) -> bool {
-        self.has_expiry() && passed(self.expires_at, now)
+        self.has_expiry() && passed(self.ms(), now)
     }
 
     /// Milliseconds left, rounded up, as `PTTL` reports; `None` if
@@ -225,5 +266,25 @@ impl Value {
             Value::Window(_) | Value::Fixed(_) | Value::Gcra(_) | Value::Sliding(_) => 0,
             Value::Blocked(b) => std::mem::size_of::<Blocked>() + b.value.heap_size(),
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// No millisecond count reaches the mark's bit: a file's expiry past
+    /// `i64::MAX` ms is kept as that, which never comes.
+    #[test]
+    fn an_expiry_past_i64_max_is_clamped_below_the_mark() {
+        let mut e = Entry::new(Value::Str(Default::default()));
+        e.set_expiry_ms(Some(u64::MAX));
+        assert_eq!(e.expiry_ms(), Some(i64::MAX as u64));
+        assert!(!e.expiry_is_derived());
+        assert!(!e.is_expired(Nanos(u64::MAX - 1)));
+        e.set_state_expiry(Nanos(5 * Nanos::PER_MS));
+        assert_eq!((e.expiry_ms(), e.expiry_is_derived()), (Some(5), true));
+        e.set_expiry(Some(Nanos(5 * Nanos::PER_MS)));
+        assert_eq!((e.expiry_ms(), e.expiry_is_derived()), (Some(5), false));
     }
 }

@@ -101,13 +101,23 @@ macro_rules! with_state {
     };
 }
 
-/// Sets the entry's TTL to when its state stops mattering, or removes the
-/// key if that is not after now.
+/// Sets the entry's TTL to `at`, or removes the key if that is not after
+/// now.
 fn keep_until(slot: &mut Option<Entry>, at: Nanos, now: Nanos) {
     if at <= now {
         *slot = None;
     } else if let Some(e) = slot.as_mut() {
         e.set_expiry(Some(at));
+    }
+}
+
+/// [`keep_until`] with `at` the moment the state the entry holds stops
+/// mattering, and nothing later (no block): marked so, for the store.
+fn keep_for_state(slot: &mut Option<Entry>, at: Nanos, now: Nanos) {
+    if at <= now {
+        *slot = None;
+    } else if let Some(e) = slot.as_mut() {
+        e.set_state_expiry(at);
     }
 }
 
@@ -298,7 +308,7 @@ fn allow_with<S: Held>(
                 // REFUND and STATE use from now on.
                 stored.params = *p;
                 let at = stored.expires_at();
-                keep_until(slot, at, now);
+                keep_for_state(slot, at, now);
             }
             Ok(d)
         }
@@ -309,7 +319,7 @@ fn allow_with<S: Held>(
                 let stored = Stored { params: *p, state };
                 let at = stored.expires_at();
                 *slot = Some(Entry::new(S::into_value(stored)));
-                keep_until(slot, at, now);
+                keep_for_state(slot, at, now);
             }
             Ok(d)
         }

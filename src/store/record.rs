@@ -342,7 +342,9 @@ fn ttl_of<S: Limiter>(state: &S, p: &Params) -> u64 {
 
 /// A limiter key's entry: its TTL is the moment its state stops mattering.
 fn limiter_entry(value: Value, stops_at: u64) -> Entry {
-    Entry::with_expiry(value, Some(Nanos(stops_at)))
+    let mut e = Entry::new(value);
+    e.set_state_expiry(Nanos(stops_at));
+    e
 }
 
 /// What a fixed record's window number counts in: the period, or for a
@@ -368,7 +370,10 @@ fn u32_of(n: u64) -> Option<u32> {
 /// How `entry` packs into a compact record, with its parameters (none for
 /// a lease key), or `None` if it must be stored whole. An entry fits only
 /// if its TTL is exactly the one its state implies, so that deriving the
-/// TTL on read gives it back.
+/// TTL on read gives it back: for a constant-size state, an entry whose
+/// expiry was set from its state ([`Entry::expiry_is_derived`]) does
+/// without deriving it again (a decision's third derivation, after the
+/// read's and the charge's). A log or lease key's is always derived here.
 pub fn pack(key: &[u8], entry: &Entry) -> Option<(Packed, Option<Params>)> {
     if key.is_empty() || key.len() > KEY_MAX {
         return None;
@@ -378,6 +383,7 @@ pub fn pack(key: &[u8], entry: &Entry) -> Option<(Packed, Option<Params>)> {
         let at = Nanos(l.leases.expires_at());
         return (expiry_ms_at(at) == ttl).then_some((Packed::Lease, None));
     }
+    let derived = entry.expiry_is_derived();
     let (packed, p, at) = match &entry.value {
         Value::Window(s) => {
             let (st, p) = (&s.state, &s.params);
@@ -386,7 +392,7 @@ pub fn pack(key: &[u8], entry: &Entry) -> Option<(Packed, Option<Params>)> {
                 prev: u32_of(st.prev)?,
                 curr: u32_of(st.curr)?,
             };
-            (packed, p, s.expires_at())
+            (packed, p, (!derived).then(|| s.expires_at()))
         }
         Value::Fixed(s) => {
             let (st, p) = (&s.state, &s.params);
@@ -394,16 +400,20 @@ pub fn pack(key: &[u8], entry: &Entry) -> Option<(Packed, Option<Params>)> {
                 bucket: bucket(st.start, fixed_unit(p))?,
                 count: u32_of(st.count)?,
             };
-            (packed, p, s.expires_at())
+            (packed, p, (!derived).then(|| s.expires_at()))
         }
-        Value::Gcra(s) => (Packed::Gcra { tat: s.state.tat }, &s.params, s.expires_at()),
-        Value::Log(s) => (Packed::Log, &s.params, s.expires_at()),
+        Value::Gcra(s) => (
+            Packed::Gcra { tat: s.state.tat },
+            &s.params,
+            (!derived).then(|| s.expires_at()),
+        ),
+        Value::Log(s) => (Packed::Log, &s.params, Some(s.expires_at())),
         Value::Sliding(s) => (
             Packed::Sliding {
                 compact: s.state.to_compact()?,
             },
             &s.params,
-            s.expires_at(),
+            (!derived).then(|| s.expires_at()),
         ),
         // Blocked keys are few and short-lived: stored whole.
         Value::Str(_)
@@ -413,7 +423,8 @@ pub fn pack(key: &[u8], entry: &Entry) -> Option<(Packed, Option<Params>)> {
         | Value::Lease(_)
         | Value::Blocked(_) => return None,
     };
-    (expiry_ms_at(at) == ttl).then_some((packed, Some(*p)))
+    at.is_none_or(|at| expiry_ms_at(at) == ttl)
+        .then_some((packed, Some(*p)))
 }
 
 fn decode_sliding(st: &[u8]) -> sliding::State {
@@ -588,6 +599,36 @@ mod tests {
         assert!(pack(b"k", &e3).is_none(), "a TTL set by EXPIRE");
         e3.set_expiry(None);
         assert!(pack(b"k", &e3).is_none(), "PERSIST");
+    }
+
+    /// An expiry marked as its state's is stored without deriving it
+    /// again; any other is checked, and setting one clears the mark.
+    #[test]
+    fn a_state_expiry_is_trusted_and_any_other_checked() {
+        let p = params_secs(100, 60);
+        let st = window::State {
+            start: 1_700_000_040 * S,
+            prev: 1,
+            curr: 3,
+        };
+        let e = stored(Value::Window, p, st);
+        assert!(!e.expiry_is_derived());
+        let (l, r) = rec(b"k", 7, &e);
+        let read = l.entry(&r, &p);
+        assert!(read.expiry_is_derived(), "a record's expiry is its state's");
+        assert_eq!(read, e, "how an expiry was set is not part of the entry");
+        // EXPIRE to the same moment: checked, and it fits; to another: whole.
+        let mut x = read.clone();
+        x.set_expiry_ms(read.expiry_ms());
+        assert!(!x.expiry_is_derived());
+        assert!(pack(b"k", &x).is_some());
+        x.set_expiry_ms(Some(read.expiry_ms().unwrap() + 1));
+        assert!(pack(b"k", &x).is_none(), "a TTL set by EXPIRE");
+        // The mark is trusted: pack does not derive a marked expiry again
+        // (which is why only a state's own expiry may carry it).
+        let mut m = e.clone();
+        m.set_state_expiry(Nanos((e.expiry_ms().unwrap() + 5) * 1_000_000));
+        assert!(pack(b"k", &m).is_some());
     }
 
     /// A log of four admissions (a ring on the heap), its parameters and
