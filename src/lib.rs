@@ -56,8 +56,11 @@
 //!   shards a transaction holds) and `WATCH`'s write counters (a shard's
 //!   in `store/watch.rs`); one shard, a hash index of handles over record
 //!   arenas (`store/shard.rs`, `store/index.rs`, `store/arena.rs`; a log's
-//!   and a lease key's state in a typed arena beside its record); the packed limiter records and
-//!   their interned parameters (`store/record.rs`, `store/params.rs`); the
+//!   and a lease key's state in a typed arena beside its record;
+//!   `RL.ALLOW` decided where its compact record lies,
+//!   `store/shard/in_place.rs`); the packed limiter records, each
+//!   constant-size state's `Compact` form, and their interned parameters
+//!   (`store/record.rs`, `store/params.rs`); the
 //!   lists, sorted sets and hashes scripts use (`store/collections.rs`); what
 //!   a key holds as commands see it (`store/entry.rs`); limiter state in
 //!   the keyspace, applied through the `Limiter` contract with the TTL it

@@ -9,8 +9,7 @@ use crate::limiter::lease::{Acquired, Lapsed, LeaseId, Leases};
 use crate::limiter::{
     fixed, gcra, log, sliding, window, Algorithm, Decision, LimitSpec, Limiter, Params,
 };
-use crate::store::entry::{Blocked, LeaseKey, Stored};
-use crate::store::{Entry, Value};
+use crate::store::entry::{Blocked, Entry, LeaseKey, Stored, Value};
 
 /// Why a limiter operation on a key was refused.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, thiserror::Error)]
@@ -143,6 +142,34 @@ pub fn allow(
         true => d,
         false => block(slot, spec, now).map_or(d, |until| under_block(d, until, now)),
     })
+}
+
+/// [`allow`] on a constant-size state where it lies (a compact record,
+/// read under `held`, the parameters it was last charged with), for the
+/// common case only: the key live, not blocked, and the answer changing
+/// nothing but the state. `None` when the general path must decide
+/// (an expired key, a denial with a `BLOCK` penalty, an admission that
+/// would end the key), which it does from the same unchanged record. On
+/// admission, the new state (under `spec`'s parameters) and its expiry.
+#[inline]
+pub fn allow_in_place<S: Limiter>(
+    state: &S,
+    held: &Params,
+    spec: &LimitSpec,
+    now: Nanos,
+    cost: u64,
+) -> Option<(Decision, Option<(S, Nanos)>)> {
+    debug_assert_eq!(S::ALGORITHM, spec.algo);
+    if super::entry::passed(super::entry::expiry_ms_at(state.expires_at(held)), now) {
+        return None;
+    }
+    let mut s = state.clone();
+    let d = s.decide(&spec.params, now, cost);
+    if !d.allowed {
+        return spec.block.is_none().then_some((d, None));
+    }
+    let at = s.expires_at(&spec.params);
+    (at > now).then_some((d, Some((s, at))))
 }
 
 /// `RL.CHARGE`: records `n` units whatever the state (it may overdraw),

@@ -194,21 +194,23 @@ impl Layout {
     /// Writes the state `packed` holds (of this layout's kind).
     #[inline]
     pub fn set(self, rec: &mut [u8], packed: &Packed) {
-        let st = &mut rec[HEAD..self.key_at()];
-        match *packed {
-            Packed::Window { bucket, prev, curr } => {
-                put::<6>(st, 0, bucket);
-                put::<4>(st, 6, prev as u64);
-                put::<4>(st, 10, curr as u64);
-            }
-            Packed::Fixed { bucket, count } => {
-                put::<6>(st, 0, bucket);
-                put::<4>(st, 6, count as u64);
-            }
-            Packed::Gcra { tat } => put::<8>(st, 0, tat),
-            Packed::Sliding { compact } => st.copy_from_slice(&compact),
+        match packed {
+            Packed::State(_, bytes) => self.set_state(rec, bytes),
             Packed::Log | Packed::Lease => unreachable!("an owned state is set by its slot"),
         }
+    }
+
+    /// Writes a constant-size state's bytes ([`Compact::pack`]).
+    #[inline]
+    pub fn set_state(self, rec: &mut [u8], bytes: &StateBytes) {
+        let n = self.kind.state_len();
+        rec[HEAD..HEAD + n].copy_from_slice(&bytes[..n]);
+    }
+
+    /// A constant-size state's bytes, for [`Compact::unpack`].
+    #[inline]
+    pub fn state(self, rec: &[u8]) -> &[u8] {
+        &rec[HEAD..self.key_at()]
     }
 
     /// The slot an owned state ([`Kind::owned`]) has in its arena.
@@ -224,43 +226,138 @@ impl Layout {
 
     /// The entry a record stands for.
     pub fn entry(self, rec: &[u8], p: &Params) -> Entry {
-        let st = &rec[HEAD..self.key_at()];
-        let params = *p;
-        let (value, at) = match self.kind {
-            Kind::Window => {
-                let state = decode_window(st, p);
-                (Value::Window(Stored { params, state }), state.expires_at(p))
-            }
-            Kind::Fixed => {
-                let state = decode_fixed(st, p);
-                (Value::Fixed(Stored { params, state }), state.expires_at(p))
-            }
-            Kind::Gcra => {
-                let state = decode_gcra(st);
-                (Value::Gcra(Stored { params, state }), state.expires_at())
-            }
-            Kind::Sliding => {
-                let state = decode_sliding(st);
-                (
-                    Value::Sliding(Stored { params, state }),
-                    state.expires_at(p),
-                )
-            }
-            Kind::Log | Kind::Lease => unreachable!("an owned state is read from its arena"),
-        };
-        limiter_entry(value, at)
+        fn entry_of<S: Compact>(st: &[u8], p: &Params) -> Entry {
+            let state = S::unpack(st, p);
+            let at = state.expires_at(p);
+            let mut e = Entry::new(S::value(Stored { params: *p, state }));
+            e.set_state_expiry(at);
+            e
+        }
+        let st = self.state(rec);
+        with_compact!(self.kind, entry_of(st, p))
     }
 
     /// The TTL (ms) of a record, without building an entry: for the sweeper.
     pub fn ttl(self, rec: &[u8], p: &Params) -> u64 {
-        let st = &rec[HEAD..self.key_at()];
-        match self.kind {
-            Kind::Window => ttl_of(&decode_window(st, p), p),
-            Kind::Fixed => ttl_of(&decode_fixed(st, p), p),
-            Kind::Gcra => ttl_of(&decode_gcra(st), p),
-            Kind::Sliding => ttl_of(&decode_sliding(st), p),
+        fn ttl_from<S: Compact>(st: &[u8], p: &Params) -> u64 {
+            ttl_of(&S::unpack(st, p), p)
+        }
+        let st = self.state(rec);
+        with_compact!(self.kind, ttl_from(st, p))
+    }
+}
+
+/// Runs `$f::<S>` for the state type of a constant-size `$kind`: the one
+/// match from a record's kind to its algorithm.
+macro_rules! with_compact {
+    ($kind:expr, $f:ident ( $($arg:expr),* )) => {
+        match $kind {
+            Kind::Window => $f::<window::State>($($arg),*),
+            Kind::Fixed => $f::<fixed::State>($($arg),*),
+            Kind::Gcra => $f::<gcra::State>($($arg),*),
+            Kind::Sliding => $f::<sliding::State>($($arg),*),
             Kind::Log | Kind::Lease => unreachable!("an owned state is read from its arena"),
         }
+    };
+}
+use with_compact;
+
+/// The largest constant-size state's bytes.
+pub const STATE_MAX: usize = sliding::COMPACT_BYTES;
+pub type StateBytes = [u8; STATE_MAX];
+
+/// A constant-size limiter state as a compact record keeps it: the
+/// storage half of an algorithm, beside its [`Limiter`]. `pack` and
+/// `unpack` are exact inverses for every state `pack` accepts; a state it
+/// refuses (a count or bucket number too wide) is stored whole.
+pub trait Compact: Limiter + Copy {
+    const KIND: Kind;
+    /// The state's bytes (the first `KIND.state_len()`) under `p`.
+    fn pack(&self, p: &Params) -> Option<StateBytes>;
+    /// The state `pack` wrote (any bytes read as one: a record holds only
+    /// what `pack` wrote).
+    fn unpack(st: &[u8], p: &Params) -> Self;
+    /// The key's value holding it.
+    fn value(s: Stored<Self>) -> Value;
+}
+
+impl Compact for window::State {
+    const KIND: Kind = Kind::Window;
+    #[inline]
+    fn pack(&self, p: &Params) -> Option<StateBytes> {
+        let mut b = [0; STATE_MAX];
+        put::<6>(&mut b, 0, bucket(self.start, p.period())?);
+        put::<4>(&mut b, 6, u32_of(self.prev)? as u64);
+        put::<4>(&mut b, 10, u32_of(self.curr)? as u64);
+        Some(b)
+    }
+    #[inline]
+    fn unpack(st: &[u8], p: &Params) -> Self {
+        window::State {
+            start: get::<6>(st, 0) * p.period(),
+            prev: get::<4>(st, 6),
+            curr: get::<4>(st, 10),
+        }
+    }
+    fn value(s: Stored<Self>) -> Value {
+        Value::Window(s)
+    }
+}
+
+impl Compact for fixed::State {
+    const KIND: Kind = Kind::Fixed;
+    #[inline]
+    fn pack(&self, p: &Params) -> Option<StateBytes> {
+        let mut b = [0; STATE_MAX];
+        put::<6>(&mut b, 0, bucket(self.start, fixed_unit(p))?);
+        put::<4>(&mut b, 6, u32_of(self.count)? as u64);
+        Some(b)
+    }
+    #[inline]
+    fn unpack(st: &[u8], p: &Params) -> Self {
+        fixed::State {
+            start: get::<6>(st, 0) * fixed_unit(p),
+            count: get::<4>(st, 6),
+        }
+    }
+    fn value(s: Stored<Self>) -> Value {
+        Value::Fixed(s)
+    }
+}
+
+impl Compact for gcra::State {
+    const KIND: Kind = Kind::Gcra;
+    #[inline]
+    fn pack(&self, _: &Params) -> Option<StateBytes> {
+        let mut b = [0; STATE_MAX];
+        put::<8>(&mut b, 0, self.tat);
+        Some(b)
+    }
+    #[inline]
+    fn unpack(st: &[u8], _: &Params) -> Self {
+        gcra::State {
+            tat: get::<8>(st, 0),
+        }
+    }
+    fn value(s: Stored<Self>) -> Value {
+        Value::Gcra(s)
+    }
+}
+
+impl Compact for sliding::State {
+    const KIND: Kind = Kind::Sliding;
+    #[inline]
+    fn pack(&self, _: &Params) -> Option<StateBytes> {
+        self.to_compact()
+    }
+    #[inline]
+    fn unpack(st: &[u8], _: &Params) -> Self {
+        let mut b = [0u8; sliding::COMPACT_BYTES];
+        b.copy_from_slice(st);
+        sliding::State::from_compact(&b)
+    }
+    fn value(s: Stored<Self>) -> Value {
+        Value::Sliding(s)
     }
 }
 
@@ -295,27 +392,12 @@ fn put<const W: usize>(b: &mut [u8], at: usize, v: u64) {
     b[at..at + W].copy_from_slice(&v.to_le_bytes()[..W]);
 }
 
-/// An entry checked to fit a compact class, with the fields its record
-/// holds (bucket numbers already divided out).
+/// An entry checked to fit a compact class: a constant-size state's
+/// bytes ([`Compact::pack`]), or a state that moves into its arena from
+/// the entry itself.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Packed {
-    Window {
-        bucket: u64,
-        prev: u32,
-        curr: u32,
-    },
-    Fixed {
-        bucket: u64,
-        count: u32,
-    },
-    Gcra {
-        tat: u64,
-    },
-    /// The state's compact form ([`sliding::State::to_compact`]).
-    Sliding {
-        compact: [u8; sliding::COMPACT_BYTES],
-    },
-    /// The state moves into its arena from the entry itself.
+    State(Kind, StateBytes),
     Log,
     Lease,
 }
@@ -324,10 +406,7 @@ impl Packed {
     #[inline]
     pub fn kind(&self) -> Kind {
         match self {
-            Packed::Window { .. } => Kind::Window,
-            Packed::Fixed { .. } => Kind::Fixed,
-            Packed::Gcra { .. } => Kind::Gcra,
-            Packed::Sliding { .. } => Kind::Sliding,
+            Packed::State(k, _) => *k,
             Packed::Log => Kind::Log,
             Packed::Lease => Kind::Lease,
         }
@@ -384,37 +463,20 @@ pub fn pack(key: &[u8], entry: &Entry) -> Option<(Packed, Option<Params>)> {
         return (expiry_ms_at(at) == ttl).then_some((Packed::Lease, None));
     }
     let derived = entry.expiry_is_derived();
+    fn of<S: Compact>(s: &Stored<S>, derived: bool) -> Option<(Packed, Params, Option<Nanos>)> {
+        let bytes = s.state.pack(&s.params)?;
+        Some((
+            Packed::State(S::KIND, bytes),
+            s.params,
+            (!derived).then(|| s.expires_at()),
+        ))
+    }
     let (packed, p, at) = match &entry.value {
-        Value::Window(s) => {
-            let (st, p) = (&s.state, &s.params);
-            let packed = Packed::Window {
-                bucket: bucket(st.start, p.period())?,
-                prev: u32_of(st.prev)?,
-                curr: u32_of(st.curr)?,
-            };
-            (packed, p, (!derived).then(|| s.expires_at()))
-        }
-        Value::Fixed(s) => {
-            let (st, p) = (&s.state, &s.params);
-            let packed = Packed::Fixed {
-                bucket: bucket(st.start, fixed_unit(p))?,
-                count: u32_of(st.count)?,
-            };
-            (packed, p, (!derived).then(|| s.expires_at()))
-        }
-        Value::Gcra(s) => (
-            Packed::Gcra { tat: s.state.tat },
-            &s.params,
-            (!derived).then(|| s.expires_at()),
-        ),
-        Value::Log(s) => (Packed::Log, &s.params, Some(s.expires_at())),
-        Value::Sliding(s) => (
-            Packed::Sliding {
-                compact: s.state.to_compact()?,
-            },
-            &s.params,
-            (!derived).then(|| s.expires_at()),
-        ),
+        Value::Window(s) => of(s, derived)?,
+        Value::Fixed(s) => of(s, derived)?,
+        Value::Gcra(s) => of(s, derived)?,
+        Value::Sliding(s) => of(s, derived)?,
+        Value::Log(s) => (Packed::Log, s.params, Some(s.expires_at())),
         // Blocked keys are few and short-lived: stored whole.
         Value::Str(_)
         | Value::List(_)
@@ -424,34 +486,7 @@ pub fn pack(key: &[u8], entry: &Entry) -> Option<(Packed, Option<Params>)> {
         | Value::Blocked(_) => return None,
     };
     at.is_none_or(|at| expiry_ms_at(at) == ttl)
-        .then_some((packed, Some(*p)))
-}
-
-fn decode_sliding(st: &[u8]) -> sliding::State {
-    let mut b = [0u8; sliding::COMPACT_BYTES];
-    b.copy_from_slice(st);
-    sliding::State::from_compact(&b)
-}
-
-fn decode_window(st: &[u8], p: &Params) -> window::State {
-    window::State {
-        start: get::<6>(st, 0) * p.period(),
-        prev: get::<4>(st, 6),
-        curr: get::<4>(st, 10),
-    }
-}
-
-fn decode_fixed(st: &[u8], p: &Params) -> fixed::State {
-    fixed::State {
-        start: get::<6>(st, 0) * fixed_unit(p),
-        count: get::<4>(st, 6),
-    }
-}
-
-fn decode_gcra(st: &[u8]) -> gcra::State {
-    gcra::State {
-        tat: get::<8>(st, 0),
-    }
+        .then_some((packed, Some(p)))
 }
 
 fn log_value(p: &Params, state: log::State) -> Entry {
@@ -713,7 +748,7 @@ mod tests {
         assert_ne!(start % p.period(), 0);
         let f = fixed::State { start, count: 7 };
         let e = stored(Value::Fixed, p, f);
-        let Some(Packed::Fixed { .. }) = packed(b"m", &e) else {
+        let Some(Packed::State(Kind::Fixed, _)) = packed(b"m", &e) else {
             panic!("a calendar window is stored whole")
         };
         let (l, r) = rec(b"m", 1, &e);
@@ -729,7 +764,7 @@ mod tests {
             sliding::decide(&mut st, &p, 1_700_000_000 * S + i * 700_000_000, 1 + i % 4);
         }
         let e = stored(Value::Sliding, p, st);
-        let Some(Packed::Sliding { .. }) = packed(b"sk", &e) else {
+        let Some(Packed::State(Kind::Sliding, _)) = packed(b"sk", &e) else {
             panic!("not sliding")
         };
         for key in [&b"sk"[..], &[b's'; 77], &[b's'; 300]] {
@@ -758,7 +793,7 @@ mod tests {
         };
         let e = stored(Value::Fixed, p, f);
         assert!(pack(b"", &e).is_none(), "the empty key is stored whole");
-        let Some(Packed::Fixed { .. }) = packed(b"f", &e) else {
+        let Some(Packed::State(Kind::Fixed, _)) = packed(b"f", &e) else {
             panic!("not fixed")
         };
         let (l, r) = rec(b"f", 4095, &e);
@@ -772,7 +807,9 @@ mod tests {
             }),
             g.expires_at(),
         );
-        assert_eq!(packed(b"gk", &e), Some(Packed::Gcra { tat: g.tat }));
+        let mut tat = [0; STATE_MAX];
+        tat[..8].copy_from_slice(&g.tat.to_le_bytes());
+        assert_eq!(packed(b"gk", &e), Some(Packed::State(Kind::Gcra, tat)));
         let (l, r) = rec(&[b'g'; 40], 2, &e);
         assert_eq!(l.entry(&r, &p), e);
         assert_eq!(Some(l.ttl(&r, &p)), e.expiry_ms());

@@ -15,6 +15,8 @@
 
 use std::collections::HashMap;
 
+mod in_place;
+
 use super::arena::{Arena, Slab};
 use super::bytes::SmallBytes;
 use super::effects::Effects;

@@ -22,9 +22,7 @@ pub fn allow(ctx: &mut Ctx<'_>, req: &Request<'_>) -> Result<(), CmdError> {
     let r = parse::allow_request_memo(req, &mut ctx.session.limit_memo)?;
     let now = ctx.now;
     let room = ctx.state.write_room();
-    let d = ctx.db.update(r.key, now, |slot| {
-        limit::allow(slot, &r.spec, now, r.cost, room)
-    })?;
+    let d = ctx.db.allow(r.key, &r.spec, now, r.cost, room)?;
     let charged = if d.allowed { r.cost } else { 0 };
     ctx.session.stats.decision(r.spec.algo, &d, charged);
     ctx.session
