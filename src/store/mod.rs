@@ -32,6 +32,7 @@ pub mod effects;
 pub mod entry;
 mod evict;
 pub mod index;
+pub mod keys;
 pub mod known;
 pub mod limit;
 pub mod params;
@@ -341,86 +342,10 @@ impl Store {
         }
     }
 
-    /// Reads a live entry under a shared lock. An expired entry reads as
-    /// absent and, as in Redis, the read deletes it (under a write lock,
-    /// taken only on that rare path).
-    pub fn get<R>(&self, key: &[u8], now: Nanos, f: impl FnOnce(&Entry) -> R) -> Option<R> {
-        let hash = self.hash(key);
-        let shard = self.read_shard(self.shard_index(hash));
-        let r = shard.with(hash, key, |e| (!e.is_expired(now)).then(|| f(e)))?;
-        if r.is_some() {
-            return r;
-        }
-        drop(shard);
-        // `update` removes an expired entry before calling its closure.
-        self.update(key, now, |_| ());
-        None
-    }
-
-    pub fn exists(&self, key: &[u8], now: Nanos) -> bool {
-        self.get(key, now, |_| ()).is_some()
-    }
-
-    /// [`Store::get`] in a shard already write-locked.
-    fn get_in<R>(
-        &self,
-        shard: &mut Shard,
-        hash: u64,
-        key: &[u8],
-        now: Nanos,
-        f: impl FnOnce(&Entry) -> R,
-    ) -> Option<R> {
-        // A compact record is decoded for the closure: `f` runs inside.
-        let live = shard.with(hash, key, |e| (!e.is_expired(now)).then(|| f(e)));
-        self.live_or_removed(shard, hash, key, now, live)
-    }
-
-    /// What a read in `shard` found (`None` no key, `Some(None)` an
-    /// expired one): the answer for a live key; an expired key is removed,
-    /// as a read in Redis deletes what it finds expired.
-    fn live_or_removed<R>(
-        &self,
-        shard: &mut Shard,
-        hash: u64,
-        key: &[u8],
-        now: Nanos,
-        live: Option<Option<R>>,
-    ) -> Option<R> {
-        if let Some(None) = live {
-            shard.update(self, hash, key, now, Touch::IfChanged, |_| ());
-        }
-        live.flatten()
-    }
-
     /// The shard `key` lives in (for tests that need keys in distinct
     /// shards).
     pub fn shard_of(&self, key: &[u8]) -> usize {
         self.shard_index(self.hash(key))
-    }
-
-    /// Runs `f` on the key's live entry (`None` if absent or expired) under
-    /// the shard's write lock: whatever `f` leaves is stored, and `None`
-    /// deletes. Read-modify-write is atomic per key.
-    pub fn update<R>(&self, key: &[u8], now: Nanos, f: impl FnOnce(&mut Option<Entry>) -> R) -> R {
-        self.update_touching(key, now, Touch::IfChanged, f)
-    }
-
-    /// [`Store::update`], counting for `WATCH` as `touch` says.
-    pub fn update_touching<R>(
-        &self,
-        key: &[u8],
-        now: Nanos,
-        touch: Touch,
-        f: impl FnOnce(&mut Option<Entry>) -> R,
-    ) -> R {
-        let hash = self.hash(key);
-        let mut shard = self.write_shard(self.shard_index(hash));
-        shard.update(self, hash, key, now, touch, f)
-    }
-
-    /// Deletes a key; true if a live one was there.
-    pub fn remove(&self, key: &[u8], now: Nanos) -> bool {
-        self.update(key, now, |e| e.take().is_some())
     }
 
     /// Locks every shard that `keys` map to, in ascending shard order, so
@@ -609,41 +534,6 @@ fn held_pos<T>(store: &Store, held: &[(usize, T)], hash: u64) -> usize {
 }
 
 impl MultiLock<'_> {
-    /// As [`Store::update`], for a key whose shard this guard holds.
-    ///
-    /// # Panics
-    /// If `key` was not among the keys locked: a bug in the caller.
-    pub fn update<R>(
-        &mut self,
-        key: &[u8],
-        now: Nanos,
-        f: impl FnOnce(&mut Option<Entry>) -> R,
-    ) -> R {
-        self.update_touching(key, now, Touch::IfChanged, f)
-    }
-
-    /// [`MultiLock::update`], counting for `WATCH` as `touch` says.
-    pub fn update_touching<R>(
-        &mut self,
-        key: &[u8],
-        now: Nanos,
-        touch: Touch,
-        f: impl FnOnce(&mut Option<Entry>) -> R,
-    ) -> R {
-        let hash = self.store.hash(key);
-        let pos = held_pos(self.store, &self.guards, hash);
-        let store = self.store;
-        self.guards[pos].1.update(store, hash, key, now, touch, f)
-    }
-
-    /// As [`Store::get`], for a key whose shard this guard holds.
-    pub fn get<R>(&mut self, key: &[u8], now: Nanos, f: impl FnOnce(&Entry) -> R) -> Option<R> {
-        let hash = self.store.hash(key);
-        let pos = held_pos(self.store, &self.guards, hash);
-        self.store
-            .get_in(&mut self.guards[pos].1, hash, key, now, f)
-    }
-
     /// Whether `key` was written, deleted or expired since `mark` was
     /// taken.
     pub fn touched_since(&self, key: &[u8], mark: &WatchMark, now: Nanos) -> bool {
@@ -750,27 +640,6 @@ pub struct HeldShards<'a> {
 }
 
 impl HeldShards<'_> {
-    fn with_shard<R>(&self, hash: u64, f: impl FnOnce(&mut Shard) -> R) -> R {
-        let pos = held_pos(self.store, &self.shards, hash);
-        f(&mut self.shards[pos].1.borrow_mut())
-    }
-
-    fn update<R>(
-        &self,
-        key: &[u8],
-        now: Nanos,
-        touch: Touch,
-        f: impl FnOnce(&mut Option<Entry>) -> R,
-    ) -> R {
-        let (store, hash) = (self.store, self.store.hash(key));
-        self.with_shard(hash, |shard| shard.update(store, hash, key, now, touch, f))
-    }
-
-    fn get<R>(&self, key: &[u8], now: Nanos, f: impl FnOnce(&Entry) -> R) -> Option<R> {
-        let hash = self.store.hash(key);
-        self.with_shard(hash, |shard| self.store.get_in(shard, hash, key, now, f))
-    }
-
     /// Lends the same shards again, for the length of `f`: a script that
     /// runs inside a transaction hands them on to its commands. The second
     /// argument only bounds the loan by `'env` (what `f` borrows outlives
@@ -824,75 +693,7 @@ pub enum Locked<'a> {
     Held(&'a HeldShards<'a>),
 }
 
-impl Locked<'_> {
-    /// See [`MultiLock::update`].
-    pub fn update<R>(
-        &mut self,
-        key: &[u8],
-        now: Nanos,
-        f: impl FnOnce(&mut Option<Entry>) -> R,
-    ) -> R {
-        self.update_touching(key, now, Touch::IfChanged, f)
-    }
-
-    /// [`Locked::update`], counting for `WATCH` as `touch` says.
-    pub fn update_touching<R>(
-        &mut self,
-        key: &[u8],
-        now: Nanos,
-        touch: Touch,
-        f: impl FnOnce(&mut Option<Entry>) -> R,
-    ) -> R {
-        match self {
-            Locked::Own(l) => l.update_touching(key, now, touch, f),
-            Locked::Held(h) => h.update(key, now, touch, f),
-        }
-    }
-
-    /// See [`Store::get`].
-    pub fn get<R>(&mut self, key: &[u8], now: Nanos, f: impl FnOnce(&Entry) -> R) -> Option<R> {
-        match self {
-            Locked::Own(l) => l.get(key, now, f),
-            Locked::Held(h) => h.get(key, now, f),
-        }
-    }
-}
-
 impl<'a> Keyspace<'a> {
-    pub fn get<R>(self, key: &[u8], now: Nanos, f: impl FnOnce(&Entry) -> R) -> Option<R> {
-        match self {
-            Keyspace::Store(s) => s.get(key, now, f),
-            Keyspace::Held(l) => l.get(key, now, f),
-        }
-    }
-
-    pub fn exists(self, key: &[u8], now: Nanos) -> bool {
-        self.get(key, now, |_| ()).is_some()
-    }
-
-    pub fn update<R>(self, key: &[u8], now: Nanos, f: impl FnOnce(&mut Option<Entry>) -> R) -> R {
-        self.update_touching(key, now, Touch::IfChanged, f)
-    }
-
-    /// [`Keyspace::update`], counting for `WATCH` as `touch` says.
-    pub fn update_touching<R>(
-        self,
-        key: &[u8],
-        now: Nanos,
-        touch: Touch,
-        f: impl FnOnce(&mut Option<Entry>) -> R,
-    ) -> R {
-        match self {
-            Keyspace::Store(s) => s.update_touching(key, now, touch, f),
-            Keyspace::Held(h) => h.update(key, now, touch, f),
-        }
-    }
-
-    /// Deletes a key; true if a live one was there.
-    pub fn remove(self, key: &[u8], now: Nanos) -> bool {
-        self.update(key, now, |e| e.take().is_some())
-    }
-
     /// The shards of `keys`, locked together (see [`Store::lock_many`]).
     pub fn lock_many<'k>(self, keys: impl IntoIterator<Item = &'k [u8]>) -> Locked<'a> {
         match self {

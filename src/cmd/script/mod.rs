@@ -50,6 +50,7 @@ use crate::protocol::{Protocol, ReplyBuf, Request};
 use crate::script::{Call, Host, KillError, Script, ScriptError};
 use crate::state::State;
 use crate::stats::ScriptOutcome;
+use crate::store::keys::Keys;
 use crate::store::{Entry, HeldShards, Keyspace, MultiLock, Touch};
 
 /// How long a script that has written waits for the shard of a key it did
