@@ -39,7 +39,7 @@ pub(super) use reach::Reach;
 /// the store (`&Store`), the shards a command or transaction holds
 /// (`&mut MultiLock`, `&HeldShards`, `&mut Locked`) and the view a
 /// command is handed (`Keyspace`). A view that holds its shards can do
-/// more ([`HeldKeys`]). Each verb takes the view by value: a reference,
+/// more ([`HeldKeys`](super::known::HeldKeys)). Each verb takes the view by value: a reference,
 /// reborrowed at each call, or the `Copy` keyspace.
 ///
 /// # Panics
@@ -47,7 +47,7 @@ pub(super) use reach::Reach;
 /// hold: a bug in the caller, which must lock every key it touches.
 pub trait Keys: Reach + Sized {
     /// `key`'s hash, for [`Keyspace::lock_hashed`] and the calls of
-    /// [`HeldKeys`] that take one.
+    /// [`HeldKeys`](super::known::HeldKeys) that take one.
     #[inline]
     fn hash(self, key: &[u8]) -> KeyHash {
         KeyHash(self.store().hash(key))
@@ -269,6 +269,91 @@ impl Reach for Keyspace<'_> {
         match self {
             Keyspace::Store(s) => s.write(hash, f),
             Keyspace::Held(h) => h.write(hash, f),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::store::entry::Stored;
+    use crate::store::known::HeldKeys;
+    use crate::store::{SmallBytes, Value};
+
+    const KEY: &[u8] = b"k";
+    const AT: Nanos = Nanos(10 * Nanos::PER_SEC);
+
+    /// A string, kept whole, and a window record, kept compact (a
+    /// `get_known` leaves it in `found`): both expiring at `AT`.
+    fn entries() -> [Entry; 2] {
+        use crate::limiter::{params_secs, window};
+        let state = window::State {
+            start: 0,
+            prev: 0,
+            curr: 1,
+        };
+        [
+            Entry::with_expiry(Value::Str(SmallBytes::new(b"v")), Some(AT)),
+            Entry::with_expiry(
+                Value::Window(Stored {
+                    params: params_secs(5, 10),
+                    state,
+                }),
+                Some(AT),
+            ),
+        ]
+    }
+
+    /// A read past the expiry, through one view: whether it found nothing.
+    type Read = fn(&Store, Nanos) -> bool;
+
+    #[test]
+    fn every_view_reads_an_expired_key_as_absent_and_removes_it() {
+        fn none(r: Option<()>) -> bool {
+            r.is_none()
+        }
+        let views: [(&str, Read); 8] = [
+            ("store", |s, now| none(s.get(KEY, now, |_| ()))),
+            ("keyspace", |s, now| {
+                none(Keyspace::Store(s).get(KEY, now, |_| ()))
+            }),
+            ("multilock", |s, now| {
+                none(Keys::get(&mut s.lock_many([KEY]), KEY, now, |_| ()))
+            }),
+            ("held", |s, now| {
+                none(s.lock_many([KEY]).held().get(KEY, now, |_| ()))
+            }),
+            ("locked", |s, now| {
+                none(Locked::Own(s.lock_many([KEY])).get(KEY, now, |_| ()))
+            }),
+            ("locked held", |s, now| {
+                let mut lock = s.lock_many([KEY]);
+                let held = lock.held();
+                let r = Locked::Held(&held).get(KEY, now, |_| ());
+                none(r)
+            }),
+            ("keyspace held", |s, now| {
+                let mut lock = s.lock_many([KEY]);
+                let held = lock.held();
+                none(Keyspace::Held(&held).get(KEY, now, |_| ()))
+            }),
+            ("get_known", |s, now| {
+                let mut lock = Locked::Own(s.lock_many([KEY]));
+                let mut found = None;
+                let hash = Keyspace::Store(s).hash(KEY);
+                let r = lock.get_known(KEY, hash, now, &mut found, |_| ());
+                none(r) && found.is_none()
+            }),
+        ];
+        for (name, read) in views {
+            for entry in entries() {
+                let store = Store::new(4);
+                store.update(KEY, Nanos(0), |e| *e = Some(entry));
+                assert!(store.exists(KEY, Nanos(AT.0 - 1)), "{name}: live before");
+                assert!(read(&store, Nanos(AT.0 + 1)), "{name}: read as absent");
+                assert_eq!(store.len(), 0, "{name}: the read removed it");
+                assert_eq!(store.expired_count(), 1, "{name}: counted once");
+            }
         }
     }
 }

@@ -6,7 +6,7 @@
 use super::keys::{live_or_removed, KeyHash, Keys};
 use super::shard::Found;
 use super::watch::Touch;
-use super::{Entry, HeldShards, Keyspace, Locked, MultiLock, Shards, Store};
+use super::{Entry, HeldShards, Keyspace, Locked, MultiLock, Store};
 use crate::clock::Nanos;
 
 /// The verbs of a view that holds its shards between calls, so a look
@@ -61,10 +61,7 @@ impl HeldKeys for &mut Locked<'_> {}
 impl Store {
     /// [`Store::lock_many`] for keys whose hashes [`Keys::hash`] gave.
     pub fn lock_hashed(&self, hashes: impl IntoIterator<Item = KeyHash>) -> MultiLock<'_> {
-        let mut wanted: Shards = hashes.into_iter().map(|h| self.shard_index(h.0)).collect();
-        wanted.sort_unstable();
-        wanted.dedup();
-        self.lock_shards(wanted)
+        self.lock_indices(hashes.into_iter().map(|h| self.shard_index(h.0)))
     }
 }
 

@@ -10,6 +10,10 @@
 //!   `params.rs`: their interned parameters.
 //! - `entry.rs`: what a key holds, as every caller sees it; `bytes.rs`:
 //!   inline short byte strings.
+//! - `keys.rs`: the per-key verbs every view here shares (the store,
+//!   [`MultiLock`], [`HeldShards`], [`Locked`], [`Keyspace`]), written
+//!   once over how each reaches a key's shard; the views keep only what
+//!   is theirs (locking, watch marks, lending).
 //! - `known.rs`: a key looked at and then written under one lock (a
 //!   plan's peek and charge), hashed, found and decoded once.
 //!
@@ -352,13 +356,7 @@ impl Store {
     /// concurrent multi-key operations can never deadlock, and returns a
     /// guard through which each key can be updated atomically with the rest.
     pub fn lock_many<'k>(&self, keys: impl IntoIterator<Item = &'k [u8]>) -> MultiLock<'_> {
-        let mut wanted: Shards = keys
-            .into_iter()
-            .map(|k| self.shard_index(self.hash(k)))
-            .collect();
-        wanted.sort_unstable();
-        wanted.dedup();
-        self.lock_shards(wanted)
+        self.lock_indices(keys.into_iter().map(|k| self.shard_of(k)))
     }
 
     /// [`Store::lock_many`], with the shards `more` (indices, as
@@ -368,20 +366,25 @@ impl Store {
         keys: impl IntoIterator<Item = &'k [u8]>,
         more: &[usize],
     ) -> MultiLock<'_> {
-        let mut wanted: Shards = keys
-            .into_iter()
-            .map(|k| self.shard_index(self.hash(k)))
-            .chain(more.iter().copied().filter(|&i| i < self.shards.len()))
-            .collect();
-        wanted.sort_unstable();
-        wanted.dedup();
-        self.lock_shards(wanted)
+        self.lock_indices(
+            keys.into_iter()
+                .map(|k| self.shard_of(k))
+                .chain(more.iter().copied().filter(|&i| i < self.shards.len())),
+        )
     }
 
     /// Locks every shard, in order: for a transaction with a command that
     /// reaches keys beyond its arguments (`DBSIZE`, `KEYS`, `FLUSHALL`).
     pub fn lock_all(&self) -> MultiLock<'_> {
         self.lock_shards((0..self.shards.len()).collect())
+    }
+
+    /// Locks the shards `indices` (in any order, repeats allowed).
+    fn lock_indices(&self, indices: impl Iterator<Item = usize>) -> MultiLock<'_> {
+        let mut wanted: Shards = indices.collect();
+        wanted.sort_unstable();
+        wanted.dedup();
+        self.lock_shards(wanted)
     }
 
     /// Locks the shards of `sorted` (ascending, no repeats).
@@ -528,9 +531,13 @@ pub struct MultiLock<'a> {
 /// If that shard is not held: a bug in the caller, which must lock every
 /// key it touches.
 fn held_pos<T>(store: &Store, held: &[(usize, T)], hash: u64) -> usize {
-    let index = store.shard_index(hash);
+    find_held(held, store.shard_index(hash)).expect("a key whose shard is not locked")
+}
+
+/// Where shard `index` sits among `held` (sorted by shard), or where it
+/// would go.
+fn find_held<T>(held: &[(usize, T)], index: usize) -> Result<usize, usize> {
     held.binary_search_by_key(&index, |(i, _)| *i)
-        .expect("a key whose shard is not locked")
 }
 
 impl MultiLock<'_> {
@@ -552,10 +559,7 @@ impl MultiLock<'_> {
 
     /// Whether the shard `key` maps to is held.
     pub fn holds(&self, key: &[u8]) -> bool {
-        let index = self.store.shard_index(self.store.hash(key));
-        self.guards
-            .binary_search_by_key(&index, |(i, _)| *i)
-            .is_ok()
+        find_held(&self.guards, self.store.shard_of(key)).is_ok()
     }
 
     /// Whether every shard is held.
@@ -580,8 +584,8 @@ impl MultiLock<'_> {
     /// the shard below is busy; the caller starts again holding it in
     /// order, or waits with [`MultiLock::try_lock_more`].
     pub fn lock_more(&mut self, key: &[u8]) -> bool {
-        let index = self.store.shard_index(self.store.hash(key));
-        let Err(pos) = self.guards.binary_search_by_key(&index, |(i, _)| *i) else {
+        let index = self.store.shard_of(key);
+        let Err(pos) = find_held(&self.guards, index) else {
             return true;
         };
         let guard = if pos == self.guards.len() {
@@ -604,8 +608,8 @@ impl MultiLock<'_> {
     /// be waiting, in ascending order, for a shard this guard holds), so
     /// the wait is bounded and a `false` is the caller's to handle.
     pub fn try_lock_more(&mut self, key: &[u8], patience: std::time::Duration) -> bool {
-        let index = self.store.shard_index(self.store.hash(key));
-        let Err(pos) = self.guards.binary_search_by_key(&index, |(i, _)| *i) else {
+        let index = self.store.shard_of(key);
+        let Err(pos) = find_held(&self.guards, index) else {
             return true;
         };
         match self.store.shards[index].0.try_write_for(patience) {
@@ -663,10 +667,7 @@ impl HeldShards<'_> {
 
     /// Whether the shard `key` maps to is held.
     pub fn holds(&self, key: &[u8]) -> bool {
-        let index = self.store.shard_index(self.store.hash(key));
-        self.shards
-            .binary_search_by_key(&index, |(i, _)| *i)
-            .is_ok()
+        find_held(&self.shards, self.store.shard_of(key)).is_ok()
     }
 
     /// Whether every shard is held, so whole-keyspace reads are exact.
@@ -687,10 +688,29 @@ pub enum Keyspace<'a> {
     Held(&'a HeldShards<'a>),
 }
 
-/// The shards a multi-key command works under: its own, or a transaction's.
+/// The shards a multi-key command or a script works under: its own, or
+/// a transaction's.
 pub enum Locked<'a> {
     Own(MultiLock<'a>),
     Held(&'a HeldShards<'a>),
+}
+
+impl Locked<'_> {
+    /// Whether the shard `key` maps to is held.
+    pub fn holds(&self, key: &[u8]) -> bool {
+        match self {
+            Locked::Own(l) => l.holds(key),
+            Locked::Held(h) => h.holds(key),
+        }
+    }
+
+    /// Whether every shard is held.
+    pub fn holds_all(&self) -> bool {
+        match self {
+            Locked::Own(l) => l.holds_all(),
+            Locked::Held(h) => h.holds_all(),
+        }
+    }
 }
 
 impl<'a> Keyspace<'a> {
@@ -763,10 +783,7 @@ impl<'a> Keyspace<'a> {
         match self {
             Keyspace::Store(s) => s.for_each_in_shard(i, now, f),
             Keyspace::Held(h) => {
-                let pos = h
-                    .shards
-                    .binary_search_by_key(&i, |(i, _)| *i)
-                    .expect("a whole-keyspace read in a partial lock");
+                let pos = find_held(&h.shards, i).expect("a whole-keyspace read in a partial lock");
                 h.shards[pos].1.borrow().for_each_live(now, f);
             }
         }
