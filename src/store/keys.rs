@@ -39,8 +39,9 @@ pub(super) use reach::Reach;
 /// the store (`&Store`), the shards a command or transaction holds
 /// (`&mut MultiLock`, `&HeldShards`, `&mut Locked`) and the view a
 /// command is handed (`Keyspace`). A view that holds its shards can do
-/// more ([`HeldKeys`](super::known::HeldKeys)). Each verb takes the view by value: a reference,
-/// reborrowed at each call, or the `Copy` keyspace.
+/// more ([`HeldKeys`](super::known::HeldKeys)). Each verb takes the view
+/// by value: a reference, reborrowed at each call, or the `Copy`
+/// keyspace.
 ///
 /// # Panics
 /// Through a view that holds shards, for a key whose shard it does not
@@ -113,11 +114,18 @@ pub(super) fn live_or_removed<R>(
     live: Option<Option<R>>,
 ) -> Option<R> {
     if let Some(None) = live {
-        keys.write(hash, |store, shard| {
-            shard.update(store, hash, key, now, Touch::IfChanged, |_| ())
-        });
+        remove_expired(keys, hash, key, now);
     }
     live.flatten()
+}
+
+/// [`live_or_removed`]'s rare path, kept out of the way of its callers
+/// (`RL.ALLOWMANY`'s look at each key is one).
+#[cold]
+fn remove_expired(keys: &mut impl Reach, hash: u64, key: &[u8], now: Nanos) {
+    keys.write(hash, |store, shard| {
+        shard.update(store, hash, key, now, Touch::IfChanged, |_| ())
+    });
 }
 
 #[allow(private_bounds)]

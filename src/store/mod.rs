@@ -346,8 +346,8 @@ impl Store {
         }
     }
 
-    /// The shard `key` lives in (for tests that need keys in distinct
-    /// shards).
+    /// The shard `key` lives in (a lock's, or a test's that needs keys
+    /// in distinct shards).
     pub fn shard_of(&self, key: &[u8]) -> usize {
         self.shard_index(self.hash(key))
     }
