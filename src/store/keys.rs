@@ -33,7 +33,7 @@ mod reach {
         fn write<R>(&mut self, hash: u64, f: impl FnOnce(&Store, &mut Shard) -> R) -> R;
     }
 }
-pub(super) use reach::Reach;
+use reach::Reach;
 
 /// The verbs on one key, the same through every view of the keyspace:
 /// the store (`&Store`), the shards a command or transaction holds
