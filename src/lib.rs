@@ -51,10 +51,15 @@
 //!   shares (`reply.rs`), the policy commands (`policy.rs`). `cmd/admin/`:
 //!   connection, client, config, server, command, cluster, replication,
 //!   snapshot and Pub/Sub commands.
-//! - [`store`]: the sharded keyspace (`store/mod.rs`), with the
-//!   `Keyspace` view every command reaches it through (the store, or the
-//!   shards a transaction holds) and `WATCH`'s write counters (a shard's
-//!   in `store/watch.rs`); one shard, a hash index of handles over record
+//! - [`store`]: the sharded keyspace (`store/mod.rs`), with its views:
+//!   the `Keyspace` every command reaches it through (the store, or the
+//!   shards a transaction holds), a `MultiLock` of shards locked
+//!   together, a transaction's `HeldShards`, a command's or script's
+//!   `Locked` (its own lock or the transaction's), each keeping only its
+//!   locking, watch marks and lending; the per-key verbs they share
+//!   (`get`, `update`, `remove`...) written once, the `Keys` trait over
+//!   how a view reaches a key's shard (`store/keys.rs`); `WATCH`'s write
+//!   counters (a shard's in `store/watch.rs`); one shard, a hash index of handles over record
 //!   arenas (`store/shard.rs`, `store/index.rs`, `store/arena.rs`; a log's
 //!   and a lease key's state in a typed arena beside its record;
 //!   `RL.ALLOW` decided where its compact record lies,
@@ -69,7 +74,8 @@
 //!   the deniers or check `--maxmemory`'s room and charge them all) that
 //!   `RL.ALLOWMANY`, the policy commands and Envoy's service run, each
 //!   key it looks at and writes hashed, found and decoded once
-//!   (`store/known.rs`); inline short byte
+//!   (`store/known.rs`, the `HeldKeys` verbs of the views that hold
+//!   their shards between a look and a write); inline short byte
 //!   strings (`store/bytes.rs`); the expiry sweeper (`store/sweeper.rs`);
 //!   one key's record as the snapshot file, the replication stream and the
 //!   append-only file carry it (`store/codec.rs`); the snapshot file around

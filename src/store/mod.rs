@@ -10,6 +10,10 @@
 //!   `params.rs`: their interned parameters.
 //! - `entry.rs`: what a key holds, as every caller sees it; `bytes.rs`:
 //!   inline short byte strings.
+//! - `keys.rs`: the per-key verbs every view here shares (the store,
+//!   [`MultiLock`], [`HeldShards`], [`Locked`], [`Keyspace`]), written
+//!   once over how each reaches a key's shard; the views keep only what
+//!   is theirs (locking, watch marks, lending).
 //! - `known.rs`: a key looked at and then written under one lock (a
 //!   plan's peek and charge), hashed, found and decoded once.
 //!
@@ -33,6 +37,7 @@ pub mod effects;
 pub mod entry;
 mod evict;
 pub mod index;
+pub mod keys;
 pub mod known;
 pub mod limit;
 pub mod params;
@@ -342,99 +347,17 @@ impl Store {
         }
     }
 
-    /// Reads a live entry under a shared lock. An expired entry reads as
-    /// absent and, as in Redis, the read deletes it (under a write lock,
-    /// taken only on that rare path).
-    pub fn get<R>(&self, key: &[u8], now: Nanos, f: impl FnOnce(&Entry) -> R) -> Option<R> {
-        let hash = self.hash(key);
-        let shard = self.read_shard(self.shard_index(hash));
-        let r = shard.with(hash, key, |e| (!e.is_expired(now)).then(|| f(e)))?;
-        if r.is_some() {
-            return r;
-        }
-        drop(shard);
-        // `update` removes an expired entry before calling its closure.
-        self.update(key, now, |_| ());
-        None
-    }
-
-    pub fn exists(&self, key: &[u8], now: Nanos) -> bool {
-        self.get(key, now, |_| ()).is_some()
-    }
-
-    /// [`Store::get`] in a shard already write-locked.
-    fn get_in<R>(
-        &self,
-        shard: &mut Shard,
-        hash: u64,
-        key: &[u8],
-        now: Nanos,
-        f: impl FnOnce(&Entry) -> R,
-    ) -> Option<R> {
-        // A compact record is decoded for the closure: `f` runs inside.
-        let live = shard.with(hash, key, |e| (!e.is_expired(now)).then(|| f(e)));
-        self.live_or_removed(shard, hash, key, now, live)
-    }
-
-    /// What a read in `shard` found (`None` no key, `Some(None)` an
-    /// expired one): the answer for a live key; an expired key is removed,
-    /// as a read in Redis deletes what it finds expired.
-    fn live_or_removed<R>(
-        &self,
-        shard: &mut Shard,
-        hash: u64,
-        key: &[u8],
-        now: Nanos,
-        live: Option<Option<R>>,
-    ) -> Option<R> {
-        if let Some(None) = live {
-            shard.update(self, hash, key, now, Touch::IfChanged, |_| ());
-        }
-        live.flatten()
-    }
-
-    /// The shard `key` lives in (for tests that need keys in distinct
-    /// shards).
+    /// The shard `key` lives in (a lock's, or a test's that needs keys
+    /// in distinct shards).
     pub fn shard_of(&self, key: &[u8]) -> usize {
         self.shard_index(self.hash(key))
-    }
-
-    /// Runs `f` on the key's live entry (`None` if absent or expired) under
-    /// the shard's write lock: whatever `f` leaves is stored, and `None`
-    /// deletes. Read-modify-write is atomic per key.
-    pub fn update<R>(&self, key: &[u8], now: Nanos, f: impl FnOnce(&mut Option<Entry>) -> R) -> R {
-        self.update_touching(key, now, Touch::IfChanged, f)
-    }
-
-    /// [`Store::update`], counting for `WATCH` as `touch` says.
-    pub fn update_touching<R>(
-        &self,
-        key: &[u8],
-        now: Nanos,
-        touch: Touch,
-        f: impl FnOnce(&mut Option<Entry>) -> R,
-    ) -> R {
-        let hash = self.hash(key);
-        let mut shard = self.write_shard(self.shard_index(hash));
-        shard.update(self, hash, key, now, touch, f)
-    }
-
-    /// Deletes a key; true if a live one was there.
-    pub fn remove(&self, key: &[u8], now: Nanos) -> bool {
-        self.update(key, now, |e| e.take().is_some())
     }
 
     /// Locks every shard that `keys` map to, in ascending shard order, so
     /// concurrent multi-key operations can never deadlock, and returns a
     /// guard through which each key can be updated atomically with the rest.
     pub fn lock_many<'k>(&self, keys: impl IntoIterator<Item = &'k [u8]>) -> MultiLock<'_> {
-        let mut wanted: Shards = keys
-            .into_iter()
-            .map(|k| self.shard_index(self.hash(k)))
-            .collect();
-        wanted.sort_unstable();
-        wanted.dedup();
-        self.lock_shards(wanted)
+        self.lock_indices(keys.into_iter().map(|k| self.shard_of(k)))
     }
 
     /// [`Store::lock_many`], with the shards `more` (indices, as
@@ -444,20 +367,25 @@ impl Store {
         keys: impl IntoIterator<Item = &'k [u8]>,
         more: &[usize],
     ) -> MultiLock<'_> {
-        let mut wanted: Shards = keys
-            .into_iter()
-            .map(|k| self.shard_index(self.hash(k)))
-            .chain(more.iter().copied().filter(|&i| i < self.shards.len()))
-            .collect();
-        wanted.sort_unstable();
-        wanted.dedup();
-        self.lock_shards(wanted)
+        self.lock_indices(
+            keys.into_iter()
+                .map(|k| self.shard_of(k))
+                .chain(more.iter().copied().filter(|&i| i < self.shards.len())),
+        )
     }
 
     /// Locks every shard, in order: for a transaction with a command that
     /// reaches keys beyond its arguments (`DBSIZE`, `KEYS`, `FLUSHALL`).
     pub fn lock_all(&self) -> MultiLock<'_> {
         self.lock_shards((0..self.shards.len()).collect())
+    }
+
+    /// Locks the shards `indices` (in any order, repeats allowed).
+    fn lock_indices(&self, indices: impl Iterator<Item = usize>) -> MultiLock<'_> {
+        let mut wanted: Shards = indices.collect();
+        wanted.sort_unstable();
+        wanted.dedup();
+        self.lock_shards(wanted)
     }
 
     /// Locks the shards of `sorted` (ascending, no repeats).
@@ -604,47 +532,16 @@ pub struct MultiLock<'a> {
 /// If that shard is not held: a bug in the caller, which must lock every
 /// key it touches.
 fn held_pos<T>(store: &Store, held: &[(usize, T)], hash: u64) -> usize {
-    let index = store.shard_index(hash);
+    find_held(held, store.shard_index(hash)).expect("a key whose shard is not locked")
+}
+
+/// Where shard `index` sits among `held` (sorted by shard), or where it
+/// would go.
+fn find_held<T>(held: &[(usize, T)], index: usize) -> Result<usize, usize> {
     held.binary_search_by_key(&index, |(i, _)| *i)
-        .expect("a key whose shard is not locked")
 }
 
 impl MultiLock<'_> {
-    /// As [`Store::update`], for a key whose shard this guard holds.
-    ///
-    /// # Panics
-    /// If `key` was not among the keys locked: a bug in the caller.
-    pub fn update<R>(
-        &mut self,
-        key: &[u8],
-        now: Nanos,
-        f: impl FnOnce(&mut Option<Entry>) -> R,
-    ) -> R {
-        self.update_touching(key, now, Touch::IfChanged, f)
-    }
-
-    /// [`MultiLock::update`], counting for `WATCH` as `touch` says.
-    pub fn update_touching<R>(
-        &mut self,
-        key: &[u8],
-        now: Nanos,
-        touch: Touch,
-        f: impl FnOnce(&mut Option<Entry>) -> R,
-    ) -> R {
-        let hash = self.store.hash(key);
-        let pos = held_pos(self.store, &self.guards, hash);
-        let store = self.store;
-        self.guards[pos].1.update(store, hash, key, now, touch, f)
-    }
-
-    /// As [`Store::get`], for a key whose shard this guard holds.
-    pub fn get<R>(&mut self, key: &[u8], now: Nanos, f: impl FnOnce(&Entry) -> R) -> Option<R> {
-        let hash = self.store.hash(key);
-        let pos = held_pos(self.store, &self.guards, hash);
-        self.store
-            .get_in(&mut self.guards[pos].1, hash, key, now, f)
-    }
-
     /// Whether `key` was written, deleted or expired since `mark` was
     /// taken.
     pub fn touched_since(&self, key: &[u8], mark: &WatchMark, now: Nanos) -> bool {
@@ -663,10 +560,7 @@ impl MultiLock<'_> {
 
     /// Whether the shard `key` maps to is held.
     pub fn holds(&self, key: &[u8]) -> bool {
-        let index = self.store.shard_index(self.store.hash(key));
-        self.guards
-            .binary_search_by_key(&index, |(i, _)| *i)
-            .is_ok()
+        find_held(&self.guards, self.store.shard_of(key)).is_ok()
     }
 
     /// Whether every shard is held.
@@ -691,8 +585,8 @@ impl MultiLock<'_> {
     /// the shard below is busy; the caller starts again holding it in
     /// order, or waits with [`MultiLock::try_lock_more`].
     pub fn lock_more(&mut self, key: &[u8]) -> bool {
-        let index = self.store.shard_index(self.store.hash(key));
-        let Err(pos) = self.guards.binary_search_by_key(&index, |(i, _)| *i) else {
+        let index = self.store.shard_of(key);
+        let Err(pos) = find_held(&self.guards, index) else {
             return true;
         };
         let guard = if pos == self.guards.len() {
@@ -715,8 +609,8 @@ impl MultiLock<'_> {
     /// be waiting, in ascending order, for a shard this guard holds), so
     /// the wait is bounded and a `false` is the caller's to handle.
     pub fn try_lock_more(&mut self, key: &[u8], patience: std::time::Duration) -> bool {
-        let index = self.store.shard_index(self.store.hash(key));
-        let Err(pos) = self.guards.binary_search_by_key(&index, |(i, _)| *i) else {
+        let index = self.store.shard_of(key);
+        let Err(pos) = find_held(&self.guards, index) else {
             return true;
         };
         match self.store.shards[index].0.try_write_for(patience) {
@@ -751,27 +645,6 @@ pub struct HeldShards<'a> {
 }
 
 impl HeldShards<'_> {
-    fn with_shard<R>(&self, hash: u64, f: impl FnOnce(&mut Shard) -> R) -> R {
-        let pos = held_pos(self.store, &self.shards, hash);
-        f(&mut self.shards[pos].1.borrow_mut())
-    }
-
-    fn update<R>(
-        &self,
-        key: &[u8],
-        now: Nanos,
-        touch: Touch,
-        f: impl FnOnce(&mut Option<Entry>) -> R,
-    ) -> R {
-        let (store, hash) = (self.store, self.store.hash(key));
-        self.with_shard(hash, |shard| shard.update(store, hash, key, now, touch, f))
-    }
-
-    fn get<R>(&self, key: &[u8], now: Nanos, f: impl FnOnce(&Entry) -> R) -> Option<R> {
-        let hash = self.store.hash(key);
-        self.with_shard(hash, |shard| self.store.get_in(shard, hash, key, now, f))
-    }
-
     /// Lends the same shards again, for the length of `f`: a script that
     /// runs inside a transaction hands them on to its commands. The second
     /// argument only bounds the loan by `'env` (what `f` borrows outlives
@@ -795,10 +668,7 @@ impl HeldShards<'_> {
 
     /// Whether the shard `key` maps to is held.
     pub fn holds(&self, key: &[u8]) -> bool {
-        let index = self.store.shard_index(self.store.hash(key));
-        self.shards
-            .binary_search_by_key(&index, |(i, _)| *i)
-            .is_ok()
+        find_held(&self.shards, self.store.shard_of(key)).is_ok()
     }
 
     /// Whether every shard is held, so whole-keyspace reads are exact.
@@ -819,81 +689,32 @@ pub enum Keyspace<'a> {
     Held(&'a HeldShards<'a>),
 }
 
-/// The shards a multi-key command works under: its own, or a transaction's.
+/// The shards a multi-key command or a script works under: its own, or
+/// a transaction's.
 pub enum Locked<'a> {
     Own(MultiLock<'a>),
     Held(&'a HeldShards<'a>),
 }
 
 impl Locked<'_> {
-    /// See [`MultiLock::update`].
-    pub fn update<R>(
-        &mut self,
-        key: &[u8],
-        now: Nanos,
-        f: impl FnOnce(&mut Option<Entry>) -> R,
-    ) -> R {
-        self.update_touching(key, now, Touch::IfChanged, f)
-    }
-
-    /// [`Locked::update`], counting for `WATCH` as `touch` says.
-    pub fn update_touching<R>(
-        &mut self,
-        key: &[u8],
-        now: Nanos,
-        touch: Touch,
-        f: impl FnOnce(&mut Option<Entry>) -> R,
-    ) -> R {
+    /// Whether the shard `key` maps to is held.
+    pub fn holds(&self, key: &[u8]) -> bool {
         match self {
-            Locked::Own(l) => l.update_touching(key, now, touch, f),
-            Locked::Held(h) => h.update(key, now, touch, f),
+            Locked::Own(l) => l.holds(key),
+            Locked::Held(h) => h.holds(key),
         }
     }
 
-    /// See [`Store::get`].
-    pub fn get<R>(&mut self, key: &[u8], now: Nanos, f: impl FnOnce(&Entry) -> R) -> Option<R> {
+    /// Whether every shard is held.
+    pub fn holds_all(&self) -> bool {
         match self {
-            Locked::Own(l) => l.get(key, now, f),
-            Locked::Held(h) => h.get(key, now, f),
+            Locked::Own(l) => l.holds_all(),
+            Locked::Held(h) => h.holds_all(),
         }
     }
 }
 
 impl<'a> Keyspace<'a> {
-    pub fn get<R>(self, key: &[u8], now: Nanos, f: impl FnOnce(&Entry) -> R) -> Option<R> {
-        match self {
-            Keyspace::Store(s) => s.get(key, now, f),
-            Keyspace::Held(l) => l.get(key, now, f),
-        }
-    }
-
-    pub fn exists(self, key: &[u8], now: Nanos) -> bool {
-        self.get(key, now, |_| ()).is_some()
-    }
-
-    pub fn update<R>(self, key: &[u8], now: Nanos, f: impl FnOnce(&mut Option<Entry>) -> R) -> R {
-        self.update_touching(key, now, Touch::IfChanged, f)
-    }
-
-    /// [`Keyspace::update`], counting for `WATCH` as `touch` says.
-    pub fn update_touching<R>(
-        self,
-        key: &[u8],
-        now: Nanos,
-        touch: Touch,
-        f: impl FnOnce(&mut Option<Entry>) -> R,
-    ) -> R {
-        match self {
-            Keyspace::Store(s) => s.update_touching(key, now, touch, f),
-            Keyspace::Held(h) => h.update(key, now, touch, f),
-        }
-    }
-
-    /// Deletes a key; true if a live one was there.
-    pub fn remove(self, key: &[u8], now: Nanos) -> bool {
-        self.update(key, now, |e| e.take().is_some())
-    }
-
     /// The shards of `keys`, locked together (see [`Store::lock_many`]).
     pub fn lock_many<'k>(self, keys: impl IntoIterator<Item = &'k [u8]>) -> Locked<'a> {
         match self {
@@ -963,10 +784,7 @@ impl<'a> Keyspace<'a> {
         match self {
             Keyspace::Store(s) => s.for_each_in_shard(i, now, f),
             Keyspace::Held(h) => {
-                let pos = h
-                    .shards
-                    .binary_search_by_key(&i, |(i, _)| *i)
-                    .expect("a whole-keyspace read in a partial lock");
+                let pos = find_held(&h.shards, i).expect("a whole-keyspace read in a partial lock");
                 h.shards[pos].1.borrow().for_each_live(now, f);
             }
         }

@@ -14,7 +14,9 @@
 use crate::clock::Nanos;
 use crate::limiter::lease::LeaseId;
 use crate::limiter::{Decision, LimitSpec};
-use crate::store::known::KeyHash;
+use crate::store::keys::KeyHash;
+use crate::store::keys::Keys;
+use crate::store::known::HeldKeys;
 use crate::store::limit::{self, LimitError};
 use crate::store::{Entry, Found, Keyspace, Locked};
 use smallvec::SmallVec;

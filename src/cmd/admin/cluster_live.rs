@@ -12,6 +12,7 @@ use crate::cluster::routing::Route;
 use crate::cluster::slot::SLOTS;
 use crate::cluster::state::{flag, ClusterState, Effects, FailoverMode, StateError};
 use crate::protocol::Request;
+use crate::store::keys::Keys;
 
 /// The one slot a request's keys hash to (`None`: no keys), or
 /// `CROSSSLOT`. Keys come from the command table, so every command routes

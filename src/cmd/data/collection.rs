@@ -4,6 +4,7 @@
 
 use super::{CmdError, Ctx};
 use crate::store::entry::{Entry, Value};
+use crate::store::keys::Keys;
 
 /// A collection type as a `Value` variant.
 pub trait Kind: Default {

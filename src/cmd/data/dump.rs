@@ -12,6 +12,7 @@ use super::{CmdError, Ctx};
 use crate::protocol::Request;
 use crate::store::dump;
 use crate::store::entry::passed;
+use crate::store::keys::Keys;
 use crate::util::sockets::SocketCache;
 
 /// ```text

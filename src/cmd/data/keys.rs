@@ -7,6 +7,7 @@ use super::{error::show, CmdError, Ctx};
 use crate::clock::Nanos;
 use crate::glob;
 use crate::protocol::Request;
+use crate::store::keys::Keys;
 use crate::store::Touch;
 use crate::util::parse_i64;
 

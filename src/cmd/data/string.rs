@@ -7,6 +7,7 @@ use super::args::{int, is, Cursor};
 use super::keys::{deadline, Unit};
 use super::{CmdError, Ctx};
 use crate::protocol::{ReplyBuf, Request};
+use crate::store::keys::Keys;
 use crate::store::{Entry, SmallBytes, Touch, Value};
 use crate::util::long_double::LongDouble;
 use crate::util::parse_i64;

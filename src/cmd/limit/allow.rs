@@ -8,6 +8,7 @@ use super::{lease, parse, policy, CmdError, Ctx};
 use crate::limiter::lease::LeaseId;
 use crate::protocol::Request;
 use crate::stats::LeaseEvent;
+use crate::store::keys::Keys;
 use crate::store::plan::{self, Limit, Rules};
 use crate::store::{limit, Value};
 

@@ -8,6 +8,7 @@ use super::parse;
 use super::reply::write_decision;
 use super::{CmdError, Ctx};
 use crate::protocol::Request;
+use crate::store::keys::Keys;
 use crate::store::limit;
 
 /// ```text

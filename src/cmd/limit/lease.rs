@@ -14,6 +14,7 @@ use super::{error::show, CmdError, Ctx};
 use crate::limiter::lease::{Lapsed, Lease, LeaseId, ID_LEN};
 use crate::protocol::{ReplyBuf, Request};
 use crate::stats::LeaseEvent;
+use crate::store::keys::Keys;
 use crate::store::{limit, Value};
 
 /// A lease id as the client gave it (`ID`), or a new random one; and how

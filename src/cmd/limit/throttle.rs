@@ -11,6 +11,7 @@ use crate::limiter::cell::{self, Quota, QuotaError};
 use crate::limiter::{gcra, Params};
 use crate::protocol::Request;
 use crate::store::entry::Stored;
+use crate::store::keys::Keys;
 use crate::store::{Entry, Value};
 use crate::util::parse_i64;
 

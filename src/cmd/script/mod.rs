@@ -50,7 +50,8 @@ use crate::protocol::{Protocol, ReplyBuf, Request};
 use crate::script::{Call, Host, KillError, Script, ScriptError};
 use crate::state::State;
 use crate::stats::ScriptOutcome;
-use crate::store::{Entry, HeldShards, Keyspace, MultiLock, Touch};
+use crate::store::keys::Keys;
+use crate::store::{Entry, Keyspace, Locked, Touch};
 
 /// How long a script that has written waits for the shard of a key it did
 /// not declare (see the module docs).
@@ -266,10 +267,10 @@ fn run_until_done<'a>(
     });
     let result = loop {
         let shards = match *db {
-            Keyspace::Store(store) if every_shard => Shards::Own(store.lock_all()),
-            Keyspace::Store(store) if reached.is_empty() => Shards::Own(store.lock_many(keys())),
-            Keyspace::Store(store) => Shards::Own(store.lock_many_and(keys(), &reached)),
-            Keyspace::Held(held) => Shards::Tx(held),
+            Keyspace::Store(store) if every_shard => Locked::Own(store.lock_all()),
+            Keyspace::Store(store) if reached.is_empty() => Locked::Own(store.lock_many(keys())),
+            Keyspace::Store(store) => Locked::Own(store.lock_many_and(keys(), &reached)),
+            Keyspace::Held(held) => Locked::Held(held),
         };
         if let Some(run) = &mut run_stats {
             session.stats.enter_run(run);
@@ -347,29 +348,6 @@ fn over_maxmemory(state: &State) -> bool {
     max != 0 && crate::alloc::used_memory() as u64 > max
 }
 
-/// The shards a running script holds: its own lock, or those of the
-/// transaction it runs in (`EXEC` holds every shard for a script).
-enum Shards<'a> {
-    Own(MultiLock<'a>),
-    Tx(&'a HeldShards<'a>),
-}
-
-impl Shards<'_> {
-    fn holds(&self, key: &[u8]) -> bool {
-        match self {
-            Shards::Own(l) => l.holds(key),
-            Shards::Tx(h) => h.holds(key),
-        }
-    }
-
-    fn holds_all(&self) -> bool {
-        match self {
-            Shards::Own(l) => l.holds_all(),
-            Shards::Tx(h) => h.holds_all(),
-        }
-    }
-}
-
 /// What `redis.call` runs through: the command table and the shards the
 /// script holds.
 struct ScriptHost<'s, 'a> {
@@ -377,7 +355,9 @@ struct ScriptHost<'s, 'a> {
     registry: &'static Registry,
     session: &'s mut Session,
     now: crate::clock::Nanos,
-    shards: Shards<'a>,
+    /// The shards the script holds: its own lock, or those of the
+    /// transaction it runs in (`EXEC` holds every shard for a script).
+    shards: Locked<'a>,
     script: &'s Script,
     /// `EVAL_RO`, `EVALSHA_RO`, or a `no-writes` shebang.
     read_only: bool,
@@ -518,7 +498,7 @@ impl ScriptHost<'_, '_> {
         if !missing {
             return Ok(());
         }
-        let own = matches!(self.shards, Shards::Own(_));
+        let own = matches!(self.shards, Locked::Own(_));
         if own {
             self.script.mark_undeclared();
             if !self.wrote && self.undo.is_none() {
@@ -536,7 +516,7 @@ impl ScriptHost<'_, '_> {
                 .into())
             };
         }
-        let Shards::Own(lock) = &mut self.shards else {
+        let Locked::Own(lock) = &mut self.shards else {
             return Err(CmdError::err("Script reached a key its transaction does not hold").into());
         };
         // Take what cannot deadlock.
@@ -631,7 +611,7 @@ impl ScriptHost<'_, '_> {
         let (state, registry, now) = (self.state, self.registry, self.now);
         let session = &mut *self.session;
         match &mut self.shards {
-            Shards::Own(lock) => {
+            Locked::Own(lock) => {
                 let held = lock.held();
                 run_held(
                     state,
@@ -644,7 +624,7 @@ impl ScriptHost<'_, '_> {
                     req,
                 );
             }
-            Shards::Tx(h) => h.relend(|held, _| {
+            Locked::Held(h) => h.relend(|held, _| {
                 run_held(
                     state,
                     registry,
@@ -690,7 +670,7 @@ impl ScriptHost<'_, '_> {
     /// Before a write: keeps, for each key it reaches that this run has not
     /// written yet, the value before (see [`ScriptHost::undo`]).
     fn save_undo(&mut self, spec: &CommandSpec, req: &Request<'_>) {
-        let (Some(undo), Shards::Own(lock)) = (&mut self.undo, &mut self.shards) else {
+        let (Some(undo), Locked::Own(lock)) = (&mut self.undo, &mut self.shards) else {
             return;
         };
         let now = self.now;
@@ -712,7 +692,7 @@ impl ScriptHost<'_, '_> {
     /// holds the shards: no other client saw any of it.
     fn roll_back(&mut self) {
         debug_assert!(!self.wrote || self.undo.is_some(), "stopped after writing");
-        let (Some(undo), Shards::Own(lock)) = (self.undo.take(), &mut self.shards) else {
+        let (Some(undo), Locked::Own(lock)) = (self.undo.take(), &mut self.shards) else {
             return;
         };
         for (key, before) in undo {

@@ -14,6 +14,7 @@ use super::ops::{
     through_lua, Call, Cmd, Fallback, Fb, Native,
 };
 use crate::cmd::data::keys::Unit;
+use crate::store::keys::Keys;
 use crate::store::Locked;
 
 pub const MOVING_WINDOW: Native = Native {

@@ -7,6 +7,7 @@ use std::sync::OnceLock;
 use crate::cmd::data::{collection, keys, list, string};
 use crate::cmd::registry::spec::{CommandSpec, Ctx, Registry};
 use crate::protocol::Request;
+use crate::store::keys::Keys;
 use crate::store::{Entry, Keyspace, Locked};
 pub(super) use crate::util::parse_i64;
 

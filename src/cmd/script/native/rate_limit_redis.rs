@@ -4,6 +4,7 @@
 use super::ops::{
     fmt_num, incrby, lua_int, lua_num, pttl, set, set_deadline, through_lua, Call, Cmd, Fb, Native,
 };
+use crate::store::keys::Keys;
 
 pub const INCREMENT: Native = Native {
     name: "rate-limit-redis increment",
