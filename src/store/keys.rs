@@ -4,10 +4,12 @@
 //! [`MultiLock`], a transaction's [`HeldShards`], a command's [`Locked`]
 //! find it among the shards they hold; a [`Keyspace`] is either.
 
+use super::limit::{self, LimitError};
 use super::shard::Shard;
 use super::watch::Touch;
 use super::{held_pos, Entry, HeldShards, Keyspace, Locked, MultiLock, Store};
 use crate::clock::Nanos;
+use crate::limiter::{Decision, LimitSpec};
 
 /// A key's hash as the store computes it ([`Keys::hash`]): for a
 /// command that reaches one key several times under one lock (a plan's
@@ -97,6 +99,30 @@ pub trait Keys: Reach + Sized {
     /// Deletes a key; true if a live one was there.
     fn remove(self, key: &[u8], now: Nanos) -> bool {
         self.update(key, now, |e| e.take().is_some())
+    }
+
+    /// `RL.ALLOW` on one key ([`limit::allow`]): decided where its compact
+    /// record lies when it has one (`shard/in_place.rs`), else through
+    /// [`Keys::update`], under the one lock; the same answer and the same
+    /// key either way.
+    #[inline]
+    fn allow(
+        mut self,
+        key: &[u8],
+        spec: &LimitSpec,
+        now: Nanos,
+        cost: u64,
+        room: usize,
+    ) -> Result<Decision, LimitError> {
+        let hash = self.store().hash(key);
+        self.write(hash, |store, shard| {
+            match shard.allow_here(store, hash, key, spec, now, cost) {
+                Some(d) => Ok(d),
+                None => shard.update(store, hash, key, now, Touch::IfChanged, |slot| {
+                    limit::allow(slot, spec, now, cost, room)
+                }),
+            }
+        })
     }
 }
 

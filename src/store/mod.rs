@@ -26,7 +26,6 @@
 //! the index rather than in it (`shard.rs`), and an index laid out so a
 //! lookup touches one cache line of it (`index.rs`).
 
-mod allow;
 pub mod arena;
 mod by_slot;
 pub mod bytes;

@@ -107,6 +107,7 @@ mod tests {
 
     use crate::clock::Nanos;
     use crate::limiter::{Algorithm, LimitSpec};
+    use crate::store::keys::Keys;
     use crate::store::{limit, Entry, Store};
 
     /// One step: a request on one of a few keys, or a hand-set TTL.
