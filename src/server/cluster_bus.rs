@@ -595,7 +595,11 @@ mod tests {
 
     /// A peer whose PONGs arrive in pieces while this node sends on the
     /// same link: every one is read, on the one link (a send used to drop
-    /// a half-read frame and close the link).
+    /// a half-read frame and close the link). The fake peer keeps its end
+    /// open to the end: closed after its last PONG, the node rightly
+    /// redialled it on its next 100 ms tick, and whether the test saw that
+    /// second link before its last look depended on the machine's load
+    /// (12 runs in 30 failed at a load average of 10).
     #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
     async fn frames_read_in_pieces_survive_sends_on_the_same_link() {
         const PONGS: u64 = 200;
@@ -655,6 +659,9 @@ mod tests {
                     return;
                 }
             }
+            // The link stays open: a peer that closes it is redialled.
+            std::future::pending::<()>().await;
+            drop(wr);
         });
         let sender = a.clone();
         let sending = tokio::spawn(async move {
@@ -663,18 +670,22 @@ mod tests {
                 tokio::time::sleep(Duration::from_millis(1)).await;
             }
         });
-        until("every PONG to be read", || {
-            a.state.lock().messages_received >= PONGS
+        // A broken frame closes the link and loses the PONGs after it:
+        // a second link ends the wait at once.
+        until("every PONG to be read, or a second link", || {
+            a.state.lock().messages_received >= PONGS || accepted.load(Ordering::Relaxed) > 1
         })
         .await;
         sending.abort();
-        assert_eq!(a.state.lock().messages_received, PONGS);
-        assert_eq!(a.state.lock().current_epoch, PONGS);
         assert_eq!(
             accepted.load(Ordering::Relaxed),
             1,
             "one link, never reopened"
         );
+        assert_eq!(a.state.lock().messages_received, PONGS);
+        assert_eq!(a.state.lock().current_epoch, PONGS);
+        let st = a.state.lock();
+        assert!(st.nodes[&"f".repeat(40)].link.is_some(), "still linked");
     }
 
     #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
