@@ -236,7 +236,10 @@ class Probe(threading.Thread):
         """The n slowest requests, with what happened on the way."""
         slot_of = self.rc.keyslot
         order = sorted(range(len(self.lat)), key=lambda i: -self.lat[i])[:n]
-        print(f"\n{kind} {what}: {n} slowest of {len(self.lat)} (median {statistics.median(self.lat) * 1e3:.2f} ms)")
+        # The move's start on CLOCK_MONOTONIC (perf's clock): a node's
+        # `perf trace`/`perf sched` events line up with the requests.
+        print(f"\n{kind} {what}: {n} slowest of {len(self.lat)} (median {statistics.median(self.lat) * 1e3:.2f} ms;"
+              f" move started at {t0:.6f} s monotonic; client thread {self.tid})")
         for i in order:
             t, k = self.starts[i]
             slot = slot_of(k)

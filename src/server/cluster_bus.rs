@@ -142,7 +142,7 @@ pub async fn prepare(
     let id = state.myself.clone();
     let node = ClusterNode::new(state, Some(path.clone()));
     node.hold_lock(lock);
-    if let Some(e) = node.file_error.lock().clone() {
+    if let Some(e) = node.file_error() {
         return Err(StartError::Config(format!(
             "cannot write the cluster config file {}: {e}",
             path.display()
