@@ -393,7 +393,7 @@ impl ClusterNode {
     /// The node stops: the file written once more, then no more writes
     /// (links still closing may change the state) and its lock let go.
     pub fn close(&self) {
-        let st = self.state.lock();
+        let st = self.lock_state();
         let _ = self.save(&st, true);
         self.closed.store(true, Ordering::Relaxed);
         if let Some(file) = &self.file {
@@ -430,6 +430,36 @@ impl ClusterNode {
         self.host.get().is_some_and(|h| h.admits(user, password))
     }
 
+    /// Runs `f`, a wait, where it holds up no client ([`Host::off_worker`]).
+    fn off_worker(&self, f: &mut dyn FnMut()) {
+        match self.host.get() {
+            Some(host) => host.off_worker(f),
+            None => f(),
+        }
+    }
+
+    /// The state, as a command takes any lock
+    /// ([`crate::util::lock_or_wait_off`]): nearly always free at once; a
+    /// longer wait (a change writing an epoch to disk holds it for the
+    /// fsync, milliseconds) runs off the worker, whose other clients
+    /// would otherwise wait it out with this one.
+    pub fn lock_state(&self) -> parking_lot::MutexGuard<'_, ClusterState> {
+        crate::util::lock_or_wait_off(
+            |d| self.state.try_lock_for(d),
+            || self.state.lock(),
+            |f| self.off_worker(f),
+        )
+    }
+
+    /// The hold every change takes first, taken as [`Self::lock_state`].
+    fn lock_atomic(&self) -> parking_lot::ReentrantMutexGuard<'_, BatchState> {
+        crate::util::lock_or_wait_off(
+            |d| self.atomic.try_lock_for(d),
+            || self.atomic.lock(),
+            |f| self.off_worker(f),
+        )
+    }
+
     /// The routing table now: lock-free, for every keyed request.
     pub fn routing(&self) -> arc_swap::Guard<Arc<Routing>> {
         self.routing.load()
@@ -440,8 +470,8 @@ impl ClusterNode {
     /// once the lock is released: the one way the state changes.
     pub fn with<R>(&self, f: impl FnOnce(&mut ClusterState) -> (R, Effects)) -> R {
         let (r, fx) = {
-            let batch = self.atomic.lock();
-            let mut st = self.state.lock();
+            let batch = self.lock_atomic();
+            let mut st = self.lock_state();
             let epochs =
                 |st: &ClusterState| (st.current_epoch, st.last_vote_epoch, st.me().config_epoch);
             let before = epochs(&st);
@@ -492,7 +522,7 @@ impl ClusterNode {
 
     /// Writes the config file now (`CLUSTER SAVECONFIG`).
     pub fn save_now(&self) -> Result<(), String> {
-        let st = self.state.lock();
+        let st = self.lock_state();
         let _ = self.save(&st, true);
         match self.file_error() {
             Some(e) => Err(e),
@@ -563,7 +593,7 @@ impl ClusterNode {
     /// changed its slots or epoch), rather than at the next PING.
     pub fn broadcast(&self) {
         {
-            let batch = self.atomic.lock();
+            let batch = self.lock_atomic();
             if batch.depth.get() > 0 {
                 batch.broadcast.set(true);
                 return;
@@ -578,7 +608,7 @@ impl ClusterNode {
     /// transaction's other locks (scripts, store shards), which a change
     /// never takes while holding it.
     pub fn batch(&self) -> Batch<'_> {
-        let guard = self.atomic.lock();
+        let guard = self.lock_atomic();
         guard.depth.set(guard.depth.get() + 1);
         Batch {
             node: self,
@@ -588,8 +618,8 @@ impl ClusterNode {
 
     /// A link's first message, composed under the same hold as changes.
     pub fn link_up(&self, id: &str, link: LinkId, now: Millis) -> Option<Message> {
-        let _batch = self.atomic.lock();
-        self.state.lock().link_up(id, link, now)
+        let _batch = self.lock_atomic();
+        self.lock_state().link_up(id, link, now)
     }
 
     pub fn new_link_id(&self) -> LinkId {
@@ -801,6 +831,45 @@ mod tests {
         let want = node.state.lock().config_text();
         assert_eq!(std::fs::read_to_string(&file).unwrap(), want);
         let _ = std::fs::remove_dir_all(&dir);
+    }
+
+    /// Says when the node hands it a wait, then waits.
+    struct Signals(std::sync::mpsc::Sender<()>);
+
+    impl Host for Signals {
+        fn apply(&self, _: &Effects) {}
+
+        fn off_worker(&self, f: &mut dyn FnMut()) {
+            let _ = self.0.send(());
+            f();
+        }
+    }
+
+    /// A change that finds the state held (another change writing an
+    /// epoch to disk holds it for the fsync) waits for it off the worker,
+    /// whose other clients would otherwise wait out the fsync with it.
+    #[test]
+    fn a_change_waits_for_a_held_state_off_the_worker() {
+        let st = ClusterState::new("a".repeat(40), "127.0.0.1".into(), 7000, 17000, 1000);
+        let node = ClusterNode::new(st, None);
+        let (tx, handed) = std::sync::mpsc::channel();
+        node.set_host(Box::new(Signals(tx)));
+        // Free: taken on the thread.
+        node.with(|st| (st.add_slots(&[1]).unwrap(), Effects::default()));
+        assert!(handed.try_recv().is_err());
+        let held = node.state.lock();
+        let changer = {
+            let node = node.clone();
+            std::thread::spawn(move || {
+                node.with(|st| (st.add_slots(&[2]).unwrap(), Effects::default()))
+            })
+        };
+        // A bound on a hang, not a window: the wait is handed at once.
+        let moved = handed.recv_timeout(std::time::Duration::from_secs(10));
+        drop(held);
+        changer.join().unwrap();
+        assert!(moved.is_ok(), "the wait for the state stayed on the worker");
+        assert!(node.routing().serves(2));
     }
 
     #[test]
