@@ -12,7 +12,9 @@ slots moved back by `reshard`. Meanwhile one RedisCluster client sends one
 request after another to random keys and records each one's latency.
 Prints the time of each move, the CPU time its four nodes spent in it
 (user + system, from /proc/PID/stat), and the client's median, p99 and
-worst latency during it. Needs redis-cli, redis-server and the redis
+worst latency during it: of the requests begun while `redis-cli` ran (the
+client starts a second before, beside the main thread's own work; those
+requests are not the move's). Needs redis-cli, redis-server and the redis
 package.
 
 `--trace N` also lists each move's N slowest requests: when they started
@@ -196,6 +198,7 @@ class Probe(threading.Thread):
         super().__init__(daemon=True)
         self.rc, self.kind, self.keys, self.trace = rc, kind, keys, trace
         self.lat = []
+        self.began = []  # each request's start (perf_counter)
         self.starts = []  # with --trace: each request's start and key
         self.events = {}  # with --trace: request index -> what the client did
         self.errors = 0
@@ -220,6 +223,7 @@ class Probe(threading.Thread):
                 self.errors += 1
                 Trace.note("error", repr(e)[:80])
             self.lat.append(time.perf_counter() - t)
+            self.began.append(t)
             if self.trace:
                 self.starts.append((t, k))
                 if Trace.events:
@@ -232,11 +236,22 @@ class Probe(threading.Thread):
             v = dict(line.split(":", 1) for line in f if "ctxt_switches" in line)
         return int(v["voluntary_ctxt_switches"]), int(v["nonvoluntary_ctxt_switches"])
 
-    def report(self, what, kind, t0, live, n):
+    def during(self, t0, t1):
+        """The requests that began while the move ran (from t0 to t1): the
+        second before it, the client warming up beside the main thread's
+        own work, is no part of the move."""
+        return [i for i, t in enumerate(self.began) if t0 <= t <= t1]
+
+    def report(self, what, kind, t0, t1, live, n):
         """The n slowest requests, with what happened on the way."""
         slot_of = self.rc.keyslot
-        order = sorted(range(len(self.lat)), key=lambda i: -self.lat[i])[:n]
-        print(f"\n{kind} {what}: {n} slowest of {len(self.lat)} (median {statistics.median(self.lat) * 1e3:.2f} ms)")
+        moved = self.during(t0, t1)
+        order = sorted(moved, key=lambda i: -self.lat[i])[:n]
+        # The move's start on CLOCK_MONOTONIC (perf's clock): a node's
+        # `perf trace`/`perf sched` events line up with the requests.
+        median = statistics.median(self.lat[i] for i in moved)
+        print(f"\n{kind} {what}: {n} slowest of {len(moved)} (median {median * 1e3:.2f} ms;"
+              f" move started at {t0:.6f} s monotonic; client thread {self.tid})")
         for i in order:
             t, k = self.starts[i]
             slot = slot_of(k)
@@ -347,12 +362,13 @@ def measure(kind, binary, base, keys, trace=0):
             else:
                 cli(*args)
             took = time.time() - t
+            t1 = time.perf_counter()
             cpu = cpu_seconds(c.procs) - cpu
             probe.stop.set()
             probe.join()
             if trace:
-                probe.report(what, kind, t0, live, trace)
-            lat = sorted(probe.lat)
+                probe.report(what, kind, t0, t1, live, trace)
+            lat = sorted(probe.lat[i] for i in probe.during(t0, t1))
             out[what] = (took, cpu, statistics.median(lat) * 1e3, lat[int(len(lat) * 0.99)] * 1e3, lat[-1] * 1e3,
                          probe.errors, len(lat))
             wait_ok([base + i for i in range(4)])

@@ -143,7 +143,7 @@ impl State {
             now_ms: self.clock.now().as_millis(),
             cluster: self.cluster_node.as_ref().map(|n| {
                 let now = crate::cluster::node::now_ms();
-                let st = n.state.lock();
+                let st = n.lock_state();
                 crate::metrics::ClusterReadings {
                     ok: st.state_ok(now),
                     known_nodes: st.nodes.values().filter(|n| !n.in_handshake()).count(),

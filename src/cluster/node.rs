@@ -64,11 +64,7 @@ pub struct ClusterNode {
     /// Links refused for a wrong or missing password.
     pub refused: AtomicU64,
     /// `--cluster-config-file`, rewritten on every change.
-    file: Option<PathBuf>,
-    /// Why the last write of the file failed, if it did.
-    pub file_error: Mutex<Option<String>>,
-    /// The file, kept open for in-place rewrites.
-    handle: Mutex<Option<std::fs::File>>,
+    file: Option<Arc<ConfigFile>>,
     /// The lock on `FILE.lock`, held while this node runs.
     lock: Mutex<Option<std::fs::File>>,
     /// [`close`](Self::close)d: the file is no longer this node's.
@@ -87,6 +83,257 @@ pub struct ClusterNode {
     /// after the first told every node that the slot was given up, which
     /// Redis, running one command at a time, never shows.
     atomic: parking_lot::ReentrantMutex<BatchState>,
+}
+
+/// `--cluster-config-file` and the thread that rewrites it in place.
+/// A change that needs no fsync (slots, roles, addresses: most of a
+/// slot's move, on every node) is handed to the thread, newest text
+/// first, and its caller goes on: the write's system calls wait on the
+/// filesystem's journal, milliseconds when other writers sync (an
+/// `ftruncate` of 5.4 ms was seen on a node's worker during a reshard),
+/// and the caller is the worker serving the node's clients. An epoch's
+/// write, which must reach the disk before anything carries it, is made
+/// by its caller ([`ClusterNode::save`]), under the same `disk` lock.
+struct ConfigFile {
+    path: PathBuf,
+    /// Held across every write, whichever thread makes it: two writes
+    /// never interleave, and none lands over a newer one.
+    disk: Mutex<Disk>,
+    /// What the thread is asked to write.
+    queue: Mutex<Queue>,
+    /// Wakes the thread for a text, and [`ConfigFile::settle`]'s callers
+    /// once it is written.
+    wake: parking_lot::Condvar,
+    /// Why the last write failed, if it did.
+    error: Mutex<Option<String>>,
+    /// Numbers the texts in the order of the changes (taken under the
+    /// state lock), so that an older text never replaces a newer one.
+    versions: AtomicU64,
+}
+
+#[derive(Default)]
+struct Disk {
+    /// The file, kept open for in-place rewrites.
+    handle: Option<std::fs::File>,
+    /// The version of the text the file holds.
+    holds: u64,
+    /// The node stopped: the file is no longer written.
+    closed: bool,
+}
+
+#[derive(Default)]
+struct Queue {
+    /// The newest text not yet written (an older one is dropped for it:
+    /// the file holds the whole state, so only the newest matters).
+    next: Option<(u64, String)>,
+    /// The thread is awake for a text (waiting out [`WRITE_GAP`], or
+    /// writing): a new text needs no wake-up.
+    busy: bool,
+    /// The thread ends once the queue is empty.
+    stop: bool,
+}
+
+/// The least time between two in-place writes: a change after a quiet
+/// spell is written at once, and a burst (a slot's move every
+/// millisecond, each changing every node) in one write per gap, its
+/// newest text. One write and wake-up of the thread per change cost the
+/// nodes 12-16% more CPU in a move than writing on the worker did.
+const WRITE_GAP: std::time::Duration = std::time::Duration::from_millis(5);
+
+impl ConfigFile {
+    fn start(path: PathBuf) -> Arc<Self> {
+        let file = Arc::new(ConfigFile {
+            path,
+            disk: Mutex::new(Disk::default()),
+            queue: Mutex::new(Queue::default()),
+            wake: parking_lot::Condvar::new(),
+            error: Mutex::new(None),
+            versions: AtomicU64::new(0),
+        });
+        let thread_file = file.clone();
+        let spawned = std::thread::Builder::new()
+            .name("turnstile-cluster-file".into())
+            .spawn(move || thread_file.run());
+        if let Err(e) = spawned {
+            // Without its thread the file is written by the caller, as
+            // an epoch's is.
+            tracing::warn!("cluster config file: cannot start its writer thread: {e}");
+            file.queue.lock().stop = true;
+        }
+        file
+    }
+
+    /// The writer thread: the newest text queued, rewritten in place, at
+    /// most once every [`WRITE_GAP`].
+    fn run(&self) {
+        let mut last: Option<std::time::Instant> = None;
+        loop {
+            let (version, text) = {
+                let mut q = self.queue.lock();
+                loop {
+                    if q.next.is_none() {
+                        q.busy = false;
+                        self.wake.notify_all();
+                        if q.stop {
+                            return;
+                        }
+                        self.wake.wait(&mut q);
+                        continue;
+                    }
+                    q.busy = true;
+                    let due = last.map(|t| t + WRITE_GAP);
+                    match due {
+                        // Stopping: written now, the gap is not waited.
+                        Some(due) if !q.stop && std::time::Instant::now() < due => {
+                            self.wake.wait_until(&mut q, due);
+                        }
+                        _ => break q.next.take().expect("checked above"),
+                    }
+                }
+            };
+            let started = std::time::Instant::now();
+            let result = self.overwrite(version, &text);
+            self.settled(result, started.elapsed(), false);
+            last = Some(std::time::Instant::now());
+        }
+    }
+
+    /// Hands `text` to the writer thread (or, without one, writes it).
+    fn queue(&self, version: u64, text: String) {
+        let mut q = self.queue.lock();
+        if q.stop {
+            drop(q);
+            let started = std::time::Instant::now();
+            let result = self.overwrite(version, &text);
+            self.settled(result, started.elapsed(), false);
+            return;
+        }
+        q.next = Some((version, text));
+        let asleep = !q.busy;
+        drop(q);
+        if asleep {
+            self.wake.notify_all();
+        }
+    }
+
+    /// Waits until every text queued so far is written (or failed).
+    fn settle(&self) {
+        let mut q = self.queue.lock();
+        while q.next.is_some() || q.busy {
+            self.wake.wait(&mut q);
+        }
+    }
+
+    /// Records how a write went; whether it succeeded.
+    fn settled(
+        &self,
+        result: std::io::Result<()>,
+        took: std::time::Duration,
+        durable: bool,
+    ) -> bool {
+        // The bus waits for an epoch's write (it must be on disk before
+        // any message carries it): a slow disk stalls this node's gossip,
+        // and its peers may count it gone. Say so when it happens.
+        if took >= std::time::Duration::from_millis(500) {
+            tracing::warn!(
+                "cluster: writing the config file took {} ms{}",
+                took.as_millis(),
+                if durable { " (fsync)" } else { "" }
+            );
+        }
+        let mut err = self.error.lock();
+        match result {
+            Ok(()) => {
+                *err = None;
+                true
+            }
+            Err(e) => {
+                tracing::warn!(
+                    "could not write the cluster config file {}: {e}",
+                    self.path.display()
+                );
+                *err = Some(e.to_string());
+                false
+            }
+        }
+    }
+
+    /// A new file beside the old, fsynced, renamed over it.
+    fn replace(&self, version: u64, text: &str) -> std::io::Result<()> {
+        use std::io::Write;
+        let mut disk = self.disk.lock();
+        if disk.closed {
+            return Ok(());
+        }
+        let (mut f, tmp) = crate::store::snapshot::create_temp(&self.path)?;
+        f.write_all(text.as_bytes())?;
+        f.sync_all()?;
+        crate::store::snapshot::install(&tmp, &self.path)
+            .map_err(|e| std::io::Error::other(e.to_string()))?;
+        // The kept handle named the file just replaced.
+        disk.handle = None;
+        disk.holds = disk.holds.max(version);
+        Ok(())
+    }
+
+    /// The file rewritten in place through a kept handle, as Redis 7.0's
+    /// `clusterSaveConfig` does: the text padded with newlines to the old
+    /// length, then cut to its own. A process killed between the two
+    /// leaves blank lines, which the loader skips; a new file per change
+    /// (create, rename) cost 2-4 ms each here, most of a slot's move. A
+    /// text older than the file's is not written.
+    fn overwrite(&self, version: u64, text: &str) -> std::io::Result<()> {
+        use std::os::unix::fs::{FileExt, OpenOptionsExt};
+        let mut disk = self.disk.lock();
+        if disk.closed || disk.holds >= version {
+            return Ok(());
+        }
+        if disk.handle.is_none() {
+            disk.handle = Some(
+                std::fs::OpenOptions::new()
+                    .write(true)
+                    .create(true)
+                    .truncate(false)
+                    .custom_flags(libc::O_NOFOLLOW)
+                    .mode(0o600)
+                    .open(&self.path)?,
+            );
+        }
+        let f = disk.handle.as_ref().expect("opened above");
+        let old = f.metadata()?.len() as usize;
+        let mut bytes = text.as_bytes().to_vec();
+        if bytes.len() < old {
+            bytes.resize(old, b'\n');
+        }
+        // Cut only what the padding added, as Redis does: most changes
+        // keep the length or grow it, and a cut is one more inode update
+        // for the journal (a third of a rewrite's system calls).
+        let written = f.write_all_at(&bytes, 0).and_then(|()| {
+            if text.len() < old {
+                f.set_len(text.len() as u64)?;
+            }
+            Ok(())
+        });
+        match written {
+            Ok(()) => disk.holds = version,
+            Err(_) => disk.handle = None,
+        }
+        written
+    }
+
+    /// The node stops: no more writes, the thread ends.
+    fn close(&self) {
+        let mut disk = self.disk.lock();
+        disk.closed = true;
+        disk.handle = None;
+        drop(disk);
+        self.stop();
+    }
+
+    fn stop(&self) {
+        self.queue.lock().stop = true;
+        self.wake.notify_all();
+    }
 }
 
 /// What a [`batch`](ClusterNode::batch) holds back until it ends; only
@@ -124,6 +371,15 @@ impl Drop for Batch<'_> {
     }
 }
 
+impl Drop for ClusterNode {
+    /// The file's thread writes what is queued, then ends.
+    fn drop(&mut self) {
+        if let Some(file) = &self.file {
+            file.stop();
+        }
+    }
+}
+
 /// A request's hold on the migration gate.
 pub type Gate = parking_lot::ArcRwLockReadGuard<parking_lot::RawRwLock, ()>;
 
@@ -142,9 +398,7 @@ impl ClusterNode {
             auth_user: Mutex::new(None),
             require: Mutex::new(None),
             refused: AtomicU64::new(0),
-            file,
-            file_error: Mutex::new(None),
-            handle: Mutex::new(None),
+            file: file.map(ConfigFile::start),
             lock: Mutex::new(None),
             closed: std::sync::atomic::AtomicBool::new(false),
             host: OnceLock::new(),
@@ -152,17 +406,35 @@ impl ClusterNode {
             atomic: parking_lot::ReentrantMutex::new(BatchState::default()),
         });
         node.with(|_| ((), Effects::default()));
+        // The first write is waited for: a file that cannot be written
+        // stops the server at its start (`file_error`).
+        node.settle();
         node
     }
 
     /// The node stops: the file written once more, then no more writes
     /// (links still closing may change the state) and its lock let go.
     pub fn close(&self) {
-        let st = self.state.lock();
+        let st = self.lock_state();
         let _ = self.save(&st, true);
         self.closed.store(true, Ordering::Relaxed);
-        *self.handle.lock() = None;
+        if let Some(file) = &self.file {
+            file.close();
+        }
         *self.lock.lock() = None;
+    }
+
+    /// Why the last write of the config file failed, if it did.
+    pub fn file_error(&self) -> Option<String> {
+        self.file.as_ref().and_then(|f| f.error.lock().clone())
+    }
+
+    /// Waits until every change so far is in the config file (or its
+    /// write failed): the in-place rewrites run on the file's thread.
+    pub fn settle(&self) {
+        if let Some(file) = &self.file {
+            file.settle();
+        }
     }
 
     /// Keeps the config file's lock for the node's life.
@@ -180,6 +452,36 @@ impl ClusterNode {
         self.host.get().is_some_and(|h| h.admits(user, password))
     }
 
+    /// Runs `f`, a wait, where it holds up no client ([`Host::off_worker`]).
+    fn off_worker(&self, f: &mut dyn FnMut()) {
+        match self.host.get() {
+            Some(host) => host.off_worker(f),
+            None => f(),
+        }
+    }
+
+    /// The state, as a command takes any lock
+    /// ([`crate::util::lock_or_wait_off`]): nearly always free at once; a
+    /// longer wait (a change writing an epoch to disk holds it for the
+    /// fsync, milliseconds) runs off the worker, whose other clients
+    /// would otherwise wait it out with this one.
+    pub fn lock_state(&self) -> parking_lot::MutexGuard<'_, ClusterState> {
+        crate::util::lock_or_wait_off(
+            |d| self.state.try_lock_for(d),
+            || self.state.lock(),
+            |f| self.off_worker(f),
+        )
+    }
+
+    /// The hold every change takes first, taken as [`Self::lock_state`].
+    fn lock_atomic(&self) -> parking_lot::ReentrantMutexGuard<'_, BatchState> {
+        crate::util::lock_or_wait_off(
+            |d| self.atomic.try_lock_for(d),
+            || self.atomic.lock(),
+            |f| self.off_worker(f),
+        )
+    }
+
     /// The routing table now: lock-free, for every keyed request.
     pub fn routing(&self) -> arc_swap::Guard<Arc<Routing>> {
         self.routing.load()
@@ -190,8 +492,8 @@ impl ClusterNode {
     /// once the lock is released: the one way the state changes.
     pub fn with<R>(&self, f: impl FnOnce(&mut ClusterState) -> (R, Effects)) -> R {
         let (r, fx) = {
-            let batch = self.atomic.lock();
-            let mut st = self.state.lock();
+            let batch = self.lock_atomic();
+            let mut st = self.lock_state();
             let epochs =
                 |st: &ClusterState| (st.current_epoch, st.last_vote_epoch, st.me().config_epoch);
             let before = epochs(&st);
@@ -242,118 +544,43 @@ impl ClusterNode {
 
     /// Writes the config file now (`CLUSTER SAVECONFIG`).
     pub fn save_now(&self) -> Result<(), String> {
-        let st = self.state.lock();
+        let st = self.lock_state();
         let _ = self.save(&st, true);
-        match self.file_error.lock().clone() {
+        match self.file_error() {
             Some(e) => Err(e),
             None => Ok(()),
         }
     }
 
     /// Writes the config file: `durable` (an epoch changed) as a new file,
-    /// fsynced and renamed over the old, so that a power loss keeps it;
-    /// else rewritten in place, which a killed process cannot tear.
-    /// Whether it reached the file (or there is none to write).
+    /// fsynced and renamed over the old, so that a power loss keeps it,
+    /// before this returns; else handed to the file's thread to rewrite
+    /// in place, which a killed process cannot tear. Whether it reached
+    /// the file (or there is none to write; a rewrite in place counts as
+    /// done: its failure is recorded when it happens).
     fn save(&self, st: &ClusterState, durable: bool) -> bool {
-        let Some(path) = &self.file else { return true };
+        let Some(file) = &self.file else { return true };
         if self.closed.load(Ordering::Relaxed) {
             return true;
         }
         let text = st.config_text();
+        let version = file.versions.fetch_add(1, Ordering::Relaxed) + 1;
+        if !durable {
+            file.queue(version, text);
+            return true;
+        }
         let started = std::time::Instant::now();
-        let result = if durable {
-            // The caller still waits for it (the epoch reaches the disk
-            // before any message or reply carries it); only the worker's
-            // other clients stop waiting with it. An in-place rewrite
-            // waits for no disk and stays here: moving it would cost more
-            // thread hand-offs than it takes.
-            let mut replaced = None;
-            let mut write = || replaced = Some(self.replace(path, &text));
-            match self.host.get() {
-                Some(host) => host.off_worker(&mut write),
-                None => write(),
-            }
-            replaced.unwrap_or_else(|| self.replace(path, &text))
-        } else {
-            self.overwrite(path, &text)
-        };
-        // The bus waits for the file (an epoch must be on disk before any
-        // message carries it): a slow disk stalls this node's gossip, and
-        // its peers may count it gone. Say so when it happens.
-        let took = started.elapsed();
-        if took >= std::time::Duration::from_millis(500) {
-            tracing::warn!(
-                "cluster: writing the config file took {} ms{}",
-                took.as_millis(),
-                if durable { " (fsync)" } else { "" }
-            );
+        // The caller still waits for it (the epoch reaches the disk
+        // before any message or reply carries it); only the worker's
+        // other clients stop waiting with it.
+        let mut replaced = None;
+        let mut write = || replaced = Some(file.replace(version, &text));
+        match self.host.get() {
+            Some(host) => host.off_worker(&mut write),
+            None => write(),
         }
-        let mut err = self.file_error.lock();
-        let ok = result.is_ok();
-        match result {
-            Ok(()) => *err = None,
-            Err(e) => {
-                tracing::warn!(
-                    "could not write the cluster config file {}: {e}",
-                    path.display()
-                );
-                *err = Some(e.to_string());
-            }
-        }
-        ok
-    }
-
-    /// A new file beside the old, fsynced, renamed over it.
-    fn replace(&self, path: &std::path::Path, text: &str) -> std::io::Result<()> {
-        use std::io::Write;
-        let (mut f, tmp) = crate::store::snapshot::create_temp(path)?;
-        f.write_all(text.as_bytes())?;
-        f.sync_all()?;
-        crate::store::snapshot::install(&tmp, path)
-            .map_err(|e| std::io::Error::other(e.to_string()))?;
-        // The kept handle named the file just replaced.
-        *self.handle.lock() = None;
-        Ok(())
-    }
-
-    /// The file rewritten in place through a kept handle, as Redis 7.0's
-    /// `clusterSaveConfig` does: the text padded with newlines to the old
-    /// length, then cut to its own. A process killed between the two
-    /// leaves blank lines, which the loader skips; a new file per change
-    /// (create, rename) cost 2-4 ms each here, most of a slot's move.
-    fn overwrite(&self, path: &std::path::Path, text: &str) -> std::io::Result<()> {
-        use std::os::unix::fs::{FileExt, OpenOptionsExt};
-        let mut handle = self.handle.lock();
-        if handle.is_none() {
-            *handle = Some(
-                std::fs::OpenOptions::new()
-                    .write(true)
-                    .create(true)
-                    .truncate(false)
-                    .custom_flags(libc::O_NOFOLLOW)
-                    .mode(0o600)
-                    .open(path)?,
-            );
-        }
-        let f = handle.as_ref().expect("opened above");
-        let old = f.metadata()?.len() as usize;
-        let mut bytes = text.as_bytes().to_vec();
-        if bytes.len() < old {
-            bytes.resize(old, b'\n');
-        }
-        // Cut only what the padding added, as Redis does: most changes
-        // keep the length or grow it, and a cut is one more inode update
-        // for the journal (a third of a rewrite's system calls).
-        let written = f.write_all_at(&bytes, 0).and_then(|()| {
-            if text.len() < old {
-                f.set_len(text.len() as u64)?;
-            }
-            Ok(())
-        });
-        if written.is_err() {
-            *handle = None;
-        }
-        written
+        let result = replaced.unwrap_or_else(|| file.replace(version, &text));
+        file.settled(result, started.elapsed(), true)
     }
 
     fn dispatch(&self, fx: Effects) {
@@ -388,7 +615,7 @@ impl ClusterNode {
     /// changed its slots or epoch), rather than at the next PING.
     pub fn broadcast(&self) {
         {
-            let batch = self.atomic.lock();
+            let batch = self.lock_atomic();
             if batch.depth.get() > 0 {
                 batch.broadcast.set(true);
                 return;
@@ -403,7 +630,7 @@ impl ClusterNode {
     /// transaction's other locks (scripts, store shards), which a change
     /// never takes while holding it.
     pub fn batch(&self) -> Batch<'_> {
-        let guard = self.atomic.lock();
+        let guard = self.lock_atomic();
         guard.depth.set(guard.depth.get() + 1);
         Batch {
             node: self,
@@ -413,8 +640,8 @@ impl ClusterNode {
 
     /// A link's first message, composed under the same hold as changes.
     pub fn link_up(&self, id: &str, link: LinkId, now: Millis) -> Option<Message> {
-        let _batch = self.atomic.lock();
-        self.state.lock().link_up(id, link, now)
+        let _batch = self.lock_atomic();
+        self.lock_state().link_up(id, link, now)
     }
 
     pub fn new_link_id(&self) -> LinkId {
@@ -538,6 +765,7 @@ mod tests {
                 ((), Effects::default())
             });
             held = slots;
+            node.settle();
             let want = node.state.lock().config_text();
             assert_eq!(std::fs::read_to_string(&file).unwrap(), want);
         }
@@ -579,7 +807,8 @@ mod tests {
             ran: ran.clone(),
         }));
         node.with(|st| (st.add_slots(&[1, 2, 3]).unwrap(), Effects::default()));
-        assert!(ran.lock().is_empty(), "an in-place rewrite stays here");
+        assert!(ran.lock().is_empty(), "an in-place rewrite is not one");
+        node.settle();
         let before = std::fs::read_to_string(&file).unwrap();
         node.with(|st| (assert!(st.bump_epoch()), Effects::default()));
         let after = node.state.lock().config_text();
@@ -591,6 +820,78 @@ mod tests {
         );
         assert_eq!(std::fs::read_to_string(&file).unwrap(), after);
         let _ = std::fs::remove_dir_all(&dir);
+    }
+
+    /// A slot change returns while the file's writer is held up (a disk
+    /// that takes nothing: a journal commit, a full queue): the in-place
+    /// rewrite, which no one waits for, is no work of the thread that made
+    /// the change (a worker serving clients). The file holds the change
+    /// once the writer is let go.
+    #[test]
+    fn an_in_place_config_write_does_not_hold_the_changing_thread() {
+        let dir =
+            std::env::temp_dir().join(format!("turnstile-inplace-off-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let file = dir.join("nodes.conf");
+        let st = ClusterState::new("a".repeat(40), "127.0.0.1".into(), 7000, 17000, 1000);
+        let node = ClusterNode::new(st, Some(file.clone()));
+        let stuck = node.file.as_ref().unwrap().disk.lock();
+        let (done, returned) = std::sync::mpsc::channel();
+        let changer = {
+            let node = node.clone();
+            std::thread::spawn(move || {
+                node.with(|st| (st.add_slots(&[1, 2, 3]).unwrap(), Effects::default()));
+                let _ = done.send(());
+            })
+        };
+        // A bound on a hang, not a window: the change waits for nothing.
+        let waited = returned.recv_timeout(std::time::Duration::from_secs(10));
+        drop(stuck);
+        changer.join().unwrap();
+        assert!(waited.is_ok(), "the change waited for the file's write");
+        node.settle();
+        let want = node.state.lock().config_text();
+        assert_eq!(std::fs::read_to_string(&file).unwrap(), want);
+        let _ = std::fs::remove_dir_all(&dir);
+    }
+
+    /// Says when the node hands it a wait, then waits.
+    struct Signals(std::sync::mpsc::Sender<()>);
+
+    impl Host for Signals {
+        fn apply(&self, _: &Effects) {}
+
+        fn off_worker(&self, f: &mut dyn FnMut()) {
+            let _ = self.0.send(());
+            f();
+        }
+    }
+
+    /// A change that finds the state held (another change writing an
+    /// epoch to disk holds it for the fsync) waits for it off the worker,
+    /// whose other clients would otherwise wait out the fsync with it.
+    #[test]
+    fn a_change_waits_for_a_held_state_off_the_worker() {
+        let st = ClusterState::new("a".repeat(40), "127.0.0.1".into(), 7000, 17000, 1000);
+        let node = ClusterNode::new(st, None);
+        let (tx, handed) = std::sync::mpsc::channel();
+        node.set_host(Box::new(Signals(tx)));
+        // Free: taken on the thread.
+        node.with(|st| (st.add_slots(&[1]).unwrap(), Effects::default()));
+        assert!(handed.try_recv().is_err());
+        let held = node.state.lock();
+        let changer = {
+            let node = node.clone();
+            std::thread::spawn(move || {
+                node.with(|st| (st.add_slots(&[2]).unwrap(), Effects::default()))
+            })
+        };
+        // A bound on a hang, not a window: the wait is handed at once.
+        let moved = handed.recv_timeout(std::time::Duration::from_secs(10));
+        drop(held);
+        changer.join().unwrap();
+        assert!(moved.is_ok(), "the wait for the state stayed on the worker");
+        assert!(node.routing().serves(2));
     }
 
     #[test]

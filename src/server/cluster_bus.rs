@@ -142,7 +142,7 @@ pub async fn prepare(
     let id = state.myself.clone();
     let node = ClusterNode::new(state, Some(path.clone()));
     node.hold_lock(lock);
-    if let Some(e) = node.file_error.lock().clone() {
+    if let Some(e) = node.file_error() {
         return Err(StartError::Config(format!(
             "cannot write the cluster config file {}: {e}",
             path.display()
@@ -177,7 +177,7 @@ pub fn attach(
     *node.auth.lock() = masterauth.or(password);
     node.set_host(Box::new(ServerHost(Arc::downgrade(state))));
     let primary = {
-        let st = node.state.lock();
+        let st = node.lock_state();
         st.me()
             .primary
             .as_ref()
@@ -275,7 +275,7 @@ pub async fn run(
             }
             _ = tick.tick() => {
                 let now = now_ms();
-                let wanted = bus.state.lock().wanted_links();
+                let wanted = bus.lock_state().wanted_links();
                 for (id, ip, cport) in wanted {
                     connect(&bus, id, ip, cport, now);
                 }

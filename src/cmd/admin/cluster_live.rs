@@ -197,7 +197,7 @@ pub fn run(ctx: &mut Ctx<'_>, req: &Request<'_>, node: &ClusterNode) -> Result<(
     let sub = String::from_utf8_lossy(req.arg(1)).to_ascii_lowercase();
     match sub.as_str() {
         "info" => {
-            let st = node.state.lock();
+            let st = node.lock_state();
             let (mut pfail, mut fail) = (0usize, 0usize);
             for n in st.nodes.values() {
                 if n.has(flag::FAIL) {
@@ -222,11 +222,11 @@ pub fn run(ctx: &mut Ctx<'_>, req: &Request<'_>, node: &ClusterNode) -> Result<(
             ctx.out.verbatim(text.as_bytes());
         }
         "myid" => {
-            let id = node.state.lock().myself.clone();
+            let id = node.lock_state().myself.clone();
             ctx.out.bulk_str(&id);
         }
         "nodes" => {
-            let text = node.state.lock().nodes_text();
+            let text = node.lock_state().nodes_text();
             ctx.out.verbatim(text.as_bytes());
         }
         "slots" => slots(ctx, node),
@@ -311,7 +311,7 @@ pub fn run(ctx: &mut Ctx<'_>, req: &Request<'_>, node: &ClusterNode) -> Result<(
                 3 if req.arg(2).eq_ignore_ascii_case(b"soft") => false,
                 _ => return Err(CmdError::Syntax),
             };
-            let primary_with_keys = node.state.lock().me().is_primary() && !ctx.db.is_empty();
+            let primary_with_keys = node.lock_state().me().is_primary() && !ctx.db.is_empty();
             if primary_with_keys {
                 return Err(CmdError::err(
                     "CLUSTER RESET can't be called with master nodes containing keys",
@@ -360,7 +360,7 @@ pub fn run(ctx: &mut Ctx<'_>, req: &Request<'_>, node: &ClusterNode) -> Result<(
         }
         "count-failure-reports" => {
             let id = String::from_utf8_lossy(req.arg(2)).into_owned();
-            let st = node.state.lock();
+            let st = node.lock_state();
             let n = st
                 .nodes
                 .get(&id)
@@ -382,14 +382,14 @@ pub fn run(ctx: &mut Ctx<'_>, req: &Request<'_>, node: &ClusterNode) -> Result<(
 
 /// `CLUSTER SETSLOT slot IMPORTING id | MIGRATING id | STABLE | NODE id`.
 fn setslot(ctx: &mut Ctx<'_>, req: &Request<'_>, node: &ClusterNode) -> Result<(), CmdError> {
-    if !node.state.lock().me().is_primary() {
+    if !node.lock_state().me().is_primary() {
         return Err(CmdError::err("Please use SETSLOT only with masters."));
     }
     let slot = slot_at(req, 2)?;
     let action = String::from_utf8_lossy(req.arg(3)).to_ascii_lowercase();
     let id = (req.len() == 5).then(|| String::from_utf8_lossy(req.arg(4)).into_owned());
     let unknown = |id: &str| CmdError::err(format!("I don't know about node {id}"));
-    let known = |id: &str| node.state.lock().nodes.contains_key(id);
+    let known = |id: &str| node.lock_state().nodes.contains_key(id);
     match (action.as_str(), id) {
         ("migrating", Some(id)) => {
             if !known(&id) {
@@ -413,7 +413,7 @@ fn setslot(ctx: &mut Ctx<'_>, req: &Request<'_>, node: &ClusterNode) -> Result<(
             // The node that took the slot tells everyone at once (Redis
             // broadcasts a PONG then); the others' news travels by gossip,
             // and redis-cli tells each of them itself.
-            if node.state.lock().myself == id {
+            if node.lock_state().myself == id {
                 node.broadcast();
             }
         }
@@ -443,7 +443,7 @@ fn shard_members(st: &ClusterState, primary: &str) -> Vec<String> {
 
 /// `CLUSTER SLOTS`: each range with its primary, then its replicas.
 fn slots(ctx: &mut Ctx<'_>, node: &ClusterNode) {
-    let st = node.state.lock();
+    let st = node.lock_state();
     let mut ranges: Vec<(u16, u16, String)> = st
         .nodes
         .values()
@@ -482,7 +482,7 @@ fn slots(ctx: &mut Ctx<'_>, node: &ClusterNode) {
 
 /// `CLUSTER SHARDS`.
 fn shards(ctx: &mut Ctx<'_>, node: &ClusterNode) {
-    let st = node.state.lock();
+    let st = node.lock_state();
     let offset = ctx.state.store.effects.offset() as i64;
     let primaries: Vec<&crate::cluster::state::Node> = st
         .nodes
