@@ -100,8 +100,13 @@ pub(crate) use limiter_of_fns;
 pub trait Limiter: Clone + Default + PartialEq + std::fmt::Debug {
     const ALGORITHM: Algorithm;
     /// Decides a request of `cost` at `now`; on admission, charges it.
+    /// `cost` is positive and within the limit's capacity
+    /// ([`crate::limiter::LimitSpec::capacity`]): every entry refuses more
+    /// (`parse::check_cost`, the rate limit service's `Act::Refuse`), and
+    /// a plan writes no 0-unit step (a 0-unit look is a `peek`).
     fn decide(&mut self, p: &Params, now: Nanos, cost: u64) -> Decision;
-    /// What `decide` would answer, changing nothing.
+    /// What `decide` would answer, changing nothing; `cost` may be 0 too
+    /// (`charge` reads so, and a `hits_addend` of 0 looks so).
     fn peek(&self, p: &Params, now: Nanos, cost: u64) -> Decision {
         self.clone().decide(p, now, cost)
     }

@@ -61,8 +61,11 @@ impl State {
 }
 
 /// Decides a request of `cost` at `now`; on admission, `state` is charged.
+/// `cost` is at most `limit` (see [`super::contract::Limiter::decide`]):
+/// `retry_after` counts on it.
 pub fn decide(state: &mut State, p: &Params, now: u64, cost: u64) -> Decision {
     let (limit, period) = (p.limit(), p.period());
+    debug_assert!(cost <= limit, "cost {cost} over limit {limit}");
     let mut cur = state.at(now, period);
     let left = period - (now - cur.start);
     let scaled = |s: &State| s.prev as u128 * left as u128 + s.curr as u128 * period as u128;

@@ -20,6 +20,7 @@ use std::sync::Arc;
 use arc_swap::ArcSwap;
 use parking_lot::Mutex;
 
+use crate::limiter::add_usage;
 pub use file::{Action, Unit};
 use file::{RawDescriptor, RawFile};
 
@@ -131,12 +132,18 @@ impl PolicyStats {
         [hits, 0, near_hits, hits, 0]
     }
 
-    /// Counts one decision (see [`PolicyStats::deltas`]).
+    /// Counts one decision (see [`PolicyStats::deltas`]). Each stat stops
+    /// at [`crate::limiter::MAX_USAGE`] (what `RL.POLICY GET` can show):
+    /// a descriptor's `hits_addend` is any u64 a caller sends (over the
+    /// limit, and still counted), `RL.CHARGE`'s any up to 2^63 - 1, so a
+    /// few of them would wrap a sum.
     pub fn record(&self, hits: u64, over: bool, shadow: bool, used: u64, limit: u64) {
         let add = Self::deltas(hits, over, shadow, used, limit);
         for (c, n) in self.counters().into_iter().zip(add) {
             if n > 0 {
-                c.fetch_add(n, Ordering::Relaxed);
+                let _ = c.fetch_update(Ordering::Relaxed, Ordering::Relaxed, |v| {
+                    Some(add_usage(v, n))
+                });
             }
         }
     }
@@ -152,14 +159,14 @@ impl PolicyStats {
             None => map.entry(key.into()).or_default(),
         };
         for (c, n) in slot.iter_mut().zip(add) {
-            *c += n;
+            *c = add_usage(*c, n);
         }
     }
 
     fn record_other(&self, map: &mut HashMap<Box<[u8]>, [u64; 5]>, add: [u64; 5]) {
         let slot = map.entry(OTHER_VALUES.as_bytes().into()).or_default();
         for (c, n) in slot.iter_mut().zip(add) {
-            *c += n;
+            *c = add_usage(*c, n);
         }
     }
 }

@@ -11,7 +11,7 @@ pub mod top;
 
 use std::sync::atomic::{AtomicU64, Ordering};
 
-use crate::limiter::{Algorithm, Decision};
+use crate::limiter::{add_usage, Algorithm, Decision, MAX_USAGE};
 
 /// Server-wide counters.
 pub struct Stats {
@@ -489,7 +489,7 @@ impl Local {
     pub fn decision(&mut self, a: Algorithm, d: &Decision, charged: u64) {
         let i = algo_index(a);
         self.decisions[i][!d.allowed as usize] += 1;
-        self.units[i] += charged;
+        self.units[i] = add_usage(self.units[i], charged);
         // Less than a tenth of the limit left: a client close to its limit.
         if d.allowed && d.remaining.saturating_mul(10) < d.limit {
             self.near_limit[i] += 1;
@@ -531,7 +531,7 @@ impl Local {
     /// Units consumed by one more limit of a multi-limit request.
     pub fn units(&mut self, a: Algorithm, charged: u64) {
         let i = algo_index(a);
-        self.units[i] += charged;
+        self.units[i] = add_usage(self.units[i], charged);
         self.dirty = true;
         self.decided |= 1 << i;
     }
@@ -657,7 +657,14 @@ impl Local {
         for i in take_bits(&mut [std::mem::take(&mut self.decided)]) {
             for (local, shared) in self.decision_counters(i).zip(stats.decision_counters(i)) {
                 if *local != 0 {
-                    shared.fetch_add(*local, Ordering::Relaxed);
+                    // Units are the client's (`RL.CHARGE` up to 2^63 - 1):
+                    // a total past MAX_USAGE is set back to it (each term
+                    // is within it, so only two adds racing there wrap,
+                    // and both then store it).
+                    let before = shared.fetch_add(*local, Ordering::Relaxed);
+                    if before.saturating_add(*local) > MAX_USAGE {
+                        shared.store(MAX_USAGE, Ordering::Relaxed);
+                    }
                     *local = 0;
                 }
             }

@@ -2296,3 +2296,29 @@ async fn a_full_refund_empties_any_overdraft() {
     .await;
     assert!(e.contains("BURST is out of range"), "{e}");
 }
+
+/// The largest charges a client can send, pipelined into one batch: each
+/// is answered (the connection's tally of units charged once overflowed
+/// on the third, a panic that dropped the connection in a debug build,
+/// and the server's total wrapped in release), and `INFO`'s units stop
+/// at 2^63 - 1.
+#[tokio::test]
+async fn pipelined_largest_charges_saturate_the_units_counted() {
+    let srv = Server::start().await;
+    let mut raw = srv.raw().await;
+    const MAX: &str = "9223372036854775807";
+    let one = encode_words(&["RL.CHARGE", "k", "100", "1h", MAX, "ALGO", "fixed"]);
+    raw.send(&one.repeat(3)).await;
+    for _ in 0..3 {
+        let r = raw.reply_text().await;
+        assert!(
+            r.starts_with("*5\r\n:0\r\n"),
+            "an overdraft is a denial: {r:?}"
+        );
+    }
+    let info = raw.call(&["INFO", "stats"]).await;
+    assert!(
+        info.contains("decisions_fixed:allowed=0,limited=3,units=9223372036854775807,"),
+        "{info}"
+    );
+}

@@ -677,3 +677,27 @@ async fn an_uppercase_m_period_is_refused_as_ambiguous() {
     assert_eq!(fields["period_ms"], Value::Int(60_000));
     srv.shutdown().await;
 }
+
+/// The largest charges a client can send, on a `detailed_metric` policy:
+/// each is answered (the per-value sum once overflowed on the third, a
+/// panic that dropped the connection in a debug build; the totals
+/// wrapped), and the stats stop at 2^63 - 1.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_largest_charges_saturate_a_policys_stats() {
+    let text = "domain: big\ndescriptors:\n  - key: k\n    detailed_metric: true\n    rate_limit:\n      unit: minute\n      requests_per_unit: 3\n";
+    let dir = policy_dir("saturate", text);
+    let srv = Server::start_with(|c| c.policies = Some(dir.clone())).await;
+    let mut con = srv.client().await;
+    const MAX: &str = "9223372036854775807";
+    for _ in 0..3 {
+        let v: Value = q(&mut con, &["RL.CHARGE", "u", "POLICY", "big.k", MAX]).await;
+        assert_eq!(ints(&v)[0], 0, "an overdraft is a denial: {v:?}");
+    }
+    let info: Value = q(&mut con, &["RL.POLICY", "GET", "big.k"]).await;
+    let fields: std::collections::HashMap<String, Value> = pairs(&info).into_iter().collect();
+    let stats: std::collections::HashMap<String, Value> =
+        pairs(&fields["stats"]).into_iter().collect();
+    assert_eq!(stats["total_hits"], Value::Int(i64::MAX), "{stats:?}");
+    assert_eq!(stats["over_limit"], Value::Int(i64::MAX), "{stats:?}");
+    srv.shutdown().await;
+}

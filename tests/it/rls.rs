@@ -828,3 +828,37 @@ async fn a_growing_cluster_node_decides_only_domains_whose_slot_it_serves() {
     srv.shutdown().await;
     let _ = std::fs::remove_dir_all(&dir);
 }
+
+/// A descriptor's `hits_addend` is any u64 the caller sends: more than the
+/// whole limit is over the limit and charges nothing, and the policy's
+/// stats (`detailed_metric`'s per value too) count it up to 2^63 - 1,
+/// however often it comes (they once wrapped, and the per-value sum
+/// panicked a debug build on the second such request: the stream reset).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_huge_descriptor_hits_addend_is_over_limit_and_counted_within_u64() {
+    let (srv, mut c) = start(false).await;
+    let mut huge = descriptor(&[("unspec", "x")]);
+    huge.hits_addend = Some(UInt64Value { value: u64::MAX });
+    for _ in 0..3 {
+        let r = ask(&mut c, request("rl", vec![huge.clone()])).await;
+        assert_eq!(brief(&r), vec![(Code::OverLimit, 2, MINUTE, 2)]);
+    }
+    let one = request("rl", vec![descriptor(&[("unspec", "x")])]);
+    assert_eq!(
+        brief(&ask(&mut c, one).await),
+        vec![(Code::Ok, 2, MINUTE, 1)],
+        "nothing was charged"
+    );
+    let addr = srv.handle().metrics_addr().unwrap();
+    let (_, m) = http(addr, "GET", "/metrics", "").await;
+    for line in [
+        r#"turnstile_policy_hits_total{domain="rl",policy="rl.unspec",stat="total_hits"} 9223372036854775807"#,
+        r#"turnstile_policy_hits_total{domain="rl",policy="rl.unspec",stat="over_limit"} 9223372036854775807"#,
+        r#"turnstile_policy_hits_total{domain="rl",policy="rl.unspec",stat="within_limit"} 1"#,
+        r#"turnstile_policy_detailed_hits_total{domain="rl",policy="rl.unspec",descriptor="rl.unspec_x",stat="total_hits"} 9223372036854775807"#,
+        r#"turnstile_policy_detailed_hits_total{domain="rl",policy="rl.unspec",descriptor="rl.unspec_x",stat="within_limit"} 1"#,
+    ] {
+        assert!(m.contains(line), "{line} in\n{m}");
+    }
+    srv.shutdown().await;
+}

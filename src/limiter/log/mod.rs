@@ -701,9 +701,12 @@ pub fn precision_to_fit(p: &Params) -> u64 {
 }
 
 /// Decides a request of `cost` at `now`; on admission, `state` records it.
-/// `state` is always pruned of expired slots.
+/// `state` is always pruned of expired slots. `cost` is positive (see
+/// [`super::contract::Limiter::decide`]): a compact slot means a count of
+/// 1, so one of 0 has no form ([`peek`] looks at 0).
 pub fn decide(state: &mut State, p: &Params, now: u64, cost: u64) -> Decision {
     let (limit, period) = (p.limit(), p.period());
+    debug_assert!(cost > 0, "a log admits no request of 0 units");
     // Time only moves forward for a key: if the clock is behind the newest
     // admission, decide as of that admission.
     let now = now.max(state.newest());
