@@ -43,6 +43,7 @@
 use crate::clock::Nanos;
 use crate::limiter::{fixed, gcra, log, sliding, window, Limiter, Params};
 use crate::store::entry::{expiry_ms_at, Entry, LeaseKey, Stored, Value};
+use crate::store::limit::Held;
 
 /// Keys up to this long have a record class of their own length.
 pub const EXACT_MAX: usize = 128;
@@ -228,10 +229,8 @@ impl Layout {
     pub fn entry(self, rec: &[u8], p: &Params) -> Entry {
         fn entry_of<S: Compact>(st: &[u8], p: &Params) -> Entry {
             let state = S::unpack(st, p);
-            let at = state.expires_at(p);
-            let mut e = Entry::new(S::value(Stored { params: *p, state }));
-            e.set_state_expiry(at);
-            e
+            let at = state.expires_at(p).0;
+            limiter_entry(S::into_value(Stored { params: *p, state }), at)
         }
         let st = self.state(rec);
         with_compact!(self.kind, entry_of(st, p))
@@ -270,15 +269,13 @@ pub type StateBytes = [u8; STATE_MAX];
 /// storage half of an algorithm, beside its [`Limiter`]. `pack` and
 /// `unpack` are exact inverses for every state `pack` accepts; a state it
 /// refuses (a count or bucket number too wide) is stored whole.
-pub trait Compact: Limiter + Copy {
+pub trait Compact: Held + Copy {
     const KIND: Kind;
     /// The state's bytes (the first `KIND.state_len()`) under `p`.
     fn pack(&self, p: &Params) -> Option<StateBytes>;
     /// The state `pack` wrote (any bytes read as one: a record holds only
     /// what `pack` wrote).
     fn unpack(st: &[u8], p: &Params) -> Self;
-    /// The key's value holding it.
-    fn value(s: Stored<Self>) -> Value;
 }
 
 impl Compact for window::State {
@@ -299,9 +296,6 @@ impl Compact for window::State {
             curr: get::<4>(st, 10),
         }
     }
-    fn value(s: Stored<Self>) -> Value {
-        Value::Window(s)
-    }
 }
 
 impl Compact for fixed::State {
@@ -320,9 +314,6 @@ impl Compact for fixed::State {
             count: get::<4>(st, 6),
         }
     }
-    fn value(s: Stored<Self>) -> Value {
-        Value::Fixed(s)
-    }
 }
 
 impl Compact for gcra::State {
@@ -339,9 +330,6 @@ impl Compact for gcra::State {
             tat: get::<8>(st, 0),
         }
     }
-    fn value(s: Stored<Self>) -> Value {
-        Value::Gcra(s)
-    }
 }
 
 impl Compact for sliding::State {
@@ -355,9 +343,6 @@ impl Compact for sliding::State {
         let mut b = [0u8; sliding::COMPACT_BYTES];
         b.copy_from_slice(st);
         sliding::State::from_compact(&b)
-    }
-    fn value(s: Stored<Self>) -> Value {
-        Value::Sliding(s)
     }
 }
 
