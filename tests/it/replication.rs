@@ -187,8 +187,11 @@ async fn a_gap_larger_than_the_backlog_takes_a_full_copy() {
     in_sync(&primary, &[&replica]).await;
     let repl = &primary.state().replication;
     let id = repl.replicas.lock()[0].id;
-    // The kill and 40 KiB of writes in one pipeline: all of it is written
-    // before the replica can reconnect (it waits a second to retry).
+    // A password the primary refuses keeps the replica out until the gap
+    // is written, however slowly the machine runs the pipeline below (its
+    // one-second retry alone was a race under a loaded CI).
+    let mut rcon = replica.client().await;
+    let _: () = q(&mut rcon, &["CONFIG", "SET", "masterauth", "wrong"]).await;
     let mut pipe = redis::pipe();
     pipe.cmd("CLIENT").arg("KILL").arg("ID").arg(id);
     let big = "x".repeat(1000);
@@ -197,6 +200,7 @@ async fn a_gap_larger_than_the_backlog_takes_a_full_copy() {
     }
     let (killed,): (i64,) = pipe.query_async(&mut con).await.unwrap();
     assert_eq!(killed, 1);
+    let _: () = q(&mut rcon, &["CONFIG", "SET", "masterauth", ""]).await;
     in_sync(&primary, &[&replica]).await;
     assert_eq!(repl.full_syncs.load(Ordering::Relaxed), 2);
     assert_eq!(repl.partial_err.load(Ordering::Relaxed), 1);
