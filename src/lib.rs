@@ -6,12 +6,13 @@
 //! - `main.rs`: parse the config, start logging, run the server until a
 //!   signal.
 //! - [`config`]: every setting declared once, one row each in
-//!   `config/table.rs` (name, aliases, flags, default, parser, help,
-//!   storage, apply step), from which come the flags, `TURNSTILE_*`
-//!   environment variables, the optional TOML file (`config/mod.rs`) and
-//!   `CONFIG GET/SET/REWRITE`; the values settings take and their parsers
-//!   (`config/values.rs`); the settings in force, the cells `CONFIG SET`
-//!   changes (`config/live.rs`).
+//!   `config/rows.rs`'s `settings!` list (name, aliases, flags, default,
+//!   parser, help, its start-up field and live cell, apply step; what a
+//!   row is: `config/table.rs`), from which come `Config`, the live cells,
+//!   the flags, `TURNSTILE_*` environment variables, the optional TOML
+//!   file (`config/mod.rs`) and `CONFIG GET/SET/REWRITE`; the values
+//!   settings take and their parsers (`config/values.rs`); the settings in
+//!   force and their readers (`config/live.rs`).
 //! - [`server`]: the listener and accept loop (`server/mod.rs`), one
 //!   client's socket loop (`server/connection.rs`: read, run the batch,
 //!   write under the output limit), the metrics HTTP endpoint and

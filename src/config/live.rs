@@ -2,51 +2,12 @@
 //! on every request, beside the values the server started with.
 
 use parking_lot::RwLock;
-use std::sync::atomic::{AtomicBool, AtomicU64, AtomicU8, Ordering};
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 
-use super::fields::Config;
 use super::kind::{Cell, Val};
+use super::rows::{Config, Live};
 use super::values::{MaxmemoryPolicy, OutputLimit, OutputLimits};
-
-/// Settings readable on every request and changeable by `CONFIG SET`:
-/// one cell each, named in its `SETTINGS` (`config/rows.rs`) row (`live`), which
-/// `Settings::new` fills from the start-up value.
-#[derive(Default)]
-pub struct Live {
-    pub maxclients: AtomicU64,
-    pub timeout_secs: AtomicU64,
-    pub proto_max_bulk_len: AtomicU64,
-    pub client_query_buffer_limit: AtomicU64,
-    pub protected_mode: AtomicBool,
-    pub maxmemory: AtomicU64,
-    /// `MaxmemoryPolicy::index()`.
-    pub maxmemory_policy: AtomicU8,
-    pub output_limits: LiveOutputLimits,
-    pub repl_timeout_secs: AtomicU64,
-    pub lua_time_limit_ms: AtomicU64,
-    pub scripts_native: AtomicBool,
-    pub requirepass: Secret,
-    pub repl_backlog_size: AtomicU64,
-    pub repl_ping_replica_period: AtomicU64,
-    pub replica_priority: AtomicU64,
-    pub replica_announce_port: AtomicU64,
-    pub masterauth: RwLock<Option<String>>,
-    pub masteruser: RwLock<Option<String>>,
-    pub replica_announce_ip: RwLock<Option<String>>,
-    pub policies_max_file_size: AtomicU64,
-    /// The append-only file's thread follows these (their rows' `apply`).
-    pub appendonly: AtomicBool,
-    /// `Fsync as u8`.
-    pub appendfsync: AtomicU8,
-    pub auto_aof_rewrite_percentage: AtomicU64,
-    pub auto_aof_rewrite_min_size: AtomicU64,
-    pub aof_load_truncated: AtomicBool,
-    /// Read at each rate limit service connection.
-    pub rls_maxclients: AtomicU64,
-    pub rls_handshake_timeout_ms: AtomicU64,
-    pub rls_idle_timeout_ms: AtomicU64,
-}
 
 /// The live cells, and the settings as the server started with them
 /// (flags, variables, file) for those fixed at start.

@@ -10,16 +10,14 @@ use clap::parser::ValueSource;
 use clap::{ArgMatches, FromArgMatches, Subcommand};
 use std::path::{Path, PathBuf};
 
-mod fields;
 pub mod kind;
 pub mod live;
 mod rows;
 pub mod table;
 mod values;
-pub use fields::Config;
 pub use kind::{Kind, Val};
 pub use live::Settings;
-pub use rows::SETTINGS;
+pub use rows::{Config, SETTINGS};
 pub use table::Setting;
 pub use values::*;
 
@@ -64,7 +62,7 @@ impl Settings {
     /// start-up value.
     pub fn new(config: &Config, password: Option<Vec<u8>>) -> Self {
         let settings = Settings {
-            live: live::Live::default(),
+            live: rows::Live::default(),
             config: config.clone(),
         };
         for s in SETTINGS {

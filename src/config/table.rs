@@ -8,9 +8,9 @@
 //! Redis's `config.c` reads its `configs[]` rows. The rows are
 //! `config/rows.rs`; this is what a row is.
 
-use super::fields::Config;
 use super::kind::{Cell, Kind, Val, Value};
 use super::live::Settings;
+use super::Config;
 
 /// `CONFIG GET` shows it.
 pub const CONFIG: u16 = 1;
@@ -128,3 +128,47 @@ pub struct Field {
     pub get: fn(&Config) -> &dyn Value,
     pub set: fn(&mut Config) -> &mut dyn Value,
 }
+
+/// Declares every setting once. A row is `{ field: Type; live cell:
+/// CellType } Setting { .. }`: the [`Setting`] itself, the [`Config`]
+/// field that keeps its start-up value (none for a `CONFIG`-only
+/// parameter: `{}`), and, for one `CONFIG SET` changes, the `Live` cell it
+/// is read from while the server runs. From these come `SETTINGS`,
+/// `Config` (with `Config::blank`, every field at its type's default, which
+/// the parsed values then fill) and `Live`, so a new setting is one row.
+macro_rules! settings {
+    ($({ $($f:ident: $t:ty $(; live $c:ident: $ct:ty)?)? } $row:expr),* $(,)?) => {
+        /// The server's settings as it starts: one field for each row of
+        /// `SETTINGS` that has one (the row says what it means), in its type.
+        #[derive(Debug, Clone)]
+        pub struct Config { $($(pub $f: $t,)?)* }
+
+        impl Config {
+            pub(super) fn blank() -> Config {
+                Config { $($($f: Default::default(),)?)* }
+            }
+        }
+
+        /// Settings readable on every request and changeable by `CONFIG
+        /// SET`: one cell each, which `Settings::new` fills from the
+        /// start-up value.
+        #[derive(Default)]
+        pub struct Live { $($($(pub $c: $ct,)?)?)* }
+
+        /// Every setting, in `--help`'s order.
+        pub static SETTINGS: &[Setting] = &[$(
+            Setting {
+                field: settings!(@field $($f)?),
+                live: settings!(@live $($($c)?)?),
+                ..$row
+            },
+        )*];
+    };
+    (@field) => { None };
+    (@field $f:ident) => {
+        Some(Field { get: |c| &c.$f, set: |c| &mut c.$f })
+    };
+    (@live) => { None };
+    (@live $c:ident) => { Some(|s| &s.$c) };
+}
+pub(super) use settings;
