@@ -356,10 +356,12 @@ async fn a_scrape_has_series_only_for_commands_that_ran() {
         .and_then(|(_, rest)| rest.split_once(" lines)"))
         .and_then(|(before, _)| before.rsplit_once('(')?.1.parse::<usize>().ok())
         .expect("operations.md quotes the idle scrape's lines");
-    assert_eq!(
-        quoted,
-        idle.lines().count(),
-        "docs/operations.md's idle scrape length"
+    // "About": within a tenth, so that one more counter's lines need no
+    // edit there, while a scrape that grew or shrank by much does.
+    let lines = idle.lines().count();
+    assert!(
+        quoted.abs_diff(lines) * 10 <= lines,
+        "docs/operations.md's idle scrape length: {quoted} quoted, {lines} now"
     );
     assert!(
         commands_with_series(&idle, "turnstile_commands_total").is_empty(),
