@@ -5,14 +5,16 @@
 //!
 //! - `main.rs`: parse the config, start logging, run the server until a
 //!   signal.
-//! - [`config`]: every setting declared once, one row each in
-//!   `config/rows.rs`'s `settings!` list (name, aliases, flags, default,
-//!   parser, help, its start-up field and live cell, apply step; what a
-//!   row is: `config/table.rs`), from which come `Config`, the live cells,
-//!   the flags, `TURNSTILE_*` environment variables, the optional TOML
-//!   file (`config/mod.rs`) and `CONFIG GET/SET/REWRITE`; the values
-//!   settings take and their parsers (`config/values.rs`); the settings in
-//!   force and their readers (`config/live.rs`).
+//! - [`config`]: every setting declared once, one row each in the
+//!   `rows!` list of `config/rows.rs` (name, aliases, flags, default,
+//!   parser, help, its start-up field and live cell, apply step), from
+//!   which come `Config` and the live cells (`config/fields.rs`), the rows
+//!   as `SETTINGS` (`config/table.rs`, which says what a row is), the
+//!   flags, `TURNSTILE_*` environment variables, the optional TOML file
+//!   (`config/mod.rs`) and `CONFIG GET/SET/REWRITE`; the values settings
+//!   take and their parsers (`config/values.rs`, `config/kind.rs`); the
+//!   settings in force and their readers (`config/live.rs`, with the
+//!   cells that are more than an atomic in `config/cells.rs`).
 //! - [`server`]: the listener and accept loop (`server/mod.rs`), one
 //!   client's socket loop (`server/connection.rs`: read, run the batch,
 //!   write under the output limit), the metrics HTTP endpoint and

@@ -10,15 +10,18 @@ use clap::parser::ValueSource;
 use clap::{ArgMatches, FromArgMatches, Subcommand};
 use std::path::{Path, PathBuf};
 
+mod cells;
+mod fields;
 pub mod kind;
 pub mod live;
 mod rows;
 pub mod table;
 mod values;
+pub use fields::Config;
 pub use kind::{Kind, Val};
 pub use live::Settings;
-pub use rows::{Config, SETTINGS};
 pub use table::Setting;
+pub use table::SETTINGS;
 pub use values::*;
 
 /// The command line: a subcommand, or the server's settings.
@@ -62,7 +65,7 @@ impl Settings {
     /// start-up value.
     pub fn new(config: &Config, password: Option<Vec<u8>>) -> Self {
         let settings = Settings {
-            live: rows::Live::default(),
+            live: fields::Live::default(),
             config: config.clone(),
         };
         for s in SETTINGS {

@@ -8,9 +8,14 @@
 //! Redis's `config.c` reads its `configs[]` rows. The rows are
 //! `config/rows.rs`; this is what a row is.
 
-use super::kind::{Cell, Kind, Val, Value};
+use clap::builder::{TypedValueParser, ValueParser};
+
+use super::fields::Config;
+use super::kind::{text, Cell, Kind, Line, Val, Value};
 use super::live::Settings;
-use super::Config;
+use super::rows::rows;
+use super::values::{MaxmemoryPolicy, Number, OutputLimits};
+use crate::persist::aof::Fsync;
 
 /// `CONFIG GET` shows it.
 pub const CONFIG: u16 = 1;
@@ -129,37 +134,96 @@ pub struct Field {
     pub set: fn(&mut Config) -> &mut dyn Value,
 }
 
-/// Declares every setting once. A row is `{ field: Type; live cell:
-/// CellType } Setting { .. }`: the [`Setting`] itself, the [`Config`]
-/// field that keeps its start-up value (none for a `CONFIG`-only
-/// parameter: `{}`), and, for one `CONFIG SET` changes, the `Live` cell it
-/// is read from while the server runs. From these come `SETTINGS`,
-/// `Config` (with `Config::blank`, every field at its type's default, which
-/// the parsed values then fill) and `Live`, so a new setting is one row.
-macro_rules! settings {
+const I32: i64 = i32::MAX as i64;
+const U32: i64 = u32::MAX as i64;
+const MAX: i64 = i64::MAX;
+
+// The command line's parsers for `Kind::Other`, each as the flag had it.
+fn path() -> ValueParser {
+    clap::builder::PathBufValueParser::new()
+        .map(Val::Path)
+        .into()
+}
+fn port() -> ValueParser {
+    clap::value_parser!(u16).map(|n| Val::Num(n.into())).into()
+}
+fn count() -> ValueParser {
+    ValueParser::new(|s: &str| {
+        s.parse::<usize>()
+            .map(|n| Val::Num(n as u64))
+            .map_err(|e| e.to_string())
+    })
+}
+fn count32() -> ValueParser {
+    clap::value_parser!(u32).map(|n| Val::Num(n.into())).into()
+}
+fn top_sample() -> ValueParser {
+    clap::value_parser!(u32)
+        .range(1..=65_536)
+        .map(|n| Val::Num(n.into()))
+        .into()
+}
+fn top_keys() -> ValueParser {
+    ValueParser::new(|s: &str| super::values::parse_top_keys(s).map(|n| Val::Num(n as u64)))
+}
+fn size() -> ValueParser {
+    ValueParser::new(|s: &str| super::values::parse_memory(s).map(Val::Num))
+}
+fn duration() -> ValueParser {
+    ValueParser::new(|s: &str| super::values::parse_duration(s).map(Val::Duration))
+}
+fn file_name() -> ValueParser {
+    ValueParser::new(|s: &str| super::values::parse_file_name(s).map(Val::Text))
+}
+fn host_port() -> ValueParser {
+    ValueParser::new(|s: &str| crate::util::parse_host_port(s).map(|(h, p)| Val::Addr(h, p)))
+}
+fn log_format() -> ValueParser {
+    clap::builder::PossibleValuesParser::new(crate::logging::FORMATS)
+        .map(Val::Text)
+        .into()
+}
+fn maxmemory_policy(s: &str) -> Result<u8, String> {
+    MaxmemoryPolicy::parse(s).map(MaxmemoryPolicy::index)
+}
+fn fsync(s: &str) -> Result<u8, String> {
+    Fsync::parse(s).map(|f| f as u8)
+}
+
+/// A `CONFIG SET appendonly`: the file's thread starts or stops it now.
+/// A `CONFIG SET requirepass`: the default user's password becomes it
+/// (none: `nopass`), as Redis's `ACLUpdateDefaultUserPassword`.
+fn follow_requirepass(s: &dyn Services) {
+    s.acl()
+        .set_default_password(s.settings().password().as_deref());
+}
+
+fn follow_appendonly(s: &dyn Services) {
+    let on = s
+        .settings()
+        .appendonly
+        .load(std::sync::atomic::Ordering::Relaxed);
+    s.aof().follow(on);
+}
+
+/// A `CONFIG SET appendfsync`: the next reply already follows it.
+fn follow_appendfsync(s: &dyn Services) {
+    let i = s
+        .settings()
+        .appendfsync
+        .load(std::sync::atomic::Ordering::Relaxed);
+    s.aof().set_fsync(Fsync::from_index(i));
+}
+
+/// Makes `SETTINGS` from the rows: each row's `field` and `live` from its
+/// head.
+macro_rules! settings_table {
     ($({ $($f:ident: $t:ty $(; live $c:ident: $ct:ty)?)? } $row:expr),* $(,)?) => {
-        /// The server's settings as it starts: one field for each row of
-        /// `SETTINGS` that has one (the row says what it means), in its type.
-        #[derive(Debug, Clone)]
-        pub struct Config { $($(pub $f: $t,)?)* }
-
-        impl Config {
-            pub(super) fn blank() -> Config {
-                Config { $($($f: Default::default(),)?)* }
-            }
-        }
-
-        /// Settings readable on every request and changeable by `CONFIG
-        /// SET`: one cell each, which `Settings::new` fills from the
-        /// start-up value.
-        #[derive(Default)]
-        pub struct Live { $($($(pub $c: $ct,)?)?)* }
-
-        /// Every setting, in `--help`'s order.
+        /// Every setting, in `--help`'s order (`config/rows.rs`).
         pub static SETTINGS: &[Setting] = &[$(
             Setting {
-                field: settings!(@field $($f)?),
-                live: settings!(@live $($($c)?)?),
+                field: settings_table!(@field $($f)?),
+                live: settings_table!(@live $($($c)?)?),
                 ..$row
             },
         )*];
@@ -171,4 +235,36 @@ macro_rules! settings {
     (@live) => { None };
     (@live $c:ident) => { Some(|s| &s.$c) };
 }
-pub(super) use settings;
+rows!(settings_table);
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Names and aliases are unique; a `CONFIG SET` setting has a cell to
+    /// keep it, and a setting with a cell is settable; every flag has a
+    /// field; the defaults other modules keep are the rows'.
+    #[test]
+    fn rows_are_consistent() {
+        let mut names: Vec<&str> = SETTINGS
+            .iter()
+            .flat_map(|s| std::iter::once(&s.name).chain(s.aliases))
+            .copied()
+            .collect();
+        names.sort_unstable();
+        assert!(names.windows(2).all(|w| w[0] < w[1]), "{names:?}");
+        for s in SETTINGS {
+            assert_eq!(s.is(MODIFIABLE), s.live.is_some(), "{}", s.name);
+            assert_eq!(s.is(NOT_A_FLAG), s.field.is_none(), "{}", s.name);
+        }
+        let top = |n: &str| SETTINGS.iter().find(|s| s.name == n).unwrap().default;
+        assert_eq!(
+            top("top-keys"),
+            Some(crate::stats::top::DEFAULT_KEYS.to_string().as_str())
+        );
+        assert_eq!(
+            top("top-sample"),
+            Some(crate::stats::top::DEFAULT_SAMPLE.to_string().as_str())
+        );
+    }
+}
