@@ -366,6 +366,10 @@ pub struct ClusterState {
     /// Ids `CLUSTER FORGET` dropped, not to be re-added by gossip until
     /// the time given.
     forgotten: HashMap<String, Millis>,
+    /// Outbound links no node holds any more (its node forgotten, a
+    /// duplicate handshake, an address that moved): the next tick closes
+    /// them, or each stayed open, idle, for as long as its peer kept it.
+    unlinked: Vec<LinkId>,
     pub node_timeout: Millis,
     /// Whether the configuration changed since the file was written.
     pub save_needed: bool,
@@ -443,6 +447,7 @@ impl ClusterState {
             migrating: BTreeMap::new(),
             importing: BTreeMap::new(),
             forgotten: HashMap::new(),
+            unlinked: Vec::new(),
             node_timeout,
             save_needed: true,
             changed: true,
@@ -776,6 +781,7 @@ impl ClusterState {
 
     fn remove_node(&mut self, id: &str) {
         if let Some(node) = self.nodes.remove(id) {
+            self.unlinked.extend(node.link);
             for s in node.slots.ranges().into_iter().flat_map(|(a, b)| a..=b) {
                 self.owners[s as usize] = None;
             }

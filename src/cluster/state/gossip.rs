@@ -160,7 +160,8 @@ impl ClusterState {
                         || self.forgotten.contains_key(&msg.sender)
                     {
                         // Already known under its real id (or forgotten):
-                        // the handshake was a duplicate.
+                        // the handshake was a duplicate, and its link goes.
+                        self.unlinked.extend(node.link);
                         self.changed = true;
                         return fx;
                     }
@@ -202,7 +203,9 @@ impl ClusterState {
                     n.ip = ip.to_string();
                     n.port = msg.port;
                     n.cport = msg.cport;
-                    n.link = None;
+                    // The link to the old address goes; the next tick
+                    // dials the new one.
+                    self.unlinked.extend(n.link.take());
                     self.touch();
                 }
             }
@@ -561,9 +564,11 @@ impl ClusterState {
             .map(|n| n.id.clone())
             .collect();
         for id in stale {
-            self.nodes.remove(&id);
+            let node = self.nodes.remove(&id).expect("stale");
+            self.unlinked.extend(node.link);
             self.changed = true;
         }
+        fx.close.append(&mut self.unlinked);
         let mut ping: Vec<String> = Vec::new();
         // Once a second, the node of five random ones heard from longest ago.
         if self.ticks.is_multiple_of(10) {

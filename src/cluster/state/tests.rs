@@ -125,17 +125,43 @@ impl Sim {
                 }
                 let link = self.next_link;
                 self.next_link += 1;
-                self.links.insert(link, (i, t));
                 if let Some(m) = self.nodes[i].link_up(&id, link, self.now) {
+                    self.links.insert(link, (i, t));
                     queue.push_back((link, m, true));
                 }
             }
             let fx = self.nodes[i].tick(self.now);
+            for l in fx.close {
+                self.links.remove(&l);
+            }
+            self.assert_every_link_held(i);
             for (l, m) in fx.send {
                 queue.push_back((l, m, true));
             }
         }
         self.run(queue);
+    }
+
+    /// Right after its tick, node `i`'s open outbound links are exactly
+    /// those its nodes hold: none is left open with no node to use it.
+    fn assert_every_link_held(&self, i: usize) {
+        let mut open: Vec<LinkId> = self
+            .links
+            .iter()
+            .filter(|(_, &(owner, _))| owner == i)
+            .map(|(&l, _)| l)
+            .collect();
+        let mut held: Vec<LinkId> = self.nodes[i]
+            .nodes
+            .values()
+            .filter_map(|n| n.link)
+            .collect();
+        open.sort_unstable();
+        held.sort_unstable();
+        assert_eq!(
+            open, held,
+            "node {i}'s open links against the links its nodes hold"
+        );
     }
 
     /// `kill -9`: the node stops, and every link to or from it breaks (a
@@ -411,6 +437,34 @@ fn a_primary_that_loses_its_last_slot_follows_the_taker() {
     assert_eq!(sim.nodes[0].me().primary.as_deref(), Some(id1.as_str()));
 }
 
+/// A MEET of a node already known (`redis-cli --cluster add-node` and the
+/// operators meet every node again) is a handshake that turns out a
+/// duplicate: it is dropped with its link, and so is the link to an
+/// address a node left. Each tick checks that no link is left open.
+#[test]
+fn a_duplicate_handshake_and_a_moved_address_leave_no_link_open() {
+    let mut sim = Sim::three_met();
+    let links = sim.links.len();
+    sim.meet(1, 0);
+    sim.meet(2, 0);
+    for _ in 0..20 {
+        sim.tick();
+    }
+    assert!(sim.converged());
+    assert_eq!(sim.links.len(), links, "the duplicates' links are closed");
+    // Node 2 tells node 0 of another bus port (a pod moved): node 0 takes
+    // it and closes the link to the old one.
+    let id2 = sim.nodes[2].myself.clone();
+    let old = sim.nodes[0].nodes[&id2].link.expect("linked");
+    let mut ping = sim.nodes[2].message(Kind::Ping, sim.now);
+    ping.cport += 1;
+    let now = sim.now;
+    sim.nodes[0].receive(&ping, From::Inbound, IP, IP, now);
+    assert_eq!(sim.nodes[0].nodes[&id2].link, None);
+    let fx = sim.nodes[0].tick(now + 100);
+    assert!(fx.close.contains(&old), "{:?}", fx.close);
+}
+
 #[test]
 fn forget_keeps_a_node_out_of_gossip_for_a_minute() {
     let mut sim = Sim::new(3);
@@ -555,8 +609,10 @@ proptest! {
         if let Some(r) = restart {
             let r = r % n;
             let text = sim.nodes[r].config_text();
+            sim.kill(r);
             sim.nodes[r] = ClusterState::from_config(&text, port(r), port(r) + 10000, 1000).unwrap();
             sim.nodes[r].me_mut().ip = IP.into();
+            sim.down[r] = false;
         }
         prop_assert!(sim.settle(600), "no convergence:\n{}", sim.nodes.iter().map(|s| s.nodes_text()).collect::<Vec<_>>().join("--\n"));
         for _ in 0..50 {

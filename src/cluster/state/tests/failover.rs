@@ -158,7 +158,7 @@ fn the_old_primary_returning_becomes_a_replica_of_the_winner() {
             sim.nodes[0] =
                 ClusterState::from_config(&text, port(0), port(0) + 10000, 1000).unwrap();
             sim.nodes[0].me_mut().ip = IP.into();
-            let links: Vec<LinkId> = sim.links.keys().copied().collect();
+            let links: Vec<LinkId> = sim.links.drain().map(|(l, _)| l).collect();
             for l in links {
                 for st in sim.nodes.iter_mut() {
                     st.link_down(l);
