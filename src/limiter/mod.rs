@@ -18,12 +18,7 @@ pub mod algorithms;
 pub mod calendar;
 pub mod cell;
 pub mod contract;
-pub mod fixed;
-pub mod gcra;
 pub mod lease;
-pub mod log;
-pub mod sliding;
-pub mod window;
 
 pub use contract::*;
 
@@ -31,6 +26,8 @@ pub use contract::*;
 /// is a `$`, for the variables of the macros it declares.
 macro_rules! declare_dispatch {
     ($d:tt ; $($variant:ident $module:ident $place:literal,)*) => {
+        $(pub mod $module;)*
+
         /// Runs `f::<S>(args)` with `S` the state type of `algo`: the one
         /// match from an algorithm to its state.
         macro_rules! with_algorithm {
