@@ -1,5 +1,6 @@
-//! Compact records: how a limiter key is stored. The four constant-size
-//! algorithms (`window`, `sliding`, `fixed`, `gcra`) pack into a record of
+//! Compact records: how a limiter key is stored. The constant-size
+//! algorithms (`window`, `sliding`, `fixed`, `gcra`: each packs its state
+//! itself, [`Storage::pack`] in its own file) pack into a record of
 //! 2 bytes, their state (8-20 bytes) and the key's own bytes, with no
 //! padding for keys up to [`EXACT_MAX`] bytes, instead of a 96-byte
 //! general record and a heap block for the key. A `log` key's and a lease
@@ -8,6 +9,11 @@
 //! the states own heap blocks, which a byte record cannot (so the arena of
 //! typed slots drops them), and their headers are constant-size (24 and 48
 //! bytes), so they are records of a size too, whatever the key's length.
+//!
+//! Slabs are by algorithm and key class rather than by record size: the
+//! slab names the algorithm, so a record needs no byte to say it, and
+//! the algorithms' states are of different sizes anyway (a second
+//! algorithm of one size takes slabs of its own).
 //!
 //! | bytes | field |
 //! |---|---|

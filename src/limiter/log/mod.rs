@@ -1712,6 +1712,39 @@ mod tests {
         }
     }
 
+    /// `with_view` is safe whatever its closures do: a view they keep past
+    /// the call (here stashed by `hold`) stops the process before the
+    /// ring it reads can change or be freed. Run in a child process (this
+    /// test binary again, told so by an environment variable), which must
+    /// die of `SIGABRT`; a view dropped in time, also through a panic,
+    /// lets the call return.
+    #[test]
+    fn a_view_that_escapes_with_view_aborts() {
+        const CHILD: &str = "TURNSTILE_TEST_ESCAPE_A_VIEW";
+        let p = params(1_000, 60 * S);
+        let mut st = State::default();
+        for t in 0..40u64 {
+            assert!(decide(&mut st, &p, 1_700_000_000 * S + t * S, 1).allowed);
+        }
+        if std::env::var_os(CHILD).is_some() {
+            let stash = std::cell::RefCell::new(None);
+            st.with_view(|v| *stash.borrow_mut() = Some(v), |_| ());
+            // Not reached: the view escaped.
+            drop(st);
+            std::process::exit(0);
+        }
+        assert_eq!(st.with_view(|v| v, |v| v.clone()), st);
+        let caught = std::panic::catch_unwind(|| st.with_view(|v| v, |_| panic!("a reader fails")));
+        assert!(caught.is_err(), "the panic went through");
+        let out = std::process::Command::new(std::env::current_exe().unwrap())
+            .args(["--exact", "limiter::log::tests::a_view_that_escapes_with_view_aborts"])
+            .env(CHILD, "1")
+            .output()
+            .unwrap();
+        use std::os::unix::process::ExitStatusExt;
+        assert_eq!(out.status.signal(), Some(6), "{:?}", out);
+    }
+
     /// A view reads the ring in place and never frees it: dropped (as a
     /// panic's unwinding would drop it) it leaves the owner whole; a clone
     /// of it, or a change made through it, is a ring of its own.
