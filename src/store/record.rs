@@ -114,6 +114,7 @@ const _: () = {
     let mut i = 0;
     while i < Algorithm::COUNT {
         let k = Kind::of(Algorithm::ALL[i]);
+        assert!(k as usize == i, "a kind is numbered as its algorithm");
         assert!(
             !k.owned() || matches!(k, Kind::Log),
             "an algorithm with no compact form other than the log"
@@ -123,7 +124,8 @@ const _: () = {
 };
 
 impl Kind {
-    /// Every kind: the algorithms' in their places, then the lease key's.
+    /// Every kind, each at its number: the algorithms' in their places,
+    /// then the lease key's.
     pub const ALL: [Kind; KINDS] = {
         let mut all = [Kind::Lease; KINDS];
         let mut i = 0;
@@ -148,20 +150,41 @@ impl Kind {
     }
 
     /// Bytes of the state, between the head and the key: the compact
-    /// form, or a 4-byte slot.
+    /// form, or a 4-byte slot. Read from a table made at compile time (a
+    /// key's record is found by its key, after these bytes, on every
+    /// lookup).
     #[inline]
     pub const fn state_len(self) -> usize {
-        match self.compact_len() {
-            0 => 4,
-            n => n,
-        }
+        const LENS: [u8; KINDS] = {
+            let mut lens = [0; KINDS];
+            let mut i = 0;
+            while i < KINDS {
+                lens[i] = match Kind::ALL[i].compact_len() {
+                    0 => 4,
+                    n => n as u8,
+                };
+                i += 1;
+            }
+            lens
+        };
+        LENS[self as usize] as usize
     }
 
     /// Whether the record holds its state's slot in an arena of the
     /// shard's ([`Layout::slot`]) rather than the state: a lease key's,
     /// and an algorithm's with no compact form (the log's).
+    #[inline]
     pub const fn owned(self) -> bool {
-        self.compact_len() == 0
+        const OWNED: [bool; KINDS] = {
+            let mut owned = [false; KINDS];
+            let mut i = 0;
+            while i < KINDS {
+                owned[i] = Kind::ALL[i].compact_len() == 0;
+                i += 1;
+            }
+            owned
+        };
+        OWNED[self as usize]
     }
 
     /// Whether the record's parameter id is in use (a lease key has no

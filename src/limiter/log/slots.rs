@@ -119,7 +119,7 @@ impl Form {
 }
 
 /// A ring's heap block: owned (freed when dropped), or in a view
-/// ([`State::view`]) borrowed from the log that owns it for one read,
+/// (`State::with_view`) borrowed from the log that owns it for one read,
 /// never freed by the view. A view is written only after it copied the
 /// block into one of its own, so nothing reached through a view changes
 /// the owner's ring.
