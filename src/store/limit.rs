@@ -7,7 +7,7 @@
 use crate::clock::Nanos;
 use crate::limiter::lease::{Acquired, Lapsed, LeaseId, Leases};
 use crate::limiter::{for_each_algorithm, with_algorithm};
-use crate::limiter::{Decision, LimitSpec, Limiter, Params, Storage};
+use crate::limiter::{Algorithm, Decision, LimitSpec, Limiter, Params, Storage};
 use crate::store::entry::{Blocked, Entry, LeaseKey, Stored, Value};
 
 /// Why a limiter operation on a key was refused.
@@ -33,7 +33,7 @@ pub enum LimitError {
 
 /// A limiter whose state the keyspace holds: its [`Value`] variant (one
 /// impl per line of the algorithms' list).
-pub trait Held: Storage {
+pub trait Held: Storage + 'static {
     fn get(v: &Value) -> Option<&Stored<Self>>;
     fn get_mut(v: &mut Value) -> Option<&mut Stored<Self>>;
     fn into_value(s: Stored<Self>) -> Value;
@@ -63,6 +63,27 @@ macro_rules! held {
     )*};
 }
 for_each_algorithm!(held);
+
+/// Code generic over a held state's type, run for an algorithm chosen at
+/// run time by [`visit`]: how code outside the crate (the tests' model of
+/// the store, the benchmarks), which cannot expand `with_algorithm!`, is
+/// generic over the algorithms rather than naming each.
+pub trait Visit {
+    type Output;
+    fn visit<S: Held>(self) -> Self::Output;
+}
+
+macro_rules! visitor {
+    ($([$variant:ident $module:ident])*) => {
+        /// Runs `v` for `algo`'s state type.
+        pub fn visit<V: Visit>(algo: Algorithm, v: V) -> V::Output {
+            match algo {
+                $(Algorithm::$variant => v.visit::<crate::limiter::$module::State>(),)*
+            }
+        }
+    };
+}
+for_each_algorithm!(visitor);
 
 /// Why `v` is not the state `asked` names (an algorithm, or `lease`):
 /// another limiter's (named, so the error can say what the key holds and
@@ -524,7 +545,6 @@ pub fn renew(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::limiter::Algorithm;
     use std::num::NonZeroU64;
 
     const S: u64 = 1_000_000_000;
