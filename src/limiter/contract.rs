@@ -245,7 +245,8 @@ pub(crate) fn u32_of(n: u64) -> Option<u64> {
 
 /// Why a limit's parameters were refused, in words a client or a policy
 /// file's author can act on. The command layer and the policy loader both
-/// validate through [`LimitSpec::new`], so the rules are stated once.
+/// validate through [`LimitSpec::new`](crate::limiter::LimitSpec::new), so
+/// the rules are stated once.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum SpecError {
     #[error("BURST is only valid with ALGO gcra")]
