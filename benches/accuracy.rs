@@ -13,7 +13,9 @@
 use std::collections::VecDeque;
 use std::num::NonZeroU64;
 
-use turnstile::limiter::{fixed, gcra, log, sliding, window, Algorithm, Decision, Params};
+use turnstile::clock::Nanos;
+use turnstile::limiter::{Algorithm, Decision, Limiter, Params};
+use turnstile::store::limit::{visit, Held, Visit};
 use turnstile::store::record;
 
 const S: u64 = 1_000_000_000;
@@ -146,54 +148,41 @@ struct Tally {
     bytes: f64,
 }
 
-enum AnyState {
-    Window(window::State),
-    Log(log::State),
-    Gcra(gcra::State),
-    Fixed(fixed::State),
-    Sliding(sliding::State),
-}
-
-impl AnyState {
-    fn new(a: Algorithm) -> Self {
-        match a {
-            Algorithm::Window => AnyState::Window(Default::default()),
-            Algorithm::Log => AnyState::Log(Default::default()),
-            Algorithm::Gcra => AnyState::Gcra(Default::default()),
-            Algorithm::Fixed => AnyState::Fixed(Default::default()),
-            Algorithm::Sliding => AnyState::Sliding(Default::default()),
-        }
-    }
-
-    fn decide(&mut self, p: &Params, now: u64, cost: u64) -> Decision {
-        match self {
-            AnyState::Window(s) => window::decide(s, p, now, cost),
-            AnyState::Log(s) => log::decide(s, p, now, cost),
-            AnyState::Gcra(s) => gcra::decide(s, p, now, cost),
-            AnyState::Fixed(s) => fixed::decide(s, p, now, cost),
-            AnyState::Sliding(s) => sliding::decide(s, p, now, cost),
-        }
-    }
-
+/// One key's state, whatever its algorithm.
+trait AnyState {
+    fn decide(&mut self, p: &Params, now: u64, cost: u64) -> Decision;
     /// The packed record's bytes (with a 16-byte key; a log's with its
     /// arena slot), and the heap block the state holds.
+    fn bytes(&self) -> (usize, usize);
+}
+
+impl<S: Held> AnyState for S {
+    fn decide(&mut self, p: &Params, now: u64, cost: u64) -> Decision {
+        Limiter::decide(self, p, Nanos(now), cost)
+    }
+
     fn bytes(&self) -> (usize, usize) {
-        let rec = |kind| {
-            record::Layout::of(kind, &[b'k'; 16])
-                .expect("a 16-byte key packs")
-                .rec_len()
+        let kind = record::Kind::of(S::ALGORITHM);
+        let rec = record::Layout::of(kind, &[b'k'; 16])
+            .expect("a 16-byte key packs")
+            .rec_len();
+        // An owned state's record holds its slot; the slot is the state.
+        let slot = if kind.owned() {
+            std::mem::size_of::<S>()
+        } else {
+            0
         };
-        match self {
-            AnyState::Window(_) => (rec(record::Kind::Window), 0),
-            // The record holds the state's slot; the slot is the state.
-            AnyState::Log(s) => (
-                rec(record::Kind::Log) + std::mem::size_of::<log::State>(),
-                s.heap_size(),
-            ),
-            AnyState::Gcra(_) => (rec(record::Kind::Gcra), 0),
-            AnyState::Fixed(_) => (rec(record::Kind::Fixed), 0),
-            AnyState::Sliding(_) => (rec(record::Kind::Sliding), 0),
-        }
+        (rec + slot, self.heap_size())
+    }
+}
+
+/// A fresh state of the algorithm visited.
+struct Fresh;
+
+impl Visit for Fresh {
+    type Output = Box<dyn AnyState>;
+    fn visit<S: Held>(self) -> Box<dyn AnyState> {
+        Box::new(S::default())
     }
 }
 
@@ -207,7 +196,7 @@ fn replay(algo: Algorithm, steps: u64, trace: &[Req], keys: usize) -> Tally {
     if let Some(d) = PERIOD.checked_div(steps).and_then(NonZeroU64::new) {
         p.precision = d;
     }
-    let mut states: Vec<AnyState> = (0..keys).map(|_| AnyState::new(algo)).collect();
+    let mut states: Vec<Box<dyn AnyState>> = (0..keys).map(|_| visit(algo, Fresh)).collect();
     // Per key: admitted (time, cost) in the last period, and their sum.
     let mut history: Vec<(VecDeque<(u64, u64)>, u64)> = vec![(VecDeque::new(), 0); keys];
     let mut t = Tally::default();

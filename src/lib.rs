@@ -67,7 +67,7 @@
 //!   and a lease key's state in a typed arena beside its record;
 //!   `RL.ALLOW` decided where its compact record lies,
 //!   `store/shard/in_place.rs`); the packed limiter records, each
-//!   constant-size state's `Compact` form, and their interned parameters
+//!   constant-size state's compact form (each algorithm's `Storage`), and their interned parameters
 //!   (`store/record.rs`, `store/params.rs`); the
 //!   lists, sorted sets and hashes scripts use (`store/collections.rs`); what
 //!   a key holds as commands see it (`store/entry.rs`); limiter state in
@@ -89,13 +89,18 @@
 //!   kind listed once there),
 //!   each write's resulting state logged under its shard's lock into the
 //!   backlog ring (`store/effects.rs`).
-//! - [`limiter`]: the algorithms, one file each (`window.rs`, `log/`,
-//!   whose ring's storage is `log/slots.rs`, `gcra.rs`, `fixed.rs`;
-//!   `calendar.rs` the calendar periods `fixed`
-//!   can follow): pure functions over (state, params, now, cost)
-//!   behind one contract, the `Limiter` trait with the types it speaks in
-//!   (`limiter/contract.rs`, which the algorithm files import; `limiter/mod.rs`
-//!   validates a limit against them, `LimitSpec`); redis-cell's
+//! - [`limiter`]: the algorithms, one file each (`window.rs`,
+//!   `sliding.rs`, `log/`, whose ring's storage is `log/slots.rs` and
+//!   whose borrowed view is safe outside it, `gcra.rs`, `fixed.rs`;
+//!   `calendar.rs` the calendar periods `fixed` can follow), one line
+//!   each in the list every per-algorithm fact is expanded from
+//!   (`limiter/algorithms.rs`, which imports nothing): pure functions
+//!   over (state, params, now, cost) behind one contract, the `Limiter`
+//!   trait and beside it `Storage` (a state's record tag, its fields in
+//!   files, its compact form), with the types they speak in
+//!   (`limiter/contract.rs`, which the algorithm files import and which
+//!   makes `Algorithm` from the list; `limiter/mod.rs` makes the
+//!   dispatch from it and validates a limit against them, `LimitSpec`); redis-cell's
 //!   `CL.THROTTLE` arithmetic over GCRA (`cell.rs`); concurrency limits,
 //!   leases acquired, released, renewed and lapsing (`lease.rs`, pure too,
 //!   with its own operations: `cmd/limit/lease.rs` serves them).

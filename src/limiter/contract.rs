@@ -1,77 +1,82 @@
 //! The contract every algorithm keeps, and the types it speaks in: which
-//! algorithm a key uses ([`Algorithm`]), the [`Limiter`] trait, validated
-//! parameters ([`Params`]) and the [`Decision`]. The algorithm files import
-//! these from here, not from `limiter/mod.rs`, which validates limits
-//! against the algorithms (`LimitSpec`) and so imports them.
+//! algorithm a key uses ([`Algorithm`], declared by the list in
+//! `algorithms.rs`), the [`Limiter`] trait, the [`Storage`] trait beside
+//! it (how the store keeps a state), validated parameters ([`Params`]),
+//! the [`Decision`] and why a limit is refused ([`SpecError`]). The
+//! algorithm files import these from here, not from `limiter/mod.rs`,
+//! which validates limits against the algorithms (`LimitSpec`) and so
+//! imports them.
 
 use std::num::NonZeroU64;
 
 use super::calendar;
 use crate::clock::Nanos;
 
-/// Which algorithm a key uses; a key holds one kind of state.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
-pub enum Algorithm {
-    #[default]
-    Window,
-    Log,
-    Gcra,
-    Fixed,
-    Sliding,
+/// Declares [`Algorithm`] from the algorithms' list (`algorithms.rs`).
+macro_rules! declare_algorithm {
+    (; $($variant:ident $module:ident $place:literal,)*) => {
+        /// Which algorithm a key uses; a key holds one kind of state.
+        #[derive(Debug, Clone, Copy, PartialEq, Eq)]
+        pub enum Algorithm {
+            $($variant = $place,)*
+        }
+
+        impl Algorithm {
+            /// How many algorithms there are: the size of per-algorithm tables.
+            pub const COUNT: usize = [$($place),*].len();
+
+            /// Every algorithm, in its place ([`Algorithm::index`]).
+            pub const ALL: [Algorithm; Self::COUNT] = in_place([$(Algorithm::$variant),*]);
+
+            /// The names `ALGO` takes, for error messages.
+            pub const NAMES: &'static str = match std::str::from_utf8(&NAMES_BYTES) {
+                Ok(s) => s,
+                Err(_) => panic!("the names are ASCII"),
+            };
+
+            /// Position in per-algorithm tables (`ALL[a.index()] == a`).
+            #[inline]
+            pub fn index(self) -> usize {
+                self as usize
+            }
+
+            /// The name used by `ALGO` and reported by `RL.STATE`: its
+            /// module's.
+            pub fn name(self) -> &'static str {
+                match self {
+                    $(Algorithm::$variant => stringify!($module),)*
+                }
+            }
+
+            /// Case-insensitive lookup by name.
+            pub fn parse(name: &[u8]) -> Option<Algorithm> {
+                Self::ALL
+                    .into_iter()
+                    .find(|a| a.name().as_bytes().eq_ignore_ascii_case(name))
+            }
+        }
+
+
+        const NAME_LIST: [&str; Algorithm::COUNT] = [$(stringify!($module)),*];
+        const NAMES_BYTES: [u8; names_len(&NAME_LIST)] = join_names(&NAME_LIST);
+    };
 }
+super::algorithms::algorithm_list!(declare_algorithm);
 
-impl Algorithm {
-    /// How many algorithms there are: the size of per-algorithm tables.
-    pub const COUNT: usize = 5;
-
-    pub const ALL: [Algorithm; Self::COUNT] = [
-        Algorithm::Window,
-        Algorithm::Log,
-        Algorithm::Gcra,
-        Algorithm::Fixed,
-        Algorithm::Sliding,
-    ];
-
-    /// The names `ALGO` takes, for error messages.
-    pub const NAMES: &'static str = "window, sliding, log, gcra or fixed";
-
-    /// Position in per-algorithm tables (`ALL[a.index()] == a`): a match,
-    /// so a new variant is pointed at here.
-    pub fn index(self) -> usize {
-        match self {
-            Algorithm::Window => 0,
-            Algorithm::Log => 1,
-            Algorithm::Gcra => 2,
-            Algorithm::Fixed => 3,
-            Algorithm::Sliding => 4,
-        }
-    }
-
-    /// The name used by `ALGO` and reported by `RL.STATE`.
-    pub fn name(self) -> &'static str {
-        match self {
-            Algorithm::Window => "window",
-            Algorithm::Log => "log",
-            Algorithm::Gcra => "gcra",
-            Algorithm::Fixed => "fixed",
-            Algorithm::Sliding => "sliding",
-        }
-    }
-
-    /// Case-insensitive lookup by name.
-    pub fn parse(name: &[u8]) -> Option<Algorithm> {
-        Self::ALL
-            .into_iter()
-            .find(|a| a.name().as_bytes().eq_ignore_ascii_case(name))
+/// The default `ALGO`.
+impl Default for Algorithm {
+    fn default() -> Self {
+        Algorithm::Window
     }
 }
 
 /// Implements [`Limiter`] for a module's `State` through its free
 /// functions `decide(&mut State, &Params, u64, u64)`,
-/// `refund(&mut State, &Params, u64, u64)` and
-/// `State::expires_at(&self, &Params) -> u64`.
+/// `refund(&mut State, &Params, u64, u64)`, `record` likewise and
+/// `State::expires_at(&self, &Params) -> u64`; `check` (the parameters
+/// it refuses) through the function named after the variant, if any.
 macro_rules! limiter_of_fns {
-    ($variant:ident) => {
+    ($variant:ident $(, $check:ident)?) => {
         impl $crate::limiter::contract::Limiter for State {
             const ALGORITHM: $crate::limiter::contract::Algorithm =
                 $crate::limiter::contract::Algorithm::$variant;
@@ -87,6 +92,9 @@ macro_rules! limiter_of_fns {
             fn expires_at(&self, p: &Params) -> $crate::clock::Nanos {
                 $crate::clock::Nanos(State::expires_at(self, p))
             }
+            $(fn check(p: &Params) -> Result<(), $crate::limiter::contract::SpecError> {
+                $check(p)
+            })?
         }
     };
 }
@@ -95,8 +103,9 @@ pub(crate) use limiter_of_fns;
 /// One algorithm's state: what every algorithm offers the store and the
 /// commands. Pure: no I/O, no clock, no locks, integer maths. A denied
 /// request changes nothing that counts (the log may drop expired slots).
-/// Adding an algorithm is one file here implementing this, one
-/// [`Algorithm`] variant, and whatever the compiler then points at.
+/// Adding an algorithm is one file here implementing this and
+/// [`Storage`], and one line in the list (`algorithms.rs`): the compiler
+/// points at nothing else (CONTRIBUTING.md, "Adding an algorithm").
 pub trait Limiter: Clone + Default + PartialEq + std::fmt::Debug {
     const ALGORITHM: Algorithm;
     /// Decides a request of `cost` at `now`; on admission, charges it.
@@ -135,6 +144,139 @@ pub trait Limiter: Clone + Default + PartialEq + std::fmt::Debug {
     fn growth(&self) -> usize {
         0
     }
+    /// Refuses parameters this algorithm cannot keep its promises under
+    /// (`LimitSpec::new`, after the checks every algorithm shares).
+    fn check(_p: &Params) -> Result<(), SpecError> {
+        Ok(())
+    }
+}
+
+/// The largest compact state: the bytes of [`StateBytes`] (every
+/// algorithm's [`Storage::COMPACT_LEN`] is checked against it).
+pub const STATE_MAX: usize = 20;
+pub type StateBytes = [u8; STATE_MAX];
+
+/// How the store keeps an algorithm's state, beside its [`Limiter`]: its
+/// record in the snapshot file, the append-only file, `DUMP` and the
+/// replication stream (a tag, then the parameters the store writes, then
+/// the fields written here), and its compact form in memory. Pure: bytes
+/// in, bytes out.
+pub trait Storage: Limiter {
+    /// The record's type byte in every file and stream: fixed for ever
+    /// (an old file must load), and unique (a tag the store's codec uses
+    /// for anything else, or a second algorithm's, is an unreachable
+    /// pattern there, which the build refuses).
+    const TAG: u8;
+    /// Bytes of the compact form ([`Storage::pack`]), at most
+    /// [`STATE_MAX`]; 0 for none: the log, whose ring is variable-size, is
+    /// kept in the store's arena of logs instead (the one algorithm the
+    /// store's records treat apart).
+    const COMPACT_LEN: usize;
+    /// Appends the state's fields after the record's parameters.
+    fn encode(&self, out: &mut Vec<u8>);
+    /// Reads what [`Storage::encode`] wrote, under parameters already
+    /// read and checked: anything a loader must refuse (parameters this
+    /// algorithm never takes, a state its decisions could not have left)
+    /// is `fields.corrupt(why)`, never a panic.
+    fn decode<F: Fields>(p: &Params, fields: &mut F) -> Result<Self, F::Error>;
+    /// The compact form's first [`Storage::COMPACT_LEN`] bytes under `p`,
+    /// or `None` if this state does not fit it (it is then stored whole).
+    fn pack(&self, p: &Params) -> Option<StateBytes>;
+    /// The state `pack` wrote: any bytes read as one (a record holds only
+    /// what `pack` wrote), so the exact inverse of `pack`.
+    fn unpack(st: &[u8], p: &Params) -> Self;
+    /// `RL.STATE`'s fields for this state, after `algorithm`, `limit` and
+    /// `period_ms`.
+    fn describe(&self, p: &Params, field: &mut dyn FnMut(&'static str, i64));
+    /// Heap bytes the state owns.
+    fn heap_size(&self) -> usize {
+        0
+    }
+}
+
+/// Where [`Storage::decode`] reads a record's fields from: the store's
+/// reader (a file, a stream, a `RESTORE` payload), which knows where it
+/// is for its errors.
+pub trait Fields {
+    type Error;
+    fn u64(&mut self) -> Result<u64, Self::Error>;
+    fn u32(&mut self) -> Result<u32, Self::Error>;
+    /// The error for a record refused as corrupt, saying why.
+    fn corrupt(&self, what: &'static str) -> Self::Error;
+}
+
+/// Reads `W` little-endian bytes at `at` as an integer.
+#[inline]
+pub(crate) fn get_le<const W: usize>(b: &[u8], at: usize) -> u64 {
+    let mut v = [0u8; 8];
+    v[..W].copy_from_slice(&b[at..at + W]);
+    u64::from_le_bytes(v)
+}
+
+/// Writes the low `W` bytes of `v` at `at`; the caller checked it fits.
+#[inline]
+pub(crate) fn put_le<const W: usize>(b: &mut [u8], at: usize, v: u64) {
+    b[at..at + W].copy_from_slice(&v.to_le_bytes()[..W]);
+}
+
+/// Appends `n` as a file's u64 field.
+pub(crate) fn put_u64(out: &mut Vec<u8>, n: u64) {
+    out.extend_from_slice(&n.to_le_bytes());
+}
+
+/// Bits of a compact bucket number.
+const U48_MAX: u64 = (1 << 48) - 1;
+
+/// `start / period` if `start` is a bucket boundary that fits 48 bits:
+/// bucket numbers rather than start times, as starts are multiples of the
+/// period, and 48 bits cover the epoch to now for any period of 10 us or
+/// more.
+#[inline]
+pub(crate) fn bucket(start: u64, period: u64) -> Option<u64> {
+    let (q, r) = (start / period, start % period);
+    (r == 0 && q <= U48_MAX).then_some(q)
+}
+
+/// `n` if it fits a compact u32 count.
+#[inline]
+pub(crate) fn u32_of(n: u64) -> Option<u64> {
+    u32::try_from(n).ok().map(u64::from)
+}
+
+/// Why a limit's parameters were refused, in words a client or a policy
+/// file's author can act on. The command layer and the policy loader both
+/// validate through [`LimitSpec::new`](crate::limiter::LimitSpec::new), so
+/// the rules are stated once.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum SpecError {
+    #[error("BURST is only valid with ALGO gcra")]
+    BurstWithoutGcra,
+    #[error(
+        "BURST is out of range: BURST * period / limit must be at most 2^63 - 1 ns (292 years)"
+    )]
+    BurstTooLarge,
+    #[error("PRECISION is only valid with ALGO log")]
+    PrecisionWithoutLog,
+    #[error("PRECISION must not exceed the period")]
+    PrecisionOverPeriod,
+    #[error("limit {0} is over ALGO sliding's 65535 per period: use ALGO window")]
+    SlidingLimitTooLarge(u64),
+    #[error("period is too long for ALGO log (at most 6 days)")]
+    LogPeriodTooLong,
+    #[error("period {0} is a calendar period: only ALGO fixed counts by the calendar")]
+    CalendarWithoutFixed(&'static str),
+    #[error("TZ is only valid with ALGO fixed")]
+    TzWithoutFixed,
+    #[error("TZ needs a calendar period: 1d, 1w, 1mo or 1y")]
+    TzWithoutCalendar,
+    #[error("log limit {limit} per {period_ms}ms could keep {slots} timestamps in one key, over the cap of {cap}: add PRECISION {fit_ms}ms (or coarser), or use ALGO window")]
+    LogTooLarge {
+        limit: u64,
+        period_ms: u64,
+        slots: u64,
+        cap: u64,
+        fit_ms: u64,
+    },
 }
 
 /// Validated limiter parameters: every field is in range before an
@@ -214,6 +356,63 @@ pub(crate) fn add_usage(used: u64, n: u64) -> u64 {
 pub(crate) fn mul_div_floor(a: u64, b: u64, c: u64) -> u64 {
     let v = a as u128 * b as u128 / c as u128;
     u64::try_from(v).unwrap_or(u64::MAX)
+}
+
+/// `listed` rearranged so each is at its place; a place used twice or
+/// left empty stops the build.
+const fn in_place<const N: usize>(listed: [Algorithm; N]) -> [Algorithm; N] {
+    let mut all = listed;
+    let mut i = 0;
+    while i < N {
+        all[listed[i] as usize] = listed[i];
+        i += 1;
+    }
+    let mut j = 0;
+    while j < N {
+        assert!(all[j] as usize == j, "the algorithms' places are 0..COUNT");
+        j += 1;
+    }
+    all
+}
+
+/// Bytes of "a, b, c or d".
+const fn names_len(names: &[&str]) -> usize {
+    let mut n = 0;
+    let mut i = 0;
+    while i < names.len() {
+        n += names[i].len();
+        if i + 1 < names.len() {
+            n += if i + 2 == names.len() { 4 } else { 2 };
+        }
+        i += 1;
+    }
+    n
+}
+
+/// "a, b, c or d".
+const fn join_names<const N: usize>(names: &[&str]) -> [u8; N] {
+    let mut out = [0u8; N];
+    let mut at = 0;
+    let mut i = 0;
+    while i < names.len() {
+        at = copy(&mut out, at, names[i].as_bytes());
+        if i + 1 < names.len() {
+            let sep: &[u8] = if i + 2 == names.len() { b" or " } else { b", " };
+            at = copy(&mut out, at, sep);
+        }
+        i += 1;
+    }
+    out
+}
+
+const fn copy<const N: usize>(out: &mut [u8; N], mut at: usize, from: &[u8]) -> usize {
+    let mut k = 0;
+    while k < from.len() {
+        out[at] = from[k];
+        at += 1;
+        k += 1;
+    }
+    at
 }
 
 /// One row of an algorithm's table of moments: time since the start, cost,

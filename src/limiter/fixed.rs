@@ -4,7 +4,10 @@
 //! Admits up to twice the limit across a window boundary: that is the
 //! price of its simplicity, and why `window` and `log` exist.
 
-use super::contract::{add_usage, Decision, Params};
+use super::contract::{
+    add_usage, bucket, get_le, put_le, put_u64, u32_of, Decision, Fields, Params, StateBytes,
+    Storage, STATE_MAX,
+};
 
 /// The count of the window that starts at `start`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
@@ -84,6 +87,54 @@ pub fn record(state: &mut State, p: &Params, now: u64, n: u64) {
 }
 
 super::contract::limiter_of_fns!(Fixed);
+
+/// Stored as its window's start and count; compact, as the window's
+/// number (48 bits) and the count (32 bits).
+impl Storage for State {
+    const TAG: u8 = 3;
+    const COMPACT_LEN: usize = 6 + 4;
+    fn encode(&self, out: &mut Vec<u8>) {
+        put_u64(out, self.start);
+        put_u64(out, self.count);
+    }
+    fn decode<F: Fields>(p: &Params, f: &mut F) -> Result<Self, F::Error> {
+        if p.precision.get() > 1 && p.calendar().is_none() {
+            return Err(f.corrupt("a fixed limit's calendar is unknown"));
+        }
+        Ok(State {
+            start: f.u64()?,
+            count: f.u64()?,
+        })
+    }
+    #[inline]
+    fn pack(&self, p: &Params) -> Option<StateBytes> {
+        let mut b = [0; STATE_MAX];
+        put_le::<6>(&mut b, 0, bucket(self.start, compact_unit(p))?);
+        put_le::<4>(&mut b, 6, u32_of(self.count)?);
+        Some(b)
+    }
+    #[inline]
+    fn unpack(st: &[u8], p: &Params) -> Self {
+        State {
+            start: get_le::<6>(st, 0) * compact_unit(p),
+            count: get_le::<4>(st, 6),
+        }
+    }
+    fn describe(&self, _: &Params, field: &mut dyn FnMut(&'static str, i64)) {
+        field("window_start_ms", (self.start / 1_000_000) as i64);
+        field("count", self.count as i64);
+    }
+}
+
+/// What a compact window number counts in: the period, or for a
+/// calendar-aligned limit (whose windows are months, weeks, ...: no
+/// multiple of one length) whole minutes, which every boundary is.
+fn compact_unit(p: &Params) -> u64 {
+    match p.calendar() {
+        Some(_) => 60 * crate::clock::Nanos::PER_SEC,
+        None => p.period(),
+    }
+}
 
 #[cfg(test)]
 mod tests {

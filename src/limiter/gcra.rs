@@ -9,7 +9,9 @@
 
 use crate::clock::Nanos;
 
-use super::contract::{Decision, Params, MAX_USAGE};
+use super::contract::{
+    get_le, put_le, put_u64, Decision, Fields, Params, StateBytes, Storage, MAX_USAGE, STATE_MAX,
+};
 
 /// The theoretical arrival time; 0 = a full bucket.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
@@ -94,6 +96,34 @@ impl super::contract::Limiter for State {
     }
     fn expires_at(&self, _: &Params) -> Nanos {
         Nanos(State::expires_at(self))
+    }
+}
+
+/// Stored as its TAT, compact too.
+impl Storage for State {
+    const TAG: u8 = 4;
+    const COMPACT_LEN: usize = 8;
+    fn encode(&self, out: &mut Vec<u8>) {
+        put_u64(out, self.tat);
+    }
+    fn decode<F: Fields>(_: &Params, f: &mut F) -> Result<Self, F::Error> {
+        Ok(State { tat: f.u64()? })
+    }
+    #[inline]
+    fn pack(&self, _: &Params) -> Option<StateBytes> {
+        let mut b = [0; STATE_MAX];
+        put_le::<8>(&mut b, 0, self.tat);
+        Some(b)
+    }
+    #[inline]
+    fn unpack(st: &[u8], _: &Params) -> Self {
+        State {
+            tat: get_le::<8>(st, 0),
+        }
+    }
+    fn describe(&self, p: &Params, field: &mut dyn FnMut(&'static str, i64)) {
+        field("burst", p.burst.get() as i64);
+        field("tat_ms", (self.tat / 1_000_000) as i64);
     }
 }
 

@@ -14,17 +14,52 @@
 //! - [`lease`]: concurrency limits, leases on units in flight (its own
 //!   operations: acquire, release, renew).
 
+pub mod algorithms;
 pub mod calendar;
 pub mod cell;
 pub mod contract;
-pub mod fixed;
-pub mod gcra;
 pub mod lease;
-pub mod log;
-pub mod sliding;
-pub mod window;
 
 pub use contract::*;
+
+/// Declares the macros over the algorithms' list (`algorithms.rs`); `$d`
+/// is a `$`, for the variables of the macros it declares.
+macro_rules! declare_dispatch {
+    ($d:tt ; $($variant:ident $module:ident $place:literal,)*) => {
+        $(pub mod $module;)*
+
+        /// Runs `f::<S>(args)` with `S` the state type of `algo`: the one
+        /// match from an algorithm to its state.
+        macro_rules! with_algorithm {
+            ($d algo:expr, $d f:ident ( $d($d arg:expr),* )) => {
+                match $d algo {
+                    $($crate::limiter::Algorithm::$variant => {
+                        $d f::<$crate::limiter::$module::State>($d($d arg),*)
+                    })*
+                }
+            };
+        }
+
+        /// Expands `then! { [Variant module] ... }` over the list: how a
+        /// layer above builds its per-algorithm code (enum variants, the
+        /// arms of a match on them) from it.
+        macro_rules! for_each_algorithm {
+            ($d then:ident) => {
+                $d then! { $([$variant $module])* }
+            };
+        }
+
+        // Every compact state fits the record's state bytes.
+        const _: () = {
+            $(assert!(
+                <$module::State as Storage>::COMPACT_LEN <= STATE_MAX,
+                "a compact state over STATE_MAX bytes"
+            );)*
+        };
+    };
+}
+algorithms::algorithm_list!(declare_dispatch $);
+pub(crate) use {for_each_algorithm, with_algorithm};
 
 use std::num::NonZeroU64;
 
@@ -36,41 +71,6 @@ pub struct LimitSpec {
     pub algo: Algorithm,
     pub params: Params,
     pub block: Option<NonZeroU64>,
-}
-
-/// Why a limit's parameters were refused, in words a client or a policy
-/// file's author can act on. The command layer and the policy loader both
-/// validate through [`LimitSpec::new`], so the rules are stated once.
-#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-pub enum SpecError {
-    #[error("BURST is only valid with ALGO gcra")]
-    BurstWithoutGcra,
-    #[error(
-        "BURST is out of range: BURST * period / limit must be at most 2^63 - 1 ns (292 years)"
-    )]
-    BurstTooLarge,
-    #[error("PRECISION is only valid with ALGO log")]
-    PrecisionWithoutLog,
-    #[error("PRECISION must not exceed the period")]
-    PrecisionOverPeriod,
-    #[error("limit {0} is over ALGO sliding's 65535 per period: use ALGO window")]
-    SlidingLimitTooLarge(u64),
-    #[error("period is too long for ALGO log (at most 6 days)")]
-    LogPeriodTooLong,
-    #[error("period {0} is a calendar period: only ALGO fixed counts by the calendar")]
-    CalendarWithoutFixed(&'static str),
-    #[error("TZ is only valid with ALGO fixed")]
-    TzWithoutFixed,
-    #[error("TZ needs a calendar period: 1d, 1w, 1mo or 1y")]
-    TzWithoutCalendar,
-    #[error("log limit {limit} per {period_ms}ms could keep {slots} timestamps in one key, over the cap of {cap}: add PRECISION {fit_ms}ms (or coarser), or use ALGO window")]
-    LogTooLarge {
-        limit: u64,
-        period_ms: u64,
-        slots: u64,
-        cap: u64,
-        fit_ms: u64,
-    },
 }
 
 impl LimitSpec {
@@ -102,27 +102,16 @@ impl LimitSpec {
         if precision.is_some_and(|d| d > period) {
             return Err(SpecError::PrecisionOverPeriod);
         }
-        if algo == Algorithm::Sliding && limit.get() > sliding::MAX_LIMIT {
-            return Err(SpecError::SlidingLimitTooLarge(limit.get()));
-        }
-        if algo == Algorithm::Log && period.get() > log::MAX_PERIOD {
-            return Err(SpecError::LogPeriodTooLong);
-        }
         let params = Params {
             limit,
             period,
             burst: burst.unwrap_or(limit),
             precision: precision.unwrap_or(NonZeroU64::MIN),
         };
-        if algo == Algorithm::Log && log::max_slots(&params) > log::MAX_SLOTS {
-            return Err(SpecError::LogTooLarge {
-                limit: params.limit(),
-                period_ms: params.period() / 1_000_000,
-                slots: log::max_slots(&params),
-                cap: log::MAX_SLOTS,
-                fit_ms: log::precision_to_fit(&params) / 1_000_000,
-            });
+        fn check<S: Limiter>(p: &Params) -> Result<(), SpecError> {
+            S::check(p)
         }
+        with_algorithm!(algo, check(&params))?;
         Ok(LimitSpec {
             algo,
             params,
@@ -348,13 +337,7 @@ mod algorithm_tests {
     fn a_full_refund_empties_every_algorithm() {
         let p = params_secs(100, 3_600);
         for a in Algorithm::ALL {
-            match a {
-                Algorithm::Window => huge_charges_refund_alike::<window::State>(&p),
-                Algorithm::Log => huge_charges_refund_alike::<log::State>(&p),
-                Algorithm::Gcra => huge_charges_refund_alike::<gcra::State>(&p),
-                Algorithm::Fixed => huge_charges_refund_alike::<fixed::State>(&p),
-                Algorithm::Sliding => huge_charges_refund_alike::<sliding::State>(&p),
-            }
+            with_algorithm!(a, huge_charges_refund_alike(&p));
         }
     }
 
@@ -403,15 +386,10 @@ mod algorithm_tests {
                 keeps_the_contract::<S>(p, steps)?;
                 charges_keep_the_contract::<S>(p, charges)
             }
-            // One line per algorithm: a new one is added here.
+            // GCRA's bucket holds BURST, the others' the limit.
             for a in Algorithm::ALL {
-                match a {
-                    Algorithm::Window => both::<window::State>(&p, &steps, &charges)?,
-                    Algorithm::Log => both::<log::State>(&p, &steps, &charges)?,
-                    Algorithm::Gcra => both::<gcra::State>(&g, &steps, &charges)?,
-                    Algorithm::Fixed => both::<fixed::State>(&p, &steps, &charges)?,
-                    Algorithm::Sliding => both::<sliding::State>(&p, &steps, &charges)?,
-                }
+                let p = if a == Algorithm::Gcra { &g } else { &p };
+                with_algorithm!(a, both(p, &steps, &charges))?;
             }
         }
     }

@@ -35,7 +35,9 @@
 //! request that took it leaves, and knowing when needs each admission's
 //! time.
 
-use super::contract::{Decision, Params};
+use super::contract::{
+    put_u64, Decision, Fields, Params, SpecError, StateBytes, Storage, STATE_MAX,
+};
 
 /// Sub-buckets in a period.
 pub const SUBS: u64 = 5;
@@ -400,7 +402,56 @@ pub fn record(state: &mut State, p: &Params, now: u64, n: u64) {
     *state = cur;
 }
 
-super::contract::limiter_of_fns!(Sliding);
+super::contract::limiter_of_fns!(Sliding, check_spec);
+
+/// A sub-bucket's count is 16 bits: a larger limit could not be counted.
+fn check_spec(p: &Params) -> Result<(), SpecError> {
+    match p.limit() > MAX_LIMIT {
+        true => Err(SpecError::SlidingLimitTooLarge(p.limit())),
+        false => Ok(()),
+    }
+}
+
+/// Stored as its newest sub-bucket's number and each sub-bucket's count
+/// and last step; compact, as [`State::to_compact`].
+impl Storage for State {
+    const TAG: u8 = 11;
+    const COMPACT_LEN: usize = COMPACT_BYTES;
+    fn encode(&self, out: &mut Vec<u8>) {
+        put_u64(out, self.newest());
+        for k in 0..SLOTS {
+            let (count, last) = self.slot(k);
+            put_u64(out, count);
+            put_u64(out, last.into());
+        }
+    }
+    fn decode<F: Fields>(p: &Params, f: &mut F) -> Result<Self, F::Error> {
+        if p.limit() > MAX_LIMIT {
+            return Err(f.corrupt("sliding limit over 65535"));
+        }
+        let newest = f.u64()?;
+        let mut slots = [(0, 0); SLOTS];
+        for slot in &mut slots {
+            *slot = (f.u64()?, f.u64()?);
+        }
+        State::from_parts(newest, slots).map_err(|e| f.corrupt(e.0))
+    }
+    #[inline]
+    fn pack(&self, _: &Params) -> Option<StateBytes> {
+        // The widest compact state: its bytes are the whole of them.
+        const _: () = assert!(COMPACT_BYTES == STATE_MAX);
+        self.to_compact()
+    }
+    #[inline]
+    fn unpack(st: &[u8], _: &Params) -> Self {
+        let mut b = [0u8; COMPACT_BYTES];
+        b.copy_from_slice(&st[..COMPACT_BYTES]);
+        State::from_compact(&b)
+    }
+    fn describe(&self, _: &Params, field: &mut dyn FnMut(&'static str, i64)) {
+        field("count", self.total() as i64);
+    }
+}
 
 #[cfg(test)]
 mod tests {

@@ -18,7 +18,10 @@
 //! tests check both bounds; `docs/algorithms.md` has the measured error on
 //! realistic traffic.
 
-use super::contract::{mul_div_floor, Decision, Params, MAX_USAGE};
+use super::contract::{
+    bucket, get_le, mul_div_floor, put_le, put_u64, u32_of, Decision, Fields, Params, StateBytes,
+    Storage, MAX_USAGE, STATE_MAX,
+};
 
 /// Counts of the bucket starting at `start` and of the one before it.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
@@ -135,6 +138,46 @@ pub fn record(state: &mut State, p: &Params, now: u64, n: u64) {
 }
 
 super::contract::limiter_of_fns!(Window);
+
+/// Stored as its bucket's start and two counts; compact, as the bucket's
+/// number (48 bits) and the counts (32 bits each).
+impl Storage for State {
+    const TAG: u8 = 2;
+    const COMPACT_LEN: usize = 6 + 4 + 4;
+    fn encode(&self, out: &mut Vec<u8>) {
+        for n in [self.start, self.prev, self.curr] {
+            put_u64(out, n);
+        }
+    }
+    fn decode<F: Fields>(_: &Params, f: &mut F) -> Result<Self, F::Error> {
+        Ok(State {
+            start: f.u64()?,
+            prev: f.u64()?,
+            curr: f.u64()?,
+        })
+    }
+    #[inline]
+    fn pack(&self, p: &Params) -> Option<StateBytes> {
+        let mut b = [0; STATE_MAX];
+        put_le::<6>(&mut b, 0, bucket(self.start, p.period())?);
+        put_le::<4>(&mut b, 6, u32_of(self.prev)?);
+        put_le::<4>(&mut b, 10, u32_of(self.curr)?);
+        Some(b)
+    }
+    #[inline]
+    fn unpack(st: &[u8], p: &Params) -> Self {
+        State {
+            start: get_le::<6>(st, 0) * p.period(),
+            prev: get_le::<4>(st, 6),
+            curr: get_le::<4>(st, 10),
+        }
+    }
+    fn describe(&self, _: &Params, field: &mut dyn FnMut(&'static str, i64)) {
+        field("bucket_start_ms", (self.start / 1_000_000) as i64);
+        field("previous", self.prev as i64);
+        field("current", self.curr as i64);
+    }
+}
 
 #[cfg(test)]
 mod tests {

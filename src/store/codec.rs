@@ -9,7 +9,8 @@ use std::num::NonZeroU64;
 
 use super::bytes::SmallBytes;
 use super::entry::{Entry, LeaseKey, Stored, Value};
-use crate::limiter::{fixed, gcra, lease, log, sliding, window, Params};
+use crate::limiter::for_each_algorithm;
+use crate::limiter::{lease, Fields, Params, Storage};
 
 /// The format written; a loader reads every version up to its own.
 /// Version 2 added lists, sorted sets and hashes, version 3 lease keys,
@@ -17,17 +18,14 @@ use crate::limiter::{fixed, gcra, lease, log, sliding, window, Params};
 /// version 5 `sliding` keys; older files load unchanged (they hold none).
 pub const VERSION: u16 = 5;
 
+/// The record tags of what is not rate-limit state; an algorithm's is its
+/// [`Storage::TAG`] (window 2, fixed 3, gcra 4, log 5, sliding 11).
 pub(super) const TAG_STR: u8 = 1;
-pub(super) const TAG_WINDOW: u8 = 2;
-pub(super) const TAG_FIXED: u8 = 3;
-pub(super) const TAG_GCRA: u8 = 4;
-pub(super) const TAG_LOG: u8 = 5;
 pub(super) const TAG_LIST: u8 = 6;
 pub(super) const TAG_ZSET: u8 = 7;
 pub(super) const TAG_HASH: u8 = 8;
 pub(super) const TAG_LEASE: u8 = 9;
 pub(super) const TAG_BLOCKED: u8 = 10;
-pub(super) const TAG_SLIDING: u8 = 11;
 
 #[derive(Debug, thiserror::Error)]
 pub enum ErrorKind {
@@ -70,104 +68,135 @@ fn loads_back(record: &[u8]) {
     }
 }
 
-fn tag_of(value: &Value) -> u8 {
-    match value {
-        Value::Str(_) => TAG_STR,
-        Value::Window(_) => TAG_WINDOW,
-        Value::Fixed(_) => TAG_FIXED,
-        Value::Gcra(_) => TAG_GCRA,
-        Value::Log(_) => TAG_LOG,
-        Value::Sliding(_) => TAG_SLIDING,
-        Value::List(_) => TAG_LIST,
-        Value::ZSet(_) => TAG_ZSET,
-        Value::Hash(_) => TAG_HASH,
-        Value::Lease(_) => TAG_LEASE,
-        Value::Blocked(_) => TAG_BLOCKED,
-    }
-}
+macro_rules! codec {
+    ($([$variant:ident $module:ident])*) => {
+        fn tag_of(value: &Value) -> u8 {
+            match value {
+                Value::Str(_) => TAG_STR,
+                $(Value::$variant(_) => <crate::limiter::$module::State as Storage>::TAG,)*
+                Value::List(_) => TAG_LIST,
+                Value::ZSet(_) => TAG_ZSET,
+                Value::Hash(_) => TAG_HASH,
+                Value::Lease(_) => TAG_LEASE,
+                Value::Blocked(_) => TAG_BLOCKED,
+            }
+        }
 
-/// A value's payload, after its record's header.
-fn payload(buf: &mut Vec<u8>, value: &Value) {
-    let put = |buf: &mut Vec<u8>, n: u64| buf.extend_from_slice(&n.to_le_bytes());
-    let params = |buf: &mut Vec<u8>, p: &Params| {
-        for n in [p.limit(), p.period(), p.burst.get(), p.precision.get()] {
-            put(buf, n);
+        /// A value's payload, after its record's header.
+        fn payload(buf: &mut Vec<u8>, value: &Value) {
+            match value {
+                Value::Str(s) => {
+                    buf.extend_from_slice(&len32(s.len()).to_le_bytes());
+                    buf.extend_from_slice(s);
+                }
+                $(Value::$variant(s) => limiter(buf, s),)*
+                Value::List(l) => {
+                    buf.extend_from_slice(&len32(l.len()).to_le_bytes());
+                    for item in l.iter() {
+                        bytes(buf, item);
+                    }
+                }
+                Value::ZSet(z) => {
+                    buf.extend_from_slice(&len32(z.len()).to_le_bytes());
+                    for (m, score) in z.iter() {
+                        put(buf, score.to_bits());
+                        bytes(buf, m);
+                    }
+                }
+                Value::Hash(h) => {
+                    buf.extend_from_slice(&len32(h.len()).to_le_bytes());
+                    for (f, v) in h.iter() {
+                        bytes(buf, f);
+                        bytes(buf, v);
+                    }
+                }
+                // Expiries are absolute: a lease that lapses while the
+                // server is down is gone when it loads.
+                Value::Lease(l) => {
+                    put(buf, l.limit);
+                    buf.extend_from_slice(&len32(l.leases.len()).to_le_bytes());
+                    for lease in l.leases.iter() {
+                        buf.extend_from_slice(&lease.id);
+                        put(buf, lease.expires());
+                        put(buf, lease.units());
+                    }
+                }
+                Value::Blocked(b) => {
+                    put(buf, b.until);
+                    buf.push(tag_of(&b.value));
+                    payload(buf, &b.value);
+                }
+            }
+        }
+
+        /// The rate-limit state a record of `tag` holds, if it is one.
+        fn decode_limiter(
+            r: &mut Reader<impl Read>,
+            tag: u8,
+            at: u64,
+        ) -> Option<Result<Value, ErrorKind>> {
+            Some(match tag {
+                $(<crate::limiter::$module::State as Storage>::TAG => {
+                    limiter_value(r, at).map(Value::$variant)
+                })*
+                _ => return None,
+            })
         }
     };
-    match value {
-        Value::Str(s) => {
-            buf.extend_from_slice(&len32(s.len()).to_le_bytes());
-            buf.extend_from_slice(s);
-        }
-        Value::Window(w) => {
-            params(buf, &w.params);
-            for n in [w.state.start, w.state.prev, w.state.curr] {
-                put(buf, n);
-            }
-        }
-        Value::Sliding(s) => {
-            params(buf, &s.params);
-            put(buf, s.state.newest());
-            for k in 0..sliding::SLOTS {
-                let (count, last) = s.state.slot(k);
-                put(buf, count);
-                put(buf, last.into());
-            }
-        }
-        Value::Fixed(f) => {
-            params(buf, &f.params);
-            put(buf, f.state.start);
-            put(buf, f.state.count);
-        }
-        Value::Gcra(g) => {
-            params(buf, &g.params);
-            put(buf, g.state.tat);
-        }
-        Value::Log(l) => {
-            params(buf, &l.params);
-            put(buf, l.state.newest());
-            buf.extend_from_slice(&len32(l.state.slots()).to_le_bytes());
-            for (t, c) in l.state.slots_iter() {
-                put(buf, t);
-                put(buf, c);
-            }
-        }
-        Value::List(l) => {
-            buf.extend_from_slice(&len32(l.len()).to_le_bytes());
-            for item in l.iter() {
-                bytes(buf, item);
-            }
-        }
-        Value::ZSet(z) => {
-            buf.extend_from_slice(&len32(z.len()).to_le_bytes());
-            for (m, score) in z.iter() {
-                put(buf, score.to_bits());
-                bytes(buf, m);
-            }
-        }
-        Value::Hash(h) => {
-            buf.extend_from_slice(&len32(h.len()).to_le_bytes());
-            for (f, v) in h.iter() {
-                bytes(buf, f);
-                bytes(buf, v);
-            }
-        }
-        // Expiries are absolute: a lease that lapses while the server is
-        // down is gone when it loads.
-        Value::Lease(l) => {
-            put(buf, l.limit);
-            buf.extend_from_slice(&len32(l.leases.len()).to_le_bytes());
-            for lease in l.leases.iter() {
-                buf.extend_from_slice(&lease.id);
-                put(buf, lease.expires());
-                put(buf, lease.units());
-            }
-        }
-        Value::Blocked(b) => {
-            put(buf, b.until);
-            buf.push(tag_of(&b.value));
-            payload(buf, &b.value);
-        }
+}
+for_each_algorithm!(codec);
+
+macro_rules! tags_apart {
+    ($([$variant:ident $module:ident])*) => {
+        // An algorithm's tag is none of the other values'.
+        const _: () = {$(
+            assert!(!matches!(
+                <crate::limiter::$module::State as Storage>::TAG,
+                TAG_STR | TAG_LIST | TAG_ZSET | TAG_HASH | TAG_LEASE | TAG_BLOCKED
+            ), "an algorithm's record tag is taken");
+        )*};
+    };
+}
+for_each_algorithm!(tags_apart);
+
+fn put(buf: &mut Vec<u8>, n: u64) {
+    buf.extend_from_slice(&n.to_le_bytes());
+}
+
+/// A rate-limit state's payload: its parameters, then its fields.
+fn limiter<S: Storage>(buf: &mut Vec<u8>, s: &Stored<S>) {
+    let p = &s.params;
+    for n in [p.limit(), p.period(), p.burst.get(), p.precision.get()] {
+        put(buf, n);
+    }
+    s.state.encode(buf);
+}
+
+/// What [`limiter`] wrote: parameters checked as every algorithm's are,
+/// then the state's fields, checked as its own.
+fn limiter_value<S: Storage>(r: &mut Reader<impl Read>, at: u64) -> Result<Stored<S>, ErrorKind> {
+    let params = r.params(at)?;
+    let state = S::decode(&params, &mut RecordFields { r, at })?;
+    Ok(Stored { params, state })
+}
+
+/// A record's fields as [`Storage::decode`] reads them: errors name the
+/// record's offset.
+struct RecordFields<'a, R> {
+    r: &'a mut Reader<R>,
+    at: u64,
+}
+
+impl<R: Read> Fields for RecordFields<'_, R> {
+    type Error = ErrorKind;
+    fn u64(&mut self) -> Result<u64, ErrorKind> {
+        self.r.u64()
+    }
+    fn u32(&mut self) -> Result<u32, ErrorKind> {
+        self.r.u32()
+    }
+    fn corrupt(&self, what: &'static str) -> ErrorKind {
+        ErrorKind::Corrupt { at: self.at, what }
     }
 }
 
@@ -213,61 +242,11 @@ pub(super) fn decode_value(
     at: u64,
 ) -> Result<Value, ErrorKind> {
     let corrupt = |what| ErrorKind::Corrupt { at, what };
+    if let Some(limiter) = decode_limiter(r, tag, at) {
+        return limiter;
+    }
     Ok(match tag {
         TAG_STR => Value::Str(SmallBytes::from(&r.bytes()?[..])),
-        TAG_WINDOW => {
-            let params = r.params(at)?;
-            let state = window::State {
-                start: r.u64()?,
-                prev: r.u64()?,
-                curr: r.u64()?,
-            };
-            Value::Window(Stored { params, state })
-        }
-        TAG_SLIDING => {
-            let params = r.params(at)?;
-            if params.limit() > sliding::MAX_LIMIT {
-                return Err(corrupt("sliding limit over 65535"));
-            }
-            let newest = r.u64()?;
-            let mut slots = [(0, 0); sliding::SLOTS];
-            for slot in &mut slots {
-                *slot = (r.u64()?, r.u64()?);
-            }
-            let state = sliding::State::from_parts(newest, slots).map_err(|e| corrupt(e.0))?;
-            Value::Sliding(Stored { params, state })
-        }
-        TAG_FIXED => {
-            let params = r.params(at)?;
-            if params.precision.get() > 1 && params.calendar().is_none() {
-                return Err(corrupt("a fixed limit's calendar is unknown"));
-            }
-            let state = fixed::State {
-                start: r.u64()?,
-                count: r.u64()?,
-            };
-            Value::Fixed(Stored { params, state })
-        }
-        TAG_GCRA => {
-            let params = r.params(at)?;
-            let state = gcra::State { tat: r.u64()? };
-            Value::Gcra(Stored { params, state })
-        }
-        TAG_LOG => {
-            let params = r.params(at)?;
-            if params.period() > log::MAX_PERIOD {
-                return Err(corrupt("log period too long"));
-            }
-            let newest = r.u64()?;
-            let n = r.u32()?;
-            // Grown as read, never pre-sized from the file's claim.
-            let mut slots = Vec::new();
-            for _ in 0..n {
-                slots.push((r.u64()?, r.u64()?));
-            }
-            let state = log::State::restore(newest, &slots).ok_or(corrupt("bad log slots"))?;
-            Value::Log(Stored { params, state })
-        }
         TAG_LIST => {
             let n = r.u32()?;
             let mut l = super::collections::List::new();
@@ -319,13 +298,10 @@ pub(super) fn decode_value(
         TAG_BLOCKED => {
             let until = r.u64()?;
             let tag = r.u8()?;
-            if !matches!(
-                tag,
-                TAG_WINDOW | TAG_FIXED | TAG_GCRA | TAG_LOG | TAG_SLIDING
-            ) {
-                return Err(corrupt("a block over something other than a limit"));
-            }
-            let value = decode_value(r, tag, at)?;
+            let value = match decode_limiter(r, tag, at) {
+                Some(value) => value?,
+                None => return Err(corrupt("a block over something other than a limit")),
+            };
             Value::Blocked(Box::new(super::entry::Blocked { until, value }))
         }
         _ => return Err(corrupt("unknown record type")),

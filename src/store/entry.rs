@@ -9,8 +9,9 @@
 use super::bytes::SmallBytes;
 use super::collections;
 use crate::clock::Nanos;
+use crate::limiter::for_each_algorithm;
 use crate::limiter::lease::Leases;
-use crate::limiter::{fixed, gcra, log, sliding, window, Algorithm, Params};
+use crate::limiter::{Algorithm, Params, Storage};
 
 /// A key's value and expiry.
 #[derive(Debug, Clone)]
@@ -38,31 +39,80 @@ impl PartialEq for Entry {
 
 impl Eq for Entry {}
 
-/// The kinds of value a key can hold. Each limiter algorithm has its own
-/// variant, so a string command on a limiter key, or another algorithm on
-/// it, is `WRONGTYPE`. The log keeps its header and ring in one heap block
-/// behind a 24-byte handle, so a decision follows one pointer.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub enum Value {
-    Str(SmallBytes),
-    Window(Stored<window::State>),
-    Fixed(Stored<fixed::State>),
-    Gcra(Stored<gcra::State>),
-    Log(Stored<log::State>),
-    Sliding(Stored<sliding::State>),
-    /// A concurrency limit's live leases (`RL.ACQUIRE`): 48 bytes, so
-    /// unboxed, and a compact record's arena holds it as it is.
-    Lease(LeaseKey),
-    /// The collections limiter scripts use (`collections.rs`), boxed so
-    /// every variant stays within a record's 64 bytes.
-    List(Box<collections::List>),
-    ZSet(Box<collections::ZSet>),
-    Hash(Box<collections::Hash>),
-    /// Rate-limit state under a `BLOCK` penalty, boxed (rare, and the box
-    /// keeps `Value` at 64 bytes): every request is denied, uncounted,
-    /// until the block ends; the state beneath goes on ageing.
-    Blocked(Box<Blocked>),
+macro_rules! value {
+    ($([$variant:ident $module:ident])*) => {
+        /// The kinds of value a key can hold. Each limiter algorithm has
+        /// its own variant (one per line of the algorithms' list, named as
+        /// the algorithm), so a string command on a limiter key, or
+        /// another algorithm on it, is `WRONGTYPE`. The log keeps its
+        /// header and ring in one heap block behind a 24-byte handle, so a
+        /// decision follows one pointer.
+        #[derive(Debug, Clone, PartialEq, Eq)]
+        pub enum Value {
+            Str(SmallBytes),
+            $($variant(Stored<crate::limiter::$module::State>),)*
+            /// A concurrency limit's live leases (`RL.ACQUIRE`): 48 bytes,
+            /// so unboxed, and a compact record's arena holds it as it is.
+            Lease(LeaseKey),
+            /// The collections limiter scripts use (`collections.rs`),
+            /// boxed so every variant stays within a record's 64 bytes.
+            List(Box<collections::List>),
+            ZSet(Box<collections::ZSet>),
+            Hash(Box<collections::Hash>),
+            /// Rate-limit state under a `BLOCK` penalty, boxed (rare, and
+            /// the box keeps `Value` at 64 bytes): every request is denied,
+            /// uncounted, until the block ends; the state beneath goes on
+            /// ageing.
+            Blocked(Box<Blocked>),
+        }
+
+        impl Value {
+            /// The rate-limit algorithm of this value, if it is rate-limit
+            /// state (a lease key is limiter state with no algorithm: see
+            /// [`Value::is_limiter`]).
+            pub fn algorithm(&self) -> Option<Algorithm> {
+                match self {
+                    Value::Str(_)
+                    | Value::List(_)
+                    | Value::ZSet(_)
+                    | Value::Hash(_)
+                    | Value::Lease(_) => None,
+                    $(Value::$variant(_) => Some(Algorithm::$variant),)*
+                    Value::Blocked(b) => b.value.algorithm(),
+                }
+            }
+
+            /// The name `TYPE` reports.
+            pub fn type_name(&self) -> &'static str {
+                match self {
+                    Value::Str(_) => "string",
+                    $(Value::$variant(_) => concat!("rl-", stringify!($module)),)*
+                    Value::Lease(_) => "rl-lease",
+                    Value::List(_) => "list",
+                    Value::ZSet(_) => "zset",
+                    Value::Hash(_) => "hash",
+                    Value::Blocked(b) => b.value.type_name(),
+                }
+            }
+
+            /// Heap bytes this value owns.
+            pub fn heap_size(&self) -> usize {
+                match self {
+                    Value::Str(s) => s.heap_size(),
+                    $(Value::$variant(s) => s.state.heap_size(),)*
+                    Value::List(l) => {
+                        std::mem::size_of::<collections::List>() + collections::list_heap_size(l)
+                    }
+                    Value::ZSet(z) => std::mem::size_of::<collections::ZSet>() + z.heap_size(),
+                    Value::Hash(h) => std::mem::size_of::<collections::Hash>() + h.heap_size(),
+                    Value::Lease(l) => l.leases.heap_bytes(),
+                    Value::Blocked(b) => std::mem::size_of::<Blocked>() + b.value.heap_size(),
+                }
+            }
+        }
+    };
 }
+for_each_algorithm!(value);
 
 /// A rate-limit key under a `BLOCK` penalty.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -114,45 +164,11 @@ impl<S: crate::limiter::Limiter> Stored<S> {
 }
 
 impl Value {
-    /// The name `TYPE` reports.
-    pub fn type_name(&self) -> &'static str {
-        match self {
-            Value::Str(_) => "string",
-            Value::Window(_) => "rl-window",
-            Value::Fixed(_) => "rl-fixed",
-            Value::Gcra(_) => "rl-gcra",
-            Value::Log(_) => "rl-log",
-            Value::Sliding(_) => "rl-sliding",
-            Value::Lease(_) => "rl-lease",
-            Value::List(_) => "list",
-            Value::ZSet(_) => "zset",
-            Value::Hash(_) => "hash",
-            Value::Blocked(b) => b.value.type_name(),
-        }
-    }
-
     /// The string held, or `None` for limiter state.
     pub fn as_str(&self) -> Option<&SmallBytes> {
         match self {
             Value::Str(s) => Some(s),
             _ => None,
-        }
-    }
-
-    /// The rate-limit algorithm of this value, if it is rate-limit state
-    /// (a lease key is limiter state with no algorithm: see
-    /// [`Value::is_limiter`]).
-    pub fn algorithm(&self) -> Option<Algorithm> {
-        match self {
-            Value::Str(_) | Value::List(_) | Value::ZSet(_) | Value::Hash(_) | Value::Lease(_) => {
-                None
-            }
-            Value::Window(_) => Some(Algorithm::Window),
-            Value::Fixed(_) => Some(Algorithm::Fixed),
-            Value::Gcra(_) => Some(Algorithm::Gcra),
-            Value::Log(_) => Some(Algorithm::Log),
-            Value::Blocked(b) => b.value.algorithm(),
-            Value::Sliding(_) => Some(Algorithm::Sliding),
         }
     }
 }
@@ -248,24 +264,6 @@ impl Entry {
     /// Heap bytes owned beyond the table slot.
     pub fn heap_size(&self) -> usize {
         self.value.heap_size()
-    }
-}
-
-impl Value {
-    /// Heap bytes this value owns.
-    pub fn heap_size(&self) -> usize {
-        match self {
-            Value::Str(s) => s.heap_size(),
-            Value::Log(l) => l.state.heap_size(),
-            Value::List(l) => {
-                std::mem::size_of::<collections::List>() + collections::list_heap_size(l)
-            }
-            Value::ZSet(z) => std::mem::size_of::<collections::ZSet>() + z.heap_size(),
-            Value::Hash(h) => std::mem::size_of::<collections::Hash>() + h.heap_size(),
-            Value::Lease(l) => l.leases.heap_bytes(),
-            Value::Window(_) | Value::Fixed(_) | Value::Gcra(_) | Value::Sliding(_) => 0,
-            Value::Blocked(b) => std::mem::size_of::<Blocked>() + b.value.heap_size(),
-        }
     }
 }
 

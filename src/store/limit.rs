@@ -6,9 +6,8 @@
 
 use crate::clock::Nanos;
 use crate::limiter::lease::{Acquired, Lapsed, LeaseId, Leases};
-use crate::limiter::{
-    fixed, gcra, log, sliding, window, Algorithm, Decision, LimitSpec, Limiter, Params,
-};
+use crate::limiter::{for_each_algorithm, with_algorithm};
+use crate::limiter::{Algorithm, Decision, LimitSpec, Limiter, Params, Storage};
 use crate::store::entry::{Blocked, Entry, LeaseKey, Stored, Value};
 
 /// Why a limiter operation on a key was refused.
@@ -32,16 +31,17 @@ pub enum LimitError {
     TooManyLeases,
 }
 
-/// A limiter whose state the keyspace holds: its [`Value`] variant.
-pub trait Held: Limiter {
+/// A limiter whose state the keyspace holds: its [`Value`] variant (one
+/// impl per line of the algorithms' list).
+pub trait Held: Storage + 'static {
     fn get(v: &Value) -> Option<&Stored<Self>>;
     fn get_mut(v: &mut Value) -> Option<&mut Stored<Self>>;
     fn into_value(s: Stored<Self>) -> Value;
 }
 
 macro_rules! held {
-    ($module:ident, $variant:ident) => {
-        impl Held for $module::State {
+    ($([$variant:ident $module:ident])*) => {$(
+        impl Held for crate::limiter::$module::State {
             fn get(v: &Value) -> Option<&Stored<Self>> {
                 match v {
                     Value::$variant(s) => Some(s),
@@ -60,8 +60,30 @@ macro_rules! held {
                 Value::$variant(s)
             }
         }
+    )*};
+}
+for_each_algorithm!(held);
+
+/// Code generic over a held state's type, run for an algorithm chosen at
+/// run time by [`visit`]: how code outside the crate (the tests' model of
+/// the store, the benchmarks), which cannot expand `with_algorithm!`, is
+/// generic over the algorithms rather than naming each.
+pub trait Visit {
+    type Output;
+    fn visit<S: Held>(self) -> Self::Output;
+}
+
+macro_rules! visitor {
+    ($([$variant:ident $module:ident])*) => {
+        /// Runs `v` for `algo`'s state type.
+        pub fn visit<V: Visit>(algo: Algorithm, v: V) -> V::Output {
+            match algo {
+                $(Algorithm::$variant => v.visit::<crate::limiter::$module::State>(),)*
+            }
+        }
     };
 }
+for_each_algorithm!(visitor);
 
 /// Why `v` is not the state `asked` names (an algorithm, or `lease`):
 /// another limiter's (named, so the error can say what the key holds and
@@ -78,26 +100,6 @@ fn other_limiter(v: &Value, asked: &'static str) -> LimitError {
 /// Why `v` is not `S`'s state ([`other_limiter`]).
 fn mismatch<S: Held>(v: &Value) -> LimitError {
     other_limiter(v, S::ALGORITHM.name())
-}
-
-held!(window, Window);
-held!(fixed, Fixed);
-held!(gcra, Gcra);
-held!(log, Log);
-held!(sliding, Sliding);
-
-/// Runs `$f::<S>` for the state type of `$algo`: the one match on the
-/// algorithm, so a new one is pointed at here by the compiler.
-macro_rules! with_state {
-    ($algo:expr, $f:ident ( $($arg:expr),* )) => {
-        match $algo {
-            Algorithm::Window => $f::<window::State>($($arg),*),
-            Algorithm::Fixed => $f::<fixed::State>($($arg),*),
-            Algorithm::Gcra => $f::<gcra::State>($($arg),*),
-            Algorithm::Log => $f::<log::State>($($arg),*),
-            Algorithm::Sliding => $f::<sliding::State>($($arg),*),
-        }
-    };
 }
 
 /// Sets the entry's TTL to `at`, or removes the key if that is not after
@@ -137,7 +139,7 @@ pub fn allow(
         return Ok(d);
     }
     unblock(slot, now);
-    let d = with_state!(spec.algo, allow_with(slot, &spec.params, now, cost, room))?;
+    let d = with_algorithm!(spec.algo, allow_with(slot, &spec.params, now, cost, room))?;
     Ok(match d.allowed {
         true => d,
         false => block(slot, spec, now).map_or(d, |until| under_block(d, until, now)),
@@ -185,7 +187,7 @@ pub fn charge(
 ) -> Result<Decision, LimitError> {
     let held = blocked(slot.as_ref(), spec, now)?;
     unblock(slot, now);
-    let d = with_state!(spec.algo, charge_with(slot, &spec.params, now, n, room))?;
+    let d = with_algorithm!(spec.algo, charge_with(slot, &spec.params, now, n, room))?;
     Ok(match (held, d.allowed) {
         (Some(b), _) => under_block(d, now.0 + b.retry_after.unwrap_or(0), now),
         (None, true) => d,
@@ -259,7 +261,7 @@ fn unblock(slot: &mut Option<Entry>, now: Nanos) {
     let Some(algo) = entry.value.algorithm() else {
         return;
     };
-    if let Some(at) = with_state!(algo, state_expiry(&entry.value)) {
+    if let Some(at) = with_algorithm!(algo, state_expiry(&entry.value)) {
         keep_until(slot, at, now);
     }
 }
@@ -310,7 +312,7 @@ fn fresh_value(spec: &LimitSpec) -> Value {
             state: S::default(),
         })
     }
-    with_state!(spec.algo, fresh(&spec.params))
+    with_algorithm!(spec.algo, fresh(&spec.params))
 }
 
 fn allow_with<S: Held>(
@@ -374,7 +376,7 @@ fn peek_state(
     now: Nanos,
     cost: u64,
 ) -> Result<(Decision, usize), LimitError> {
-    with_state!(spec.algo, peek_with(entry, &spec.params, now, cost))
+    with_algorithm!(spec.algo, peek_with(entry, &spec.params, now, cost))
 }
 
 fn peek_with<S: Held>(
@@ -410,26 +412,20 @@ pub fn refund(slot: &mut Option<Entry>, now: Nanos, n: u64) -> Result<bool, Limi
         Value::Blocked(b) => (&mut b.value, b.until),
         v => (v, 0),
     };
+    fn refund_as<S: Held>(v: &mut Value, now: Nanos, n: u64) -> Nanos {
+        let s = S::get_mut(v).expect("the value's own algorithm");
+        s.state.refund(&s.params, now, n);
+        s.expires_at()
+    }
     let at = match value {
-        Value::Str(_)
-        | Value::List(_)
-        | Value::ZSet(_)
-        | Value::Hash(_)
-        | Value::Lease(_)
-        | Value::Blocked(_) => return Err(LimitError::WrongType),
-        Value::Window(s) => refund_with(s, now, n),
-        Value::Fixed(s) => refund_with(s, now, n),
-        Value::Gcra(s) => refund_with(s, now, n),
-        Value::Log(s) => refund_with(s, now, n),
-        Value::Sliding(s) => refund_with(s, now, n),
+        Value::Blocked(_) => return Err(LimitError::WrongType),
+        v => match v.algorithm() {
+            Some(a) => with_algorithm!(a, refund_as(v, now, n)),
+            None => return Err(LimitError::WrongType),
+        },
     };
     keep_until(slot, at.max(Nanos(block_end)), now);
     Ok(true)
-}
-
-fn refund_with<S: Limiter>(s: &mut Stored<S>, now: Nanos, n: u64) -> Nanos {
-    s.state.refund(&s.params, now, n);
-    s.expires_at()
 }
 
 /// The lease key in `slot`, if it holds one; `WRONGTYPE` for any other

@@ -1010,48 +1010,24 @@ mod tests {
     /// A key of `kind` at `now`, its state `i`'s own.
     fn limiter_entry(kind: record::Kind, i: u64, now: Nanos) -> Entry {
         use crate::limiter::lease::{Lease, Leases};
-        use crate::limiter::{fixed, gcra, log, params_secs, sliding};
+        use crate::limiter::params_secs;
         let p = params_secs(100, 60);
-        let start = now.0 - 40 * Nanos::PER_SEC;
-        let (value, at) = match kind {
-            record::Kind::Window => return window_entry(100, now.0 / Nanos::PER_SEC, i % 50),
-            record::Kind::Fixed => {
-                let state = fixed::State { start, count: i };
-                (
-                    Value::Fixed(entry::Stored { params: p, state }),
-                    state.expires_at(&p),
-                )
-            }
-            record::Kind::Gcra => {
-                let state = gcra::State {
-                    tat: now.0 + 30 * Nanos::PER_SEC + i,
-                };
-                (
-                    Value::Gcra(entry::Stored { params: p, state }),
-                    state.expires_at(),
-                )
-            }
-            record::Kind::Sliding => {
-                let mut state = sliding::State::default();
-                sliding::decide(&mut state, &p, now.0 - i * 1_000, 1 + i % 3);
-                (
-                    Value::Sliding(entry::Stored { params: p, state }),
-                    state.expires_at(&p),
-                )
-            }
-            record::Kind::Log => {
-                let mut state = log::State::default();
-                log::decide(&mut state, &p, now.0 - i * 1_000, 1);
-                let at = state.expires_at(&p);
-                (Value::Log(entry::Stored { params: p, state }), at)
-            }
-            record::Kind::Lease => {
-                let lease = Lease::new([7; 16], now.0 + (60 + i) * Nanos::PER_SEC, 1);
-                let leases = Leases::from_leases([lease], now.0);
-                let at = leases.expires_at();
-                (Value::Lease(entry::LeaseKey { limit: 5, leases }), at)
-            }
-        };
+        if let Some(algo) = kind.algorithm() {
+            // Charged at a moment of its own, so each key's state is.
+            let spec = crate::limiter::LimitSpec {
+                algo,
+                params: p,
+                block: None,
+            };
+            let mut slot = None;
+            let at = Nanos(now.0 - i * 1_000);
+            limit::allow(&mut slot, &spec, at, 1 + i % 3, usize::MAX).unwrap();
+            return slot.expect("admitted");
+        }
+        let lease = Lease::new([7; 16], now.0 + (60 + i) * Nanos::PER_SEC, 1);
+        let leases = Leases::from_leases([lease], now.0);
+        let at = leases.expires_at();
+        let value = Value::Lease(entry::LeaseKey { limit: 5, leases });
         Entry::with_expiry(value, Some(Nanos(at)))
     }
 

@@ -1,5 +1,6 @@
-//! Compact records: how a limiter key is stored. The four constant-size
-//! algorithms (`window`, `sliding`, `fixed`, `gcra`) pack into a record of
+//! Compact records: how a limiter key is stored. The constant-size
+//! algorithms (`window`, `sliding`, `fixed`, `gcra`: each packs its state
+//! itself, [`Storage::pack`] in its own file) pack into a record of
 //! 2 bytes, their state (8-20 bytes) and the key's own bytes, with no
 //! padding for keys up to [`EXACT_MAX`] bytes, instead of a 96-byte
 //! general record and a heap block for the key. A `log` key's and a lease
@@ -8,6 +9,11 @@
 //! the states own heap blocks, which a byte record cannot (so the arena of
 //! typed slots drops them), and their headers are constant-size (24 and 48
 //! bytes), so they are records of a size too, whatever the key's length.
+//!
+//! Slabs are by algorithm and key class rather than by record size: the
+//! slab names the algorithm, so a record needs no byte to say it, and
+//! the algorithms' states are of different sizes anyway (a second
+//! algorithm of one size takes slabs of its own).
 //!
 //! | bytes | field |
 //! |---|---|
@@ -41,7 +47,10 @@
 //! period of 10 us or more.
 
 use crate::clock::Nanos;
-use crate::limiter::{fixed, gcra, log, sliding, window, Limiter, Params};
+use crate::limiter::contract::{get_le, put_le};
+use crate::limiter::{for_each_algorithm, with_algorithm};
+use crate::limiter::{log, Algorithm, Limiter, Params, Storage};
+pub use crate::limiter::{StateBytes, STATE_MAX};
 use crate::store::entry::{expiry_ms_at, Entry, LeaseKey, Stored, Value};
 use crate::store::limit::Held;
 
@@ -62,48 +71,120 @@ const _: () = assert!(STEP <= 16 && (KEY_MAX - EXACT_MAX).is_multiple_of(STEP));
 pub const PID_BITS: u32 = 12;
 const PID_MASK: u16 = (1 << PID_BITS) - 1;
 const HEAD: usize = 2;
-const U48_MAX: u64 = (1 << 48) - 1;
 
-/// What a compact record holds: one of the constant-size algorithms'
-/// states, or the slot of a log's or a lease key's state.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Kind {
-    Window = 0,
-    Fixed = 1,
-    Gcra = 2,
-    Sliding = 3,
-    Log = 4,
-    Lease = 5,
+macro_rules! kinds {
+    ($([$variant:ident $module:ident])*) => {
+        /// What a compact record holds: an algorithm's state (a kind per
+        /// line of the algorithms' list, named and numbered as the
+        /// algorithm), or the slot of a log's or a lease key's state.
+        #[derive(Debug, Clone, Copy, PartialEq, Eq)]
+        pub enum Kind {
+            $($variant = Algorithm::$variant as isize,)*
+            Lease = Algorithm::COUNT as isize,
+        }
+
+        impl Kind {
+            /// The kind of `algo`'s records.
+            #[inline]
+            pub const fn of(algo: Algorithm) -> Kind {
+                match algo {
+                    $(Algorithm::$variant => Kind::$variant,)*
+                }
+            }
+
+            /// The algorithm whose state the record holds; `None` for a
+            /// lease key.
+            #[inline]
+            pub const fn algorithm(self) -> Option<Algorithm> {
+                match self {
+                    $(Kind::$variant => Some(Algorithm::$variant),)*
+                    Kind::Lease => None,
+                }
+            }
+        }
+    };
 }
+for_each_algorithm!(kinds);
 
-pub const KINDS: usize = 6;
+pub const KINDS: usize = Algorithm::COUNT + 1;
+
+// A variable-size state needs an arena of its own in the shard: only the
+// log has one, so only the log may have no compact form.
+const _: () = {
+    let mut i = 0;
+    while i < Algorithm::COUNT {
+        let k = Kind::of(Algorithm::ALL[i]);
+        assert!(k as usize == i, "a kind is numbered as its algorithm");
+        assert!(
+            !k.owned() || matches!(k, Kind::Log),
+            "an algorithm with no compact form other than the log"
+        );
+        i += 1;
+    }
+};
 
 impl Kind {
-    pub const ALL: [Kind; KINDS] = [
-        Kind::Window,
-        Kind::Fixed,
-        Kind::Gcra,
-        Kind::Sliding,
-        Kind::Log,
-        Kind::Lease,
-    ];
+    /// Every kind, each at its number: the algorithms' in their places,
+    /// then the lease key's.
+    pub const ALL: [Kind; KINDS] = {
+        let mut all = [Kind::Lease; KINDS];
+        let mut i = 0;
+        while i < Algorithm::COUNT {
+            all[i] = Kind::of(Algorithm::ALL[i]);
+            i += 1;
+        }
+        all
+    };
 
-    /// Bytes of the state, between the head and the key.
+    /// The bytes of the algorithm's compact form
+    /// ([`Storage::COMPACT_LEN`]); 0 for none (a log's) or a lease key.
     #[inline]
-    pub const fn state_len(self) -> usize {
-        match self {
-            Kind::Window => 6 + 4 + 4,
-            Kind::Fixed => 6 + 4,
-            Kind::Gcra => 8,
-            Kind::Sliding => sliding::COMPACT_BYTES,
-            Kind::Log | Kind::Lease => 4,
+    const fn compact_len(self) -> usize {
+        const fn of<S: Storage>() -> usize {
+            S::COMPACT_LEN
+        }
+        match self.algorithm() {
+            Some(a) => with_algorithm!(a, of()),
+            None => 0,
         }
     }
 
+    /// Bytes of the state, between the head and the key: the compact
+    /// form, or a 4-byte slot. Read from a table made at compile time (a
+    /// key's record is found by its key, after these bytes, on every
+    /// lookup).
+    #[inline]
+    pub const fn state_len(self) -> usize {
+        const LENS: [u8; KINDS] = {
+            let mut lens = [0; KINDS];
+            let mut i = 0;
+            while i < KINDS {
+                lens[i] = match Kind::ALL[i].compact_len() {
+                    0 => 4,
+                    n => n as u8,
+                };
+                i += 1;
+            }
+            lens
+        };
+        LENS[self as usize] as usize
+    }
+
     /// Whether the record holds its state's slot in an arena of the
-    /// shard's ([`Layout::slot`]) rather than the state.
+    /// shard's ([`Layout::slot`]) rather than the state: a lease key's,
+    /// and an algorithm's with no compact form (the log's).
+    #[inline]
     pub const fn owned(self) -> bool {
-        matches!(self, Kind::Log | Kind::Lease)
+        const OWNED: [bool; KINDS] = {
+            let mut owned = [false; KINDS];
+            let mut i = 0;
+            while i < KINDS {
+                owned[i] = Kind::ALL[i].compact_len() == 0;
+                i += 1;
+            }
+            owned
+        };
+        OWNED[self as usize]
     }
 
     /// Whether the record's parameter id is in use (a lease key has no
@@ -201,14 +282,14 @@ impl Layout {
         }
     }
 
-    /// Writes a constant-size state's bytes ([`Compact::pack`]).
+    /// Writes a constant-size state's bytes ([`Storage::pack`]).
     #[inline]
     pub fn set_state(self, rec: &mut [u8], bytes: &StateBytes) {
         let n = self.kind.state_len();
         rec[HEAD..HEAD + n].copy_from_slice(&bytes[..n]);
     }
 
-    /// A constant-size state's bytes, for [`Compact::unpack`].
+    /// A constant-size state's bytes, for [`Storage::unpack`].
     #[inline]
     pub fn state(self, rec: &[u8]) -> &[u8] {
         &rec[HEAD..self.key_at()]
@@ -217,17 +298,17 @@ impl Layout {
     /// The slot an owned state ([`Kind::owned`]) has in its arena.
     pub fn slot(self, rec: &[u8]) -> u32 {
         debug_assert!(self.kind.owned());
-        get::<4>(&rec[HEAD..], 0) as u32
+        get_le::<4>(&rec[HEAD..], 0) as u32
     }
 
     pub fn set_slot(self, rec: &mut [u8], slot: u32) {
         debug_assert!(self.kind.owned());
-        put::<4>(&mut rec[HEAD..], 0, slot as u64);
+        put_le::<4>(&mut rec[HEAD..], 0, slot as u64);
     }
 
     /// The entry a record stands for.
     pub fn entry(self, rec: &[u8], p: &Params) -> Entry {
-        fn entry_of<S: Compact>(st: &[u8], p: &Params) -> Entry {
+        fn entry_of<S: Held>(st: &[u8], p: &Params) -> Entry {
             let state = S::unpack(st, p);
             let at = state.expires_at(p).0;
             limiter_entry(S::into_value(Stored { params: *p, state }), at)
@@ -238,7 +319,7 @@ impl Layout {
 
     /// The TTL (ms) of a record, without building an entry: for the sweeper.
     pub fn ttl(self, rec: &[u8], p: &Params) -> u64 {
-        fn ttl_from<S: Compact>(st: &[u8], p: &Params) -> u64 {
+        fn ttl_from<S: Held>(st: &[u8], p: &Params) -> u64 {
             ttl_of(&S::unpack(st, p), p)
         }
         let st = self.state(rec);
@@ -246,105 +327,16 @@ impl Layout {
     }
 }
 
-/// Runs `$f::<S>` for the state type of a constant-size `$kind`: the one
-/// match from a record's kind to its algorithm.
+/// Runs `$f::<S>` for the state type of a constant-size `$kind`.
 macro_rules! with_compact {
     ($kind:expr, $f:ident ( $($arg:expr),* )) => {
-        match $kind {
-            Kind::Window => $f::<window::State>($($arg),*),
-            Kind::Fixed => $f::<fixed::State>($($arg),*),
-            Kind::Gcra => $f::<gcra::State>($($arg),*),
-            Kind::Sliding => $f::<sliding::State>($($arg),*),
-            Kind::Log | Kind::Lease => unreachable!("an owned state is read from its arena"),
+        match $kind.algorithm() {
+            Some(a) => with_algorithm!(a, $f($($arg),*)),
+            None => unreachable!("an owned state is read from its arena"),
         }
     };
 }
 use with_compact;
-
-/// The largest constant-size state's bytes.
-pub const STATE_MAX: usize = sliding::COMPACT_BYTES;
-pub type StateBytes = [u8; STATE_MAX];
-
-/// A constant-size limiter state as a compact record keeps it: the
-/// storage half of an algorithm, beside its [`Limiter`]. `pack` and
-/// `unpack` are exact inverses for every state `pack` accepts; a state it
-/// refuses (a count or bucket number too wide) is stored whole.
-pub trait Compact: Held + Copy {
-    const KIND: Kind;
-    /// The state's bytes (the first `KIND.state_len()`) under `p`.
-    fn pack(&self, p: &Params) -> Option<StateBytes>;
-    /// The state `pack` wrote (any bytes read as one: a record holds only
-    /// what `pack` wrote).
-    fn unpack(st: &[u8], p: &Params) -> Self;
-}
-
-impl Compact for window::State {
-    const KIND: Kind = Kind::Window;
-    #[inline]
-    fn pack(&self, p: &Params) -> Option<StateBytes> {
-        let mut b = [0; STATE_MAX];
-        put::<6>(&mut b, 0, bucket(self.start, p.period())?);
-        put::<4>(&mut b, 6, u32_of(self.prev)? as u64);
-        put::<4>(&mut b, 10, u32_of(self.curr)? as u64);
-        Some(b)
-    }
-    #[inline]
-    fn unpack(st: &[u8], p: &Params) -> Self {
-        window::State {
-            start: get::<6>(st, 0) * p.period(),
-            prev: get::<4>(st, 6),
-            curr: get::<4>(st, 10),
-        }
-    }
-}
-
-impl Compact for fixed::State {
-    const KIND: Kind = Kind::Fixed;
-    #[inline]
-    fn pack(&self, p: &Params) -> Option<StateBytes> {
-        let mut b = [0; STATE_MAX];
-        put::<6>(&mut b, 0, bucket(self.start, fixed_unit(p))?);
-        put::<4>(&mut b, 6, u32_of(self.count)? as u64);
-        Some(b)
-    }
-    #[inline]
-    fn unpack(st: &[u8], p: &Params) -> Self {
-        fixed::State {
-            start: get::<6>(st, 0) * fixed_unit(p),
-            count: get::<4>(st, 6),
-        }
-    }
-}
-
-impl Compact for gcra::State {
-    const KIND: Kind = Kind::Gcra;
-    #[inline]
-    fn pack(&self, _: &Params) -> Option<StateBytes> {
-        let mut b = [0; STATE_MAX];
-        put::<8>(&mut b, 0, self.tat);
-        Some(b)
-    }
-    #[inline]
-    fn unpack(st: &[u8], _: &Params) -> Self {
-        gcra::State {
-            tat: get::<8>(st, 0),
-        }
-    }
-}
-
-impl Compact for sliding::State {
-    const KIND: Kind = Kind::Sliding;
-    #[inline]
-    fn pack(&self, _: &Params) -> Option<StateBytes> {
-        self.to_compact()
-    }
-    #[inline]
-    fn unpack(st: &[u8], _: &Params) -> Self {
-        let mut b = [0u8; sliding::COMPACT_BYTES];
-        b.copy_from_slice(st);
-        sliding::State::from_compact(&b)
-    }
-}
 
 #[inline]
 fn head(rec: &[u8]) -> u16 {
@@ -363,22 +355,8 @@ pub fn set_pid(rec: &mut [u8], pid: u16) {
     rec[..HEAD].copy_from_slice(&h.to_le_bytes());
 }
 
-/// Reads `W` little-endian bytes at `at` as an integer.
-#[inline]
-fn get<const W: usize>(b: &[u8], at: usize) -> u64 {
-    let mut v = [0u8; 8];
-    v[..W].copy_from_slice(&b[at..at + W]);
-    u64::from_le_bytes(v)
-}
-
-/// Writes the low `W` bytes of `v` at `at`; the caller checked it fits.
-#[inline]
-fn put<const W: usize>(b: &mut [u8], at: usize, v: u64) {
-    b[at..at + W].copy_from_slice(&v.to_le_bytes()[..W]);
-}
-
 /// An entry checked to fit a compact class: a constant-size state's
-/// bytes ([`Compact::pack`]), or a state that moves into its arena from
+/// bytes ([`Storage::pack`]), or a state that moves into its arena from
 /// the entry itself.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Packed {
@@ -411,26 +389,6 @@ fn limiter_entry(value: Value, stops_at: u64) -> Entry {
     e
 }
 
-/// What a fixed record's window number counts in: the period, or for a
-/// calendar-aligned limit (whose windows are months, weeks, ...: no
-/// multiple of one length) whole minutes, which every boundary is.
-fn fixed_unit(p: &Params) -> u64 {
-    match p.calendar() {
-        Some(_) => 60 * Nanos::PER_SEC,
-        None => p.period(),
-    }
-}
-
-/// `start / period` if `start` is a bucket boundary that fits 48 bits.
-fn bucket(start: u64, period: u64) -> Option<u64> {
-    let (q, r) = (start / period, start % period);
-    (r == 0 && q <= U48_MAX).then_some(q)
-}
-
-fn u32_of(n: u64) -> Option<u32> {
-    u32::try_from(n).ok()
-}
-
 /// How `entry` packs into a compact record, with its parameters (none for
 /// a lease key), or `None` if it must be stored whole. An entry fits only
 /// if its TTL is exactly the one its state implies, so that deriving the
@@ -447,29 +405,26 @@ pub fn pack(key: &[u8], entry: &Entry) -> Option<(Packed, Option<Params>)> {
         let at = Nanos(l.leases.expires_at());
         return (expiry_ms_at(at) == ttl).then_some((Packed::Lease, None));
     }
+    // Blocked keys are few and short-lived: stored whole.
+    if matches!(entry.value, Value::Blocked(_)) {
+        return None;
+    }
     let derived = entry.expiry_is_derived();
-    fn of<S: Compact>(s: &Stored<S>, derived: bool) -> Option<(Packed, Params, Option<Nanos>)> {
+    fn of<S: Held>(v: &Value, derived: bool) -> Option<(Packed, Params, Option<Nanos>)> {
+        let s = S::get(v)?;
+        let kind = Kind::of(S::ALGORITHM);
+        if kind.owned() {
+            // The log's ring, to its arena: its TTL is always derived here.
+            return Some((Packed::Log, s.params, Some(s.expires_at())));
+        }
         let bytes = s.state.pack(&s.params)?;
         Some((
-            Packed::State(S::KIND, bytes),
+            Packed::State(kind, bytes),
             s.params,
             (!derived).then(|| s.expires_at()),
         ))
     }
-    let (packed, p, at) = match &entry.value {
-        Value::Window(s) => of(s, derived)?,
-        Value::Fixed(s) => of(s, derived)?,
-        Value::Gcra(s) => of(s, derived)?,
-        Value::Sliding(s) => of(s, derived)?,
-        Value::Log(s) => (Packed::Log, s.params, Some(s.expires_at())),
-        // Blocked keys are few and short-lived: stored whole.
-        Value::Str(_)
-        | Value::List(_)
-        | Value::ZSet(_)
-        | Value::Hash(_)
-        | Value::Lease(_)
-        | Value::Blocked(_) => return None,
-    };
+    let (packed, p, at) = with_algorithm!(entry.value.algorithm()?, of(&entry.value, derived))?;
     at.is_none_or(|at| expiry_ms_at(at) == ttl)
         .then_some((packed, Some(p)))
 }
@@ -488,15 +443,11 @@ pub fn take_log(slot: &mut log::State, p: &Params) -> Entry {
 /// Calls `f` with the entry a log's slot stands for, without copying its
 /// ring: reads (`TTL`, `RL.PEEK`, `SCAN`, snapshots) would otherwise clone
 /// a heap block per call. The entry holds a view of the ring
-/// ([`log::State::view`]), which never frees it: dropping the entry, here
-/// or while a panic in `f` unwinds, leaves the slot whole; a clone `f`
-/// takes copies the ring.
+/// ([`log::State::with_view`]), which never frees it: dropping the entry,
+/// here or while a panic in `f` unwinds, leaves the slot whole; a clone
+/// `f` takes copies the ring.
 pub fn with_log<R>(slot: &log::State, p: &Params, f: impl FnOnce(&Entry) -> R) -> R {
-    // SAFETY: the view is dropped at the end of this call, and `slot` is
-    // borrowed shared until then: its ring is neither changed nor freed
-    // while the view reads it.
-    let view = log_value(p, unsafe { slot.view() });
-    f(&view)
+    slot.with_view(|view| log_value(p, view), f)
 }
 
 pub fn log_ttl(slot: &log::State, p: &Params) -> u64 {
@@ -516,7 +467,7 @@ pub fn lease_ttl(l: &LeaseKey) -> u64 {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::limiter::params_secs;
+    use crate::limiter::{fixed, gcra, params_secs, sliding, window};
 
     const S: u64 = 1_000_000_000;
 

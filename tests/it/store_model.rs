@@ -28,9 +28,9 @@ use std::collections::{BTreeMap, HashMap, HashSet};
 use std::num::NonZeroU64;
 use turnstile::clock::Nanos;
 use turnstile::limiter::LimitSpec;
-use turnstile::limiter::{fixed, gcra, log, sliding, window, Algorithm, Decision, Params};
+use turnstile::limiter::{fixed, gcra, log, sliding, window, Algorithm, Decision, Limiter, Params};
 use turnstile::store::entry::Stored;
-use turnstile::store::limit::{self as apply, LimitError};
+use turnstile::store::limit::{self as apply, visit, Held, LimitError, Visit};
 use turnstile::store::{Entry, SmallBytes, Store, Value};
 
 const MS: u64 = Nanos::PER_MS;
@@ -55,93 +55,24 @@ trait Algo: Clone + Default {
     fn wrap(s: Stored<Self>) -> Value;
 }
 
-impl Algo for window::State {
+/// Every algorithm the store holds, through the contract and its
+/// `Value` variant.
+impl<S: Held> Algo for S {
     fn run(&mut self, p: &Params, now: u64, cost: u64) -> Decision {
-        window::decide(self, p, now, cost)
+        Limiter::decide(self, p, Nanos(now), cost)
     }
     fn stops_mattering_at(&self, p: &Params) -> u64 {
-        self.expires_at(p)
+        Limiter::expires_at(self, p).0
     }
     fn stored_mut(v: &mut Value) -> Option<&mut Stored<Self>> {
         match v {
-            Value::Window(s) => Some(s),
-            _ => None,
+            // The model blocks nothing.
+            Value::Blocked(_) => None,
+            v => S::get_mut(v),
         }
     }
     fn wrap(s: Stored<Self>) -> Value {
-        Value::Window(s)
-    }
-}
-
-impl Algo for sliding::State {
-    fn run(&mut self, p: &Params, now: u64, cost: u64) -> Decision {
-        sliding::decide(self, p, now, cost)
-    }
-    fn stops_mattering_at(&self, p: &Params) -> u64 {
-        self.expires_at(p)
-    }
-    fn stored_mut(v: &mut Value) -> Option<&mut Stored<Self>> {
-        match v {
-            Value::Sliding(s) => Some(s),
-            _ => None,
-        }
-    }
-    fn wrap(s: Stored<Self>) -> Value {
-        Value::Sliding(s)
-    }
-}
-
-impl Algo for fixed::State {
-    fn run(&mut self, p: &Params, now: u64, cost: u64) -> Decision {
-        fixed::decide(self, p, now, cost)
-    }
-    fn stops_mattering_at(&self, p: &Params) -> u64 {
-        self.expires_at(p)
-    }
-    fn stored_mut(v: &mut Value) -> Option<&mut Stored<Self>> {
-        match v {
-            Value::Fixed(s) => Some(s),
-            _ => None,
-        }
-    }
-    fn wrap(s: Stored<Self>) -> Value {
-        Value::Fixed(s)
-    }
-}
-
-impl Algo for gcra::State {
-    fn run(&mut self, p: &Params, now: u64, cost: u64) -> Decision {
-        gcra::decide(self, p, now, cost)
-    }
-    fn stops_mattering_at(&self, _: &Params) -> u64 {
-        self.expires_at()
-    }
-    fn stored_mut(v: &mut Value) -> Option<&mut Stored<Self>> {
-        match v {
-            Value::Gcra(s) => Some(s),
-            _ => None,
-        }
-    }
-    fn wrap(s: Stored<Self>) -> Value {
-        Value::Gcra(s)
-    }
-}
-
-impl Algo for log::State {
-    fn run(&mut self, p: &Params, now: u64, cost: u64) -> Decision {
-        log::decide(self, p, now, cost)
-    }
-    fn stops_mattering_at(&self, p: &Params) -> u64 {
-        self.expires_at(p)
-    }
-    fn stored_mut(v: &mut Value) -> Option<&mut Stored<Self>> {
-        match v {
-            Value::Log(s) => Some(s),
-            _ => None,
-        }
-    }
-    fn wrap(s: Stored<Self>) -> Value {
-        Value::Log(s)
+        S::into_value(s)
     }
 }
 
@@ -196,13 +127,19 @@ fn allow(
     cost: u64,
 ) -> Result<Decision, LimitError> {
     let held = slot.as_ref().and_then(|e| e.value.algorithm());
-    let d = match algo {
-        Algorithm::Window => allow_with::<window::State>(slot, p, now, cost),
-        Algorithm::Fixed => allow_with::<fixed::State>(slot, p, now, cost),
-        Algorithm::Gcra => allow_with::<gcra::State>(slot, p, now, cost),
-        Algorithm::Log => allow_with::<log::State>(slot, p, now, cost),
-        Algorithm::Sliding => allow_with::<sliding::State>(slot, p, now, cost),
-    };
+    struct AllowWith<'a> {
+        slot: &'a mut Option<Entry>,
+        p: &'a Params,
+        now: Nanos,
+        cost: u64,
+    }
+    impl Visit for AllowWith<'_> {
+        type Output = Result<Decision, LimitError>;
+        fn visit<S: Held>(self) -> Self::Output {
+            allow_with::<S>(self.slot, self.p, self.now, self.cost)
+        }
+    }
+    let d = visit(algo, AllowWith { slot, p, now, cost });
     // Another algorithm's state is named in the error, as limit.rs names it.
     match (d, held) {
         (Err(LimitError::WrongType), Some(held)) => Err(LimitError::OtherLimiter {
@@ -220,13 +157,18 @@ fn derived_expiry(v: &Value) -> Option<u64> {
         // The model makes no collections; they keep a TTL set by hand.
         Value::Str(_) | Value::List(_) | Value::ZSet(_) | Value::Hash(_) => None,
         Value::Lease(l) => Some(l.leases.expires_at()),
-        Value::Window(s) => Some(s.state.expires_at(&s.params)),
-        Value::Fixed(s) => Some(s.state.expires_at(&s.params)),
-        Value::Gcra(s) => Some(s.state.expires_at()),
-        Value::Log(s) => Some(s.state.expires_at(&s.params)),
         // The model blocks nothing; a block lasts past its state at most.
         Value::Blocked(b) => derived_expiry(&b.value).map(|t| t.max(b.until)),
-        Value::Sliding(s) => Some(s.state.expires_at(&s.params)),
+        v => {
+            struct Expiry<'a>(&'a Value);
+            impl Visit for Expiry<'_> {
+                type Output = Option<u64>;
+                fn visit<S: Held>(self) -> Option<u64> {
+                    S::get(self.0).map(|s| Limiter::expires_at(&s.state, &s.params).0)
+                }
+            }
+            visit(v.algorithm()?, Expiry(v))
+        }
     }
 }
 
@@ -241,16 +183,9 @@ struct Canon {
 #[derive(Debug, PartialEq)]
 enum CanonValue {
     Str(Vec<u8>),
-    Window(Params, [u64; 3]),
-    Fixed(Params, [u64; 2]),
-    Gcra(Params, u64),
-    Sliding(Params, u64, Vec<(u64, u8)>),
-    Log {
-        params: Params,
-        total: u64,
-        newest: u64,
-        slots: Vec<(u64, u64)>,
-    },
+    /// Rate-limit state: its algorithm, parameters and fields as the
+    /// files carry them (`Storage::encode`).
+    Limit(&'static str, Params, Vec<u8>),
     /// A collection or a lease key (the model makes none), as its debug
     /// form.
     Collection(String),
@@ -264,25 +199,19 @@ fn canon(e: &Entry) -> Canon {
         | Value::Hash(_)
         | Value::Lease(_)
         | Value::Blocked(_)) => CanonValue::Collection(format!("{v:?}")),
-        Value::Window(s) => {
-            CanonValue::Window(s.params, [s.state.start, s.state.prev, s.state.curr])
-        }
-        Value::Fixed(s) => CanonValue::Fixed(s.params, [s.state.start, s.state.count]),
-        Value::Gcra(s) => CanonValue::Gcra(s.params, s.state.tat),
-        Value::Sliding(s) => CanonValue::Sliding(
-            s.params,
-            s.state.newest(),
-            (0..sliding::SLOTS).map(|k| s.state.slot(k)).collect(),
-        ),
-        Value::Log(s) => {
-            let slots: Vec<(u64, u64)> = s.state.slots_iter().collect();
-            assert_eq!(slots.len(), s.state.slots());
-            CanonValue::Log {
-                params: s.params,
-                total: s.state.total(),
-                newest: s.state.newest(),
-                slots,
+        v => {
+            struct Fields<'a>(&'a Value);
+            impl Visit for Fields<'_> {
+                type Output = CanonValue;
+                fn visit<S: Held>(self) -> CanonValue {
+                    let s = S::get(self.0).expect("the value's own algorithm");
+                    let mut fields = Vec::new();
+                    s.state.encode(&mut fields);
+                    CanonValue::Limit(S::ALGORITHM.name(), s.params, fields)
+                }
             }
+            let algo = v.algorithm().expect("a rate limit");
+            visit(algo, Fields(v))
         }
     };
     Canon {

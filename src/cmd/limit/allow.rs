@@ -6,9 +6,12 @@
 use super::reply::{ms_ceil, write_decision};
 use super::{lease, parse, policy, CmdError, Ctx};
 use crate::limiter::lease::LeaseId;
+use crate::limiter::with_algorithm;
+use crate::limiter::Params;
 use crate::protocol::Request;
 use crate::stats::LeaseEvent;
 use crate::store::keys::Keys;
+use crate::store::limit::Held;
 use crate::store::plan::{self, Limit, Rules};
 use crate::store::{limit, Value};
 
@@ -205,7 +208,6 @@ pub fn state(ctx: &mut Ctx<'_>, req: &Request<'_>) -> Result<(), CmdError> {
         }
         let algo = e.value.algorithm().ok_or(CmdError::WrongType)?;
         let mut fields: Vec<(&str, i64)> = Vec::with_capacity(7);
-        let ms = |ns: u64| (ns / 1_000_000) as i64;
         let value = match &e.value {
             Value::Blocked(b) => {
                 let left = b.until.saturating_sub(now.0);
@@ -214,40 +216,14 @@ pub fn state(ctx: &mut Ctx<'_>, req: &Request<'_>) -> Result<(), CmdError> {
             }
             v => v,
         };
-        let params = match value {
-            Value::Str(_)
-            | Value::List(_)
-            | Value::ZSet(_)
-            | Value::Hash(_)
-            | Value::Lease(_)
-            | Value::Blocked(_) => return Err(CmdError::WrongType),
-            Value::Window(s) => {
-                fields.push(("bucket_start_ms", ms(s.state.start)));
-                fields.push(("previous", s.state.prev as i64));
-                fields.push(("current", s.state.curr as i64));
-                s.params
-            }
-            Value::Fixed(s) => {
-                fields.push(("window_start_ms", ms(s.state.start)));
-                fields.push(("count", s.state.count as i64));
-                s.params
-            }
-            Value::Gcra(s) => {
-                fields.push(("burst", s.params.burst.get() as i64));
-                fields.push(("tat_ms", ms(s.state.tat)));
-                s.params
-            }
-            Value::Sliding(s) => {
-                fields.push(("count", s.state.total() as i64));
-                s.params
-            }
-            Value::Log(s) => {
-                fields.push(("precision_ms", ms(s.params.precision.get())));
-                fields.push(("count", s.state.total() as i64));
-                fields.push(("slots", s.state.slots() as i64));
-                s.params
-            }
-        };
+        fn describe<S: Held>(v: &Value, fields: &mut Vec<(&str, i64)>) -> Option<Params> {
+            let s = S::get(v)?;
+            s.state
+                .describe(&s.params, &mut |name, n| fields.push((name, n)));
+            Some(s.params)
+        }
+        let params =
+            with_algorithm!(algo, describe(value, &mut fields)).ok_or(CmdError::WrongType)?;
         out.map(5 + fields.len());
         out.bulk_str("algorithm");
         out.bulk_str(algo.name());

@@ -34,12 +34,14 @@
 
 use crate::clock::Nanos;
 
-use super::contract::{Decision, Params, MAX_USAGE};
+use super::contract::{
+    put_u64, Decision, Fields, Params, SpecError, StateBytes, Storage, MAX_USAGE,
+};
 
 mod slots;
 use slots::{
-    block_words, pack, unpack, Block, Form, BASE, BORROWED, COUNT_BITS, FORM, HEADER, MAX_COUNT,
-    MAX_OFFSET, NEWEST, TOTAL,
+    block_words, pack, unpack, Block, Form, BASE, COUNT_BITS, FORM, HEADER, MAX_COUNT, MAX_OFFSET,
+    NEWEST, TOTAL,
 };
 
 /// Time resolution of a slot, in nanoseconds.
@@ -179,27 +181,58 @@ fn one_get(newest: u64, slot: u64) -> (u64, u64) {
 }
 
 impl State {
-    /// This log, reading its ring in place rather than copying it: for a
-    /// reader handed the log by reference as part of a value it builds
-    /// (`store/record.rs`). The view never frees the ring, so dropping it
-    /// (also while a panic unwinds) leaves the owner whole; changing it
-    /// first copies the ring. Inline forms are copied outright.
+    /// Calls `read` with `hold(view)`, the view being this log reading its
+    /// ring in place rather than a copy: for a reader handed the log by
+    /// reference as part of a value it builds (the store's entry, for
+    /// `TTL`, `RL.PEEK`, `SCAN`, snapshots), which would otherwise copy a
+    /// heap block per read. The view never frees the ring, so dropping
+    /// it (also while a panic unwinds) leaves this log whole; a change
+    /// made through it, or a clone of it, first copies the ring.
+    ///
+    /// Safe whatever `hold` and `read` do: the view cannot outlive the
+    /// call. One that escapes it (stashed by `hold`, moved out of the
+    /// holder through a cell, forgotten) is still counted live when the
+    /// call ends, and the process aborts rather than let it read a ring
+    /// that may then be changed or freed.
+    pub fn with_view<H, R>(&self, hold: impl FnOnce(State) -> H, read: impl FnOnce(&H) -> R) -> R {
+        /// Aborts unless every view made since it was made is gone.
+        struct NoneEscaped(isize);
+        impl Drop for NoneEscaped {
+            fn drop(&mut self) {
+                if slots::live_views() != self.0 {
+                    std::process::abort();
+                }
+            }
+        }
+        let check = NoneEscaped(slots::live_views());
+        // SAFETY: `self` is borrowed shared for the whole call, so its
+        // ring is neither changed nor freed while the view reads it; the
+        // view is dropped (in `held`) before `check`, which stops the
+        // process if it, or any view made from it, is still live.
+        let held = hold(unsafe { self.view() });
+        let r = read(&held);
+        drop(held);
+        drop(check);
+        r
+    }
+
+    /// This log, reading its ring in place ([`State::with_view`]); counted
+    /// live until its block is dropped or copied. Inline forms are copied
+    /// outright.
     ///
     /// # Safety
     ///
     /// The view must be dropped before `self` is changed or dropped: it
     /// reads `self`'s ring.
-    pub unsafe fn view(&self) -> State {
+    unsafe fn view(&self) -> State {
         State(match &self.0 {
             Repr::Inline { newest, slot } => Repr::Inline {
                 newest: *newest,
                 slot: *slot,
             },
             Repr::Ring { block, head, meta } => Repr::Ring {
-                block: Block {
-                    ptr: block.ptr,
-                    words: block.words | BORROWED,
-                },
+                // SAFETY: the caller drops the view before `self` changes.
+                block: unsafe { block.view() },
                 head: *head,
                 meta: *meta,
             },
@@ -854,6 +887,22 @@ pub fn record(state: &mut State, p: &Params, now: u64, n: u64) {
 
 impl super::contract::Limiter for State {
     const ALGORITHM: super::contract::Algorithm = super::contract::Algorithm::Log;
+    /// A period the ring's offsets can span, and a ring within its cap.
+    fn check(p: &Params) -> Result<(), SpecError> {
+        if p.period() > MAX_PERIOD {
+            return Err(SpecError::LogPeriodTooLong);
+        }
+        if max_slots(p) > MAX_SLOTS {
+            return Err(SpecError::LogTooLarge {
+                limit: p.limit(),
+                period_ms: p.period() / 1_000_000,
+                slots: max_slots(p),
+                cap: MAX_SLOTS,
+                fit_ms: precision_to_fit(p) / 1_000_000,
+            });
+        }
+        Ok(())
+    }
     fn decide(&mut self, p: &Params, now: Nanos, cost: u64) -> Decision {
         decide(self, p, now.0, cost)
     }
@@ -871,6 +920,53 @@ impl super::contract::Limiter for State {
     }
     fn growth(&self) -> usize {
         State::growth(self)
+    }
+}
+
+/// Stored as its newest admission's time and its slots (timestamp,
+/// count), however the ring holds them; no compact form: a ring is
+/// variable-size, so the store keeps it in its arena of logs, its record
+/// holding the slot's number.
+impl Storage for State {
+    const TAG: u8 = 5;
+    const COMPACT_LEN: usize = 0;
+    fn encode(&self, out: &mut Vec<u8>) {
+        put_u64(out, self.newest());
+        let n = u32::try_from(self.slots()).unwrap_or(u32::MAX);
+        out.extend_from_slice(&n.to_le_bytes());
+        for (t, c) in self.iter() {
+            put_u64(out, t);
+            put_u64(out, c);
+        }
+    }
+    fn decode<F: Fields>(p: &Params, f: &mut F) -> Result<Self, F::Error> {
+        if p.period() > MAX_PERIOD {
+            return Err(f.corrupt("log period too long"));
+        }
+        let newest = f.u64()?;
+        let n = f.u32()?;
+        // Grown as read, never pre-sized from the file's claim.
+        let mut slots = Vec::new();
+        for _ in 0..n {
+            slots.push((f.u64()?, f.u64()?));
+        }
+        State::restore(newest, &slots).ok_or_else(|| f.corrupt("bad log slots"))
+    }
+    fn pack(&self, _: &Params) -> Option<StateBytes> {
+        None
+    }
+    /// Never called: a log has no compact form (`COMPACT_LEN` 0).
+    fn unpack(_: &[u8], _: &Params) -> Self {
+        debug_assert!(false, "a log has no compact form");
+        State::default()
+    }
+    fn describe(&self, p: &Params, field: &mut dyn FnMut(&'static str, i64)) {
+        field("precision_ms", (p.precision.get() / 1_000_000) as i64);
+        field("count", self.total() as i64);
+        field("slots", self.slots() as i64);
+    }
+    fn heap_size(&self) -> usize {
+        State::heap_size(self)
     }
 }
 
@@ -1614,6 +1710,39 @@ mod tests {
                 }
             }
         }
+    }
+
+    /// `with_view` is safe whatever its closures do: a view they keep past
+    /// the call (here stashed by `hold`) stops the process before the
+    /// ring it reads can change or be freed. Run in a child process (this
+    /// test binary again, told so by an environment variable), which must
+    /// die of `SIGABRT`; a view dropped in time, also through a panic,
+    /// lets the call return.
+    #[test]
+    fn a_view_that_escapes_with_view_aborts() {
+        const CHILD: &str = "TURNSTILE_TEST_ESCAPE_A_VIEW";
+        let p = params(1_000, 60 * S);
+        let mut st = State::default();
+        for t in 0..40u64 {
+            assert!(decide(&mut st, &p, 1_700_000_000 * S + t * S, 1).allowed);
+        }
+        if std::env::var_os(CHILD).is_some() {
+            let stash = std::cell::RefCell::new(None);
+            st.with_view(|v| *stash.borrow_mut() = Some(v), |_| ());
+            // Not reached: the view escaped.
+            drop(st);
+            std::process::exit(0);
+        }
+        assert_eq!(st.with_view(|v| v, |v| v.clone()), st);
+        let caught = std::panic::catch_unwind(|| st.with_view(|v| v, |_| panic!("a reader fails")));
+        assert!(caught.is_err(), "the panic went through");
+        let out = std::process::Command::new(std::env::current_exe().unwrap())
+            .args(["--exact", "limiter::log::tests::a_view_that_escapes_with_view_aborts"])
+            .env(CHILD, "1")
+            .output()
+            .unwrap();
+        use std::os::unix::process::ExitStatusExt;
+        assert_eq!(out.status.signal(), Some(6), "{:?}", out);
     }
 
     /// A view reads the ring in place and never frees it: dropped (as a

@@ -119,7 +119,7 @@ impl Form {
 }
 
 /// A ring's heap block: owned (freed when dropped), or in a view
-/// ([`State::view`]) borrowed from the log that owns it for one read,
+/// (`State::with_view`) borrowed from the log that owns it for one read,
 /// never freed by the view. A view is written only after it copied the
 /// block into one of its own, so nothing reached through a view changes
 /// the owner's ring.
@@ -146,6 +146,19 @@ impl Block {
 
     pub(super) fn borrowed(&self) -> bool {
         self.words & BORROWED != 0
+    }
+
+    /// This block, borrowed: never freed, counted live until dropped.
+    ///
+    /// # Safety
+    ///
+    /// The view must be dropped before `self` is changed or dropped.
+    pub(super) unsafe fn view(&self) -> Block {
+        count_views(1);
+        Block {
+            ptr: self.ptr,
+            words: self.words | BORROWED,
+        }
     }
 }
 
@@ -177,9 +190,27 @@ impl Clone for Block {
     }
 }
 
+thread_local! {
+    /// Views made on this thread and not yet dropped or copied (wrapping:
+    /// one dropped on another thread counts there, and the checks compare,
+    /// never test for zero).
+    static LIVE_VIEWS: std::cell::Cell<isize> = const { std::cell::Cell::new(0) };
+}
+
+/// [`LIVE_VIEWS`] now.
+pub(super) fn live_views() -> isize {
+    LIVE_VIEWS.with(|n| n.get())
+}
+
+fn count_views(by: isize) {
+    LIVE_VIEWS.with(|n| n.set(n.get().wrapping_add(by)));
+}
+
 impl Drop for Block {
     fn drop(&mut self) {
-        if !self.borrowed() {
+        if self.borrowed() {
+            count_views(-1);
+        } else {
             let words = std::ptr::slice_from_raw_parts_mut(self.ptr.as_ptr(), self.words);
             // SAFETY: an owned block is the box `new` took apart, freed
             // once: here.

@@ -11,10 +11,12 @@
 
 use super::{split, Class, Owner, Shard};
 use crate::clock::Nanos;
+use crate::limiter::with_algorithm;
 use crate::limiter::{Decision, LimitSpec, Params};
+use crate::limiter::{StateBytes, Storage};
 use crate::store::entry::expiry_ms_at;
 use crate::store::limit;
-use crate::store::record::{self, Compact, Kind, StateBytes};
+use crate::store::record::{self, Kind};
 
 impl Shard {
     /// [`limit::allow`] on `key`, decided in place when a compact record
@@ -33,7 +35,6 @@ impl Shard {
         now: Nanos,
         cost: u64,
     ) -> Option<Decision> {
-        use crate::limiter::{fixed, gcra, sliding, window, Algorithm};
         if store.effects().emitting() || self.watches.get(hash).is_some() {
             return None;
         }
@@ -57,13 +58,7 @@ impl Shard {
         let pid = record::pid(rec);
         let held = records.params.get(pid);
         let ask = (l.kind, l.state(rec), held, spec, now, cost);
-        let (d, charged) = match spec.algo {
-            Algorithm::Window => decide::<window::State>(ask),
-            Algorithm::Fixed => decide::<fixed::State>(ask),
-            Algorithm::Gcra => decide::<gcra::State>(ask),
-            Algorithm::Sliding => decide::<sliding::State>(ask),
-            Algorithm::Log => None,
-        }?;
+        let (d, charged) = with_algorithm!(spec.algo, decide(ask))?;
         if let Some((bytes, at)) = charged {
             let new = records.params.replace(pid, &spec.params)?;
             if new != pid {
@@ -84,10 +79,10 @@ type Ask<'a> = (Kind, &'a [u8], &'a Params, &'a LimitSpec, Nanos, u64);
 /// state's bytes and expiry; `None` for another kind, or whatever the
 /// general path must decide.
 #[inline]
-fn decide<S: Compact>(
+fn decide<S: Storage>(
     (kind, st, held, spec, now, cost): Ask<'_>,
 ) -> Option<(Decision, Option<(StateBytes, Nanos)>)> {
-    if kind != S::KIND {
+    if kind != Kind::of(S::ALGORITHM) {
         return None;
     }
     let state = S::unpack(st, held);
