@@ -1,7 +1,8 @@
 #!/usr/bin/env python3
 """Moving slots with their keys: Turnstile beside Redis 7, same redis-cli.
 
-    python3 benches/cluster_move.py [--keys N] [--bin PATH] [--redis-server PATH] [--trace N]
+    python3 benches/cluster_move.py [--keys N] [--bin PATH] [--redis-server PATH] [--runs N]
+        [--trace N] [--client-gc]
 
 For each server: three empty primaries made a cluster by `redis-cli
 --cluster create`, N limiter keys written (Turnstile: `RL.ALLOW k 100 1h`,
@@ -17,6 +18,26 @@ client starts a second before, beside the main thread's own work; those
 requests are not the move's). Needs redis-cli, redis-server and the redis
 package.
 
+The worst request is one in some 20,000, and the client is a Python
+process on the same cores: what it measures follows the client as much as
+either server. So that it measures the servers:
+
+- The client's cyclic garbage collector is off during each move (objects
+  alive before it are frozen first, `gc.freeze`): a full collection walks
+  every object the process holds (redis-py's 16,384-entry slot map among
+  them), 15-114 ms in one request seen here, on whichever server happened
+  to be measured when it fell due; with the servers measured one after the
+  other in one process, mostly the second. `--client-gc` leaves it on;
+  either way the collections during a move are counted and printed.
+- `redis-cli`'s output goes to a file, not a pipe this process reads, so
+  no thread of the client's takes its interpreter lock for each dot it
+  prints (with `--trace` a thread reads it, to time-stamp it).
+- `--runs N` measures the two servers N times each, alternated (Turnstile,
+  Redis, then Redis, Turnstile, ...), each run a fresh cluster, and prints
+  per move the median and the maximum over runs of each figure: the worst
+  latency of one run is a sample of the machine's moment, and two servers
+  measured at different moments are compared only over several.
+
 `--trace N` also lists each move's N slowest requests: when they started
 (ms into the move), which node served them, what the client did on the
 way (MOVED, ASK, TRYAGAIN, a slot map reload, a new connection; redis-py
@@ -26,6 +47,7 @@ record only those events, so the requests themselves run as without it.
 """
 
 import argparse
+import gc
 import os
 import random
 import re
@@ -104,6 +126,26 @@ class Trace:
                 port = self.connection_pool.connection_kwargs.get("port")
                 Trace.note(" ".join(map(str, args[:2])), f"{port} {(time.perf_counter() - t) * 1e3:.2f} ms")
         redis.Redis.execute_command = hooked_command
+
+
+class ClientGc:
+    """The client's own garbage collections, timed (`gc.callbacks`)."""
+
+    done = []  # (start, end, generation)
+    _start = None
+
+    @classmethod
+    def callback(cls, phase, info):
+        if phase == "start":
+            cls._start = time.perf_counter()
+        elif cls._start is not None:
+            cls.done.append((cls._start, time.perf_counter(), info["generation"]))
+            cls._start = None
+
+    @classmethod
+    def during(cls, t0, t1):
+        """The collections that overlapped [t0, t1]."""
+        return [(a, b, g) for a, b, g in cls.done if b >= t0 and a <= t1]
 
 
 class LiveCli:
@@ -202,6 +244,7 @@ class Probe(threading.Thread):
         self.starts = []  # with --trace: each request's start and key
         self.events = {}  # with --trace: request index -> what the client did
         self.errors = 0
+        self.error_seen = []  # the first few errors, as the client raised them
         self.stop = threading.Event()
 
     def run(self):
@@ -221,6 +264,8 @@ class Probe(threading.Thread):
                     self.rc.execute_command("RL.ALLOW", k, 100, "1h")
             except Exception as e:  # noqa: BLE001 - counted, not hidden
                 self.errors += 1
+                if len(self.error_seen) < 3:
+                    self.error_seen.append(repr(e)[:120])
                 Trace.note("error", repr(e)[:80])
             self.lat.append(time.perf_counter() - t)
             self.began.append(t)
@@ -242,6 +287,21 @@ class Probe(threading.Thread):
         own work, is no part of the move."""
         return [i for i, t in enumerate(self.began) if t0 <= t <= t1]
 
+    def worst(self, t0, t1):
+        """What the client did during the move's slowest request (with
+        `--trace`): 'plain' (no redirect, reload or new connection),
+        or its events, and any garbage collection of the client's."""
+        moved = self.during(t0, t1)
+        i = max(moved, key=lambda i: self.lat[i])
+        t = self.began[i]
+        evs = [x[0] for _, *x in self.events.get(i, [])] if self.trace else ["?"]
+        kinds = [k for k in ("MOVED", "ASK", "TRYAGAIN", "CLUSTERDOWN", "reload", "connect", "error") if k in evs]
+        what = "+".join(kinds) if self.trace and kinds else ("plain" if self.trace else "-")
+        gcs = ClientGc.during(t, t + self.lat[i])
+        if gcs:
+            what += f" (client GC {sum(b - a for a, b, _ in gcs) * 1e3:.1f} ms)"
+        return what
+
     def report(self, what, kind, t0, t1, live, n):
         """The n slowest requests, with what happened on the way."""
         slot_of = self.rc.keyslot
@@ -257,8 +317,10 @@ class Probe(threading.Thread):
             slot = slot_of(k)
             owner = self.rc.nodes_manager.slots_cache[slot][0].port
             ev = "; ".join(f"+{(at - t) * 1e3:.2f} {' '.join(x)}" for at, *x in self.events.get(i, []))
+            gcs = "".join(f"; client GC gen{g} {(b - a) * 1e3:.2f} ms"
+                          for a, b, g in ClientGc.during(t, t + self.lat[i]))
             print(f"  {self.lat[i] * 1e3:6.2f} ms at {(t - t0) * 1e3:8.1f} ms  slot {slot:5} now on {owner}"
-                  f"  [{ev or 'plain'}]  cli: {live.before(t) if live else '-'}")
+                  f"  [{(ev or 'plain') + gcs}]  cli: {live.before(t) if live else '-'}")
         took = {}
         for evs in self.events.values():
             for _, kind_, *x in evs:
@@ -279,6 +341,14 @@ def cpu_seconds(procs):
             fields = f.read().rsplit(")", 1)[1].split()
         total += int(fields[11]) + int(fields[12])
     return total / ticks
+
+
+def machine_busy():
+    """CPU time every process on the machine has used (seconds, /proc/stat:
+    all but idle and iowait)."""
+    with open("/proc/stat") as f:
+        v = [int(x) for x in f.readline().split()[1:]]
+    return (sum(v) - v[3] - v[4]) / os.sysconf("SC_CLK_TCK")
 
 
 def node_switches(procs):
@@ -323,7 +393,17 @@ def fill(port_base, kind, keys):
     return rc
 
 
-def measure(kind, binary, base, keys, trace=0):
+def cli_quiet(args):
+    """`redis-cli` with its output in a file: nothing in this process
+    wakes for what it prints while the move runs."""
+    with tempfile.TemporaryFile() as out:
+        r = subprocess.run(["redis-cli", *args], stdout=out, stderr=subprocess.STDOUT, timeout=1800, input=b"yes\n")
+        if r.returncode != 0:
+            out.seek(0)
+            raise SystemExit(f"redis-cli {' '.join(args)}: {out.read()[-4000:].decode(errors='replace')}")
+
+
+def measure(kind, binary, base, keys, trace=0, client_gc=False):
     c = Cluster(kind, binary, base)
     try:
         for i in range(4):
@@ -335,6 +415,12 @@ def measure(kind, binary, base, keys, trace=0):
         wait_ok([base + i for i in range(4)])
         out = {}
         for what in ("rebalance", "reshard"):
+            # What the process holds so far is no part of the move: frozen,
+            # a collection during it does not walk it.
+            gc.collect()
+            gc.freeze()
+            if not client_gc:
+                gc.disable()
             probe = Probe(rc, kind, keys, trace=trace > 0)
             probe.start()
             time.sleep(1)
@@ -348,6 +434,8 @@ def measure(kind, binary, base, keys, trace=0):
                 args = ["--cluster", "reshard", f"127.0.0.1:{base}", "--cluster-from", new, "--cluster-to", first,
                         "--cluster-slots", str(n), "--cluster-yes"]
             cpu = cpu_seconds(c.procs)
+            gcs = len(ClientGc.done)
+            busy = machine_busy()
             t = time.time()
             t0 = time.perf_counter()
             live = None
@@ -360,21 +448,39 @@ def measure(kind, binary, base, keys, trace=0):
                       f"{sw1[1] - sw0[1]} times; the nodes' threads switched {nodes1[0] - nodes0[0]} + "
                       f"{nodes1[1] - nodes0[1]} (preempted) times")
             else:
-                cli(*args)
+                cli_quiet(args)
             took = time.time() - t
             t1 = time.perf_counter()
             cpu = cpu_seconds(c.procs) - cpu
+            busy = machine_busy() - busy
             probe.stop.set()
             probe.join()
+            collections = [(b - a) * 1e3 for a, b, _ in ClientGc.done[gcs:]]
+            gc.enable()
+            gc.unfreeze()
             if trace:
                 probe.report(what, kind, t0, t1, live, trace)
             lat = sorted(probe.lat[i] for i in probe.during(t0, t1))
-            out[what] = (took, cpu, statistics.median(lat) * 1e3, lat[int(len(lat) * 0.99)] * 1e3, lat[-1] * 1e3,
-                         probe.errors, len(lat))
+            out[what] = Move(took, cpu, statistics.median(lat) * 1e3, lat[int(len(lat) * 0.99)] * 1e3,
+                             lat[-1] * 1e3, probe.errors, len(lat), probe.worst(t0, t1), len(collections),
+                             max(collections, default=0.0), busy / took)
+            for e in probe.error_seen:
+                print(f"{kind} {what}: client error: {e}")
             wait_ok([base + i for i in range(4)])
         return out
     finally:
         c.stop()
+
+
+class Move:
+    """One move's figures in one run."""
+
+    def __init__(self, took, cpu, median, p99, worst, errors, requests, cause, gcs, gc_max, busy):
+        self.took, self.cpu, self.median, self.p99, self.worst = took, cpu, median, p99, worst
+        self.errors, self.requests, self.cause, self.gcs, self.gc_max = errors, requests, cause, gcs, gc_max
+        # The machine's cores busy during the move, every process's work
+        # (the nodes', the client's, redis-cli's and anyone else's).
+        self.busy = busy
 
 
 def main():
@@ -383,20 +489,54 @@ def main():
     ap.add_argument("--bin", default=os.path.join(ROOT, "target/release/turnstile"))
     ap.add_argument("--redis-server", default=shutil.which("redis-server"))
     ap.add_argument("--trace", type=int, default=0, help="list each move's N slowest requests")
+    ap.add_argument("--runs", type=int, default=1, help="measure each server N times, alternated")
+    ap.add_argument("--client-gc", action="store_true",
+                    help="leave the client's garbage collector on during the moves")
     a = ap.parse_args()
     if a.trace:
         Trace.install()
-    results = {
-        "redis": measure("redis", a.redis_server, 14001, a.keys, a.trace),
-        "turnstile": measure("turnstile", a.bin, 15001, a.keys, a.trace),
-    }
-    print(f"\n{a.keys} keys; 4,096 slots moved each way; one client, one request at a time\n")
-    print("| move | server | time (s) | nodes' CPU (s) | client median (ms) | p99 (ms) | worst (ms) | errors | requests |")
-    print("|---|---|---|---|---|---|---|---|---|")
-    for what in ("rebalance", "reshard"):
-        for kind in ("redis", "turnstile"):
-            t, cpu, med, p99, worst, err, n = results[kind][what]
-            print(f"| {what} | {kind} | {t:.1f} | {cpu:.2f} | {med:.2f} | {p99:.2f} | {worst:.1f} | {err} | {n} |")
+    gc.callbacks.append(ClientGc.callback)
+    servers = {"turnstile": (a.bin, 15001), "redis": (a.redis_server, 14001)}
+    results = {kind: [] for kind in servers}
+    for run in range(a.runs):
+        # T, R, then R, T: neither always goes first (a fresh machine, the
+        # other's leftovers, the client process's own history).
+        order = ("turnstile", "redis") if run % 2 == 0 else ("redis", "turnstile")
+        for kind in order:
+            binary, base = servers[kind]
+            load = os.getloadavg()[0]
+            m = measure(kind, binary, base, a.keys, a.trace, a.client_gc)
+            results[kind].append((load, m))
+    print(f"\n{a.keys} keys; 4,096 slots moved each way; one client, one request at a time;"
+          f" the client's GC {'on' if a.client_gc else 'off'} during the moves\n")
+    print(f"| run | move | server | load | machine busy (of {os.cpu_count()} cores) | time (s) | nodes' CPU (s) |"
+          " client median (ms) | p99 (ms) | worst (ms) | worst request | client GCs (longest ms) | errors | requests |")
+    print("|---|---|---|---|---|---|---|---|---|---|---|---|---|---|")
+    for run in range(a.runs):
+        for what in ("rebalance", "reshard"):
+            for kind in ("redis", "turnstile"):
+                load, mv = results[kind][run]
+                m = mv[what]
+                print(f"| {run + 1} | {what} | {kind} | {load:.1f} | {m.busy:.2f} | {m.took:.1f} | {m.cpu:.2f} |"
+                      f" {m.median:.2f} |"
+                      f" {m.p99:.2f} | {m.worst:.1f} | {m.cause} | {m.gcs} ({m.gc_max:.1f}) | {m.errors} |"
+                      f" {m.requests} |")
+    if a.runs > 1:
+        print(f"\nOver {a.runs} runs each, median (max):\n")
+        print("| move | server | time (s) | nodes' CPU (s) | p99 (ms) | worst (ms) | moves whose worst was above the"
+              " other server's in the same run |")
+        print("|---|---|---|---|---|---|---|")
+        for what in ("rebalance", "reshard"):
+            for kind in ("redis", "turnstile"):
+                other = "redis" if kind == "turnstile" else "turnstile"
+                ms = [mv[what] for _, mv in results[kind]]
+                above = sum(mine[1][what].worst > theirs[1][what].worst
+                            for mine, theirs in zip(results[kind], results[other]))
+
+                def mm(xs, f="{:.1f}"):
+                    return f"{f.format(statistics.median(xs))} ({f.format(max(xs))})"
+                print(f"| {what} | {kind} | {mm([m.took for m in ms])} | {mm([m.cpu for m in ms], '{:.2f}')} |"
+                      f" {mm([m.p99 for m in ms], '{:.2f}')} | {mm([m.worst for m in ms])} | {above} of {a.runs} |")
 
 
 if __name__ == "__main__":
