@@ -209,12 +209,31 @@ pub enum LockError {
     Io(std::io::Error),
 }
 
+/// How long [`lock_beside`] waits for a lock another process holds before
+/// it answers [`LockError::Held`].
+pub const LOCK_PATIENCE: std::time::Duration = std::time::Duration::from_secs(1);
+
 /// Takes an exclusive `flock` on `lock` (created if missing, never through
 /// a symbolic link) for as long as the returned file lives, and writes this
 /// process's id in it, for whoever finds a second server refused. The one
 /// lock that keeps two servers off one file: the append-only file's and
 /// the cluster config file's.
+///
+/// A lock held by someone else is tried again for up to [`LOCK_PATIENCE`]
+/// before it is refused: a `flock` belongs to the open file, so a copy of
+/// its descriptor holds it too, and copies outlive their owner for a
+/// moment (a child process between `fork` and `exec`, which closes them;
+/// a server restarted while the old one is still exiting). Refused at
+/// once, a restart in such a moment failed with "another server has it
+/// open" though none had.
 pub fn lock_beside(lock: &std::path::Path) -> Result<std::fs::File, LockError> {
+    lock_beside_within(lock, LOCK_PATIENCE)
+}
+
+fn lock_beside_within(
+    lock: &std::path::Path,
+    patience: std::time::Duration,
+) -> Result<std::fs::File, LockError> {
     use std::io::Write;
     use std::os::unix::fs::OpenOptionsExt;
     use std::os::unix::io::AsRawFd;
@@ -230,13 +249,17 @@ pub fn lock_beside(lock: &std::path::Path) -> Result<std::fs::File, LockError> {
             Some(libc::ELOOP) => LockError::Symlink,
             _ => LockError::Io(e),
         })?;
+    let give_up = std::time::Instant::now() + patience;
     // SAFETY: flock on a descriptor this function owns.
-    if unsafe { libc::flock(file.as_raw_fd(), libc::LOCK_EX | libc::LOCK_NB) } != 0 {
+    while unsafe { libc::flock(file.as_raw_fd(), libc::LOCK_EX | libc::LOCK_NB) } != 0 {
         let e = std::io::Error::last_os_error();
-        if e.raw_os_error() == Some(libc::EWOULDBLOCK) {
+        if e.raw_os_error() != Some(libc::EWOULDBLOCK) {
+            return Err(LockError::Io(e));
+        }
+        if std::time::Instant::now() >= give_up {
             return Err(LockError::Held);
         }
-        return Err(LockError::Io(e));
+        std::thread::sleep(std::time::Duration::from_millis(10));
     }
     let _ = file
         .set_len(0)
@@ -281,6 +304,35 @@ pub fn parse_host_port(s: &str) -> Result<(String, u16), String> {
 
 #[cfg(test)]
 mod tests {
+
+    /// A lock another open file holds is waited for, within the patience:
+    /// a child process's copy of the descriptor lets it go at its `exec`,
+    /// and refusing at once failed a restart that met one. Held past the
+    /// patience, it is refused.
+    #[test]
+    fn a_lock_held_for_a_moment_is_waited_for_and_one_held_on_is_refused() {
+        use std::os::unix::io::AsRawFd;
+        let dir = std::env::temp_dir().join(format!("turnstile-lock-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let path = dir.join("x.lock");
+        let other = std::fs::File::create(&path).unwrap();
+        // SAFETY: flock on a descriptor this test owns.
+        assert_eq!(unsafe { libc::flock(other.as_raw_fd(), libc::LOCK_EX) }, 0);
+        assert!(matches!(
+            lock_beside_within(&path, std::time::Duration::from_millis(30)),
+            Err(LockError::Held)
+        ));
+        let holder = std::thread::spawn(move || {
+            std::thread::sleep(std::time::Duration::from_millis(50));
+            drop(other);
+        });
+        // Ten seconds of patience: the holder lets go long before.
+        let held = lock_beside_within(&path, std::time::Duration::from_secs(10));
+        assert!(held.is_ok(), "{held:?}");
+        holder.join().unwrap();
+        let _ = std::fs::remove_dir_all(&dir);
+    }
+
     #[test]
     fn format_g_is_c_percent_g() {
         let g = |x: f64, p: u8| {
