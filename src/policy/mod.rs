@@ -141,9 +141,7 @@ impl PolicyStats {
         let add = Self::deltas(hits, over, shadow, used, limit);
         for (c, n) in self.counters().into_iter().zip(add) {
             if n > 0 {
-                let _ = c.fetch_update(Ordering::Relaxed, Ordering::Relaxed, |v| {
-                    Some(add_usage(v, n))
-                });
+                crate::stats::Stats::add_usage(c, n);
             }
         }
     }

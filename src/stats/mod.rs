@@ -345,6 +345,18 @@ impl Stats {
         counter.fetch_add(n, Ordering::Relaxed);
     }
 
+    /// Adds units a client chose (`RL.CHARGE` up to 2^63 - 1, a
+    /// descriptor's `hits_addend` any u64) to a shared total that stops at
+    /// [`MAX_USAGE`]: one add, and a total past it is set back to it (each
+    /// term is within it, so only two adds racing there wrap, and both
+    /// then store it).
+    pub fn add_usage(counter: &AtomicU64, n: u64) {
+        let before = counter.fetch_add(n, Ordering::Relaxed);
+        if before.saturating_add(n) > MAX_USAGE {
+            counter.store(MAX_USAGE, Ordering::Relaxed);
+        }
+    }
+
     pub fn read(counter: &AtomicU64) -> u64 {
         counter.load(Ordering::Relaxed)
     }
@@ -657,14 +669,7 @@ impl Local {
         for i in take_bits(&mut [std::mem::take(&mut self.decided)]) {
             for (local, shared) in self.decision_counters(i).zip(stats.decision_counters(i)) {
                 if *local != 0 {
-                    // Units are the client's (`RL.CHARGE` up to 2^63 - 1):
-                    // a total past MAX_USAGE is set back to it (each term
-                    // is within it, so only two adds racing there wrap,
-                    // and both then store it).
-                    let before = shared.fetch_add(*local, Ordering::Relaxed);
-                    if before.saturating_add(*local) > MAX_USAGE {
-                        shared.store(MAX_USAGE, Ordering::Relaxed);
-                    }
+                    Stats::add_usage(shared, *local);
                     *local = 0;
                 }
             }

@@ -412,17 +412,20 @@ pub fn refund(slot: &mut Option<Entry>, now: Nanos, n: u64) -> Result<bool, Limi
         Value::Blocked(b) => (&mut b.value, b.until),
         v => (v, 0),
     };
-    fn refund_as<S: Held>(v: &mut Value, now: Nanos, n: u64) -> Nanos {
-        let s = S::get_mut(v).expect("the value's own algorithm");
+    fn refund_as<S: Held>(v: &mut Value, now: Nanos, n: u64) -> Option<Nanos> {
+        let s = S::get_mut(v)?;
         s.state.refund(&s.params, now, n);
-        s.expires_at()
+        Some(s.expires_at())
     }
-    let at = match value {
-        Value::Blocked(_) => return Err(LimitError::WrongType),
-        v => match v.algorithm() {
-            Some(a) => with_algorithm!(a, refund_as(v, now, n)),
-            None => return Err(LimitError::WrongType),
-        },
+    // A block's state beneath is not refunded: `WRONGTYPE`, as before.
+    let refunded = match value {
+        Value::Blocked(_) => None,
+        v => v
+            .algorithm()
+            .and_then(|a| with_algorithm!(a, refund_as(v, now, n))),
+    };
+    let Some(at) = refunded else {
+        return Err(LimitError::WrongType);
     };
     keep_until(slot, at.max(Nanos(block_end)), now);
     Ok(true)
