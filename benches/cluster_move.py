@@ -2,7 +2,7 @@
 """Moving slots with their keys: Turnstile beside Redis 7, same redis-cli.
 
     python3 benches/cluster_move.py [--keys N] [--bin PATH] [--redis-server PATH] [--runs N]
-        [--trace N] [--client-gc]
+        [--trace N] [--client-gc] [--pin] [--rust-client]
 
 For each server: three empty primaries made a cluster by `redis-cli
 --cluster create`, N limiter keys written (Turnstile: `RL.ALLOW k 100 1h`,
@@ -38,6 +38,20 @@ either server. So that it measures the servers:
   latency of one run is a sample of the machine's moment, and two servers
   measured at different moments are compared only over several.
 
+`--pin` gives the client a core of its own: this process runs on the
+first CPU, the nodes and `redis-cli` on the others, as a client on its
+own machine would. A request then waits only for its node (and the node
+for the other nodes and `redis-cli` beside it), not for a core the client
+shares with them, so the worst latency is the servers' own.
+
+`--rust-client` measures with a compiled cluster client instead,
+`benches/cluster_probe.rs` (the `redis` crate's, which follows MOVED and
+ASK and reloads its map in the background): redis-py's own reload after
+a MOVED costs 4-7 ms of its CPU, as much as the worst either server adds,
+and a plain request was seen to spend 13 ms on the client's core
+(`perf sched`), so with redis-py the worst request measures the client
+more than the servers. Without a trace.
+
 `--trace N` also lists each move's N slowest requests: when they started
 (ms into the move), which node served them, what the client did on the
 way (MOVED, ASK, TRYAGAIN, a slot map reload, a new connection; redis-py
@@ -65,6 +79,20 @@ import redis.exceptions
 from redis.cluster import ClusterNode, RedisCluster
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+
+# A request slower than this (seconds) is counted: the worst is one
+# request, how many come near it says more.
+SLOW = 0.005
+
+# With `--pin`, the CPUs the nodes and redis-cli run on (the client has
+# the rest); None leaves every process free to run anywhere.
+SERVER_CPUS = None
+
+
+def to_server_cpus():
+    """A child's start: onto the servers' CPUs when pinned."""
+    if SERVER_CPUS is not None:
+        os.sched_setaffinity(0, SERVER_CPUS)
 
 
 class Trace:
@@ -154,7 +182,7 @@ class LiveCli:
     def __init__(self, args):
         self.lines = []  # (perf_counter, text)
         self.p = subprocess.Popen(["stdbuf", "-o0", "redis-cli", *args], stdin=subprocess.PIPE,
-                                  stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
+                                  stdout=subprocess.PIPE, stderr=subprocess.STDOUT, preexec_fn=to_server_cpus)
         self.p.stdin.write(b"yes\n")
         self.p.stdin.close()
         self.reader = threading.Thread(target=self.read, daemon=True)
@@ -193,7 +221,8 @@ class LiveCli:
 
 
 def cli(*args):
-    r = subprocess.run(["redis-cli", *args], capture_output=True, text=True, timeout=1800, input="yes\n")
+    r = subprocess.run(["redis-cli", *args], capture_output=True, text=True, timeout=1800, input="yes\n",
+                       preexec_fn=to_server_cpus)
     if r.returncode != 0:
         raise SystemExit(f"redis-cli {' '.join(args)}: {r.stdout}{r.stderr}")
     return r.stdout
@@ -216,7 +245,7 @@ class Cluster:
             args = [self.binary, "--port", str(port), "--bind", "127.0.0.1", "--cluster-enabled", "yes",
                     "--cluster-node-timeout", "5000", "--appendonly", "yes", "--metrics-addr", "off"]
         log = open(os.path.join(d, "log"), "wb")
-        p = subprocess.Popen(args, cwd=d, stdout=log, stderr=log)
+        p = subprocess.Popen(args, cwd=d, stdout=log, stderr=log, preexec_fn=to_server_cpus)
         self.procs.append(p)
         for _ in range(200):
             try:
@@ -332,6 +361,55 @@ class Probe(threading.Thread):
                 f", median {statistics.median(ms):.2f} ms, max {ms[-1]:.2f} ms" if ms else ""))
 
 
+class RustProbe:
+    """The compiled client, `benches/cluster_probe.rs`, in the Probe's
+    place (`--rust-client`): the same figures, without a trace. It runs
+    until its input closes, then hands over every request's start and
+    latency."""
+
+    binary = None  # its path, built once by `build`
+
+    @classmethod
+    def build(cls):
+        r = subprocess.run(["cargo", "bench", "--bench", "cluster_probe", "--no-run"], cwd=ROOT,
+                           capture_output=True, text=True)
+        m = re.search(r"Executable .*\((.*cluster_probe-[0-9a-f]+)\)", r.stdout + r.stderr)
+        if r.returncode != 0 or not m:
+            raise SystemExit(f"cannot build benches/cluster_probe.rs:\n{r.stderr[-2000:]}")
+        cls.binary = os.path.join(ROOT, m.group(1))
+
+    def __init__(self, port, kind, keys):
+        self.p = subprocess.Popen([self.binary, "--port", str(port), "--kind", kind, "--keys", str(keys)],
+                                  stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
+        self.stop = self  # `stop.set()`, as the Probe's event
+        self.lat, self.began, self.errors, self.error_seen = [], [], 0, []
+
+    def start(self):
+        if self.p.stdout.readline().strip() != "ready":
+            raise SystemExit(f"cluster_probe did not connect (exit {self.p.wait()})")
+
+    def set(self):
+        self.p.stdin.close()
+
+    def join(self):
+        for line in self.p.stdout:
+            t, took, ok, *err = line.split(" ", 3)
+            self.began.append(int(t) / 1e9)
+            self.lat.append(int(took) / 1e9)
+            if ok == "0":
+                self.errors += 1
+                if len(self.error_seen) < 3:
+                    self.error_seen.append(err[0].strip()[:120] if err else "?")
+        if self.p.wait() != 0:
+            raise SystemExit(f"cluster_probe failed (exit {self.p.returncode})")
+
+    def during(self, t0, t1):
+        return [i for i, t in enumerate(self.began) if t0 <= t <= t1]
+
+    def worst(self, t0, t1):
+        return "-"
+
+
 def cpu_seconds(procs):
     """User + system CPU time the processes have used (clock ticks)."""
     ticks = os.sysconf("SC_CLK_TCK")
@@ -397,13 +475,14 @@ def cli_quiet(args):
     """`redis-cli` with its output in a file: nothing in this process
     wakes for what it prints while the move runs."""
     with tempfile.TemporaryFile() as out:
-        r = subprocess.run(["redis-cli", *args], stdout=out, stderr=subprocess.STDOUT, timeout=1800, input=b"yes\n")
+        r = subprocess.run(["redis-cli", *args], stdout=out, stderr=subprocess.STDOUT, timeout=1800, input=b"yes\n",
+                           preexec_fn=to_server_cpus)
         if r.returncode != 0:
             out.seek(0)
             raise SystemExit(f"redis-cli {' '.join(args)}: {out.read()[-4000:].decode(errors='replace')}")
 
 
-def measure(kind, binary, base, keys, trace=0, client_gc=False):
+def measure(kind, binary, base, keys, trace=0, client_gc=False, rust_client=False):
     c = Cluster(kind, binary, base)
     try:
         for i in range(4):
@@ -421,7 +500,7 @@ def measure(kind, binary, base, keys, trace=0, client_gc=False):
             gc.freeze()
             if not client_gc:
                 gc.disable()
-            probe = Probe(rc, kind, keys, trace=trace > 0)
+            probe = RustProbe(base, kind, keys) if rust_client else Probe(rc, kind, keys, trace=trace > 0)
             probe.start()
             time.sleep(1)
             if what == "rebalance":
@@ -462,7 +541,8 @@ def measure(kind, binary, base, keys, trace=0, client_gc=False):
                 probe.report(what, kind, t0, t1, live, trace)
             lat = sorted(probe.lat[i] for i in probe.during(t0, t1))
             out[what] = Move(took, cpu, statistics.median(lat) * 1e3, lat[int(len(lat) * 0.99)] * 1e3,
-                             lat[-1] * 1e3, probe.errors, len(lat), probe.worst(t0, t1), len(collections),
+                             lat[int(len(lat) * 0.999)] * 1e3, sum(x > SLOW for x in lat), lat[-1] * 1e3,
+                             probe.errors, len(lat), probe.worst(t0, t1), len(collections),
                              max(collections, default=0.0), busy / took)
             for e in probe.error_seen:
                 print(f"{kind} {what}: client error: {e}")
@@ -475,8 +555,9 @@ def measure(kind, binary, base, keys, trace=0, client_gc=False):
 class Move:
     """One move's figures in one run."""
 
-    def __init__(self, took, cpu, median, p99, worst, errors, requests, cause, gcs, gc_max, busy):
+    def __init__(self, took, cpu, median, p99, p999, slow, worst, errors, requests, cause, gcs, gc_max, busy):
         self.took, self.cpu, self.median, self.p99, self.worst = took, cpu, median, p99, worst
+        self.p999, self.slow = p999, slow
         self.errors, self.requests, self.cause, self.gcs, self.gc_max = errors, requests, cause, gcs, gc_max
         # The machine's cores busy during the move, every process's work
         # (the nodes', the client's, redis-cli's and anyone else's).
@@ -492,7 +573,23 @@ def main():
     ap.add_argument("--runs", type=int, default=1, help="measure each server N times, alternated")
     ap.add_argument("--client-gc", action="store_true",
                     help="leave the client's garbage collector on during the moves")
+    ap.add_argument("--pin", action="store_true",
+                    help="the client on the first CPU, the nodes and redis-cli on the others")
+    ap.add_argument("--rust-client", action="store_true",
+                    help="measure with the compiled client, benches/cluster_probe.rs, not redis-py")
     a = ap.parse_args()
+    if a.rust_client:
+        if a.trace:
+            raise SystemExit("--trace follows redis-py's requests: not with --rust-client")
+        RustProbe.build()
+    if a.pin:
+        global SERVER_CPUS
+        cpus = sorted(os.sched_getaffinity(0))
+        if len(cpus) < 2:
+            raise SystemExit("--pin needs two CPUs")
+        SERVER_CPUS = set(cpus[1:])
+        # Before any thread starts: each inherits its creator's CPUs.
+        os.sched_setaffinity(0, {cpus[0]})
     if a.trace:
         Trace.install()
     gc.callbacks.append(ClientGc.callback)
@@ -505,13 +602,16 @@ def main():
         for kind in order:
             binary, base = servers[kind]
             load = os.getloadavg()[0]
-            m = measure(kind, binary, base, a.keys, a.trace, a.client_gc)
+            m = measure(kind, binary, base, a.keys, a.trace, a.client_gc, a.rust_client)
             results[kind].append((load, m))
     print(f"\n{a.keys} keys; 4,096 slots moved each way; one client, one request at a time;"
-          f" the client's GC {'on' if a.client_gc else 'off'} during the moves\n")
+          f" the client's GC {'on' if a.client_gc else 'off'} during the moves"
+          f"{'; the client on a core of its own' if a.pin else ''}"
+          f"; the client {'benches/cluster_probe.rs (Rust)' if a.rust_client else 'redis-py'}\n")
     print(f"| run | move | server | load | machine busy (of {os.cpu_count()} cores) | time (s) | nodes' CPU (s) |"
-          " client median (ms) | p99 (ms) | worst (ms) | worst request | client GCs (longest ms) | errors | requests |")
-    print("|---|---|---|---|---|---|---|---|---|---|---|---|---|---|")
+          " client median (ms) | p99 (ms) | p99.9 (ms) | over 5 ms | worst (ms) | worst request |"
+          " client GCs (longest ms) | errors | requests |")
+    print("|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|")
     for run in range(a.runs):
         for what in ("rebalance", "reshard"):
             for kind in ("redis", "turnstile"):
@@ -519,13 +619,13 @@ def main():
                 m = mv[what]
                 print(f"| {run + 1} | {what} | {kind} | {load:.1f} | {m.busy:.2f} | {m.took:.1f} | {m.cpu:.2f} |"
                       f" {m.median:.2f} |"
-                      f" {m.p99:.2f} | {m.worst:.1f} | {m.cause} | {m.gcs} ({m.gc_max:.1f}) | {m.errors} |"
+                      f" {m.p99:.2f} | {m.p999:.2f} | {m.slow} | {m.worst:.1f} | {m.cause} | {m.gcs} ({m.gc_max:.1f}) | {m.errors} |"
                       f" {m.requests} |")
     if a.runs > 1:
         print(f"\nOver {a.runs} runs each, median (max):\n")
-        print("| move | server | time (s) | nodes' CPU (s) | p99 (ms) | worst (ms) | moves whose worst was above the"
-              " other server's in the same run |")
-        print("|---|---|---|---|---|---|---|")
+        print("| move | server | time (s) | nodes' CPU (s) | p99 (ms) | p99.9 (ms) | over 5 ms | worst (ms) |"
+              " moves whose worst was above the other server's in the same run |")
+        print("|---|---|---|---|---|---|---|---|---|")
         for what in ("rebalance", "reshard"):
             for kind in ("redis", "turnstile"):
                 other = "redis" if kind == "turnstile" else "turnstile"
@@ -536,7 +636,8 @@ def main():
                 def mm(xs, f="{:.1f}"):
                     return f"{f.format(statistics.median(xs))} ({f.format(max(xs))})"
                 print(f"| {what} | {kind} | {mm([m.took for m in ms])} | {mm([m.cpu for m in ms], '{:.2f}')} |"
-                      f" {mm([m.p99 for m in ms], '{:.2f}')} | {mm([m.worst for m in ms])} | {above} of {a.runs} |")
+                      f" {mm([m.p99 for m in ms], '{:.2f}')} | {mm([m.p999 for m in ms], '{:.2f}')} |"
+                      f" {mm([m.slow for m in ms], '{:.0f}')} | {mm([m.worst for m in ms])} | {above} of {a.runs} |")
 
 
 if __name__ == "__main__":
