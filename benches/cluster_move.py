@@ -2,7 +2,7 @@
 """Moving slots with their keys: Turnstile beside Redis 7, same redis-cli.
 
     python3 benches/cluster_move.py [--keys N] [--bin PATH] [--redis-server PATH] [--runs N]
-        [--trace N] [--client-gc] [--pin] [--rust-client]
+        [--trace N] [--client-gc] [--pin] [--rust-client] [--slowest N]
 
 For each server: three empty primaries made a cluster by `redis-cli
 --cluster create`, N limiter keys written (Turnstile: `RL.ALLOW k 100 1h`,
@@ -482,7 +482,7 @@ def cli_quiet(args):
             raise SystemExit(f"redis-cli {' '.join(args)}: {out.read()[-4000:].decode(errors='replace')}")
 
 
-def measure(kind, binary, base, keys, trace=0, client_gc=False, rust_client=False):
+def measure(kind, binary, base, keys, trace=0, client_gc=False, rust_client=False, slowest=0):
     c = Cluster(kind, binary, base)
     try:
         for i in range(4):
@@ -540,6 +540,10 @@ def measure(kind, binary, base, keys, trace=0, client_gc=False, rust_client=Fals
             if trace:
                 probe.report(what, kind, t0, t1, live, trace)
             lat = sorted(probe.lat[i] for i in probe.during(t0, t1))
+            if slowest:
+                worst = sorted(probe.during(t0, t1), key=lambda i: -probe.lat[i])[:slowest]
+                print(f"{kind} {what}: slowest at (CLOCK_MONOTONIC s, ms) " + ", ".join(
+                    f"{probe.began[i]:.6f} {probe.lat[i] * 1e3:.2f}" for i in worst), flush=True)
             out[what] = Move(took, cpu, statistics.median(lat) * 1e3, lat[int(len(lat) * 0.99)] * 1e3,
                              lat[int(len(lat) * 0.999)] * 1e3, sum(x > SLOW for x in lat), lat[-1] * 1e3,
                              probe.errors, len(lat), probe.worst(t0, t1), len(collections),
@@ -575,6 +579,8 @@ def main():
                     help="leave the client's garbage collector on during the moves")
     ap.add_argument("--pin", action="store_true",
                     help="the client on the first CPU, the nodes and redis-cli on the others")
+    ap.add_argument("--slowest", type=int, default=0,
+                    help="print each move's N slowest requests' start (CLOCK_MONOTONIC, perf's clock) and latency")
     ap.add_argument("--rust-client", action="store_true",
                     help="measure with the compiled client, benches/cluster_probe.rs, not redis-py")
     a = ap.parse_args()
@@ -602,7 +608,7 @@ def main():
         for kind in order:
             binary, base = servers[kind]
             load = os.getloadavg()[0]
-            m = measure(kind, binary, base, a.keys, a.trace, a.client_gc, a.rust_client)
+            m = measure(kind, binary, base, a.keys, a.trace, a.client_gc, a.rust_client, a.slowest)
             results[kind].append((load, m))
     print(f"\n{a.keys} keys; 4,096 slots moved each way; one client, one request at a time;"
           f" the client's GC {'on' if a.client_gc else 'off'} during the moves"
