@@ -526,6 +526,9 @@ def measure(kind, binary, base, keys, trace=0, client_gc=False, rust_client=Fals
                 print(f"\n{kind} {what}: client thread waited {sw1[0] - sw0[0]} times, was preempted "
                       f"{sw1[1] - sw0[1]} times; the nodes' threads switched {nodes1[0] - nodes0[0]} + "
                       f"{nodes1[1] - nodes0[1]} (preempted) times")
+            elif slowest:
+                live = LiveCli(args)
+                live.wait()
             else:
                 cli_quiet(args)
             took = time.time() - t
@@ -542,8 +545,10 @@ def measure(kind, binary, base, keys, trace=0, client_gc=False, rust_client=Fals
             lat = sorted(probe.lat[i] for i in probe.during(t0, t1))
             if slowest:
                 worst = sorted(probe.during(t0, t1), key=lambda i: -probe.lat[i])[:slowest]
-                print(f"{kind} {what}: slowest at (CLOCK_MONOTONIC s, ms) " + ", ".join(
-                    f"{probe.began[i]:.6f} {probe.lat[i] * 1e3:.2f}" for i in worst), flush=True)
+                print(f"\n{kind} {what}: {slowest} slowest (move from {t0:.6f} to {t1:.6f} s, CLOCK_MONOTONIC):")
+                for i in worst:
+                    print(f"  {probe.lat[i] * 1e3:6.2f} ms at {probe.began[i]:.6f} ({(probe.began[i] - t0) * 1e3:8.1f} ms"
+                          f" into the move)  cli: {live.before(probe.began[i])}", flush=True)
             out[what] = Move(took, cpu, statistics.median(lat) * 1e3, lat[int(len(lat) * 0.99)] * 1e3,
                              lat[int(len(lat) * 0.999)] * 1e3, sum(x > SLOW for x in lat), lat[-1] * 1e3,
                              probe.errors, len(lat), probe.worst(t0, t1), len(collections),
@@ -580,7 +585,8 @@ def main():
     ap.add_argument("--pin", action="store_true",
                     help="the client on the first CPU, the nodes and redis-cli on the others")
     ap.add_argument("--slowest", type=int, default=0,
-                    help="print each move's N slowest requests' start (CLOCK_MONOTONIC, perf's clock) and latency")
+                    help="print each move's N slowest requests: start (CLOCK_MONOTONIC, perf's clock), latency,"
+                    " and what redis-cli had last printed")
     ap.add_argument("--rust-client", action="store_true",
                     help="measure with the compiled client, benches/cluster_probe.rs, not redis-py")
     a = ap.parse_args()
