@@ -84,6 +84,9 @@ ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 # request, how many come near it says more.
 SLOW = 0.005
 
+# Both servers' --cluster-node-timeout (`--node-timeout`).
+NODE_TIMEOUT_MS = 5000
+
 # With `--pin`, the CPUs the nodes and redis-cli run on (the client has
 # the rest); None leaves every process free to run anywhere.
 SERVER_CPUS = None
@@ -239,11 +242,11 @@ class Cluster:
         os.makedirs(d)
         if self.kind == "redis":
             args = [self.binary, "--port", str(port), "--bind", "127.0.0.1", "--cluster-enabled", "yes",
-                    "--cluster-config-file", "nodes.conf", "--cluster-node-timeout", "5000",
+                    "--cluster-config-file", "nodes.conf", "--cluster-node-timeout", str(NODE_TIMEOUT_MS),
                     "--appendonly", "yes", "--save", "", "--dir", d]
         else:
             args = [self.binary, "--port", str(port), "--bind", "127.0.0.1", "--cluster-enabled", "yes",
-                    "--cluster-node-timeout", "5000", "--appendonly", "yes", "--metrics-addr", "off"]
+                    "--cluster-node-timeout", str(NODE_TIMEOUT_MS), "--appendonly", "yes", "--metrics-addr", "off"]
         log = open(os.path.join(d, "log"), "wb")
         p = subprocess.Popen(args, cwd=d, stdout=log, stderr=log, preexec_fn=to_server_cpus)
         self.procs.append(p)
@@ -447,12 +450,22 @@ def node_switches(procs):
 
 
 def wait_ok(ports, timeout=60):
-    """Until every node knows every slot's owner (`cluster_state:ok`)."""
+    """Until every node knows every slot's owner (`cluster_state:ok`) and
+    every other node (past its handshake): `redis-cli` moves a slot with
+    `SETSLOT ... NODE id`, which a node that has not met `id` refuses
+    (Redis's "ERR Unknown node", seen with a 15 s node timeout)."""
     deadline = time.time() + timeout
+
+    def ready(p):
+        r = redis.Redis(port=p)
+        if b"cluster_state:ok" not in r.execute_command("CLUSTER", "INFO"):
+            return False
+        lines = r.execute_command("CLUSTER", "NODES").decode().splitlines()
+        return sum("handshake" not in line for line in lines) >= len(ports)
     for p in ports:
-        while b"cluster_state:ok" not in redis.Redis(port=p).execute_command("CLUSTER", "INFO"):
+        while not ready(p):
             if time.time() > deadline:
-                raise SystemExit(f"node {p} never reached cluster_state:ok")
+                raise SystemExit(f"node {p} never reached cluster_state:ok with every node known")
             time.sleep(0.1)
 
 
@@ -574,6 +587,7 @@ class Move:
 
 
 def main():
+    global NODE_TIMEOUT_MS, SERVER_CPUS
     ap = argparse.ArgumentParser()
     ap.add_argument("--keys", type=int, default=100_000)
     ap.add_argument("--bin", default=os.path.join(ROOT, "target/release/turnstile"))
@@ -589,13 +603,15 @@ def main():
                     " and what redis-cli had last printed")
     ap.add_argument("--rust-client", action="store_true",
                     help="measure with the compiled client, benches/cluster_probe.rs, not redis-py")
+    ap.add_argument("--node-timeout", type=int, default=NODE_TIMEOUT_MS,
+                    help="both servers' --cluster-node-timeout, ms")
     a = ap.parse_args()
+    NODE_TIMEOUT_MS = a.node_timeout
     if a.rust_client:
         if a.trace:
             raise SystemExit("--trace follows redis-py's requests: not with --rust-client")
         RustProbe.build()
     if a.pin:
-        global SERVER_CPUS
         cpus = sorted(os.sched_getaffinity(0))
         if len(cpus) < 2:
             raise SystemExit("--pin needs two CPUs")
