@@ -19,6 +19,7 @@ import io
 import os
 import platform
 import random
+import re
 import resource
 import selectors
 import shutil
@@ -95,6 +96,17 @@ def wait_ping(port, proc, what):
             return
         time.sleep(0.05)
     sys.exit(f"{what} does not answer PING on port {port}")
+
+
+def cargo_bench_binary(name):
+    """Builds `benches/NAME.rs` (a `harness = false` bench) in release and
+    returns its executable's path: the load tools the harnesses run."""
+    r = subprocess.run(["cargo", "bench", "--bench", name, "--no-run"], cwd=ROOT,
+                       capture_output=True, text=True)
+    m = re.search(rf"Executable .*\((.*{name}-[0-9a-f]+)\)", r.stdout + r.stderr)
+    if r.returncode != 0 or not m:
+        sys.exit(f"cannot build benches/{name}.rs:\n{r.stderr[-2000:]}")
+    return ROOT / m.group(1)
 
 
 def cpu_ns(pid):

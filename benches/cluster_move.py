@@ -73,6 +73,7 @@ import tempfile
 import threading
 import time
 
+import benchlib
 import redis
 import redis.cluster
 import redis.exceptions
@@ -265,6 +266,13 @@ class Cluster:
         shutil.rmtree(self.root, ignore_errors=True)
 
 
+def during(began, t0, t1):
+    """The requests that began while the move ran (from t0 to t1): the
+    second before it, the client warming up beside the main thread's own
+    work, is no part of the move."""
+    return [i for i, t in enumerate(began) if t0 <= t <= t1]
+
+
 class Probe(threading.Thread):
     """One client, one request at a time, each one's latency recorded."""
 
@@ -314,10 +322,7 @@ class Probe(threading.Thread):
         return int(v["voluntary_ctxt_switches"]), int(v["nonvoluntary_ctxt_switches"])
 
     def during(self, t0, t1):
-        """The requests that began while the move ran (from t0 to t1): the
-        second before it, the client warming up beside the main thread's
-        own work, is no part of the move."""
-        return [i for i, t in enumerate(self.began) if t0 <= t <= t1]
+        return during(self.began, t0, t1)
 
     def worst(self, t0, t1):
         """What the client did during the move's slowest request (with
@@ -374,12 +379,7 @@ class RustProbe:
 
     @classmethod
     def build(cls):
-        r = subprocess.run(["cargo", "bench", "--bench", "cluster_probe", "--no-run"], cwd=ROOT,
-                           capture_output=True, text=True)
-        m = re.search(r"Executable .*\((.*cluster_probe-[0-9a-f]+)\)", r.stdout + r.stderr)
-        if r.returncode != 0 or not m:
-            raise SystemExit(f"cannot build benches/cluster_probe.rs:\n{r.stderr[-2000:]}")
-        cls.binary = os.path.join(ROOT, m.group(1))
+        cls.binary = str(benchlib.cargo_bench_binary("cluster_probe"))
 
     def __init__(self, port, kind, keys):
         self.p = subprocess.Popen([self.binary, "--port", str(port), "--kind", kind, "--keys", str(keys)],
@@ -407,7 +407,7 @@ class RustProbe:
             raise SystemExit(f"cluster_probe failed (exit {self.p.returncode})")
 
     def during(self, t0, t1):
-        return [i for i, t in enumerate(self.began) if t0 <= t <= t1]
+        return during(self.began, t0, t1)
 
     def worst(self, t0, t1):
         return "-"
@@ -586,24 +586,34 @@ class Move:
         self.busy = busy
 
 
+def at_least(low):
+    """An argparse type: an integer no less than `low`."""
+    def parse(text):
+        n = int(text)
+        if n < low:
+            raise argparse.ArgumentTypeError(f"must be at least {low}, not {n}")
+        return n
+    return parse
+
+
 def main():
     global NODE_TIMEOUT_MS, SERVER_CPUS
     ap = argparse.ArgumentParser()
-    ap.add_argument("--keys", type=int, default=100_000)
+    ap.add_argument("--keys", type=at_least(1), default=100_000)
     ap.add_argument("--bin", default=os.path.join(ROOT, "target/release/turnstile"))
     ap.add_argument("--redis-server", default=shutil.which("redis-server"))
-    ap.add_argument("--trace", type=int, default=0, help="list each move's N slowest requests")
-    ap.add_argument("--runs", type=int, default=1, help="measure each server N times, alternated")
+    ap.add_argument("--trace", type=at_least(0), default=0, help="list each move's N slowest requests")
+    ap.add_argument("--runs", type=at_least(1), default=1, help="measure each server N times, alternated")
     ap.add_argument("--client-gc", action="store_true",
                     help="leave the client's garbage collector on during the moves")
     ap.add_argument("--pin", action="store_true",
                     help="the client on the first CPU, the nodes and redis-cli on the others")
-    ap.add_argument("--slowest", type=int, default=0,
+    ap.add_argument("--slowest", type=at_least(0), default=0,
                     help="print each move's N slowest requests: start (CLOCK_MONOTONIC, perf's clock), latency,"
                     " and what redis-cli had last printed")
     ap.add_argument("--rust-client", action="store_true",
                     help="measure with the compiled client, benches/cluster_probe.rs, not redis-py")
-    ap.add_argument("--node-timeout", type=int, default=NODE_TIMEOUT_MS,
+    ap.add_argument("--node-timeout", type=at_least(1), default=NODE_TIMEOUT_MS,
                     help="both servers' --cluster-node-timeout, ms")
     a = ap.parse_args()
     NODE_TIMEOUT_MS = a.node_timeout

@@ -34,14 +34,23 @@ fn monotonic_ns() -> u64 {
 
 struct Args {
     port: u16,
-    kind: String,
+    /// `INCR key` (Redis's limiter) rather than `RL.ALLOW key 100 1h`.
+    redis: bool,
     keys: u64,
+}
+
+/// A bad argument: said on standard error, exit status 2.
+fn usage(what: &str) -> ! {
+    eprintln!(
+        "cluster_probe: {what}\nusage: cluster_probe --port PORT --kind turnstile|redis --keys N"
+    );
+    std::process::exit(2)
 }
 
 fn args() -> Args {
     let mut a = Args {
         port: 15001,
-        kind: "turnstile".into(),
+        redis: false,
         keys: 100_000,
     };
     let mut it = std::env::args().skip(1);
@@ -50,12 +59,24 @@ fn args() -> Args {
         if flag == "--bench" {
             continue;
         }
-        let value = it.next().unwrap_or_default();
+        let Some(value) = it.next() else {
+            usage(&format!("{flag} needs a value"))
+        };
         match flag.as_str() {
-            "--port" => a.port = value.parse().expect("--port"),
-            "--kind" => a.kind = value,
-            "--keys" => a.keys = value.parse().expect("--keys"),
-            other => panic!("unknown flag {other}"),
+            "--port" => match value.parse() {
+                Ok(p) if p > 0 => a.port = p,
+                _ => usage(&format!("--port must be 1-65535, not {value:?}")),
+            },
+            "--kind" => match value.as_str() {
+                "turnstile" => a.redis = false,
+                "redis" => a.redis = true,
+                _ => usage(&format!("--kind must be turnstile or redis, not {value:?}")),
+            },
+            "--keys" => match value.parse() {
+                Ok(n) if n > 0 => a.keys = n,
+                _ => usage(&format!("--keys must be 1 to 2^64 - 1, not {value:?}")),
+            },
+            other => usage(&format!("unknown flag {other:?}")),
         }
     }
     a
@@ -77,10 +98,16 @@ fn main() {
         let client =
             redis::cluster::ClusterClient::new(vec![format!("redis://127.0.0.1:{}/", a.port)])
                 .expect("client");
-        let mut conn = client
-            .get_async_connection()
-            .await
-            .expect("connect to the cluster");
+        let mut conn = match client.get_async_connection().await {
+            Ok(c) => c,
+            Err(e) => {
+                eprintln!(
+                    "cluster_probe: cannot reach the cluster at 127.0.0.1:{} (it sends no password): {e}",
+                    a.port
+                );
+                std::process::exit(1)
+            }
+        };
         println!("ready");
         std::io::stdout().flush().ok();
         // xorshift64: the keys need only be spread, not unpredictable.
@@ -94,13 +121,9 @@ fn main() {
             key.clear();
             use std::fmt::Write as _;
             let _ = write!(key, "k:{}", x % a.keys);
-            let mut cmd = if a.kind == "redis" {
-                redis::cmd("INCR")
-            } else {
-                redis::cmd("RL.ALLOW")
-            };
+            let mut cmd = redis::cmd(if a.redis { "INCR" } else { "RL.ALLOW" });
             cmd.arg(&key);
-            if a.kind != "redis" {
+            if !a.redis {
                 cmd.arg(100).arg("1h");
             }
             let t = monotonic_ns();
@@ -114,7 +137,13 @@ fn main() {
     for (t, took, err) in out {
         match err {
             None => writeln!(w, "{t} {took} 1"),
-            Some(e) => writeln!(w, "{t} {took} 0 {}", e.replace('\n', " ")),
+            // One line per request: an error's CR, LF or other control
+            // character would end it early (Python reads CR as a line end).
+            Some(e) => writeln!(
+                w,
+                "{t} {took} 0 {}",
+                e.replace(|c: char| c.is_control(), " ")
+            ),
         }
         .expect("stdout");
     }

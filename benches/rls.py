@@ -22,7 +22,6 @@ docs/performance.md.
 
 import argparse
 import json
-import re
 import statistics
 import subprocess
 import sys
@@ -44,12 +43,7 @@ descriptors:
 
 
 def load_binary():
-    r = subprocess.run(["cargo", "bench", "--bench", "rls_load", "--no-run"], cwd=benchlib.ROOT,
-                       capture_output=True, text=True)
-    m = re.search(r"Executable .*\((.*rls_load-[0-9a-f]+)\)", r.stdout + r.stderr)
-    if r.returncode != 0 or not m:
-        sys.exit(f"cannot build benches/rls_load.rs:\n{r.stderr[-2000:]}")
-    return benchlib.ROOT / m.group(1)
+    return benchlib.cargo_bench_binary("rls_load")
 
 
 def grpc_run(load, rls_port, pid, descriptors, n):

@@ -414,6 +414,7 @@ fn round_trips(ops: &[Op]) -> Result<(), TestCaseError> {
         loaded.map_err(|e| e.to_string()),
         &fresh,
     )?;
+    aof.close(&store).unwrap();
     Ok(())
 }
 
