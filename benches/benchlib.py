@@ -99,7 +99,7 @@ def wait_ping(port, proc, what):
 
 
 def cargo_bench_binary(name):
-    """Builds `benches/NAME.rs` (a `harness = false` bench) in release and
+    """Builds the named `harness = false` bench (a file under benches/) in release and
     returns its executable's path: the load tools the harnesses run."""
     r = subprocess.run(["cargo", "bench", "--bench", name, "--no-run"], cwd=ROOT,
                        capture_output=True, text=True)
