@@ -2,7 +2,8 @@
 """Moving slots with their keys: Turnstile beside Redis 7, same redis-cli.
 
     python3 benches/cluster_move.py [--keys N] [--bin PATH] [--redis-server PATH] [--runs N]
-        [--trace N] [--client-gc] [--pin] [--rust-client] [--slowest N]
+        [--trace N] [--client-gc] [--pin] [--rust-client] [--slowest N] [--sched]
+        [--node-timeout MS] [--only turnstile|redis]
 
 For each server: three empty primaries made a cluster by `redis-cli
 --cluster create`, N limiter keys written (Turnstile: `RL.ALLOW k 100 1h`,
@@ -38,11 +39,14 @@ either server. So that it measures the servers:
   latency of one run is a sample of the machine's moment, and two servers
   measured at different moments are compared only over several.
 
-`--pin` gives the client a core of its own: this process runs on the
+`--pin` gives the client a core of its own: the client runs on the
 first CPU, the nodes and `redis-cli` on the others, as a client on its
-own machine would. A request then waits only for its node (and the node
+own machine would (with `--rust-client` this process, which then only
+waits, goes with the nodes, and the compiled client has the first CPU to
+itself). A request then waits only for its node (and the node
 for the other nodes and `redis-cli` beside it), not for a core the client
-shares with them, so the worst latency is the servers' own.
+shares with them. The kernel's threads still run on either core, and
+they made most of the worst requests measured here (`--sched`).
 
 `--rust-client` measures with a compiled cluster client instead,
 `benches/cluster_probe.rs` (the `redis` crate's, which follows MOVED and
@@ -51,6 +55,24 @@ a MOVED costs 4-7 ms of its CPU, as much as the worst either server adds,
 and a plain request was seen to spend 13 ms on the client's core
 (`perf sched`), so with redis-py the worst request measures the client
 more than the servers. Without a trace.
+
+`--sched` (with `--pin --rust-client`) records the whole run with `perf
+sched record` and matches each slow request with what else ran on the two
+cores meanwhile. On this machine the worst request of a move, on either
+server, was most often a kernel thread (`kdamond`, `rcu_preempt`,
+`kcompactd`, a `kworker`) running 2-8 ms on the client's core, or a
+process start (`redis-cli`'s) on the servers' core: the machine's moment,
+not the server. So beside the worst request it reports the worst one
+during which nothing but the move ran: no process or kernel thread other
+than the nodes, `redis-cli`, the client and the idle loop held a core for
+0.5 ms or more, and the client itself did not run that long (the redis
+crate reloading its slot map, most likely). Needs `perf` (linux-perf) and root.
+
+`--rt-client` (with `--pin --rust-client`) runs the compiled client
+`SCHED_FIFO` on its core, so that a kernel thread there waits for it (it
+is awake only between a reply and its next request): the worst request
+then measures the servers' core, where both servers' nodes and
+`redis-cli` run, and any kernel thread that lands there. Needs root.
 
 `--trace N` also lists each move's N slowest requests: when they started
 (ms into the move), which node served them, what the client did on the
@@ -61,6 +83,7 @@ record only those events, so the requests themselves run as without it.
 """
 
 import argparse
+import bisect
 import gc
 import os
 import random
@@ -91,12 +114,27 @@ NODE_TIMEOUT_MS = 5000
 # With `--pin`, the CPUs the nodes and redis-cli run on (the client has
 # the rest); None leaves every process free to run anywhere.
 SERVER_CPUS = None
+# With `--pin`, the client's CPU.
+CLIENT_CPUS = None
+
+# `--rt-client`: the compiled client runs SCHED_FIFO at this priority.
+RT_CLIENT = False
+RT_PRIORITY = 50
 
 
 def to_server_cpus():
     """A child's start: onto the servers' CPUs when pinned."""
     if SERVER_CPUS is not None:
         os.sched_setaffinity(0, SERVER_CPUS)
+
+
+def to_client_cpus():
+    """The compiled client's start: onto its own CPU when pinned, and with
+    `--rt-client` in the real-time class, ahead of the kernel's threads."""
+    if CLIENT_CPUS is not None:
+        os.sched_setaffinity(0, CLIENT_CPUS)
+    if RT_CLIENT:
+        os.sched_setscheduler(0, os.SCHED_FIFO, os.sched_param(RT_PRIORITY))
 
 
 class Trace:
@@ -230,6 +268,102 @@ def cli(*args):
     if r.returncode != 0:
         raise SystemExit(f"redis-cli {' '.join(args)}: {r.stdout}{r.stderr}")
     return r.stdout
+
+
+class Sched:
+    """`--sched`: the run recorded by `perf sched record` on the monotonic
+    clock the compiled client stamps its requests with, then each slow
+    request matched with the tasks that held a core while it waited."""
+
+    # Overlap with a request that makes a task its cause (seconds).
+    HELD = 0.0005
+
+    def __init__(self):
+        shm = "/dev/shm" if os.path.isdir("/dev/shm") else None
+        self.dir = tempfile.mkdtemp(prefix="cluster-move-sched-", dir=shm)
+        self.path = os.path.join(self.dir, "sched.data")
+        # perf itself on the servers' core: the client's stays the client's.
+        self.p = subprocess.Popen(["perf", "sched", "record", "-k", "CLOCK_MONOTONIC", "-a", "-o", self.path],
+                                  stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, preexec_fn=to_server_cpus)
+        for _ in range(100):
+            if os.path.exists(self.path) and os.path.getsize(self.path) > 0:
+                break
+            if self.p.poll() is not None:
+                raise SystemExit(f"perf sched record failed: {self.p.stderr.read().decode(errors='replace')}")
+            time.sleep(0.05)
+        time.sleep(0.5)
+        self.runs = {}
+
+    def finish(self):
+        """Stops the recording and reads who ran where, when."""
+        self.p.send_signal(signal.SIGINT)
+        self.p.wait()
+        out = subprocess.run(["perf", "sched", "timehist", "-i", self.path], capture_output=True, text=True)
+        shutil.rmtree(self.dir, ignore_errors=True)
+        if out.returncode != 0:
+            raise SystemExit(f"perf sched timehist failed: {out.stderr[-2000:]}")
+        line_re = re.compile(r"^\s*(\d+\.\d+)\s+\[(\d+)\]\s+(.+?)\[(\d+)(?:/(\d+))?\]\s+([\d.]+)\s+([\d.]+)\s+([\d.]+)")
+        for line in out.stdout.splitlines():
+            m = line_re.match(line)
+            if not m:
+                continue
+            end, cpu, comm, tid, pid = float(m[1]), int(m[2]), m[3].strip(), int(m[4]), int(m[5] or m[4])
+            run = float(m[8]) / 1e3
+            self.runs.setdefault(cpu, []).append((end - run, end, comm, pid))
+        for r in self.runs.values():
+            r.sort()
+        self.starts = {cpu: [r[0] for r in rs] for cpu, rs in self.runs.items()}
+        # The longest run on record bounds how far back a window must look.
+        self.longest = max((e - b for rs in self.runs.values() for b, e, _, _ in rs), default=0.0)
+
+    def held(self, t0, t1, own):
+        """The tasks that held a core for HELD or more of [t0, t1], as
+        (cpu, who, seconds, ours): `own` maps a pid to what it is in the
+        move (a node, the client); redis-cli is the move's too."""
+        out = []
+        for cpu, rs in self.runs.items():
+            i = bisect.bisect_left(self.starts[cpu], t0 - self.longest)
+            while i < len(rs) and rs[i][0] < t1:
+                b, e, comm, pid = rs[i]
+                i += 1
+                overlap = min(e, t1) - max(b, t0)
+                if overlap < self.HELD:
+                    continue
+                if pid in own:
+                    # The client running while its request waits is its
+                    # own work (most likely the redis crate reloading its
+                    # slot map).
+                    out.append((cpu, own[pid], overlap, own[pid] != "client"))
+                elif comm in ("redis-cli", "stdbuf"):
+                    out.append((cpu, "redis-cli", overlap, True))
+                elif pid == os.getpid() or comm.startswith("python"):
+                    # This process, or a child of it not yet redis-cli.
+                    out.append((cpu, "this harness", overlap, False))
+                else:
+                    out.append((cpu, comm, overlap, False))
+        return out
+
+    def judge(self, move, kind, what, show):
+        """Prints the move's `show` slowest requests with what held the
+        cores, and sets `move.clean`: the worst request during which only
+        the move's own processes ran (ms)."""
+        slow = sorted(move.slow_reqs, key=lambda r: -r[1])
+        if show:
+            print(f"\n{kind} {what}: {show} slowest, with what held a core for 0.5 ms or more of each")
+        move.clean = None
+        for n, (began, lat) in enumerate(slow):
+            held = self.held(began, began + lat, move.own)
+            said = "; ".join(f"cpu{c} {who} {sec * 1e3:.1f} ms" for c, who, sec, _ in held) or "nothing"
+            if n < show:
+                print(f"  {lat * 1e3:6.2f} ms at {began:.6f}: {said}")
+            if move.clean is None and all(ours for *_, ours in held):
+                move.clean = lat * 1e3
+                if n >= show:
+                    if show:
+                        print(f"  the worst with only the move running: {lat * 1e3:.2f} ms at {began:.6f}: {said}")
+                    break
+        if move.clean is None:
+            move.clean = 1.0  # no clean request over 1 ms: at most that
 
 
 class Cluster:
@@ -383,7 +517,8 @@ class RustProbe:
 
     def __init__(self, port, kind, keys):
         self.p = subprocess.Popen([self.binary, "--port", str(port), "--kind", kind, "--keys", str(keys)],
-                                  stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
+                                  stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True,
+                                  preexec_fn=to_client_cpus)
         self.stop = self  # `stop.set()`, as the Probe's event
         self.lat, self.began, self.errors, self.error_seen = [], [], 0, []
 
@@ -566,6 +701,12 @@ def measure(kind, binary, base, keys, trace=0, client_gc=False, rust_client=Fals
                              lat[int(len(lat) * 0.999)] * 1e3, sum(x > SLOW for x in lat), lat[-1] * 1e3,
                              probe.errors, len(lat), probe.worst(t0, t1), len(collections),
                              max(collections, default=0.0), busy / took)
+            if rust_client:
+                # For `--sched`: the requests over 1 ms, and whose the pids are.
+                out[what].slow_reqs = [(probe.began[i], probe.lat[i]) for i in probe.during(t0, t1)
+                                       if probe.lat[i] > 0.001]
+                out[what].own = {p.pid: f"node {base + n}" for n, p in enumerate(c.procs)}
+                out[what].own[probe.p.pid] = "client"
             for e in probe.error_seen:
                 print(f"{kind} {what}: client error: {e}")
             wait_ok([base + i for i in range(4)])
@@ -584,6 +725,8 @@ class Move:
         # The machine's cores busy during the move, every process's work
         # (the nodes', the client's, redis-cli's and anyone else's).
         self.busy = busy
+        # With `--sched`: the worst request no other task held a core in.
+        self.slow_reqs, self.own, self.clean = [], {}, None
 
 
 def at_least(low):
@@ -597,7 +740,7 @@ def at_least(low):
 
 
 def main():
-    global NODE_TIMEOUT_MS, SERVER_CPUS
+    global NODE_TIMEOUT_MS, SERVER_CPUS, CLIENT_CPUS, RT_CLIENT
     ap = argparse.ArgumentParser()
     ap.add_argument("--keys", type=at_least(1), default=100_000)
     ap.add_argument("--bin", default=os.path.join(ROOT, "target/release/turnstile"))
@@ -609,14 +752,29 @@ def main():
     ap.add_argument("--pin", action="store_true",
                     help="the client on the first CPU, the nodes and redis-cli on the others")
     ap.add_argument("--slowest", type=at_least(0), default=0,
-                    help="print each move's N slowest requests: start (CLOCK_MONOTONIC, perf's clock), latency,"
+                    help="print each move's N slowest requests: start (CLOCK_MONOTONIC: perf's clock with"
+                    " `-k CLOCK_MONOTONIC`; its default is a few ms off), latency,"
                     " and what redis-cli had last printed")
     ap.add_argument("--rust-client", action="store_true",
                     help="measure with the compiled client, benches/cluster_probe.rs, not redis-py")
     ap.add_argument("--node-timeout", type=at_least(1), default=NODE_TIMEOUT_MS,
                     help="both servers' --cluster-node-timeout, ms")
+    ap.add_argument("--sched", action="store_true",
+                    help="record the run with perf sched and name what held the cores during each slow request;"
+                    " report the worst request during which only the move ran (needs --pin --rust-client)")
+    ap.add_argument("--rt-client", action="store_true",
+                    help="run the compiled client SCHED_FIFO on its own core, so that no kernel thread there delays"
+                    " it (needs --pin --rust-client and root)")
+    ap.add_argument("--only", choices=("turnstile", "redis"),
+                    help="measure one server only (a diagnosis; the comparison needs both)")
     a = ap.parse_args()
     NODE_TIMEOUT_MS = a.node_timeout
+    if a.sched and not (a.pin and a.rust_client):
+        raise SystemExit("--sched needs --pin and --rust-client: the client's core must be its own, and its"
+                         " requests stamped on perf's clock")
+    if a.rt_client and not (a.pin and a.rust_client):
+        raise SystemExit("--rt-client needs --pin and --rust-client: a real-time client must have its core to itself")
+    RT_CLIENT = a.rt_client
     if a.rust_client:
         if a.trace:
             raise SystemExit("--trace follows redis-py's requests: not with --rust-client")
@@ -626,56 +784,79 @@ def main():
         if len(cpus) < 2:
             raise SystemExit("--pin needs two CPUs")
         SERVER_CPUS = set(cpus[1:])
-        # Before any thread starts: each inherits its creator's CPUs.
-        os.sched_setaffinity(0, {cpus[0]})
+        CLIENT_CPUS = {cpus[0]}
+        # Before any thread starts: each inherits its creator's CPUs. The
+        # compiled client is a process of its own, so this one (which
+        # then only waits, or reads redis-cli's output for `--slowest`)
+        # leaves the client's core to it.
+        os.sched_setaffinity(0, SERVER_CPUS if a.rust_client else CLIENT_CPUS)
     if a.trace:
         Trace.install()
     gc.callbacks.append(ClientGc.callback)
     servers = {"turnstile": (a.bin, 15001), "redis": (a.redis_server, 14001)}
+    if a.only:
+        servers = {a.only: servers[a.only]}
     results = {kind: [] for kind in servers}
+    sched = Sched() if a.sched else None
     for run in range(a.runs):
         # T, R, then R, T: neither always goes first (a fresh machine, the
         # other's leftovers, the client process's own history).
         order = ("turnstile", "redis") if run % 2 == 0 else ("redis", "turnstile")
-        for kind in order:
+        for kind in (k for k in order if k in servers):
             binary, base = servers[kind]
             load = os.getloadavg()[0]
             m = measure(kind, binary, base, a.keys, a.trace, a.client_gc, a.rust_client, a.slowest)
             results[kind].append((load, m))
+    if sched:
+        sched.finish()
+        for run in range(a.runs):
+            for kind in results:
+                for what, m in results[kind][run][1].items():
+                    sched.judge(m, kind, f"{what} (run {run + 1})", a.slowest)
+    # With --sched, the worst request during which only the move ran.
+    clean = (lambda m: f" {m.clean:.1f} |") if sched else (lambda m: "")
     print(f"\n{a.keys} keys; 4,096 slots moved each way; one client, one request at a time;"
           f" the client's GC {'on' if a.client_gc else 'off'} during the moves"
           f"{'; the client on a core of its own' if a.pin else ''}"
           f"; the client {'benches/cluster_probe.rs (Rust)' if a.rust_client else 'redis-py'}\n")
     print(f"| run | move | server | load | machine busy (of {os.cpu_count()} cores) | time (s) | nodes' CPU (s) |"
           " client median (ms) | p99 (ms) | p99.9 (ms) | over 5 ms | worst (ms) | worst request |"
-          " client GCs (longest ms) | errors | requests |")
-    print("|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|")
+          " client GCs (longest ms) | errors | requests |" + (" worst, only the move running (ms) |" if sched else ""))
+    print("|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|" + ("---|" if sched else ""))
     for run in range(a.runs):
         for what in ("rebalance", "reshard"):
-            for kind in ("redis", "turnstile"):
+            for kind in (k for k in ("redis", "turnstile") if k in servers):
                 load, mv = results[kind][run]
                 m = mv[what]
                 print(f"| {run + 1} | {what} | {kind} | {load:.1f} | {m.busy:.2f} | {m.took:.1f} | {m.cpu:.2f} |"
                       f" {m.median:.2f} |"
                       f" {m.p99:.2f} | {m.p999:.2f} | {m.slow} | {m.worst:.1f} | {m.cause} | {m.gcs} ({m.gc_max:.1f}) | {m.errors} |"
-                      f" {m.requests} |")
+                      f" {m.requests} |" + clean(m))
     if a.runs > 1:
         print(f"\nOver {a.runs} runs each, median (max):\n")
         print("| move | server | time (s) | nodes' CPU (s) | p99 (ms) | p99.9 (ms) | over 5 ms | worst (ms) |"
-              " moves whose worst was above the other server's in the same run |")
-        print("|---|---|---|---|---|---|---|---|---|")
+              " moves whose worst was above the other server's in the same run |"
+              + (" worst, only the move running (ms) | above the other's |" if sched else ""))
+        print("|---|---|---|---|---|---|---|---|---|" + ("---|---|" if sched else ""))
         for what in ("rebalance", "reshard"):
-            for kind in ("redis", "turnstile"):
+            for kind in (k for k in ("redis", "turnstile") if k in servers):
                 other = "redis" if kind == "turnstile" else "turnstile"
                 ms = [mv[what] for _, mv in results[kind]]
-                above = sum(mine[1][what].worst > theirs[1][what].worst
-                            for mine, theirs in zip(results[kind], results[other]))
+                theirs_too = list(zip(results[kind], results.get(other, [])))
+                above = sum(mine[1][what].worst > theirs[1][what].worst for mine, theirs in theirs_too)
+                tail = ""
+                if sched:
+                    above_clean = sum(mine[1][what].clean > theirs[1][what].clean for mine, theirs in theirs_too)
+                    cleans = [m.clean for m in ms]
+                    tail = (f" {statistics.median(cleans):.1f} ({max(cleans):.1f}) |"
+                            f" {above_clean} of {len(theirs_too)} |")
 
                 def mm(xs, f="{:.1f}"):
                     return f"{f.format(statistics.median(xs))} ({f.format(max(xs))})"
                 print(f"| {what} | {kind} | {mm([m.took for m in ms])} | {mm([m.cpu for m in ms], '{:.2f}')} |"
                       f" {mm([m.p99 for m in ms], '{:.2f}')} | {mm([m.p999 for m in ms], '{:.2f}')} |"
-                      f" {mm([m.slow for m in ms], '{:.0f}')} | {mm([m.worst for m in ms])} | {above} of {a.runs} |")
+                      f" {mm([m.slow for m in ms], '{:.0f}')} | {mm([m.worst for m in ms])} | {above} of {a.runs} |"
+                      + tail)
 
 
 if __name__ == "__main__":
