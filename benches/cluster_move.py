@@ -3,7 +3,7 @@
 
     python3 benches/cluster_move.py [--keys N] [--bin PATH] [--redis-server PATH] [--runs N]
         [--trace N] [--client-gc] [--pin] [--rust-client] [--slowest N] [--sched]
-        [--node-timeout MS] [--only turnstile|redis]
+        [--rt-client] [--node-timeout MS] [--only turnstile|redis]
 
 For each server: three empty primaries made a cluster by `redis-cli
 --cluster create`, N limiter keys written (Turnstile: `RL.ALLOW k 100 1h`,
@@ -294,6 +294,13 @@ class Sched:
         time.sleep(0.5)
         self.runs = {}
 
+    def abandon(self):
+        """The run failed: the recording stops and its file goes."""
+        if self.p.poll() is None:
+            self.p.send_signal(signal.SIGINT)
+            self.p.wait()
+        shutil.rmtree(self.dir, ignore_errors=True)
+
     def finish(self):
         """Stops the recording and reads who ran where, when."""
         self.p.send_signal(signal.SIGINT)
@@ -363,7 +370,8 @@ class Sched:
                         print(f"  the worst with only the move running: {lat * 1e3:.2f} ms at {began:.6f}: {said}")
                     break
         if move.clean is None:
-            move.clean = 1.0  # no clean request over 1 ms: at most that
+            # No request over 1 ms ran with only the move: at most that.
+            move.clean = 1.0
 
 
 class Cluster:
@@ -798,15 +806,21 @@ def main():
         servers = {a.only: servers[a.only]}
     results = {kind: [] for kind in servers}
     sched = Sched() if a.sched else None
-    for run in range(a.runs):
-        # T, R, then R, T: neither always goes first (a fresh machine, the
-        # other's leftovers, the client process's own history).
-        order = ("turnstile", "redis") if run % 2 == 0 else ("redis", "turnstile")
-        for kind in (k for k in order if k in servers):
-            binary, base = servers[kind]
-            load = os.getloadavg()[0]
-            m = measure(kind, binary, base, a.keys, a.trace, a.client_gc, a.rust_client, a.slowest)
-            results[kind].append((load, m))
+    try:
+        for run in range(a.runs):
+            # T, R, then R, T: neither always goes first (a fresh machine,
+            # the other's leftovers, the client process's own history).
+            order = ("turnstile", "redis") if run % 2 == 0 else ("redis", "turnstile")
+            for kind in (k for k in order if k in servers):
+                binary, base = servers[kind]
+                load = os.getloadavg()[0]
+                m = measure(kind, binary, base, a.keys, a.trace, a.client_gc, a.rust_client, a.slowest)
+                results[kind].append((load, m))
+    except BaseException:
+        # A recording left running would fill its file system.
+        if sched:
+            sched.abandon()
+        raise
     if sched:
         sched.finish()
         for run in range(a.runs):
@@ -842,20 +856,24 @@ def main():
             for kind in (k for k in ("redis", "turnstile") if k in servers):
                 other = "redis" if kind == "turnstile" else "turnstile"
                 ms = [mv[what] for _, mv in results[kind]]
-                theirs_too = list(zip(results[kind], results.get(other, [])))
-                above = sum(mine[1][what].worst > theirs[1][what].worst for mine, theirs in theirs_too)
+                pairs = [(mine[1][what], theirs[1][what])
+                         for mine, theirs in zip(results[kind], results.get(other, []))]
+
+                def above(f):
+                    # With `--only`, there is no other server to be above.
+                    if other not in results:
+                        return "-"
+                    return f"{sum(f(mine) > f(theirs) for mine, theirs in pairs)} of {a.runs}"
                 tail = ""
                 if sched:
-                    above_clean = sum(mine[1][what].clean > theirs[1][what].clean for mine, theirs in theirs_too)
                     cleans = [m.clean for m in ms]
-                    tail = (f" {statistics.median(cleans):.1f} ({max(cleans):.1f}) |"
-                            f" {above_clean} of {len(theirs_too)} |")
+                    tail = f" {statistics.median(cleans):.1f} ({max(cleans):.1f}) | {above(lambda m: m.clean)} |"
 
                 def mm(xs, f="{:.1f}"):
                     return f"{f.format(statistics.median(xs))} ({f.format(max(xs))})"
                 print(f"| {what} | {kind} | {mm([m.took for m in ms])} | {mm([m.cpu for m in ms], '{:.2f}')} |"
                       f" {mm([m.p99 for m in ms], '{:.2f}')} | {mm([m.p999 for m in ms], '{:.2f}')} |"
-                      f" {mm([m.slow for m in ms], '{:.0f}')} | {mm([m.worst for m in ms])} | {above} of {a.runs} |"
+                      f" {mm([m.slow for m in ms], '{:.0f}')} | {mm([m.worst for m in ms])} | {above(lambda m: m.worst)} |"
                       + tail)
 
 
