@@ -13,7 +13,10 @@ with `EXPIRE`), a fourth primary added and given a quarter of the slots by
 slots moved back by `reshard`. Meanwhile one RedisCluster client sends one
 request after another to random keys and records each one's latency.
 Prints the time of each move, the CPU time its four nodes spent in it
-(user + system, from /proc/PID/stat), and the client's median, p99 and
+(user + system, from /proc/PID/stat), the CPU time the virtual machine's
+host stole meanwhile (/proc/stat: a host that steals time slows and
+stalls both servers, and no trace inside the machine shows it), and the
+client's median, p99 and
 worst latency during it: of the requests begun while `redis-cli` ran (the
 client starts a second before, beside the main thread's own work; those
 requests are not the move's). Needs redis-cli, redis-server and the redis
@@ -569,10 +572,14 @@ def cpu_seconds(procs):
 
 def machine_busy():
     """CPU time every process on the machine has used (seconds, /proc/stat:
-    all but idle and iowait)."""
+    all but idle and iowait), and the part of it stolen: time this virtual
+    machine's CPUs were ready and its host ran something else, which no
+    task of its own shows (`perf sched` sees a request wait with nothing
+    running)."""
     with open("/proc/stat") as f:
         v = [int(x) for x in f.readline().split()[1:]]
-    return (sum(v) - v[3] - v[4]) / os.sysconf("SC_CLK_TCK")
+    tick = os.sysconf("SC_CLK_TCK")
+    return (sum(v) - v[3] - v[4]) / tick, v[7] / tick
 
 
 def node_switches(procs):
@@ -690,7 +697,7 @@ def measure(kind, binary, base, keys, trace=0, client_gc=False, rust_client=Fals
             took = time.time() - t
             t1 = time.perf_counter()
             cpu = cpu_seconds(c.procs) - cpu
-            busy = machine_busy() - busy
+            busy, stolen = (now - then for now, then in zip(machine_busy(), busy))
             probe.stop.set()
             probe.join()
             collections = [(b - a) * 1e3 for a, b, _ in ClientGc.done[gcs:]]
@@ -709,6 +716,7 @@ def measure(kind, binary, base, keys, trace=0, client_gc=False, rust_client=Fals
                              lat[int(len(lat) * 0.999)] * 1e3, sum(x > SLOW for x in lat), lat[-1] * 1e3,
                              probe.errors, len(lat), probe.worst(t0, t1), len(collections),
                              max(collections, default=0.0), busy / took)
+            out[what].stolen = stolen
             if rust_client:
                 # For `--sched`: the requests over 1 ms, and whose the pids are.
                 out[what].slow_reqs = [(probe.began[i], probe.lat[i]) for i in probe.during(t0, t1)
@@ -733,6 +741,8 @@ class Move:
         # The machine's cores busy during the move, every process's work
         # (the nodes', the client's, redis-cli's and anyone else's).
         self.busy = busy
+        # CPU time the host took from this machine during the move (s).
+        self.stolen = 0.0
         # With `--sched`: the worst request no other task held a core in.
         self.slow_reqs, self.own, self.clean = [], {}, None
 
@@ -826,23 +836,26 @@ def main():
         for run in range(a.runs):
             for kind in results:
                 for what, m in results[kind][run][1].items():
-                    sched.judge(m, kind, f"{what} (run {run + 1})", a.slowest)
+                    # At least the worst request is named, with or without `--slowest`.
+                    sched.judge(m, kind, f"{what} (run {run + 1})", max(a.slowest, 1))
     # With --sched, the worst request during which only the move ran.
     clean = (lambda m: f" {m.clean:.1f} |") if sched else (lambda m: "")
     print(f"\n{a.keys} keys; 4,096 slots moved each way; one client, one request at a time;"
           f" the client's GC {'on' if a.client_gc else 'off'} during the moves"
           f"{'; the client on a core of its own' if a.pin else ''}"
           f"; the client {'benches/cluster_probe.rs (Rust)' if a.rust_client else 'redis-py'}\n")
-    print(f"| run | move | server | load | machine busy (of {os.cpu_count()} cores) | time (s) | nodes' CPU (s) |"
+    print(f"| run | move | server | load | machine busy (of {os.cpu_count()} cores) | stolen by the host (ms) |"
+          " time (s) | nodes' CPU (s) |"
           " client median (ms) | p99 (ms) | p99.9 (ms) | over 5 ms | worst (ms) | worst request |"
           " client GCs (longest ms) | errors | requests |" + (" worst, only the move running (ms) |" if sched else ""))
-    print("|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|" + ("---|" if sched else ""))
+    print("|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|" + ("---|" if sched else ""))
     for run in range(a.runs):
         for what in ("rebalance", "reshard"):
             for kind in (k for k in ("redis", "turnstile") if k in servers):
                 load, mv = results[kind][run]
                 m = mv[what]
-                print(f"| {run + 1} | {what} | {kind} | {load:.1f} | {m.busy:.2f} | {m.took:.1f} | {m.cpu:.2f} |"
+                print(f"| {run + 1} | {what} | {kind} | {load:.1f} | {m.busy:.2f} | {m.stolen * 1e3:.0f} |"
+                      f" {m.took:.1f} | {m.cpu:.2f} |"
                       f" {m.median:.2f} |"
                       f" {m.p99:.2f} | {m.p999:.2f} | {m.slow} | {m.worst:.1f} | {m.cause} | {m.gcs} ({m.gc_max:.1f}) | {m.errors} |"
                       f" {m.requests} |" + clean(m))
