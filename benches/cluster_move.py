@@ -793,6 +793,11 @@ def main():
     if a.rt_client and not (a.pin and a.rust_client):
         raise SystemExit("--rt-client needs --pin and --rust-client: a real-time client must have its core to itself")
     RT_CLIENT = a.rt_client
+    # Said now, not as a child's failed start or a missing file mid-run.
+    if a.rt_client and os.geteuid() != 0:
+        raise SystemExit("--rt-client needs root: SCHED_FIFO is a privileged scheduling class")
+    if a.sched and shutil.which("perf") is None:
+        raise SystemExit("--sched needs perf (Debian: apt-get install linux-perf)")
     if a.rust_client:
         if a.trace:
             raise SystemExit("--trace follows redis-py's requests: not with --rust-client")
