@@ -73,9 +73,14 @@ crate reloading its slot map, most likely). Needs `perf` (linux-perf) and root.
 
 `--rt-client` (with `--pin --rust-client`) runs the compiled client
 `SCHED_FIFO` on its core, so that a kernel thread there waits for it (it
-is awake only between a reply and its next request): the worst request
-then measures the servers' core, where both servers' nodes and
-`redis-cli` run, and any kernel thread that lands there. Needs root.
+is awake only between a reply and its next request). `redis-cli`, perf
+and this harness then run on the client's core too, below the client,
+which takes the core back the moment a reply wakes it: the servers' core
+holds the nodes alone, as the servers' machine would, and the worst
+request measures the nodes and any kernel thread that lands there.
+Without it, `redis-cli` and the harness share the nodes' core, and its
+start and the harness's reading of /proc after the move held requests
+there for 1-3 ms (`--sched`). Needs root.
 
 `--trace N` also lists each move's N slowest requests: when they started
 (ms into the move), which node served them, what the client did on the
@@ -129,6 +134,21 @@ def to_server_cpus():
     """A child's start: onto the servers' CPUs when pinned."""
     if SERVER_CPUS is not None:
         os.sched_setaffinity(0, SERVER_CPUS)
+
+
+def tool_cpus():
+    """Where `redis-cli`, perf and this harness run when pinned: beside the
+    nodes, or with `--rt-client` on the client's CPU, where the real-time
+    client takes the core back the moment a reply wakes it, so that they
+    hold up neither it nor the nodes (as on a real deployment, where the
+    operator's tool and the measuring are on other machines)."""
+    return CLIENT_CPUS if RT_CLIENT else SERVER_CPUS
+
+
+def to_tool_cpus():
+    """A tool's start (`redis-cli`, perf): onto `tool_cpus()` when pinned."""
+    if SERVER_CPUS is not None:
+        os.sched_setaffinity(0, tool_cpus())
 
 
 def to_client_cpus():
@@ -227,7 +247,7 @@ class LiveCli:
     def __init__(self, args):
         self.lines = []  # (perf_counter, text)
         self.p = subprocess.Popen(["stdbuf", "-o0", "redis-cli", *args], stdin=subprocess.PIPE,
-                                  stdout=subprocess.PIPE, stderr=subprocess.STDOUT, preexec_fn=to_server_cpus)
+                                  stdout=subprocess.PIPE, stderr=subprocess.STDOUT, preexec_fn=to_tool_cpus)
         self.p.stdin.write(b"yes\n")
         self.p.stdin.close()
         self.reader = threading.Thread(target=self.read, daemon=True)
@@ -267,7 +287,7 @@ class LiveCli:
 
 def cli(*args):
     r = subprocess.run(["redis-cli", *args], capture_output=True, text=True, timeout=1800, input="yes\n",
-                       preexec_fn=to_server_cpus)
+                       preexec_fn=to_tool_cpus)
     if r.returncode != 0:
         raise SystemExit(f"redis-cli {' '.join(args)}: {r.stdout}{r.stderr}")
     return r.stdout
@@ -285,9 +305,10 @@ class Sched:
         shm = "/dev/shm" if os.path.isdir("/dev/shm") else None
         self.dir = tempfile.mkdtemp(prefix="cluster-move-sched-", dir=shm)
         self.path = os.path.join(self.dir, "sched.data")
-        # perf itself on the servers' core: the client's stays the client's.
+        # perf itself with the tools (`tool_cpus`): off the client's core
+        # unless the client is real-time there.
         self.p = subprocess.Popen(["perf", "sched", "record", "-k", "CLOCK_MONOTONIC", "-a", "-o", self.path],
-                                  stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, preexec_fn=to_server_cpus)
+                                  stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, preexec_fn=to_tool_cpus)
         for _ in range(100):
             if os.path.exists(self.path) and os.path.getsize(self.path) > 0:
                 break
@@ -343,7 +364,8 @@ class Sched:
                     # The client running while its request waits is its
                     # own work (most likely the redis crate reloading its
                     # slot map).
-                    out.append((cpu, own[pid], overlap, own[pid] != "client"))
+                    who = own[pid] if own[pid] == "client" else f"{own[pid]} {comm}"
+                    out.append((cpu, who, overlap, own[pid] != "client"))
                 elif comm in ("redis-cli", "stdbuf"):
                     out.append((cpu, "redis-cli", overlap, True))
                 elif pid == os.getpid() or comm.startswith("python"):
@@ -583,20 +605,31 @@ def machine_busy():
 
 
 def node_switches(procs):
-    """The nodes' threads' context switches so far: (waits, preempted)."""
-    out = [0, 0]
+    """The nodes' threads' context switches so far, by thread name (as
+    /proc names it): {name: [waits, preempted]}. A wait is a thread going
+    to sleep and, later, another thread's work to wake it: on the servers'
+    one core, each is a switch the request in flight may queue behind."""
+    out = {}
     for p in procs:
         for tid in os.listdir(f"/proc/{p.pid}/task"):
             try:
+                with open(f"/proc/{p.pid}/task/{tid}/comm") as f:
+                    name = f.read().strip()
                 with open(f"/proc/{p.pid}/task/{tid}/status") as f:
                     for line in f:
                         if line.startswith("voluntary_ctxt_switches"):
-                            out[0] += int(line.split()[1])
+                            out.setdefault(name, [0, 0])[0] += int(line.split()[1])
                         elif line.startswith("nonvoluntary_ctxt_switches"):
-                            out[1] += int(line.split()[1])
+                            out.setdefault(name, [0, 0])[1] += int(line.split()[1])
             except FileNotFoundError:
                 pass
     return out
+
+
+def switches_since(before, after):
+    """`node_switches` during an interval: {name: [waits, preempted]}
+    (a thread that ended meanwhile counts nothing)."""
+    return {n: [a - before.get(n, [0, 0])[0], b - before.get(n, [0, 0])[1]] for n, (a, b) in after.items()}
 
 
 def wait_ok(ports, timeout=60):
@@ -639,7 +672,7 @@ def cli_quiet(args):
     wakes for what it prints while the move runs."""
     with tempfile.TemporaryFile() as out:
         r = subprocess.run(["redis-cli", *args], stdout=out, stderr=subprocess.STDOUT, timeout=1800, input=b"yes\n",
-                           preexec_fn=to_server_cpus)
+                           preexec_fn=to_tool_cpus)
         if r.returncode != 0:
             out.seek(0)
             raise SystemExit(f"redis-cli {' '.join(args)}: {out.read()[-4000:].decode(errors='replace')}")
@@ -678,17 +711,17 @@ def measure(kind, binary, base, keys, trace=0, client_gc=False, rust_client=Fals
             cpu = cpu_seconds(c.procs)
             gcs = len(ClientGc.done)
             busy = machine_busy()
+            nodes0 = node_switches(c.procs)
             t = time.time()
             t0 = time.perf_counter()
             live = None
             if trace:
-                sw0, nodes0 = probe.switches(), node_switches(c.procs)
+                sw0 = probe.switches()
                 live = LiveCli(args)
                 live.wait()
-                sw1, nodes1 = probe.switches(), node_switches(c.procs)
+                sw1 = probe.switches()
                 print(f"\n{kind} {what}: client thread waited {sw1[0] - sw0[0]} times, was preempted "
-                      f"{sw1[1] - sw0[1]} times; the nodes' threads switched {nodes1[0] - nodes0[0]} + "
-                      f"{nodes1[1] - nodes0[1]} (preempted) times")
+                      f"{sw1[1] - sw0[1]} times")
             elif slowest:
                 live = LiveCli(args)
                 live.wait()
@@ -698,6 +731,7 @@ def measure(kind, binary, base, keys, trace=0, client_gc=False, rust_client=Fals
             t1 = time.perf_counter()
             cpu = cpu_seconds(c.procs) - cpu
             busy, stolen = (now - then for now, then in zip(machine_busy(), busy))
+            switched = switches_since(nodes0, node_switches(c.procs))
             probe.stop.set()
             probe.join()
             collections = [(b - a) * 1e3 for a, b, _ in ClientGc.done[gcs:]]
@@ -717,6 +751,7 @@ def measure(kind, binary, base, keys, trace=0, client_gc=False, rust_client=Fals
                              probe.errors, len(lat), probe.worst(t0, t1), len(collections),
                              max(collections, default=0.0), busy / took)
             out[what].stolen = stolen
+            out[what].switched = switched
             if rust_client:
                 # For `--sched`: the requests over 1 ms, and whose the pids are.
                 out[what].slow_reqs = [(probe.began[i], probe.lat[i]) for i in probe.during(t0, t1)
@@ -743,6 +778,8 @@ class Move:
         self.busy = busy
         # CPU time the host took from this machine during the move (s).
         self.stolen = 0.0
+        # The nodes' threads' context switches during the move, by name.
+        self.switched = {}
         # With `--sched`: the worst request no other task held a core in.
         self.slow_reqs, self.own, self.clean = [], {}, None
 
@@ -812,7 +849,7 @@ def main():
         # compiled client is a process of its own, so this one (which
         # then only waits, or reads redis-cli's output for `--slowest`)
         # leaves the client's core to it.
-        os.sched_setaffinity(0, SERVER_CPUS if a.rust_client else CLIENT_CPUS)
+        os.sched_setaffinity(0, tool_cpus() if a.rust_client else CLIENT_CPUS)
     if a.trace:
         Trace.install()
     gc.callbacks.append(ClientGc.callback)
@@ -864,6 +901,20 @@ def main():
                       f" {m.median:.2f} |"
                       f" {m.p99:.2f} | {m.p999:.2f} | {m.slow} | {m.worst:.1f} | {m.cause} | {m.gcs} ({m.gc_max:.1f}) | {m.errors} |"
                       f" {m.requests} |" + clean(m))
+    print(f"\nThe nodes' threads' context switches during each move, summed over the four nodes by thread name,"
+          f" median over {a.runs} run(s) (waits: the thread slept and was woken; preempted: taken off its core):\n")
+    print("| move | server | thread | waits | preempted | per slot moved |")
+    print("|---|---|---|---|---|---|")
+    for what in ("rebalance", "reshard"):
+        for kind in (k for k in ("redis", "turnstile") if k in servers):
+            ms = [mv[what] for _, mv in results[kind]]
+            names = sorted({n for m in ms for n in m.switched},
+                           key=lambda n: -statistics.median(sum(m.switched.get(n, [0, 0])) for m in ms))
+            for n in names:
+                waits = statistics.median(m.switched.get(n, [0, 0])[0] for m in ms)
+                pre = statistics.median(m.switched.get(n, [0, 0])[1] for m in ms)
+                if waits + pre:
+                    print(f"| {what} | {kind} | {n} | {waits:.0f} | {pre:.0f} | {(waits + pre) / 4096:.2f} |")
     if a.runs > 1:
         print(f"\nOver {a.runs} runs each, median (max):\n")
         print("| move | server | time (s) | nodes' CPU (s) | p99 (ms) | p99.9 (ms) | over 5 ms | worst (ms) |"

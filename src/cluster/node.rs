@@ -87,11 +87,14 @@ pub struct ClusterNode {
 
 /// `--cluster-config-file` and the thread that rewrites it in place.
 /// A change that needs no fsync (slots, roles, addresses: most of a
-/// slot's move, on every node) is handed to the thread, newest text
-/// first, and its caller goes on: the write's system calls wait on the
-/// filesystem's journal, milliseconds when other writers sync (an
+/// slot's move, on every node) only marks the file stale, and its caller
+/// goes on: the thread renders the state's text itself when it writes
+/// (at most once a [`WRITE_GAP`]) and the write's system calls wait on
+/// the filesystem's journal, milliseconds when other writers sync (an
 /// `ftruncate` of 5.4 ms was seen on a node's worker during a reshard),
-/// and the caller is the worker serving the node's clients. An epoch's
+/// and the caller is the worker serving the node's clients. Rendering
+/// the text for each change on the worker, most of them dropped unwritten
+/// for a newer one, was 5% of the workers' CPU in a move. An epoch's
 /// write, which must reach the disk before anything carries it, is made
 /// by its caller ([`ClusterNode::save`]), under the same `disk` lock.
 struct ConfigFile {
@@ -101,9 +104,13 @@ struct ConfigFile {
     disk: Mutex<Disk>,
     /// What the thread is asked to write.
     queue: Mutex<Queue>,
-    /// Wakes the thread for a text, and [`ConfigFile::settle`]'s callers
-    /// once it is written.
+    /// Wakes the thread for a write, and [`ConfigFile::settle`]'s callers
+    /// once it is made.
     wake: parking_lot::Condvar,
+    /// Renders the state's text now, with its version (taken under the
+    /// state's lock with it); `None` once the node is gone. Set once the
+    /// node exists; the thread calls it with no lock of the file held.
+    render: OnceLock<Render>,
     /// Why the last write failed, if it did.
     error: Mutex<Option<String>>,
     /// Numbers the texts in the order of the changes (taken under the
@@ -121,13 +128,17 @@ struct Disk {
     closed: bool,
 }
 
+/// See [`ConfigFile::render`].
+type Render = Box<dyn Fn() -> Option<(u64, String)> + Send + Sync>;
+
 #[derive(Default)]
 struct Queue {
-    /// The newest text not yet written (an older one is dropped for it:
-    /// the file holds the whole state, so only the newest matters).
-    next: Option<(u64, String)>,
-    /// The thread is awake for a text (waiting out [`WRITE_GAP`], or
-    /// writing): a new text needs no wake-up.
+    /// The state changed since the thread last rendered it: the file
+    /// holds the whole state, so one write of the newest covers every
+    /// change before it.
+    stale: bool,
+    /// The thread is awake for a write (waiting out [`WRITE_GAP`], or
+    /// writing): a new change needs no wake-up.
     busy: bool,
     /// The thread ends once the queue is empty.
     stop: bool,
@@ -147,6 +158,7 @@ impl ConfigFile {
             disk: Mutex::new(Disk::default()),
             queue: Mutex::new(Queue::default()),
             wake: parking_lot::Condvar::new(),
+            render: OnceLock::new(),
             error: Mutex::new(None),
             versions: AtomicU64::new(0),
         });
@@ -163,15 +175,15 @@ impl ConfigFile {
         file
     }
 
-    /// The writer thread: the newest text queued, rewritten in place, at
-    /// most once every [`WRITE_GAP`].
+    /// The writer thread: the state's newest text, rendered and
+    /// rewritten in place, at most once every [`WRITE_GAP`].
     fn run(&self) {
         let mut last: Option<std::time::Instant> = None;
         loop {
-            let (version, text) = {
+            {
                 let mut q = self.queue.lock();
                 loop {
-                    if q.next.is_none() {
+                    if !q.stale {
                         q.busy = false;
                         self.wake.notify_all();
                         if q.stop {
@@ -187,9 +199,18 @@ impl ConfigFile {
                         Some(due) if !q.stop && std::time::Instant::now() < due => {
                             self.wake.wait_until(&mut q, due);
                         }
-                        _ => break q.next.take().expect("checked above"),
+                        _ => {
+                            q.stale = false;
+                            break;
+                        }
                     }
                 }
+            }
+            // Rendered with no lock of the file held: the state's lock
+            // is taken inside, and a change holding it marks the file
+            // stale (this queue's lock) before it lets go.
+            let Some((version, text)) = self.render.get().and_then(|render| render()) else {
+                continue;
             };
             let started = std::time::Instant::now();
             let result = self.overwrite(version, &text);
@@ -198,17 +219,19 @@ impl ConfigFile {
         }
     }
 
-    /// Hands `text` to the writer thread (or, without one, writes it).
-    fn queue(&self, version: u64, text: String) {
+    /// The state changed: the thread renders and writes it (or, without
+    /// one, `render` does now).
+    fn mark_stale(&self, render: impl FnOnce() -> (u64, String)) {
         let mut q = self.queue.lock();
         if q.stop {
             drop(q);
+            let (version, text) = render();
             let started = std::time::Instant::now();
             let result = self.overwrite(version, &text);
             self.settled(result, started.elapsed(), false);
             return;
         }
-        q.next = Some((version, text));
+        q.stale = true;
         let asleep = !q.busy;
         drop(q);
         if asleep {
@@ -216,10 +239,10 @@ impl ConfigFile {
         }
     }
 
-    /// Waits until every text queued so far is written (or failed).
+    /// Waits until every change marked so far is written (or failed).
     fn settle(&self) {
         let mut q = self.queue.lock();
-        while q.next.is_some() || q.busy {
+        while q.stale || q.busy {
             self.wake.wait(&mut q);
         }
     }
@@ -405,6 +428,19 @@ impl ClusterNode {
             gate: Arc::new(parking_lot::RwLock::new(())),
             atomic: parking_lot::ReentrantMutex::new(BatchState::default()),
         });
+        if let Some(file) = &node.file {
+            let weak = Arc::downgrade(&node);
+            let _ = file.render.set(Box::new(move || {
+                let node = weak.upgrade()?;
+                let st = node.state.lock();
+                if node.closed.load(Ordering::Relaxed) {
+                    return None;
+                }
+                let file = node.file.as_ref()?;
+                let version = file.versions.fetch_add(1, Ordering::Relaxed) + 1;
+                Some((version, st.config_text()))
+            }));
+        }
         node.with(|_| ((), Effects::default()));
         // The first write is waited for: a file that cannot be written
         // stops the server at its start (`file_error`).
@@ -554,8 +590,8 @@ impl ClusterNode {
 
     /// Writes the config file: `durable` (an epoch changed) as a new file,
     /// fsynced and renamed over the old, so that a power loss keeps it,
-    /// before this returns; else handed to the file's thread to rewrite
-    /// in place, which a killed process cannot tear. Whether it reached
+    /// before this returns; else marked stale for the file's thread to
+    /// render and rewrite in place, which a killed process cannot tear. Whether it reached
     /// the file (or there is none to write; a rewrite in place counts as
     /// done: its failure is recorded when it happens).
     fn save(&self, st: &ClusterState, durable: bool) -> bool {
@@ -563,12 +599,15 @@ impl ClusterNode {
         if self.closed.load(Ordering::Relaxed) {
             return true;
         }
-        let text = st.config_text();
-        let version = file.versions.fetch_add(1, Ordering::Relaxed) + 1;
         if !durable {
-            file.queue(version, text);
+            file.mark_stale(|| {
+                let version = file.versions.fetch_add(1, Ordering::Relaxed) + 1;
+                (version, st.config_text())
+            });
             return true;
         }
+        let text = st.config_text();
+        let version = file.versions.fetch_add(1, Ordering::Relaxed) + 1;
         let started = std::time::Instant::now();
         // The caller still waits for it (the epoch reaches the disk
         // before any message or reply carries it); only the worker's
