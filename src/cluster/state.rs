@@ -98,35 +98,38 @@ impl SlotSet {
                 })
             })
     }
-    /// The set as ascending inclusive ranges.
+    /// The set as ascending inclusive ranges, found a run of bits at a
+    /// time (`trailing_zeros`/`trailing_ones`): every routing rebuild,
+    /// `CLUSTER NODES` line and gossip message walks each node's set, and
+    /// a bit at a time across a move's mixed words it was the largest
+    /// part of a rebuild.
     pub fn ranges(&self) -> Vec<(u16, u16)> {
         let mut out = Vec::new();
         let mut start: Option<u16> = None;
-        let mut s: u16 = 0;
-        while s < SLOTS {
-            // Whole words of one kind are stepped over at once.
-            let word = self.0[s as usize / 64];
-            if s.is_multiple_of(64) && (word == 0 || word == u64::MAX) {
-                match (word == u64::MAX, start) {
-                    (true, None) => start = Some(s),
-                    (false, Some(a)) => {
-                        out.push((a, s - 1));
-                        start = None;
+        for (i, &word) in self.0.iter().enumerate() {
+            let base = (i * 64) as u16;
+            // Bits of `word` below `pos` are done; `pos` < 64 in the loop,
+            // so every shift is in range.
+            let mut pos = 0u32;
+            while pos < 64 {
+                let rest = word >> pos;
+                match start {
+                    None if rest == 0 => break,
+                    None => {
+                        pos += rest.trailing_zeros();
+                        start = Some(base + pos as u16);
                     }
-                    _ => {}
+                    Some(a) => {
+                        // The shifted-in high bits are zeros: a run of ones
+                        // ends within the word or at its top.
+                        pos += rest.trailing_ones();
+                        if pos < 64 {
+                            out.push((a, base + pos as u16 - 1));
+                            start = None;
+                        }
+                    }
                 }
-                s += 64;
-                continue;
             }
-            match (self.contains(s), start) {
-                (true, None) => start = Some(s),
-                (false, Some(a)) => {
-                    out.push((a, s - 1));
-                    start = None;
-                }
-                _ => {}
-            }
-            s += 1;
         }
         if let Some(a) = start {
             out.push((a, SLOTS - 1));

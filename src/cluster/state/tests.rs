@@ -630,12 +630,18 @@ proptest! {
 }
 
 proptest! {
-    /// Ranges step over whole words; they must name exactly the set.
+    /// Ranges step over runs of bits; they must name exactly the set
+    /// (single slots, runs across word edges, whole words).
     #[test]
-    fn slot_ranges_name_exactly_the_set(slots in proptest::collection::btree_set(0u16..SLOTS, 0..400), fill in proptest::option::of((0u16..256, 0u16..256))) {
+    fn slot_ranges_name_exactly_the_set(slots in proptest::collection::btree_set(0u16..SLOTS, 0..400), runs in proptest::collection::vec((0u16..SLOTS, 0u16..300), 0..20), fill in proptest::option::of((0u16..256, 0u16..256))) {
         let mut set = SlotSet::default();
         for &s in &slots {
             set.insert(s);
+        }
+        for &(a, n) in &runs {
+            for s in a..a.saturating_add(n).min(SLOTS) {
+                set.insert(s);
+            }
         }
         if let Some((w, n)) = fill {
             for s in (w * 64)..((w * 64 + n * 64).min(SLOTS)) {
