@@ -69,7 +69,11 @@ not the server. So beside the worst request it reports the worst one
 during which nothing but the move ran: no process or kernel thread other
 than the nodes, `redis-cli`, the client and the idle loop held a core for
 0.5 ms or more, and the client itself did not run that long (the redis
-crate reloading its slot map, most likely). Needs `perf` (linux-perf) and root.
+crate reloading its slot map, most likely). A second recording samples
+every CPU's clock 4,000 times a second, idle or not: a span of a request
+with no sample on any CPU is time the virtual machine itself did not run
+(its host ran something else), named "the host". Needs `perf`
+(linux-perf) and root.
 
 `--rt-client` (with `--pin --rust-client`) runs the compiled client
 `SCHED_FIFO` on its core, so that a kernel thread there waits for it (it
@@ -300,39 +304,62 @@ class Sched:
 
     # Overlap with a request that makes a task its cause (seconds).
     HELD = 0.0005
+    # The CPU clock's sampling rate (Hz): beside the scheduler's events, a
+    # sample of every CPU, idle or not, this often. A span with none on
+    # any CPU is time the virtual machine did not run (its host ran
+    # something else), which no task shows.
+    CLOCK_HZ = 4000
 
     def __init__(self):
         shm = "/dev/shm" if os.path.isdir("/dev/shm") else None
         self.dir = tempfile.mkdtemp(prefix="cluster-move-sched-", dir=shm)
         self.path = os.path.join(self.dir, "sched.data")
+        self.clock_path = os.path.join(self.dir, "clock.data")
         # perf itself with the tools (`tool_cpus`): off the client's core
         # unless the client is real-time there.
-        self.p = subprocess.Popen(["perf", "sched", "record", "-k", "CLOCK_MONOTONIC", "-a", "-o", self.path],
-                                  stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, preexec_fn=to_tool_cpus)
-        for _ in range(100):
-            if os.path.exists(self.path) and os.path.getsize(self.path) > 0:
-                break
-            if self.p.poll() is not None:
-                raise SystemExit(f"perf sched record failed: {self.p.stderr.read().decode(errors='replace')}")
-            time.sleep(0.05)
+        self.ps = []
+        for what, args, path in (
+                ("perf sched record", ["perf", "sched", "record", "-k", "CLOCK_MONOTONIC", "-a", "-o", self.path],
+                 self.path),
+                ("perf record", ["perf", "record", "-e", "cpu-clock", "-F", str(self.CLOCK_HZ), "-a", "-k",
+                                 "CLOCK_MONOTONIC", "-o", self.clock_path], self.clock_path)):
+            p = subprocess.Popen(args, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, preexec_fn=to_tool_cpus)
+            self.ps.append(p)
+            for _ in range(100):
+                if os.path.exists(path) and os.path.getsize(path) > 0:
+                    break
+                if p.poll() is not None:
+                    self.abandon()
+                    raise SystemExit(f"{what} failed: {p.stderr.read().decode(errors='replace')}")
+                time.sleep(0.05)
         time.sleep(0.5)
         self.runs = {}
+        self.samples = []
+
+    def stop(self):
+        for p in self.ps:
+            if p.poll() is None:
+                p.send_signal(signal.SIGINT)
+        for p in self.ps:
+            p.wait()
 
     def abandon(self):
-        """The run failed: the recording stops and its file goes."""
-        if self.p.poll() is None:
-            self.p.send_signal(signal.SIGINT)
-            self.p.wait()
+        """The run failed: the recordings stop and their files go."""
+        self.stop()
         shutil.rmtree(self.dir, ignore_errors=True)
 
     def finish(self):
-        """Stops the recording and reads who ran where, when."""
-        self.p.send_signal(signal.SIGINT)
-        self.p.wait()
+        """Stops the recordings and reads who ran where, when, and when the
+        machine ran at all."""
+        self.stop()
         out = subprocess.run(["perf", "sched", "timehist", "-i", self.path], capture_output=True, text=True)
+        clock = subprocess.run(["perf", "script", "-i", self.clock_path, "-F", "time"], capture_output=True, text=True)
         shutil.rmtree(self.dir, ignore_errors=True)
         if out.returncode != 0:
             raise SystemExit(f"perf sched timehist failed: {out.stderr[-2000:]}")
+        if clock.returncode != 0:
+            raise SystemExit(f"perf script failed: {clock.stderr[-2000:]}")
+        self.samples = sorted(float(t.rstrip(":")) for t in clock.stdout.split())
         line_re = re.compile(r"^\s*(\d+\.\d+)\s+\[(\d+)\]\s+(.+?)\[(\d+)(?:/(\d+))?\]\s+([\d.]+)\s+([\d.]+)\s+([\d.]+)")
         for line in out.stdout.splitlines():
             m = line_re.match(line)
@@ -347,11 +374,30 @@ class Sched:
         # The longest run on record bounds how far back a window must look.
         self.longest = max((e - b for rs in self.runs.values() for b, e, _, _ in rs), default=0.0)
 
+    def stood_still(self, t0, t1):
+        """The longest span of [t0, t1] in which no CPU took a clock sample
+        (seconds): the virtual machine was not running."""
+        i = max(bisect.bisect_left(self.samples, t0) - 1, 0)
+        longest, last = 0.0, t0
+        while i < len(self.samples) and self.samples[i] < t1:
+            t = self.samples[i]
+            longest = max(longest, t - max(last, t0))
+            last = max(last, t)
+            i += 1
+        return max(longest, t1 - last)
+
     def held(self, t0, t1, own):
         """The tasks that held a core for HELD or more of [t0, t1], as
         (cpu, who, seconds, ours): `own` maps a pid to what it is in the
-        move (a node, the client); redis-cli is the move's too."""
+        move (a node, the client); redis-cli is the move's too. A span
+        of it in which the machine itself did not run counts as the
+        host's."""
         out = []
+        # Two sample periods with no sample on any CPU: one missed tick
+        # is jitter.
+        still = self.stood_still(t0, t1)
+        if still >= max(self.HELD, 2.0 / self.CLOCK_HZ):
+            out.append(("-", "the host (no CPU of this machine ran)", still, False))
         for cpu, rs in self.runs.items():
             i = bisect.bisect_left(self.starts[cpu], t0 - self.longest)
             while i < len(rs) and rs[i][0] < t1:
@@ -385,7 +431,8 @@ class Sched:
         move.clean = None
         for n, (began, lat) in enumerate(slow):
             held = self.held(began, began + lat, move.own)
-            said = "; ".join(f"cpu{c} {who} {sec * 1e3:.1f} ms" for c, who, sec, _ in held) or "nothing"
+            said = "; ".join(f"{'' if c == '-' else f'cpu{c} '}{who} {sec * 1e3:.1f} ms"
+                             for c, who, sec, _ in held) or "nothing"
             if n < show:
                 print(f"  {lat * 1e3:6.2f} ms at {began:.6f}: {said}")
             if move.clean is None and all(ours for *_, ours in held):
