@@ -395,11 +395,24 @@ impl Drop for Batch<'_> {
 }
 
 impl Drop for ClusterNode {
-    /// The file's thread writes what is queued, then ends.
+    /// A change the file's thread has not written yet (or is writing)
+    /// is written here: the thread can no longer render this state. Then
+    /// the thread ends. ([`ClusterNode::close`], the server's way out,
+    /// has written the file already.)
     fn drop(&mut self) {
-        if let Some(file) = &self.file {
-            file.stop();
+        let Some(file) = &self.file else { return };
+        let pending = {
+            let mut q = file.queue.lock();
+            std::mem::take(&mut q.stale) || q.busy
+        };
+        if pending && !self.closed.load(Ordering::Relaxed) {
+            let version = file.versions.fetch_add(1, Ordering::Relaxed) + 1;
+            let text = self.state.get_mut().config_text();
+            let started = std::time::Instant::now();
+            let result = file.overwrite(version, &text);
+            file.settled(result, started.elapsed(), false);
         }
+        file.stop();
     }
 }
 
@@ -781,15 +794,22 @@ mod tests {
         release.join().unwrap();
     }
 
-    /// Rewritten in place as the text grows, keeps its length and
-    /// shrinks, the file always holds exactly the state's text.
-    #[test]
-    fn the_file_rewritten_in_place_is_the_state_as_it_grows_and_shrinks() {
-        let dir = std::env::temp_dir().join(format!("turnstile-inplace-{}", std::process::id()));
+    /// A node whose config file is `nodes.conf` in a fresh directory
+    /// named for `tag`: (the directory, the file, the node).
+    fn node_on_file(tag: &str) -> (PathBuf, PathBuf, Arc<ClusterNode>) {
+        let dir = std::env::temp_dir().join(format!("turnstile-{tag}-{}", std::process::id()));
         std::fs::create_dir_all(&dir).unwrap();
         let file = dir.join("nodes.conf");
         let st = ClusterState::new("a".repeat(40), "127.0.0.1".into(), 7000, 17000, 1000);
         let node = ClusterNode::new(st, Some(file.clone()));
+        (dir, file, node)
+    }
+
+    /// Rewritten in place as the text grows, keeps its length and
+    /// shrinks, the file always holds exactly the state's text.
+    #[test]
+    fn the_file_rewritten_in_place_is_the_state_as_it_grows_and_shrinks() {
+        let (dir, file, node) = node_on_file("inplace");
         let mut held: Vec<u16> = Vec::new();
         for slots in [
             vec![1, 3, 5, 7, 9],
@@ -835,11 +855,7 @@ mod tests {
     /// returns. A slot change, rewritten in place, stays on its thread.
     #[test]
     fn an_fsynced_config_write_runs_off_the_worker() {
-        let dir = std::env::temp_dir().join(format!("turnstile-offworker-{}", std::process::id()));
-        std::fs::create_dir_all(&dir).unwrap();
-        let file = dir.join("nodes.conf");
-        let st = ClusterState::new("a".repeat(40), "127.0.0.1".into(), 7000, 17000, 1000);
-        let node = ClusterNode::new(st, Some(file.clone()));
+        let (dir, file, node) = node_on_file("offworker");
         let ran = Arc::new(Mutex::new(Vec::new()));
         node.set_host(Box::new(Recording {
             file: file.clone(),
@@ -868,12 +884,7 @@ mod tests {
     /// once the writer is let go.
     #[test]
     fn an_in_place_config_write_does_not_hold_the_changing_thread() {
-        let dir =
-            std::env::temp_dir().join(format!("turnstile-inplace-off-{}", std::process::id()));
-        std::fs::create_dir_all(&dir).unwrap();
-        let file = dir.join("nodes.conf");
-        let st = ClusterState::new("a".repeat(40), "127.0.0.1".into(), 7000, 17000, 1000);
-        let node = ClusterNode::new(st, Some(file.clone()));
+        let (dir, file, node) = node_on_file("inplace-off");
         let stuck = node.file.as_ref().unwrap().disk.lock();
         let (done, returned) = std::sync::mpsc::channel();
         let changer = {
@@ -890,6 +901,24 @@ mod tests {
         assert!(waited.is_ok(), "the change waited for the file's write");
         node.settle();
         let want = node.state.lock().config_text();
+        assert_eq!(std::fs::read_to_string(&file).unwrap(), want);
+        let _ = std::fs::remove_dir_all(&dir);
+    }
+
+    /// A change the file's thread has not written when the node goes
+    /// (dropped, not closed: a test's node, an abandoned start) is
+    /// written by the drop: the thread renders the state itself, and can
+    /// no longer reach it then.
+    #[test]
+    fn a_dropped_node_leaves_its_last_change_in_the_file() {
+        let (dir, file, node) = node_on_file("drop-conf");
+        // The first write (at the start) was just made: the thread waits
+        // out its gap before it renders this change, and the node is gone
+        // by then (were it not, the thread would write it: the file must
+        // hold it either way).
+        node.with(|st| (st.add_slots(&[5, 6, 7]).unwrap(), Effects::default()));
+        let want = node.state.lock().config_text();
+        drop(node);
         assert_eq!(std::fs::read_to_string(&file).unwrap(), want);
         let _ = std::fs::remove_dir_all(&dir);
     }
