@@ -377,12 +377,11 @@ class Sched:
     def stood_still(self, t0, t1):
         """The longest span of [t0, t1] in which no CPU took a clock sample
         (seconds): the virtual machine was not running."""
-        i = max(bisect.bisect_left(self.samples, t0) - 1, 0)
+        i = bisect.bisect_left(self.samples, t0)
         longest, last = 0.0, t0
         while i < len(self.samples) and self.samples[i] < t1:
-            t = self.samples[i]
-            longest = max(longest, t - max(last, t0))
-            last = max(last, t)
+            longest = max(longest, self.samples[i] - last)
+            last = self.samples[i]
             i += 1
         return max(longest, t1 - last)
 

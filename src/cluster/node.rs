@@ -209,14 +209,28 @@ impl ConfigFile {
             // Rendered with no lock of the file held: the state's lock
             // is taken inside, and a change holding it marks the file
             // stale (this queue's lock) before it lets go.
-            let Some((version, text)) = self.render.get().and_then(|render| render()) else {
+            let Some(stamped) = self.render.get().and_then(|render| render()) else {
                 continue;
             };
-            let started = std::time::Instant::now();
-            let result = self.overwrite(version, &text);
-            self.settled(result, started.elapsed(), false);
+            self.write_in_place(stamped);
             last = Some(std::time::Instant::now());
         }
+    }
+
+    /// The state's text with the next version: called under the state's
+    /// lock, so versions follow the changes.
+    fn stamp(&self, st: &ClusterState) -> (u64, String) {
+        (
+            self.versions.fetch_add(1, Ordering::Relaxed) + 1,
+            st.config_text(),
+        )
+    }
+
+    /// An in-place rewrite, timed and its outcome recorded.
+    fn write_in_place(&self, (version, text): (u64, String)) {
+        let started = std::time::Instant::now();
+        let result = self.overwrite(version, &text);
+        self.settled(result, started.elapsed(), false);
     }
 
     /// The state changed: the thread renders and writes it (or, without
@@ -225,10 +239,7 @@ impl ConfigFile {
         let mut q = self.queue.lock();
         if q.stop {
             drop(q);
-            let (version, text) = render();
-            let started = std::time::Instant::now();
-            let result = self.overwrite(version, &text);
-            self.settled(result, started.elapsed(), false);
+            self.write_in_place(render());
             return;
         }
         q.stale = true;
@@ -406,11 +417,7 @@ impl Drop for ClusterNode {
             std::mem::take(&mut q.stale) || q.busy
         };
         if pending && !self.closed.load(Ordering::Relaxed) {
-            let version = file.versions.fetch_add(1, Ordering::Relaxed) + 1;
-            let text = self.state.get_mut().config_text();
-            let started = std::time::Instant::now();
-            let result = file.overwrite(version, &text);
-            file.settled(result, started.elapsed(), false);
+            file.write_in_place(file.stamp(self.state.get_mut()));
         }
         file.stop();
     }
@@ -449,9 +456,7 @@ impl ClusterNode {
                 if node.closed.load(Ordering::Relaxed) {
                     return None;
                 }
-                let file = node.file.as_ref()?;
-                let version = file.versions.fetch_add(1, Ordering::Relaxed) + 1;
-                Some((version, st.config_text()))
+                Some(node.file.as_ref()?.stamp(&st))
             }));
         }
         node.with(|_| ((), Effects::default()));
@@ -613,14 +618,10 @@ impl ClusterNode {
             return true;
         }
         if !durable {
-            file.mark_stale(|| {
-                let version = file.versions.fetch_add(1, Ordering::Relaxed) + 1;
-                (version, st.config_text())
-            });
+            file.mark_stale(|| file.stamp(st));
             return true;
         }
-        let text = st.config_text();
-        let version = file.versions.fetch_add(1, Ordering::Relaxed) + 1;
+        let (version, text) = file.stamp(st);
         let started = std::time::Instant::now();
         // The caller still waits for it (the epoch reaches the disk
         // before any message or reply carries it); only the worker's
