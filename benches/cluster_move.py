@@ -335,6 +335,7 @@ class Sched:
         time.sleep(0.5)
         self.runs = {}
         self.samples = []
+        self.cpu_samples = {}
 
     def stop(self):
         for p in self.ps:
@@ -353,13 +354,20 @@ class Sched:
         machine ran at all."""
         self.stop()
         out = subprocess.run(["perf", "sched", "timehist", "-i", self.path], capture_output=True, text=True)
-        clock = subprocess.run(["perf", "script", "-i", self.clock_path, "-F", "time"], capture_output=True, text=True)
+        clock = subprocess.run(["perf", "script", "-i", self.clock_path, "-F", "cpu,time"], capture_output=True,
+                               text=True)
         shutil.rmtree(self.dir, ignore_errors=True)
         if out.returncode != 0:
             raise SystemExit(f"perf sched timehist failed: {out.stderr[-2000:]}")
         if clock.returncode != 0:
             raise SystemExit(f"perf script failed: {clock.stderr[-2000:]}")
-        self.samples = sorted(float(t.rstrip(":")) for t in clock.stdout.split())
+        for line in clock.stdout.splitlines():
+            m = re.match(r"^\s*\[(\d+)\]\s+(\d+\.\d+):", line)
+            if m:
+                self.cpu_samples.setdefault(int(m[1]), []).append(float(m[2]))
+        for ts in self.cpu_samples.values():
+            ts.sort()
+        self.samples = sorted(t for ts in self.cpu_samples.values() for t in ts)
         line_re = re.compile(r"^\s*(\d+\.\d+)\s+\[(\d+)\]\s+(.+?)\[(\d+)(?:/(\d+))?\]\s+([\d.]+)\s+([\d.]+)\s+([\d.]+)")
         for line in out.stdout.splitlines():
             m = line_re.match(line)
@@ -385,12 +393,31 @@ class Sched:
             i += 1
         return max(longest, t1 - last)
 
+    def cpu_stood_still(self, cpu, t0, t1):
+        """How much of [t0, t1] one CPU took no clock sample in, counting
+        only gaps of two sample periods or more (seconds): its virtual CPU
+        did not run, whatever task the kernel had on it. A task's run
+        spans such a gap, since the guest cannot tell."""
+        ts = self.cpu_samples.get(cpu, [])
+        i = bisect.bisect_left(ts, t0)
+        gap_min = 2.0 / self.CLOCK_HZ
+        total, last = 0.0, t0
+        while i < len(ts) and ts[i] < t1:
+            if ts[i] - last >= gap_min:
+                total += ts[i] - last
+            last = ts[i]
+            i += 1
+        if t1 - last >= gap_min:
+            total += t1 - last
+        return total
+
     def held(self, t0, t1, own):
         """The tasks that held a core for HELD or more of [t0, t1], as
         (cpu, who, seconds, ours): `own` maps a pid to what it is in the
         move (a node, the client); redis-cli is the move's too. A span
         of it in which the machine itself did not run counts as the
-        host's."""
+        host's, and so does the part of a task's run in which its own
+        CPU did not run."""
         out = []
         # Two sample periods with no sample on any CPU: one missed tick
         # is jitter.
@@ -403,6 +430,12 @@ class Sched:
                 b, e, comm, pid = rs[i]
                 i += 1
                 overlap = min(e, t1) - max(b, t0)
+                if overlap < self.HELD:
+                    continue
+                stalled = self.cpu_stood_still(cpu, max(b, t0), min(e, t1))
+                if stalled >= self.HELD:
+                    out.append((cpu, f"the host (this CPU did not run; {comm} on it)", stalled, False))
+                overlap -= stalled
                 if overlap < self.HELD:
                     continue
                 if pid in own:
@@ -651,31 +684,44 @@ def machine_busy():
 
 
 def node_switches(procs):
-    """The nodes' threads' context switches so far, by thread name (as
-    /proc names it): {name: [waits, preempted]}. A wait is a thread going
-    to sleep and, later, another thread's work to wake it: on the servers'
-    one core, each is a switch the request in flight may queue behind."""
+    """The nodes' threads' context switches so far, by thread:
+    {(pid, tid): (name, waits, preempted)}, the name as /proc names it.
+    A wait is a thread going to sleep and, later, another thread's work
+    to wake it: on the servers' one core, each is a switch the request in
+    flight may queue behind."""
     out = {}
     for p in procs:
         for tid in os.listdir(f"/proc/{p.pid}/task"):
             try:
                 with open(f"/proc/{p.pid}/task/{tid}/comm") as f:
                     name = f.read().strip()
+                counts = {}
                 with open(f"/proc/{p.pid}/task/{tid}/status") as f:
                     for line in f:
-                        if line.startswith("voluntary_ctxt_switches"):
-                            out.setdefault(name, [0, 0])[0] += int(line.split()[1])
-                        elif line.startswith("nonvoluntary_ctxt_switches"):
-                            out.setdefault(name, [0, 0])[1] += int(line.split()[1])
-            except FileNotFoundError:
+                        key, _, value = line.partition(":")
+                        if key in ("voluntary_ctxt_switches", "nonvoluntary_ctxt_switches"):
+                            counts[key] = int(value)
+                out[(p.pid, tid)] = (name, counts["voluntary_ctxt_switches"],
+                                     counts["nonvoluntary_ctxt_switches"])
+            except (FileNotFoundError, KeyError):
                 pass
     return out
 
 
 def switches_since(before, after):
-    """`node_switches` during an interval: {name: [waits, preempted]}
-    (a thread that ended meanwhile counts nothing)."""
-    return {n: [a - before.get(n, [0, 0])[0], b - before.get(n, [0, 0])[1]] for n, (a, b) in after.items()}
+    """`node_switches` during an interval, summed by thread name: {name:
+    [waits, preempted]}. Each thread counts from its own count before (a
+    thread that started meanwhile, from nothing); a thread that ended
+    meanwhile counts nothing (tokio's blocking threads share the workers'
+    name and end after 10 s idle: summed by name before and after, one
+    that ended took its switches off the workers' count)."""
+    out = {}
+    for key, (name, waits, preempted) in after.items():
+        _, waits0, preempted0 = before.get(key, (name, 0, 0))
+        sums = out.setdefault(name, [0, 0])
+        sums[0] += waits - waits0
+        sums[1] += preempted - preempted0
+    return out
 
 
 def wait_ok(ports, timeout=60):

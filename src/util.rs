@@ -267,6 +267,30 @@ fn lock_beside_within(
     Ok(file)
 }
 
+/// Marks the calling thread as background work (a file's writer, the
+/// sweeper): Linux's `SCHED_BATCH`, under which its wake-ups do not
+/// preempt a running worker, so a write or a sweep waits for the worker's
+/// next pause instead of landing in the middle of a request. It keeps its
+/// fair share of the CPU, so it is never starved. `false` puts it back in
+/// the normal class (the append-only file's writer under `appendfsync
+/// always`, which replies wait for). Best effort: on failure, or off
+/// Linux, the thread stays as it was.
+pub fn set_background(background: bool) {
+    #[cfg(target_os = "linux")]
+    {
+        let policy = if background {
+            libc::SCHED_BATCH
+        } else {
+            libc::SCHED_OTHER
+        };
+        let param = libc::sched_param { sched_priority: 0 };
+        // SAFETY: pid 0 is the calling thread; `param` outlives the call.
+        let _ = unsafe { libc::sched_setscheduler(0, policy, &param) };
+    }
+    #[cfg(not(target_os = "linux"))]
+    let _ = background;
+}
+
 pub fn strerror(e: &std::io::Error) -> String {
     let text = e.to_string();
     match text.find(" (os error") {
@@ -304,6 +328,29 @@ pub fn parse_host_port(s: &str) -> Result<(String, u16), String> {
 
 #[cfg(test)]
 mod tests {
+
+    /// A background thread is in `SCHED_BATCH`, and comes back to the
+    /// normal class when asked (the append-only file's writer does, for
+    /// `appendfsync always`), without privileges.
+    #[cfg(target_os = "linux")]
+    #[test]
+    fn a_background_thread_is_batch_until_it_comes_back() {
+        // The scheduling policy, the 41st field of the thread's stat.
+        fn policy() -> i32 {
+            let stat = std::fs::read_to_string("/proc/thread-self/stat").unwrap();
+            let after_name = &stat[stat.rfind(')').unwrap() + 2..];
+            after_name.split(' ').nth(41 - 3).unwrap().parse().unwrap()
+        }
+        std::thread::spawn(|| {
+            assert_eq!(policy(), libc::SCHED_OTHER);
+            super::set_background(true);
+            assert_eq!(policy(), libc::SCHED_BATCH);
+            super::set_background(false);
+            assert_eq!(policy(), libc::SCHED_OTHER);
+        })
+        .join()
+        .unwrap();
+    }
 
     /// A lock another open file holds is waited for, within the patience:
     /// a child process's copy of the descriptor lets it go at its `exec`,

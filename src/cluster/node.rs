@@ -178,6 +178,7 @@ impl ConfigFile {
     /// The writer thread: the state's newest text, rendered and
     /// rewritten in place, at most once every [`WRITE_GAP`].
     fn run(&self) {
+        crate::util::set_background(true);
         let mut last: Option<std::time::Instant> = None;
         loop {
             {

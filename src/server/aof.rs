@@ -97,10 +97,17 @@ fn run(state: &Arc<State>) {
     let mut failing = false;
     let mut wrote = false;
     let mut last_rebase: Option<Instant> = None;
+    let mut background = None;
     loop {
         // `CONFIG SET appendfsync` sets the file's policy itself, and
         // `appendonly` wakes this thread to follow it (their rows' apply).
         let fsync = aof.fsync();
+        // Background work, unless replies wait for it.
+        let yields = fsync != Fsync::Always;
+        if background != Some(yields) {
+            crate::util::set_background(yields);
+            background = Some(yields);
+        }
         follow_setting(state);
         // While writes come (and the last round found some), look again
         // in a millisecond instead of being woken by every batch.
@@ -228,6 +235,7 @@ pub fn rewrite_in_background(state: Arc<State>) {
     let spawned = thread::Builder::new()
         .name("turnstile-aof-rewrite".into())
         .spawn(move || {
+            crate::util::set_background(true);
             // The outcome is logged and kept for INFO by the rewrite.
             let _ = state.aof.rewrite(&state.store, state.clock.now());
         });

@@ -83,6 +83,7 @@ pub fn spawn(state: Arc<State>) -> Option<PersistGuard> {
 /// durations more, about twice the interval when a snapshot takes it).
 fn run(state: &State) {
     let Some(p) = &state.persist else { return };
+    crate::util::set_background(true);
     let mut started = std::time::Instant::now();
     while let Some(requested) = p.wait(p.interval().saturating_sub(started.elapsed())) {
         if requested || p.changes_since_save(state.stats.writes()) > 0 {

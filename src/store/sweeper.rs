@@ -40,6 +40,7 @@ pub fn spawn(store: Arc<Store>, clock: Arc<dyn Clock>) -> SweeperGuard {
     let thread = thread::Builder::new()
         .name("turnstile-sweeper".into())
         .spawn(move || {
+            crate::util::set_background(true);
             let per_tick = store.shard_count().div_ceil(TICKS_PER_PASS);
             let mut next = 0;
             loop {
