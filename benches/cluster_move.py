@@ -69,11 +69,14 @@ not the server. So beside the worst request it reports the worst one
 during which nothing but the move ran: no process or kernel thread other
 than the nodes, `redis-cli`, the client and the idle loop held a core for
 0.5 ms or more, and the client itself did not run that long (the redis
-crate reloading its slot map, most likely). A second recording samples
-every CPU's clock 4,000 times a second, idle or not: a span of a request
-with no sample on any CPU is time the virtual machine itself did not run
-(its host ran something else), named "the host". Needs `perf`
-(linux-perf) and root.
+crate reloading its slot map, most likely). Each task is summed over
+its runs in the request. A second recording samples every busy CPU's
+clock 4,000 times a second: the part of a task's run in which its CPU
+took no sample is time that virtual CPU did not run (its host ran
+something else), named "the host": not the task's, nor the move's. An
+idle core takes no samples, so a request that waits with both cores idle
+is listed as "idle" and counted as the move's. Needs `perf` (linux-perf)
+and root.
 
 `--rt-client` (with `--pin --rust-client`) runs the compiled client
 `SCHED_FIFO` on its core, so that a kernel thread there waits for it (it
@@ -305,9 +308,9 @@ class Sched:
     # Overlap with a request that makes a task its cause (seconds).
     HELD = 0.0005
     # The CPU clock's sampling rate (Hz): beside the scheduler's events, a
-    # sample of every CPU, idle or not, this often. A span with none on
-    # any CPU is time the virtual machine did not run (its host ran
-    # something else), which no task shows.
+    # sample of every busy CPU this often (an idle one takes none). A
+    # span of a task's run with none on its CPU is time that virtual CPU
+    # did not run (its host ran something else), which no task shows.
     CLOCK_HZ = 4000
 
     def __init__(self):
@@ -334,7 +337,6 @@ class Sched:
                 time.sleep(0.05)
         time.sleep(0.5)
         self.runs = {}
-        self.samples = []
         self.cpu_samples = {}
 
     def stop(self):
@@ -367,31 +369,25 @@ class Sched:
                 self.cpu_samples.setdefault(int(m[1]), []).append(float(m[2]))
         for ts in self.cpu_samples.values():
             ts.sort()
-        self.samples = sorted(t for ts in self.cpu_samples.values() for t in ts)
         line_re = re.compile(r"^\s*(\d+\.\d+)\s+\[(\d+)\]\s+(.+?)\[(\d+)(?:/(\d+))?\]\s+([\d.]+)\s+([\d.]+)\s+([\d.]+)")
+        idle_re = re.compile(r"^\s*(\d+\.\d+)\s+\[(\d+)\]\s+<idle>\s+([\d.]+)\s+([\d.]+)\s+([\d.]+)")
         for line in out.stdout.splitlines():
             m = line_re.match(line)
-            if not m:
+            if m:
+                end, cpu, comm, pid = float(m[1]), int(m[2]), m[3].strip(), int(m[5] or m[4])
+                run = float(m[8]) / 1e3
+            elif m := idle_re.match(line):
+                # The idle loop, pid 0: no task had the core.
+                end, cpu, comm, pid = float(m[1]), int(m[2]), "<idle>", 0
+                run = float(m[5]) / 1e3
+            else:
                 continue
-            end, cpu, comm, tid, pid = float(m[1]), int(m[2]), m[3].strip(), int(m[4]), int(m[5] or m[4])
-            run = float(m[8]) / 1e3
             self.runs.setdefault(cpu, []).append((end - run, end, comm, pid))
         for r in self.runs.values():
             r.sort()
         self.starts = {cpu: [r[0] for r in rs] for cpu, rs in self.runs.items()}
         # The longest run on record bounds how far back a window must look.
         self.longest = max((e - b for rs in self.runs.values() for b, e, _, _ in rs), default=0.0)
-
-    def stood_still(self, t0, t1):
-        """The longest span of [t0, t1] in which no CPU took a clock sample
-        (seconds): the virtual machine was not running."""
-        i = bisect.bisect_left(self.samples, t0)
-        longest, last = 0.0, t0
-        while i < len(self.samples) and self.samples[i] < t1:
-            longest = max(longest, self.samples[i] - last)
-            last = self.samples[i]
-            i += 1
-        return max(longest, t1 - last)
 
     def cpu_stood_still(self, cpu, t0, t1):
         """How much of [t0, t1] one CPU took no clock sample in, counting
@@ -412,46 +408,54 @@ class Sched:
         return total
 
     def held(self, t0, t1, own):
-        """The tasks that held a core for HELD or more of [t0, t1], as
-        (cpu, who, seconds, ours): `own` maps a pid to what it is in the
-        move (a node, the client); redis-cli is the move's too. A span
-        of it in which the machine itself did not run counts as the
-        host's, and so does the part of a task's run in which its own
-        CPU did not run."""
-        out = []
-        # Two sample periods with no sample on any CPU: one missed tick
-        # is jitter.
-        still = self.stood_still(t0, t1)
-        if still >= max(self.HELD, 2.0 / self.CLOCK_HZ):
-            out.append(("-", "the host (no CPU of this machine ran)", still, False))
+        """What had each core during [t0, t1], summed over its runs, as
+        (cpu, who, seconds, ours), for each who with HELD or more:
+        `own` maps a pid to what it is in the move (a node, the client);
+        redis-cli is the move's too. The part of a task's run in which
+        its CPU took no clock sample is the host's. A core with no task
+        is "idle": neither the move's nor another's, so it does not make
+        the request count as disturbed (an idle core takes no samples, so
+        whether the host ran it then cannot be told)."""
+        sums = {}
+
+        def add(cpu, who, seconds, ours):
+            entry = sums.setdefault((cpu, who, ours), [0.0, 0])
+            entry[0] += seconds
+            entry[1] += 1
+
         for cpu, rs in self.runs.items():
             i = bisect.bisect_left(self.starts[cpu], t0 - self.longest)
             while i < len(rs) and rs[i][0] < t1:
                 b, e, comm, pid = rs[i]
                 i += 1
                 overlap = min(e, t1) - max(b, t0)
-                if overlap < self.HELD:
+                if overlap <= 0:
+                    continue
+                if comm == "<idle>":
+                    add(cpu, "idle", overlap, True)
                     continue
                 stalled = self.cpu_stood_still(cpu, max(b, t0), min(e, t1))
-                if stalled >= self.HELD:
-                    out.append((cpu, f"the host (this CPU did not run; {comm} on it)", stalled, False))
+                if stalled > 0:
+                    add(cpu, "the host (this CPU did not run)", stalled, False)
                 overlap -= stalled
-                if overlap < self.HELD:
+                if overlap <= 0:
                     continue
                 if pid in own:
                     # The client running while its request waits is its
                     # own work (most likely the redis crate reloading its
                     # slot map).
                     who = own[pid] if own[pid] == "client" else f"{own[pid]} {comm}"
-                    out.append((cpu, who, overlap, own[pid] != "client"))
+                    add(cpu, who, overlap, own[pid] != "client")
                 elif comm in ("redis-cli", "stdbuf"):
-                    out.append((cpu, "redis-cli", overlap, True))
+                    add(cpu, "redis-cli", overlap, True)
                 elif pid == os.getpid() or comm.startswith("python"):
                     # This process, or a child of it not yet redis-cli.
-                    out.append((cpu, "this harness", overlap, False))
+                    add(cpu, "this harness", overlap, False)
                 else:
-                    out.append((cpu, comm, overlap, False))
-        return out
+                    add(cpu, comm, overlap, False)
+        out = [(cpu, who if n == 1 else f"{who} ({n} runs)", sec, ours)
+               for (cpu, who, ours), (sec, n) in sums.items() if sec >= self.HELD]
+        return sorted(out, key=lambda h: (str(h[0]), -h[2]))
 
     def judge(self, move, kind, what, show):
         """Prints the move's `show` slowest requests with what held the
@@ -459,7 +463,8 @@ class Sched:
         the move's own processes ran (ms)."""
         slow = sorted(move.slow_reqs, key=lambda r: -r[1])
         if show:
-            print(f"\n{kind} {what}: {show} slowest, with what held a core for 0.5 ms or more of each")
+            print(f"\n{kind} {what}: {show} slowest, with what held a core for 0.5 ms or more of each, summed"
+                  " over its runs")
         move.clean = None
         for n, (began, lat) in enumerate(slow):
             held = self.held(began, began + lat, move.own)
