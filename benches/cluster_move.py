@@ -75,7 +75,10 @@ clock 4,000 times a second: the part of a task's run in which its CPU
 took no sample is time that virtual CPU did not run (its host ran
 something else), named "the host": not the task's, nor the move's. An
 idle core takes no samples, so a request that waits with both cores idle
-is listed as "idle" and counted as the move's. Needs `perf` (linux-perf)
+is listed as "idle" and counted as the move's. This machine's second CPU
+records no switch out of the idle loop, so `perf sched timehist` counts
+the idle time before a run as the run's: the idle span is ended at the
+CPU's first clock sample after it went idle. Needs `perf` (linux-perf)
 and root.
 
 `--rt-client` (with `--pin --rust-client`) runs the compiled client
@@ -355,7 +358,7 @@ class Sched:
         """Stops the recordings and reads who ran where, when, and when the
         machine ran at all."""
         self.stop()
-        out = subprocess.run(["perf", "sched", "timehist", "-i", self.path], capture_output=True, text=True)
+        out = subprocess.run(["perf", "sched", "timehist", "--next", "-i", self.path], capture_output=True, text=True)
         clock = subprocess.run(["perf", "script", "-i", self.clock_path, "-F", "cpu,time"], capture_output=True,
                                text=True)
         shutil.rmtree(self.dir, ignore_errors=True)
@@ -371,6 +374,10 @@ class Sched:
             ts.sort()
         line_re = re.compile(r"^\s*(\d+\.\d+)\s+\[(\d+)\]\s+(.+?)\[(\d+)(?:/(\d+))?\]\s+([\d.]+)\s+([\d.]+)\s+([\d.]+)")
         idle_re = re.compile(r"^\s*(\d+\.\d+)\s+\[(\d+)\]\s+<idle>\s+([\d.]+)\s+([\d.]+)\s+([\d.]+)")
+        next_re = re.compile(r"next: .*\[(\d+)\]\s*$")
+        # Per CPU: its last switch went into the idle loop, and the
+        # switch out of it is not on record yet.
+        into_idle = {}
         for line in out.stdout.splitlines():
             m = line_re.match(line)
             if m:
@@ -382,7 +389,23 @@ class Sched:
                 run = float(m[5]) / 1e3
             else:
                 continue
-            self.runs.setdefault(cpu, []).append((end - run, end, comm, pid))
+            begin = end - run
+            if comm != "<idle>" and into_idle.get(cpu):
+                # The switch out of the idle loop is missing (this
+                # machine's second CPU records none: 41 switches into it,
+                # none out, in a test), so timehist counts the idle time
+                # as this task's run. The CPU's first clock sample after
+                # the switch into idle (an idle CPU takes none) is when it
+                # ran again, within one sample period.
+                ts = self.cpu_samples.get(cpu, [])
+                j = bisect.bisect_left(ts, begin)
+                start = ts[j] if j < len(ts) and ts[j] < end else end
+                if start > begin:
+                    self.runs.setdefault(cpu, []).append((begin, start, "<idle>", 0))
+                begin = start
+            nxt = next_re.search(line)
+            into_idle[cpu] = comm != "<idle>" and nxt is not None and nxt[1] == "0"
+            self.runs.setdefault(cpu, []).append((begin, end, comm, pid))
         for r in self.runs.values():
             r.sort()
         self.starts = {cpu: [r[0] for r in rs] for cpu, rs in self.runs.items()}
@@ -456,6 +479,24 @@ class Sched:
         out = [(cpu, who if n == 1 else f"{who} ({n} runs)", sec, ours)
                for (cpu, who, ours), (sec, n) in sums.items() if sec >= self.HELD]
         return sorted(out, key=lambda h: (str(h[0]), -h[2]))
+
+    def stalls(self, t0, t1, cpus):
+        """Over [t0, t1] on `cpus`: how long tasks ran (seconds), and how
+        much of that their CPU took no clock sample in (the host did not
+        run it; only gaps of two sample periods or more count)."""
+        busy = stalled = 0.0
+        for cpu in cpus:
+            rs = self.runs.get(cpu, [])
+            i = bisect.bisect_left(self.starts.get(cpu, []), t0 - self.longest)
+            while i < len(rs) and rs[i][0] < t1:
+                b, e, comm, _ = rs[i]
+                i += 1
+                lo, hi = max(b, t0), min(e, t1)
+                if hi <= lo or comm == "<idle>":
+                    continue
+                busy += hi - lo
+                stalled += self.cpu_stood_still(cpu, lo, hi)
+        return busy, stalled
 
     def judge(self, move, kind, what, show):
         """Prints the move's `show` slowest requests with what held the
@@ -848,6 +889,7 @@ def measure(kind, binary, base, keys, trace=0, client_gc=False, rust_client=Fals
                              probe.errors, len(lat), probe.worst(t0, t1), len(collections),
                              max(collections, default=0.0), busy / took)
             out[what].stolen = stolen
+            out[what].window = (t0, t1)
             out[what].switched = switched
             if rust_client:
                 # For `--sched`: the requests over 1 ms, and whose the pids are.
@@ -879,6 +921,8 @@ class Move:
         self.switched = {}
         # With `--sched`: the worst request no other task held a core in.
         self.slow_reqs, self.own, self.clean = [], {}, None
+        # The move's start and end (CLOCK_MONOTONIC seconds).
+        self.window = None
 
 
 def at_least(low):
@@ -977,6 +1021,27 @@ def main():
                 for what, m in results[kind][run][1].items():
                     # At least the worst request is named, with or without `--slowest`.
                     sched.judge(m, kind, f"{what} (run {run + 1})", max(a.slowest, 1))
+        if SERVER_CPUS is not None:
+            # Whether one server's nodes meet more of the host's stalls
+            # than the other's: their threads sleep and wake in different
+            # ways, and the host stalls a CPU that does so (a spinning one
+            # it leaves alone).
+            print("\nThe nodes' core during each move: how long tasks ran on it, and the part of that in which it"
+                  " took no clock sample for 0.5 ms or more (the host did not run it), median (max) over the runs:\n")
+            print("| move | server | tasks ran (s) | the host did not run it (ms) | share |")
+            print("|---|---|---|---|---|")
+            for what in ("rebalance", "reshard"):
+                for kind in results:
+                    got = [sched.stalls(*r[1][what].window, SERVER_CPUS) for r in results[kind]
+                           if r[1][what].window]
+                    if not got:
+                        continue
+                    ran = [b for b, _ in got]
+                    host = [st * 1e3 for _, st in got]
+                    share = [st / b * 100 if b else 0.0 for b, st in got]
+                    print(f"| {what} | {kind} | {statistics.median(ran):.2f} ({max(ran):.2f}) |"
+                          f" {statistics.median(host):.1f} ({max(host):.1f}) |"
+                          f" {statistics.median(share):.2f}% ({max(share):.2f}%) |")
     # With --sched, the worst request during which only the move ran.
     clean = (lambda m: f" {m.clean:.1f} |") if sched else (lambda m: "")
     print(f"\n{a.keys} keys; 4,096 slots moved each way; one client, one request at a time;"
