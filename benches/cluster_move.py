@@ -412,6 +412,15 @@ class Sched:
         # The longest run on record bounds how far back a window must look.
         self.longest = max((e - b for rs in self.runs.values() for b, e, _, _ in rs), default=0.0)
 
+    def runs_within(self, cpu, t0, t1):
+        """The runs on `cpu` that overlap [t0, t1], in order."""
+        rs = self.runs.get(cpu, [])
+        i = bisect.bisect_left(self.starts.get(cpu, []), t0 - self.longest)
+        while i < len(rs) and rs[i][0] < t1:
+            if rs[i][1] > t0:
+                yield rs[i]
+            i += 1
+
     def cpu_stood_still(self, cpu, t0, t1):
         """How much of [t0, t1] one CPU took no clock sample in, counting
         only gaps of two sample periods or more (seconds): its virtual CPU
@@ -446,14 +455,9 @@ class Sched:
             entry[0] += seconds
             entry[1] += 1
 
-        for cpu, rs in self.runs.items():
-            i = bisect.bisect_left(self.starts[cpu], t0 - self.longest)
-            while i < len(rs) and rs[i][0] < t1:
-                b, e, comm, pid = rs[i]
-                i += 1
+        for cpu in self.runs:
+            for b, e, comm, pid in self.runs_within(cpu, t0, t1):
                 overlap = min(e, t1) - max(b, t0)
-                if overlap <= 0:
-                    continue
                 if comm == "<idle>":
                     add(cpu, "idle", overlap, True)
                     continue
@@ -486,13 +490,9 @@ class Sched:
         run it; only gaps of two sample periods or more count)."""
         busy = stalled = 0.0
         for cpu in cpus:
-            rs = self.runs.get(cpu, [])
-            i = bisect.bisect_left(self.starts.get(cpu, []), t0 - self.longest)
-            while i < len(rs) and rs[i][0] < t1:
-                b, e, comm, _ = rs[i]
-                i += 1
+            for b, e, comm, _ in self.runs_within(cpu, t0, t1):
                 lo, hi = max(b, t0), min(e, t1)
-                if hi <= lo or comm == "<idle>":
+                if comm == "<idle>":
                     continue
                 busy += hi - lo
                 stalled += self.cpu_stood_still(cpu, lo, hi)
