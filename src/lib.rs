@@ -53,7 +53,7 @@
 //!   `CL.THROTTLE`, their arguments (`parse.rs`), the reply every decision
 //!   shares (`reply.rs`), the policy commands (`policy.rs`). `cmd/admin/`:
 //!   connection, client, config, server, command, cluster, replication,
-//!   snapshot and Pub/Sub commands.
+//!   snapshot, `SHUTDOWN` (`shutdown.rs`) and Pub/Sub commands.
 //! - [`store`]: the sharded keyspace (`store/mod.rs`), with its views:
 //!   the `Keyspace` every command reaches it through (the store, or the
 //!   shards a transaction holds), a `MultiLock` of shards locked
@@ -123,7 +123,8 @@
 //!   `cmd/admin/acl.rs` serves `ACL`, and `cmd/exec/dispatch.rs` checks
 //!   each command against its connection's user.
 //! - [`state`]: what every command can reach: store, clock, live settings,
-//!   counters, clients, snapshots.
+//!   counters, clients, snapshots, and the stop a `SHUTDOWN` asks for
+//!   (which the server's handle waits on: `cmd` never sees `server`).
 //! - [`policy`]: named limits from files in envoyproxy/ratelimit's format:
 //!   one file read and checked (`policy/file.rs`), the match tree, counter
 //!   keys, stats and the atomically swapped set in force (`policy/mod.rs`),

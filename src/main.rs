@@ -82,7 +82,15 @@ async fn serve(config: turnstile::Config) -> ExitCode {
         }
     };
     signals.reload_on_hangup(server.state().clone());
-    signals.stopped().await;
+    // A client's SHUTDOWN stops the server as a signal does. After one, the
+    // next signal is taken as the first (a Kubernetes preStop hook runs
+    // `redis-cli shutdown`, then SIGTERM follows at once): only a second
+    // exits without waiting.
+    let by_command = tokio::select! {
+        _ = signals.next() => false,
+        _ = server.shutdown_requested() => true,
+    };
+    signals.exit_on_another(by_command);
     tracing::info!("shutting down: no new connections, finishing replies in flight");
     match server.shutdown().await {
         Ok(()) => {
@@ -98,7 +106,8 @@ async fn serve(config: turnstile::Config) -> ExitCode {
 /// and `kill -HUP` send) reloads the policy files with `--policies`, and
 /// is otherwise logged and ignored, as Redis ignores it; SIGALRM likewise:
 /// their default action would kill the process with no final snapshot.
-/// Once shutting down, a second SIGINT or SIGTERM exits at once.
+/// Once shutting down, a second SIGINT or SIGTERM exits at once (the
+/// first after a client's `SHUTDOWN` does not).
 struct Signals {
     term: Option<tokio::signal::unix::Signal>,
     int: Option<tokio::signal::unix::Signal>,
@@ -146,11 +155,17 @@ impl Signals {
         });
     }
 
-    /// Waits for the first SIGINT or SIGTERM, and arms the second to exit
-    /// at once.
-    async fn stopped(mut self) {
-        self.next().await;
+    /// Once the server is stopping, arms the next SIGINT or SIGTERM to
+    /// exit at once; with `spare_one` (the stop came from `SHUTDOWN`), the
+    /// one after it.
+    fn exit_on_another(mut self, spare_one: bool) {
         tokio::spawn(async move {
+            if spare_one {
+                self.next().await;
+                tracing::warn!(
+                    "stop signal received: already shutting down (SHUTDOWN); another exits at once"
+                );
+            }
             self.next().await;
             tracing::warn!(
                 "second stop signal: exiting now, without waiting for clients or a final snapshot"

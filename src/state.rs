@@ -62,6 +62,102 @@ pub struct State {
     pub migrate_sockets: crate::util::sockets::SocketCache,
     /// The ACL users; `default`'s password is `requirepass`.
     pub acl: crate::acl::Acl,
+    /// A client's `SHUTDOWN`: raised here, seen by the holder of the
+    /// server's handle, which stops the server as SIGTERM does.
+    pub shutdown: Shutdown,
+}
+
+/// What the server's stop does with the final snapshot (`--snapshot`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum FinalSnapshot {
+    /// Write it (SIGTERM, SIGINT).
+    Write,
+    /// `SHUTDOWN` wrote it before it let go of its client: write it again
+    /// only if anything was written since, so a write answered in between
+    /// is not lost, and it is not written twice for nothing.
+    IfChanged,
+    /// `SHUTDOWN NOSAVE`, or `FORCE` after a save that failed.
+    Skip,
+}
+
+/// `SHUTDOWN`'s requests, kept where commands reach them (the command
+/// layer does not see the server): the command raises the stop here, and
+/// `ServerHandle::shutdown_requested` resolves on it.
+#[derive(Debug)]
+pub struct Shutdown {
+    requested: tokio::sync::watch::Sender<Option<FinalSnapshot>>,
+    /// `SHUTDOWN`s waiting for their replicas: what `SHUTDOWN ABORT`
+    /// cancels.
+    waiting: std::sync::atomic::AtomicUsize,
+    /// Bumped by each `SHUTDOWN ABORT` that found a wait.
+    aborts: tokio::sync::watch::Sender<u64>,
+}
+
+impl Default for Shutdown {
+    fn default() -> Shutdown {
+        Shutdown {
+            requested: tokio::sync::watch::Sender::new(None),
+            waiting: Default::default(),
+            aborts: tokio::sync::watch::Sender::new(0),
+        }
+    }
+}
+
+impl Shutdown {
+    /// Asks the server to stop; the first request's snapshot choice stands.
+    pub fn request(&self, snapshot: FinalSnapshot) {
+        self.requested.send_if_modified(|r| {
+            let first = r.is_none();
+            if first {
+                *r = Some(snapshot);
+            }
+            first
+        });
+    }
+
+    /// The stop a `SHUTDOWN` asked for, if one did.
+    pub fn requested(&self) -> Option<FinalSnapshot> {
+        *self.requested.borrow()
+    }
+
+    /// Resolves once a `SHUTDOWN` asked the server to stop.
+    pub async fn wait_requested(&self) -> FinalSnapshot {
+        let mut rx = self.requested.subscribe();
+        let got = rx.wait_for(Option::is_some).await;
+        // The sender lives in `self`: it cannot close while borrowed.
+        got.map_or(FinalSnapshot::Write, |r| r.unwrap_or(FinalSnapshot::Write))
+    }
+
+    /// A `SHUTDOWN` starts waiting for its replicas; the guard ends the
+    /// wait. Returns the abort count to watch, with the guard.
+    pub fn begin_wait(&self) -> (WaitGuard<'_>, tokio::sync::watch::Receiver<u64>) {
+        use std::sync::atomic::Ordering;
+        let rx = self.aborts.subscribe();
+        self.waiting.fetch_add(1, Ordering::SeqCst);
+        (WaitGuard(self), rx)
+    }
+
+    /// `SHUTDOWN ABORT`: cancels every wait in progress; false if there
+    /// was none.
+    pub fn abort(&self) -> bool {
+        use std::sync::atomic::Ordering;
+        if self.waiting.load(Ordering::SeqCst) == 0 {
+            return false;
+        }
+        self.aborts.send_modify(|n| *n += 1);
+        true
+    }
+}
+
+/// A `SHUTDOWN` waiting for its replicas ([`Shutdown::begin_wait`]).
+pub struct WaitGuard<'a>(&'a Shutdown);
+
+impl Drop for WaitGuard<'_> {
+    fn drop(&mut self) {
+        self.0
+            .waiting
+            .fetch_sub(1, std::sync::atomic::Ordering::SeqCst);
+    }
 }
 
 /// What a setting's apply step reaches (`config::table`).
@@ -206,6 +302,7 @@ impl State {
             policies: Arc::new(crate::policy::Policies::empty(config.policies_shadow)),
             pubsub: crate::pubsub::PubSub::default(),
             migrate_sockets: Default::default(),
+            shutdown: Shutdown::default(),
         }
     }
 

@@ -363,6 +363,16 @@ macro_rules! rows {
                 flags: MODIFIABLE,
                 ..Setting::ROW
             },
+            { shutdown_timeout: u64; live shutdown_timeout: AtomicU64 } Setting {
+                name: "shutdown-timeout",
+                group: REPLICATION,
+                value_name: "SECONDS",
+                default: Some("10"),
+                help: "Seconds `SHUTDOWN` waits for replicas to catch up.\n\nA primary with replicas attached waits for each to acknowledge the stream so far, or this long, unless `SHUTDOWN NOW`; 0 does not wait (Redis's `shutdown-timeout`). SIGTERM does not wait.",
+                kind: Kind::Number(Number::count(0, I32)),
+                flags: MODIFIABLE,
+                ..Setting::ROW
+            },
             { replica_announce_ip: Option<String>; live replica_announce_ip: RwLock<Option<String>> } Setting {
                 name: "replica-announce-ip",
                 group: REPLICATION,

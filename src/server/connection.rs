@@ -21,7 +21,7 @@ use tokio::sync::watch;
 use crate::clients::ClientInfo;
 use crate::cmd::admin::pubsub;
 use crate::cmd::exec::batch::{self, End, Step};
-use crate::cmd::exec::session::{Park, Session};
+use crate::cmd::exec::session::{Deferred, Park, Session};
 use crate::cmd::registry::table::REGISTRY;
 use crate::protocol::{Decoder, ReplyBuf};
 use crate::state::State;
@@ -251,6 +251,12 @@ async fn serve<S: AsyncRead + AsyncWrite + AsRawFd + Unpin>(
                         }
                         Some(Park::Later(later)) => {
                             match stops.around(Wait::Read, (later.run)(state)).await {
+                                // Before the next request: nothing after a
+                                // `SHUTDOWN` that went ahead runs.
+                                Ok(Deferred::Close) => {
+                                    batch::finish(state, session, turn.commands);
+                                    return Close::Shutdown;
+                                }
                                 Ok(reply) => reply.write(&mut out, &mut session.stats),
                                 Err(why) => return why,
                             }

@@ -30,7 +30,7 @@ use tokio_rustls::TlsAcceptor;
 
 use crate::clock::Clock;
 use crate::config::{Config, ConfigError};
-use crate::state::State;
+use crate::state::{FinalSnapshot, State};
 use crate::store::snapshot;
 use crate::store::sweeper::{self, SweeperGuard};
 
@@ -114,18 +114,36 @@ impl ServerHandle {
         &self.state
     }
 
+    /// Resolves once a client's `SHUTDOWN` asked the server to stop (its
+    /// connection is closing): the holder then calls
+    /// [`ServerHandle::shutdown`], as on SIGTERM.
+    pub async fn shutdown_requested(&self) {
+        self.state.shutdown.wait_requested().await;
+    }
+
     /// Stops accepting, waits for every connection to finish what it has
     /// decoded, and returns once all are closed and the final snapshot (with
-    /// `--snapshot`) is written; its error if that failed.
+    /// `--snapshot`) is written; its error if that failed. After a
+    /// `SHUTDOWN`, the snapshot is as it asked: none with `NOSAVE` (nor
+    /// after a save `FORCE` went past), and after the one it wrote, another
+    /// only if a write came in since.
     pub async fn shutdown(mut self) -> Result<(), ShutdownError> {
         use crate::store::snapshot::SnapshotError;
+        let snapshot = self
+            .state
+            .shutdown
+            .requested()
+            .unwrap_or(FinalSnapshot::Write);
         self.signal_stop();
-        if !drain(&self.state, &mut self.task).await {
+        // Nothing is to be saved: scripts are stopped at once, and one
+        // that has written is not waited for past the grace.
+        let prompt = snapshot == FinalSnapshot::Skip;
+        if !drain(&self.state, &mut self.task, prompt).await {
             // The script holds its shards: a snapshot would wait for them
             // forever, or hold half the script.
             tracing::error!(
                 "a script that has written was still running {}s after the stop: exiting without the final snapshot (the last one stands)",
-                SCRIPT_WAIT.as_secs()
+                if prompt { SCRIPT_GRACE } else { SCRIPT_WAIT }.as_secs()
             );
             // Nor may dropping the handle join the sweeper and snapshot
             // threads, which may wait for the same shards: the handle is
@@ -151,6 +169,25 @@ impl ServerHandle {
         let Some(p) = self.persist.take() else {
             return Ok(());
         };
+        let unchanged = || {
+            let writes = self.state.stats.writes();
+            self.state
+                .persist
+                .as_ref()
+                .is_none_or(|p| p.changes_since_save(writes) == 0)
+        };
+        match snapshot {
+            FinalSnapshot::Write => {}
+            FinalSnapshot::IfChanged if !unchanged() => {
+                tracing::info!("writes since SHUTDOWN's snapshot: writing it again");
+            }
+            // Dropped, the thread stops without a snapshot (joined off
+            // the worker: it may be mid-way through a periodic one).
+            FinalSnapshot::IfChanged | FinalSnapshot::Skip => {
+                let _ = tokio::task::spawn_blocking(move || drop(p)).await;
+                return Ok(());
+            }
+        }
         let path = p.path().to_owned();
         tokio::task::spawn_blocking(move || p.finish())
             .await
@@ -212,17 +249,25 @@ pub enum ShutdownError {
 /// drain within their own bounds (`connection.rs`), except one running a
 /// script, and those waiting for its shards: after [`SCRIPT_GRACE`] every
 /// script that has not written is stopped, and past [`SCRIPT_WAIT`] one
-/// that has written is given up on. False if it was.
-async fn drain(state: &State, task: &mut JoinHandle<()>) -> bool {
+/// that has written is given up on. False if it was. `prompt` (no final
+/// snapshot to protect: `SHUTDOWN NOSAVE`): scripts are stopped at once,
+/// and one that has written is given up on after [`SCRIPT_GRACE`].
+async fn drain(state: &State, task: &mut JoinHandle<()>, prompt: bool) -> bool {
     let start = tokio::time::Instant::now();
-    tokio::select! {
-        _ = &mut *task => return true,
-        _ = tokio::time::sleep(SCRIPT_GRACE) => {}
+    if !prompt {
+        tokio::select! {
+            _ = &mut *task => return true,
+            _ = tokio::time::sleep(SCRIPT_GRACE) => {}
+        }
     }
     state.scripts.stop_for_shutdown();
+    let give_up = match prompt {
+        true => start + SCRIPT_GRACE,
+        false => start + SCRIPT_WAIT,
+    };
     tokio::select! {
         _ = &mut *task => return true,
-        _ = tokio::time::sleep_until(start + SCRIPT_WAIT) => {}
+        _ = tokio::time::sleep_until(give_up) => {}
     }
     if state.scripts.running() {
         return false;

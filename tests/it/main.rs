@@ -51,6 +51,7 @@ mod scripting;
 mod server_commands;
 mod server_connection;
 mod server_protocol;
+mod shutdown;
 mod snapshot;
 mod store_model;
 mod string_commands;

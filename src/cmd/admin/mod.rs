@@ -1,6 +1,6 @@
 //! Commands that run the server rather than reach keys: connection,
-//! client, config, server, command, cluster, replication, snapshot, the
-//! append-only file and Pub/Sub.
+//! client, config, server, command, cluster, replication, snapshot, `SHUTDOWN`,
+//! the append-only file and Pub/Sub.
 
 pub mod acl;
 pub mod aof;
@@ -13,6 +13,7 @@ pub mod connection;
 pub mod pubsub;
 pub mod replication;
 pub mod server;
+pub mod shutdown;
 pub mod snapshot;
 
 use super::{args, error, CmdError, CommandSpec, Ctx, Flags};

@@ -146,8 +146,7 @@ fn check(
     // blocked then, and answers BUSY to all but a few commands.
     if !spec.flags.contains(Flags::ALLOW_BUSY) && ctx.state.scripts.busy() {
         return Err(refuse(CmdError::Prefixed(
-            "BUSY Redis is busy running a script. You can only call SCRIPT KILL or SHUTDOWN NOSAVE."
-                .into(),
+            crate::cmd::admin::shutdown::BUSY.into(),
         )));
     }
     if ctx.session.tx.in_multi() && spec.flags.contains(Flags::NO_MULTI) {

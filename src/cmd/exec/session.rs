@@ -115,6 +115,9 @@ pub enum Deferred {
     Ok,
     /// Written `-ERR <text>`.
     Err(String),
+    /// No reply: the connection closes (a `SHUTDOWN` that went ahead,
+    /// which Redis never answers).
+    Close,
 }
 
 impl Deferred {
@@ -123,6 +126,7 @@ impl Deferred {
         match self {
             Deferred::Int(n) => out.int(*n),
             Deferred::Ok => out.ok(),
+            Deferred::Close => {}
             Deferred::Err(e) => {
                 let text = format!("ERR {e}");
                 out.error(&text);

@@ -11,7 +11,8 @@ use super::error::CmdError;
 use super::spec::{CommandSpec, Ctx, Flags, KeySpec, Registry};
 use crate::acl::CatSet;
 use crate::cmd::admin::{
-    acl, aof, client, cluster, command, config, connection, pubsub, replication, server, snapshot,
+    acl, aof, client, cluster, command, config, connection, pubsub, replication, server, shutdown,
+    snapshot,
 };
 use crate::cmd::data::{dump, hash, keys, list, string, zset};
 use crate::cmd::exec::multi;
@@ -285,6 +286,7 @@ pub static COMMANDS: &[CommandSpec] = &[
     cmd! { name: "set", arity: -3, flags: [WRITE | DENYOOM], keys: FIRST, group: "string", since: "1.0.0", complexity: "O(1)", summary: "Sets the string value of a key, ignoring its type. The key is created if it doesn't exist.", handler: string::set, acl: [STRING] },
     cmd! { name: "setex", arity: 4, flags: [WRITE | DENYOOM | KEYS_WRITE_ONLY], keys: FIRST, group: "string", since: "2.0.0", complexity: "O(1)", summary: "Sets the string value and expiration time of a key. Creates the key if it doesn't exist.", handler: string::setex, acl: [STRING] },
     cmd! { name: "setnx", arity: 3, flags: [WRITE | DENYOOM | FAST | KEYS_WRITE_ONLY], keys: FIRST, group: "string", since: "1.0.0", complexity: "O(1)", summary: "Set the string value of a key only when the key doesn't exist.", handler: string::setnx, acl: [STRING] },
+    cmd! { name: "shutdown", arity: -1, flags: [ADMIN | NOSCRIPT | LOADING | STALE | NO_MULTI | ALLOW_BUSY], keys: NONE, group: "server", since: "1.0.0", complexity: "O(N) when saving, where N is the total number of keys in all databases when saving data, otherwise O(1)", summary: "Synchronously saves the database(s) to disk and shuts down the Redis server.", handler: shutdown::shutdown },
     cmd! { name: "slaveof", arity: 3, flags: [ADMIN | NOSCRIPT | STALE], keys: NONE, group: "server", since: "1.0.0", complexity: "O(1)", summary: "Sets a Redis server as a replica of another, or promotes it to being a master.", handler: replication::replicaof },
     cmd! { name: "subscribe", arity: -2, flags: [PUBSUB | NOSCRIPT | LOADING | STALE], keys: NONE, group: "pubsub", since: "2.0.0", complexity: "O(N) where N is the number of channels to subscribe to.", summary: "Listens for messages published to channels.", handler: pubsub::subscribe },
     cmd! { name: "time", arity: 1, flags: [LOADING | STALE | FAST], keys: NONE, group: "server", since: "2.6.0", complexity: "O(1)", summary: "Returns the server time.", handler: server::time },
