@@ -73,13 +73,19 @@ crate reloading its slot map, most likely). Each task is summed over
 its runs in the request. A second recording samples every busy CPU's
 clock 4,000 times a second: the part of a task's run in which its CPU
 took no sample is time that virtual CPU did not run (its host ran
-something else), named "the host": not the task's, nor the move's. An
-idle core takes no samples, so a request that waits with both cores idle
-is listed as "idle" and counted as the move's. This machine's second CPU
-records no switch out of the idle loop, so `perf sched timehist` counts
-the idle time before a run as the run's: the idle span is ended at the
-CPU's first clock sample after it went idle. Needs `perf` (linux-perf)
-and root.
+something else), named "the host": not the task's, nor the move's. A
+request that waits with both cores idle is listed as "idle" and counted
+as the move's. This machine's second CPU, the nodes', records no switch
+out of the idle loop, and takes no clock sample while idle (the first
+CPU takes both), so `perf sched timehist` counts the idle time before a
+run as the run's: the idle span is ended at the CPU's first clock
+sample after it went idle. A task woken while its CPU was idle
+(`sched_waking`, on record on the waker's CPU) had that CPU to run on
+from the wake-up: the rest of the idle span is the host's, which did
+not run the virtual CPU (a guest kernel runs it at once), and is named
+"the host (this CPU did not run a task woken on it)". A span idle until
+a wake-up not on record (a timer on the CPU itself, or the disk) stays
+the move's. Needs `perf` (linux-perf) and root.
 
 `--rt-client` (with `--pin --rust-client`) runs the compiled client
 `SCHED_FIFO` on its core, so that a kernel thread there waits for it (it
@@ -311,7 +317,7 @@ class Sched:
     # Overlap with a request that makes a task its cause (seconds).
     HELD = 0.0005
     # The CPU clock's sampling rate (Hz): beside the scheduler's events, a
-    # sample of every busy CPU this often (an idle one takes none). A
+    # sample of every CPU this often (the nodes' takes none idle). A
     # span of a task's run with none on its CPU is time that virtual CPU
     # did not run (its host ran something else), which no task shows.
     CLOCK_HZ = 4000
@@ -361,11 +367,27 @@ class Sched:
         out = subprocess.run(["perf", "sched", "timehist", "--next", "-i", self.path], capture_output=True, text=True)
         clock = subprocess.run(["perf", "script", "-i", self.clock_path, "-F", "cpu,time"], capture_output=True,
                                text=True)
+        events = subprocess.run(["perf", "script", "-i", self.path, "-F", "time,event,trace"], capture_output=True,
+                                text=True)
         shutil.rmtree(self.dir, ignore_errors=True)
         if out.returncode != 0:
             raise SystemExit(f"perf sched timehist failed: {out.stderr[-2000:]}")
-        if clock.returncode != 0:
-            raise SystemExit(f"perf script failed: {clock.stderr[-2000:]}")
+        for what in (clock, events):
+            if what.returncode != 0:
+                raise SystemExit(f"perf script failed: {what.stderr[-2000:]}")
+        # Per CPU, (when, thread) of each wake-up of a thread last run
+        # there (`sched_waking`, stamped on the waker's CPU: a node's
+        # thread woken by the client's request is on record even though
+        # the nodes' CPU's switch out of idle is not).
+        wakings = {}
+        waking_re = re.compile(r"^\s*(\d+\.\d+):\s+sched:sched_waking:.*\bpid=(\d+) prio=\S+ target_cpu=(\d+)")
+        for line in events.stdout.splitlines():
+            if m := waking_re.match(line):
+                wakings.setdefault(int(m[3]), []).append((float(m[1]), int(m[2])))
+        for ws in wakings.values():
+            ws.sort()
+        # Per thread, (start, cpu) of each of its runs.
+        thread_runs = {}
         for line in clock.stdout.splitlines():
             m = re.match(r"^\s*\[(\d+)\]\s+(\d+\.\d+):", line)
             if m:
@@ -381,11 +403,11 @@ class Sched:
         for line in out.stdout.splitlines():
             m = line_re.match(line)
             if m:
-                end, cpu, comm, pid = float(m[1]), int(m[2]), m[3].strip(), int(m[5] or m[4])
+                end, cpu, comm, pid, tid = float(m[1]), int(m[2]), m[3].strip(), int(m[5] or m[4]), int(m[4])
                 run = float(m[8]) / 1e3
             elif m := idle_re.match(line):
                 # The idle loop, pid 0: no task had the core.
-                end, cpu, comm, pid = float(m[1]), int(m[2]), "<idle>", 0
+                end, cpu, comm, pid, tid = float(m[1]), int(m[2]), "<idle>", 0, 0
                 run = float(m[5]) / 1e3
             else:
                 continue
@@ -395,7 +417,7 @@ class Sched:
                 # machine's second CPU records none: 41 switches into it,
                 # none out, in a test), so timehist counts the idle time
                 # as this task's run. The CPU's first clock sample after
-                # the switch into idle (an idle CPU takes none) is when it
+                # the switch into idle (it takes none idle) is when it
                 # ran again, within one sample period.
                 ts = self.cpu_samples.get(cpu, [])
                 j = bisect.bisect_left(ts, begin)
@@ -403,14 +425,56 @@ class Sched:
                 if start > begin:
                     self.runs.setdefault(cpu, []).append((begin, start, "<idle>", 0))
                 begin = start
+            if comm != "<idle>":
+                thread_runs.setdefault(tid, []).append((begin, cpu))
             nxt = next_re.search(line)
             into_idle[cpu] = comm != "<idle>" and nxt is not None and nxt[1] == "0"
             self.runs.setdefault(cpu, []).append((begin, end, comm, pid))
         for r in self.runs.values():
             r.sort()
+        for r in thread_runs.values():
+            r.sort()
+        for cpu, rs in self.runs.items():
+            self.runs[cpu] = list(self.woken_waits(cpu, rs, wakings.get(cpu, []), thread_runs))
         self.starts = {cpu: [r[0] for r in rs] for cpu, rs in self.runs.items()}
         # The longest run on record bounds how far back a window must look.
         self.longest = max((e - b for rs in self.runs.values() for b, e, _, _ in rs), default=0.0)
+
+    # How far before an idle span's start (seconds) a wake-up may be
+    # stamped and still fall in it: the span starts at a switch into
+    # idle on its CPU; the wake-up is stamped on the waker's.
+    WOKEN_SLACK = 0.0005
+
+    def woken_waits(self, cpu, runs, woken, thread_runs):
+        """`cpu`'s runs, each idle span split where a thread was woken
+        for this CPU (`woken`: (when, thread), sorted) that ran here next,
+        once the span was over: from that wake-up on, the CPU had a task
+        to run and ran nothing. A guest kernel runs a task woken for an
+        idle CPU at once (the wake-up interrupts it), so that wait is the
+        host's, which did not run the virtual CPU: "<woken>". The part
+        before the wake-up stays idle, the move's: it may be a timer on
+        the CPU itself, whose wake-ups this machine's second CPU does not
+        record when it leaves idle."""
+        for a, b, comm, pid in runs:
+            if comm != "<idle>":
+                yield a, b, comm, pid
+                continue
+            w = None
+            i = bisect.bisect_left(woken, (a - self.WOKEN_SLACK,))
+            while i < len(woken) and woken[i][0] < b:
+                when, tid = woken[i]
+                starts = thread_runs.get(tid, [])
+                j = bisect.bisect_left(starts, (when,))
+                if j < len(starts) and starts[j][0] >= b - 5e-6 and starts[j][1] == cpu:
+                    w = max(when, a)
+                    break
+                i += 1
+            if w is None or w >= b:
+                yield a, b, comm, pid
+                continue
+            if w > a:
+                yield a, w, "<idle>", 0
+            yield w, b, "<woken>", 0
 
     def runs_within(self, cpu, t0, t1):
         """The runs on `cpu` that overlap [t0, t1], in order."""
@@ -446,8 +510,8 @@ class Sched:
         redis-cli is the move's too. The part of a task's run in which
         its CPU took no clock sample is the host's. A core with no task
         is "idle": neither the move's nor another's, so it does not make
-        the request count as disturbed (an idle core takes no samples, so
-        whether the host ran it then cannot be told)."""
+        the request count as disturbed, unless a task was woken for it
+        meanwhile ("<woken>": the host's from the wake-up on)."""
         sums = {}
 
         def add(cpu, who, seconds, ours):
@@ -460,6 +524,9 @@ class Sched:
                 overlap = min(e, t1) - max(b, t0)
                 if comm == "<idle>":
                     add(cpu, "idle", overlap, True)
+                    continue
+                if comm == "<woken>":
+                    add(cpu, "the host (this CPU did not run a task woken on it)", overlap, False)
                     continue
                 stalled = self.cpu_stood_still(cpu, max(b, t0), min(e, t1))
                 if stalled > 0:
@@ -495,7 +562,8 @@ class Sched:
                 if comm == "<idle>":
                     continue
                 busy += hi - lo
-                stalled += self.cpu_stood_still(cpu, lo, hi)
+                # A woken task's wait on its idle CPU is all stall.
+                stalled += hi - lo if comm == "<woken>" else self.cpu_stood_still(cpu, lo, hi)
         return busy, stalled
 
     def judge(self, move, kind, what, show):
