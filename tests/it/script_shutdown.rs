@@ -121,7 +121,7 @@ async fn gives_up() {
 }
 
 /// Waits until the server answers `BUSY` (a script runs past the limit).
-async fn wait_busy(other: &mut Raw) {
+pub(crate) async fn wait_busy(other: &mut Raw) {
     for _ in 0..500 {
         if other.call(&["PING"]).await.starts_with("-BUSY") {
             return;

@@ -12,20 +12,11 @@
 use std::time::{Duration, Instant};
 
 use crate::common::*;
+use crate::config_rewrite::temp_dir;
+use crate::script_shutdown::wait_busy;
 use turnstile::server::SCRIPT_GRACE;
 
 const FAILED: &str = "-ERR Errors trying to SHUTDOWN. Check logs.\r\n";
-
-fn tempdir(name: &str) -> std::path::PathBuf {
-    let dir = std::env::temp_dir().join(format!(
-        "turnstile-shutdown-{name}-{}-{:?}",
-        std::process::id(),
-        std::thread::current().id()
-    ));
-    let _ = std::fs::remove_dir_all(&dir);
-    std::fs::create_dir_all(&dir).expect("temp dir");
-    dir
-}
 
 /// Waits (bounded) for the handle to see a `SHUTDOWN`.
 async fn requested(srv: &Server) {
@@ -76,7 +67,7 @@ async fn the_final_snapshot_is_written_by_default_and_not_with_nosave() {
         (&["SHUTDOWN", "NOSAVE"], false),
         (&["SHUTDOWN", "NOSAVE", "NOW", "FORCE"], false),
     ] {
-        let dir = tempdir("snap");
+        let dir = temp_dir("shutdown-snap");
         let path = dir.join("dump.tsnap");
         let srv = saving_to(&path).await;
         let mut r = srv.raw().await;
@@ -103,7 +94,7 @@ async fn the_final_snapshot_is_written_by_default_and_not_with_nosave() {
 /// in the snapshot the stop writes again.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_write_after_shutdowns_snapshot_is_kept() {
-    let dir = tempdir("again");
+    let dir = temp_dir("shutdown-again");
     let path = dir.join("dump.tsnap");
     let srv = saving_to(&path).await;
     let mut r = srv.raw().await;
@@ -128,7 +119,7 @@ async fn a_write_after_shutdowns_snapshot_is_kept() {
 /// `FORCE` stops it anyway. `SAVE` with no `--snapshot` is such a failure.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_failed_save_keeps_the_server_running_unless_force() {
-    let dir = tempdir("fail");
+    let dir = temp_dir("shutdown-fail");
     let sub = dir.join("sub");
     std::fs::create_dir_all(&sub).unwrap();
     let srv = saving_to(&sub.join("dump.tsnap")).await;
@@ -235,11 +226,7 @@ async fn a_busy_script_lets_only_nosave_through() {
     runner
         .send(&encode_words(&["EVAL", "while true do end", "0"]))
         .await;
-    let deadline = Instant::now() + IO_TIMEOUT;
-    while !other.call(&["PING"]).await.starts_with("-BUSY") {
-        assert!(Instant::now() < deadline, "the script never became busy");
-        tokio::time::sleep(Duration::from_millis(10)).await;
-    }
+    wait_busy(&mut other).await;
     let busy = "-BUSY Redis is busy running a script. You can only call SCRIPT KILL or SHUTDOWN NOSAVE.\r\n";
     assert_eq!(other.call(&["SHUTDOWN"]).await, busy);
     assert_eq!(other.call(&["SHUTDOWN", "SAVE", "NOW"]).await, busy);

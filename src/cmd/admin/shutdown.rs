@@ -90,24 +90,26 @@ async fn stop(state: &State, w: Words) -> Deferred {
         return Deferred::Err(FAILED.into());
     }
     let save = !w.nosave && (w.save || state.persist.is_some());
-    let mut failed = false;
-    if save {
-        tracing::info!("Saving the final snapshot before exiting.");
-        if let Err(e) = write_snapshot(state).await {
-            tracing::error!("SHUTDOWN: the final snapshot failed: {e}");
-            failed = true;
-        }
-    }
-    if failed {
-        if !w.force {
-            tracing::warn!("Error trying to save the snapshot, can't exit. Errors trying to shut down the server: the server keeps running.");
-            return Deferred::Err(FAILED.into());
-        }
-        tracing::warn!("Error trying to save the snapshot. Exit anyway (FORCE).");
-    }
-    state.shutdown.request(match (save, failed) {
-        (true, false) => FinalSnapshot::IfChanged,
-        _ => FinalSnapshot::Skip,
+    let saved = save
+        && {
+            tracing::info!("Saving the final snapshot before exiting.");
+            match write_snapshot(state).await {
+                Ok(()) => true,
+                Err(e) => {
+                    tracing::error!("SHUTDOWN: the final snapshot failed: {e}");
+                    if !w.force {
+                        tracing::warn!("Error trying to save the snapshot, can't exit. Errors trying to shut down the server: the server keeps running.");
+                        return Deferred::Err(FAILED.into());
+                    }
+                    tracing::warn!("Error trying to save the snapshot. Exit anyway (FORCE).");
+                    false
+                }
+            }
+        };
+    state.shutdown.request(if saved {
+        FinalSnapshot::IfChanged
+    } else {
+        FinalSnapshot::Skip
     });
     Deferred::Close
 }
